@@ -1,0 +1,1 @@
+//! Leasehold guest SDK.

@@ -1,0 +1,332 @@
+//! The lease authority: acquire, renew, release, observe and the tenure
+//! history, with strictly increasing fencing epochs (L1–L6 in DESIGN.md).
+//!
+//! Owns: lease rows, tenure records, database identity checks, the
+//! release notifications standbys wait on, and the fence check every
+//! fenced write runs inside its own transaction.
+//!
+//! Must never: know about Wasm, objects or events; compare host wall
+//! clocks (expiry is the backend's clock: the database's, or the memory
+//! backend's monotonic clock); keep a lease alive through a session-scoped
+//! lock on a pooled connection.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use thiserror::Error;
+
+use crate::fence::{Epoch, Fence, LeaseKey};
+use crate::names::NameError;
+
+/// Timing of one lease: how long a grant lasts and when the holder gives up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LeaseTiming {
+    /// Grant lifetime without renewal, judged by the backend's clock.
+    pub ttl: Duration,
+    /// How often the holder renews.
+    pub renew_interval: Duration,
+    /// The holder treats the lease as lost at last successful renew *sent*
+    /// plus this (L3). Must be below `ttl`.
+    pub renew_deadline: Duration,
+}
+
+impl Default for LeaseTiming {
+    fn default() -> Self {
+        Self {
+            ttl: crate::timeouts::LEASE_TTL,
+            renew_interval: crate::timeouts::RENEW_INTERVAL,
+            renew_deadline: crate::timeouts::RENEW_DEADLINE,
+        }
+    }
+}
+
+impl LeaseTiming {
+    /// Check `0 < renew_interval < renew_deadline < ttl`.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.ttl.is_zero() {
+            return Err("lease_ttl must be greater than zero".into());
+        }
+        if self.renew_interval.is_zero() {
+            return Err("renew_interval must be greater than zero".into());
+        }
+        if !(self.renew_interval < self.renew_deadline && self.renew_deadline < self.ttl) {
+            return Err(format!(
+                "lease timing must satisfy renew_interval < renew_deadline < lease_ttl, got {} < {} < {}",
+                humantime::format_duration(self.renew_interval),
+                humantime::format_duration(self.renew_deadline),
+                humantime::format_duration(self.ttl),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Why a tenure ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EndReason {
+    /// The holder released it in order (shutdown, controller removed).
+    Released,
+    /// It expired without renewal and was found expired at the next grant.
+    Expired,
+    /// The holder detected it lost the lease (renew refused or deadline
+    /// passed) and gave it up.
+    Lost,
+    /// A new grant was made while this tenure's row was still unended
+    /// (e.g. the holder crashed and nobody recorded an end).
+    Superseded,
+}
+
+impl EndReason {
+    /// The name stored in the history and shown by the API.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EndReason::Released => "released",
+            EndReason::Expired => "expired",
+            EndReason::Lost => "lost",
+            EndReason::Superseded => "superseded",
+        }
+    }
+}
+
+/// A request for a lease.
+#[derive(Debug, Clone)]
+pub struct AcquireRequest {
+    /// Which lease.
+    pub key: LeaseKey,
+    /// Who asks.
+    pub holder: String,
+    /// Grant lifetime.
+    pub ttl: Duration,
+}
+
+/// A successful grant.
+#[derive(Debug, Clone)]
+pub struct Grant {
+    /// The fence of the new tenure.
+    pub fence: Fence,
+    /// When the backend's clock granted it.
+    pub acquired_at: DateTime<Utc>,
+    /// When it expires unless renewed.
+    pub expires_at: DateTime<Utc>,
+}
+
+/// The answer to an acquire attempt.
+#[derive(Debug, Clone)]
+pub enum Acquired {
+    /// The lease is ours.
+    Granted(Grant),
+    /// Someone else holds it until (at least) the given time.
+    Held {
+        /// The current holder.
+        holder: String,
+        /// The current epoch.
+        epoch: Epoch,
+        /// When the current grant expires unless renewed.
+        expires_at: DateTime<Utc>,
+    },
+}
+
+/// The answer to a renew.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Renewed {
+    /// Extended until the given time.
+    Extended {
+        /// New expiry (backend clock).
+        expires_at: DateTime<Utc>,
+    },
+    /// The lease is no longer this fence's: another epoch, released, or
+    /// already expired. The holder must abort its guest now.
+    Lost,
+}
+
+/// A lease as observed now.
+#[derive(Debug, Clone, Serialize)]
+pub struct LeaseRecord {
+    /// The lease name.
+    pub name: String,
+    /// The last holder.
+    pub holder: String,
+    /// The current (last granted) epoch.
+    pub epoch: Epoch,
+    /// When the current tenure was granted.
+    pub acquired_at: DateTime<Utc>,
+    /// When the current grant expires unless renewed.
+    pub expires_at: DateTime<Utc>,
+    /// Whether the lease was released.
+    pub released: bool,
+    /// Whether a tenure is running now: not released and not expired.
+    pub active: bool,
+}
+
+/// One tenure in the history (L6).
+#[derive(Debug, Clone, Serialize)]
+pub struct TenureRecord {
+    /// The tenure's epoch.
+    pub epoch: Epoch,
+    /// Who held it.
+    pub holder: String,
+    /// The database endpoint the holder used, password redacted.
+    pub endpoint: String,
+    /// When it was granted.
+    pub acquired_at: DateTime<Utc>,
+    /// When it ended; `None` while running.
+    pub ended_at: Option<DateTime<Utc>>,
+    /// Why it ended; `None` while running.
+    pub end_reason: Option<EndReason>,
+    /// How many fenced commits it made.
+    pub writes: u64,
+    /// When its last fenced commit landed.
+    pub last_write_at: Option<DateTime<Utc>>,
+}
+
+/// What the database says it is. Checked before any acquisition (point 4 of
+/// DESIGN.md).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DatabaseIdentity {
+    /// The uuid created by the first migration.
+    pub database_id: uuid::Uuid,
+    /// `pg_control_system().system_identifier` (0 for the memory backend).
+    pub system_identifier: u64,
+    /// `pg_is_in_recovery()`: a standby must never grant leases.
+    pub in_recovery: bool,
+    /// The endpoint, password redacted.
+    pub endpoint: String,
+}
+
+/// What the operator pinned: the host refuses to lead if the database
+/// differs.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ExpectedIdentity {
+    /// Expected database uuid.
+    pub database_id: Option<uuid::Uuid>,
+    /// Expected server system identifier.
+    pub system_identifier: Option<u64>,
+}
+
+impl ExpectedIdentity {
+    /// Compare, and name every difference.
+    pub fn verify(&self, actual: &DatabaseIdentity) -> Result<(), AuthorityError> {
+        let mut problems = Vec::new();
+        if actual.in_recovery {
+            problems.push("the server is in recovery (a standby); leases need the primary".to_string());
+        }
+        if let Some(id) = self.database_id {
+            if id != actual.database_id {
+                problems.push(format!(
+                    "database id is {} but {} is expected",
+                    actual.database_id, id
+                ));
+            }
+        }
+        if let Some(sys) = self.system_identifier {
+            if sys != actual.system_identifier {
+                problems.push(format!(
+                    "system identifier is {} but {} is expected",
+                    actual.system_identifier, sys
+                ));
+            }
+        }
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(AuthorityError::WrongDatabase {
+                endpoint: actual.endpoint.clone(),
+                problems: problems.join("; "),
+            })
+        }
+    }
+}
+
+/// Lease authority failures.
+#[derive(Debug, Error)]
+pub enum AuthorityError {
+    /// A lease, cluster or holder name broke the syntax rules.
+    #[error(transparent)]
+    InvalidName(#[from] NameError),
+    /// A request was malformed (e.g. a zero ttl).
+    #[error("invalid lease request for {key}: {reason}")]
+    Invalid {
+        /// Which lease.
+        key: LeaseKey,
+        /// What was wrong.
+        reason: String,
+    },
+    /// The fence is no longer current: another epoch was granted, the lease
+    /// was released, or it expired.
+    #[error("fenced: {fence} is no longer current ({reason})")]
+    Fenced {
+        /// The stale fence.
+        fence: Fence,
+        /// What the authority saw instead.
+        reason: String,
+    },
+    /// The database is not the one this host must lead against.
+    #[error("refusing to lead against {endpoint}: {problems}")]
+    WrongDatabase {
+        /// Where we connected (password redacted).
+        endpoint: String,
+        /// Every difference found.
+        problems: String,
+    },
+    /// The schema is missing or older than this host; run `leasehold migrate`.
+    #[error("database schema at {endpoint} is not ready: {reason}; run `leasehold migrate`")]
+    Schema {
+        /// Where (password redacted).
+        endpoint: String,
+        /// What is missing.
+        reason: String,
+    },
+    /// The backend could not be reached or failed.
+    #[error("lease backend unavailable at {endpoint}: {reason}")]
+    Unavailable {
+        /// Where (password redacted).
+        endpoint: String,
+        /// The underlying failure (never with credentials).
+        reason: String,
+    },
+}
+
+/// One lease backend. Implementations: PostgreSQL (production) and memory
+/// (single process; tests and development).
+#[async_trait]
+pub trait Authority: Send + Sync + 'static {
+    /// The identity of the backing database.
+    async fn identity(&self) -> Result<DatabaseIdentity, AuthorityError>;
+
+    /// Try to take the lease. Grants only if the row is absent, released or
+    /// expired by the backend's clock (L2); a grant's epoch is previous + 1
+    /// (L1) and opens a tenure record; a still-open previous tenure is ended
+    /// as `expired` (or `superseded`).
+    async fn acquire(&self, request: &AcquireRequest) -> Result<Acquired, AuthorityError>;
+
+    /// Extend every given lease by `ttl` in one round trip, if holder and
+    /// epoch still match and it has not expired. Results are in input order.
+    async fn renew(
+        &self,
+        fences: &[Fence],
+        ttl: Duration,
+    ) -> Result<Vec<Renewed>, AuthorityError>;
+
+    /// End the tenure: mark the row released (if the fence is still
+    /// current), record `reason` in the history, and wake standbys. Safe to
+    /// call after loss: it then only records the end.
+    async fn release(&self, fence: &Fence, reason: EndReason) -> Result<(), AuthorityError>;
+
+    /// Every lease of a cluster, as it is now.
+    async fn observe(&self, cluster: &str) -> Result<Vec<LeaseRecord>, AuthorityError>;
+
+    /// The tenures of one lease, newest first, at most `limit`.
+    async fn history(
+        &self,
+        key: &LeaseKey,
+        limit: usize,
+    ) -> Result<Vec<TenureRecord>, AuthorityError>;
+
+    /// A receiver woken whenever a lease of `cluster` is released (NOTIFY
+    /// for PostgreSQL). Wakes may be spurious or coalesced; candidates
+    /// simply retry acquiring.
+    fn released(&self, cluster: &str) -> tokio::sync::watch::Receiver<u64>;
+}

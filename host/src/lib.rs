@@ -1,0 +1,14 @@
+//! Leasehold host: runs controllers as WebAssembly components, each under
+//! its own fenced lease.
+//!
+//! See `ARCHITECTURE.md` at the repository root for the map of modules and
+//! the invariants they keep.
+
+pub mod authority;
+pub mod db;
+pub mod fence;
+pub mod limits;
+pub mod names;
+pub mod store;
+pub mod testing;
+pub mod timeouts;

@@ -1,0 +1,38 @@
+//! Every size and count Leasehold bounds, declared once with its default.
+
+/// Largest object value (JSON text) accepted by the store.
+pub const MAX_VALUE_BYTES: usize = 256 * 1024;
+/// Most operations in one commit.
+pub const MAX_OPS_PER_COMMIT: usize = 128;
+/// Most events in one commit.
+pub const MAX_EVENTS_PER_COMMIT: usize = 128;
+/// Largest event reason.
+pub const MAX_EVENT_REASON_BYTES: usize = 128;
+/// Largest event message.
+pub const MAX_EVENT_MESSAGE_BYTES: usize = 4 * 1024;
+/// Default and largest page of a listing.
+pub const DEFAULT_PAGE_SIZE: usize = 100;
+/// Largest page of a listing, events included.
+pub const MAX_PAGE_SIZE: usize = 500;
+/// Largest tenure history returned in one call.
+pub const MAX_HISTORY: usize = 1000;
+/// Default linear memory a guest may grow to.
+pub const GUEST_MEMORY_BYTES: usize = 64 * 1024 * 1024;
+/// Most tables, instances and memories per guest store.
+pub const GUEST_TABLES: usize = 20;
+/// Most component instances per guest store.
+pub const GUEST_INSTANCES: usize = 20;
+/// Most linear memories per guest store.
+pub const GUEST_MEMORIES: usize = 20;
+/// Largest payload (sum of strings) a guest may pass in one host call.
+pub const HOST_CALL_PAYLOAD_BYTES: usize = 4 * 1024 * 1024;
+/// Longest guest log line; longer lines are truncated.
+pub const LOG_LINE_BYTES: usize = 8 * 1024;
+/// Most bytes of guest stdout/stderr captured per tenure.
+pub const GUEST_STDIO_BYTES: usize = 64 * 1024;
+/// Most distinct keys waiting in one controller's work queue.
+pub const WORK_QUEUE_KEYS: usize = 100_000;
+/// Most controllers one host runs.
+pub const MAX_CONTROLLERS: usize = 10_000;
+/// Largest HTTP request body.
+pub const HTTP_BODY_BYTES: usize = MAX_VALUE_BYTES + 4096;

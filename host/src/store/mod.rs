@@ -1,0 +1,234 @@
+//! The durable state: versioned objects and an append-only event log, per
+//! cluster.
+//!
+//! Owns: objects, events, the per-cluster commit order (revisions and
+//! gap-free event sequence numbers), size and syntax limits, change-feed
+//! wake-ups.
+//!
+//! Writes come two ways only: fenced commits from guests (checked against
+//! the lease inside the same transaction, via the authority's fence check)
+//! and versioned API writes from users. Must never: call back into the
+//! supervisor or runtime, or know about Wasm.
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use thiserror::Error;
+
+use crate::fence::{Epoch, Fence};
+
+/// A stored object.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Object {
+    /// The kind (DNS label).
+    pub kind: String,
+    /// The name within the kind (DNS label).
+    pub name: String,
+    /// Revision of the commit that last wrote it.
+    pub version: u64,
+    /// Compact JSON text.
+    pub value: String,
+}
+
+/// The address of an object.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+pub struct ObjectKey {
+    /// The kind.
+    pub kind: String,
+    /// The name.
+    pub name: String,
+}
+
+impl std::fmt::Display for ObjectKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.kind, self.name)
+    }
+}
+
+/// One write of a commit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Op {
+    /// Create; fails with `Conflict` if it exists.
+    Create {
+        /// Where.
+        key: ObjectKey,
+        /// JSON text.
+        value: String,
+    },
+    /// Replace if the version matches; `Conflict` if not, `NotFound` if absent.
+    Update {
+        /// Where.
+        key: ObjectKey,
+        /// The version read.
+        expected_version: u64,
+        /// JSON text.
+        value: String,
+    },
+    /// Delete if the version matches; `Conflict` if not, `NotFound` if absent.
+    Delete {
+        /// Where.
+        key: ObjectKey,
+        /// The version read.
+        expected_version: u64,
+    },
+}
+
+/// An event to append.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewEvent {
+    /// The object the event is about.
+    pub key: ObjectKey,
+    /// Short PascalCase reason.
+    pub reason: String,
+    /// Human-readable message.
+    pub message: String,
+}
+
+/// Who made a write.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "by", rename_all = "snake_case")]
+pub enum Origin {
+    /// A user, through the API.
+    Api,
+    /// A guest, under a lease.
+    Guest {
+        /// The lease name.
+        lease: String,
+        /// The tenure's epoch.
+        epoch: Epoch,
+        /// The replica.
+        holder: String,
+    },
+}
+
+/// An event from the log.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Event {
+    /// Position in the cluster's commit order: gap-free, starting at 1.
+    pub seq: u64,
+    /// The commit's revision.
+    pub revision: u64,
+    /// Commit time (backend clock).
+    pub at: DateTime<Utc>,
+    /// The object's kind.
+    pub kind: String,
+    /// The object's name.
+    pub name: String,
+    /// Short reason (`Created`, `Updated`, `Deleted` for API writes).
+    pub reason: String,
+    /// Human-readable message.
+    pub message: String,
+    /// Who wrote it.
+    pub origin: Origin,
+}
+
+/// A successful commit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Committed {
+    /// The commit's revision: the new version of every created or updated
+    /// object.
+    pub revision: u64,
+    /// Sequence numbers of the appended events, in input order.
+    pub event_seqs: Vec<u64>,
+}
+
+/// A page of objects.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Page {
+    /// Objects in name order.
+    pub objects: Vec<Object>,
+    /// Cursor for the next page (the last name), if there may be more.
+    pub next: Option<String>,
+}
+
+/// Store failures. Each names what it is about.
+#[derive(Debug, Error)]
+pub enum StoreError {
+    /// The fence is no longer current; nothing was written.
+    #[error("fenced: {fence} is no longer current ({reason}); nothing was written")]
+    Fenced {
+        /// The stale fence.
+        fence: Fence,
+        /// What the authority saw.
+        reason: String,
+    },
+    /// A version precondition failed; nothing was written.
+    #[error("conflict on {key}: {reason}")]
+    Conflict {
+        /// The object.
+        key: ObjectKey,
+        /// Expected vs. actual.
+        reason: String,
+    },
+    /// The object does not exist.
+    #[error("{key} not found")]
+    NotFound {
+        /// The object.
+        key: ObjectKey,
+    },
+    /// Bad input: syntax, JSON, sizes, counts.
+    #[error("invalid request: {0}")]
+    Invalid(String),
+    /// The value or request is over a size limit.
+    #[error("too large: {0}")]
+    TooLarge(String),
+    /// The backend failed or is unreachable; a commit's outcome is unknown.
+    #[error("store unavailable: {0}")]
+    Unavailable(String),
+}
+
+/// One state backend. Implementations: PostgreSQL and memory.
+#[async_trait]
+pub trait Store: Send + Sync + 'static {
+    /// Read one object.
+    async fn get(&self, cluster: &str, key: &ObjectKey) -> Result<Option<Object>, StoreError>;
+
+    /// List a kind in name order after `after`, at most `limit` (capped at
+    /// [`crate::limits::MAX_PAGE_SIZE`]).
+    async fn list(
+        &self,
+        cluster: &str,
+        kind: &str,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Page, StoreError>;
+
+    /// Apply `ops` and append `events` in one transaction that first checks
+    /// `fence` (lease row FOR SHARE: holder, epoch, unexpired), and records
+    /// the write against the tenure. All or nothing.
+    async fn commit_fenced(
+        &self,
+        fence: &Fence,
+        ops: &[Op],
+        events: &[NewEvent],
+    ) -> Result<Committed, StoreError>;
+
+    /// API write: create or replace, optionally only if the current version
+    /// is `expected_version` (0 = must not exist). Appends a `Created` or
+    /// `Updated` event.
+    async fn put(
+        &self,
+        cluster: &str,
+        key: &ObjectKey,
+        value: &str,
+        expected_version: Option<u64>,
+    ) -> Result<Object, StoreError>;
+
+    /// API delete, optionally only at `expected_version`. Appends a
+    /// `Deleted` event. `NotFound` if absent.
+    async fn delete(
+        &self,
+        cluster: &str,
+        key: &ObjectKey,
+        expected_version: Option<u64>,
+    ) -> Result<(), StoreError>;
+
+    /// Events with `seq > after`, in order, at most `limit`.
+    async fn events(&self, cluster: &str, after: u64, limit: usize)
+    -> Result<Vec<Event>, StoreError>;
+
+    /// A receiver holding the last known event seq of `cluster`, updated on
+    /// every commit (NOTIFY for PostgreSQL, with a polling fallback). A
+    /// watcher reads events after its own cursor when it changes.
+    fn watch(&self, cluster: &str) -> tokio::sync::watch::Receiver<u64>;
+}
