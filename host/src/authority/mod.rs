@@ -10,6 +10,8 @@
 //! backend's monotonic clock); keep a lease alive through a session-scoped
 //! lock on a pooled connection.
 
+pub mod fence_check;
+
 use std::time::Duration;
 
 use async_trait::async_trait;
