@@ -9,6 +9,7 @@ pub mod db;
 pub mod fence;
 pub mod limits;
 pub mod names;
+pub mod runtime;
 pub mod store;
 pub mod testing;
 pub mod timeouts;

@@ -1,1 +1,213 @@
-fn main() {}
+//! Build helper for Leasehold.
+//!
+//! `cargo xtask guests` builds every guest component (example controllers
+//! and test fixtures) for `wasm32-wasip2`; `cargo xtask test` runs every
+//! check and test; `cargo xtask run` starts the service with the example
+//! configuration on the embedded backend. See `cargo xtask help`.
+
+use std::env;
+use std::ffi::OsStr;
+use std::net::{TcpStream, ToSocketAddrs};
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+use std::time::Duration;
+
+/// Crates built as guest components.
+const GUESTS: &[&str] = &["scheduler", "rollout", "misbehaving"];
+/// The target guests are built for.
+const TARGET: &str = "wasm32-wasip2";
+/// The cargo profile guests are built with (see the workspace Cargo.toml).
+const PROFILE: &str = "guest";
+const DEFAULT_DATABASE_URL: &str = "postgres://postgres@127.0.0.1:5432/postgres";
+
+const HELP: &str = "\
+cargo xtask <command>
+
+Commands:
+  guests          build the guest components (controllers and test fixtures)
+                  for wasm32-wasip2 into target/wasm32-wasip2/guest/
+  test            check formatting and lints, build the guests, run every test
+  run [ARGS...]   build the guests and run `leasehold run --config
+                  examples/leasehold.toml` on the embedded in-memory backend;
+                  extra ARGS are passed to `leasehold`
+  help            this text
+
+Environment:
+  LEASEHOLD_DATABASE_URL  PostgreSQL for the tests (default
+                          postgres://postgres@127.0.0.1:5432/postgres)
+";
+
+fn main() -> ExitCode {
+    let args: Vec<String> = env::args().skip(1).collect();
+    let result = match args.first().map(String::as_str) {
+        Some("guests") => build_guests().map(|_| ()),
+        Some("test") => test(),
+        Some("run") => run(&args[1..]),
+        Some("help") | Some("--help") | Some("-h") | None => {
+            print!("{HELP}");
+            Ok(())
+        }
+        Some(other) => Err(format!("unknown command {other:?}\n\n{HELP}")),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("xtask: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("xtask lives in the workspace")
+        .to_path_buf()
+}
+
+fn target_dir() -> PathBuf {
+    env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root().join("target"))
+}
+
+/// Where the guest components land.
+fn guest_dir() -> PathBuf {
+    target_dir().join(TARGET).join(PROFILE)
+}
+
+fn cargo() -> Command {
+    let mut cmd = Command::new(env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
+    cmd.current_dir(root());
+    cmd
+}
+
+fn status(what: &str, cmd: &mut Command) -> Result<(), String> {
+    eprintln!("xtask: {what}");
+    let status = cmd
+        .status()
+        .map_err(|e| format!("{what}: cannot start {:?}: {e}", cmd.get_program()))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("{what} failed ({status})"))
+    }
+}
+
+fn ensure_target() -> Result<(), String> {
+    let installed = Command::new("rustup")
+        .args(["target", "list", "--installed"])
+        .output();
+    match installed {
+        Ok(out) if String::from_utf8_lossy(&out.stdout).lines().any(|l| l.trim() == TARGET) => {
+            Ok(())
+        }
+        Ok(_) => status(
+            &format!("adding the {TARGET} target with rustup"),
+            Command::new("rustup").args(["target", "add", TARGET]),
+        )
+        .map_err(|e| {
+            format!(
+                "{e}\nThe guests need the {TARGET} Rust target. Install it with \
+                 `rustup target add {TARGET}` and try again."
+            )
+        }),
+        Err(_) => {
+            // No rustup: the toolchain may still have the target (e.g. a
+            // distribution package); let cargo report if it does not.
+            eprintln!("xtask: rustup not found; assuming the {TARGET} target is installed");
+            Ok(())
+        }
+    }
+}
+
+fn build_guests() -> Result<Vec<PathBuf>, String> {
+    ensure_target()?;
+    let mut cmd = cargo();
+    cmd.args(["build", "--profile", PROFILE, "--target", TARGET]);
+    for guest in GUESTS {
+        cmd.args(["--package", guest]);
+    }
+    status("building guest components", &mut cmd).map_err(|e| {
+        format!("{e}\nThe guest crates must compile for {TARGET}; see the errors above.")
+    })?;
+    let mut built = Vec::new();
+    for guest in GUESTS {
+        let path = guest_dir().join(format!("{guest}.wasm"));
+        let bytes = std::fs::read(&path)
+            .map_err(|e| format!("expected component {} was not built: {e}", path.display()))?;
+        // A component's header: \0asm, version 0x0d, layer 1.
+        if bytes.len() < 8 || &bytes[..4] != b"\0asm" || bytes[6..8] != [1, 0] {
+            return Err(format!(
+                "{} is not a WebAssembly component (a core module?)",
+                path.display()
+            ));
+        }
+        eprintln!("xtask:   {} ({} KiB)", path.display(), bytes.len() / 1024);
+        built.push(path);
+    }
+    Ok(built)
+}
+
+/// Fail early, and clearly, when PostgreSQL is not reachable.
+fn check_postgres() -> Result<(), String> {
+    let url = env::var("LEASEHOLD_DATABASE_URL").unwrap_or_else(|_| DEFAULT_DATABASE_URL.into());
+    let rest = url.split_once("://").map(|(_, r)| r).unwrap_or(&url);
+    let authority = rest.split(['/', '?']).next().unwrap_or(rest);
+    let hostport = authority.rsplit_once('@').map(|(_, h)| h).unwrap_or(authority);
+    let hostport = if hostport.contains(':') {
+        hostport.to_string()
+    } else {
+        format!("{hostport}:5432")
+    };
+    let reachable = hostport
+        .to_socket_addrs()
+        .ok()
+        .and_then(|mut addrs| addrs.next())
+        .is_some_and(|addr| TcpStream::connect_timeout(&addr, Duration::from_secs(3)).is_ok());
+    if reachable {
+        Ok(())
+    } else {
+        Err(format!(
+            "PostgreSQL is not reachable at {hostport}. The tests need a PostgreSQL server \
+             (set LEASEHOLD_DATABASE_URL, default {DEFAULT_DATABASE_URL})."
+        ))
+    }
+}
+
+fn test() -> Result<(), String> {
+    status(
+        "checking formatting",
+        cargo().args(["fmt", "--all", "--", "--check"]),
+    )?;
+    status(
+        "running clippy",
+        cargo().args([
+            "clippy",
+            "--workspace",
+            "--all-targets",
+            "--",
+            "-D",
+            "warnings",
+        ]),
+    )?;
+    build_guests()?;
+    check_postgres()?;
+    let mut cmd = cargo();
+    cmd.args(["test", "--workspace"]);
+    cmd.env("LEASEHOLD_GUEST_DIR", guest_dir());
+    status("running the tests", &mut cmd)
+}
+
+fn run(extra: &[String]) -> Result<(), String> {
+    build_guests()?;
+    let mut cmd = cargo();
+    cmd.args(["run", "--package", "leasehold-host", "--bin", "leasehold", "--"]);
+    if extra.is_empty() {
+        cmd.args(["run", "--config", "examples/leasehold.toml"]);
+    } else {
+        cmd.args(extra.iter().map(OsStr::new));
+    }
+    cmd.env("LEASEHOLD_GUEST_DIR", guest_dir());
+    status("running leasehold", &mut cmd)
+}

@@ -1,0 +1,456 @@
+//! Compiling controllers once and running one guest instance per tenure.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+use wasmtime::component::{Component, Linker};
+use wasmtime::{Engine, Store, UpdateDeadline};
+use wasmtime_wasi::{FsPerms, WasiCtxBuilder};
+
+use super::bindings::{Controller, ControllerPre, logging, reconciler, store, tenure};
+use super::engine::{self, EngineConfig};
+use super::host::{logging::LoggingHost, store::StoreHost, tenure::TenureHost};
+use super::state::{GuestLimiter, GuestState, Interrupt, LoggingView, StoreView, TenureView};
+use super::stdio::CapturedOutput;
+use super::{
+    CommitCounters, ComponentError, DirGrant, GuestError, GuestLimits, Revocation, RuntimeError,
+};
+use crate::fence::Fence;
+use crate::store::Store as StoreBackend;
+
+/// The shared engine and the linker every controller is instantiated with.
+#[derive(Clone)]
+pub struct Runtime {
+    engine: Engine,
+    linker: Arc<Linker<GuestState>>,
+    pooling: bool,
+}
+
+impl Runtime {
+    /// Build the engine, start its epoch ticker, and prepare the linker
+    /// (WASI p2 without ambient authority, plus the Leasehold interfaces).
+    pub fn new(config: &EngineConfig) -> Result<Self, RuntimeError> {
+        let built = engine::build(config)?;
+        engine::spawn_ticker(&built.engine, crate::timeouts::EPOCH_TICK)?;
+        let mut linker = Linker::<GuestState>::new(&built.engine);
+        let link_err = |e: wasmtime::Error| RuntimeError::Engine(format!("linking host APIs: {e}"));
+        wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(link_err)?;
+        store::add_to_linker::<GuestState, StoreView>(&mut linker, |s| &mut s.store)
+            .map_err(link_err)?;
+        tenure::add_to_linker::<GuestState, TenureView>(&mut linker, |s| &mut s.tenure)
+            .map_err(link_err)?;
+        logging::add_to_linker::<GuestState, LoggingView>(&mut linker, |s| &mut s.logging)
+            .map_err(link_err)?;
+        Ok(Self {
+            engine: built.engine,
+            linker: Arc::new(linker),
+            pooling: built.pooling,
+        })
+    }
+
+    /// Whether the pooling allocator is in use.
+    pub fn pooling(&self) -> bool {
+        self.pooling
+    }
+
+    /// The shared engine.
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    /// Load, compile (or fetch from the cache) and link a controller's
+    /// component file.
+    pub fn load(
+        &self,
+        controller: &str,
+        path: &Path,
+        limits: GuestLimits,
+        grants: Vec<DirGrant>,
+    ) -> Result<CompiledController, ComponentError> {
+        let problem = |problem: String| ComponentError {
+            controller: controller.to_string(),
+            path: path.display().to_string(),
+            problem,
+        };
+        let bytes = std::fs::read(path).map_err(|e| problem(format!("cannot read it: {e}")))?;
+        self.compile(controller, &path.display().to_string(), &bytes, limits, grants)
+    }
+
+    /// Compile and link a controller from bytes; `origin` names them in
+    /// errors.
+    pub fn compile(
+        &self,
+        controller: &str,
+        origin: &str,
+        bytes: &[u8],
+        limits: GuestLimits,
+        grants: Vec<DirGrant>,
+    ) -> Result<CompiledController, ComponentError> {
+        let problem = |problem: String| ComponentError {
+            controller: controller.to_string(),
+            path: origin.to_string(),
+            problem,
+        };
+        check_header(bytes).map_err(problem)?;
+        for grant in &grants {
+            if !grant.host_path.is_dir() {
+                return Err(problem(format!(
+                    "granted directory {} does not exist or is not a directory",
+                    grant.host_path.display()
+                )));
+            }
+        }
+        let component = Component::new(&self.engine, bytes)
+            .map_err(|e| problem(format!("cannot compile it: {e:#}")))?;
+        let pre = self.linker.instantiate_pre(&component).map_err(|e| {
+            problem(format!(
+                "it does not fit the world leasehold:controller/controller@0.1.0 \
+                 (build it against this host's WIT with the leasehold-guest SDK): {e:#}"
+            ))
+        })?;
+        let pre = ControllerPre::new(pre).map_err(|e| {
+            problem(format!(
+                "it does not export leasehold:controller/reconciler@0.1.0 as expected: {e:#}"
+            ))
+        })?;
+        Ok(CompiledController {
+            name: controller.to_string(),
+            pre,
+            engine: self.engine.clone(),
+            limits,
+            grants,
+        })
+    }
+}
+
+/// Tell a component from a core module or from something that is not Wasm
+/// at all, before compiling, so the error says what to do.
+fn check_header(bytes: &[u8]) -> Result<(), String> {
+    const MAGIC: &[u8] = b"\0asm";
+    if bytes.len() < 8 || &bytes[..4] != MAGIC {
+        return Err("it is not a WebAssembly file (no \\0asm header)".into());
+    }
+    // Core modules have version 1 with layer 0; components have layer 1.
+    if bytes[4..8] == [1, 0, 0, 0] {
+        return Err(
+            "it is a core WebAssembly module, not a component; build the controller \
+             for the wasm32-wasip2 target"
+                .into(),
+        );
+    }
+    Ok(())
+}
+
+/// A controller compiled once and linked against the host APIs: the
+/// template every tenure's instance is created from.
+#[derive(Clone)]
+pub struct CompiledController {
+    name: String,
+    pre: ControllerPre<GuestState>,
+    engine: Engine,
+    limits: GuestLimits,
+    grants: Vec<DirGrant>,
+}
+
+/// What a controller says it needs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Description {
+    /// Kinds whose changes trigger a reconcile.
+    pub watches: Vec<String>,
+    /// Periodic full resync; `None` for never (besides tenure start).
+    pub resync_period: Option<Duration>,
+}
+
+/// The result of a reconcile from a healthy guest.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reconciled {
+    /// Nothing more to do.
+    Done,
+    /// Reconcile again after the delay.
+    RequeueAfter(Duration),
+    /// The guest reported a failure; retry with backoff or after the delay.
+    Failed {
+        /// The guest's message.
+        message: String,
+        /// The guest's requested delay.
+        retry_after: Option<Duration>,
+    },
+    /// The guest saw `fenced` and stopped.
+    Fenced,
+}
+
+impl CompiledController {
+    /// The controller's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The limits its instances run under.
+    pub fn limits(&self) -> &GuestLimits {
+        &self.limits
+    }
+
+    /// A fresh store and instance for the tenure `fence` (G1). The returned
+    /// instance's [`Revocation`] hard-aborts it.
+    pub async fn instantiate(
+        &self,
+        fence: Fence,
+        backend: Arc<dyn StoreBackend>,
+        counters: Arc<CommitCounters>,
+    ) -> Result<GuestInstance, GuestError> {
+        let revocation = Revocation::new(&self.engine);
+        let limits = &self.limits;
+        let fence_text = fence.to_string();
+        let mut wasi = WasiCtxBuilder::new();
+        // No inherited stdio, environment, arguments, network or files: the
+        // builder starts empty; only what is configured here is granted.
+        wasi.stdout(CapturedOutput::new(
+            self.name.clone(),
+            fence.epoch,
+            "stdout",
+            limits.stdio_bytes / 2,
+            limits.log_line_bytes,
+        ))
+        .stderr(CapturedOutput::new(
+            self.name.clone(),
+            fence.epoch,
+            "stderr",
+            limits.stdio_bytes / 2,
+            limits.log_line_bytes,
+        ))
+        .allow_tcp(false)
+        .allow_udp(false)
+        .allow_ip_name_lookup(false);
+        for grant in &self.grants {
+            let perms = if grant.writable {
+                FsPerms::ReadWrite
+            } else {
+                FsPerms::ReadOnly
+            };
+            wasi.preopened_dir(&grant.host_path, &grant.guest_path, perms)
+                .map_err(|e| GuestError::Trap {
+                    controller: self.name.clone(),
+                    fence: fence_text.clone(),
+                    message: format!(
+                        "cannot open granted directory {}: {e}",
+                        grant.host_path.display()
+                    ),
+                })?;
+        }
+        let state = GuestState {
+            wasi: wasi.build(),
+            table: Default::default(),
+            limiter: GuestLimiter {
+                memory_bytes: limits.memory_bytes,
+                table_elements: limits.table_elements,
+                instances: limits.instances,
+                tables: limits.tables,
+                memories: limits.memories,
+            },
+            store: StoreHost::new(
+                backend,
+                fence.clone(),
+                revocation.clone(),
+                limits.payload_bytes,
+                counters,
+            ),
+            tenure: TenureHost::new(fence.clone()),
+            logging: LoggingHost::new(self.name.clone(), fence.epoch, limits.log_line_bytes),
+            revocation: revocation.clone(),
+            deadline: None,
+        };
+        let mut store = Store::new(&self.engine, state);
+        store.limiter(|s| &mut s.limiter);
+        store.epoch_deadline_callback(|ctx| {
+            let state = ctx.data();
+            if state.revocation.is_revoked() {
+                return Err(Interrupt::Revoked.into());
+            }
+            if state.deadline.is_some_and(|d| Instant::now() >= d) {
+                return Err(Interrupt::Deadline.into());
+            }
+            // Yield at every tick so the task running us can observe a
+            // revocation and drop this future even if the guest never calls
+            // the host.
+            Ok(UpdateDeadline::Yield(1))
+        });
+        store.set_epoch_deadline(1);
+        let mut instance = GuestInstance {
+            controller: self.name.clone(),
+            fence,
+            fence_text,
+            store,
+            bindings: None,
+            revocation,
+            deadline: limits.reconcile_deadline,
+            memory_limit: limits.memory_bytes,
+            poisoned: false,
+        };
+        let pre = self.pre.clone();
+        let bindings = instance
+            .guarded(|store| Box::pin(async move { pre.instantiate_async(store).await }))
+            .await?;
+        instance.bindings = Some(Arc::new(bindings));
+        Ok(instance)
+    }
+}
+
+/// One guest instance, alive for (at most) one tenure.
+pub struct GuestInstance {
+    controller: String,
+    fence: Fence,
+    fence_text: String,
+    store: Store<GuestState>,
+    bindings: Option<Arc<Controller>>,
+    revocation: Revocation,
+    deadline: Duration,
+    memory_limit: usize,
+    poisoned: bool,
+}
+
+type CallFuture<'a, R> =
+    std::pin::Pin<Box<dyn std::future::Future<Output = wasmtime::Result<R>> + Send + 'a>>;
+
+impl GuestInstance {
+    /// The handle that hard-aborts this instance.
+    pub fn revocation(&self) -> Revocation {
+        self.revocation.clone()
+    }
+
+    /// The tenure's fence.
+    pub fn fence(&self) -> &Fence {
+        &self.fence
+    }
+
+    /// Ask the guest what it watches.
+    pub async fn describe(&mut self) -> Result<Description, GuestError> {
+        let bindings = self.bindings()?;
+        let description = self
+            .guarded(|store| {
+                Box::pin(async move {
+                    bindings
+                        .leasehold_controller_reconciler()
+                        .call_describe(store)
+                        .await
+                })
+            })
+            .await?;
+        Ok(Description {
+            watches: description.watches,
+            resync_period: match description.resync_period_ms {
+                0 => None,
+                ms => Some(Duration::from_millis(ms)),
+            },
+        })
+    }
+
+    /// Reconcile one object.
+    pub async fn reconcile(&mut self, kind: &str, name: &str) -> Result<Reconciled, GuestError> {
+        let bindings = self.bindings()?;
+        let (kind, name) = (kind.to_string(), name.to_string());
+        let result = self
+            .guarded(|store| {
+                Box::pin(async move {
+                    bindings
+                        .leasehold_controller_reconciler()
+                        .call_reconcile(store, &kind, &name)
+                        .await
+                })
+            })
+            .await?;
+        Ok(match result {
+            Ok(reconciler::Outcome::Done) => Reconciled::Done,
+            Ok(reconciler::Outcome::RequeueAfter(ms)) => {
+                Reconciled::RequeueAfter(Duration::from_millis(ms))
+            }
+            Err(reconciler::ReconcileError::Fenced) => Reconciled::Fenced,
+            Err(reconciler::ReconcileError::Failed(failure)) => Reconciled::Failed {
+                message: crate::runtime::host::logging::truncate(&failure.message, 4096)
+                    .to_string(),
+                retry_after: failure.retry_after_ms.map(Duration::from_millis),
+            },
+        })
+    }
+
+    fn bindings(&self) -> Result<Arc<Controller>, GuestError> {
+        match (&self.bindings, self.poisoned) {
+            (Some(b), false) => Ok(b.clone()),
+            _ => Err(GuestError::Poisoned {
+                controller: self.controller.clone(),
+                fence: self.fence_text.clone(),
+            }),
+        }
+    }
+
+    /// Run one guest call under the revocation and the deadline. Any
+    /// failure poisons the instance: the caller must drop it (G3, G4).
+    async fn guarded<R: Send>(
+        &mut self,
+        call: impl for<'a> FnOnce(&'a mut Store<GuestState>) -> CallFuture<'a, R>,
+    ) -> Result<R, GuestError> {
+        if self.poisoned {
+            return Err(GuestError::Poisoned {
+                controller: self.controller.clone(),
+                fence: self.fence_text.clone(),
+            });
+        }
+        let revocation = self.revocation.clone();
+        if revocation.is_revoked() {
+            self.poisoned = true;
+            return Err(self.aborted());
+        }
+        let deadline = self.deadline;
+        self.store.data_mut().deadline = Some(Instant::now() + deadline);
+        let outcome = {
+            let future = call(&mut self.store);
+            tokio::select! {
+                biased;
+                // Dropping `future` here cancels the guest wherever it is:
+                // yielded at an epoch tick or blocked in a host call (whose
+                // database future is dropped with it).
+                _ = revocation.revoked() => Err(Interrupt::Revoked.into()),
+                result = tokio::time::timeout(deadline, future) => match result {
+                    Ok(result) => result,
+                    Err(_) => Err(Interrupt::Deadline.into()),
+                },
+            }
+        };
+        self.store.data_mut().deadline = None;
+        outcome.map_err(|error| {
+            self.poisoned = true;
+            self.classify(error)
+        })
+    }
+
+    fn aborted(&self) -> GuestError {
+        GuestError::Aborted {
+            controller: self.controller.clone(),
+            fence: self.fence_text.clone(),
+        }
+    }
+
+    fn classify(&self, error: wasmtime::Error) -> GuestError {
+        let interrupt = error.downcast_ref::<Interrupt>().copied();
+        match interrupt {
+            Some(Interrupt::Revoked) => self.aborted(),
+            _ if self.revocation.is_revoked() => self.aborted(),
+            Some(Interrupt::Deadline) => GuestError::DeadlineExceeded {
+                controller: self.controller.clone(),
+                fence: self.fence_text.clone(),
+                deadline: self.deadline,
+            },
+            Some(Interrupt::Memory) => GuestError::OutOfMemory {
+                controller: self.controller.clone(),
+                fence: self.fence_text.clone(),
+                limit: self.memory_limit,
+            },
+            None => GuestError::Trap {
+                controller: self.controller.clone(),
+                fence: self.fence_text.clone(),
+                message: format!("{error:?}"),
+            },
+        }
+    }
+}
