@@ -10,6 +10,7 @@ pub mod fence;
 pub mod limits;
 pub mod names;
 pub mod runtime;
+pub mod status;
 pub mod store;
 pub mod testing;
 pub mod timeouts;

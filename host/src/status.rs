@@ -1,0 +1,254 @@
+//! What the supervisors report and the API shows: per-controller state and
+//! metrics, and the database check. Written by supervisors, read by the
+//! HTTP surface; plain shared data with no behaviour of its own.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde::Serialize;
+
+use crate::runtime::CommitCounters;
+
+/// Where a controller stands on this replica.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "state", rename_all = "snake_case")]
+pub enum ControllerState {
+    /// Not yet tried (e.g. waiting for the database check).
+    Starting,
+    /// This replica holds the lease and runs the guest.
+    Leading {
+        /// The tenure's epoch.
+        epoch: u64,
+    },
+    /// Another replica holds the lease; this one waits.
+    Standby {
+        /// The current holder, if known.
+        holder: Option<String>,
+    },
+    /// Something is wrong; the reason says what.
+    Failing {
+        /// What failed.
+        reason: String,
+    },
+    /// Stopped (shutdown or removed).
+    Stopped,
+}
+
+/// Fixed-bucket histogram of durations, in seconds.
+#[derive(Debug)]
+pub struct Histogram {
+    bounds: &'static [f64],
+    counts: Vec<AtomicU64>,
+    sum_micros: AtomicU64,
+    count: AtomicU64,
+}
+
+/// Bucket bounds (seconds) for reconcile durations and renew latencies.
+pub const LATENCY_BUCKETS: &[f64] = &[
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+];
+
+impl Histogram {
+    /// An empty histogram over `bounds` (ascending, seconds).
+    pub fn new(bounds: &'static [f64]) -> Self {
+        Self {
+            bounds,
+            counts: bounds.iter().map(|_| AtomicU64::new(0)).collect(),
+            sum_micros: AtomicU64::new(0),
+            count: AtomicU64::new(0),
+        }
+    }
+
+    /// Record one observation.
+    pub fn observe(&self, value: Duration) {
+        let secs = value.as_secs_f64();
+        if let Some(i) = self.bounds.iter().position(|b| secs <= *b) {
+            self.counts[i].fetch_add(1, Ordering::Relaxed);
+        }
+        self.sum_micros
+            .fetch_add(value.as_micros() as u64, Ordering::Relaxed);
+        self.count.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Cumulative bucket counts `(upper bound, count)`, the sum in seconds
+    /// and the total count, as Prometheus expects them.
+    pub fn snapshot(&self) -> (Vec<(f64, u64)>, f64, u64) {
+        let mut running = 0;
+        let buckets = self
+            .bounds
+            .iter()
+            .zip(&self.counts)
+            .map(|(b, c)| {
+                running += c.load(Ordering::Relaxed);
+                (*b, running)
+            })
+            .collect();
+        (
+            buckets,
+            self.sum_micros.load(Ordering::Relaxed) as f64 / 1e6,
+            self.count.load(Ordering::Relaxed),
+        )
+    }
+}
+
+/// Counters of one controller on this replica.
+#[derive(Debug)]
+pub struct ControllerMetrics {
+    /// Leases acquired.
+    pub acquisitions: AtomicU64,
+    /// Leases lost, by reason (`renew_refused`, `renew_deadline`,
+    /// `identity_changed`).
+    pub losses: Mutex<BTreeMap<&'static str, u64>>,
+    /// Guest instances hard-aborted or torn down, by reason (`lease_lost`,
+    /// `trap`, `deadline`, `memory`, `shutdown`).
+    pub aborts: Mutex<BTreeMap<&'static str, u64>>,
+    /// Reconcile durations.
+    pub reconcile_seconds: Histogram,
+    /// Renew round-trip latency.
+    pub renew_seconds: Histogram,
+    /// Commit outcomes of every tenure on this replica.
+    pub commits: Arc<CommitCounters>,
+}
+
+impl Default for ControllerMetrics {
+    fn default() -> Self {
+        Self {
+            acquisitions: AtomicU64::new(0),
+            losses: Mutex::new(BTreeMap::new()),
+            aborts: Mutex::new(BTreeMap::new()),
+            reconcile_seconds: Histogram::new(LATENCY_BUCKETS),
+            renew_seconds: Histogram::new(LATENCY_BUCKETS),
+            commits: Arc::new(CommitCounters::default()),
+        }
+    }
+}
+
+fn bump(map: &Mutex<BTreeMap<&'static str, u64>>, key: &'static str) {
+    *map.lock().expect("metrics lock").entry(key).or_default() += 1;
+}
+
+impl ControllerMetrics {
+    /// Count a lost lease.
+    pub fn lost(&self, reason: &'static str) {
+        bump(&self.losses, reason);
+    }
+
+    /// Count a torn-down guest.
+    pub fn aborted(&self, reason: &'static str) {
+        bump(&self.aborts, reason);
+    }
+}
+
+/// One controller's status.
+#[derive(Debug)]
+pub struct ControllerStatus {
+    /// The controller (and lease) name.
+    pub name: String,
+    /// Current state.
+    pub state: Mutex<ControllerState>,
+    /// Counters.
+    pub metrics: ControllerMetrics,
+}
+
+impl ControllerStatus {
+    /// Set the state.
+    pub fn set(&self, state: ControllerState) {
+        *self.state.lock().expect("status lock") = state;
+    }
+
+    /// Read the state.
+    pub fn get(&self) -> ControllerState {
+        self.state.lock().expect("status lock").clone()
+    }
+}
+
+/// The database check as last seen.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "state", rename_all = "snake_case")]
+pub enum DatabaseState {
+    /// Not checked yet.
+    Unknown,
+    /// The embedded in-memory backend: single process, not durable.
+    Embedded,
+    /// Reachable and identity verified.
+    Verified {
+        /// The database uuid.
+        database_id: String,
+        /// The server's system identifier.
+        system_identifier: String,
+        /// The endpoint, password redacted.
+        endpoint: String,
+    },
+    /// Unreachable or wrong identity.
+    Failing {
+        /// What failed.
+        reason: String,
+    },
+}
+
+/// Everything this replica reports.
+#[derive(Debug)]
+pub struct Status {
+    /// The cluster.
+    pub cluster: String,
+    /// This replica's holder identity.
+    pub holder: String,
+    /// The database check.
+    pub database: Mutex<DatabaseState>,
+    /// Controllers by name.
+    pub controllers: BTreeMap<String, Arc<ControllerStatus>>,
+}
+
+impl Status {
+    /// A status for `controllers`, all `Starting`.
+    pub fn new(cluster: String, holder: String, controllers: &[String]) -> Self {
+        Self {
+            cluster,
+            holder,
+            database: Mutex::new(DatabaseState::Unknown),
+            controllers: controllers
+                .iter()
+                .map(|name| {
+                    (
+                        name.clone(),
+                        Arc::new(ControllerStatus {
+                            name: name.clone(),
+                            state: Mutex::new(ControllerState::Starting),
+                            metrics: ControllerMetrics::default(),
+                        }),
+                    )
+                })
+                .collect(),
+        }
+    }
+
+    /// Set the database state.
+    pub fn set_database(&self, state: DatabaseState) {
+        *self.database.lock().expect("status lock") = state;
+    }
+
+    /// Read the database state.
+    pub fn database(&self) -> DatabaseState {
+        self.database.lock().expect("status lock").clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn histogram_buckets_are_cumulative() {
+        let h = Histogram::new(&[0.001, 0.01, 0.1]);
+        h.observe(Duration::from_micros(500));
+        h.observe(Duration::from_millis(5));
+        h.observe(Duration::from_millis(50));
+        h.observe(Duration::from_secs(1));
+        let (buckets, sum, count) = h.snapshot();
+        assert_eq!(buckets, vec![(0.001, 1), (0.01, 2), (0.1, 3)]);
+        assert_eq!(count, 4);
+        assert!((sum - 1.0555).abs() < 1e-9);
+    }
+}
