@@ -12,5 +12,6 @@ pub mod names;
 pub mod runtime;
 pub mod status;
 pub mod store;
+pub mod supervisor;
 pub mod testing;
 pub mod timeouts;

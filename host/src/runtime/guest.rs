@@ -192,15 +192,22 @@ impl CompiledController {
         &self.limits
     }
 
-    /// A fresh store and instance for the tenure `fence` (G1). The returned
-    /// instance's [`Revocation`] hard-aborts it.
+    /// A new revocation switch for an instance of this controller. Create
+    /// it before [`instantiate`](Self::instantiate) so the tenure's owner
+    /// can abort even an instantiation that hangs.
+    pub fn revocation(&self) -> Revocation {
+        Revocation::new(&self.engine)
+    }
+
+    /// A fresh store and instance for the tenure `fence` (G1), aborted when
+    /// `revocation` is revoked.
     pub async fn instantiate(
         &self,
         fence: Fence,
         backend: Arc<dyn StoreBackend>,
         counters: Arc<CommitCounters>,
+        revocation: Revocation,
     ) -> Result<GuestInstance, GuestError> {
-        let revocation = Revocation::new(&self.engine);
         let limits = &self.limits;
         let fence_text = fence.to_string();
         let mut wasi = WasiCtxBuilder::new();

@@ -1,0 +1,387 @@
+//! One supervisor per controller: acquire -> run the tenure (renew, run the
+//! guest) -> on loss hard-abort -> record -> back off -> acquire again.
+//!
+//! Owns: the lease cycle of one controller on this replica, the
+//! self-fencing deadline (L3), guest restarts inside a tenure (G4) and the
+//! graceful release on shutdown (L5).
+//!
+//! Must never: acquire before the database identity is verified; let a
+//! guest run past the renew deadline; write to the store itself.
+
+mod backoff;
+pub mod identity;
+mod queue;
+mod worker;
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+pub use backoff::Backoff;
+pub use identity::IdentityCheck;
+pub use queue::WorkQueue;
+
+use crate::authority::{
+    AcquireRequest, Acquired, Authority, AuthorityError, EndReason, Grant, LeaseTiming, Renewed,
+};
+use crate::fence::{Fence, LeaseKey};
+use crate::runtime::{CompiledController, GuestError, Revocation};
+use crate::status::{ControllerState, ControllerStatus};
+use crate::store::Store;
+use worker::{WorkerContext, WorkerExit};
+
+/// How one supervisor behaves.
+#[derive(Debug, Clone)]
+pub struct SupervisorConfig {
+    /// The cluster.
+    pub cluster: String,
+    /// This replica's identity.
+    pub holder: String,
+    /// Lease timing.
+    pub timing: LeaseTiming,
+    /// First retry delay (acquire errors, guest restarts, key failures).
+    pub backoff_min: Duration,
+    /// Largest retry delay.
+    pub backoff_max: Duration,
+    /// Work queue bound.
+    pub max_queue: usize,
+    /// How long a running reconcile may finish on shutdown.
+    pub shutdown_grace: Duration,
+}
+
+/// Everything a supervisor talks to.
+pub struct Supervisor {
+    config: SupervisorConfig,
+    authority: Arc<dyn Authority>,
+    store: Arc<dyn Store>,
+    controller: CompiledController,
+    status: Arc<ControllerStatus>,
+    identity: watch::Receiver<IdentityCheck>,
+    shutdown: watch::Receiver<bool>,
+}
+
+/// How a tenure ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum TenureEnd {
+    /// Lost; the reason names why (a metric label).
+    Lost(&'static str),
+    /// Released on shutdown.
+    Released,
+}
+
+type RenewFuture = Pin<Box<dyn Future<Output = (Instant, Result<Vec<Renewed>, AuthorityError>)> + Send>>;
+
+/// A running guest: its task and its abort switch.
+struct RunningGuest {
+    task: JoinHandle<WorkerExit>,
+    revocation: Revocation,
+}
+
+impl Supervisor {
+    /// A supervisor for `controller`, reporting into `status`, gated by
+    /// `identity`, stopping when `shutdown` becomes true.
+    pub fn new(
+        config: SupervisorConfig,
+        authority: Arc<dyn Authority>,
+        store: Arc<dyn Store>,
+        controller: CompiledController,
+        status: Arc<ControllerStatus>,
+        identity: watch::Receiver<IdentityCheck>,
+        shutdown: watch::Receiver<bool>,
+    ) -> Self {
+        Self {
+            config,
+            authority,
+            store,
+            controller,
+            status,
+            identity,
+            shutdown,
+        }
+    }
+
+    fn name(&self) -> &str {
+        self.controller.name()
+    }
+
+    fn key(&self) -> LeaseKey {
+        LeaseKey::new(&self.config.cluster, self.name())
+    }
+
+    fn stopping(&self) -> bool {
+        *self.shutdown.borrow()
+    }
+
+    /// Run until shutdown. Every held lease is released before this returns.
+    pub async fn run(mut self) {
+        let mut backoff = Backoff::new(self.config.backoff_min, self.config.backoff_max);
+        let mut released = self.authority.released(&self.config.cluster);
+        // Standbys poll at the renew interval (with jitter) besides waking
+        // on release notifications: a holder that died silently is only
+        // noticed once its grant expires.
+        let mut standby_poll = Backoff::new(
+            self.config.timing.renew_interval,
+            self.config.timing.renew_interval,
+        );
+        while !self.stopping() {
+            if !self.identity.borrow().verified() {
+                let reason = match &*self.identity.borrow() {
+                    IdentityCheck::Pending => "waiting for the database identity check".to_string(),
+                    IdentityCheck::Unreachable(r) | IdentityCheck::Mismatch(r) => r.clone(),
+                    IdentityCheck::Verified(_) => unreachable!("checked above"),
+                };
+                self.status.set(ControllerState::Failing { reason });
+                tokio::select! {
+                    _ = self.identity.changed() => {}
+                    _ = self.shutdown.changed() => {}
+                }
+                continue;
+            }
+            let request = AcquireRequest {
+                key: self.key(),
+                holder: self.config.holder.clone(),
+                ttl: self.config.timing.ttl,
+            };
+            let sent = Instant::now();
+            released.borrow_and_update();
+            match self.authority.acquire(&request).await {
+                Ok(Acquired::Granted(grant)) => {
+                    backoff.reset();
+                    self.status.metrics.acquisitions.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    let end = self.run_tenure(grant, sent).await;
+                    if let TenureEnd::Lost(_) = end {
+                        // Give a successor the chance to take over before we
+                        // try again.
+                        self.sleep_or_stop(backoff.next_delay()).await;
+                    }
+                }
+                Ok(Acquired::Held { holder, .. }) => {
+                    self.status.set(ControllerState::Standby {
+                        holder: Some(holder),
+                    });
+                    let wait = standby_poll.next_delay();
+                    tokio::select! {
+                        _ = released.changed() => {}
+                        _ = tokio::time::sleep(wait) => {}
+                        _ = self.shutdown.changed() => {}
+                    }
+                }
+                Err(e) => {
+                    let delay = backoff.next_delay();
+                    tracing::warn!(controller = self.name(), holder = self.config.holder, error = %e, retry_in = ?delay, "cannot acquire the lease");
+                    self.status.set(ControllerState::Failing {
+                        reason: e.to_string(),
+                    });
+                    self.sleep_or_stop(delay).await;
+                }
+            }
+        }
+        self.status.set(ControllerState::Stopped);
+    }
+
+    async fn sleep_or_stop(&mut self, delay: Duration) {
+        tokio::select! {
+            _ = tokio::time::sleep(delay) => {}
+            _ = self.shutdown.changed() => {}
+        }
+    }
+
+    fn start_guest(&self, fence: &Fence, stop: &watch::Receiver<bool>) -> RunningGuest {
+        let revocation = self.controller.revocation();
+        let controller = self.controller.clone();
+        let store = self.store.clone();
+        let counters = self.status.metrics.commits.clone();
+        let ctx = WorkerContext {
+            cluster: self.config.cluster.clone(),
+            store: self.store.clone(),
+            status: self.status.clone(),
+            max_queue: self.config.max_queue,
+            backoff_min: self.config.backoff_min,
+            backoff_max: self.config.backoff_max,
+            stop: stop.clone(),
+        };
+        let fence = fence.clone();
+        let guest_revocation = revocation.clone();
+        let task = tokio::spawn(async move {
+            match controller
+                .instantiate(fence, store, counters, guest_revocation)
+                .await
+            {
+                Ok(guest) => worker::run(guest, ctx).await,
+                Err(e) => WorkerExit::Guest(e),
+            }
+        });
+        RunningGuest { task, revocation }
+    }
+
+    /// Hard abort (G3): revoke the fence (host calls fail at once and
+    /// CPU-bound code traps at its next epoch check), drop the task's future
+    /// (a guest blocked in a host call is cancelled with its database
+    /// work), and wait until the Store is gone.
+    async fn abort(&self, guest: RunningGuest, reason: &'static str) {
+        guest.revocation.revoke();
+        guest.task.abort();
+        let _ = guest.task.await;
+        self.status.metrics.aborted(reason);
+    }
+
+    async fn run_tenure(&mut self, grant: Grant, acquire_sent: Instant) -> TenureEnd {
+        let fence = grant.fence.clone();
+        let timing = self.config.timing;
+        let name = self.name().to_string();
+        let epoch = fence.epoch.0;
+        let holder = fence.holder.clone();
+        tracing::info!(controller = name, epoch, holder, "lease acquired; leading");
+        self.status.set(ControllerState::Leading { epoch });
+
+        // L3: the lease counts as ours only until the last successful renew
+        // *sent* plus the deadline, which is below the ttl.
+        let mut valid_until = acquire_sent + timing.renew_deadline;
+        let mut next_renew = acquire_sent + timing.renew_interval;
+        let mut renewing: Option<RenewFuture> = None;
+        let (stop_tx, stop_rx) = watch::channel(false);
+        let mut guest: Option<RunningGuest> = None;
+        let mut restarts = Backoff::new(self.config.backoff_min, self.config.backoff_max);
+        let mut restart_at: Option<Instant> = Some(Instant::now());
+        let mut grace_until: Option<Instant> = None;
+        let far = || Instant::now() + Duration::from_secs(3600);
+
+        let end = loop {
+            if guest.is_none() && grace_until.is_none() && restart_at.is_some_and(|t| t <= Instant::now()) {
+                restart_at = None;
+                guest = Some(self.start_guest(&fence, &stop_rx));
+            }
+            let restart_wait = restart_at.unwrap_or_else(far);
+            let grace_wait = grace_until.unwrap_or_else(far);
+            tokio::select! {
+                biased;
+                _ = tokio::time::sleep_until(valid_until) => {
+                    tracing::error!(controller = name, epoch, holder, "renew deadline passed; the lease counts as lost");
+                    break TenureEnd::Lost("renew_deadline");
+                }
+                (sent, result) = async { renewing.as_mut().expect("guarded").await }, if renewing.is_some() => {
+                    renewing = None;
+                    self.status.metrics.renew_seconds.observe(sent.elapsed());
+                    match result.map(|mut r| r.pop()) {
+                        Ok(Some(Renewed::Extended { .. })) => {
+                            valid_until = valid_until.max(sent + timing.renew_deadline);
+                        }
+                        Ok(Some(Renewed::Lost)) | Ok(None) => {
+                            tracing::error!(controller = name, epoch, holder, "renew refused; the lease was lost");
+                            break TenureEnd::Lost("renew_refused");
+                        }
+                        Err(e) => {
+                            tracing::warn!(controller = name, epoch, holder, error = %e, "renew failed; retrying until the renew deadline");
+                        }
+                    }
+                }
+                _ = tokio::time::sleep_until(next_renew), if renewing.is_none() => {
+                    next_renew = Instant::now() + timing.renew_interval;
+                    let authority = self.authority.clone();
+                    let fences = vec![fence.clone()];
+                    let ttl = timing.ttl;
+                    renewing = Some(Box::pin(async move {
+                        let sent = Instant::now();
+                        (sent, authority.renew(&fences, ttl).await)
+                    }));
+                }
+                _ = self.identity.changed() => {
+                    if let IdentityCheck::Mismatch(reason) = &*self.identity.borrow() {
+                        tracing::error!(controller = name, epoch, holder, reason, "database identity changed; giving up the lease");
+                        break TenureEnd::Lost("identity_changed");
+                    }
+                }
+                exit = async { (&mut guest.as_mut().expect("guarded").task).await }, if guest.is_some() => {
+                    let running = guest.take().expect("guarded");
+                    drop(running);
+                    match exit {
+                        Ok(WorkerExit::Stopped) => {
+                            if grace_until.is_some() {
+                                break TenureEnd::Released;
+                            }
+                        }
+                        Ok(WorkerExit::Fenced) => {
+                            tracing::error!(controller = name, epoch, holder, "the guest was fenced; the lease is no longer current");
+                            break TenureEnd::Lost("fenced");
+                        }
+                        Ok(WorkerExit::Guest(e)) => {
+                            let delay = restarts.next_delay();
+                            let label = guest_failure_label(&e);
+                            self.status.metrics.aborted(label);
+                            tracing::error!(controller = name, epoch, holder, error = %e, restart_in = ?delay, "guest torn down; restarting it in this tenure");
+                            self.status.set(ControllerState::Failing { reason: format!("leading at epoch {epoch}, guest restarting: {e}") });
+                            restart_at = Some(Instant::now() + delay);
+                        }
+                        Err(join) => {
+                            let delay = restarts.next_delay();
+                            self.status.metrics.aborted("trap");
+                            tracing::error!(controller = name, epoch, holder, error = %join, "guest task failed; restarting it");
+                            restart_at = Some(Instant::now() + delay);
+                        }
+                    }
+                }
+                _ = tokio::time::sleep_until(restart_wait), if guest.is_none() && restart_at.is_some() => {
+                    self.status.set(ControllerState::Leading { epoch });
+                }
+                _ = self.shutdown.changed(), if grace_until.is_none() => {
+                    if *self.shutdown.borrow() {
+                        tracing::info!(controller = name, epoch, holder, "shutting down: finishing the running reconcile");
+                        let _ = stop_tx.send(true);
+                        if guest.is_none() {
+                            break TenureEnd::Released;
+                        }
+                        grace_until = Some(Instant::now() + self.config.shutdown_grace);
+                    }
+                }
+                _ = tokio::time::sleep_until(grace_wait), if grace_until.is_some() => {
+                    tracing::warn!(controller = name, epoch, holder, "reconcile did not finish within the shutdown grace; aborting it");
+                    break TenureEnd::Released;
+                }
+            }
+        };
+
+        if let Some(running) = guest.take() {
+            let reason = match end {
+                TenureEnd::Lost(_) => "lease_lost",
+                TenureEnd::Released => "shutdown",
+            };
+            self.abort(running, reason).await;
+        }
+        let reason = match end {
+            TenureEnd::Lost(why) => {
+                self.status.metrics.lost(why);
+                EndReason::Lost
+            }
+            TenureEnd::Released => EndReason::Released,
+        };
+        // Recording the end (and, if the row is still ours, releasing it so
+        // a standby need not wait for the ttl) happens after the guest is
+        // gone (L5).
+        if let Err(e) = self.authority.release(&fence, reason).await {
+            tracing::warn!(controller = name, epoch, holder, error = %e, "could not record the end of the tenure; it will expire");
+        } else {
+            tracing::info!(controller = name, epoch, holder, reason = reason.as_str(), "tenure ended");
+        }
+        self.status.set(match end {
+            TenureEnd::Released => ControllerState::Stopped,
+            TenureEnd::Lost(why) => ControllerState::Failing {
+                reason: format!("lease lost at epoch {epoch}: {why}"),
+            },
+        });
+        end
+    }
+}
+
+fn guest_failure_label(error: &GuestError) -> &'static str {
+    match error {
+        GuestError::Aborted { .. } => "lease_lost",
+        GuestError::DeadlineExceeded { .. } => "deadline",
+        GuestError::OutOfMemory { .. } => "memory",
+        GuestError::Trap { .. } | GuestError::Poisoned { .. } => "trap",
+    }
+}

@@ -1,0 +1,264 @@
+//! The reconcile loop of one guest instance inside a tenure.
+//!
+//! Fed by the change feed (events of the watched kinds), a full resync at
+//! start and on the guest's period, and requeues; one reconcile at a time.
+//! Ends when told to stop taking work, when the guest reports `fenced`, or
+//! when the guest fails and must be torn down.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+use super::backoff::Backoff;
+use super::queue::WorkQueue;
+use crate::limits::MAX_PAGE_SIZE;
+use crate::runtime::{GuestError, GuestInstance, Reconciled};
+use crate::status::ControllerStatus;
+use crate::store::{ObjectKey, Store};
+
+/// Longest delay a guest may ask for before a key is reconciled again.
+const MAX_REQUEUE: Duration = Duration::from_secs(24 * 3600);
+
+/// What the worker needs besides the guest.
+pub(crate) struct WorkerContext {
+    pub cluster: String,
+    pub store: Arc<dyn Store>,
+    pub status: Arc<ControllerStatus>,
+    pub max_queue: usize,
+    pub backoff_min: Duration,
+    pub backoff_max: Duration,
+    /// Becomes true when the worker must stop taking work (shutdown).
+    pub stop: watch::Receiver<bool>,
+}
+
+/// Why the worker ended.
+#[derive(Debug)]
+pub(crate) enum WorkerExit {
+    /// Told to stop; the last reconcile finished.
+    Stopped,
+    /// The guest saw `fenced`: the lease is no longer current.
+    Fenced,
+    /// The guest failed and was torn down.
+    Guest(GuestError),
+}
+
+struct Worker {
+    ctx: WorkerContext,
+    watches: Vec<String>,
+    queue: WorkQueue,
+    failures: HashMap<ObjectKey, Backoff>,
+    cursor: u64,
+    feed: watch::Receiver<u64>,
+    feed_retry_at: Option<Instant>,
+    resync_due: bool,
+}
+
+/// Run the guest until it must stop.
+pub(crate) async fn run(mut guest: GuestInstance, ctx: WorkerContext) -> WorkerExit {
+    let description = match guest.describe().await {
+        Ok(d) => d,
+        Err(e) => return WorkerExit::Guest(e),
+    };
+    let controller = ctx.status.name.clone();
+    let mut watches = Vec::new();
+    for kind in description.watches {
+        match crate::names::check_label("watched kind", &kind) {
+            Ok(()) => watches.push(kind),
+            Err(e) => tracing::warn!(controller, %e, "ignoring a watched kind"),
+        }
+    }
+    let mut feed = ctx.store.watch(&ctx.cluster);
+    // The cursor is taken before the first resync, so every change after
+    // it is seen either by the resync or by the feed.
+    let cursor = *feed.borrow_and_update();
+    tracing::info!(
+        controller,
+        epoch = guest.fence().epoch.0,
+        ?watches,
+        resync = ?description.resync_period,
+        "guest ready"
+    );
+    let mut worker = Worker {
+        queue: WorkQueue::new(ctx.max_queue),
+        ctx,
+        watches,
+        failures: HashMap::new(),
+        cursor,
+        feed,
+        feed_retry_at: None,
+        resync_due: true,
+    };
+    let resync_period = description.resync_period;
+    let mut next_resync = resync_period.map(|p| Instant::now() + p);
+    loop {
+        if *worker.ctx.stop.borrow() {
+            return WorkerExit::Stopped;
+        }
+        if worker.feed.has_changed().unwrap_or(false) {
+            worker.read_feed().await;
+        }
+        if worker.queue.take_overflow() {
+            worker.resync_due = true;
+        }
+        if worker.resync_due && worker.queue.is_empty() {
+            worker.resync().await;
+            continue;
+        }
+        worker.queue.promote(Instant::now());
+        if let Some(key) = worker.queue.pop() {
+            if let Some(exit) = worker.reconcile(&mut guest, key).await {
+                return exit;
+            }
+            continue;
+        }
+        let far = Instant::now() + Duration::from_secs(3600);
+        let next_due = worker.queue.next_due().unwrap_or(far);
+        let feed_retry = worker.feed_retry_at.unwrap_or(far);
+        let resync_at = next_resync.unwrap_or(far);
+        tokio::select! {
+            _ = worker.ctx.stop.changed() => {}
+            changed = worker.feed.changed() => {
+                if changed.is_err() {
+                    // The store dropped its feed; fall back to polling.
+                    worker.feed_retry_at = Some(Instant::now() + crate::timeouts::FEED_POLL);
+                }
+                worker.read_feed().await;
+            }
+            _ = tokio::time::sleep_until(next_due) => {}
+            _ = tokio::time::sleep_until(feed_retry) => worker.read_feed().await,
+            _ = tokio::time::sleep_until(resync_at) => {
+                worker.resync_due = true;
+                next_resync = resync_period.map(|p| Instant::now() + p);
+            }
+        }
+    }
+}
+
+impl Worker {
+    fn controller(&self) -> &str {
+        &self.ctx.status.name
+    }
+
+    /// Queue every watched object whose event follows the cursor.
+    async fn read_feed(&mut self) {
+        self.feed.borrow_and_update();
+        loop {
+            match self
+                .ctx
+                .store
+                .events(&self.ctx.cluster, self.cursor, MAX_PAGE_SIZE)
+                .await
+            {
+                Ok(events) => {
+                    self.feed_retry_at = None;
+                    let full = events.len() >= MAX_PAGE_SIZE;
+                    for event in events {
+                        self.cursor = self.cursor.max(event.seq);
+                        if self.watches.contains(&event.kind) {
+                            self.queue.add(ObjectKey {
+                                kind: event.kind,
+                                name: event.name,
+                            });
+                        }
+                    }
+                    if !full {
+                        return;
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(controller = self.controller(), %e, "cannot read the change feed; retrying");
+                    self.feed_retry_at = Some(Instant::now() + crate::timeouts::FEED_POLL);
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Queue every object of every watched kind.
+    async fn resync(&mut self) {
+        for kind in self.watches.clone() {
+            let mut after: Option<String> = None;
+            loop {
+                let page = self
+                    .ctx
+                    .store
+                    .list(&self.ctx.cluster, &kind, after.as_deref(), MAX_PAGE_SIZE)
+                    .await;
+                match page {
+                    Ok(page) => {
+                        for object in page.objects {
+                            self.queue.add(ObjectKey {
+                                kind: object.kind,
+                                name: object.name,
+                            });
+                        }
+                        match page.next {
+                            Some(next) => after = Some(next),
+                            None => break,
+                        }
+                    }
+                    Err(e) => {
+                        tracing::warn!(controller = self.controller(), kind, %e, "resync failed; retrying");
+                        // Keep the resync pending; the feed retry timer
+                        // wakes the loop to try again.
+                        self.feed_retry_at = Some(Instant::now() + crate::timeouts::FEED_POLL);
+                        return;
+                    }
+                }
+            }
+        }
+        self.resync_due = false;
+    }
+
+    /// Reconcile one key; `Some` ends the worker.
+    async fn reconcile(&mut self, guest: &mut GuestInstance, key: ObjectKey) -> Option<WorkerExit> {
+        let started = Instant::now();
+        let result = guest.reconcile(&key.kind, &key.name).await;
+        self.ctx
+            .status
+            .metrics
+            .reconcile_seconds
+            .observe(started.elapsed());
+        let now = Instant::now();
+        match result {
+            Ok(Reconciled::Done) => {
+                self.failures.remove(&key);
+            }
+            Ok(Reconciled::RequeueAfter(delay)) => {
+                self.failures.remove(&key);
+                self.queue.add_at(key, now + delay.min(MAX_REQUEUE));
+            }
+            Ok(Reconciled::Failed {
+                message,
+                retry_after,
+            }) => {
+                if self.failures.len() >= self.ctx.max_queue {
+                    // Bounded: forgetting backoff state only shortens delays.
+                    self.failures.clear();
+                }
+                let backoff = self
+                    .failures
+                    .entry(key.clone())
+                    .or_insert_with(|| Backoff::new(self.ctx.backoff_min, self.ctx.backoff_max));
+                let delay = retry_after
+                    .map(|d| d.min(MAX_REQUEUE))
+                    .unwrap_or_else(|| backoff.next_delay());
+                tracing::warn!(
+                    controller = self.controller(),
+                    epoch = guest.fence().epoch.0,
+                    object = %key,
+                    retry_in = ?delay,
+                    "reconcile failed: {message}"
+                );
+                self.queue.add_at(key, now + delay);
+            }
+            Ok(Reconciled::Fenced) => return Some(WorkerExit::Fenced),
+            Err(e) => return Some(WorkerExit::Guest(e)),
+        }
+        None
+    }
+}
+
