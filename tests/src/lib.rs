@@ -1,1 +1,201 @@
-//! Test support.
+//! Support for Leasehold's integration tests: where the compiled guest
+//! components are, memory backends wired together, and a store wrapper
+//! whose calls a test can observe and hold.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use async_trait::async_trait;
+use leasehold_host::authority::memory::MemoryAuthority;
+use leasehold_host::authority::{AcquireRequest, Acquired, Authority, Grant};
+use leasehold_host::fence::{Fence, LeaseKey};
+use leasehold_host::store::memory::MemoryStore;
+use leasehold_host::store::{
+    Committed, Event, NewEvent, Object, ObjectKey, Op, Page, Store, StoreError,
+};
+use tokio::sync::{mpsc, watch};
+
+/// The folder holding the guest components built by `cargo xtask guests`.
+pub fn guest_dir() -> PathBuf {
+    match std::env::var_os("LEASEHOLD_GUEST_DIR") {
+        Some(dir) => PathBuf::from(dir),
+        None => PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/wasm32-wasip2/guest"),
+    }
+}
+
+/// The path of a built guest component, or a panic that says how to build
+/// it.
+pub fn guest(name: &str) -> PathBuf {
+    let path = guest_dir().join(format!("{name}.wasm"));
+    assert!(
+        path.is_file(),
+        "guest component {} is missing: run `cargo xtask guests` (or the README's test command) first",
+        path.display()
+    );
+    path
+}
+
+/// A memory authority and a memory store fenced by it.
+pub struct MemoryBackends {
+    /// The authority (with fault injection).
+    pub authority: Arc<MemoryAuthority>,
+    /// The store, fenced by `authority`.
+    pub store: Arc<MemoryStore>,
+}
+
+impl MemoryBackends {
+    /// Fresh, empty backends.
+    pub fn new() -> Self {
+        let authority = Arc::new(MemoryAuthority::new());
+        let store = Arc::new(MemoryStore::new(authority.clone()));
+        Self { authority, store }
+    }
+
+    /// Grant `lease` of `cluster` to `holder`, panicking if it is held.
+    pub async fn grant(&self, cluster: &str, lease: &str, holder: &str) -> Grant {
+        let request = AcquireRequest {
+            key: LeaseKey::new(cluster, lease),
+            holder: holder.into(),
+            ttl: std::time::Duration::from_secs(60),
+        };
+        match self.authority.acquire(&request).await.expect("acquire") {
+            Acquired::Granted(grant) => grant,
+            Acquired::Held { holder, .. } => panic!("{lease} is held by {holder}"),
+        }
+    }
+}
+
+impl Default for MemoryBackends {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// A store wrapper that reports calls and can hold commits.
+///
+/// - every `get` sends its key on `gets`;
+/// - while `hold_commits` is set, a commit reports itself on
+///   `commit_entered` and then never finishes; when its future is dropped
+///   (the guest was aborted) it reports on `commit_dropped`;
+/// - `commits_ok` counts commits that reached the inner store and landed.
+pub struct HookedStore {
+    inner: Arc<dyn Store>,
+    gets: mpsc::UnboundedSender<ObjectKey>,
+    /// Hold every commit that starts while set.
+    pub hold_commits: AtomicBool,
+    commit_entered: mpsc::UnboundedSender<()>,
+    commit_dropped: mpsc::UnboundedSender<()>,
+    /// Commits that landed.
+    pub commits_ok: AtomicU64,
+}
+
+/// The receiving ends of a [`HookedStore`]'s reports.
+pub struct StoreHooks {
+    /// Keys read.
+    pub gets: mpsc::UnboundedReceiver<ObjectKey>,
+    /// A held commit started.
+    pub commit_entered: mpsc::UnboundedReceiver<()>,
+    /// A held commit's future was dropped.
+    pub commit_dropped: mpsc::UnboundedReceiver<()>,
+}
+
+impl HookedStore {
+    /// Wrap `inner`.
+    pub fn new(inner: Arc<dyn Store>) -> (Arc<Self>, StoreHooks) {
+        let (gets_tx, gets) = mpsc::unbounded_channel();
+        let (entered_tx, commit_entered) = mpsc::unbounded_channel();
+        let (dropped_tx, commit_dropped) = mpsc::unbounded_channel();
+        (
+            Arc::new(Self {
+                inner,
+                gets: gets_tx,
+                hold_commits: AtomicBool::new(false),
+                commit_entered: entered_tx,
+                commit_dropped: dropped_tx,
+                commits_ok: AtomicU64::new(0),
+            }),
+            StoreHooks {
+                gets,
+                commit_entered,
+                commit_dropped,
+            },
+        )
+    }
+}
+
+struct DropReport(mpsc::UnboundedSender<()>);
+
+impl Drop for DropReport {
+    fn drop(&mut self) {
+        let _ = self.0.send(());
+    }
+}
+
+#[async_trait]
+impl Store for HookedStore {
+    async fn get(&self, cluster: &str, key: &ObjectKey) -> Result<Option<Object>, StoreError> {
+        let _ = self.gets.send(key.clone());
+        self.inner.get(cluster, key).await
+    }
+
+    async fn list(
+        &self,
+        cluster: &str,
+        kind: &str,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Page, StoreError> {
+        self.inner.list(cluster, kind, after, limit).await
+    }
+
+    async fn commit_fenced(
+        &self,
+        fence: &Fence,
+        ops: &[Op],
+        events: &[NewEvent],
+    ) -> Result<Committed, StoreError> {
+        if self.hold_commits.load(Ordering::SeqCst) {
+            let _report = DropReport(self.commit_dropped.clone());
+            let _ = self.commit_entered.send(());
+            std::future::pending::<()>().await;
+        }
+        let result = self.inner.commit_fenced(fence, ops, events).await;
+        if result.is_ok() {
+            self.commits_ok.fetch_add(1, Ordering::SeqCst);
+        }
+        result
+    }
+
+    async fn put(
+        &self,
+        cluster: &str,
+        key: &ObjectKey,
+        value: &str,
+        expected_version: Option<u64>,
+    ) -> Result<Object, StoreError> {
+        self.inner.put(cluster, key, value, expected_version).await
+    }
+
+    async fn delete(
+        &self,
+        cluster: &str,
+        key: &ObjectKey,
+        expected_version: Option<u64>,
+    ) -> Result<(), StoreError> {
+        self.inner.delete(cluster, key, expected_version).await
+    }
+
+    async fn events(
+        &self,
+        cluster: &str,
+        after: u64,
+        limit: usize,
+    ) -> Result<Vec<Event>, StoreError> {
+        self.inner.events(cluster, after, limit).await
+    }
+
+    fn watch(&self, cluster: &str) -> watch::Receiver<u64> {
+        self.inner.watch(cluster)
+    }
+}

@@ -15,5 +15,5 @@ wasmtime::component::bindgen!({
     },
 });
 
-pub use leasehold::controller::{logging, store, tenure, types};
 pub use exports::leasehold::controller::reconciler;
+pub use leasehold::controller::{logging, store, tenure, types};

@@ -5,7 +5,9 @@
 
 use std::path::PathBuf;
 
-use wasmtime::{Cache, CacheConfig, Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
+use wasmtime::{
+    Cache, CacheConfig, Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig,
+};
 
 use super::RuntimeError;
 
@@ -37,10 +39,12 @@ fn base_config(config: &EngineConfig) -> Result<Config, RuntimeError> {
     if let Some(dir) = &config.cache_dir {
         let mut cache = CacheConfig::new();
         cache.with_directory(dir);
-        let cache = Cache::new(cache).map_err(|e| RuntimeError::Engine(format!(
-            "cannot use compilation cache directory {}: {e}",
-            dir.display()
-        )))?;
+        let cache = Cache::new(cache).map_err(|e| {
+            RuntimeError::Engine(format!(
+                "cannot use compilation cache directory {}: {e}",
+                dir.display()
+            ))
+        })?;
         wasm.cache(Some(cache));
     }
     Ok(wasm)
@@ -59,7 +63,12 @@ pub(crate) fn build(config: &EngineConfig) -> Result<BuiltEngine, RuntimeError> 
         let mut wasm = base_config(config)?;
         wasm.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
         match Engine::new(&wasm) {
-            Ok(engine) => return Ok(BuiltEngine { engine, pooling: true }),
+            Ok(engine) => {
+                return Ok(BuiltEngine {
+                    engine,
+                    pooling: true,
+                });
+            }
             Err(e) => tracing::warn!(
                 error = %e,
                 slots,

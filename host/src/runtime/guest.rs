@@ -75,7 +75,13 @@ impl Runtime {
             problem,
         };
         let bytes = std::fs::read(path).map_err(|e| problem(format!("cannot read it: {e}")))?;
-        self.compile(controller, &path.display().to_string(), &bytes, limits, grants)
+        self.compile(
+            controller,
+            &path.display().to_string(),
+            &bytes,
+            limits,
+            grants,
+        )
     }
 
     /// Compile and link a controller from bytes; `origin` names them in
@@ -190,6 +196,14 @@ impl CompiledController {
     /// The limits its instances run under.
     pub fn limits(&self) -> &GuestLimits {
         &self.limits
+    }
+
+    /// The same compiled controller with other limits (no recompilation).
+    pub fn with_limits(&self, limits: GuestLimits) -> Self {
+        Self {
+            limits,
+            ..self.clone()
+        }
     }
 
     /// A new revocation switch for an instance of this controller. Create

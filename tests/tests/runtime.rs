@@ -1,0 +1,420 @@
+//! The Wasm runtime against purpose-built guests: the round trip through
+//! the store, hard abort on revocation (CPU-bound and blocked in a host
+//! call), refused writes after loss, limits, fresh memory per tenure, and
+//! clear errors for bad components.
+
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use leasehold_host::fence::LeaseKey;
+use leasehold_host::runtime::{
+    CommitCounters, CompiledController, EngineConfig, GuestError, GuestLimits, Reconciled, Runtime,
+};
+use leasehold_host::store::{ObjectKey, Origin, Store};
+use leasehold_tests::{HookedStore, MemoryBackends, guest};
+
+const CLUSTER: &str = "rt";
+
+/// One engine and one compilation shared by every test of this binary.
+fn shared() -> &'static (Runtime, CompiledController) {
+    static SHARED: OnceLock<(Runtime, CompiledController)> = OnceLock::new();
+    SHARED.get_or_init(|| {
+        let runtime = Runtime::new(&EngineConfig {
+            max_guests: 16,
+            memory_bytes: 64 << 20,
+            pooling: true,
+            cache_dir: None,
+        })
+        .expect("engine");
+        let compiled = runtime
+            .load(
+                "misbehaving",
+                &guest("misbehaving"),
+                GuestLimits::default(),
+                Vec::new(),
+            )
+            .expect("load misbehaving");
+        (runtime, compiled)
+    })
+}
+
+fn runtime() -> Runtime {
+    shared().0.clone()
+}
+
+fn misbehaving(_runtime: &Runtime, limits: GuestLimits) -> CompiledController {
+    shared().1.with_limits(limits)
+}
+
+fn mark(name: &str) -> ObjectKey {
+    ObjectKey {
+        kind: "marks".into(),
+        name: name.into(),
+    }
+}
+
+/// Generous bound for "promptly": the goal is milliseconds, but a loaded CI
+/// machine must not make the test flaky.
+const PROMPT: Duration = Duration::from_secs(2);
+
+#[tokio::test]
+async fn guest_round_trip_reads_commits_and_logs_through_the_host() {
+    let backends = MemoryBackends::new();
+    let runtime = runtime();
+    let compiled = misbehaving(&runtime, GuestLimits::default());
+    let grant = backends.grant(CLUSTER, "misbehaving", "host-a").await;
+    let counters = Arc::new(CommitCounters::default());
+    let mut guest = compiled
+        .instantiate(
+            grant.fence.clone(),
+            backends.store.clone(),
+            counters.clone(),
+            compiled.revocation(),
+        )
+        .await
+        .expect("instantiate");
+
+    let description = guest.describe().await.expect("describe");
+    assert_eq!(description.watches, vec!["cmd".to_string()]);
+    assert_eq!(description.resync_period, None);
+
+    assert_eq!(
+        guest.reconcile("cmd", "ok").await.unwrap(),
+        Reconciled::Done
+    );
+    let object = backends
+        .store
+        .get(CLUSTER, &mark("m-1"))
+        .await
+        .unwrap()
+        .expect("the guest's commit landed");
+    assert_eq!(object.value, "{}");
+    assert_eq!(
+        backends.store.written_by(CLUSTER, &mark("m-1")).unwrap(),
+        Some(Origin::Guest {
+            lease: "misbehaving".into(),
+            epoch: grant.fence.epoch,
+            holder: "host-a".into(),
+        })
+    );
+    assert_eq!(counters.ok.load(Ordering::Relaxed), 1);
+
+    // The guest reads its fence through the tenure interface.
+    assert_eq!(
+        guest.reconcile("cmd", "fence").await.unwrap(),
+        Reconciled::RequeueAfter(Duration::from_millis(grant.fence.epoch.0))
+    );
+    assert_eq!(
+        guest.reconcile("cmd", "log").await.unwrap(),
+        Reconciled::Done
+    );
+    assert!(matches!(
+        guest.reconcile("cmd", "nonsense").await.unwrap(),
+        Reconciled::Failed { message, .. } if message.contains("unknown command")
+    ));
+}
+
+#[tokio::test]
+async fn spinning_guest_is_aborted_by_revocation() {
+    let backends = MemoryBackends::new();
+    let (store, mut hooks) = HookedStore::new(backends.store.clone());
+    let runtime = runtime();
+    let compiled = misbehaving(&runtime, GuestLimits::default());
+    let grant = backends.grant(CLUSTER, "misbehaving", "host-a").await;
+    let revocation = compiled.revocation();
+    let mut guest = compiled
+        .instantiate(grant.fence, store, Default::default(), revocation.clone())
+        .await
+        .unwrap();
+    let call = tokio::spawn(async move { guest.reconcile("cmd", "spin").await });
+    // The guest reads marks/spin right before it starts spinning.
+    assert_eq!(hooks.gets.recv().await, Some(mark("spin")));
+    revocation.revoke();
+    let result = tokio::time::timeout(PROMPT, call)
+        .await
+        .expect("the spinning guest stopped promptly")
+        .unwrap();
+    assert!(
+        matches!(result, Err(GuestError::Aborted { .. })),
+        "{result:?}"
+    );
+}
+
+#[tokio::test]
+async fn guest_blocked_in_a_host_call_is_aborted_and_its_write_not_committed() {
+    let backends = MemoryBackends::new();
+    let (store, mut hooks) = HookedStore::new(backends.store.clone());
+    store.hold_commits.store(true, Ordering::SeqCst);
+    let runtime = runtime();
+    let compiled = misbehaving(&runtime, GuestLimits::default());
+    let grant = backends.grant(CLUSTER, "misbehaving", "host-a").await;
+    let revocation = compiled.revocation();
+    let mut guest = compiled
+        .instantiate(
+            grant.fence,
+            store.clone(),
+            Default::default(),
+            revocation.clone(),
+        )
+        .await
+        .unwrap();
+    let call = tokio::spawn(async move { guest.reconcile("cmd", "block").await });
+    hooks.commit_entered.recv().await.expect("commit started");
+    revocation.revoke();
+    let result = tokio::time::timeout(PROMPT, call)
+        .await
+        .expect("the blocked guest stopped promptly")
+        .unwrap();
+    assert!(
+        matches!(result, Err(GuestError::Aborted { .. })),
+        "{result:?}"
+    );
+    // The host call's future was dropped, not left running.
+    hooks
+        .commit_dropped
+        .recv()
+        .await
+        .expect("held commit dropped");
+    assert!(
+        backends
+            .store
+            .get(CLUSTER, &mark("blocked"))
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert_eq!(store.commits_ok.load(Ordering::SeqCst), 0);
+}
+
+#[tokio::test]
+async fn writes_after_the_loss_are_all_refused() {
+    let backends = MemoryBackends::new();
+    let (store, _hooks) = HookedStore::new(backends.store.clone());
+    let runtime = runtime();
+    let compiled = misbehaving(&runtime, GuestLimits::default());
+    let grant = backends.grant(CLUSTER, "misbehaving", "host-a").await;
+    let revocation = compiled.revocation();
+    let counters = Arc::new(CommitCounters::default());
+    let mut guest = compiled
+        .instantiate(
+            grant.fence.clone(),
+            store.clone(),
+            counters.clone(),
+            revocation.clone(),
+        )
+        .await
+        .unwrap();
+    let call = tokio::spawn(async move { guest.reconcile("cmd", "hammer").await });
+    // Let some writes land, then take the lease away behind the guest's back.
+    while store.commits_ok.load(Ordering::SeqCst) < 5 {
+        tokio::task::yield_now().await;
+    }
+    let key = LeaseKey::new(CLUSTER, "misbehaving");
+    let successor = backends.authority.faults().steal(&key, "host-b");
+    assert!(successor.epoch > grant.fence.epoch);
+    let landed_before_loss = store.commits_ok.load(Ordering::SeqCst);
+    // The guest keeps hammering; every attempt is now refused by the fence.
+    while counters.fenced.load(Ordering::SeqCst) < 5 {
+        tokio::task::yield_now().await;
+    }
+    revocation.revoke();
+    let result = tokio::time::timeout(PROMPT, call)
+        .await
+        .expect("stopped")
+        .unwrap();
+    assert!(
+        matches!(result, Err(GuestError::Aborted { .. })),
+        "{result:?}"
+    );
+    assert_eq!(
+        store.commits_ok.load(Ordering::SeqCst),
+        landed_before_loss,
+        "a write landed after the lease was lost"
+    );
+}
+
+#[tokio::test]
+async fn memory_exhaustion_tears_the_guest_down_and_the_host_goes_on() {
+    let backends = MemoryBackends::new();
+    let runtime = runtime();
+    let limits = GuestLimits {
+        memory_bytes: 16 << 20,
+        ..GuestLimits::default()
+    };
+    let compiled = misbehaving(&runtime, limits);
+    let grant = backends.grant(CLUSTER, "misbehaving", "host-a").await;
+    let mut guest = compiled
+        .instantiate(
+            grant.fence.clone(),
+            backends.store.clone(),
+            Default::default(),
+            compiled.revocation(),
+        )
+        .await
+        .unwrap();
+    let result = guest.reconcile("cmd", "grow").await;
+    assert!(
+        matches!(result, Err(GuestError::OutOfMemory { limit, .. }) if limit == 16 << 20),
+        "{result:?}"
+    );
+    // The instance is done for; a fresh one in the same tenure works.
+    assert!(matches!(
+        guest.reconcile("cmd", "ok").await,
+        Err(GuestError::Poisoned { .. })
+    ));
+    drop(guest);
+    let mut fresh = compiled
+        .instantiate(
+            grant.fence,
+            backends.store.clone(),
+            Default::default(),
+            compiled.revocation(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        fresh.reconcile("cmd", "ok").await.unwrap(),
+        Reconciled::Done
+    );
+}
+
+#[tokio::test]
+async fn a_reconcile_past_its_deadline_is_torn_down() {
+    let backends = MemoryBackends::new();
+    let runtime = runtime();
+    let limits = GuestLimits {
+        reconcile_deadline: Duration::from_millis(200),
+        ..GuestLimits::default()
+    };
+    let compiled = misbehaving(&runtime, limits);
+    let grant = backends.grant(CLUSTER, "misbehaving", "host-a").await;
+    let mut guest = compiled
+        .instantiate(
+            grant.fence,
+            backends.store.clone(),
+            Default::default(),
+            compiled.revocation(),
+        )
+        .await
+        .unwrap();
+    let started = std::time::Instant::now();
+    let result = guest.reconcile("cmd", "spin").await;
+    assert!(
+        matches!(result, Err(GuestError::DeadlineExceeded { .. })),
+        "{result:?}"
+    );
+    assert!(started.elapsed() >= Duration::from_millis(200));
+    assert!(started.elapsed() < PROMPT);
+}
+
+#[tokio::test]
+async fn a_panicking_guest_traps_without_harming_the_host() {
+    let backends = MemoryBackends::new();
+    let runtime = runtime();
+    let compiled = misbehaving(&runtime, GuestLimits::default());
+    let grant = backends.grant(CLUSTER, "misbehaving", "host-a").await;
+    let mut guest = compiled
+        .instantiate(
+            grant.fence.clone(),
+            backends.store.clone(),
+            Default::default(),
+            compiled.revocation(),
+        )
+        .await
+        .unwrap();
+    let result = guest.reconcile("cmd", "panic").await;
+    assert!(matches!(result, Err(GuestError::Trap { .. })), "{result:?}");
+    let mut fresh = compiled
+        .instantiate(
+            grant.fence,
+            backends.store.clone(),
+            Default::default(),
+            compiled.revocation(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        fresh.reconcile("cmd", "ok").await.unwrap(),
+        Reconciled::Done
+    );
+}
+
+#[tokio::test]
+async fn a_new_tenure_starts_from_fresh_guest_memory() {
+    let backends = MemoryBackends::new();
+    let runtime = runtime();
+    let compiled = misbehaving(&runtime, GuestLimits::default());
+    let first = backends.grant(CLUSTER, "misbehaving", "host-a").await;
+    let mut guest = compiled
+        .instantiate(
+            first.fence.clone(),
+            backends.store.clone(),
+            Default::default(),
+            compiled.revocation(),
+        )
+        .await
+        .unwrap();
+    let count = |n| Reconciled::RequeueAfter(Duration::from_millis(n));
+    assert_eq!(guest.reconcile("cmd", "count").await.unwrap(), count(1));
+    assert_eq!(guest.reconcile("cmd", "count").await.unwrap(), count(2));
+    drop(guest);
+    let key = LeaseKey::new(CLUSTER, "misbehaving");
+    let second = backends.authority.faults().steal(&key, "host-a");
+    assert!(second.epoch > first.fence.epoch);
+    let mut guest = compiled
+        .instantiate(
+            second,
+            backends.store.clone(),
+            Default::default(),
+            compiled.revocation(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(guest.reconcile("cmd", "count").await.unwrap(), count(1));
+}
+
+fn compile_error(bytes: &[u8]) -> String {
+    let runtime = runtime();
+    match runtime.compile("bad", "bad.wasm", bytes, GuestLimits::default(), Vec::new()) {
+        Ok(_) => panic!("a bad component was accepted"),
+        Err(e) => e.to_string(),
+    }
+}
+
+#[test]
+fn bad_components_get_clear_errors() {
+    let not_wasm = compile_error(b"hello, world, this is text");
+    assert!(not_wasm.contains("not a WebAssembly file"), "{not_wasm}");
+    assert!(not_wasm.contains("controller bad"), "{not_wasm}");
+
+    let core = wat::parse_str("(module)").unwrap();
+    let core = compile_error(&core);
+    assert!(core.contains("core WebAssembly module"), "{core}");
+    assert!(core.contains("wasm32-wasip2"), "{core}");
+
+    let empty = wat::parse_str("(component)").unwrap();
+    let empty = compile_error(&empty);
+    assert!(
+        empty.contains("does not export leasehold:controller/reconciler@0.1.0"),
+        "{empty}"
+    );
+
+    let wrong_version = wat::parse_str(
+        r#"(component (import "leasehold:controller/tenure@9.0.0" (instance (export "current" (func)))))"#,
+    )
+    .unwrap();
+    let wrong_version = compile_error(&wrong_version);
+    assert!(
+        wrong_version.contains("does not fit the world"),
+        "{wrong_version}"
+    );
+    assert!(wrong_version.contains("tenure@9.0.0"), "{wrong_version}");
+
+    let truncated = compile_error(&guest_bytes()[..1000]);
+    assert!(truncated.contains("cannot compile it"), "{truncated}");
+}
+
+fn guest_bytes() -> Vec<u8> {
+    std::fs::read(guest("misbehaving")).unwrap()
+}
