@@ -20,7 +20,10 @@ pub const URL_ENV: &str = "LEASEHOLD_DATABASE_URL";
 
 /// Migrations, in order. Each runs once, in its own transaction, under an
 /// advisory transaction lock so concurrent hosts do not race.
-pub const MIGRATIONS: &[(i32, &str)] = &[(1, include_str!("../migrations/0001_init.sql"))];
+pub const MIGRATIONS: &[(i32, &str)] = &[
+    (1, include_str!("../migrations/0001_init.sql")),
+    (3, include_str!("../migrations/0003_store_collation.sql")),
+];
 
 /// Database setup failures.
 #[derive(Debug, Error)]

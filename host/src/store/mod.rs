@@ -10,11 +10,26 @@
 //! and versioned API writes from users. Must never: call back into the
 //! supervisor or runtime, or know about Wasm.
 
+pub mod memory;
+mod plan;
+pub mod postgres;
+mod postgres_feed;
+mod validate;
+
+#[cfg(test)]
+mod conformance;
+#[cfg(test)]
+mod postgres_tests;
+
+pub use memory::MemoryStore;
+pub use postgres::PostgresStore;
+
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use thiserror::Error;
 
+use crate::authority::AuthorityError;
 use crate::fence::{Epoch, Fence};
 
 /// A stored object.
@@ -177,6 +192,22 @@ pub enum StoreError {
     Unavailable(String),
 }
 
+impl From<AuthorityError> for StoreError {
+    /// The fence check's verdict, as the store reports it. Backend failures
+    /// keep the authority's message (which names the endpoint, never a
+    /// password).
+    fn from(error: AuthorityError) -> Self {
+        match error {
+            AuthorityError::Fenced { fence, reason } => StoreError::Fenced { fence, reason },
+            AuthorityError::InvalidName(e) => StoreError::Invalid(e.to_string()),
+            e @ AuthorityError::Invalid { .. } => StoreError::Invalid(e.to_string()),
+            e @ (AuthorityError::WrongDatabase { .. }
+            | AuthorityError::Schema { .. }
+            | AuthorityError::Unavailable { .. }) => StoreError::Unavailable(e.to_string()),
+        }
+    }
+}
+
 /// One state backend. Implementations: PostgreSQL and memory.
 #[async_trait]
 pub trait Store: Send + Sync + 'static {
@@ -224,8 +255,12 @@ pub trait Store: Send + Sync + 'static {
     ) -> Result<(), StoreError>;
 
     /// Events with `seq > after`, in order, at most `limit`.
-    async fn events(&self, cluster: &str, after: u64, limit: usize)
-    -> Result<Vec<Event>, StoreError>;
+    async fn events(
+        &self,
+        cluster: &str,
+        after: u64,
+        limit: usize,
+    ) -> Result<Vec<Event>, StoreError>;
 
     /// A receiver holding the last known event seq of `cluster`, updated on
     /// every commit (NOTIFY for PostgreSQL, with a polling fallback). A

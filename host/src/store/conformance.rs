@@ -1,0 +1,1295 @@
+//! The store contract, written once over `&dyn Store` and run against every
+//! backend: preconditions, atomicity, fencing (stale epoch, expiry,
+//! release), attribution, commit order without gaps (also under concurrent
+//! committers), cursor resume, limits, listing, isolation, lost updates and
+//! the change feed.
+//!
+//! Each backend supplies a [`Leases`] fixture: the lease operations the
+//! suite needs (grant, take over, expire, release, count writes), done the
+//! way that backend's authority does them. Ordering comes from awaiting
+//! results and watch channels; the only timeouts bound a failure.
+
+use std::any::Any;
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+
+use crate::authority::AuthorityError;
+use crate::authority::fence_check::FenceLock;
+use crate::fence::Fence;
+use crate::limits::{
+    DEFAULT_PAGE_SIZE, MAX_EVENT_MESSAGE_BYTES, MAX_EVENT_REASON_BYTES, MAX_EVENTS_PER_COMMIT,
+    MAX_OPS_PER_COMMIT, MAX_PAGE_SIZE, MAX_VALUE_BYTES,
+};
+
+use super::{Event, NewEvent, ObjectKey, Op, Origin, Store, StoreError};
+
+/// Upper bound on any wait in the suite: a failure bound, never a way to
+/// order anything.
+pub(super) const WAIT: Duration = Duration::from_secs(30);
+
+/// Lease operations the suite needs, as each backend's authority does them.
+#[async_trait]
+pub(super) trait Leases: Send + Sync {
+    /// Grant a lease that was never granted (epoch 1).
+    async fn grant(&self, cluster: &str, lease: &str, holder: &str) -> Fence;
+    /// Another holder is granted the lease at the next epoch.
+    async fn take_over(&self, fence: &Fence, holder: &str) -> Fence;
+    /// The grant expires by the backend's clock; nobody takes over.
+    async fn expire(&self, fence: &Fence);
+    /// The holder releases the lease.
+    async fn release(&self, fence: &Fence);
+    /// Fenced commits counted against the fence's tenure.
+    async fn writes(&self, fence: &Fence) -> u64;
+}
+
+/// A store, its lease fixture, and whatever must live as long as they do.
+pub(super) struct Backend {
+    pub store: Arc<dyn Store>,
+    pub leases: Arc<dyn Leases>,
+    pub _keep: Box<dyn Any + Send + Sync>,
+}
+
+/// Instantiate every case of the suite for one backend: `$make` is an async
+/// fn returning a [`Backend`].
+macro_rules! conformance_suite {
+    ($make:path) => {
+        conformance_suite!(@cases $make;
+            preconditions_are_checked,
+            versions_grow_and_are_never_reused,
+            api_writes_are_versioned_and_logged,
+            failing_op_leaves_no_partial_write_and_no_event,
+            stale_epoch_is_rejected,
+            expired_lease_is_rejected_even_if_nobody_took_over,
+            released_lease_is_rejected,
+            guest_writes_are_attributed_and_counted,
+            events_are_in_commit_order_without_gaps,
+            concurrent_commits_are_seen_in_order_without_gaps,
+            cursor_resume_loses_and_repeats_nothing,
+            size_limits_are_enforced,
+            invalid_requests_are_rejected,
+            lists_page_in_name_order,
+            page_sizes_are_capped,
+            clusters_are_isolated,
+            conditional_updates_lose_no_update,
+            watch_wakes_on_commit,
+            values_are_stored_normalized,
+        );
+    };
+    (@cases $make:path; $($case:ident),* $(,)?) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $case() {
+                let backend = $make().await;
+                $crate::store::conformance::$case(&backend).await;
+            }
+        )*
+    };
+}
+pub(crate) use conformance_suite;
+
+// ---------------------------------------------------------------- helpers
+
+const CLUSTER: &str = "c1";
+
+pub(super) fn key(kind: &str, name: &str) -> ObjectKey {
+    ObjectKey {
+        kind: kind.into(),
+        name: name.into(),
+    }
+}
+
+pub(super) fn create(k: &ObjectKey, value: &str) -> Op {
+    Op::Create {
+        key: k.clone(),
+        value: value.into(),
+    }
+}
+
+pub(super) fn update(k: &ObjectKey, expected_version: u64, value: &str) -> Op {
+    Op::Update {
+        key: k.clone(),
+        expected_version,
+        value: value.into(),
+    }
+}
+
+pub(super) fn delete(k: &ObjectKey, expected_version: u64) -> Op {
+    Op::Delete {
+        key: k.clone(),
+        expected_version,
+    }
+}
+
+pub(super) fn event(k: &ObjectKey, reason: &str) -> NewEvent {
+    NewEvent {
+        key: k.clone(),
+        reason: reason.into(),
+        message: format!("{reason} {k}"),
+    }
+}
+
+/// Every event of `cluster`, read page by page.
+pub(super) async fn all_events(store: &dyn Store, cluster: &str) -> Vec<Event> {
+    let mut out: Vec<Event> = Vec::new();
+    loop {
+        let after = out.last().map_or(0, |e| e.seq);
+        let page = store.events(cluster, after, MAX_PAGE_SIZE).await.unwrap();
+        if page.is_empty() {
+            return out;
+        }
+        out.extend(page);
+    }
+}
+
+async fn version(store: &dyn Store, k: &ObjectKey) -> Option<u64> {
+    store.get(CLUSTER, k).await.unwrap().map(|o| o.version)
+}
+
+fn assert_conflict(result: Result<impl std::fmt::Debug, StoreError>, on: &ObjectKey) {
+    match result {
+        Err(StoreError::Conflict { key, .. }) if &key == on => {}
+        other => panic!("expected a conflict on {on}, got {other:?}"),
+    }
+}
+
+fn assert_not_found(result: Result<impl std::fmt::Debug, StoreError>, on: &ObjectKey) {
+    match result {
+        Err(StoreError::NotFound { key }) if &key == on => {}
+        other => panic!("expected {on} not found, got {other:?}"),
+    }
+}
+
+fn assert_fenced(result: Result<impl std::fmt::Debug, StoreError>, stale: &Fence) {
+    match result {
+        Err(StoreError::Fenced { fence, .. }) if &fence == stale => {}
+        other => panic!("expected {stale} to be fenced, got {other:?}"),
+    }
+}
+
+fn assert_too_large(result: Result<impl std::fmt::Debug, StoreError>) {
+    assert!(
+        matches!(result, Err(StoreError::TooLarge(_))),
+        "expected too large, got {result:?}"
+    );
+}
+
+fn assert_invalid(result: Result<impl std::fmt::Debug, StoreError>) {
+    assert!(
+        matches!(result, Err(StoreError::Invalid(_))),
+        "expected invalid, got {result:?}"
+    );
+}
+
+/// Seqs are 1..=n with no gap, revisions never go back, and the events of
+/// one revision are adjacent.
+fn assert_gap_free(events: &[Event]) {
+    let mut revisions = BTreeSet::new();
+    for (i, pair) in events.windows(2).enumerate() {
+        assert_eq!(
+            pair[1].seq,
+            pair[0].seq + 1,
+            "gap after event {i}: {pair:?}"
+        );
+        assert!(
+            pair[1].revision >= pair[0].revision,
+            "revision went back: {pair:?}"
+        );
+        if pair[1].revision != pair[0].revision {
+            assert!(
+                revisions.insert(pair[0].revision),
+                "revision split: {pair:?}"
+            );
+        }
+    }
+    if let Some(first) = events.first() {
+        assert_eq!(first.seq, 1);
+    }
+}
+
+// ---------------------------------------------------------------- cases
+
+pub(super) async fn preconditions_are_checked(b: &Backend) {
+    let (store, fence) = (&*b.store, b.leases.grant(CLUSTER, "ctl", "host-a").await);
+    let a = key("tasks", "a");
+    let c = store
+        .commit_fenced(&fence, &[create(&a, "1")], &[])
+        .await
+        .unwrap();
+    assert_eq!(version(store, &a).await, Some(c.revision));
+
+    assert_conflict(
+        store.commit_fenced(&fence, &[create(&a, "2")], &[]).await,
+        &a,
+    );
+    assert_conflict(
+        store
+            .commit_fenced(&fence, &[update(&a, c.revision + 1, "2")], &[])
+            .await,
+        &a,
+    );
+    assert_conflict(
+        store
+            .commit_fenced(&fence, &[delete(&a, c.revision + 1)], &[])
+            .await,
+        &a,
+    );
+    let missing = key("tasks", "missing");
+    assert_not_found(
+        store
+            .commit_fenced(&fence, &[update(&missing, 1, "2")], &[])
+            .await,
+        &missing,
+    );
+    assert_not_found(
+        store
+            .commit_fenced(&fence, &[delete(&missing, 1)], &[])
+            .await,
+        &missing,
+    );
+    // Nothing above wrote.
+    let object = store.get(CLUSTER, &a).await.unwrap().unwrap();
+    assert_eq!((object.version, object.value.as_str()), (c.revision, "1"));
+
+    let u = store
+        .commit_fenced(&fence, &[update(&a, c.revision, "2")], &[])
+        .await
+        .unwrap();
+    assert!(u.revision > c.revision);
+    let object = store.get(CLUSTER, &a).await.unwrap().unwrap();
+    assert_eq!((object.version, object.value.as_str()), (u.revision, "2"));
+
+    store
+        .commit_fenced(&fence, &[delete(&a, u.revision)], &[])
+        .await
+        .unwrap();
+    assert_eq!(store.get(CLUSTER, &a).await.unwrap(), None);
+    assert_not_found(
+        store
+            .commit_fenced(&fence, &[delete(&a, u.revision)], &[])
+            .await,
+        &a,
+    );
+}
+
+pub(super) async fn versions_grow_and_are_never_reused(b: &Backend) {
+    let (store, fence) = (&*b.store, b.leases.grant(CLUSTER, "ctl", "host-a").await);
+    let a = key("tasks", "a");
+    let other = key("tasks", "other");
+    let mut seen = BTreeSet::new();
+    let first = store
+        .commit_fenced(&fence, &[create(&a, "1")], &[])
+        .await
+        .unwrap();
+    seen.insert(first.revision);
+    // A commit that does not touch `a` still takes a revision.
+    let unrelated = store.put(CLUSTER, &other, "0", None).await.unwrap();
+    assert!(unrelated.version > first.revision);
+    store
+        .delete(CLUSTER, &a, Some(first.revision))
+        .await
+        .unwrap();
+    // Re-created: a version it never had, above every earlier revision.
+    let again = store
+        .commit_fenced(&fence, &[create(&a, "1")], &[])
+        .await
+        .unwrap();
+    assert!(again.revision > unrelated.version);
+    assert!(seen.insert(again.revision));
+    let put = store
+        .put(CLUSTER, &a, "3", Some(again.revision))
+        .await
+        .unwrap();
+    assert!(put.version > again.revision);
+    // An older version no longer matches, even though it once did.
+    assert_conflict(store.put(CLUSTER, &a, "4", Some(first.revision)).await, &a);
+}
+
+pub(super) async fn api_writes_are_versioned_and_logged(b: &Backend) {
+    let store = &*b.store;
+    let a = key("nodes", "n1");
+    let created = store
+        .put(CLUSTER, &a, "{\"capacity\": 2}", None)
+        .await
+        .unwrap();
+    assert_eq!(created.value, "{\"capacity\":2}");
+    assert_eq!(store.get(CLUSTER, &a).await.unwrap(), Some(created.clone()));
+    let replaced = store
+        .put(CLUSTER, &a, "{\"capacity\":3}", None)
+        .await
+        .unwrap();
+    assert!(replaced.version > created.version);
+    assert_conflict(store.put(CLUSTER, &a, "1", Some(0)).await, &a);
+    assert_conflict(store.put(CLUSTER, &a, "1", Some(created.version)).await, &a);
+    let b2 = key("nodes", "n2");
+    assert_not_found(store.put(CLUSTER, &b2, "1", Some(5)).await, &b2);
+    let b2_created = store.put(CLUSTER, &b2, "1", Some(0)).await.unwrap();
+    let conditional = store
+        .put(CLUSTER, &a, "4", Some(replaced.version))
+        .await
+        .unwrap();
+    assert_conflict(store.delete(CLUSTER, &a, Some(replaced.version)).await, &a);
+    store
+        .delete(CLUSTER, &a, Some(conditional.version))
+        .await
+        .unwrap();
+    assert_not_found(store.delete(CLUSTER, &a, None).await, &a);
+    store.delete(CLUSTER, &b2, None).await.unwrap();
+    assert_eq!(store.get(CLUSTER, &b2).await.unwrap(), None);
+
+    let events = all_events(store, CLUSTER).await;
+    let summary: Vec<(&str, &str, u64)> = events
+        .iter()
+        .map(|e| (e.name.as_str(), e.reason.as_str(), e.revision))
+        .collect();
+    assert_eq!(
+        summary,
+        vec![
+            ("n1", "Created", created.version),
+            ("n1", "Updated", replaced.version),
+            ("n2", "Created", b2_created.version),
+            ("n1", "Updated", conditional.version),
+            ("n1", "Deleted", conditional.version + 1),
+            ("n2", "Deleted", conditional.version + 2),
+        ]
+    );
+    assert!(
+        events
+            .iter()
+            .all(|e| e.origin == Origin::Api && e.kind == "nodes")
+    );
+    assert!(
+        events[1]
+            .message
+            .contains(&format!("version {}", created.version))
+    );
+    assert_gap_free(&events);
+}
+
+pub(super) async fn failing_op_leaves_no_partial_write_and_no_event(b: &Backend) {
+    let (store, fence) = (&*b.store, b.leases.grant(CLUSTER, "ctl", "host-a").await);
+    let (x, y, z) = (key("tasks", "x"), key("tasks", "y"), key("tasks", "z"));
+    let base = store
+        .commit_fenced(
+            &fence,
+            &[create(&x, "1"), create(&y, "1")],
+            &[event(&x, "Made")],
+        )
+        .await
+        .unwrap();
+    let before = all_events(store, CLUSTER).await;
+
+    // Create z, update x, then a stale update of y: all or nothing.
+    let failing = [
+        create(&z, "1"),
+        update(&x, base.revision, "2"),
+        update(&y, base.revision + 7, "2"),
+    ];
+    assert_conflict(
+        store
+            .commit_fenced(&fence, &failing, &[event(&z, "Made")])
+            .await,
+        &y,
+    );
+    assert_not_found(
+        store
+            .commit_fenced(
+                &fence,
+                &[create(&z, "1"), delete(&key("tasks", "nope"), 1)],
+                &[event(&z, "Made")],
+            )
+            .await,
+        &key("tasks", "nope"),
+    );
+    assert_eq!(store.get(CLUSTER, &z).await.unwrap(), None);
+    assert_eq!(version(store, &x).await, Some(base.revision));
+    assert_eq!(store.get(CLUSTER, &x).await.unwrap().unwrap().value, "1");
+    assert_eq!(all_events(store, CLUSTER).await, before);
+
+    // The log continues without a gap after the failures.
+    let next = store
+        .commit_fenced(&fence, &[create(&z, "1")], &[event(&z, "Made")])
+        .await
+        .unwrap();
+    assert_eq!(next.event_seqs, vec![before.last().unwrap().seq + 1]);
+    assert_gap_free(&all_events(store, CLUSTER).await);
+}
+
+pub(super) async fn stale_epoch_is_rejected(b: &Backend) {
+    let store = &*b.store;
+    let old = b.leases.grant(CLUSTER, "ctl", "host-a").await;
+    let t = key("tasks", "t");
+    let made = store
+        .commit_fenced(&old, &[create(&t, "1")], &[])
+        .await
+        .unwrap();
+    let new = b.leases.take_over(&old, "host-b").await;
+    assert_eq!(new.epoch.0, old.epoch.0 + 1);
+    let before = all_events(store, CLUSTER).await;
+
+    assert_fenced(
+        store
+            .commit_fenced(
+                &old,
+                &[update(&t, made.revision, "2")],
+                &[event(&t, "Stale")],
+            )
+            .await,
+        &old,
+    );
+    // The right epoch with the wrong holder is no fence either.
+    let mut impostor = new.clone();
+    impostor.holder = "host-a".into();
+    assert_fenced(
+        store
+            .commit_fenced(&impostor, &[update(&t, made.revision, "2")], &[])
+            .await,
+        &impostor,
+    );
+    let mut never = old.clone();
+    never.key.name = "never-granted".into();
+    assert_fenced(
+        store.commit_fenced(&never, &[create(&t, "9")], &[]).await,
+        &never,
+    );
+
+    assert_eq!(store.get(CLUSTER, &t).await.unwrap().unwrap().value, "1");
+    assert_eq!(all_events(store, CLUSTER).await, before);
+    store
+        .commit_fenced(&new, &[update(&t, made.revision, "2")], &[])
+        .await
+        .unwrap();
+}
+
+pub(super) async fn expired_lease_is_rejected_even_if_nobody_took_over(b: &Backend) {
+    let store = &*b.store;
+    let fence = b.leases.grant(CLUSTER, "ctl", "host-a").await;
+    let t = key("tasks", "t");
+    store
+        .commit_fenced(&fence, &[create(&t, "1")], &[])
+        .await
+        .unwrap();
+    b.leases.expire(&fence).await;
+    match store
+        .commit_fenced(
+            &fence,
+            &[create(&key("tasks", "u"), "1")],
+            &[event(&t, "Late")],
+        )
+        .await
+    {
+        Err(StoreError::Fenced { fence: f, reason }) => {
+            assert_eq!(f, fence);
+            assert!(reason.contains("expired"), "{reason}");
+        }
+        other => panic!("an expired lease wrote: {other:?}"),
+    }
+    assert_eq!(store.get(CLUSTER, &key("tasks", "u")).await.unwrap(), None);
+    assert!(all_events(store, CLUSTER).await.is_empty());
+}
+
+pub(super) async fn released_lease_is_rejected(b: &Backend) {
+    let store = &*b.store;
+    let fence = b.leases.grant(CLUSTER, "ctl", "host-a").await;
+    b.leases.release(&fence).await;
+    assert_fenced(
+        store
+            .commit_fenced(&fence, &[create(&key("tasks", "t"), "1")], &[])
+            .await,
+        &fence,
+    );
+    assert_eq!(store.get(CLUSTER, &key("tasks", "t")).await.unwrap(), None);
+}
+
+pub(super) async fn guest_writes_are_attributed_and_counted(b: &Backend) {
+    let store = &*b.store;
+    let fence = b.leases.grant(CLUSTER, "ctl", "host-a").await;
+    let t = key("tasks", "t");
+    let c1 = store
+        .commit_fenced(&fence, &[create(&t, "1")], &[event(&t, "Created")])
+        .await
+        .unwrap();
+    store
+        .commit_fenced(
+            &fence,
+            &[update(&t, c1.revision, "2")],
+            &[event(&t, "Bumped")],
+        )
+        .await
+        .unwrap();
+    // Neither a failed commit nor an API write counts against the tenure.
+    assert_conflict(
+        store.commit_fenced(&fence, &[create(&t, "3")], &[]).await,
+        &t,
+    );
+    store
+        .put(CLUSTER, &key("nodes", "n"), "1", None)
+        .await
+        .unwrap();
+    assert_eq!(b.leases.writes(&fence).await, 2);
+
+    let events = all_events(store, CLUSTER).await;
+    let guest = Origin::Guest {
+        lease: "ctl".into(),
+        epoch: fence.epoch,
+        holder: "host-a".into(),
+    };
+    assert_eq!(events[0].origin, guest);
+    assert_eq!(events[1].origin, guest);
+    assert_eq!(events[2].origin, Origin::Api);
+    assert_eq!(
+        (events[0].kind.as_str(), events[0].name.as_str()),
+        ("tasks", "t")
+    );
+    assert_eq!(events[1].message, "Bumped tasks/t");
+}
+
+pub(super) async fn events_are_in_commit_order_without_gaps(b: &Backend) {
+    let (store, fence) = (&*b.store, b.leases.grant(CLUSTER, "ctl", "host-a").await);
+    let mut expected = Vec::new();
+    for i in 0..10u64 {
+        let k = key("tasks", &format!("t{i}"));
+        let events: Vec<NewEvent> = (0..i % 3).map(|_| event(&k, "Step")).collect();
+        let c = store
+            .commit_fenced(&fence, &[create(&k, "1")], &events)
+            .await
+            .unwrap();
+        assert_eq!(c.event_seqs.len(), events.len());
+        expected.extend(c.event_seqs.iter().map(|&s| (s, c.revision)));
+    }
+    // A commit of events only.
+    let only = key("tasks", "t0");
+    let c = store
+        .commit_fenced(&fence, &[], &[event(&only, "Noted"), event(&only, "Noted")])
+        .await
+        .unwrap();
+    expected.extend(c.event_seqs.iter().map(|&s| (s, c.revision)));
+    let events = all_events(store, CLUSTER).await;
+    assert_gap_free(&events);
+    let seen: Vec<(u64, u64)> = events.iter().map(|e| (e.seq, e.revision)).collect();
+    assert_eq!(seen, expected);
+}
+
+pub(super) async fn concurrent_commits_are_seen_in_order_without_gaps(b: &Backend) {
+    const WRITERS: usize = 4;
+    const COMMITS: usize = 25;
+    const PER_COMMIT: usize = 2;
+    let total = (WRITERS * COMMITS * PER_COMMIT) as u64;
+    let fence = b.leases.grant(CLUSTER, "ctl", "host-a").await;
+    let mut feed = b.store.watch(CLUSTER);
+
+    // The reader follows the feed while the writers commit, and checks
+    // every page it reads continues exactly where the last one ended.
+    let store = Arc::clone(&b.store);
+    let reader = tokio::spawn(async move {
+        let mut seen: Vec<Event> = Vec::new();
+        let mut cursor = 0;
+        while cursor < total {
+            feed.borrow_and_update();
+            loop {
+                let page = store.events(CLUSTER, cursor, MAX_PAGE_SIZE).await.unwrap();
+                let Some(last) = page.last() else { break };
+                for (i, e) in page.iter().enumerate() {
+                    assert_eq!(
+                        e.seq,
+                        cursor + 1 + i as u64,
+                        "a reader saw a gap or reordering"
+                    );
+                }
+                cursor = last.seq;
+                seen.extend(page);
+            }
+            if cursor < total {
+                tokio::time::timeout(WAIT, feed.changed())
+                    .await
+                    .expect("the feed woke the reader")
+                    .expect("the store is alive");
+            }
+        }
+        seen
+    });
+    let writers: Vec<_> = (0..WRITERS)
+        .map(|w| {
+            let (store, fence) = (Arc::clone(&b.store), fence.clone());
+            tokio::spawn(async move {
+                let k = key("tasks", &format!("w{w}"));
+                let mut commits = Vec::new();
+                let mut version = None;
+                for _ in 0..COMMITS {
+                    let op = match version {
+                        None => create(&k, "0"),
+                        Some(v) => update(&k, v, "1"),
+                    };
+                    let events: Vec<_> = (0..PER_COMMIT).map(|_| event(&k, "Step")).collect();
+                    let c = store.commit_fenced(&fence, &[op], &events).await.unwrap();
+                    version = Some(c.revision);
+                    commits.push(c);
+                }
+                commits
+            })
+        })
+        .collect();
+    let mut commits = Vec::new();
+    for writer in writers {
+        commits.extend(writer.await.unwrap());
+    }
+    let seen = tokio::time::timeout(WAIT, reader)
+        .await
+        .expect("reader finished")
+        .unwrap();
+    assert_eq!(seen.len() as u64, total);
+    assert_gap_free(&seen);
+    // Every commit's events are the contiguous seqs it was told, at its
+    // revision, and revisions are distinct.
+    let by_seq: HashMap<u64, &Event> = seen.iter().map(|e| (e.seq, e)).collect();
+    let mut revisions = BTreeSet::new();
+    for c in &commits {
+        assert!(revisions.insert(c.revision));
+        assert_eq!(c.event_seqs.len(), PER_COMMIT);
+        assert_eq!(c.event_seqs[1], c.event_seqs[0] + 1);
+        for s in &c.event_seqs {
+            assert_eq!(by_seq[s].revision, c.revision);
+        }
+    }
+}
+
+pub(super) async fn cursor_resume_loses_and_repeats_nothing(b: &Backend) {
+    let (store, fence) = (&*b.store, b.leases.grant(CLUSTER, "ctl", "host-a").await);
+    let k = key("tasks", "t");
+    let emit = |n: usize| (0..n).map(|_| event(&k, "Tick")).collect::<Vec<_>>();
+    store
+        .commit_fenced(&fence, &[create(&k, "1")], &emit(3))
+        .await
+        .unwrap();
+    store.commit_fenced(&fence, &[], &emit(2)).await.unwrap();
+
+    let first = store.events(CLUSTER, 0, 3).await.unwrap();
+    assert_eq!(
+        first.iter().map(|e| e.seq).collect::<Vec<_>>(),
+        vec![1, 2, 3]
+    );
+    let cursor = first.last().unwrap().seq;
+    // More commits land while the reader is away.
+    store.commit_fenced(&fence, &[], &emit(4)).await.unwrap();
+    let mut resumed = Vec::new();
+    let mut after = cursor;
+    loop {
+        let page = store.events(CLUSTER, after, 2).await.unwrap();
+        let Some(last) = page.last() else { break };
+        after = last.seq;
+        resumed.extend(page);
+    }
+    assert_eq!(
+        resumed.iter().map(|e| e.seq).collect::<Vec<_>>(),
+        (4..=9).collect::<Vec<_>>()
+    );
+    let mut joined = first;
+    joined.extend(resumed);
+    assert_eq!(joined, all_events(store, CLUSTER).await);
+    assert!(store.events(CLUSTER, 9, 10).await.unwrap().is_empty());
+    assert!(
+        store
+            .events(CLUSTER, u64::MAX, 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}
+
+pub(super) async fn size_limits_are_enforced(b: &Backend) {
+    let (store, fence) = (&*b.store, b.leases.grant(CLUSTER, "ctl", "host-a").await);
+    let k = key("blobs", "big");
+    let at_limit = format!("\"{}\"", "x".repeat(MAX_VALUE_BYTES - 2));
+    let over = format!("\"{}\"", "x".repeat(MAX_VALUE_BYTES - 1));
+    assert_too_large(store.put(CLUSTER, &k, &over, None).await);
+    assert_too_large(store.commit_fenced(&fence, &[create(&k, &over)], &[]).await);
+    assert_eq!(store.get(CLUSTER, &k).await.unwrap(), None);
+    let stored = store.put(CLUSTER, &k, &at_limit, None).await.unwrap();
+    assert_eq!(
+        store.get(CLUSTER, &k).await.unwrap().unwrap().value.len(),
+        MAX_VALUE_BYTES
+    );
+    assert_too_large(
+        store
+            .commit_fenced(&fence, &[update(&k, stored.version, &over)], &[])
+            .await,
+    );
+
+    let many: Vec<Op> = (0..=MAX_OPS_PER_COMMIT)
+        .map(|i| create(&key("tasks", &format!("t{i}")), "1"))
+        .collect();
+    assert_too_large(store.commit_fenced(&fence, &many, &[]).await);
+    store
+        .commit_fenced(&fence, &many[..MAX_OPS_PER_COMMIT], &[])
+        .await
+        .unwrap();
+    let t = key("tasks", "t0");
+    let events: Vec<NewEvent> = (0..=MAX_EVENTS_PER_COMMIT)
+        .map(|_| event(&t, "E"))
+        .collect();
+    assert_too_large(store.commit_fenced(&fence, &[], &events).await);
+    store
+        .commit_fenced(&fence, &[], &events[..MAX_EVENTS_PER_COMMIT])
+        .await
+        .unwrap();
+
+    let mut long = event(&t, "E");
+    long.reason = format!("R{}", "r".repeat(MAX_EVENT_REASON_BYTES));
+    assert_too_large(store.commit_fenced(&fence, &[], &[long]).await);
+    let mut long = event(&t, "E");
+    long.message = "m".repeat(MAX_EVENT_MESSAGE_BYTES + 1);
+    assert_too_large(store.commit_fenced(&fence, &[], &[long.clone()]).await);
+    long.message.pop();
+    store.commit_fenced(&fence, &[], &[long]).await.unwrap();
+    // Only the three accepted commits' events exist.
+    let logged = all_events(store, CLUSTER).await;
+    assert_eq!(logged.len(), 1 + MAX_EVENTS_PER_COMMIT + 1);
+    assert_gap_free(&logged);
+}
+
+pub(super) async fn invalid_requests_are_rejected(b: &Backend) {
+    let (store, fence) = (&*b.store, b.leases.grant(CLUSTER, "ctl", "host-a").await);
+    let good = key("tasks", "t");
+    for bad in [
+        key("Tasks", "t"),
+        key("tasks", "t_1"),
+        key("", "t"),
+        key("tasks", &"n".repeat(64)),
+    ] {
+        assert_invalid(store.put(CLUSTER, &bad, "1", None).await);
+        assert_invalid(store.commit_fenced(&fence, &[create(&bad, "1")], &[]).await);
+        assert_invalid(store.commit_fenced(&fence, &[], &[event(&bad, "E")]).await);
+        assert_invalid(store.get(CLUSTER, &bad).await);
+    }
+    assert_invalid(store.put("Bad Cluster", &good, "1", None).await);
+    assert_invalid(store.put(CLUSTER, &good, "{not json", None).await);
+    assert_invalid(store.commit_fenced(&fence, &[create(&good, "")], &[]).await);
+    assert_invalid(store.commit_fenced(&fence, &[], &[]).await);
+    assert_invalid(
+        store
+            .commit_fenced(&fence, &[create(&good, "1"), delete(&good, 1)], &[])
+            .await,
+    );
+    assert_invalid(
+        store
+            .commit_fenced(&fence, &[], &[event(&good, "lowercase")])
+            .await,
+    );
+    let mut nul = event(&good, "E");
+    nul.message = "a\0b".into();
+    assert_invalid(store.commit_fenced(&fence, &[], &[nul]).await);
+    assert_invalid(store.list(CLUSTER, "Tasks", None, 10).await);
+    assert_invalid(store.list(CLUSTER, "tasks", Some("Not a name"), 10).await);
+    assert_eq!(store.get(CLUSTER, &good).await.unwrap(), None);
+    assert!(all_events(store, CLUSTER).await.is_empty());
+}
+
+pub(super) async fn lists_page_in_name_order(b: &Backend) {
+    let store = &*b.store;
+    // Names whose byte order differs from common locale orders ('-' sorts
+    // before digits, digits before letters).
+    let names = ["b", "a-b", "z-9", "a0", "9", "ab", "a", "0", "a-a"];
+    for name in names {
+        store
+            .put(CLUSTER, &key("tasks", name), "1", None)
+            .await
+            .unwrap();
+    }
+    store
+        .put(CLUSTER, &key("nodes", "a-b"), "1", None)
+        .await
+        .unwrap();
+    store
+        .put(CLUSTER, &key("tasksx", "a"), "1", None)
+        .await
+        .unwrap();
+    let mut expected: Vec<&str> = names.to_vec();
+    expected.sort();
+    let mut listed = Vec::new();
+    let mut after: Option<String> = None;
+    loop {
+        let page = store
+            .list(CLUSTER, "tasks", after.as_deref(), 4)
+            .await
+            .unwrap();
+        assert!(page.objects.len() <= 4);
+        assert!(page.objects.iter().all(|o| o.kind == "tasks"));
+        listed.extend(page.objects.iter().map(|o| o.name.clone()));
+        match page.next {
+            Some(next) => {
+                assert_eq!(Some(&next), listed.last());
+                after = Some(next);
+            }
+            None => break,
+        }
+    }
+    assert_eq!(listed, expected);
+    let tail = store.list(CLUSTER, "tasks", Some("a0"), 100).await.unwrap();
+    assert_eq!(
+        tail.objects
+            .iter()
+            .map(|o| o.name.as_str())
+            .collect::<Vec<_>>(),
+        vec!["ab", "b", "z-9"]
+    );
+    assert_eq!(tail.next, None);
+    let empty = store.list(CLUSTER, "none", None, 10).await.unwrap();
+    assert!(empty.objects.is_empty() && empty.next.is_none());
+}
+
+pub(super) async fn page_sizes_are_capped(b: &Backend) {
+    let (store, fence) = (&*b.store, b.leases.grant(CLUSTER, "ctl", "host-a").await);
+    let count = MAX_PAGE_SIZE + 3;
+    let keys: Vec<ObjectKey> = (0..count)
+        .map(|i| key("tasks", &format!("t{i:04}")))
+        .collect();
+    for chunk in keys.chunks(MAX_OPS_PER_COMMIT) {
+        let ops: Vec<Op> = chunk.iter().map(|k| create(k, "1")).collect();
+        let events: Vec<NewEvent> = chunk.iter().map(|k| event(k, "Made")).collect();
+        store.commit_fenced(&fence, &ops, &events).await.unwrap();
+    }
+    let page = store
+        .list(CLUSTER, "tasks", None, usize::MAX)
+        .await
+        .unwrap();
+    assert_eq!(page.objects.len(), MAX_PAGE_SIZE);
+    let rest = store
+        .list(CLUSTER, "tasks", page.next.as_deref(), usize::MAX)
+        .await
+        .unwrap();
+    assert_eq!(rest.objects.len(), 3);
+    assert_eq!(rest.next, None);
+    let default = store.list(CLUSTER, "tasks", None, 0).await.unwrap();
+    assert_eq!(default.objects.len(), DEFAULT_PAGE_SIZE);
+    assert_eq!(
+        store.events(CLUSTER, 0, usize::MAX).await.unwrap().len(),
+        MAX_PAGE_SIZE
+    );
+    assert_eq!(
+        store.events(CLUSTER, 0, 0).await.unwrap().len(),
+        DEFAULT_PAGE_SIZE
+    );
+}
+
+pub(super) async fn clusters_are_isolated(b: &Backend) {
+    let store = &*b.store;
+    let one = b.leases.grant("one", "ctl", "host-a").await;
+    let two = b.leases.grant("two", "ctl", "host-b").await;
+    let t = key("tasks", "t");
+    let c1 = store
+        .commit_fenced(&one, &[create(&t, "1")], &[event(&t, "A")])
+        .await
+        .unwrap();
+    let c2 = store
+        .commit_fenced(&two, &[create(&t, "2")], &[event(&t, "B")])
+        .await
+        .unwrap();
+    // Each cluster has its own revisions and seqs.
+    assert_eq!((c1.revision, c1.event_seqs.clone()), (1, vec![1]));
+    assert_eq!((c2.revision, c2.event_seqs.clone()), (1, vec![1]));
+    assert_eq!(store.get("one", &t).await.unwrap().unwrap().value, "1");
+    assert_eq!(store.get("two", &t).await.unwrap().unwrap().value, "2");
+    // A fence of one cluster cannot write the other's lease-named state.
+    let mut crossed = one.clone();
+    crossed.key.cluster = "two".into();
+    assert_fenced(
+        store
+            .commit_fenced(&crossed, &[update(&t, 1, "3")], &[])
+            .await,
+        &crossed,
+    );
+    assert_eq!(all_events(store, "one").await[0].reason, "A");
+    assert_eq!(all_events(store, "two").await.len(), 1);
+    assert!(all_events(store, "three").await.is_empty());
+}
+
+pub(super) async fn conditional_updates_lose_no_update(b: &Backend) {
+    const WRITERS: usize = 6;
+    const INCREMENTS: usize = 12;
+    const COUNTERS: usize = 3;
+    // Conflicts are expected; this only bounds a livelock.
+    const ATTEMPTS: usize = 100 * WRITERS * INCREMENTS;
+    let fence = b.leases.grant(CLUSTER, "ctl", "host-a").await;
+    let counters: Vec<ObjectKey> = (0..COUNTERS)
+        .map(|i| key("counters", &format!("c{i}")))
+        .collect();
+    for c in &counters {
+        b.store.put(CLUSTER, c, "{\"n\":0}", Some(0)).await.unwrap();
+    }
+    let start = all_events(&*b.store, CLUSTER).await.len();
+    let tasks: Vec<_> = (0..WRITERS)
+        .map(|w| {
+            let (store, fence, counters) = (Arc::clone(&b.store), fence.clone(), counters.clone());
+            tokio::spawn(async move {
+                // (revision, via the fenced path?) of every success.
+                let mut successes = Vec::new();
+                let mut attempts = 0;
+                while successes.len() < INCREMENTS {
+                    attempts += 1;
+                    assert!(attempts < ATTEMPTS, "writer {w} made no progress");
+                    let c = &counters[(w + successes.len()) % COUNTERS];
+                    let current = store.get(CLUSTER, c).await.unwrap().unwrap();
+                    let n: serde_json::Value = serde_json::from_str(&current.value).unwrap();
+                    let next = format!("{{\"n\":{}}}", n["n"].as_u64().unwrap() + 1);
+                    // Half the writers go through the fenced path, half
+                    // through the API's If-Match.
+                    let fenced = w % 2 == 0;
+                    let result = if fenced {
+                        store
+                            .commit_fenced(
+                                &fence,
+                                &[update(c, current.version, &next)],
+                                &[event(c, "Incremented")],
+                            )
+                            .await
+                            .map(|done| done.revision)
+                    } else {
+                        store
+                            .put(CLUSTER, c, &next, Some(current.version))
+                            .await
+                            .map(|o| o.version)
+                    };
+                    match result {
+                        Ok(revision) => successes.push((revision, fenced)),
+                        Err(StoreError::Conflict { .. }) => {}
+                        Err(e) => panic!("writer {w}: {e}"),
+                    }
+                }
+                successes
+            })
+        })
+        .collect();
+    let mut successes = Vec::new();
+    for task in tasks {
+        successes.extend(task.await.unwrap());
+    }
+    let mut total = 0;
+    for c in &counters {
+        let value = b.store.get(CLUSTER, c).await.unwrap().unwrap().value;
+        let n: serde_json::Value = serde_json::from_str(&value).unwrap();
+        total += n["n"].as_u64().unwrap() as usize;
+    }
+    assert_eq!(total, WRITERS * INCREMENTS, "an update was lost");
+    assert_eq!(successes.len(), total);
+    let events = all_events(&*b.store, CLUSTER).await;
+    assert_gap_free(&events);
+    let logged: HashMap<u64, &Event> = events[start..].iter().map(|e| (e.revision, e)).collect();
+    assert_eq!(logged.len(), successes.len(), "one event per success");
+    for (revision, fenced) in successes {
+        let e = logged[&revision];
+        let reason = if fenced { "Incremented" } else { "Updated" };
+        assert_eq!(e.reason, reason, "event of revision {revision}");
+    }
+}
+
+pub(super) async fn watch_wakes_on_commit(b: &Backend) {
+    let (store, fence) = (&*b.store, b.leases.grant(CLUSTER, "ctl", "host-a").await);
+    let mut feed = store.watch(CLUSTER);
+    feed.borrow_and_update();
+    let t = key("tasks", "t");
+    let c = store
+        .commit_fenced(
+            &fence,
+            &[create(&t, "1")],
+            &[event(&t, "A"), event(&t, "B")],
+        )
+        .await
+        .unwrap();
+    tokio::time::timeout(WAIT, feed.wait_for(|&seq| seq >= c.event_seqs[1]))
+        .await
+        .expect("the watcher woke")
+        .unwrap();
+    let put = store.put(CLUSTER, &t, "2", None).await.unwrap();
+    let seq = all_events(store, CLUSTER).await.last().unwrap().seq;
+    assert_eq!(
+        all_events(store, CLUSTER).await.last().unwrap().revision,
+        put.version
+    );
+    tokio::time::timeout(WAIT, feed.wait_for(|&s| s >= seq))
+        .await
+        .expect("the watcher woke")
+        .unwrap();
+    // A second watcher starts from the current position.
+    let mut late = store.watch(CLUSTER);
+    tokio::time::timeout(WAIT, late.wait_for(|&s| s >= seq))
+        .await
+        .expect("the late watcher caught up")
+        .unwrap();
+}
+
+pub(super) async fn values_are_stored_normalized(b: &Backend) {
+    let (store, fence) = (&*b.store, b.leases.grant(CLUSTER, "ctl", "host-a").await);
+    let k = key("tasks", "t");
+    let given =
+        "{ \"status\" : \"pending\",\n  \"tries\": [1, 2.5e0, true, null], \"e\": \"\\u00e9\" }";
+    let canonical = serde_json::from_str::<serde_json::Value>(given)
+        .unwrap()
+        .to_string();
+    assert!(!canonical.contains(' '));
+    let c = store
+        .commit_fenced(&fence, &[create(&k, given)], &[])
+        .await
+        .unwrap();
+    assert_eq!(
+        store.get(CLUSTER, &k).await.unwrap().unwrap().value,
+        canonical
+    );
+    let put = store
+        .put(CLUSTER, &k, given, Some(c.revision))
+        .await
+        .unwrap();
+    assert_eq!(put.value, canonical);
+    let listed = store.list(CLUSTER, "tasks", None, 10).await.unwrap();
+    assert_eq!(listed.objects[0].value, canonical);
+}
+
+// ---------------------------------------------------------------- fixtures
+
+/// A minimal memory lease table standing in for the memory authority: the
+/// judgement of a fence (holder, epoch, released, expired) under one lock
+/// held across the write, as [`FenceLock`] requires.
+#[derive(Default)]
+pub(super) struct TestLeases {
+    leases: std::sync::Mutex<HashMap<crate::fence::LeaseKey, TestLease>>,
+}
+
+struct TestLease {
+    holder: String,
+    epoch: u64,
+    expired: bool,
+    released: bool,
+    /// Writes per epoch.
+    writes: HashMap<u64, u64>,
+}
+
+impl TestLeases {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<crate::fence::LeaseKey, TestLease>> {
+        self.leases.lock().unwrap()
+    }
+}
+
+impl FenceLock for TestLeases {
+    fn while_fenced(
+        &self,
+        fence: &Fence,
+        write: &mut dyn FnMut() -> bool,
+    ) -> Result<(), AuthorityError> {
+        let mut leases = self.lock();
+        let fenced = |reason: &str| AuthorityError::Fenced {
+            fence: fence.clone(),
+            reason: reason.into(),
+        };
+        let Some(lease) = leases.get_mut(&fence.key) else {
+            return Err(fenced("the lease was never granted"));
+        };
+        if lease.epoch != fence.epoch.0 || lease.holder != fence.holder {
+            return Err(fenced("another epoch is current"));
+        }
+        if lease.released {
+            return Err(fenced("the lease was released"));
+        }
+        if lease.expired {
+            return Err(fenced("the lease expired"));
+        }
+        if write() {
+            *lease.writes.entry(fence.epoch.0).or_default() += 1;
+        }
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl Leases for TestLeases {
+    async fn grant(&self, cluster: &str, lease: &str, holder: &str) -> Fence {
+        let key = crate::fence::LeaseKey::new(cluster, lease);
+        let previous = self.lock().insert(
+            key.clone(),
+            TestLease {
+                holder: holder.into(),
+                epoch: 1,
+                expired: false,
+                released: false,
+                writes: HashMap::new(),
+            },
+        );
+        assert!(previous.is_none(), "{key} was already granted");
+        Fence {
+            key,
+            epoch: crate::fence::Epoch(1),
+            holder: holder.into(),
+        }
+    }
+
+    async fn take_over(&self, fence: &Fence, holder: &str) -> Fence {
+        let mut leases = self.lock();
+        let lease = leases.get_mut(&fence.key).expect("granted");
+        lease.epoch += 1;
+        lease.holder = holder.into();
+        lease.expired = false;
+        lease.released = false;
+        Fence {
+            key: fence.key.clone(),
+            epoch: crate::fence::Epoch(lease.epoch),
+            holder: holder.into(),
+        }
+    }
+
+    async fn expire(&self, fence: &Fence) {
+        self.lock().get_mut(&fence.key).expect("granted").expired = true;
+    }
+
+    async fn release(&self, fence: &Fence) {
+        self.lock().get_mut(&fence.key).expect("granted").released = true;
+    }
+
+    async fn writes(&self, fence: &Fence) -> u64 {
+        self.lock()
+            .get(&fence.key)
+            .and_then(|l| l.writes.get(&fence.epoch.0).copied())
+            .unwrap_or(0)
+    }
+}
+
+/// Lease rows written with the SQL the PostgreSQL authority's grant uses:
+/// the lease row first (so a grant waits on a fenced commit's `FOR SHARE`),
+/// then the tenure records.
+pub(super) struct PgLeases {
+    pub db: crate::db::Database,
+}
+
+impl PgLeases {
+    async fn client(&self) -> deadpool_postgres::Object {
+        self.db.client().await.unwrap()
+    }
+
+    /// The grant of `holder` at `epoch`, in one transaction on `client`.
+    pub async fn grant_on(
+        client: &mut tokio_postgres::Client,
+        key: &crate::fence::LeaseKey,
+        holder: &str,
+    ) -> Fence {
+        let tx = client.transaction().await.unwrap();
+        let row = tx
+            .query_one(
+                "INSERT INTO leasehold_leases AS l
+                        (cluster, name, holder, epoch, acquired_at, renewed_at, expires_at)
+                 VALUES ($1, $2, $3, 1, clock_timestamp(), clock_timestamp(),
+                         clock_timestamp() + interval '1 hour')
+                 ON CONFLICT (cluster, name) DO UPDATE
+                    SET holder = EXCLUDED.holder, epoch = l.epoch + 1,
+                        acquired_at = EXCLUDED.acquired_at, renewed_at = EXCLUDED.renewed_at,
+                        expires_at = EXCLUDED.expires_at, released = false
+                 RETURNING epoch, acquired_at",
+                &[&key.cluster, &key.name, &holder],
+            )
+            .await
+            .unwrap();
+        let epoch: i64 = row.get(0);
+        let acquired_at: chrono::DateTime<chrono::Utc> = row.get(1);
+        tx.execute(
+            "UPDATE leasehold_tenures SET ended_at = $4, end_reason = 'superseded'
+              WHERE cluster = $1 AND lease = $2 AND epoch = $3 AND ended_at IS NULL",
+            &[&key.cluster, &key.name, &(epoch - 1), &acquired_at],
+        )
+        .await
+        .unwrap();
+        tx.execute(
+            "INSERT INTO leasehold_tenures (cluster, lease, epoch, holder, endpoint, acquired_at)
+             VALUES ($1, $2, $3, $4, 'test', $5)",
+            &[&key.cluster, &key.name, &epoch, &holder, &acquired_at],
+        )
+        .await
+        .unwrap();
+        tx.commit().await.unwrap();
+        Fence {
+            key: key.clone(),
+            epoch: crate::fence::Epoch(epoch as u64),
+            holder: holder.into(),
+        }
+    }
+}
+
+#[async_trait]
+impl Leases for PgLeases {
+    async fn grant(&self, cluster: &str, lease: &str, holder: &str) -> Fence {
+        let key = crate::fence::LeaseKey::new(cluster, lease);
+        let fence = Self::grant_on(&mut **self.client().await, &key, holder).await;
+        assert_eq!(fence.epoch.0, 1, "{key} was already granted");
+        fence
+    }
+
+    async fn take_over(&self, fence: &Fence, holder: &str) -> Fence {
+        Self::grant_on(&mut **self.client().await, &fence.key, holder).await
+    }
+
+    async fn expire(&self, fence: &Fence) {
+        let n = self
+            .client()
+            .await
+            .execute(
+                "UPDATE leasehold_leases SET expires_at = clock_timestamp() - interval '1 second'
+                  WHERE cluster = $1 AND name = $2",
+                &[&fence.key.cluster, &fence.key.name],
+            )
+            .await
+            .unwrap();
+        assert_eq!(n, 1);
+    }
+
+    async fn release(&self, fence: &Fence) {
+        let n = self
+            .client()
+            .await
+            .execute(
+                "UPDATE leasehold_leases SET released = true WHERE cluster = $1 AND name = $2",
+                &[&fence.key.cluster, &fence.key.name],
+            )
+            .await
+            .unwrap();
+        assert_eq!(n, 1);
+    }
+
+    async fn writes(&self, fence: &Fence) -> u64 {
+        let row = self
+            .client()
+            .await
+            .query_one(
+                "SELECT writes FROM leasehold_tenures WHERE cluster = $1 AND lease = $2 AND epoch = $3",
+                &[&fence.key.cluster, &fence.key.name, &(fence.epoch.0 as i64)],
+            )
+            .await
+            .unwrap();
+        row.get::<_, i64>(0) as u64
+    }
+}
+
+/// A memory store over [`TestLeases`].
+pub(super) async fn memory_backend() -> Backend {
+    let leases = Arc::new(TestLeases::default());
+    Backend {
+        store: Arc::new(super::MemoryStore::new(leases.clone())),
+        leases,
+        _keep: Box::new(()),
+    }
+}
+
+/// A PostgreSQL store on a fresh database.
+pub(super) async fn postgres_backend() -> Backend {
+    let database = crate::testing::TestDatabase::create().await;
+    let db = database.database(8);
+    Backend {
+        store: Arc::new(super::PostgresStore::new(db.clone())),
+        leases: Arc::new(PgLeases { db }),
+        _keep: Box::new(database),
+    }
+}
+
+mod memory_with_test_leases {
+    super::conformance_suite!(super::memory_backend);
+}
+
+mod postgres {
+    super::conformance_suite!(super::postgres_backend);
+}

@@ -1,0 +1,303 @@
+//! The embedded state backend: everything in this process's memory.
+//!
+//! For single-process development and tests only: two replicas each with a
+//! memory store serve different state (DESIGN.md, point 7), and nothing
+//! survives a restart. Semantics are the PostgreSQL backend's: the same
+//! validation and precondition rules ([`super::validate`], [`super::plan`]),
+//! one revision per commit, gap-free event sequence numbers per cluster.
+//!
+//! Fenced commits run inside the memory authority's lock
+//! ([`FenceLock::while_fenced`]), which is what a `FOR SHARE` lease row is
+//! to PostgreSQL: no grant can interleave between the fence check and the
+//! write. Lock order is always authority, then store; the store never
+//! calls the authority while holding its own lock.
+
+use std::collections::{BTreeMap, HashMap};
+use std::ops::Bound;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use async_trait::async_trait;
+use chrono::Utc;
+use tokio::sync::watch;
+
+use crate::authority::fence_check::FenceLock;
+use crate::fence::Fence;
+
+use super::plan::{Batch, Planned};
+use super::validate::{check_cluster, check_key, page_limit};
+use super::{Committed, Event, NewEvent, Object, ObjectKey, Op, Origin, Page, Store, StoreError};
+
+/// State of every cluster, in memory.
+pub struct MemoryStore {
+    fences: Arc<dyn FenceLock>,
+    clusters: Mutex<HashMap<String, ClusterState>>,
+}
+
+impl std::fmt::Debug for MemoryStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MemoryStore").finish_non_exhaustive()
+    }
+}
+
+struct ClusterState {
+    /// Revision of the last commit; 0 before the first.
+    revision: u64,
+    /// Ordered by (kind, name), byte-wise: the order PostgreSQL's `C`
+    /// collation gives the same names.
+    objects: BTreeMap<ObjectKey, Stored>,
+    /// Event `seq` n is at index n - 1.
+    events: Vec<Event>,
+    /// The last event seq, for watchers.
+    feed: watch::Sender<u64>,
+}
+
+struct Stored {
+    version: u64,
+    value: String,
+    written_by: Origin,
+}
+
+impl ClusterState {
+    fn new() -> Self {
+        Self {
+            revision: 0,
+            objects: BTreeMap::new(),
+            events: Vec::new(),
+            feed: watch::channel(0).0,
+        }
+    }
+}
+
+impl MemoryStore {
+    /// A store whose fenced commits are checked by `fences` (the memory
+    /// authority). Logs a warning: this state lives and dies with the
+    /// process.
+    pub fn new(fences: Arc<dyn FenceLock>) -> Self {
+        tracing::warn!(
+            "state is kept in this process's memory: it is lost on exit and not shared with other replicas; configure [database] url for anything but development"
+        );
+        Self {
+            fences,
+            clusters: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Who last wrote an object (a lease, epoch and holder, or the API).
+    pub fn written_by(&self, cluster: &str, key: &ObjectKey) -> Result<Option<Origin>, StoreError> {
+        check_cluster(cluster)?;
+        check_key(key)?;
+        Ok(self
+            .lock()
+            .get(cluster)
+            .and_then(|c| c.objects.get(key))
+            .map(|o| o.written_by.clone()))
+    }
+
+    /// The map is only mutated after every check of a commit has passed
+    /// (see [`Self::apply`]), so a panic elsewhere cannot leave a half-made
+    /// commit behind a poisoned lock: recovering the guard is safe.
+    fn lock(&self) -> MutexGuard<'_, HashMap<String, ClusterState>> {
+        self.clusters.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Resolve and apply one batch atomically under the store lock.
+    fn apply(&self, batch: &Batch) -> Result<Committed, StoreError> {
+        let mut clusters = self.lock();
+        let state = clusters
+            .entry(batch.cluster.clone())
+            .or_insert_with(ClusterState::new);
+        let plan = batch.resolve(|key| state.objects.get(key).map(|o| o.version))?;
+        // Nothing below can fail: the commit is all or nothing.
+        let revision = state.revision + 1;
+        let at = Utc::now();
+        for write in &plan.writes {
+            match *write {
+                Planned::Create { key, value } | Planned::Update { key, value } => {
+                    state.objects.insert(
+                        key.clone(),
+                        Stored {
+                            version: revision,
+                            value: value.to_string(),
+                            written_by: batch.origin.clone(),
+                        },
+                    );
+                }
+                Planned::Delete { key } => {
+                    state.objects.remove(key);
+                }
+            }
+        }
+        let mut event_seqs = Vec::with_capacity(plan.events.len());
+        for event in &plan.events {
+            let seq = state.events.len() as u64 + 1;
+            state.events.push(Event {
+                seq,
+                revision,
+                at,
+                kind: event.key.kind.clone(),
+                name: event.key.name.clone(),
+                reason: event.reason.clone(),
+                message: event.message.clone(),
+                origin: batch.origin.clone(),
+            });
+            event_seqs.push(seq);
+        }
+        state.revision = revision;
+        if let Some(&last) = event_seqs.last() {
+            state.feed.send_replace(last);
+        }
+        Ok(Committed {
+            revision,
+            event_seqs,
+        })
+    }
+}
+
+#[async_trait]
+impl Store for MemoryStore {
+    async fn get(&self, cluster: &str, key: &ObjectKey) -> Result<Option<Object>, StoreError> {
+        check_cluster(cluster)?;
+        check_key(key)?;
+        Ok(self
+            .lock()
+            .get(cluster)
+            .and_then(|c| c.objects.get(key))
+            .map(|o| Object {
+                kind: key.kind.clone(),
+                name: key.name.clone(),
+                version: o.version,
+                value: o.value.clone(),
+            }))
+    }
+
+    async fn list(
+        &self,
+        cluster: &str,
+        kind: &str,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Page, StoreError> {
+        check_cluster(cluster)?;
+        crate::names::check_label("object kind", kind)?;
+        if let Some(after) = after {
+            crate::names::check_label("list cursor", after)?;
+        }
+        let limit = page_limit(limit);
+        let clusters = self.lock();
+        let Some(state) = clusters.get(cluster) else {
+            return Ok(Page {
+                objects: Vec::new(),
+                next: None,
+            });
+        };
+        let start = ObjectKey {
+            kind: kind.to_string(),
+            name: after.unwrap_or_default().to_string(),
+        };
+        let lower = match after {
+            Some(_) => Bound::Excluded(start),
+            None => Bound::Included(start),
+        };
+        // One more than asked tells whether another page exists.
+        let mut objects: Vec<Object> = state
+            .objects
+            .range((lower, Bound::Unbounded))
+            .take_while(|(k, _)| k.kind == kind)
+            .take(limit + 1)
+            .map(|(k, o)| Object {
+                kind: k.kind.clone(),
+                name: k.name.clone(),
+                version: o.version,
+                value: o.value.clone(),
+            })
+            .collect();
+        let next = if objects.len() > limit {
+            objects.truncate(limit);
+            objects.last().map(|o| o.name.clone())
+        } else {
+            None
+        };
+        Ok(Page { objects, next })
+    }
+
+    async fn commit_fenced(
+        &self,
+        fence: &Fence,
+        ops: &[Op],
+        events: &[NewEvent],
+    ) -> Result<Committed, StoreError> {
+        let batch = Batch::fenced(fence, ops, events)?;
+        let mut outcome = None;
+        self.fences.while_fenced(fence, &mut || {
+            let result = self.apply(&batch);
+            let applied = result.is_ok();
+            outcome = Some(result);
+            applied
+        })?;
+        outcome.unwrap_or_else(|| {
+            Err(StoreError::Unavailable(format!(
+                "the memory authority accepted {fence} but did not run the write; nothing was written"
+            )))
+        })
+    }
+
+    async fn put(
+        &self,
+        cluster: &str,
+        key: &ObjectKey,
+        value: &str,
+        expected_version: Option<u64>,
+    ) -> Result<Object, StoreError> {
+        let batch = Batch::put(cluster, key, value, expected_version)?;
+        let committed = self.apply(&batch)?;
+        let super::plan::Intent::Put { value, .. } = batch.intent else {
+            unreachable!("Batch::put builds a put");
+        };
+        Ok(Object {
+            kind: key.kind.clone(),
+            name: key.name.clone(),
+            version: committed.revision,
+            value,
+        })
+    }
+
+    async fn delete(
+        &self,
+        cluster: &str,
+        key: &ObjectKey,
+        expected_version: Option<u64>,
+    ) -> Result<(), StoreError> {
+        self.apply(&Batch::delete(cluster, key, expected_version)?)?;
+        Ok(())
+    }
+
+    async fn events(
+        &self,
+        cluster: &str,
+        after: u64,
+        limit: usize,
+    ) -> Result<Vec<Event>, StoreError> {
+        check_cluster(cluster)?;
+        let limit = page_limit(limit);
+        let clusters = self.lock();
+        let Some(state) = clusters.get(cluster) else {
+            return Ok(Vec::new());
+        };
+        let start = usize::try_from(after).unwrap_or(usize::MAX);
+        Ok(state
+            .events
+            .iter()
+            .skip(start)
+            .take(limit)
+            .cloned()
+            .collect())
+    }
+
+    fn watch(&self, cluster: &str) -> watch::Receiver<u64> {
+        self.lock()
+            .entry(cluster.to_string())
+            .or_insert_with(ClusterState::new)
+            .feed
+            .subscribe()
+    }
+}

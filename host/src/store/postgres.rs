@@ -1,0 +1,726 @@
+//! The durable state backend: objects, events and the commit counter in
+//! PostgreSQL, in the same database (and migrations) as the leases.
+//!
+//! # One commit, one transaction
+//!
+//! Every write — a guest's fenced commit or a user's put or delete — is one
+//! transaction of the same shape:
+//!
+//! 1. the authority's fence check (lease row `FOR SHARE`; guests only);
+//! 2. lock the rows of every object the commit names (`FOR UPDATE`, in key
+//!    order so concurrent commits cannot deadlock) and check each
+//!    precondition against them ([`super::plan`]);
+//! 3. the authority's write count for the tenure (guests only);
+//! 4. in one statement: take the cluster's counter row (next revision and a
+//!    contiguous range of event seqs), write the objects (version = that
+//!    revision, attributed to the writer), append the events, queue the
+//!    `NOTIFY leasehold_feed, '<cluster>'`;
+//! 5. `COMMIT`.
+//!
+//! The counter row is taken last and held until `COMMIT`, so commits of a
+//! cluster are ordered by it, and a later commit cannot become visible
+//! before an earlier one: PostgreSQL makes a transaction visible before it
+//! releases its locks. A reader therefore never sees seq n+1 without n.
+//! Nothing after step 4 waits on another lock (rows to update or delete are
+//! already ours; a concurrent create of the same name would need the counter
+//! we hold), which keeps the ordered section short and deadlock-free.
+//!
+//! The fence check and the write count are sent pipelined with the store's
+//! own statements (one network flight carries parse + lock, the next the
+//! checks + the write), so fencing costs the server a little work but no
+//! extra round trips. The server still runs them in the order above, and
+//! `COMMIT` is only sent once the fence check has answered "current".
+//!
+//! Must never: hand back a connection whose transaction outcome is unknown
+//! (a timed-out commit's connection is closed, not pooled); report a
+//! credential in an error.
+
+use std::collections::HashMap;
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use tokio::sync::watch;
+use tokio_postgres::Row;
+
+use crate::authority::AuthorityError;
+use crate::authority::fence_check::{check_fence, record_write};
+use crate::db::{Database, bounded};
+use crate::fence::{Epoch, Fence};
+
+use super::plan::{Batch, Intent, Plan, Planned};
+use super::postgres_feed::Feed;
+use super::validate::{check_cluster, check_key, page_limit};
+use super::{Committed, Event, NewEvent, Object, ObjectKey, Op, Origin, Page, Store, StoreError};
+
+/// How often an unconditional put is retried when the object it found
+/// absent was created by a concurrent commit before its own insert (it then
+/// exists and can be locked): a bound, not an expected path.
+const LOST_CREATE_RETRIES: usize = 3;
+
+/// Step 2: lock the named objects, in key order, and read their versions.
+const LOCK_SQL: &str = "
+SELECT o.kind, o.name, o.version
+  FROM leasehold_objects o
+  JOIN unnest($2::text[], $3::text[]) AS k(kind, name)
+    ON o.kind = k.kind AND o.name = k.name
+ WHERE o.cluster = $1::text
+ ORDER BY o.kind, o.name
+   FOR UPDATE OF o";
+
+/// Step 4: counter, objects, events and notification in one statement.
+///
+/// `feed` is read by every other part, so the counter row is updated (and
+/// locked) before anything is written; `created` uses `ON CONFLICT DO
+/// NOTHING` so a create that lost a race is reported (by its absence from
+/// the result) instead of aborting the transaction.
+const WRITE_SQL: &str = "
+WITH feed AS (
+    INSERT INTO leasehold_feed AS f (cluster, revision, last_seq)
+    VALUES ($1::text, 1, $2::int8)
+    ON CONFLICT (cluster) DO UPDATE
+       SET revision = f.revision + 1, last_seq = f.last_seq + EXCLUDED.last_seq
+    RETURNING f.revision, f.last_seq, clock_timestamp() AS at
+), created AS (
+    INSERT INTO leasehold_objects AS o
+           (cluster, kind, name, version, value, updated_at, lease, epoch, holder)
+    SELECT $1::text, c.kind, c.name, feed.revision, c.value, feed.at,
+           $15::text, $16::int8, $17::text
+      FROM feed, unnest($3::text[], $4::text[], $5::text[]) AS c(kind, name, value)
+    ON CONFLICT (cluster, kind, name) DO NOTHING
+    RETURNING o.kind, o.name
+), updated AS (
+    UPDATE leasehold_objects o
+       SET version = feed.revision, value = u.value, updated_at = feed.at,
+           lease = $15::text, epoch = $16::int8, holder = $17::text
+      FROM feed, unnest($6::text[], $7::text[], $8::text[]) AS u(kind, name, value)
+     WHERE o.cluster = $1::text AND o.kind = u.kind AND o.name = u.name
+    RETURNING 1
+), deleted AS (
+    DELETE FROM leasehold_objects o
+     USING feed, unnest($9::text[], $10::text[]) AS d(kind, name)
+     WHERE o.cluster = $1::text AND o.kind = d.kind AND o.name = d.name
+    RETURNING 1
+), appended AS (
+    INSERT INTO leasehold_events
+           (cluster, seq, revision, at, kind, name, reason, message, lease, epoch, holder)
+    SELECT $1::text, feed.last_seq - $2::int8 + e.ord, feed.revision, feed.at,
+           e.kind, e.name, e.reason, e.message, $15::text, $16::int8, $17::text
+      FROM feed, unnest($11::text[], $12::text[], $13::text[], $14::text[])
+           WITH ORDINALITY AS e(kind, name, reason, message, ord)
+    RETURNING 1
+), notified AS (
+    SELECT pg_notify('leasehold_feed', $1::text) WHERE $2::int8 > 0
+)
+SELECT feed.revision, feed.last_seq,
+       ARRAY(SELECT kind FROM created) AS created_kinds,
+       ARRAY(SELECT name FROM created) AS created_names,
+       (SELECT count(*) FROM updated) AS updated,
+       (SELECT count(*) FROM deleted) AS deleted,
+       (SELECT count(*) FROM appended) AS appended,
+       (SELECT count(*) FROM notified) AS notified
+  FROM feed";
+
+const GET_SQL: &str = "
+SELECT version, value FROM leasehold_objects
+ WHERE cluster = $1::text AND kind = $2::text AND name = $3::text";
+
+// Names compare in the `C` collation (migration 3), the byte order the
+// memory backend uses; '' sorts before every valid name.
+const LIST_SQL: &str = "
+SELECT name, version, value FROM leasehold_objects
+ WHERE cluster = $1::text AND kind = $2::text AND name > $3::text
+ ORDER BY name
+ LIMIT $4::int8";
+
+const EVENTS_SQL: &str = "
+SELECT seq, revision, at, kind, name, reason, message, lease, epoch, holder
+  FROM leasehold_events
+ WHERE cluster = $1::text AND seq > $2::int8
+ ORDER BY seq
+ LIMIT $3::int8";
+
+const WRITTEN_BY_SQL: &str = "
+SELECT lease, epoch, holder FROM leasehold_objects
+ WHERE cluster = $1::text AND kind = $2::text AND name = $3::text";
+
+/// Objects, events and the change feed in PostgreSQL.
+pub struct PostgresStore {
+    db: Database,
+    feed: std::sync::Arc<Feed>,
+    #[cfg(test)]
+    pub(super) before_commit: Option<tests_hook::BeforeCommit>,
+}
+
+impl std::fmt::Debug for PostgresStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PostgresStore")
+            .field("endpoint", &self.db.endpoint())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Drop for PostgresStore {
+    fn drop(&mut self) {
+        self.feed.stop();
+    }
+}
+
+/// How one attempt at a commit ended, short of success.
+enum Failed {
+    /// Report this.
+    Error(StoreError),
+    /// An unconditional put's create lost a race; try again.
+    LostCreate(ObjectKey),
+}
+
+impl From<StoreError> for Failed {
+    fn from(error: StoreError) -> Self {
+        Failed::Error(error)
+    }
+}
+
+impl PostgresStore {
+    /// A store over `db` (migrated). The change feed polls every
+    /// [`crate::timeouts::FEED_POLL`] when no notification arrives.
+    /// Nothing connects until the first call.
+    pub fn new(db: Database) -> Self {
+        Self::with_feed_poll(db, crate::timeouts::FEED_POLL)
+    }
+
+    /// Like [`Self::new`] with another fallback poll interval for the
+    /// change feed.
+    pub fn with_feed_poll(db: Database, feed_poll: std::time::Duration) -> Self {
+        Self {
+            feed: Feed::new(db.clone(), feed_poll),
+            db,
+            #[cfg(test)]
+            before_commit: None,
+        }
+    }
+
+    /// The database this store writes to.
+    pub fn database(&self) -> &Database {
+        &self.db
+    }
+
+    /// A user's batch of operations and events: the same transaction as
+    /// [`Store::commit_fenced`] without the fence check and tenure count,
+    /// attributed to the API rather than to any lease. Versioned and
+    /// all-or-nothing like every write. (Also the benchmark's baseline.)
+    pub async fn commit_api(
+        &self,
+        cluster: &str,
+        ops: &[Op],
+        events: &[NewEvent],
+    ) -> Result<Committed, StoreError> {
+        let batch = Batch::ops(cluster, Origin::Api, ops, events)?;
+        self.commit(&batch, None).await
+    }
+
+    /// Who last wrote an object (a lease, epoch and holder, or the API).
+    pub async fn written_by(
+        &self,
+        cluster: &str,
+        key: &ObjectKey,
+    ) -> Result<Option<Origin>, StoreError> {
+        check_cluster(cluster)?;
+        check_key(key)?;
+        let client = self.client().await?;
+        let row = bounded(&self.db, async {
+            let statement = client.prepare_cached(WRITTEN_BY_SQL).await?;
+            client
+                .query_opt(&statement, &[&cluster, &key.kind, &key.name])
+                .await
+        })
+        .await
+        .map_err(unavailable)?;
+        Ok(row.map(|r| origin(r.get(0), r.get(1), r.get(2))))
+    }
+
+    /// Bumped each time the change feed's LISTEN session is (re)established;
+    /// zero until the first `watch`. For readiness checks and tests.
+    pub fn feed_sessions(&self) -> watch::Receiver<u64> {
+        self.feed.sessions()
+    }
+
+    async fn client(&self) -> Result<deadpool_postgres::Object, StoreError> {
+        self.db.client().await.map_err(unavailable)
+    }
+
+    /// Run `batch` as one transaction, checked against `fence` if given.
+    async fn commit(&self, batch: &Batch, fence: Option<&Fence>) -> Result<Committed, StoreError> {
+        let mut attempt = 0;
+        loop {
+            let mut client = self.client().await?;
+            let outcome = tokio::time::timeout(
+                crate::timeouts::DATABASE_STATEMENT,
+                self.transact(&mut client, batch, fence),
+            )
+            .await;
+            match outcome {
+                Ok(Ok(committed)) => {
+                    if let Some(&last) = committed.event_seqs.last() {
+                        // Wake this process's watchers now; others hear the
+                        // NOTIFY.
+                        self.feed.advance(&batch.cluster, last);
+                    }
+                    return Ok(committed);
+                }
+                Ok(Err(Failed::Error(error))) => return Err(error),
+                Ok(Err(Failed::LostCreate(key))) => {
+                    attempt += 1;
+                    if attempt > LOST_CREATE_RETRIES {
+                        return Err(StoreError::Conflict {
+                            key,
+                            reason: format!(
+                                "created and deleted concurrently {attempt} times while this put ran"
+                            ),
+                        });
+                    }
+                }
+                Err(_elapsed) => {
+                    // The transaction may still be open, or its COMMIT in
+                    // flight: close the session (the server then rolls back
+                    // whatever did not commit) instead of pooling it.
+                    drop(deadpool_postgres::Object::take(client));
+                    return Err(StoreError::Unavailable(format!(
+                        "database {}: no answer within {}; whether the commit to cluster {} was applied is unknown",
+                        self.db.endpoint(),
+                        humantime::format_duration(crate::timeouts::DATABASE_STATEMENT),
+                        batch.cluster
+                    )));
+                }
+            }
+        }
+    }
+
+    /// One attempt: the transaction described in the module comment.
+    async fn transact(
+        &self,
+        client: &mut deadpool_postgres::Object,
+        batch: &Batch,
+        fence: Option<&Fence>,
+    ) -> Result<Committed, Failed> {
+        let db_error =
+            |e: tokio_postgres::Error| Failed::Error(unavailable(self.db.unavailable(e)));
+        let authority_error = |e: AuthorityError| Failed::Error(self.authority_error(e));
+        let lock = client.prepare_cached(LOCK_SQL).await.map_err(db_error)?;
+        let write = client.prepare_cached(WRITE_SQL).await.map_err(db_error)?;
+        let tx = client.transaction().await.map_err(db_error)?;
+        let keys = batch.keys();
+        let kinds: Vec<&str> = keys.iter().map(|k| k.kind.as_str()).collect();
+        let names: Vec<&str> = keys.iter().map(|k| k.name.as_str()).collect();
+
+        let fence_checked = async {
+            match fence {
+                Some(fence) => check_fence(&tx, fence).await.map_err(authority_error),
+                None => Ok(()),
+            }
+        };
+        let write_recorded = async {
+            match fence {
+                Some(fence) => record_write(&tx, fence).await.map_err(authority_error),
+                None => Ok(()),
+            }
+        };
+        let written = async {
+            let rows = tx
+                .query(&lock, &[&batch.cluster, &kinds, &names])
+                .await
+                .map_err(db_error)?;
+            let current: HashMap<(&str, &str), u64> = rows
+                .iter()
+                .map(|r| ((r.get(0), r.get(1)), r.get::<_, i64>(2) as u64))
+                .collect();
+            let plan =
+                batch.resolve(|k| current.get(&(k.kind.as_str(), k.name.as_str())).copied())?;
+            let params = WriteParams::new(&plan, &batch.origin);
+            let row = tx
+                .query_one(&write, &params.as_sql(&batch.cluster))
+                .await
+                .map_err(db_error)?;
+            Ok::<_, Failed>((plan, row))
+        };
+        // `biased`: poll in this order, so requests reach the server in
+        // this order — fence check, then the tenure's write count, then the
+        // write (see the module comment). Each future sends its next
+        // request as soon as its previous answer is in, so the three share
+        // network round trips.
+        let (fence_checked, write_recorded, written) =
+            tokio::join!(biased; fence_checked, write_recorded, written);
+        // A stale fence wins over any other outcome: the guest must stop.
+        fence_checked?;
+        write_recorded?;
+        let (plan, row) = written?;
+        let outcome = WriteOutcome::from_row(&row);
+        outcome.check(&plan, batch)?;
+
+        #[cfg(test)]
+        if let Some(hook) = &self.before_commit {
+            hook.pause().await;
+        }
+        tx.commit().await.map_err(|e| {
+            Failed::Error(StoreError::Unavailable(format!(
+                "{}; whether the commit to cluster {} was applied is unknown",
+                self.db.unavailable(e),
+                batch.cluster
+            )))
+        })?;
+        let n = plan.events.len() as u64;
+        Ok(Committed {
+            revision: outcome.revision,
+            event_seqs: (outcome.last_seq + 1 - n..=outcome.last_seq).collect(),
+        })
+    }
+
+    /// The fence check's errors, with this store's endpoint on backend
+    /// failures (the fence check does not know it).
+    fn authority_error(&self, error: AuthorityError) -> StoreError {
+        match error {
+            AuthorityError::Unavailable { reason, .. } => {
+                StoreError::Unavailable(format!("database {}: {reason}", self.db.endpoint()))
+            }
+            other => other.into(),
+        }
+    }
+}
+
+/// The arrays and attribution bound to [`WRITE_SQL`].
+struct WriteParams<'a> {
+    events: i64,
+    create: [Vec<&'a str>; 3],
+    update: [Vec<&'a str>; 3],
+    delete: [Vec<&'a str>; 2],
+    event: [Vec<&'a str>; 4],
+    lease: Option<&'a str>,
+    epoch: Option<i64>,
+    holder: Option<&'a str>,
+}
+
+impl<'a> WriteParams<'a> {
+    fn new(plan: &'a Plan<'a>, origin: &'a Origin) -> Self {
+        let mut params = WriteParams {
+            events: plan.events.len() as i64,
+            create: Default::default(),
+            update: Default::default(),
+            delete: Default::default(),
+            event: Default::default(),
+            lease: None,
+            epoch: None,
+            holder: None,
+        };
+        for write in &plan.writes {
+            match *write {
+                Planned::Create { key, value } => {
+                    push(&mut params.create, [&key.kind, &key.name, value]);
+                }
+                Planned::Update { key, value } => {
+                    push(&mut params.update, [&key.kind, &key.name, value]);
+                }
+                Planned::Delete { key } => push(&mut params.delete, [&key.kind, &key.name]),
+            }
+        }
+        for event in &plan.events {
+            push(
+                &mut params.event,
+                [
+                    &event.key.kind,
+                    &event.key.name,
+                    &event.reason,
+                    &event.message,
+                ],
+            );
+        }
+        if let Origin::Guest {
+            lease,
+            epoch,
+            holder,
+        } = origin
+        {
+            params.lease = Some(lease);
+            params.epoch = Some(epoch.0 as i64);
+            params.holder = Some(holder);
+        }
+        params
+    }
+
+    fn as_sql<'s>(
+        &'s self,
+        cluster: &'s String,
+    ) -> [&'s (dyn tokio_postgres::types::ToSql + Sync); 17] {
+        [
+            cluster,
+            &self.events,
+            &self.create[0],
+            &self.create[1],
+            &self.create[2],
+            &self.update[0],
+            &self.update[1],
+            &self.update[2],
+            &self.delete[0],
+            &self.delete[1],
+            &self.event[0],
+            &self.event[1],
+            &self.event[2],
+            &self.event[3],
+            &self.lease,
+            &self.epoch,
+            &self.holder,
+        ]
+    }
+}
+
+fn push<'a, const N: usize>(columns: &mut [Vec<&'a str>; N], values: [&'a str; N]) {
+    for (column, value) in columns.iter_mut().zip(values) {
+        column.push(value);
+    }
+}
+
+/// What [`WRITE_SQL`] reports.
+struct WriteOutcome {
+    revision: u64,
+    last_seq: u64,
+    created: Vec<(String, String)>,
+    updated: i64,
+    deleted: i64,
+    appended: i64,
+}
+
+impl WriteOutcome {
+    fn from_row(row: &Row) -> Self {
+        let kinds: Vec<String> = row.get("created_kinds");
+        let names: Vec<String> = row.get("created_names");
+        Self {
+            revision: row.get::<_, i64>("revision") as u64,
+            last_seq: row.get::<_, i64>("last_seq") as u64,
+            created: kinds.into_iter().zip(names).collect(),
+            updated: row.get("updated"),
+            deleted: row.get("deleted"),
+            appended: row.get("appended"),
+        }
+    }
+
+    /// Every planned write happened. Updates and deletes hit rows this
+    /// transaction holds locked, so only a create can have lost a race.
+    fn check(&self, plan: &Plan<'_>, batch: &Batch) -> Result<(), Failed> {
+        let mut want = [0i64; 2];
+        for write in &plan.writes {
+            match write {
+                Planned::Create { key, .. } => {
+                    let made = self
+                        .created
+                        .iter()
+                        .any(|(kind, name)| *kind == key.kind && *name == key.name);
+                    if !made {
+                        if batch.retries_lost_create() {
+                            return Err(Failed::LostCreate((*key).clone()));
+                        }
+                        return Err(Failed::Error(StoreError::Conflict {
+                            key: (*key).clone(),
+                            reason: "it was created by a concurrent commit".into(),
+                        }));
+                    }
+                }
+                Planned::Update { .. } => want[0] += 1,
+                Planned::Delete { .. } => want[1] += 1,
+            }
+        }
+        let events = plan.events.len() as i64;
+        if [self.updated, self.deleted] != want || self.appended != events {
+            // Rows locked in step 2 cannot vanish; if they did, refuse to
+            // commit rather than report writes that did not happen.
+            return Err(Failed::Error(StoreError::Unavailable(format!(
+                "commit to cluster {} wrote {} updates, {} deletes and {} events where {}, {} and {events} were planned; nothing was written",
+                batch.cluster, self.updated, self.deleted, self.appended, want[0], want[1]
+            ))));
+        }
+        Ok(())
+    }
+}
+
+/// A write's author, from its attribution columns.
+fn origin(lease: Option<String>, epoch: Option<i64>, holder: Option<String>) -> Origin {
+    match (lease, epoch, holder) {
+        (Some(lease), Some(epoch), Some(holder)) => Origin::Guest {
+            lease,
+            epoch: Epoch(epoch as u64),
+            holder,
+        },
+        _ => Origin::Api,
+    }
+}
+
+fn unavailable(error: crate::db::DbError) -> StoreError {
+    StoreError::Unavailable(error.to_string())
+}
+
+/// Clamp a cursor to the database's integer range.
+fn sql_seq(seq: u64) -> i64 {
+    i64::try_from(seq).unwrap_or(i64::MAX)
+}
+
+#[async_trait]
+impl Store for PostgresStore {
+    async fn get(&self, cluster: &str, key: &ObjectKey) -> Result<Option<Object>, StoreError> {
+        check_cluster(cluster)?;
+        check_key(key)?;
+        let client = self.client().await?;
+        let row = bounded(&self.db, async {
+            let statement = client.prepare_cached(GET_SQL).await?;
+            client
+                .query_opt(&statement, &[&cluster, &key.kind, &key.name])
+                .await
+        })
+        .await
+        .map_err(unavailable)?;
+        Ok(row.map(|r| Object {
+            kind: key.kind.clone(),
+            name: key.name.clone(),
+            version: r.get::<_, i64>(0) as u64,
+            value: r.get(1),
+        }))
+    }
+
+    async fn list(
+        &self,
+        cluster: &str,
+        kind: &str,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Page, StoreError> {
+        check_cluster(cluster)?;
+        crate::names::check_label("object kind", kind)?;
+        if let Some(after) = after {
+            crate::names::check_label("list cursor", after)?;
+        }
+        let limit = page_limit(limit);
+        let after = after.unwrap_or_default();
+        // One more than asked tells whether another page exists.
+        let fetch = limit as i64 + 1;
+        let client = self.client().await?;
+        let rows = bounded(&self.db, async {
+            let statement = client.prepare_cached(LIST_SQL).await?;
+            client
+                .query(&statement, &[&cluster, &kind, &after, &fetch])
+                .await
+        })
+        .await
+        .map_err(unavailable)?;
+        let mut objects: Vec<Object> = rows
+            .iter()
+            .map(|r| Object {
+                kind: kind.to_string(),
+                name: r.get(0),
+                version: r.get::<_, i64>(1) as u64,
+                value: r.get(2),
+            })
+            .collect();
+        let next = if objects.len() > limit {
+            objects.truncate(limit);
+            objects.last().map(|o| o.name.clone())
+        } else {
+            None
+        };
+        Ok(Page { objects, next })
+    }
+
+    async fn commit_fenced(
+        &self,
+        fence: &Fence,
+        ops: &[Op],
+        events: &[NewEvent],
+    ) -> Result<Committed, StoreError> {
+        let batch = Batch::fenced(fence, ops, events)?;
+        self.commit(&batch, Some(fence)).await
+    }
+
+    async fn put(
+        &self,
+        cluster: &str,
+        key: &ObjectKey,
+        value: &str,
+        expected_version: Option<u64>,
+    ) -> Result<Object, StoreError> {
+        let batch = Batch::put(cluster, key, value, expected_version)?;
+        let committed = self.commit(&batch, None).await?;
+        let Intent::Put { value, .. } = batch.intent else {
+            unreachable!("Batch::put builds a put");
+        };
+        Ok(Object {
+            kind: key.kind.clone(),
+            name: key.name.clone(),
+            version: committed.revision,
+            value,
+        })
+    }
+
+    async fn delete(
+        &self,
+        cluster: &str,
+        key: &ObjectKey,
+        expected_version: Option<u64>,
+    ) -> Result<(), StoreError> {
+        let batch = Batch::delete(cluster, key, expected_version)?;
+        self.commit(&batch, None).await?;
+        Ok(())
+    }
+
+    async fn events(
+        &self,
+        cluster: &str,
+        after: u64,
+        limit: usize,
+    ) -> Result<Vec<Event>, StoreError> {
+        check_cluster(cluster)?;
+        let limit = page_limit(limit) as i64;
+        let after = sql_seq(after);
+        let client = self.client().await?;
+        let rows = bounded(&self.db, async {
+            let statement = client.prepare_cached(EVENTS_SQL).await?;
+            client.query(&statement, &[&cluster, &after, &limit]).await
+        })
+        .await
+        .map_err(unavailable)?;
+        Ok(rows
+            .iter()
+            .map(|r| Event {
+                seq: r.get::<_, i64>(0) as u64,
+                revision: r.get::<_, i64>(1) as u64,
+                at: r.get::<_, DateTime<Utc>>(2),
+                kind: r.get(3),
+                name: r.get(4),
+                reason: r.get(5),
+                message: r.get(6),
+                origin: origin(r.get(7), r.get(8), r.get(9)),
+            })
+            .collect())
+    }
+
+    fn watch(&self, cluster: &str) -> watch::Receiver<u64> {
+        self.feed.subscribe(cluster)
+    }
+}
+
+#[cfg(test)]
+pub(super) mod tests_hook {
+    //! A pause point just before `COMMIT`, so a test can act while a
+    //! commit holds its locks.
+
+    use std::sync::Arc;
+
+    use tokio::sync::{Mutex, mpsc};
+
+    /// Tells the test "paused before COMMIT", then waits for its go.
+    #[derive(Clone)]
+    pub struct BeforeCommit {
+        pub paused: mpsc::Sender<()>,
+        pub resume: Arc<Mutex<mpsc::Receiver<()>>>,
+    }
+
+    impl BeforeCommit {
+        pub async fn pause(&self) {
+            let _ = self.paused.send(()).await;
+            let _ = self.resume.lock().await.recv().await;
+        }
+    }
+}

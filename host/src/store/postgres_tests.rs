@@ -1,0 +1,1 @@
+//! PostgreSQL-only store tests: the fencing race against a takeover, the change feed across processes.

@@ -1,0 +1,246 @@
+//! The input rules every backend applies before it touches state: names,
+//! JSON values, sizes and counts.
+//!
+//! Kept in one place so a request is refused with the same error whichever
+//! backend serves it. Must never: look at stored state (preconditions are
+//! [`super::plan`]'s concern).
+
+use crate::limits::{
+    DEFAULT_PAGE_SIZE, MAX_EVENT_MESSAGE_BYTES, MAX_EVENT_REASON_BYTES, MAX_EVENTS_PER_COMMIT,
+    MAX_OPS_PER_COMMIT, MAX_PAGE_SIZE, MAX_VALUE_BYTES,
+};
+use crate::names::{NameError, check_holder, check_label};
+
+use super::{NewEvent, ObjectKey, StoreError};
+
+impl From<NameError> for StoreError {
+    fn from(error: NameError) -> Self {
+        StoreError::Invalid(error.to_string())
+    }
+}
+
+/// A cluster name is a DNS label, like every name users choose.
+pub(crate) fn check_cluster(cluster: &str) -> Result<(), StoreError> {
+    Ok(check_label("cluster", cluster)?)
+}
+
+/// Kinds and object names are DNS labels (see [`crate::names`]): they are
+/// also URL path segments and must sort the same way in every backend.
+pub(crate) fn check_key(key: &ObjectKey) -> Result<(), StoreError> {
+    check_label("object kind", &key.kind)?;
+    check_label("object name", &key.name)?;
+    Ok(())
+}
+
+/// The lease, cluster and holder a fence names must be well-formed before
+/// they are looked up.
+pub(crate) fn check_fence_names(fence: &crate::fence::Fence) -> Result<(), StoreError> {
+    check_cluster(&fence.key.cluster)?;
+    check_label("lease", &fence.key.name)?;
+    check_holder(&fence.holder)?;
+    Ok(())
+}
+
+/// Parse `value` as JSON and return its compact serde_json text, which is
+/// what both backends store, so they return identical text.
+///
+/// The limit applies to the text given (it bounds the parsing work) and to
+/// the text stored (normalizing can lengthen a number such as `1e9`).
+/// Numbers outside the 64-bit integer range are read as doubles, as
+/// serde_json does.
+pub(crate) fn normalize_value(key: &ObjectKey, value: &str) -> Result<String, StoreError> {
+    if value.len() > MAX_VALUE_BYTES {
+        return Err(StoreError::TooLarge(format!(
+            "the value of {key} is {} bytes; the limit is {MAX_VALUE_BYTES}",
+            value.len()
+        )));
+    }
+    let parsed: serde_json::Value = serde_json::from_str(value)
+        .map_err(|e| StoreError::Invalid(format!("the value of {key} is not JSON: {e}")))?;
+    let text = parsed.to_string();
+    if text.len() > MAX_VALUE_BYTES {
+        return Err(StoreError::TooLarge(format!(
+            "the value of {key} is {} bytes once normalized; the limit is {MAX_VALUE_BYTES}",
+            text.len()
+        )));
+    }
+    Ok(text)
+}
+
+/// Counts of one commit: something to do, and not more than the limits.
+pub(crate) fn check_counts(ops: usize, events: usize) -> Result<(), StoreError> {
+    if ops > MAX_OPS_PER_COMMIT {
+        return Err(StoreError::TooLarge(format!(
+            "a commit has {ops} operations; the limit is {MAX_OPS_PER_COMMIT}"
+        )));
+    }
+    if events > MAX_EVENTS_PER_COMMIT {
+        return Err(StoreError::TooLarge(format!(
+            "a commit has {events} events; the limit is {MAX_EVENTS_PER_COMMIT}"
+        )));
+    }
+    if ops == 0 && events == 0 {
+        return Err(StoreError::Invalid(
+            "a commit needs at least one operation or event".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// An event names a well-formed object, has a PascalCase reason (a
+/// machine-readable word such as `Assigned`) and a bounded message.
+pub(crate) fn check_event(event: &NewEvent) -> Result<(), StoreError> {
+    check_key(&event.key)?;
+    let key = &event.key;
+    let reason = &event.reason;
+    if reason.len() > MAX_EVENT_REASON_BYTES {
+        return Err(StoreError::TooLarge(format!(
+            "the reason of an event about {key} is {} bytes; the limit is {MAX_EVENT_REASON_BYTES}",
+            reason.len()
+        )));
+    }
+    let pascal = reason
+        .as_bytes()
+        .first()
+        .is_some_and(u8::is_ascii_uppercase)
+        && reason.bytes().all(|b| b.is_ascii_alphanumeric());
+    if !pascal {
+        return Err(StoreError::Invalid(format!(
+            "the reason {:?} of an event about {key} must be a PascalCase word (A-Z first, then letters and digits)",
+            reason.chars().take(80).collect::<String>()
+        )));
+    }
+    if event.message.len() > MAX_EVENT_MESSAGE_BYTES {
+        return Err(StoreError::TooLarge(format!(
+            "the message of an event about {key} is {} bytes; the limit is {MAX_EVENT_MESSAGE_BYTES}",
+            event.message.len()
+        )));
+    }
+    // PostgreSQL text cannot hold NUL; refusing it everywhere keeps the
+    // memory backend from accepting what the durable one would not.
+    if event.message.contains('\0') {
+        return Err(StoreError::Invalid(format!(
+            "the message of an event about {key} contains a NUL character"
+        )));
+    }
+    Ok(())
+}
+
+/// The page size actually served: 0 asks for the default, anything above
+/// the maximum is capped.
+pub(crate) fn page_limit(limit: usize) -> usize {
+    if limit == 0 {
+        DEFAULT_PAGE_SIZE
+    } else {
+        limit.min(MAX_PAGE_SIZE)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key() -> ObjectKey {
+        ObjectKey {
+            kind: "tasks".into(),
+            name: "t1".into(),
+        }
+    }
+
+    #[test]
+    fn values_are_normalized_to_compact_json() {
+        let text =
+            normalize_value(&key(), " { \"a\" : [1, 2.5, \"x\"] ,\n \"b\": null } ").unwrap();
+        assert!(!text.contains(' ') && !text.contains('\n'), "{text}");
+        let round: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(round, serde_json::json!({"a": [1, 2.5, "x"], "b": null}));
+        assert_eq!(normalize_value(&key(), "\"\\u00e9\"").unwrap(), "\"é\"");
+    }
+
+    #[test]
+    fn non_json_values_are_invalid() {
+        for bad in ["", "{", "tasks", "{\"a\":}", "[1,]"] {
+            let err = normalize_value(&key(), bad).unwrap_err();
+            assert!(
+                matches!(&err, StoreError::Invalid(m) if m.contains("tasks/t1")),
+                "{bad:?}: {err}"
+            );
+        }
+    }
+
+    #[test]
+    fn value_size_is_bounded_before_and_after_normalizing() {
+        let at_limit = format!("\"{}\"", "x".repeat(MAX_VALUE_BYTES - 2));
+        assert_eq!(
+            normalize_value(&key(), &at_limit).unwrap().len(),
+            MAX_VALUE_BYTES
+        );
+        let over = format!("\"{}\"", "x".repeat(MAX_VALUE_BYTES - 1));
+        assert!(matches!(
+            normalize_value(&key(), &over),
+            Err(StoreError::TooLarge(_))
+        ));
+        // Short given text that grows when normalized: `1e9` becomes
+        // `1000000000.0`.
+        let growing = format!("[{}]", vec!["1e9"; MAX_VALUE_BYTES / 4 - 1].join(","));
+        assert!(growing.len() <= MAX_VALUE_BYTES);
+        assert!(matches!(
+            normalize_value(&key(), &growing),
+            Err(StoreError::TooLarge(_))
+        ));
+    }
+
+    #[test]
+    fn counts_are_bounded_and_nonzero() {
+        check_counts(MAX_OPS_PER_COMMIT, MAX_EVENTS_PER_COMMIT).unwrap();
+        check_counts(0, 1).unwrap();
+        check_counts(1, 0).unwrap();
+        assert!(matches!(check_counts(0, 0), Err(StoreError::Invalid(_))));
+        assert!(matches!(
+            check_counts(MAX_OPS_PER_COMMIT + 1, 0),
+            Err(StoreError::TooLarge(_))
+        ));
+        assert!(matches!(
+            check_counts(1, MAX_EVENTS_PER_COMMIT + 1),
+            Err(StoreError::TooLarge(_))
+        ));
+    }
+
+    #[test]
+    fn events_need_pascal_case_reasons_and_bounded_messages() {
+        let event = |reason: &str, message: &str| NewEvent {
+            key: key(),
+            reason: reason.into(),
+            message: message.into(),
+        };
+        check_event(&event("Assigned", "ok")).unwrap();
+        check_event(&event("Scaled2", "")).unwrap();
+        for bad in ["", "assigned", "Not Assigned", "Ünicode", "A-b"] {
+            assert!(
+                matches!(check_event(&event(bad, "m")), Err(StoreError::Invalid(_))),
+                "{bad:?}"
+            );
+        }
+        let long_reason = format!("A{}", "b".repeat(MAX_EVENT_REASON_BYTES));
+        assert!(matches!(
+            check_event(&event(&long_reason, "m")),
+            Err(StoreError::TooLarge(_))
+        ));
+        let long_message = "m".repeat(MAX_EVENT_MESSAGE_BYTES + 1);
+        assert!(matches!(
+            check_event(&event("A", &long_message)),
+            Err(StoreError::TooLarge(_))
+        ));
+        assert!(matches!(
+            check_event(&event("A", "nul\0")),
+            Err(StoreError::Invalid(_))
+        ));
+    }
+
+    #[test]
+    fn page_sizes_default_and_cap() {
+        assert_eq!(page_limit(0), DEFAULT_PAGE_SIZE);
+        assert_eq!(page_limit(7), 7);
+        assert_eq!(page_limit(MAX_PAGE_SIZE + 1), MAX_PAGE_SIZE);
+    }
+}
