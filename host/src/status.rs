@@ -21,6 +21,10 @@ pub enum ControllerState {
     Leading {
         /// The tenure's epoch.
         epoch: u64,
+        /// Set while the guest is being restarted after a failure (the
+        /// lease is still held).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        problem: Option<String>,
     },
     /// Another replica holds the lease; this one waits.
     Standby {
@@ -146,8 +150,8 @@ impl ControllerMetrics {
 pub struct ControllerStatus {
     /// The controller (and lease) name.
     pub name: String,
-    /// Current state.
-    pub state: Mutex<ControllerState>,
+    /// Current state; subscribers are woken on every change.
+    pub state: tokio::sync::watch::Sender<ControllerState>,
     /// Counters.
     pub metrics: ControllerMetrics,
 }
@@ -155,12 +159,29 @@ pub struct ControllerStatus {
 impl ControllerStatus {
     /// Set the state.
     pub fn set(&self, state: ControllerState) {
-        *self.state.lock().expect("status lock") = state;
+        self.state.send_if_modified(|current| {
+            if *current != state {
+                *current = state;
+                true
+            } else {
+                false
+            }
+        });
     }
 
     /// Read the state.
     pub fn get(&self) -> ControllerState {
-        self.state.lock().expect("status lock").clone()
+        self.state.borrow().clone()
+    }
+
+    /// Watch the state change.
+    pub fn subscribe(&self) -> tokio::sync::watch::Receiver<ControllerState> {
+        self.state.subscribe()
+    }
+
+    /// Whether this replica leads the controller now.
+    pub fn leading(&self) -> bool {
+        matches!(*self.state.borrow(), ControllerState::Leading { .. })
     }
 }
 
@@ -215,7 +236,7 @@ impl Status {
                         name.clone(),
                         Arc::new(ControllerStatus {
                             name: name.clone(),
-                            state: Mutex::new(ControllerState::Starting),
+                            state: tokio::sync::watch::Sender::new(ControllerState::Starting),
                             metrics: ControllerMetrics::default(),
                         }),
                     )

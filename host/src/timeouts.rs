@@ -45,6 +45,12 @@ declare_timeouts! {
     DATABASE_STATEMENT = Duration::from_secs(5);
     /// Longest `GET /v1/events` long-poll before it returns an empty page.
     EVENTS_LONG_POLL_MAX = Duration::from_secs(30);
+    /// How often a running host re-checks the database identity, so one
+    /// whose connection string now reaches another server stops leading.
+    IDENTITY_RECHECK = Duration::from_secs(5);
+    /// Longest wait for recording the end of a tenure (the release); past
+    /// it the lease simply expires.
+    TENURE_END_RECORD = Duration::from_secs(3);
     /// Fallback poll of the change feed when no notification arrives
     /// (notifications can be lost across a reconnect).
     FEED_POLL = Duration::from_secs(1);

@@ -67,7 +67,10 @@ mod tests {
         for _ in 0..10 {
             let ceiling = backoff.ceiling();
             let delay = backoff.next_delay();
-            assert!(delay >= min && delay <= ceiling, "{delay:?} outside [{min:?}, {ceiling:?}]");
+            assert!(
+                delay >= min && delay <= ceiling,
+                "{delay:?} outside [{min:?}, {ceiling:?}]"
+            );
             assert!(delay >= ceiling / 2);
             ceilings.push(ceiling);
         }

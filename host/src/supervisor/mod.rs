@@ -74,7 +74,8 @@ enum TenureEnd {
     Released,
 }
 
-type RenewFuture = Pin<Box<dyn Future<Output = (Instant, Result<Vec<Renewed>, AuthorityError>)> + Send>>;
+type RenewFuture =
+    Pin<Box<dyn Future<Output = (Instant, Result<Vec<Renewed>, AuthorityError>)> + Send>>;
 
 /// A running guest: its task and its abort switch.
 struct RunningGuest {
@@ -152,7 +153,10 @@ impl Supervisor {
             match self.authority.acquire(&request).await {
                 Ok(Acquired::Granted(grant)) => {
                     backoff.reset();
-                    self.status.metrics.acquisitions.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    self.status
+                        .metrics
+                        .acquisitions
+                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                     let end = self.run_tenure(grant, sent).await;
                     if let TenureEnd::Lost(_) = end {
                         // Give a successor the chance to take over before we
@@ -237,7 +241,10 @@ impl Supervisor {
         let epoch = fence.epoch.0;
         let holder = fence.holder.clone();
         tracing::info!(controller = name, epoch, holder, "lease acquired; leading");
-        self.status.set(ControllerState::Leading { epoch });
+        self.status.set(ControllerState::Leading {
+                epoch,
+                problem: None,
+            });
 
         // L3: the lease counts as ours only until the last successful renew
         // *sent* plus the deadline, which is below the ttl.
@@ -252,7 +259,10 @@ impl Supervisor {
         let far = || Instant::now() + Duration::from_secs(3600);
 
         let end = loop {
-            if guest.is_none() && grace_until.is_none() && restart_at.is_some_and(|t| t <= Instant::now()) {
+            if guest.is_none()
+                && grace_until.is_none()
+                && restart_at.is_some_and(|t| t <= Instant::now())
+            {
                 restart_at = None;
                 guest = Some(self.start_guest(&fence, &stop_rx));
             }
@@ -314,7 +324,10 @@ impl Supervisor {
                             let label = guest_failure_label(&e);
                             self.status.metrics.aborted(label);
                             tracing::error!(controller = name, epoch, holder, error = %e, restart_in = ?delay, "guest torn down; restarting it in this tenure");
-                            self.status.set(ControllerState::Failing { reason: format!("leading at epoch {epoch}, guest restarting: {e}") });
+                            self.status.set(ControllerState::Leading {
+                                epoch,
+                                problem: Some(format!("guest restarting: {e}")),
+                            });
                             restart_at = Some(Instant::now() + delay);
                         }
                         Err(join) => {
@@ -326,7 +339,10 @@ impl Supervisor {
                     }
                 }
                 _ = tokio::time::sleep_until(restart_wait), if guest.is_none() && restart_at.is_some() => {
-                    self.status.set(ControllerState::Leading { epoch });
+                    self.status.set(ControllerState::Leading {
+                epoch,
+                problem: None,
+            });
                 }
                 _ = self.shutdown.changed(), if grace_until.is_none() => {
                     if *self.shutdown.borrow() {
@@ -362,10 +378,28 @@ impl Supervisor {
         // Recording the end (and, if the row is still ours, releasing it so
         // a standby need not wait for the ttl) happens after the guest is
         // gone (L5).
-        if let Err(e) = self.authority.release(&fence, reason).await {
-            tracing::warn!(controller = name, epoch, holder, error = %e, "could not record the end of the tenure; it will expire");
-        } else {
-            tracing::info!(controller = name, epoch, holder, reason = reason.as_str(), "tenure ended");
+        let release = tokio::time::timeout(
+            crate::timeouts::TENURE_END_RECORD,
+            self.authority.release(&fence, reason),
+        )
+        .await;
+        match release {
+            Ok(Ok(())) => tracing::info!(
+                controller = name,
+                epoch,
+                holder,
+                reason = reason.as_str(),
+                "tenure ended"
+            ),
+            Ok(Err(e)) => {
+                tracing::warn!(controller = name, epoch, holder, error = %e, "could not record the end of the tenure; it will expire")
+            }
+            Err(_) => tracing::warn!(
+                controller = name,
+                epoch,
+                holder,
+                "recording the end of the tenure timed out; it will expire"
+            ),
         }
         self.status.set(match end {
             TenureEnd::Released => ControllerState::Stopped,

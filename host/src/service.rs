@@ -1,0 +1,284 @@
+//! The `leasehold` service: wires config -> backends -> runtime ->
+//! supervisors -> HTTP, runs until SIGTERM/SIGINT, and shuts down in order
+//! (stop taking work, finish or abort the running reconciles, release every
+//! lease, exit).
+//!
+//! Must never: start a supervisor before its component compiled, or
+//! acquire before the database identity was verified (the supervisors wait
+//! for the identity check).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use thiserror::Error;
+use tokio::sync::watch;
+
+use crate::authority::memory::MemoryAuthority;
+use crate::authority::postgres::PostgresAuthority;
+use crate::authority::{Authority, AuthorityError};
+use crate::config::Config;
+use crate::db::{Database, DbError};
+use crate::runtime::{CompiledController, Runtime};
+use crate::status::{DatabaseState, Status};
+use crate::store::Store;
+use crate::store::memory::MemoryStore;
+use crate::store::postgres::PostgresStore;
+use crate::supervisor::identity::{self, IdentityCheck};
+use crate::supervisor::{Supervisor, SupervisorConfig};
+
+/// Why the service could not start or stopped with an error.
+#[derive(Debug, Error)]
+pub enum ServiceError {
+    /// The database could not be set up.
+    #[error(transparent)]
+    Database(#[from] DbError),
+    /// The lease authority refused (e.g. the wrong database).
+    #[error(transparent)]
+    Authority(#[from] AuthorityError),
+    /// The Wasm engine could not be built.
+    #[error(transparent)]
+    Runtime(#[from] crate::runtime::RuntimeError),
+    /// Components failed to load; one line each.
+    #[error("{}", .0.join("\n"))]
+    Components(Vec<String>),
+    /// The HTTP listener could not be opened.
+    #[error("cannot listen on {addr}: {reason}")]
+    Listen {
+        /// The configured address.
+        addr: std::net::SocketAddr,
+        /// Why.
+        reason: String,
+    },
+}
+
+/// The lease and state backends chosen by the config.
+pub struct Backends {
+    /// The lease authority.
+    pub authority: Arc<dyn Authority>,
+    /// The state store.
+    pub store: Arc<dyn Store>,
+    /// Whether these are the embedded in-memory backends.
+    pub embedded: bool,
+}
+
+/// Open the configured backends: PostgreSQL (migrated, identity verified)
+/// or the embedded in-memory ones.
+pub async fn open_backends(config: &Config) -> Result<Backends, ServiceError> {
+    match &config.database.url {
+        None => {
+            tracing::warn!(
+                "NO DATABASE CONFIGURED: using the embedded in-memory backend. It is \
+                 single-process and NOT durable: state is lost on exit and other replicas \
+                 cannot share it. Set [database] url or LEASEHOLD_DATABASE_URL for production."
+            );
+            let authority = Arc::new(MemoryAuthority::new());
+            let store = Arc::new(MemoryStore::new(authority.clone()));
+            Ok(Backends {
+                authority,
+                store,
+                embedded: true,
+            })
+        }
+        Some(url) => {
+            let db = Database::new(url, config.database.max_connections)?;
+            let applied = db.migrate().await?;
+            if !applied.is_empty() {
+                tracing::info!(endpoint = db.endpoint(), ?applied, "applied migrations");
+            }
+            let authority =
+                PostgresAuthority::connect(db.clone(), config.database.expected_identity()).await?;
+            Ok(Backends {
+                authority: Arc::new(authority),
+                store: Arc::new(PostgresStore::new(db)),
+                embedded: false,
+            })
+        }
+    }
+}
+
+/// Compile every controller's component, reporting every failure.
+pub fn compile_all(
+    config: &Config,
+    runtime: &Runtime,
+) -> Result<Vec<CompiledController>, Vec<String>> {
+    let mut compiled = Vec::new();
+    let mut problems = Vec::new();
+    for controller in &config.controllers {
+        match runtime.load(
+            &controller.name,
+            &controller.component,
+            controller.guest_limits(),
+            controller.dir_grants(),
+        ) {
+            Ok(c) => compiled.push(c),
+            Err(e) => problems.push(e.to_string()),
+        }
+    }
+    if problems.is_empty() {
+        Ok(compiled)
+    } else {
+        Err(problems)
+    }
+}
+
+/// Validate what `run` would run without leading anything: compile every
+/// component against the WIT world and verify the database identity.
+/// Returns one line per problem.
+pub async fn check(config: &Config) -> Result<Vec<String>, Vec<String>> {
+    let mut notes = Vec::new();
+    let mut problems = Vec::new();
+    match Runtime::new(&config.engine_config()) {
+        Ok(runtime) => match compile_all(config, &runtime) {
+            Ok(compiled) => {
+                for c in compiled {
+                    notes.push(format!("controller {}: component compiles and fits the world", c.name()));
+                }
+            }
+            Err(mut p) => problems.append(&mut p),
+        },
+        Err(e) => problems.push(e.to_string()),
+    }
+    match &config.database.url {
+        None => notes.push(
+            "database: embedded in-memory backend (single process, not durable)".to_string(),
+        ),
+        Some(url) => match Database::new(url, 1) {
+            Err(e) => problems.push(e.to_string()),
+            Ok(db) => {
+                let authority = PostgresAuthority::new(db, config.database.expected_identity());
+                match authority.verify().await {
+                    Ok(id) => notes.push(format!(
+                        "database {}: identity verified (database id {}, system identifier {})",
+                        id.endpoint, id.database_id, id.system_identifier
+                    )),
+                    Err(e) => problems.push(e.to_string()),
+                }
+            }
+        },
+    }
+    if problems.is_empty() {
+        Ok(notes)
+    } else {
+        Err(problems)
+    }
+}
+
+/// Run the service until SIGTERM or SIGINT.
+pub async fn run(config: Config) -> Result<(), ServiceError> {
+    let shutdown = async {
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+            .expect("install the SIGTERM handler");
+        tokio::select! {
+            _ = term.recv() => tracing::info!("SIGTERM received; shutting down"),
+            _ = tokio::signal::ctrl_c() => tracing::info!("SIGINT received; shutting down"),
+        }
+    };
+    run_until(config, shutdown).await
+}
+
+/// Run the service until `stop` resolves, then shut down in order.
+pub async fn run_until(
+    config: Config,
+    stop: impl std::future::Future<Output = ()>,
+) -> Result<(), ServiceError> {
+    let holder = config.holder().to_string();
+    let runtime = Runtime::new(&config.engine_config())?;
+    if !runtime.pooling() && config.runtime.pooling {
+        tracing::warn!("running guests without the pooling allocator");
+    }
+    let compiled = compile_all(&config, &runtime).map_err(ServiceError::Components)?;
+    let backends = open_backends(&config).await?;
+    let status = Arc::new(Status::new(
+        config.cluster.clone(),
+        holder.clone(),
+        &config.controller_names(),
+    ));
+    if backends.embedded {
+        status.set_database(DatabaseState::Embedded);
+    }
+
+    let listener = tokio::net::TcpListener::bind(config.http.listen)
+        .await
+        .map_err(|e| ServiceError::Listen {
+            addr: config.http.listen,
+            reason: e.to_string(),
+        })?;
+    let (shutdown_tx, shutdown_rx) = watch::channel(false);
+    let (identity_tx, identity_rx) = watch::channel(IdentityCheck::Pending);
+    let identity_task = tokio::spawn(identity::watch_identity(
+        backends.authority.clone(),
+        config.database.expected_identity(),
+        backends.embedded,
+        status.clone(),
+        identity_tx,
+        crate::timeouts::IDENTITY_RECHECK,
+        shutdown_rx.clone(),
+    ));
+
+    let mut supervisors = Vec::new();
+    for (controller, settings) in compiled.into_iter().zip(&config.controllers) {
+        let supervisor = Supervisor::new(
+            SupervisorConfig {
+                cluster: config.cluster.clone(),
+                holder: holder.clone(),
+                timing: settings.timing(),
+                backoff_min: settings.backoff_min,
+                backoff_max: settings.backoff_max,
+                max_queue: settings.max_queue,
+                shutdown_grace: crate::timeouts::SHUTDOWN_GRACE,
+            },
+            backends.authority.clone(),
+            backends.store.clone(),
+            controller,
+            status.controllers[&settings.name].clone(),
+            identity_rx.clone(),
+            shutdown_rx.clone(),
+        );
+        supervisors.push(tokio::spawn(supervisor.run()));
+    }
+
+    let api = crate::api::router(crate::api::ApiState {
+        cluster: config.cluster.clone(),
+        holder: holder.clone(),
+        status: status.clone(),
+        authority: backends.authority.clone(),
+        store: backends.store.clone(),
+        token: config.http.token.clone(),
+    });
+    let (http_stop_tx, http_stop_rx) = watch::channel(false);
+    let http = tokio::spawn(async move {
+        let mut http_stop_rx = http_stop_rx;
+        axum::serve(listener, api)
+            .with_graceful_shutdown(async move {
+                let _ = http_stop_rx.wait_for(|s| *s).await;
+            })
+            .await
+    });
+    tracing::info!(
+        cluster = config.cluster,
+        holder,
+        listen = %config.http.listen,
+        controllers = config.controllers.len(),
+        "leasehold is running"
+    );
+
+    stop.await;
+    let _ = shutdown_tx.send(true);
+    // Supervisors finish their reconcile (within the grace period), stop
+    // their guests and release their leases before they return.
+    let bound = crate::timeouts::SHUTDOWN_GRACE
+        + crate::timeouts::TENURE_END_RECORD
+        + Duration::from_secs(1);
+    for supervisor in supervisors {
+        if tokio::time::timeout(bound, supervisor).await.is_err() {
+            tracing::error!("a supervisor did not stop in time; its lease will expire");
+        }
+    }
+    identity_task.abort();
+    let _ = http_stop_tx.send(true);
+    if let Ok(Err(e)) = http.await {
+        tracing::warn!(error = %e, "HTTP server stopped with an error");
+    }
+    tracing::info!("leasehold stopped");
+    Ok(())
+}
