@@ -1,1 +1,338 @@
-//! Leasehold guest SDK.
+//! Write Leasehold controllers in Rust.
+//!
+//! A controller is a reconcile loop that the Leasehold host runs as a
+//! WebAssembly component, only while it holds the controller's lease. Every
+//! write it makes is stamped with the lease's fencing epoch, so a deposed
+//! leader can never overwrite its successor's work. This crate is what a
+//! controller author uses:
+//!
+//! - the [`Controller`] trait: [`Controller::describe`] (watched kinds and
+//!   resync period), [`Controller::reconcile`] and
+//!   [`Controller::error_policy`], in the shape kube-rs users know;
+//! - typed reads through [`Api`] and [`Object<T>`] (serde);
+//! - atomic, fenced writes through the [`Transaction`] builder, whose
+//!   [`StoreError`] tells *fenced* (stop) from *conflict* (re-read, retry);
+//! - the current [`Fence`] for idempotency keys;
+//! - logging macros ([`info!`], [`warn!`], ...) that end up in the host's
+//!   log with the controller name and epoch attached;
+//! - [`export_controller!`], the one line that turns a crate into a
+//!   component;
+//! - on native targets, [`FakeHost`]: an in-memory host with the real
+//!   host's preconditions and limits, injectable faults and recorded
+//!   commits, events and log lines, so `cargo test` exercises the
+//!   controller's logic with no Wasm build, host or database.
+//!
+//! # Example
+//!
+//! ```
+//! use std::time::Duration;
+//!
+//! use leasehold_guest::{
+//!     Api, Context, Controller, Description, Error, FakeHost, Outcome, Reply, Transaction,
+//! };
+//! use serde::{Deserialize, Serialize};
+//!
+//! #[derive(Serialize, Deserialize)]
+//! struct Greeting {
+//!     to: String,
+//!     #[serde(default)]
+//!     greeted: bool,
+//! }
+//!
+//! #[derive(Default)]
+//! struct Greeter;
+//!
+//! impl Controller for Greeter {
+//!     fn describe(&self) -> Description {
+//!         Description::watching(["greetings"]).resync_every(Duration::from_secs(60))
+//!     }
+//!
+//!     fn reconcile(&self, _ctx: &Context, _kind: &str, name: &str) -> Result<Outcome, Error> {
+//!         let greetings = Api::<Greeting>::new("greetings");
+//!         let Some(greeting) = greetings.get(name)? else {
+//!             return Ok(Outcome::Done);
+//!         };
+//!         if greeting.value.greeted {
+//!             return Ok(Outcome::Done);
+//!         }
+//!         let updated = Greeting { to: greeting.value.to.clone(), greeted: true };
+//!         let message = format!("hello, {}", updated.to);
+//!         Transaction::new()
+//!             .update(&greeting, &updated)
+//!             .event("greetings", name, "Greeted", &message)
+//!             .commit()?;
+//!         leasehold_guest::info!("greeted {name}");
+//!         Ok(Outcome::Done)
+//!     }
+//! }
+//!
+//! // In a controller crate this line exports `Greeter` as the component's
+//! // `reconciler`; on native targets it only checks the type.
+//! leasehold_guest::export_controller!(Greeter);
+//!
+//! // A unit test: no Wasm, no host, no database.
+//! let host = FakeHost::new();
+//! host.seed("greetings", "world", &serde_json::json!({ "to": "world" }));
+//! assert_eq!(host.reconcile(&Greeter, "greetings", "world"), Reply::Done);
+//! assert_eq!(host.events_with_reason("Greeted").len(), 1);
+//! // Reconciling again is a no-op: the object records that it was greeted.
+//! assert_eq!(host.reconcile(&Greeter, "greetings", "world"), Reply::Done);
+//! assert_eq!(host.commits().len(), 1);
+//! ```
+
+#![warn(missing_docs)]
+
+mod controller;
+mod error;
+mod fence;
+mod limits;
+mod log;
+mod object;
+mod sys;
+mod transaction;
+
+#[cfg(not(target_arch = "wasm32"))]
+mod fake;
+
+pub use controller::{Context, Controller, Description, Outcome, Reply, Retry};
+pub use error::{Error, StoreError};
+pub use fence::{Fence, fence};
+pub use limits::{
+    DEFAULT_PAGE_SIZE, LOG_LINE_BYTES, Limits, MAX_CALL_PAYLOAD_BYTES, MAX_EVENT_MESSAGE_BYTES,
+    MAX_EVENT_REASON_BYTES, MAX_EVENTS_PER_COMMIT, MAX_LABEL_LEN, MAX_OPS_PER_COMMIT,
+    MAX_PAGE_SIZE, MAX_VALUE_BYTES,
+};
+pub use log::{Level, log};
+pub use object::{Api, Object, ObjectKey, Page};
+pub use transaction::{Committed, NewEvent, Op, Transaction};
+
+#[cfg(not(target_arch = "wasm32"))]
+pub use fake::{At, CallCounts, CommitRecord, EventRecord, FakeHost, Fault, LogLine};
+
+/// Export a [`Controller`] as the component's `reconciler`.
+///
+/// Put this once at the top level of a controller crate (whose
+/// `crate-type` includes `"cdylib"`). On `wasm32` it generates the
+/// component exports: the host's `describe` and `reconcile` calls go to one
+/// instance of the controller, created on first use and kept for the
+/// guest instance's life (one tenure: the host starts a fresh instance for
+/// every new tenure). The controller is built with [`Default`], or with the
+/// expression after `=>`.
+///
+/// On native targets the macro exports nothing and only checks that the
+/// type is a [`Controller`], so the same crate builds and unit-tests with
+/// plain `cargo test`.
+///
+/// A [`StoreError::Fenced`] returned from `reconcile` becomes the WIT
+/// `reconcile-error::fenced`; every other error becomes `failed` with the
+/// retry delay chosen by [`Controller::error_policy`] (see [`Reply`]).
+///
+/// # Examples
+///
+/// With [`Default`]:
+///
+/// ```
+/// use leasehold_guest::{Context, Controller, Description, Error, Outcome};
+///
+/// #[derive(Default)]
+/// struct Noop;
+///
+/// impl Controller for Noop {
+///     fn describe(&self) -> Description {
+///         Description::watching(["things"])
+///     }
+///     fn reconcile(&self, _: &Context, _: &str, _: &str) -> Result<Outcome, Error> {
+///         Ok(Outcome::Done)
+///     }
+/// }
+///
+/// leasehold_guest::export_controller!(Noop);
+/// ```
+///
+/// With an explicit constructor:
+///
+/// ```
+/// use leasehold_guest::{Context, Controller, Description, Error, Outcome};
+///
+/// struct Configured {
+///     kind: &'static str,
+/// }
+///
+/// impl Controller for Configured {
+///     fn describe(&self) -> Description {
+///         Description::watching([self.kind])
+///     }
+///     fn reconcile(&self, _: &Context, _: &str, _: &str) -> Result<Outcome, Error> {
+///         Ok(Outcome::Done)
+///     }
+/// }
+///
+/// leasehold_guest::export_controller!(Configured => Configured { kind: "things" });
+/// ```
+#[macro_export]
+macro_rules! export_controller {
+    ($ty:ty) => {
+        $crate::export_controller!($ty => <$ty as ::core::default::Default>::default());
+    };
+    ($ty:ty => $init:expr) => {
+        #[cfg(target_arch = "wasm32")]
+        const _: () = {
+            ::std::thread_local! {
+                // One controller per guest instance. The host never calls a
+                // guest concurrently, and a new tenure gets a new instance,
+                // so nothing here outlives the tenure (G1).
+                static CONTROLLER: $ty = $init;
+            }
+
+            struct LeaseholdReconciler;
+
+            impl $crate::__private::Guest for LeaseholdReconciler {
+                fn describe() -> $crate::__private::WitDescription {
+                    CONTROLLER.with(|controller| $crate::__private::describe(controller))
+                }
+
+                fn reconcile(
+                    kind: ::std::string::String,
+                    name: ::std::string::String,
+                ) -> ::core::result::Result<
+                    $crate::__private::WitOutcome,
+                    $crate::__private::WitReconcileError,
+                > {
+                    CONTROLLER
+                        .with(|controller| $crate::__private::reconcile(controller, &kind, &name))
+                }
+            }
+
+            $crate::__private::bindings::__export!(
+                LeaseholdReconciler with_types_in $crate::__private::bindings
+            );
+        };
+        #[cfg(not(target_arch = "wasm32"))]
+        const _: () = {
+            // Native builds export nothing; this only proves at compile time
+            // that the wasm32 build would find a controller here.
+            #[allow(dead_code)]
+            fn leasehold_check_controller() -> impl $crate::Controller {
+                let controller: $ty = $init;
+                controller
+            }
+        };
+    };
+}
+
+/// Log a line through the host at an explicit [`Level`].
+///
+/// The arguments are those of [`format!`]. Prefer the level macros
+/// ([`info!`], [`warn!`], ...).
+///
+/// # Example
+///
+/// ```
+/// use leasehold_guest::{FakeHost, Level};
+///
+/// let host = FakeHost::new();
+/// leasehold_guest::log!(Level::Info, "{} tasks pending", 3);
+/// assert_eq!(host.logs()[0].message, "3 tasks pending");
+/// ```
+#[macro_export]
+macro_rules! log {
+    ($level:expr, $($arg:tt)+) => {
+        $crate::log($level, &::std::format!($($arg)+))
+    };
+}
+
+/// Log a [`Level::Trace`] line through the host.
+///
+/// # Example
+///
+/// ```
+/// use leasehold_guest::{FakeHost, Level};
+///
+/// let host = FakeHost::new();
+/// leasehold_guest::trace!("looked at {}", "tasks/a");
+/// assert_eq!(host.logs()[0].level, Level::Trace);
+/// ```
+#[macro_export]
+macro_rules! trace {
+    ($($arg:tt)+) => { $crate::log!($crate::Level::Trace, $($arg)+) };
+}
+
+/// Log a [`Level::Debug`] line through the host.
+///
+/// # Example
+///
+/// ```
+/// use leasehold_guest::{FakeHost, Level};
+///
+/// let host = FakeHost::new();
+/// leasehold_guest::debug!("{} nodes listed", 2);
+/// assert_eq!(host.logs()[0].level, Level::Debug);
+/// ```
+#[macro_export]
+macro_rules! debug {
+    ($($arg:tt)+) => { $crate::log!($crate::Level::Debug, $($arg)+) };
+}
+
+/// Log a [`Level::Info`] line through the host.
+///
+/// # Example
+///
+/// ```
+/// use leasehold_guest::{FakeHost, Level};
+///
+/// let host = FakeHost::new();
+/// leasehold_guest::info!("assigned {} to {}", "t1", "n1");
+/// assert_eq!(host.logs()[0].level, Level::Info);
+/// assert_eq!(host.logs()[0].message, "assigned t1 to n1");
+/// ```
+#[macro_export]
+macro_rules! info {
+    ($($arg:tt)+) => { $crate::log!($crate::Level::Info, $($arg)+) };
+}
+
+/// Log a [`Level::Warn`] line through the host.
+///
+/// # Example
+///
+/// ```
+/// use leasehold_guest::{FakeHost, Level};
+///
+/// let host = FakeHost::new();
+/// leasehold_guest::warn!("skipping malformed {}", "tasks/x");
+/// assert_eq!(host.logs()[0].level, Level::Warn);
+/// ```
+#[macro_export]
+macro_rules! warn {
+    ($($arg:tt)+) => { $crate::log!($crate::Level::Warn, $($arg)+) };
+}
+
+/// Log a [`Level::Error`] line through the host.
+///
+/// # Example
+///
+/// ```
+/// use leasehold_guest::{FakeHost, Level};
+///
+/// let host = FakeHost::new();
+/// leasehold_guest::error!("cannot place {}", "tasks/x");
+/// assert_eq!(host.logs()[0].level, Level::Error);
+/// ```
+#[macro_export]
+macro_rules! error {
+    ($($arg:tt)+) => { $crate::log!($crate::Level::Error, $($arg)+) };
+}
+
+/// Support for [`export_controller!`]; not part of the public API.
+#[doc(hidden)]
+pub mod __private {
+    #[cfg(target_arch = "wasm32")]
+    pub use crate::sys::wasm::{
+        Guest, WitDescription, WitOutcome, WitReconcileError, bindings, describe, reconcile,
+    };
+}
+
+/// The README's examples are compiled and run as doc tests, so the guide
+/// cannot drift from the API.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

@@ -1,0 +1,450 @@
+//! What a controller implements ([`Controller`]) and what the host hears
+//! back ([`Reply`]): the reconcile / error-policy split of kube-rs.
+
+use std::cell::OnceCell;
+use std::time::Duration;
+
+use serde::de::DeserializeOwned;
+
+use crate::error::Error;
+use crate::fence::Fence;
+use crate::object::Api;
+use crate::sys;
+use crate::transaction::Transaction;
+
+/// What a controller needs from the host: the kinds whose changes trigger
+/// a reconcile, and how often every watched object is reconciled again
+/// without a change.
+///
+/// # Example
+///
+/// ```
+/// use std::time::Duration;
+///
+/// use leasehold_guest::Description;
+///
+/// let description = Description::watching(["nodes", "tasks"]).resync_every(Duration::from_secs(30));
+/// assert_eq!(description.watches, ["nodes", "tasks"]);
+/// assert_eq!(description.resync, Some(Duration::from_secs(30)));
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Description {
+    /// The kinds whose changes trigger a reconcile.
+    pub watches: Vec<String>,
+    /// The periodic resync interval; `None` disables it (the host still
+    /// resyncs at the start of every tenure).
+    pub resync: Option<Duration>,
+}
+
+impl Description {
+    /// Watch `kinds`, with no periodic resync.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use leasehold_guest::Description;
+    ///
+    /// let description = Description::watching(["services"]);
+    /// assert_eq!(description.resync, None);
+    /// ```
+    pub fn watching<I, S>(kinds: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        Self {
+            watches: kinds.into_iter().map(Into::into).collect(),
+            resync: None,
+        }
+    }
+
+    /// Reconcile every watched object again every `period`, even without a
+    /// change: the safety net for a missed change or a decision that
+    /// depends on something outside the watched kinds.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use std::time::Duration;
+    ///
+    /// use leasehold_guest::Description;
+    ///
+    /// let description = Description::watching(["services"]).resync_every(Duration::from_secs(60));
+    /// assert_eq!(description.resync, Some(Duration::from_secs(60)));
+    /// ```
+    pub fn resync_every(mut self, period: Duration) -> Self {
+        self.resync = Some(period);
+        self
+    }
+}
+
+/// A successful reconcile's result.
+///
+/// # Example
+///
+/// ```
+/// use std::time::Duration;
+///
+/// use leasehold_guest::Outcome;
+///
+/// let progressing = true;
+/// let outcome = if progressing {
+///     Outcome::RequeueAfter(Duration::from_secs(5))
+/// } else {
+///     Outcome::Done
+/// };
+/// assert_eq!(outcome, Outcome::RequeueAfter(Duration::from_secs(5)));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// Nothing more to do until the object changes (or the next resync).
+    Done,
+    /// Reconcile this object again after the delay.
+    RequeueAfter(Duration),
+}
+
+/// What [`Controller::error_policy`] decides for a failed reconcile.
+///
+/// # Example
+///
+/// ```
+/// use std::time::Duration;
+///
+/// use leasehold_guest::{Error, Retry, StoreError};
+///
+/// fn policy(error: &Error) -> Retry {
+///     match error.store_error() {
+///         Some(StoreError::Conflict(_)) => Retry::After(Duration::from_millis(100)),
+///         _ => Retry::Backoff,
+///     }
+/// }
+/// assert_eq!(policy(&Error::failed("x")), Retry::Backoff);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Retry {
+    /// Let the host retry with its exponential backoff.
+    Backoff,
+    /// Retry after this delay.
+    After(Duration),
+}
+
+/// What the host hears back from one reconcile: the outcome, or how it
+/// failed. [`crate::FakeHost::reconcile`] returns it so tests can assert
+/// exactly what a host would see.
+///
+/// # Example
+///
+/// ```
+/// use leasehold_guest::{Context, Controller, Description, Error, FakeHost, Outcome, Reply};
+///
+/// struct Stopper;
+///
+/// impl Controller for Stopper {
+///     fn describe(&self) -> Description {
+///         Description::watching(["things"])
+///     }
+///     fn reconcile(&self, _: &Context, _: &str, name: &str) -> Result<Outcome, Error> {
+///         // Any store call after the fence is revoked fails with Fenced.
+///         leasehold_guest::Api::<serde_json::Value>::new("things").get(name)?;
+///         Ok(Outcome::Done)
+///     }
+/// }
+///
+/// let host = FakeHost::new();
+/// host.revoke();
+/// assert_eq!(host.reconcile(&Stopper, "things", "a"), Reply::Fenced);
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reply {
+    /// `Ok(outcome::done)`.
+    Done,
+    /// `Ok(outcome::requeue-after(ms))`.
+    RequeueAfter(Duration),
+    /// `Err(reconcile-error::fenced)`: the guest saw it is no longer the
+    /// leader and stopped.
+    Fenced,
+    /// `Err(reconcile-error::failed(..))`.
+    Failed {
+        /// The error's message, for the host's log.
+        message: String,
+        /// The error policy's delay; `None` lets the host back off.
+        retry_after: Option<Duration>,
+    },
+}
+
+/// Per-reconcile context: the current fence, and shortcuts to the store.
+///
+/// # Example
+///
+/// ```
+/// use leasehold_guest::{Context, FakeHost};
+///
+/// let host = FakeHost::new();
+/// let ctx = Context::new();
+/// assert_eq!(ctx.fence().epoch, host.fence().epoch);
+/// ```
+#[derive(Debug, Default)]
+pub struct Context {
+    // Read from the host on first use: most reconciles never need it.
+    fence: OnceCell<Fence>,
+}
+
+impl Context {
+    /// A context for one reconcile. The SDK builds it; tests that call
+    /// [`Controller::reconcile`] directly can too.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use leasehold_guest::{Context, FakeHost};
+    ///
+    /// let _host = FakeHost::new();
+    /// let ctx = Context::new();
+    /// assert_eq!(ctx.fence().lease, "controller");
+    /// ```
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The fence of this tenure: cluster, lease, epoch, holder.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use leasehold_guest::{Context, FakeHost};
+    ///
+    /// let host = FakeHost::new();
+    /// host.new_tenure();
+    /// let ctx = Context::new();
+    /// assert_eq!(ctx.fence().idempotency_key("x"), "test/controller/2/x");
+    /// ```
+    pub fn fence(&self) -> &Fence {
+        self.fence.get_or_init(sys::fence)
+    }
+
+    /// Typed reads of `kind`; the same as [`Api::new`].
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use leasehold_guest::{Context, FakeHost};
+    ///
+    /// let host = FakeHost::new();
+    /// host.seed("counters", "hits", &3);
+    /// let ctx = Context::new();
+    /// assert_eq!(ctx.api::<u32>("counters").get("hits")?.unwrap().value, 3);
+    /// # Ok::<(), leasehold_guest::Error>(())
+    /// ```
+    pub fn api<T: DeserializeOwned>(&self, kind: &str) -> Api<T> {
+        Api::new(kind)
+    }
+
+    /// A new, empty transaction; the same as [`Transaction::new`].
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use leasehold_guest::{Context, FakeHost};
+    ///
+    /// let host = FakeHost::new();
+    /// Context::new().transaction().create("counters", "hits", &0).commit()?;
+    /// assert_eq!(host.commits().len(), 1);
+    /// # Ok::<(), leasehold_guest::StoreError>(())
+    /// ```
+    pub fn transaction(&self) -> Transaction {
+        Transaction::new()
+    }
+}
+
+/// A reconcile loop, run by the host while it holds the controller's lease.
+///
+/// The host calls [`Controller::describe`] once per tenure, then
+/// [`Controller::reconcile`] for each watched object that changed, for each
+/// requeue that came due and on each resync. Calls never overlap. A
+/// reconcile should read what it needs, decide, and write with one
+/// conditional [`Transaction`] — and be safe to run again at any point: a
+/// successor may re-run it after this guest was interrupted, even after its
+/// commit landed but before its reply did.
+///
+/// # Example
+///
+/// ```
+/// use std::time::Duration;
+///
+/// use leasehold_guest::{Context, Controller, Description, Error, Outcome, Retry, StoreError};
+///
+/// #[derive(Default)]
+/// struct Janitor;
+///
+/// impl Controller for Janitor {
+///     fn describe(&self) -> Description {
+///         Description::watching(["leftovers"]).resync_every(Duration::from_secs(300))
+///     }
+///
+///     fn reconcile(&self, ctx: &Context, kind: &str, name: &str) -> Result<Outcome, Error> {
+///         if let Some(leftover) = ctx.api::<serde_json::Value>(kind).get(name)? {
+///             ctx.transaction()
+///                 .delete(&leftover)
+///                 .event(kind, name, "Removed", "cleaned up")
+///                 .commit()?;
+///         }
+///         Ok(Outcome::Done)
+///     }
+///
+///     fn error_policy(&self, _: &Context, _: &str, _: &str, error: &Error) -> Retry {
+///         match error.store_error() {
+///             // Someone else touched it: look again soon.
+///             Some(StoreError::Conflict(_)) => Retry::After(Duration::from_millis(50)),
+///             _ => Retry::Backoff,
+///         }
+///     }
+/// }
+/// # let host = leasehold_guest::FakeHost::new();
+/// # host.seed("leftovers", "x", &1);
+/// # assert_eq!(host.reconcile(&Janitor, "leftovers", "x"), leasehold_guest::Reply::Done);
+/// # assert!(host.object::<u32>("leftovers", "x").is_none());
+/// ```
+pub trait Controller {
+    /// The watched kinds and the resync period.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use leasehold_guest::{Context, Controller, Description, Error, Outcome};
+    ///
+    /// struct Watcher;
+    /// impl Controller for Watcher {
+    ///     fn describe(&self) -> Description {
+    ///         Description::watching(["things"])
+    ///     }
+    ///     fn reconcile(&self, _: &Context, _: &str, _: &str) -> Result<Outcome, Error> {
+    ///         Ok(Outcome::Done)
+    ///     }
+    /// }
+    /// assert_eq!(Watcher.describe().watches, ["things"]);
+    /// ```
+    fn describe(&self) -> Description;
+
+    /// Bring `kind/name` to its desired state. The object may have been
+    /// deleted meanwhile: read it to find out.
+    ///
+    /// Return errors with `?`: a [`crate::StoreError::Fenced`] anywhere
+    /// makes the guest stop (the host hears `fenced`), whatever
+    /// [`Controller::error_policy`] says.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use leasehold_guest::{Context, Controller, Description, Error, FakeHost, Outcome};
+    ///
+    /// struct Counter;
+    /// impl Controller for Counter {
+    ///     fn describe(&self) -> Description {
+    ///         Description::watching(["counters"])
+    ///     }
+    ///     fn reconcile(&self, ctx: &Context, kind: &str, name: &str) -> Result<Outcome, Error> {
+    ///         let Some(counter) = ctx.api::<u64>(kind).get(name)? else {
+    ///             return Ok(Outcome::Done);
+    ///         };
+    ///         if counter.value < 3 {
+    ///             ctx.transaction().update(&counter, &(counter.value + 1)).commit()?;
+    ///         }
+    ///         Ok(Outcome::Done)
+    ///     }
+    /// }
+    ///
+    /// let host = FakeHost::new();
+    /// host.seed("counters", "c", &0);
+    /// for _ in 0..5 {
+    ///     Counter.reconcile(&Context::new(), "counters", "c")?;
+    /// }
+    /// assert_eq!(host.object::<u64>("counters", "c").unwrap().value, 3);
+    /// # Ok::<(), Error>(())
+    /// ```
+    fn reconcile(&self, ctx: &Context, kind: &str, name: &str) -> Result<Outcome, Error>;
+
+    /// When to retry after `reconcile` failed with `error` (never called
+    /// for a fenced error). The default honours [`Error::retry_hint`] and
+    /// otherwise leaves the delay to the host's exponential backoff.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use std::time::Duration;
+    ///
+    /// use leasehold_guest::{Context, Controller, Description, Error, FakeHost, Outcome, Reply, Retry};
+    ///
+    /// struct Impatient;
+    /// impl Controller for Impatient {
+    ///     fn describe(&self) -> Description {
+    ///         Description::watching(["things"])
+    ///     }
+    ///     fn reconcile(&self, _: &Context, _: &str, _: &str) -> Result<Outcome, Error> {
+    ///         Err(Error::failed("not yet"))
+    ///     }
+    ///     fn error_policy(&self, _: &Context, _: &str, _: &str, _: &Error) -> Retry {
+    ///         Retry::After(Duration::from_secs(1))
+    ///     }
+    /// }
+    ///
+    /// let host = FakeHost::new();
+    /// assert_eq!(
+    ///     host.reconcile(&Impatient, "things", "a"),
+    ///     Reply::Failed { message: "not yet".into(), retry_after: Some(Duration::from_secs(1)) },
+    /// );
+    /// ```
+    fn error_policy(&self, ctx: &Context, kind: &str, name: &str, error: &Error) -> Retry {
+        let _ = (ctx, kind, name);
+        error.retry_hint().map_or(Retry::Backoff, Retry::After)
+    }
+}
+
+/// Run one reconcile and turn its result into what the host hears. The
+/// export glue and [`crate::FakeHost::reconcile`] both go through here, so
+/// tests see exactly the mapping a host gets.
+pub(crate) fn dispatch<C: Controller + ?Sized>(controller: &C, kind: &str, name: &str) -> Reply {
+    let ctx = Context::new();
+    match controller.reconcile(&ctx, kind, name) {
+        Ok(Outcome::Done) => Reply::Done,
+        Ok(Outcome::RequeueAfter(delay)) => Reply::RequeueAfter(delay),
+        // Fenced is not the author's to overrule: the lease is gone and
+        // the host is tearing this guest down.
+        Err(error) if error.is_fenced() => Reply::Fenced,
+        Err(error) => {
+            let retry_after = match controller.error_policy(&ctx, kind, name, &error) {
+                Retry::Backoff => None,
+                Retry::After(delay) => Some(delay),
+            };
+            Reply::Failed {
+                message: error.to_string(),
+                retry_after,
+            }
+        }
+    }
+}
+
+/// A duration as WIT milliseconds. A positive duration never rounds down
+/// to zero (zero means "disabled" or "at once" on the wire), and absurd
+/// durations saturate rather than wrap.
+#[cfg_attr(not(target_arch = "wasm32"), allow(dead_code))]
+pub(crate) fn millis(duration: Duration) -> u64 {
+    let ms = u64::try_from(duration.as_millis()).unwrap_or(u64::MAX);
+    if ms == 0 && !duration.is_zero() {
+        1
+    } else {
+        ms
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn positive_durations_never_round_to_zero_millis() {
+        assert_eq!(millis(Duration::ZERO), 0);
+        assert_eq!(millis(Duration::from_micros(1)), 1);
+        assert_eq!(millis(Duration::from_millis(1500)), 1500);
+        assert_eq!(millis(Duration::MAX), u64::MAX);
+    }
+}

@@ -1,0 +1,534 @@
+//! The fake must hold controllers to the host's rules: if it were laxer,
+//! a controller could pass its unit tests and fail against the host.
+
+use std::cell::Cell;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use super::*;
+use crate::controller::{Context, Description, Outcome, Retry};
+use crate::error::Error;
+use crate::limits::{
+    DEFAULT_PAGE_SIZE, MAX_EVENT_MESSAGE_BYTES, MAX_EVENT_REASON_BYTES, MAX_EVENTS_PER_COMMIT,
+    MAX_OPS_PER_COMMIT, MAX_PAGE_SIZE, MAX_VALUE_BYTES,
+};
+use crate::object::Api;
+use crate::transaction::Transaction;
+
+fn values() -> Api<Value> {
+    Api::new("things")
+}
+
+fn invalid<T: std::fmt::Debug>(result: Result<T, StoreError>) -> String {
+    match result {
+        Err(StoreError::Invalid(why)) => why,
+        other => panic!("expected Invalid, got {other:?}"),
+    }
+}
+
+fn store_error<T: std::fmt::Debug>(result: Result<T, Error>) -> StoreError {
+    match result {
+        Err(Error::Store(error)) => error,
+        other => panic!("expected a store error, got {other:?}"),
+    }
+}
+
+#[test]
+fn names_must_be_dns_labels_everywhere() {
+    let host = FakeHost::new();
+    for bad in ["", "-a", "a-", "A", "a_b", "a.b", &"x".repeat(64)] {
+        assert!(
+            matches!(host.get(bad, "a"), Err(StoreError::Invalid(_))),
+            "kind {bad:?}"
+        );
+        assert!(
+            matches!(host.get("a", bad), Err(StoreError::Invalid(_))),
+            "name {bad:?}"
+        );
+        assert!(
+            matches!(host.list(bad, None, 10), Err(StoreError::Invalid(_))),
+            "kind {bad:?}"
+        );
+        invalid(Transaction::new().create("things", bad, &1).commit());
+        invalid(Transaction::new().event(bad, "a", "Seen", "").commit());
+    }
+    for good in ["a", "0", "node-1", &"x".repeat(63)] {
+        Transaction::new()
+            .create("things", good, &1)
+            .commit()
+            .unwrap();
+    }
+    assert_eq!(host.commits().len(), 4);
+}
+
+#[test]
+fn values_must_be_json_within_the_size_limit() {
+    let host = FakeHost::with_limits(Limits {
+        max_value_bytes: 10,
+        ..Limits::default()
+    });
+    let why = invalid(host.commit(
+        &[Op::Create {
+            key: ObjectKey::new("things", "a"),
+            value: "{not json".into(),
+        }],
+        &[],
+    ));
+    assert!(why.contains("not JSON"), "{why}");
+    let why = invalid(
+        Transaction::new()
+            .create("things", "a", "0123456789")
+            .commit(),
+    );
+    assert!(why.contains("the limit is 10"), "{why}");
+    Transaction::new()
+        .create("things", "a", "01234567")
+        .commit()
+        .unwrap();
+    assert_eq!(host.commits().len(), 1);
+}
+
+#[test]
+fn values_are_stored_as_compact_json() {
+    let host = FakeHost::new();
+    host.commit(
+        &[Op::Create {
+            key: ObjectKey::new("things", "a"),
+            value: "{ \"b\" : 1,\n \"a\": [1, 2] }".into(),
+        }],
+        &[],
+    )
+    .unwrap();
+    let raw = host.get("things", "a").unwrap().unwrap();
+    assert_eq!(raw.value, r#"{"a":[1,2],"b":1}"#);
+}
+
+#[test]
+fn commits_are_bounded_in_ops_events_and_payload() {
+    let host = FakeHost::new();
+    let many = |n: usize| {
+        (0..n).fold(Transaction::new(), |tx, i| {
+            tx.create("things", format!("t{i}"), &i)
+        })
+    };
+    invalid(many(MAX_OPS_PER_COMMIT + 1).commit());
+    many(MAX_OPS_PER_COMMIT).commit().unwrap();
+
+    let events = |n: usize| {
+        (0..n).fold(Transaction::new(), |tx, _| {
+            tx.event("things", "a", "Seen", "")
+        })
+    };
+    invalid(events(MAX_EVENTS_PER_COMMIT + 1).commit());
+    events(MAX_EVENTS_PER_COMMIT).commit().unwrap();
+
+    invalid(Transaction::new().commit());
+    for bad in ["", "seen", "Not Seen", "Sé", "A-b"] {
+        invalid(Transaction::new().event("things", "a", bad, "").commit());
+    }
+    invalid(
+        Transaction::new()
+            .event("things", "a", "Seen", "nul\0")
+            .commit(),
+    );
+    invalid(
+        Transaction::new()
+            .event("things", "a", "R".repeat(MAX_EVENT_REASON_BYTES + 1), "")
+            .commit(),
+    );
+    invalid(
+        Transaction::new()
+            .event(
+                "things",
+                "a",
+                "Seen",
+                "m".repeat(MAX_EVENT_MESSAGE_BYTES + 1),
+            )
+            .commit(),
+    );
+
+    // Normalizing can grow a value past the limit: `1e9` is stored as
+    // `1000000000.0`.
+    let growing = format!("[{}]", vec!["1e9"; MAX_VALUE_BYTES / 4 - 1].join(","));
+    let why = invalid(host.commit(
+        &[Op::Create {
+            key: ObjectKey::new("things", "grows"),
+            value: growing,
+        }],
+        &[],
+    ));
+    assert!(why.contains("once normalized"), "{why}");
+
+    // Twenty values, each within its own limit, are too much for one call.
+    let big = "x".repeat(MAX_VALUE_BYTES - 2);
+    let why = invalid(
+        (0..20)
+            .fold(Transaction::new(), |tx, i| {
+                tx.create("big", format!("b{i}"), &big)
+            })
+            .commit(),
+    );
+    assert!(why.contains("payload"), "{why}");
+    assert_eq!(host.commits().len(), 2);
+}
+
+#[test]
+fn a_commit_writes_everything_at_one_new_revision() {
+    let host = FakeHost::new();
+    let untouched = host.seed("things", "z", &0);
+    let a = host.seed("things", "a", &1);
+    let committed = Transaction::new()
+        .update_if_version("things", "a", a, &2)
+        .create("things", "b", &3)
+        .event("things", "a", "Changed", "a and b")
+        .commit()
+        .unwrap();
+    assert_eq!(committed.revision, a + 1);
+    assert_eq!(
+        host.object::<u32>("things", "a").unwrap().version,
+        committed.revision
+    );
+    assert_eq!(
+        host.object::<u32>("things", "b").unwrap().version,
+        committed.revision
+    );
+    assert_eq!(
+        host.object::<u32>("things", "z").unwrap().version,
+        untouched
+    );
+    assert_eq!(host.events()[0].revision, committed.revision);
+}
+
+#[test]
+fn a_failed_precondition_writes_nothing() {
+    let host = FakeHost::new();
+    let a = host.seed("things", "a", &1);
+    let before = host.revision();
+    let result = Transaction::new()
+        .update_if_version("things", "a", a, &2)
+        .update_if_version("things", "missing", 1, &2)
+        .event("things", "a", "Changed", "")
+        .commit();
+    assert_eq!(
+        result,
+        Err(StoreError::NotFound(ObjectKey::new("things", "missing")))
+    );
+    let why = invalid(
+        Transaction::new()
+            .update_if_version("things", "a", a, &2)
+            .delete_if_version("things", "a", a)
+            .commit(),
+    );
+    assert!(why.contains("more than one operation"), "{why}");
+    assert_eq!(
+        Transaction::new()
+            .delete_if_version("things", "a", a + 1)
+            .commit(),
+        Err(StoreError::Conflict(ObjectKey::new("things", "a")))
+    );
+    assert_eq!(host.object::<u32>("things", "a").unwrap().value, 1);
+    assert_eq!(host.revision(), before);
+    assert!(host.events().is_empty() && host.commits().is_empty());
+}
+
+#[test]
+fn versions_are_never_reused_after_delete_and_recreate() {
+    let host = FakeHost::new();
+    let first = host.seed("things", "a", &1);
+    Transaction::new()
+        .delete_if_version("things", "a", first)
+        .commit()
+        .unwrap();
+    let again = Transaction::new()
+        .create("things", "a", &1)
+        .commit()
+        .unwrap();
+    assert!(again.revision > first);
+}
+
+#[test]
+fn event_sequence_numbers_are_gap_free_across_commits() {
+    let host = FakeHost::new();
+    host.seed("things", "b", &0);
+    let first = Transaction::new()
+        .event("things", "a", "One", "")
+        .event("things", "a", "Two", "")
+        .commit()
+        .unwrap();
+    let _ = Transaction::new()
+        .create("things", "a", &1)
+        .create("things", "b", &1)
+        .event("things", "a", "Lost", "")
+        .commit()
+        .unwrap_err();
+    let second = Transaction::new()
+        .event("things", "a", "Three", "")
+        .commit()
+        .unwrap();
+    assert_eq!(first.event_seqs, [1, 2]);
+    assert_eq!(second.event_seqs, [3]);
+    let seqs: Vec<u64> = host.events().iter().map(|e| e.seq).collect();
+    assert_eq!(seqs, [1, 2, 3]);
+}
+
+#[test]
+fn listing_is_paged_in_name_order_within_one_kind() {
+    let host = FakeHost::new();
+    host.seed("other", "a", &0);
+    for i in 0..(MAX_PAGE_SIZE + 3) {
+        host.seed("things", &format!("t{i:04}"), &i);
+    }
+    host.seed("zzz", "a", &0);
+
+    let first = values().list(None, u32::MAX).unwrap();
+    assert_eq!(first.objects.len(), MAX_PAGE_SIZE as usize, "capped");
+    assert_eq!(first.objects[0].name, "t0000");
+    let next = first.next.expect("a full page has a cursor");
+    let second = values().list(Some(&next), 3).unwrap();
+    let names: Vec<&str> = second.objects.iter().map(|o| o.name.as_str()).collect();
+    assert_eq!(names, ["t0500", "t0501", "t0502"]);
+    assert_eq!(second.next, None, "nothing follows");
+
+    // Limit 0 asks for the default page size, like the host.
+    let default = values().list(None, 0).unwrap();
+    assert_eq!(default.objects.len(), DEFAULT_PAGE_SIZE as usize);
+    assert!(matches!(
+        store_error(values().list(Some("Not A Name"), 1)),
+        StoreError::Invalid(_)
+    ));
+
+    assert_eq!(
+        values().list_all(1000).unwrap().len(),
+        MAX_PAGE_SIZE as usize + 3
+    );
+    assert!(matches!(
+        values().list_all(10),
+        Err(Error::TooMany { max: 10, .. })
+    ));
+}
+
+#[test]
+fn call_faults_count_every_sort_of_call() {
+    let host = FakeHost::new();
+    host.fail(At::Call(3), Fault::Unavailable);
+    values().get("a").unwrap();
+    values().list(None, 1).unwrap();
+    let result = Transaction::new().create("things", "a", &1).commit();
+    assert!(matches!(result, Err(StoreError::Unavailable(_))));
+    assert!(host.object::<u32>("things", "a").is_none());
+    Transaction::new()
+        .create("things", "a", &1)
+        .commit()
+        .unwrap();
+    assert_eq!(host.pending_faults(), 0);
+}
+
+#[test]
+fn commit_faults_skip_reads() {
+    let host = FakeHost::new();
+    host.fail(At::Commit(1), Fault::Conflict);
+    values().get("a").unwrap();
+    values().list(None, 1).unwrap();
+    let result = Transaction::new().create("things", "a", &1).commit();
+    assert_eq!(
+        result,
+        Err(StoreError::Conflict(ObjectKey::new("things", "a")))
+    );
+    assert!(host.commits().is_empty());
+}
+
+#[test]
+fn a_fenced_fault_ends_the_tenure_for_good() {
+    let host = FakeHost::new();
+    host.fail(At::Call(1), Fault::Fenced);
+    assert!(store_error(values().get("a")).is_fenced());
+    assert!(store_error(values().get("a")).is_fenced());
+    assert!(
+        Transaction::new()
+            .create("things", "a", &1)
+            .commit()
+            .unwrap_err()
+            .is_fenced()
+    );
+    assert!(host.commits().is_empty());
+    host.new_tenure();
+    values().get("a").unwrap();
+}
+
+#[test]
+fn unavailable_backend_fails_every_call_until_it_is_back() {
+    let host = FakeHost::new();
+    host.set_unavailable(true);
+    assert!(matches!(
+        store_error(values().get("a")),
+        StoreError::Unavailable(_)
+    ));
+    assert!(matches!(
+        Transaction::new().create("things", "a", &1).commit(),
+        Err(StoreError::Unavailable(_))
+    ));
+    assert!(host.commits().is_empty());
+    host.set_unavailable(false);
+    Transaction::new()
+        .create("things", "a", &1)
+        .commit()
+        .unwrap();
+}
+
+#[test]
+fn a_lost_reply_still_lands() {
+    let host = FakeHost::new();
+    host.fail_next_commit(Fault::LostReply);
+    let result = Transaction::new()
+        .create("things", "a", &1)
+        .event("things", "a", "Made", "")
+        .commit();
+    assert!(matches!(result, Err(StoreError::Unavailable(_))));
+    assert_eq!(host.commits().len(), 1);
+    assert_eq!(host.events().len(), 1);
+}
+
+#[test]
+fn before_commit_writes_land_before_the_commit_is_checked() {
+    let host = FakeHost::new();
+    let version = host.seed("things", "a", &1);
+    host.before_commit(2, |host| {
+        host.seed("things", "a", &5);
+    });
+    Transaction::new()
+        .create("things", "b", &1)
+        .commit()
+        .unwrap();
+    assert_eq!(
+        host.pending_faults(),
+        1,
+        "not yet: it is for the second commit"
+    );
+    let result = Transaction::new()
+        .update_if_version("things", "a", version, &2)
+        .commit();
+    assert_eq!(
+        result,
+        Err(StoreError::Conflict(ObjectKey::new("things", "a")))
+    );
+    assert_eq!(host.pending_faults(), 0);
+}
+
+#[test]
+#[should_panic(expected = "commits only")]
+fn commit_only_faults_cannot_be_aimed_at_reads() {
+    FakeHost::new().fail(At::Call(1), Fault::LostReply);
+}
+
+#[test]
+#[should_panic(expected = "no FakeHost on this thread")]
+fn store_calls_without_a_fake_host_say_what_to_do() {
+    let _ = values().get("a");
+}
+
+#[test]
+fn long_log_lines_are_truncated_on_a_char_boundary() {
+    let host = FakeHost::with_limits(Limits {
+        log_line_bytes: 4,
+        ..Limits::default()
+    });
+    crate::info!("abé€");
+    assert_eq!(host.logs()[0].message, "abé");
+}
+
+#[test]
+fn records_carry_the_epoch_of_their_tenure() {
+    let host = FakeHost::new();
+    Transaction::new()
+        .event("things", "a", "One", "")
+        .commit()
+        .unwrap();
+    host.new_tenure();
+    Transaction::new()
+        .event("things", "a", "Two", "")
+        .commit()
+        .unwrap();
+    crate::info!("after");
+    let epochs: Vec<u64> = host.commits().iter().map(|c| c.epoch).collect();
+    assert_eq!(epochs, [1, 2]);
+    assert_eq!(host.events()[1].epoch, 2);
+    assert_eq!(host.logs()[0].epoch, 2);
+}
+
+struct Scripted {
+    result: fn() -> Result<Outcome, Error>,
+    policy_calls: Cell<u32>,
+}
+
+impl Scripted {
+    fn new(result: fn() -> Result<Outcome, Error>) -> Self {
+        Self {
+            result,
+            policy_calls: Cell::new(0),
+        }
+    }
+}
+
+impl Controller for Scripted {
+    fn describe(&self) -> Description {
+        Description::watching(["things"])
+    }
+
+    fn reconcile(&self, _: &Context, _: &str, _: &str) -> Result<Outcome, Error> {
+        (self.result)()
+    }
+
+    fn error_policy(&self, _: &Context, _: &str, _: &str, _: &Error) -> Retry {
+        self.policy_calls.set(self.policy_calls.get() + 1);
+        Retry::After(Duration::from_secs(9))
+    }
+}
+
+#[test]
+fn fenced_errors_reach_the_host_as_fenced_whatever_the_policy() {
+    let host = FakeHost::new();
+    let controller = Scripted::new(|| Err(StoreError::Fenced("gone".into()).into()));
+    assert_eq!(host.reconcile(&controller, "things", "a"), Reply::Fenced);
+    assert_eq!(controller.policy_calls.get(), 0);
+}
+
+#[test]
+fn other_errors_reach_the_host_with_the_policys_delay() {
+    let host = FakeHost::new();
+    let controller = Scripted::new(|| Err(StoreError::Unavailable("down".into()).into()));
+    let reply = host.reconcile(&controller, "things", "a");
+    let Reply::Failed {
+        message,
+        retry_after,
+    } = reply
+    else {
+        panic!("expected Failed, got {reply:?}");
+    };
+    assert!(message.contains("store unavailable: down"), "{message}");
+    assert_eq!(retry_after, Some(Duration::from_secs(9)));
+    assert_eq!(controller.policy_calls.get(), 1);
+}
+
+#[test]
+fn outcomes_reach_the_host_unchanged() {
+    let host = FakeHost::new();
+    let done = Scripted::new(|| Ok(Outcome::Done));
+    let later = Scripted::new(|| Ok(Outcome::RequeueAfter(Duration::from_millis(250))));
+    assert_eq!(host.reconcile(&done, "things", "a"), Reply::Done);
+    assert_eq!(
+        host.reconcile(&later, "things", "a"),
+        Reply::RequeueAfter(Duration::from_millis(250))
+    );
+}
+
+#[test]
+fn typed_reads_name_the_object_that_does_not_decode() {
+    let host = FakeHost::new();
+    host.seed("things", "a", &json!({ "not": "a number" }));
+    let result = Api::<u32>::new("things").get("a");
+    let Err(Error::Decode { key, .. }) = result else {
+        panic!("expected a decode error, got {result:?}");
+    };
+    assert_eq!(key, ObjectKey::new("things", "a"));
+}

@@ -1,0 +1,165 @@
+//! The sizes and counts the host bounds, with the host's defaults.
+//!
+//! The host may be configured differently; these are what an unconfigured
+//! host enforces and what [`crate::FakeHost`] enforces unless given other
+//! [`Limits`].
+
+/// Longest kind or object name: kinds and names are DNS labels, 1 to 63
+/// characters of `a-z`, `0-9` and `-`, starting and ending with a letter or
+/// digit.
+///
+/// # Example
+///
+/// ```
+/// assert_eq!(leasehold_guest::MAX_LABEL_LEN, 63);
+/// ```
+pub const MAX_LABEL_LEN: usize = 63;
+
+/// Largest object value, in bytes of JSON text.
+///
+/// # Example
+///
+/// ```
+/// assert_eq!(leasehold_guest::MAX_VALUE_BYTES, 256 * 1024);
+/// ```
+pub const MAX_VALUE_BYTES: usize = 256 * 1024;
+
+/// Most operations (create, update, delete) in one commit.
+///
+/// # Example
+///
+/// ```
+/// assert_eq!(leasehold_guest::MAX_OPS_PER_COMMIT, 128);
+/// ```
+pub const MAX_OPS_PER_COMMIT: usize = 128;
+
+/// Most events in one commit.
+///
+/// # Example
+///
+/// ```
+/// assert_eq!(leasehold_guest::MAX_EVENTS_PER_COMMIT, 128);
+/// ```
+pub const MAX_EVENTS_PER_COMMIT: usize = 128;
+
+/// Longest event reason, in bytes.
+///
+/// # Example
+///
+/// ```
+/// assert_eq!(leasehold_guest::MAX_EVENT_REASON_BYTES, 128);
+/// ```
+pub const MAX_EVENT_REASON_BYTES: usize = 128;
+
+/// Longest event message, in bytes.
+///
+/// # Example
+///
+/// ```
+/// assert_eq!(leasehold_guest::MAX_EVENT_MESSAGE_BYTES, 4 * 1024);
+/// ```
+pub const MAX_EVENT_MESSAGE_BYTES: usize = 4 * 1024;
+
+/// The page size [`crate::Api::list`] callers should use when they have no
+/// reason to choose another.
+///
+/// # Example
+///
+/// ```
+/// use leasehold_guest::{Api, FakeHost, DEFAULT_PAGE_SIZE};
+///
+/// let _host = FakeHost::new();
+/// let page = Api::<serde_json::Value>::new("tasks").list(None, DEFAULT_PAGE_SIZE)?;
+/// assert!(page.objects.is_empty());
+/// # Ok::<(), leasehold_guest::Error>(())
+/// ```
+pub const DEFAULT_PAGE_SIZE: u32 = 100;
+
+/// Largest page a listing returns; larger `limit`s are capped to it.
+///
+/// # Example
+///
+/// ```
+/// assert_eq!(leasehold_guest::MAX_PAGE_SIZE, 500);
+/// ```
+pub const MAX_PAGE_SIZE: u32 = 500;
+
+/// Largest payload of one host call, in bytes: the sum of the kinds,
+/// names, values, reasons and messages of a commit. A commit of many large
+/// values can exceed it while each value is within [`MAX_VALUE_BYTES`].
+///
+/// # Example
+///
+/// ```
+/// assert_eq!(leasehold_guest::MAX_CALL_PAYLOAD_BYTES, 4 * 1024 * 1024);
+/// ```
+pub const MAX_CALL_PAYLOAD_BYTES: usize = 4 * 1024 * 1024;
+
+/// Longest log line, in bytes; the host truncates longer lines.
+///
+/// # Example
+///
+/// ```
+/// assert_eq!(leasehold_guest::LOG_LINE_BYTES, 8 * 1024);
+/// ```
+pub const LOG_LINE_BYTES: usize = 8 * 1024;
+
+/// The limits a [`crate::FakeHost`] enforces. [`Limits::default`] is the
+/// host's defaults (the constants of this crate); a test can shrink them to
+/// reach a limit cheaply.
+///
+/// # Example
+///
+/// ```
+/// use leasehold_guest::{FakeHost, Limits, StoreError, Transaction};
+///
+/// let host = FakeHost::with_limits(Limits { max_ops_per_commit: 1, ..Limits::default() });
+/// let result = Transaction::new()
+///     .create("tasks", "a", &1)
+///     .create("tasks", "b", &2)
+///     .commit();
+/// assert!(matches!(result, Err(StoreError::Invalid(_))));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Largest object value in bytes of JSON text.
+    pub max_value_bytes: usize,
+    /// Most operations in one commit.
+    pub max_ops_per_commit: usize,
+    /// Most events in one commit.
+    pub max_events_per_commit: usize,
+    /// Longest event reason in bytes.
+    pub max_event_reason_bytes: usize,
+    /// Longest event message in bytes.
+    pub max_event_message_bytes: usize,
+    /// Largest page of a listing.
+    pub max_page_size: u32,
+    /// Largest payload of one host call.
+    pub max_call_payload_bytes: usize,
+    /// Longest log line in bytes.
+    pub log_line_bytes: usize,
+}
+
+impl Default for Limits {
+    /// The host's defaults.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use leasehold_guest::Limits;
+    ///
+    /// assert_eq!(Limits::default().max_page_size, leasehold_guest::MAX_PAGE_SIZE);
+    /// ```
+    fn default() -> Self {
+        Self {
+            max_value_bytes: MAX_VALUE_BYTES,
+            max_ops_per_commit: MAX_OPS_PER_COMMIT,
+            max_events_per_commit: MAX_EVENTS_PER_COMMIT,
+            max_event_reason_bytes: MAX_EVENT_REASON_BYTES,
+            max_event_message_bytes: MAX_EVENT_MESSAGE_BYTES,
+            max_page_size: MAX_PAGE_SIZE,
+            max_call_payload_bytes: MAX_CALL_PAYLOAD_BYTES,
+            log_line_bytes: LOG_LINE_BYTES,
+        }
+    }
+}

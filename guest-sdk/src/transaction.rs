@@ -1,0 +1,427 @@
+//! Fenced, atomic writes: a [`Transaction`] collects operations and events
+//! and commits them together or not at all.
+
+use serde::Serialize;
+
+use crate::error::StoreError;
+use crate::object::{Object, ObjectKey};
+use crate::sys;
+
+/// One write of a commit, as sent to the host. Values are JSON text.
+///
+/// # Example
+///
+/// ```
+/// use leasehold_guest::{FakeHost, Op, Transaction};
+///
+/// let host = FakeHost::new();
+/// Transaction::new().create("tasks", "a", &serde_json::json!({ "status": "pending" })).commit()?;
+/// assert!(matches!(&host.commits()[0].ops[0], Op::Create { key, .. } if key.name == "a"));
+/// # Ok::<(), leasehold_guest::StoreError>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Op {
+    /// Create an object that must not exist yet.
+    Create {
+        /// Where.
+        key: ObjectKey,
+        /// The new value as JSON text.
+        value: String,
+    },
+    /// Replace an object's value if its version is still `expected_version`.
+    Update {
+        /// Where.
+        key: ObjectKey,
+        /// The version read.
+        expected_version: u64,
+        /// The new value as JSON text.
+        value: String,
+    },
+    /// Delete an object if its version is still `expected_version`.
+    Delete {
+        /// Where.
+        key: ObjectKey,
+        /// The version read.
+        expected_version: u64,
+    },
+}
+
+impl Op {
+    /// The object this operation writes.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use leasehold_guest::{ObjectKey, Op};
+    ///
+    /// let op = Op::Delete { key: ObjectKey::new("tasks", "a"), expected_version: 4 };
+    /// assert_eq!(op.key().name, "a");
+    /// ```
+    pub fn key(&self) -> &ObjectKey {
+        match self {
+            Op::Create { key, .. } | Op::Update { key, .. } | Op::Delete { key, .. } => key,
+        }
+    }
+
+    /// The value written, parsed, for assertions; `None` for a delete.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use leasehold_guest::{ObjectKey, Op};
+    ///
+    /// let op = Op::Create { key: ObjectKey::new("tasks", "a"), value: r#"{"n":1}"#.into() };
+    /// assert_eq!(op.value_json(), Some(serde_json::json!({ "n": 1 })));
+    /// ```
+    pub fn value_json(&self) -> Option<serde_json::Value> {
+        match self {
+            Op::Create { value, .. } | Op::Update { value, .. } => serde_json::from_str(value).ok(),
+            Op::Delete { .. } => None,
+        }
+    }
+}
+
+/// An event appended with a commit.
+///
+/// # Example
+///
+/// ```
+/// use leasehold_guest::{FakeHost, Transaction};
+///
+/// let host = FakeHost::new();
+/// Transaction::new().event("tasks", "a", "Noticed", "saw tasks/a").commit()?;
+/// let event = &host.commits()[0].events[0];
+/// assert_eq!((event.reason.as_str(), event.message.as_str()), ("Noticed", "saw tasks/a"));
+/// # Ok::<(), leasehold_guest::StoreError>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewEvent {
+    /// The object the event is about.
+    pub key: ObjectKey,
+    /// A short machine-readable reason in PascalCase, e.g. `Assigned`.
+    pub reason: String,
+    /// A human-readable message.
+    pub message: String,
+}
+
+/// What a successful commit produced.
+///
+/// # Example
+///
+/// ```
+/// use leasehold_guest::{Api, FakeHost, Transaction};
+///
+/// let host = FakeHost::new();
+/// let committed = Transaction::new()
+///     .create("counters", "hits", &0)
+///     .event("counters", "hits", "Created", "new counter")
+///     .commit()?;
+/// // The revision is the new version of every object the commit wrote.
+/// let hits = Api::<u32>::new("counters").get("hits").unwrap().unwrap();
+/// assert_eq!(hits.version, committed.revision);
+/// assert_eq!(committed.event_seqs.len(), 1);
+/// # Ok::<(), leasehold_guest::StoreError>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Committed {
+    /// The commit's store revision: the new version of every object it
+    /// created or updated.
+    pub revision: u64,
+    /// The sequence numbers of the appended events, in the order given.
+    pub event_seqs: Vec<u64>,
+}
+
+/// A builder for one atomic, fenced commit: creates, conditional updates
+/// and deletes, and events. The host applies all of it or none of it, and
+/// only if this guest's lease is still current.
+///
+/// Builder methods take and return the transaction by value; a value that
+/// fails to serialize is reported by [`Transaction::commit`] as
+/// [`StoreError::Invalid`], without calling the host. `commit` consumes the
+/// transaction: after a [`StoreError::Conflict`] or
+/// [`StoreError::Unavailable`], re-read and build a new one rather than
+/// resending writes based on stale reads.
+///
+/// # Example
+///
+/// ```
+/// use leasehold_guest::{Api, FakeHost, StoreError, Transaction};
+/// use serde_json::json;
+///
+/// let host = FakeHost::new();
+/// host.seed("tasks", "t1", &json!({ "status": "pending" }));
+/// let tasks = Api::<serde_json::Value>::new("tasks");
+/// let task = tasks.get("t1").unwrap().unwrap();
+///
+/// let assign = |task: &leasehold_guest::Object| {
+///     Transaction::new()
+///         .update(task, &json!({ "status": "assigned", "node": "n1" }))
+///         .event("tasks", "t1", "Assigned", "assigned to n1")
+///         .commit()
+/// };
+/// assign(&task)?;
+/// // The same write again is refused: the version it was based on is gone.
+/// assert!(matches!(assign(&task), Err(StoreError::Conflict(_))));
+/// assert_eq!(host.events_with_reason("Assigned").len(), 1);
+/// # Ok::<(), StoreError>(())
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[must_use = "a transaction does nothing until it is committed"]
+pub struct Transaction {
+    ops: Vec<Op>,
+    events: Vec<NewEvent>,
+    // The first value that failed to serialize; `commit` reports it.
+    unserializable: Option<String>,
+}
+
+impl Transaction {
+    /// An empty transaction.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use leasehold_guest::Transaction;
+    ///
+    /// assert!(Transaction::new().is_empty());
+    /// ```
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn encode<T: Serialize + ?Sized>(&mut self, key: &ObjectKey, value: &T) -> String {
+        match serde_json::to_string(value) {
+            Ok(json) => json,
+            Err(e) => {
+                self.unserializable
+                    .get_or_insert_with(|| format!("the value for {key} does not serialize: {e}"));
+                String::new()
+            }
+        }
+    }
+
+    /// Create `kind/name` with `value`; the commit fails with
+    /// [`StoreError::Conflict`] if it exists.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use leasehold_guest::{FakeHost, Transaction};
+    ///
+    /// let host = FakeHost::new();
+    /// Transaction::new().create("counters", "hits", &0).commit()?;
+    /// assert_eq!(host.object::<u32>("counters", "hits").unwrap().value, 0);
+    /// # Ok::<(), leasehold_guest::StoreError>(())
+    /// ```
+    pub fn create<T: Serialize + ?Sized>(
+        mut self,
+        kind: impl Into<String>,
+        name: impl Into<String>,
+        value: &T,
+    ) -> Self {
+        let key = ObjectKey::new(kind, name);
+        let value = self.encode(&key, value);
+        self.ops.push(Op::Create { key, value });
+        self
+    }
+
+    /// Replace `object`'s value with `value` if its version is still the
+    /// one `object` was read at; the commit fails with
+    /// [`StoreError::Conflict`] otherwise, or [`StoreError::NotFound`] if it
+    /// was deleted.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use leasehold_guest::{Api, FakeHost, Transaction};
+    ///
+    /// let host = FakeHost::new();
+    /// host.seed("counters", "hits", &1);
+    /// let hits = Api::<u32>::new("counters").get("hits").unwrap().unwrap();
+    /// Transaction::new().update(&hits, &(hits.value + 1)).commit()?;
+    /// assert_eq!(host.object::<u32>("counters", "hits").unwrap().value, 2);
+    /// # Ok::<(), leasehold_guest::StoreError>(())
+    /// ```
+    pub fn update<U, T: Serialize + ?Sized>(self, object: &Object<U>, value: &T) -> Self {
+        self.update_if_version(
+            object.kind.clone(),
+            object.name.clone(),
+            object.version,
+            value,
+        )
+    }
+
+    /// Replace the value of `kind/name` if its version is `version`.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use leasehold_guest::{FakeHost, Transaction};
+    ///
+    /// let host = FakeHost::new();
+    /// let version = host.seed("counters", "hits", &1);
+    /// Transaction::new().update_if_version("counters", "hits", version, &5).commit()?;
+    /// assert_eq!(host.object::<u32>("counters", "hits").unwrap().value, 5);
+    /// # Ok::<(), leasehold_guest::StoreError>(())
+    /// ```
+    pub fn update_if_version<T: Serialize + ?Sized>(
+        mut self,
+        kind: impl Into<String>,
+        name: impl Into<String>,
+        version: u64,
+        value: &T,
+    ) -> Self {
+        let key = ObjectKey::new(kind, name);
+        let value = self.encode(&key, value);
+        self.ops.push(Op::Update {
+            key,
+            expected_version: version,
+            value,
+        });
+        self
+    }
+
+    /// Delete `object` if its version is still the one it was read at.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use leasehold_guest::{Api, FakeHost, Transaction};
+    ///
+    /// let host = FakeHost::new();
+    /// host.seed("counters", "hits", &1);
+    /// let hits = Api::<u32>::new("counters").get("hits").unwrap().unwrap();
+    /// Transaction::new().delete(&hits).commit()?;
+    /// assert!(host.object::<u32>("counters", "hits").is_none());
+    /// # Ok::<(), leasehold_guest::StoreError>(())
+    /// ```
+    pub fn delete<U>(self, object: &Object<U>) -> Self {
+        self.delete_if_version(object.kind.clone(), object.name.clone(), object.version)
+    }
+
+    /// Delete `kind/name` if its version is `version`.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use leasehold_guest::{FakeHost, ObjectKey, StoreError, Transaction};
+    ///
+    /// let host = FakeHost::new();
+    /// let result = Transaction::new().delete_if_version("counters", "nope", 1).commit();
+    /// assert_eq!(result, Err(StoreError::NotFound(ObjectKey::new("counters", "nope"))));
+    /// ```
+    pub fn delete_if_version(
+        mut self,
+        kind: impl Into<String>,
+        name: impl Into<String>,
+        version: u64,
+    ) -> Self {
+        self.ops.push(Op::Delete {
+            key: ObjectKey::new(kind, name),
+            expected_version: version,
+        });
+        self
+    }
+
+    /// Append an event about `kind/name` with the commit. `reason` is a
+    /// short PascalCase word (`Assigned`), `message` is for people.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use leasehold_guest::{FakeHost, Transaction};
+    ///
+    /// let host = FakeHost::new();
+    /// Transaction::new().event("nodes", "n1", "Drained", "n1 has no tasks left").commit()?;
+    /// assert_eq!(host.events()[0].reason, "Drained");
+    /// # Ok::<(), leasehold_guest::StoreError>(())
+    /// ```
+    pub fn event(
+        mut self,
+        kind: impl Into<String>,
+        name: impl Into<String>,
+        reason: impl Into<String>,
+        message: impl Into<String>,
+    ) -> Self {
+        self.events.push(NewEvent {
+            key: ObjectKey::new(kind, name),
+            reason: reason.into(),
+            message: message.into(),
+        });
+        self
+    }
+
+    /// The operations collected so far.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use leasehold_guest::Transaction;
+    ///
+    /// let tx = Transaction::new().create("a", "b", &1).delete_if_version("a", "c", 2);
+    /// assert_eq!(tx.ops().len(), 2);
+    /// ```
+    pub fn ops(&self) -> &[Op] {
+        &self.ops
+    }
+
+    /// The events collected so far.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use leasehold_guest::Transaction;
+    ///
+    /// let tx = Transaction::new().event("a", "b", "Seen", "seen");
+    /// assert_eq!(tx.events()[0].reason, "Seen");
+    /// ```
+    pub fn events(&self) -> &[NewEvent] {
+        &self.events
+    }
+
+    /// Whether the transaction has neither operations nor events.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use leasehold_guest::Transaction;
+    ///
+    /// assert!(Transaction::new().is_empty());
+    /// assert!(!Transaction::new().event("a", "b", "Seen", "seen").is_empty());
+    /// ```
+    pub fn is_empty(&self) -> bool {
+        self.ops.is_empty() && self.events.is_empty()
+    }
+
+    /// Apply every operation and append every event atomically, fenced by
+    /// this tenure's lease.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::Fenced`]: the lease is gone, stop.
+    /// [`StoreError::Conflict`] / [`StoreError::NotFound`]: a precondition
+    /// failed, re-read and decide again. [`StoreError::Invalid`]: the
+    /// request is malformed (including a value that did not serialize).
+    /// [`StoreError::Unavailable`]: unknown outcome, re-read before
+    /// retrying. In every error case but `Unavailable`, nothing was written.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use std::collections::HashMap;
+    ///
+    /// use leasehold_guest::{FakeHost, StoreError, Transaction};
+    ///
+    /// let host = FakeHost::new();
+    /// // JSON object keys must be strings: this value cannot be encoded.
+    /// let bad: HashMap<(u8, u8), u8> = HashMap::from([((1, 2), 3)]);
+    /// let result = Transaction::new().create("things", "a", &bad).commit();
+    /// assert!(matches!(result, Err(StoreError::Invalid(_))));
+    /// assert_eq!(host.calls().commit, 0, "nothing was sent to the host");
+    /// ```
+    pub fn commit(self) -> Result<Committed, StoreError> {
+        if let Some(why) = self.unserializable {
+            return Err(StoreError::Invalid(why));
+        }
+        sys::commit(&self.ops, &self.events)
+    }
+}
