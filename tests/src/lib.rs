@@ -78,7 +78,8 @@ impl Default for MemoryBackends {
 /// - while `hold_commits` is set, a commit reports itself on
 ///   `commit_entered` and then never finishes; when its future is dropped
 ///   (the guest was aborted) it reports on `commit_dropped`;
-/// - `commits_ok` counts commits that reached the inner store and landed.
+/// - `commits_ok` counts commits that landed, and each is reported on
+///   `commit_landed`.
 pub struct HookedStore {
     inner: Arc<dyn Store>,
     gets: mpsc::UnboundedSender<ObjectKey>,
@@ -86,6 +87,7 @@ pub struct HookedStore {
     pub hold_commits: AtomicBool,
     commit_entered: mpsc::UnboundedSender<()>,
     commit_dropped: mpsc::UnboundedSender<()>,
+    commit_landed: mpsc::UnboundedSender<Committed>,
     /// Commits that landed.
     pub commits_ok: AtomicU64,
 }
@@ -98,6 +100,8 @@ pub struct StoreHooks {
     pub commit_entered: mpsc::UnboundedReceiver<()>,
     /// A held commit's future was dropped.
     pub commit_dropped: mpsc::UnboundedReceiver<()>,
+    /// A commit landed.
+    pub commit_landed: mpsc::UnboundedReceiver<Committed>,
 }
 
 impl HookedStore {
@@ -106,6 +110,7 @@ impl HookedStore {
         let (gets_tx, gets) = mpsc::unbounded_channel();
         let (entered_tx, commit_entered) = mpsc::unbounded_channel();
         let (dropped_tx, commit_dropped) = mpsc::unbounded_channel();
+        let (landed_tx, commit_landed) = mpsc::unbounded_channel();
         (
             Arc::new(Self {
                 inner,
@@ -113,12 +118,14 @@ impl HookedStore {
                 hold_commits: AtomicBool::new(false),
                 commit_entered: entered_tx,
                 commit_dropped: dropped_tx,
+                commit_landed: landed_tx,
                 commits_ok: AtomicU64::new(0),
             }),
             StoreHooks {
                 gets,
                 commit_entered,
                 commit_dropped,
+                commit_landed,
             },
         )
     }
@@ -161,8 +168,9 @@ impl Store for HookedStore {
             std::future::pending::<()>().await;
         }
         let result = self.inner.commit_fenced(fence, ops, events).await;
-        if result.is_ok() {
+        if let Ok(committed) = &result {
             self.commits_ok.fetch_add(1, Ordering::SeqCst);
+            let _ = self.commit_landed.send(committed.clone());
         }
         result
     }

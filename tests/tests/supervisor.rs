@@ -1,0 +1,332 @@
+//! The supervisor on the memory backends with a real guest component:
+//! lease loss observed and the guest hard-aborted, self-fencing at the
+//! renew deadline, guest restarts inside a tenure, identity changes, and
+//! the orderly release on shutdown. Ordered by notifications (store hooks,
+//! status watches), with short lease timings.
+
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use leasehold_host::authority::{Authority, EndReason, LeaseTiming};
+use leasehold_host::fence::LeaseKey;
+use leasehold_host::runtime::{CompiledController, EngineConfig, GuestLimits, Runtime};
+use leasehold_host::status::{ControllerState, ControllerStatus, Status};
+use leasehold_host::store::{ObjectKey, Store};
+use leasehold_host::supervisor::{IdentityCheck, Supervisor, SupervisorConfig};
+use leasehold_tests::{HookedStore, MemoryBackends, StoreHooks, guest};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+const CLUSTER: &str = "sup";
+const NAME: &str = "misbehaving";
+/// Bound on any single wait: generous, so a loaded machine does not flake.
+const WAIT: Duration = Duration::from_secs(10);
+
+fn compiled() -> CompiledController {
+    static SHARED: OnceLock<CompiledController> = OnceLock::new();
+    SHARED
+        .get_or_init(|| {
+            let runtime = Runtime::new(&EngineConfig {
+                max_guests: 16,
+                memory_bytes: 64 << 20,
+                pooling: true,
+                cache_dir: None,
+            })
+            .expect("engine");
+            runtime
+                .load(NAME, &guest(NAME), GuestLimits::default(), Vec::new())
+                .expect("load")
+        })
+        .clone()
+}
+
+fn timing() -> LeaseTiming {
+    LeaseTiming {
+        ttl: Duration::from_secs(2),
+        renew_interval: Duration::from_millis(50),
+        renew_deadline: Duration::from_millis(400),
+    }
+}
+
+struct Harness {
+    backends: MemoryBackends,
+    store: Arc<HookedStore>,
+    hooks: StoreHooks,
+    status: Arc<ControllerStatus>,
+    identity: watch::Sender<IdentityCheck>,
+    shutdown: watch::Sender<bool>,
+    task: JoinHandle<()>,
+}
+
+impl Harness {
+    async fn start() -> Self {
+        let backends = MemoryBackends::new();
+        let (store, hooks) = HookedStore::new(backends.store.clone());
+        let status = Status::new(CLUSTER.into(), "host-a".into(), &[NAME.to_string()]);
+        let status = status.controllers[NAME].clone();
+        let identity = backends.authority.identity().await.unwrap();
+        let (identity_tx, identity_rx) = watch::channel(IdentityCheck::Verified(identity));
+        let (shutdown_tx, shutdown_rx) = watch::channel(false);
+        let supervisor = Supervisor::new(
+            SupervisorConfig {
+                cluster: CLUSTER.into(),
+                holder: "host-a".into(),
+                timing: timing(),
+                backoff_min: Duration::from_millis(10),
+                backoff_max: Duration::from_millis(100),
+                max_queue: 1000,
+                shutdown_grace: Duration::from_secs(2),
+            },
+            backends.authority.clone(),
+            store.clone(),
+            compiled(),
+            status.clone(),
+            identity_rx,
+            shutdown_rx,
+        );
+        let task = tokio::spawn(supervisor.run());
+        Self {
+            backends,
+            store,
+            hooks,
+            status,
+            identity: identity_tx,
+            shutdown: shutdown_tx,
+            task,
+        }
+    }
+
+    async fn wait_for(&self, what: &str, f: impl Fn(&ControllerState) -> bool) -> ControllerState {
+        let mut rx = self.status.subscribe();
+        let state = tokio::time::timeout(WAIT, rx.wait_for(|s| f(s)))
+            .await
+            .unwrap_or_else(|_| {
+                panic!(
+                    "timed out waiting until {what}; state {:?}",
+                    self.status.get()
+                )
+            })
+            .expect("status alive")
+            .clone();
+        state
+    }
+
+    async fn leading(&self) -> u64 {
+        match self
+            .wait_for("leading", |s| {
+                matches!(s, ControllerState::Leading { problem: None, .. })
+            })
+            .await
+        {
+            ControllerState::Leading { epoch, .. } => epoch,
+            _ => unreachable!(),
+        }
+    }
+
+    async fn command(&self, name: &str) {
+        let key = ObjectKey {
+            kind: "cmd".into(),
+            name: name.into(),
+        };
+        self.backends
+            .store
+            .put(CLUSTER, &key, "{}", None)
+            .await
+            .unwrap();
+    }
+
+    fn key() -> LeaseKey {
+        LeaseKey::new(CLUSTER, NAME)
+    }
+
+    fn count(
+        map: &std::sync::Mutex<std::collections::BTreeMap<&'static str, u64>>,
+        key: &str,
+    ) -> u64 {
+        map.lock().unwrap().get(key).copied().unwrap_or(0)
+    }
+}
+
+fn mark_key(name: &str) -> ObjectKey {
+    ObjectKey {
+        kind: "marks".into(),
+        name: name.into(),
+    }
+}
+
+#[tokio::test]
+async fn lease_loss_is_observed_and_the_working_guest_is_aborted() {
+    let mut h = Harness::start().await;
+    let epoch = h.leading().await;
+    // Work started: the guest reads marks/spin, then spins.
+    h.command("spin").await;
+    assert_eq!(
+        tokio::time::timeout(WAIT, h.hooks.gets.recv())
+            .await
+            .unwrap(),
+        Some(mark_key("spin"))
+    );
+    // Loss injected behind the holder's back.
+    let successor = h
+        .backends
+        .authority
+        .faults()
+        .steal(&Harness::key(), "host-b");
+    assert!(successor.epoch.0 > epoch);
+    // The loss is observed at the next renewal and the guest aborted.
+    let state = h
+        .wait_for("not leading", |s| {
+            !matches!(s, ControllerState::Leading { .. })
+        })
+        .await;
+    assert!(
+        matches!(state, ControllerState::Failing { .. }),
+        "{state:?}"
+    );
+    assert!(!h.status.leading(), "the leader metric must read 0");
+    assert_eq!(Harness::count(&h.status.metrics.losses, "renew_refused"), 1);
+    assert_eq!(Harness::count(&h.status.metrics.aborts, "lease_lost"), 1);
+    // The successor holds the lease; this replica stands by.
+    h.wait_for(
+        "standby",
+        |s| matches!(s, ControllerState::Standby { holder: Some(x) } if x == "host-b"),
+    )
+    .await;
+    h.shutdown.send(true).unwrap();
+    tokio::time::timeout(WAIT, &mut h.task)
+        .await
+        .unwrap()
+        .unwrap();
+}
+
+#[tokio::test]
+async fn holder_fences_itself_at_the_renew_deadline() {
+    let mut h = Harness::start().await;
+    let epoch = h.leading().await;
+    let hold = h.backends.authority.faults().hold_renewals();
+    hold.parked(1).await;
+    let state = h
+        .wait_for("not leading", |s| {
+            !matches!(s, ControllerState::Leading { .. })
+        })
+        .await;
+    assert!(
+        matches!(state, ControllerState::Failing { ref reason } if reason.contains(&format!("epoch {epoch}"))),
+        "{state:?}"
+    );
+    assert_eq!(
+        Harness::count(&h.status.metrics.losses, "renew_deadline"),
+        1
+    );
+    drop(hold);
+    h.shutdown.send(true).unwrap();
+    tokio::time::timeout(WAIT, &mut h.task)
+        .await
+        .unwrap()
+        .unwrap();
+}
+
+#[tokio::test]
+async fn a_trapping_guest_is_restarted_inside_the_same_tenure() {
+    let mut h = Harness::start().await;
+    let epoch = h.leading().await;
+    h.command("panic").await;
+    h.wait_for("guest restarting", |s| {
+        matches!(
+            s,
+            ControllerState::Leading {
+                problem: Some(_),
+                ..
+            }
+        )
+    })
+    .await;
+    // Remove the poison pill; the restarted guest then does real work under
+    // the same epoch.
+    let pill = ObjectKey {
+        kind: "cmd".into(),
+        name: "panic".into(),
+    };
+    h.backends.store.delete(CLUSTER, &pill, None).await.unwrap();
+    h.command("ok").await;
+    tokio::time::timeout(WAIT, h.hooks.commit_landed.recv())
+        .await
+        .expect("a commit landed after the restart")
+        .unwrap();
+    assert_eq!(h.leading().await, epoch, "still the same tenure");
+    assert!(Harness::count(&h.status.metrics.aborts, "trap") >= 1);
+    assert_eq!(
+        h.status
+            .metrics
+            .acquisitions
+            .load(std::sync::atomic::Ordering::Relaxed),
+        1
+    );
+    assert_eq!(
+        h.store.commits_ok.load(std::sync::atomic::Ordering::SeqCst),
+        1
+    );
+    h.shutdown.send(true).unwrap();
+    tokio::time::timeout(WAIT, &mut h.task)
+        .await
+        .unwrap()
+        .unwrap();
+}
+
+#[tokio::test]
+async fn a_database_identity_change_ends_the_tenure_and_blocks_acquiring() {
+    let mut h = Harness::start().await;
+    h.leading().await;
+    h.identity
+        .send(IdentityCheck::Mismatch("database id changed".into()))
+        .unwrap();
+    let state = h
+        .wait_for("failing", |s| matches!(s, ControllerState::Failing { reason } if reason.contains("database id changed")))
+        .await;
+    assert!(!matches!(state, ControllerState::Leading { .. }));
+    assert_eq!(
+        Harness::count(&h.status.metrics.losses, "identity_changed"),
+        1
+    );
+    // It does not re-acquire while the identity is wrong: the lease is free
+    // for another holder.
+    let other = h.backends.grant(CLUSTER, NAME, "host-b").await;
+    assert_eq!(other.fence.holder, "host-b");
+    h.shutdown.send(true).unwrap();
+    tokio::time::timeout(WAIT, &mut h.task)
+        .await
+        .unwrap()
+        .unwrap();
+}
+
+#[tokio::test]
+async fn shutdown_releases_the_lease_for_an_immediate_takeover() {
+    let mut h = Harness::start().await;
+    let epoch = h.leading().await;
+    h.command("ok").await;
+    tokio::time::timeout(WAIT, h.hooks.commit_landed.recv())
+        .await
+        .unwrap()
+        .unwrap();
+    h.shutdown.send(true).unwrap();
+    tokio::time::timeout(WAIT, &mut h.task)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(h.status.get(), ControllerState::Stopped);
+    let history = h
+        .backends
+        .authority
+        .history(&Harness::key(), 10)
+        .await
+        .unwrap();
+    let tenure = history
+        .iter()
+        .find(|t| t.epoch.0 == epoch)
+        .expect("tenure recorded");
+    assert_eq!(tenure.end_reason, Some(EndReason::Released));
+    assert_eq!(tenure.writes, 1);
+    // Released means free now, not after the ttl.
+    let successor = h.backends.grant(CLUSTER, NAME, "host-b").await;
+    assert_eq!(successor.fence.epoch.0, epoch + 1);
+}
