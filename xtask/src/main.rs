@@ -99,7 +99,11 @@ fn ensure_target() -> Result<(), String> {
         .args(["target", "list", "--installed"])
         .output();
     match installed {
-        Ok(out) if String::from_utf8_lossy(&out.stdout).lines().any(|l| l.trim() == TARGET) => {
+        Ok(out)
+            if String::from_utf8_lossy(&out.stdout)
+                .lines()
+                .any(|l| l.trim() == TARGET) =>
+        {
             Ok(())
         }
         Ok(_) => status(
@@ -154,7 +158,10 @@ fn check_postgres() -> Result<(), String> {
     let url = env::var("LEASEHOLD_DATABASE_URL").unwrap_or_else(|_| DEFAULT_DATABASE_URL.into());
     let rest = url.split_once("://").map(|(_, r)| r).unwrap_or(&url);
     let authority = rest.split(['/', '?']).next().unwrap_or(rest);
-    let hostport = authority.rsplit_once('@').map(|(_, h)| h).unwrap_or(authority);
+    let hostport = authority
+        .rsplit_once('@')
+        .map(|(_, h)| h)
+        .unwrap_or(authority);
     let hostport = if hostport.contains(':') {
         hostport.to_string()
     } else {
@@ -202,7 +209,14 @@ fn test() -> Result<(), String> {
 fn run(extra: &[String]) -> Result<(), String> {
     build_guests()?;
     let mut cmd = cargo();
-    cmd.args(["run", "--package", "leasehold-host", "--bin", "leasehold", "--"]);
+    cmd.args([
+        "run",
+        "--package",
+        "leasehold-host",
+        "--bin",
+        "leasehold",
+        "--",
+    ]);
     if extra.is_empty() {
         cmd.args(["run", "--config", "examples/leasehold.toml"]);
     } else {
