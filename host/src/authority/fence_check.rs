@@ -13,6 +13,40 @@ fn fenced(fence: &Fence, reason: impl Into<String>) -> AuthorityError {
     }
 }
 
+/// What a lease row shows at the moment a fence is judged.
+pub(crate) struct RowView<'a> {
+    pub(crate) holder: &'a str,
+    pub(crate) epoch: u64,
+    pub(crate) released: bool,
+    /// Not expired by the backend's clock.
+    pub(crate) live: bool,
+}
+
+/// The one judgement of a fence, shared by both backends so they refuse the
+/// same writes with the same words.
+pub(crate) fn judge(fence: &Fence, row: Option<RowView<'_>>) -> Result<(), AuthorityError> {
+    let Some(row) = row else {
+        return Err(fenced(fence, "the lease was never granted"));
+    };
+    if row.epoch != fence.epoch.0 || row.holder != fence.holder {
+        return Err(fenced(
+            fence,
+            format!("epoch {} held by {} is current", row.epoch, row.holder),
+        ));
+    }
+    if row.released {
+        return Err(fenced(fence, "the lease was released"));
+    }
+    if !row.live {
+        return Err(fenced(fence, "the lease expired"));
+    }
+    Ok(())
+}
+
+/// The endpoint named in errors raised inside a caller's transaction: the
+/// transaction does not know its URL, and the caller (the store) adds it.
+const CALLER_TRANSACTION: &str = "the write's transaction";
+
 /// Lock the lease row `FOR SHARE` and fail with [`AuthorityError::Fenced`]
 /// unless it still shows this holder and epoch, is not released, and has not
 /// expired by the database clock.
@@ -38,30 +72,17 @@ pub async fn check_fence(
             &[&fence.key.cluster, &fence.key.name],
         )
         .await
-        .map_err(|e| AuthorityError::Unavailable {
-            endpoint: String::new(),
-            reason: e.to_string(),
+        .map_err(|e| {
+            super::postgres::classify(CALLER_TRANSACTION, &format!("fence check of {fence}"), &e)
         })?;
-    let Some(row) = row else {
-        return Err(fenced(fence, "the lease was never granted"));
-    };
-    let holder: String = row.get(0);
-    let epoch: i64 = row.get(1);
-    let released: bool = row.get(2);
-    let live: bool = row.get(3);
-    if epoch as u64 != fence.epoch.0 || holder != fence.holder {
-        return Err(fenced(
-            fence,
-            format!("epoch {epoch} held by {holder} is current"),
-        ));
-    }
-    if released {
-        return Err(fenced(fence, "the lease was released"));
-    }
-    if !live {
-        return Err(fenced(fence, "the lease expired"));
-    }
-    Ok(())
+    let view = row.as_ref().map(|row| RowView {
+        holder: row.get(0),
+        // Epochs are written by the authority only, always > 0 (CHECK).
+        epoch: row.get::<_, i64>(1) as u64,
+        released: row.get(2),
+        live: row.get(3),
+    });
+    judge(fence, view)
 }
 
 /// Count one accepted write against the fence's tenure (L6), in the same
@@ -77,9 +98,12 @@ pub async fn record_write(
         &[&fence.key.cluster, &fence.key.name, &(fence.epoch.0 as i64)],
     )
     .await
-    .map_err(|e| AuthorityError::Unavailable {
-        endpoint: String::new(),
-        reason: e.to_string(),
+    .map_err(|e| {
+        super::postgres::classify(
+            CALLER_TRANSACTION,
+            &format!("recording a write of {fence}"),
+            &e,
+        )
     })?;
     Ok(())
 }

@@ -11,6 +11,12 @@
 //! lock on a pooled connection.
 
 pub mod fence_check;
+pub mod memory;
+pub mod postgres;
+mod wakes;
+
+#[cfg(test)]
+mod conformance;
 
 use std::time::Duration;
 
@@ -20,7 +26,7 @@ use serde::Serialize;
 use thiserror::Error;
 
 use crate::fence::{Epoch, Fence, LeaseKey};
-use crate::names::NameError;
+use crate::names::{NameError, check_holder, check_label};
 
 /// Timing of one lease: how long a grant lasts and when the holder gives up.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -62,6 +68,14 @@ impl LeaseTiming {
             ));
         }
         Ok(())
+    }
+
+    /// When a holder must treat its lease as lost (L3): the moment the last
+    /// renewal (or the acquire) that succeeded was *sent*, plus
+    /// `renew_deadline`. Measured on the holder's monotonic clock: it only
+    /// ever shortens the tenure, so it never needs the backend's clock.
+    pub fn lost_at(&self, last_success_sent: tokio::time::Instant) -> tokio::time::Instant {
+        last_success_sent + self.renew_deadline
     }
 }
 
@@ -213,7 +227,8 @@ impl ExpectedIdentity {
     pub fn verify(&self, actual: &DatabaseIdentity) -> Result<(), AuthorityError> {
         let mut problems = Vec::new();
         if actual.in_recovery {
-            problems.push("the server is in recovery (a standby); leases need the primary".to_string());
+            problems
+                .push("the server is in recovery (a standby); leases need the primary".to_string());
         }
         if let Some(id) = self.database_id {
             if id != actual.database_id {
@@ -291,6 +306,39 @@ pub enum AuthorityError {
     },
 }
 
+/// Check a lease key: cluster and lease name are DNS labels.
+pub fn validate_key(key: &LeaseKey) -> Result<(), AuthorityError> {
+    check_label("cluster", &key.cluster)?;
+    check_label("lease", &key.name)?;
+    Ok(())
+}
+
+/// Check a fence's names before it is sent anywhere.
+pub fn validate_fence(fence: &Fence) -> Result<(), AuthorityError> {
+    validate_key(&fence.key)?;
+    check_holder(&fence.holder)?;
+    Ok(())
+}
+
+/// Check a grant lifetime: a zero ttl would grant a lease that is already
+/// expired, which no caller can mean.
+pub fn validate_ttl(key: &LeaseKey, ttl: Duration) -> Result<(), AuthorityError> {
+    if ttl.is_zero() {
+        return Err(AuthorityError::Invalid {
+            key: key.clone(),
+            reason: "the lease ttl must be greater than zero".into(),
+        });
+    }
+    Ok(())
+}
+
+/// Check an acquire request: names and ttl.
+pub fn validate_request(request: &AcquireRequest) -> Result<(), AuthorityError> {
+    validate_key(&request.key)?;
+    check_holder(&request.holder)?;
+    validate_ttl(&request.key, request.ttl)
+}
+
 /// One lease backend. Implementations: PostgreSQL (production) and memory
 /// (single process; tests and development).
 #[async_trait]
@@ -306,11 +354,7 @@ pub trait Authority: Send + Sync + 'static {
 
     /// Extend every given lease by `ttl` in one round trip, if holder and
     /// epoch still match and it has not expired. Results are in input order.
-    async fn renew(
-        &self,
-        fences: &[Fence],
-        ttl: Duration,
-    ) -> Result<Vec<Renewed>, AuthorityError>;
+    async fn renew(&self, fences: &[Fence], ttl: Duration) -> Result<Vec<Renewed>, AuthorityError>;
 
     /// End the tenure: mark the row released (if the fence is still
     /// current), record `reason` in the history, and wake standbys. Safe to

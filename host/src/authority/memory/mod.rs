@@ -1,0 +1,412 @@
+//! The embedded lease backend: **one process only, nothing durable**.
+//!
+//! It keeps the PostgreSQL backend's semantics (L1–L6) inside one mutex so
+//! that single-process development and tests behave like production. Two
+//! replicas each using their own memory backend would both lead: this is
+//! never a deployment option for more than one process (DESIGN.md, point 7).
+//!
+//! The clock is [`tokio::time::Instant`], so tests pause and advance time
+//! deterministically; times are shown as UTC by anchoring the monotonic
+//! clock to the wall clock once, at construction. The wall clock is never
+//! consulted again, so expiry cannot jump with it.
+//!
+//! [`Faults`] injects loss, expiry, held renewals and partitions, for tests.
+//!
+//! Must never: await while holding the state lock (a paused-time test would
+//! deadlock), or call back into a store from inside [`FenceLock::while_fenced`].
+
+mod faults;
+#[cfg(test)]
+mod tests;
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use chrono::{DateTime, TimeDelta, Utc};
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+pub use faults::{Faults, Partition, RenewalHold};
+
+use super::fence_check::{FenceLock, RowView, judge};
+use super::wakes::ReleaseWakes;
+use super::{
+    AcquireRequest, Acquired, Authority, AuthorityError, DatabaseIdentity, EndReason, Grant,
+    LeaseRecord, Renewed, TenureRecord, validate_fence, validate_key, validate_request,
+    validate_ttl,
+};
+use crate::fence::{Epoch, Fence, LeaseKey};
+use crate::limits::MAX_HISTORY;
+use crate::names::check_label;
+
+/// The endpoint the memory backend reports: in every identity, history row
+/// and error, so nobody mistakes it for a shared database.
+pub const MEMORY_ENDPOINT: &str = "memory (single process, not durable)";
+
+/// The single-process lease backend. Cheap to clone: clones share state.
+#[derive(Clone)]
+pub struct MemoryAuthority {
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for MemoryAuthority {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MemoryAuthority")
+            .field("endpoint", &MEMORY_ENDPOINT)
+            .finish_non_exhaustive()
+    }
+}
+
+struct Shared {
+    state: Mutex<State>,
+    clock: Clock,
+    identity: DatabaseIdentity,
+    wakes: ReleaseWakes,
+    faults: faults::FaultState,
+}
+
+/// Monotonic time, shown as UTC.
+struct Clock {
+    origin: Instant,
+    origin_utc: DateTime<Utc>,
+}
+
+impl Clock {
+    fn new() -> Self {
+        Self {
+            origin: Instant::now(),
+            origin_utc: Utc::now(),
+        }
+    }
+
+    fn now(&self) -> Instant {
+        Instant::now()
+    }
+
+    fn utc(&self, at: Instant) -> DateTime<Utc> {
+        let since = at.saturating_duration_since(self.origin);
+        TimeDelta::from_std(since)
+            .ok()
+            .and_then(|d| self.origin_utc.checked_add_signed(d))
+            .unwrap_or(DateTime::<Utc>::MAX_UTC)
+    }
+}
+
+#[derive(Default)]
+struct State {
+    leases: BTreeMap<LeaseKey, LeaseRow>,
+    /// Per lease, oldest first, at most [`MAX_HISTORY`] (older ones are
+    /// dropped: unlike PostgreSQL, this backend must bound its memory).
+    tenures: BTreeMap<LeaseKey, Vec<TenureRow>>,
+}
+
+struct LeaseRow {
+    holder: String,
+    epoch: Epoch,
+    acquired_at: Instant,
+    expires_at: Instant,
+    released: bool,
+}
+
+impl LeaseRow {
+    fn live(&self, now: Instant) -> bool {
+        !self.released && self.expires_at > now
+    }
+
+    fn is_current(&self, fence: &Fence) -> bool {
+        self.epoch == fence.epoch && self.holder == fence.holder
+    }
+}
+
+struct TenureRow {
+    epoch: Epoch,
+    holder: String,
+    acquired_at: Instant,
+    ended: Option<(Instant, EndReason)>,
+    writes: u64,
+    last_write_at: Option<Instant>,
+}
+
+impl State {
+    fn tenure_mut(&mut self, key: &LeaseKey, epoch: Epoch) -> Option<&mut TenureRow> {
+        self.tenures
+            .get_mut(key)?
+            .iter_mut()
+            .rev()
+            .find(|t| t.epoch == epoch)
+    }
+
+    /// Grant `key` to `holder` at the next epoch, ending every open tenure:
+    /// `expired` if the row had expired (at its expiry time), otherwise
+    /// `superseded` (now). The caller has checked that a grant is allowed,
+    /// or is a fault forcing one.
+    fn grant(&mut self, key: &LeaseKey, holder: &str, now: Instant, expires_at: Instant) -> Epoch {
+        let previous = self.leases.get(key);
+        let epoch = Epoch(previous.map_or(0, |row| row.epoch.0) + 1);
+        let (end_reason, ended_at) = match previous {
+            Some(row) if row.expires_at <= now => (EndReason::Expired, row.expires_at),
+            _ => (EndReason::Superseded, now),
+        };
+        let tenures = self.tenures.entry(key.clone()).or_default();
+        for open in tenures.iter_mut().filter(|t| t.ended.is_none()) {
+            open.ended = Some((ended_at.max(open.acquired_at), end_reason));
+        }
+        if tenures.len() >= MAX_HISTORY {
+            tenures.remove(0);
+        }
+        tenures.push(TenureRow {
+            epoch,
+            holder: holder.to_string(),
+            acquired_at: now,
+            ended: None,
+            writes: 0,
+            last_write_at: None,
+        });
+        self.leases.insert(
+            key.clone(),
+            LeaseRow {
+                holder: holder.to_string(),
+                epoch,
+                acquired_at: now,
+                expires_at,
+                released: false,
+            },
+        );
+        epoch
+    }
+}
+
+impl Default for MemoryAuthority {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl MemoryAuthority {
+    /// A fresh, empty authority. Its identity has a random database id and
+    /// system identifier 0, so a pinned PostgreSQL identity never matches it.
+    pub fn new() -> Self {
+        tracing::warn!(
+            "using the in-memory lease authority: single process only, nothing survives a restart"
+        );
+        Self {
+            shared: Arc::new(Shared {
+                state: Mutex::new(State::default()),
+                clock: Clock::new(),
+                identity: DatabaseIdentity {
+                    database_id: uuid::Uuid::new_v4(),
+                    system_identifier: 0,
+                    in_recovery: false,
+                    endpoint: MEMORY_ENDPOINT.to_string(),
+                },
+                wakes: ReleaseWakes::new(),
+                faults: faults::FaultState::new(),
+            }),
+        }
+    }
+
+    /// The fault injector of this authority (tests only; see [`Faults`]).
+    pub fn faults(&self) -> Faults {
+        Faults::new(self.clone())
+    }
+
+    fn state(&self) -> MutexGuard<'_, State> {
+        // A panic inside a store's `while_fenced` closure poisons the lock
+        // before any lease state is touched, so the state is still whole.
+        self.shared
+            .state
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn utc(&self, at: Instant) -> DateTime<Utc> {
+        self.shared.clock.utc(at)
+    }
+
+    fn expiry(
+        &self,
+        key: &LeaseKey,
+        now: Instant,
+        ttl: Duration,
+    ) -> Result<Instant, AuthorityError> {
+        now.checked_add(ttl).ok_or_else(|| AuthorityError::Invalid {
+            key: key.clone(),
+            reason: format!("ttl {} is too large", humantime::format_duration(ttl)),
+        })
+    }
+}
+
+#[async_trait]
+impl Authority for MemoryAuthority {
+    async fn identity(&self) -> Result<DatabaseIdentity, AuthorityError> {
+        Ok(self.shared.identity.clone())
+    }
+
+    async fn acquire(&self, request: &AcquireRequest) -> Result<Acquired, AuthorityError> {
+        validate_request(request)?;
+        self.shared.faults.check_partition(&request.holder)?;
+        let now = self.shared.clock.now();
+        let expires_at = self.expiry(&request.key, now, request.ttl)?;
+        let mut state = self.state();
+        if let Some(row) = state.leases.get(&request.key) {
+            if row.live(now) {
+                return Ok(Acquired::Held {
+                    holder: row.holder.clone(),
+                    epoch: row.epoch,
+                    expires_at: self.utc(row.expires_at),
+                });
+            }
+        }
+        let epoch = state.grant(&request.key, &request.holder, now, expires_at);
+        Ok(Acquired::Granted(Grant {
+            fence: Fence {
+                key: request.key.clone(),
+                epoch,
+                holder: request.holder.clone(),
+            },
+            acquired_at: self.utc(now),
+            expires_at: self.utc(expires_at),
+        }))
+    }
+
+    async fn renew(&self, fences: &[Fence], ttl: Duration) -> Result<Vec<Renewed>, AuthorityError> {
+        let Some(first) = fences.first() else {
+            return Ok(Vec::new());
+        };
+        for fence in fences {
+            validate_fence(fence)?;
+        }
+        validate_ttl(&first.key, ttl)?;
+        // Held or failed renewals stop here, before the clock is read: a
+        // renewal released late is judged at the time it reaches the state,
+        // like a delayed round trip to a database.
+        self.shared.faults.renew_gate(fences).await?;
+        let now = self.shared.clock.now();
+        let mut state = self.state();
+        let mut results = Vec::with_capacity(fences.len());
+        for fence in fences {
+            let expires_at = self.expiry(&fence.key, now, ttl)?;
+            let result = match state.leases.get_mut(&fence.key) {
+                Some(row) if row.is_current(fence) && row.live(now) => {
+                    row.expires_at = expires_at;
+                    Renewed::Extended {
+                        expires_at: self.utc(expires_at),
+                    }
+                }
+                _ => Renewed::Lost,
+            };
+            results.push(result);
+        }
+        Ok(results)
+    }
+
+    async fn release(&self, fence: &Fence, reason: EndReason) -> Result<(), AuthorityError> {
+        validate_fence(fence)?;
+        self.shared.faults.check_partition(&fence.holder)?;
+        let now = self.shared.clock.now();
+        let released = {
+            let mut state = self.state();
+            // Mark released only while this fence is still the current
+            // grant: a stale holder must never release its successor.
+            let released = match state.leases.get_mut(&fence.key) {
+                Some(row) if row.is_current(fence) && !row.released => {
+                    row.released = true;
+                    true
+                }
+                _ => false,
+            };
+            if let Some(tenure) = state.tenure_mut(&fence.key, fence.epoch) {
+                if tenure.ended.is_none() && tenure.holder == fence.holder {
+                    tenure.ended = Some((now, reason));
+                }
+            }
+            released
+        };
+        if released {
+            self.shared.wakes.wake(&fence.key.cluster);
+        }
+        Ok(())
+    }
+
+    async fn observe(&self, cluster: &str) -> Result<Vec<LeaseRecord>, AuthorityError> {
+        check_label("cluster", cluster)?;
+        let now = self.shared.clock.now();
+        let state = self.state();
+        Ok(state
+            .leases
+            .iter()
+            .filter(|(key, _)| key.cluster == cluster)
+            .map(|(key, row)| LeaseRecord {
+                name: key.name.clone(),
+                holder: row.holder.clone(),
+                epoch: row.epoch,
+                acquired_at: self.utc(row.acquired_at),
+                expires_at: self.utc(row.expires_at),
+                released: row.released,
+                active: row.live(now),
+            })
+            .collect())
+    }
+
+    async fn history(
+        &self,
+        key: &LeaseKey,
+        limit: usize,
+    ) -> Result<Vec<TenureRecord>, AuthorityError> {
+        validate_key(key)?;
+        let state = self.state();
+        let Some(tenures) = state.tenures.get(key) else {
+            return Ok(Vec::new());
+        };
+        Ok(tenures
+            .iter()
+            .rev()
+            .take(limit.min(MAX_HISTORY))
+            .map(|t| TenureRecord {
+                epoch: t.epoch,
+                holder: t.holder.clone(),
+                endpoint: MEMORY_ENDPOINT.to_string(),
+                acquired_at: self.utc(t.acquired_at),
+                ended_at: t.ended.map(|(at, _)| self.utc(at)),
+                end_reason: t.ended.map(|(_, reason)| reason),
+                writes: t.writes,
+                last_write_at: t.last_write_at.map(|at| self.utc(at)),
+            })
+            .collect())
+    }
+
+    fn released(&self, cluster: &str) -> watch::Receiver<u64> {
+        self.shared.wakes.subscribe(cluster)
+    }
+}
+
+impl FenceLock for MemoryAuthority {
+    fn while_fenced(
+        &self,
+        fence: &Fence,
+        write: &mut dyn FnMut() -> bool,
+    ) -> Result<(), AuthorityError> {
+        self.shared.faults.check_partition(&fence.holder)?;
+        let now = self.shared.clock.now();
+        // The state lock is held across `write`: no grant, renewal or
+        // release can interleave, which is the memory form of L4's
+        // `FOR SHARE` on the lease row.
+        let mut state = self.state();
+        let view = state.leases.get(&fence.key).map(|row| RowView {
+            holder: &row.holder,
+            epoch: row.epoch.0,
+            released: row.released,
+            live: row.expires_at > now,
+        });
+        judge(fence, view)?;
+        if write() {
+            if let Some(tenure) = state.tenure_mut(&fence.key, fence.epoch) {
+                tenure.writes += 1;
+                tenure.last_write_at = Some(now);
+            }
+        }
+        Ok(())
+    }
+}

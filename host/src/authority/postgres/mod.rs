@@ -1,0 +1,616 @@
+//! The production lease backend: lease rows in PostgreSQL, judged by the
+//! database clock (L1–L6 in DESIGN.md).
+//!
+//! Ownership of a lease is the row `(cluster, name)` showing this holder
+//! and epoch, not released and not expired by `clock_timestamp()`. No lock
+//! of any kind outlives a statement or transaction: a holder that is
+//! cancelled, crashes or loses its connection leaves nothing held but the
+//! row, which expires (or was released). Row locks taken here are
+//! transaction-scoped, so a connection handed back to the pool carries none
+//! (DESIGN.md, point 3).
+//!
+//! Identity (point 4): before its first grant, and again after any
+//! connection failure, the authority reads the `leasehold_database` row,
+//! `pg_is_in_recovery()` and the server's system identifier, and refuses to
+//! acquire if they differ from the pinned [`ExpectedIdentity`].
+//!
+//! Must never: take a session-level lock on a pooled connection; print a
+//! URL with its password; compare host clocks.
+
+mod errors;
+mod listener;
+#[cfg(test)]
+mod tests;
+
+use std::future::Future;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use tokio::sync::watch;
+
+use errors::Failure;
+pub(crate) use errors::classify;
+pub use listener::LISTENER_APPLICATION;
+use listener::{Listener, RELEASE_CHANNEL};
+
+use super::wakes::ReleaseWakes;
+use super::{
+    AcquireRequest, Acquired, Authority, AuthorityError, DatabaseIdentity, EndReason,
+    ExpectedIdentity, Grant, LeaseRecord, Renewed, TenureRecord, validate_fence, validate_key,
+    validate_request, validate_ttl,
+};
+use crate::db::{self, Database};
+use crate::fence::{Epoch, Fence, LeaseKey};
+use crate::limits::{MAX_CONTROLLERS, MAX_HISTORY};
+use crate::names::check_label;
+use crate::timeouts::DATABASE_STATEMENT;
+
+const IDENTITY: &str = "
+    SELECT d.id,
+           pg_is_in_recovery(),
+           (SELECT system_identifier FROM pg_control_system()),
+           (SELECT max(version) FROM leasehold_migrations)
+      FROM leasehold_database d";
+
+/// Locks the row for the rest of the acquire transaction: grants of one
+/// lease serialize here, and a grant waits for in-flight fenced writes
+/// (which hold the row `FOR SHARE`) to finish (L4).
+const LOCK_LEASE: &str = "
+    SELECT holder, epoch, released, expires_at, expires_at <= clock_timestamp() AS expired
+      FROM leasehold_leases
+     WHERE cluster = $1 AND name = $2
+       FOR UPDATE";
+
+/// First grant of a lease: epoch 1. `DO NOTHING` on a concurrent first
+/// grant, which then wins.
+const GRANT_FIRST: &str = "
+    WITH clock AS (SELECT clock_timestamp() AS t),
+    granted AS (
+        INSERT INTO leasehold_leases (cluster, name, holder, epoch, acquired_at, renewed_at, expires_at)
+        SELECT $1, $2, $3, 1, t, t, t + $4::bigint * interval '1 microsecond' FROM clock
+        ON CONFLICT (cluster, name) DO NOTHING
+        RETURNING epoch, acquired_at, expires_at
+    ),
+    opened AS (
+        INSERT INTO leasehold_tenures (cluster, lease, epoch, holder, endpoint, acquired_at)
+        SELECT $1, $2, epoch, $3, $5, acquired_at FROM granted
+    )
+    SELECT epoch, acquired_at, expires_at FROM granted";
+
+/// Next grant, on the row locked by [`LOCK_LEASE`]: previous epoch + 1
+/// (L1), only if released or expired by the database clock (L2). Every
+/// still-open earlier tenure is ended: `expired` at its expiry if the row
+/// had expired ($6, $7), else `superseded` now.
+const GRANT_NEXT: &str = "
+    WITH clock AS (SELECT clock_timestamp() AS t),
+    granted AS (
+        UPDATE leasehold_leases l
+           SET holder = $3, epoch = l.epoch + 1, acquired_at = clock.t, renewed_at = clock.t,
+               expires_at = clock.t + $4::bigint * interval '1 microsecond', released = false
+          FROM clock
+         WHERE l.cluster = $1 AND l.name = $2 AND (l.released OR l.expires_at <= clock.t)
+        RETURNING l.epoch, l.acquired_at, l.expires_at
+    ),
+    ended AS (
+        UPDATE leasehold_tenures t
+           SET ended_at = CASE WHEN $6::boolean
+                               THEN greatest(t.acquired_at, least($7::timestamptz, clock.t))
+                               ELSE clock.t END,
+               end_reason = CASE WHEN $6::boolean THEN 'expired' ELSE 'superseded' END
+          FROM granted g, clock
+         WHERE t.cluster = $1 AND t.lease = $2 AND t.epoch < g.epoch AND t.ended_at IS NULL
+    ),
+    opened AS (
+        INSERT INTO leasehold_tenures (cluster, lease, epoch, holder, endpoint, acquired_at)
+        SELECT $1, $2, epoch, $3, $5, acquired_at FROM granted
+    )
+    SELECT epoch, acquired_at, expires_at FROM granted";
+
+/// Who holds a lease, read after losing a first-grant race.
+const CURRENT: &str = "
+    SELECT holder, epoch, expires_at FROM leasehold_leases WHERE cluster = $1 AND name = $2";
+
+/// Every fence in one statement: one round trip whatever the number of
+/// leases. `clock_timestamp()` (not `now()`) so a renewal that waited on a
+/// row lock is judged at the moment it runs.
+const RENEW: &str = "
+    UPDATE leasehold_leases l
+       SET renewed_at = clock_timestamp(),
+           expires_at = clock_timestamp() + $5::bigint * interval '1 microsecond'
+      FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[]) AS f(cluster, name, epoch, holder)
+     WHERE l.cluster = f.cluster AND l.name = f.name AND l.epoch = f.epoch AND l.holder = f.holder
+       AND NOT l.released AND l.expires_at > clock_timestamp()
+    RETURNING l.cluster, l.name, l.epoch, l.holder, l.expires_at";
+
+/// Release in one statement (hence one transaction): mark the row released
+/// only while this fence is current (a stale holder never releases its
+/// successor), end this tenure if still open, and NOTIFY only if the row
+/// was released. The notification is delivered at commit, after the row is
+/// acquirable.
+const RELEASE: &str = "
+    WITH released AS (
+        UPDATE leasehold_leases SET released = true
+         WHERE cluster = $1 AND name = $2 AND epoch = $3 AND holder = $4 AND NOT released
+        RETURNING cluster
+    ),
+    ended AS (
+        UPDATE leasehold_tenures SET ended_at = clock_timestamp(), end_reason = $5
+         WHERE cluster = $1 AND lease = $2 AND epoch = $3 AND holder = $4 AND ended_at IS NULL
+        RETURNING epoch
+    ),
+    notified AS (SELECT pg_notify($6, cluster) FROM released)
+    SELECT (SELECT count(*) FROM released), (SELECT count(*) FROM ended), (SELECT count(*) FROM notified)";
+
+const OBSERVE: &str = "
+    SELECT name, holder, epoch, acquired_at, expires_at, released,
+           NOT released AND expires_at > clock_timestamp() AS active
+      FROM leasehold_leases
+     WHERE cluster = $1
+     ORDER BY name
+     LIMIT $2";
+
+const HISTORY: &str = "
+    SELECT epoch, holder, endpoint, acquired_at, ended_at, end_reason, writes, last_write_at
+      FROM leasehold_tenures
+     WHERE cluster = $1 AND lease = $2
+     ORDER BY epoch DESC
+     LIMIT $3";
+
+/// The schema version this host needs.
+fn required_schema_version() -> i32 {
+    db::MIGRATIONS.last().map_or(0, |(version, _)| *version)
+}
+
+/// The PostgreSQL lease backend. Cheap to clone: clones share the pool,
+/// the verified identity and the release listener.
+#[derive(Clone)]
+pub struct PostgresAuthority {
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for PostgresAuthority {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PostgresAuthority")
+            .field("endpoint", &self.shared.db.endpoint())
+            .finish_non_exhaustive()
+    }
+}
+
+struct Shared {
+    db: Database,
+    expected: ExpectedIdentity,
+    /// The identity verified against `expected`; cleared whenever the
+    /// database was unreachable, so it is checked again on reconnect.
+    verified: Mutex<Option<DatabaseIdentity>>,
+    wakes: Arc<ReleaseWakes>,
+    /// Started on the first `released` call; stopped when the last clone
+    /// of the authority is dropped.
+    listener: Mutex<Option<Listener>>,
+}
+
+impl PostgresAuthority {
+    /// An authority over `db` that will refuse to acquire unless the
+    /// database matches `expected` (an empty expectation still refuses a
+    /// standby). Connects lazily; see [`PostgresAuthority::connect`].
+    pub fn new(db: Database, expected: ExpectedIdentity) -> Self {
+        Self {
+            shared: Arc::new(Shared {
+                db,
+                expected,
+                verified: Mutex::new(None),
+                wakes: Arc::new(ReleaseWakes::new()),
+                listener: Mutex::new(None),
+            }),
+        }
+    }
+
+    /// [`PostgresAuthority::new`], then verify the identity now, so a host
+    /// pointed at the wrong database fails at start-up, naming what differed.
+    pub async fn connect(db: Database, expected: ExpectedIdentity) -> Result<Self, AuthorityError> {
+        let authority = Self::new(db, expected);
+        authority.verify().await?;
+        Ok(authority)
+    }
+
+    /// Read the identity and check it against the expectation; remember it
+    /// until the database is next found unreachable. Acquire calls this
+    /// first; readiness checks may call it too.
+    pub async fn verify(&self) -> Result<DatabaseIdentity, AuthorityError> {
+        let remembered = self
+            .shared
+            .verified
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        if let Some(identity) = remembered {
+            return Ok(identity);
+        }
+        let identity = self.identity().await?;
+        self.shared.expected.verify(&identity)?;
+        *self
+            .shared
+            .verified
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(identity.clone());
+        Ok(identity)
+    }
+
+    /// The database and pool this authority uses.
+    pub fn database(&self) -> &Database {
+        &self.shared.db
+    }
+
+    /// The endpoint, password redacted.
+    pub fn endpoint(&self) -> &str {
+        self.shared.db.endpoint()
+    }
+
+    /// Counts the release-listener sessions established so far (0 until
+    /// the first `released` call has connected). A readiness check can show
+    /// it; tests wait on it before relying on a notification.
+    pub fn listener_sessions(&self) -> watch::Receiver<u64> {
+        self.start_listener()
+            .unwrap_or_else(|| watch::Sender::new(0).subscribe())
+    }
+
+    fn start_listener(&self) -> Option<watch::Receiver<u64>> {
+        let mut listener = self
+            .shared
+            .listener
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if listener.is_none() {
+            // `released` is synchronous; without a runtime there is nothing
+            // to run the session on, and waiters fall back to their backoff.
+            let Ok(handle) = tokio::runtime::Handle::try_current() else {
+                tracing::warn!(
+                    endpoint = %self.endpoint(),
+                    "no async runtime: release notifications are not listened for"
+                );
+                return None;
+            };
+            *listener = Some(Listener::start(
+                &handle,
+                self.shared.db.config().clone(),
+                self.endpoint().to_string(),
+                self.shared.wakes.clone(),
+            ));
+        }
+        listener.as_ref().map(Listener::sessions)
+    }
+
+    /// Run one bounded database call, naming failures. An unreachable
+    /// database also forgets the verified identity: whatever answers next
+    /// must prove again that it is the right one.
+    async fn run<T>(
+        &self,
+        what: &str,
+        call: impl Future<Output = Result<T, Failure>>,
+    ) -> Result<T, AuthorityError> {
+        let error = match tokio::time::timeout(DATABASE_STATEMENT, call).await {
+            Ok(Ok(value)) => return Ok(value),
+            Ok(Err(failure)) => failure.name(self.endpoint(), what),
+            Err(_) => AuthorityError::Unavailable {
+                endpoint: self.endpoint().to_string(),
+                reason: format!(
+                    "{what}: no answer within {}; the outcome is unknown",
+                    humantime::format_duration(DATABASE_STATEMENT)
+                ),
+            },
+        };
+        if matches!(error, AuthorityError::Unavailable { .. }) {
+            *self
+                .shared
+                .verified
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner) = None;
+        }
+        Err(error)
+    }
+}
+
+/// A ttl as whole microseconds for `interval` arithmetic, rounded up so a
+/// sub-microsecond ttl is not silently zero.
+fn ttl_micros(key: &LeaseKey, ttl: Duration) -> Result<i64, AuthorityError> {
+    i64::try_from(ttl.as_micros())
+        .map(|micros| micros.max(1))
+        .map_err(|_| AuthorityError::Invalid {
+            key: key.clone(),
+            reason: format!("ttl {} is too large", humantime::format_duration(ttl)),
+        })
+}
+
+fn epoch_param(fence: &Fence) -> Result<i64, AuthorityError> {
+    i64::try_from(fence.epoch.0).map_err(|_| AuthorityError::Invalid {
+        key: fence.key.clone(),
+        reason: format!("epoch {} is out of range", fence.epoch),
+    })
+}
+
+/// Epochs in the table are `bigint CHECK (epoch > 0)`.
+fn epoch_of(value: i64) -> Epoch {
+    Epoch(u64::try_from(value).unwrap_or_default())
+}
+
+fn parse_reason(text: &str) -> Option<EndReason> {
+    [
+        EndReason::Released,
+        EndReason::Expired,
+        EndReason::Lost,
+        EndReason::Superseded,
+    ]
+    .into_iter()
+    .find(|reason| reason.as_str() == text)
+}
+
+#[async_trait]
+impl Authority for PostgresAuthority {
+    async fn identity(&self) -> Result<DatabaseIdentity, AuthorityError> {
+        let endpoint = self.endpoint().to_string();
+        self.run("reading the database identity", async {
+            let client = self.shared.db.pool().get().await?;
+            let statement = client.prepare_cached(IDENTITY).await?;
+            let Some(row) = client.query_opt(&statement, &[]).await? else {
+                return Err(AuthorityError::Schema {
+                    endpoint: endpoint.clone(),
+                    reason: "the leasehold_database row is missing".into(),
+                }
+                .into());
+            };
+            let version: Option<i32> = row.get(3);
+            let required = required_schema_version();
+            if version.unwrap_or(0) < required {
+                return Err(AuthorityError::Schema {
+                    endpoint: endpoint.clone(),
+                    reason: format!(
+                        "schema version {} is older than the {required} this host needs",
+                        version.unwrap_or(0)
+                    ),
+                }
+                .into());
+            }
+            Ok(DatabaseIdentity {
+                database_id: row.get(0),
+                in_recovery: row.get(1),
+                // The server's identifier is an unsigned 64-bit number
+                // shown through a signed bigint; keep its bits.
+                system_identifier: row.get::<_, i64>(2) as u64,
+                endpoint: endpoint.clone(),
+            })
+        })
+        .await
+    }
+
+    async fn acquire(&self, request: &AcquireRequest) -> Result<Acquired, AuthorityError> {
+        validate_request(request)?;
+        let micros = ttl_micros(&request.key, request.ttl)?;
+        self.verify().await?;
+        let key = &request.key;
+        let what = format!("acquiring lease {key} for {}", request.holder);
+        let endpoint = self.endpoint();
+        self.run(&what, async {
+            let mut client = self.shared.db.pool().get().await?;
+            let tx = client.transaction().await?;
+            let lock = tx.prepare_cached(LOCK_LEASE).await?;
+            let current = tx.query_opt(&lock, &[&key.cluster, &key.name]).await?;
+            let granted = match current {
+                Some(row) => {
+                    let released: bool = row.get(2);
+                    let expired: bool = row.get(4);
+                    if !released && !expired {
+                        tx.rollback().await?;
+                        return Ok(Acquired::Held {
+                            holder: row.get(0),
+                            epoch: epoch_of(row.get(1)),
+                            expires_at: row.get(3),
+                        });
+                    }
+                    let previous_expiry: DateTime<Utc> = row.get(3);
+                    let grant = tx.prepare_cached(GRANT_NEXT).await?;
+                    tx.query_opt(
+                        &grant,
+                        &[
+                            &key.cluster,
+                            &key.name,
+                            &request.holder,
+                            &micros,
+                            &endpoint,
+                            &(expired && !released),
+                            &previous_expiry,
+                        ],
+                    )
+                    .await?
+                }
+                None => {
+                    let grant = tx.prepare_cached(GRANT_FIRST).await?;
+                    tx.query_opt(
+                        &grant,
+                        &[&key.cluster, &key.name, &request.holder, &micros, &endpoint],
+                    )
+                    .await?
+                }
+            };
+            let Some(granted) = granted else {
+                // Lost a race for the first grant (or, on a locked row, the
+                // grant condition no longer held): someone else holds it.
+                tx.rollback().await?;
+                let client = &client;
+                let current = client.prepare_cached(CURRENT).await?;
+                let row = client
+                    .query_one(&current, &[&key.cluster, &key.name])
+                    .await?;
+                return Ok(Acquired::Held {
+                    holder: row.get(0),
+                    epoch: epoch_of(row.get(1)),
+                    expires_at: row.get(2),
+                });
+            };
+            tx.commit().await?;
+            Ok(Acquired::Granted(Grant {
+                fence: Fence {
+                    key: key.clone(),
+                    epoch: epoch_of(granted.get(0)),
+                    holder: request.holder.clone(),
+                },
+                acquired_at: granted.get(1),
+                expires_at: granted.get(2),
+            }))
+        })
+        .await
+    }
+
+    async fn renew(&self, fences: &[Fence], ttl: Duration) -> Result<Vec<Renewed>, AuthorityError> {
+        let Some(first) = fences.first() else {
+            return Ok(Vec::new());
+        };
+        for fence in fences {
+            validate_fence(fence)?;
+        }
+        validate_ttl(&first.key, ttl)?;
+        let micros = ttl_micros(&first.key, ttl)?;
+        let clusters: Vec<&str> = fences.iter().map(|f| f.key.cluster.as_str()).collect();
+        let names: Vec<&str> = fences.iter().map(|f| f.key.name.as_str()).collect();
+        let epochs = fences
+            .iter()
+            .map(epoch_param)
+            .collect::<Result<Vec<_>, _>>()?;
+        let holders: Vec<&str> = fences.iter().map(|f| f.holder.as_str()).collect();
+        let what = if fences.len() == 1 {
+            format!("renewing {first}")
+        } else {
+            format!("renewing {} leases ({first}, ...)", fences.len())
+        };
+        let rows = self
+            .run(&what, async {
+                let client = self.shared.db.pool().get().await?;
+                let renew = client.prepare_cached(RENEW).await?;
+                Ok(client
+                    .query(&renew, &[&clusters, &names, &epochs, &holders, &micros])
+                    .await?)
+            })
+            .await?;
+        // Matched by value, not position: the same fence given twice is
+        // updated once but renewed for both.
+        let extended: Vec<(Fence, DateTime<Utc>)> = rows
+            .iter()
+            .map(|r| {
+                let fence = Fence {
+                    key: LeaseKey::new(r.get::<_, String>(0), r.get::<_, String>(1)),
+                    epoch: epoch_of(r.get(2)),
+                    holder: r.get(3),
+                };
+                (fence, r.get(4))
+            })
+            .collect();
+        Ok(fences
+            .iter()
+            .map(|fence| {
+                extended
+                    .iter()
+                    .find(|(renewed, _)| renewed == fence)
+                    .map_or(Renewed::Lost, |(_, expires_at)| Renewed::Extended {
+                        expires_at: *expires_at,
+                    })
+            })
+            .collect())
+    }
+
+    async fn release(&self, fence: &Fence, reason: EndReason) -> Result<(), AuthorityError> {
+        validate_fence(fence)?;
+        let epoch = epoch_param(fence)?;
+        let what = format!("releasing {fence} ({})", reason.as_str());
+        let (released, ended, _notified): (i64, i64, i64) = self
+            .run(&what, async {
+                let client = self.shared.db.pool().get().await?;
+                let release = client.prepare_cached(RELEASE).await?;
+                let row = client
+                    .query_one(
+                        &release,
+                        &[
+                            &fence.key.cluster,
+                            &fence.key.name,
+                            &epoch,
+                            &fence.holder,
+                            &reason.as_str(),
+                            &RELEASE_CHANNEL,
+                        ],
+                    )
+                    .await?;
+                Ok((row.get(0), row.get(1), row.get(2)))
+            })
+            .await?;
+        tracing::debug!(
+            fence = %fence,
+            reason = reason.as_str(),
+            released = released > 0,
+            tenure_ended = ended > 0,
+            "lease released"
+        );
+        Ok(())
+    }
+
+    async fn observe(&self, cluster: &str) -> Result<Vec<LeaseRecord>, AuthorityError> {
+        check_label("cluster", cluster)?;
+        let limit = i64::try_from(MAX_CONTROLLERS).unwrap_or(i64::MAX);
+        let rows = self
+            .run(&format!("listing the leases of cluster {cluster}"), async {
+                let client = self.shared.db.pool().get().await?;
+                let observe = client.prepare_cached(OBSERVE).await?;
+                Ok(client.query(&observe, &[&cluster, &limit]).await?)
+            })
+            .await?;
+        Ok(rows
+            .iter()
+            .map(|row| LeaseRecord {
+                name: row.get(0),
+                holder: row.get(1),
+                epoch: epoch_of(row.get(2)),
+                acquired_at: row.get(3),
+                expires_at: row.get(4),
+                released: row.get(5),
+                active: row.get(6),
+            })
+            .collect())
+    }
+
+    async fn history(
+        &self,
+        key: &LeaseKey,
+        limit: usize,
+    ) -> Result<Vec<TenureRecord>, AuthorityError> {
+        validate_key(key)?;
+        let limit = i64::try_from(limit.min(MAX_HISTORY)).unwrap_or(0);
+        let rows = self
+            .run(&format!("reading the history of lease {key}"), async {
+                let client = self.shared.db.pool().get().await?;
+                let history = client.prepare_cached(HISTORY).await?;
+                Ok(client
+                    .query(&history, &[&key.cluster, &key.name, &limit])
+                    .await?)
+            })
+            .await?;
+        Ok(rows
+            .iter()
+            .map(|row| TenureRecord {
+                epoch: epoch_of(row.get(0)),
+                holder: row.get(1),
+                endpoint: row.get(2),
+                acquired_at: row.get(3),
+                ended_at: row.get(4),
+                end_reason: row.get::<_, Option<&str>>(5).and_then(parse_reason),
+                writes: u64::try_from(row.get::<_, i64>(6)).unwrap_or_default(),
+                last_write_at: row.get(7),
+            })
+            .collect())
+    }
+
+    fn released(&self, cluster: &str) -> watch::Receiver<u64> {
+        // Subscribe before starting the listener: its first session wakes
+        // every subscriber, covering releases sent before it listened.
+        let receiver = self.shared.wakes.subscribe(cluster);
+        self.start_listener();
+        receiver
+    }
+}

@@ -1,0 +1,648 @@
+//! PostgreSQL-only lease tests: the retained-lock pitfall, identity checks,
+//! terminated connections, contention, and failures that must read clearly.
+//!
+//! Where a test waits for another server process (a backend blocked on a
+//! lock, a listener reconnecting, a ttl running out on the database clock)
+//! it re-reads the server's state until a bounded deadline: the server
+//! cannot notify us of those, and the condition, not the wait, is asserted.
+
+use std::future::Future;
+use std::time::Duration;
+
+use futures::future::join_all;
+use tokio::sync::oneshot;
+use tokio::time::Instant;
+
+use super::{LISTENER_APPLICATION, PostgresAuthority};
+use crate::authority::conformance::{PROMPT, TTL, grant, refused, request};
+use crate::authority::fence_check::check_fence;
+use crate::authority::{
+    AcquireRequest, Acquired, Authority, AuthorityError, EndReason, ExpectedIdentity, Renewed,
+};
+use crate::db::Database;
+use crate::fence::Epoch;
+use crate::testing::TestDatabase;
+use crate::timeouts::DATABASE_CONNECT;
+
+/// How often a test re-reads server state it is waiting for.
+const POLL: Duration = Duration::from_millis(10);
+
+/// Re-check `condition` until it holds, failing after [`PROMPT`].
+async fn eventually<F, Fut>(what: &str, mut condition: F)
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    let deadline = Instant::now() + PROMPT;
+    while !condition().await {
+        assert!(Instant::now() < deadline, "{what}: not within {PROMPT:?}");
+        tokio::time::sleep(POLL).await;
+    }
+}
+
+fn authority(database: Database) -> PostgresAuthority {
+    PostgresAuthority::new(database, ExpectedIdentity::default())
+}
+
+/// A pool whose sessions carry `application_name`, so a test can find them.
+fn named_pool(test: &TestDatabase, application: &str, size: usize) -> Database {
+    let mut url = url::Url::parse(test.url()).unwrap();
+    url.query_pairs_mut()
+        .append_pair("application_name", application);
+    Database::new(url.as_str(), size).unwrap()
+}
+
+/// Terminate the sessions of `application` on `database`; returns how many.
+/// The call sits in the target list, so it runs only for rows the WHERE
+/// clause kept (in a WHERE clause the planner may call it on any row).
+async fn terminate(admin: &Database, database: &str, application: &str) -> i64 {
+    count(
+        admin,
+        "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+          WHERE datname = $1 AND application_name = $2",
+        &[&database, &application],
+    )
+    .await
+}
+
+async fn count(
+    admin: &Database,
+    sql: &str,
+    params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
+) -> i64 {
+    admin
+        .client()
+        .await
+        .unwrap()
+        .query_one(sql, params)
+        .await
+        .unwrap()
+        .get(0)
+}
+
+#[tokio::test]
+async fn a_cancelled_holder_leaves_nothing_held_and_another_pool_takes_over_at_once() {
+    // The classic pitfall: a holder cancelled mid-tenure returns its pooled
+    // connection with a lock still held, and a "release" skips the unlock,
+    // so a different pool cannot take over. Here: cancel a holder in the
+    // middle of a fenced write transaction, release in order, and take over
+    // from another pool on the first attempt.
+    let test = TestDatabase::create().await;
+    let pool_a = test.database(2);
+    let holder = authority(pool_a.clone());
+    let standby = authority(test.database(2));
+    let admin = test.database(1);
+    let held = grant(&holder, &request("east", "scheduler", "host-a")).await;
+
+    let (locked_tx, locked) = oneshot::channel();
+    let in_flight = tokio::spawn({
+        let pool = pool_a.clone();
+        let fence = held.fence.clone();
+        async move {
+            let mut client = pool.client().await.unwrap();
+            let tx = client.transaction().await.unwrap();
+            check_fence(&tx, &fence).await.unwrap();
+            locked_tx.send(()).unwrap();
+            // Holds the lease row FOR SHARE until cancelled.
+            std::future::pending::<()>().await;
+        }
+    });
+    locked.await.unwrap();
+    in_flight.abort();
+    assert!(in_flight.await.unwrap_err().is_cancelled());
+
+    let started = Instant::now();
+    holder
+        .release(&held.fence, EndReason::Released)
+        .await
+        .unwrap();
+    let taken = match standby
+        .acquire(&request("east", "scheduler", "host-b"))
+        .await
+        .unwrap()
+    {
+        Acquired::Granted(grant) => grant,
+        held => panic!("the standby must be granted on its first attempt, got {held:?}"),
+    };
+    assert_eq!(taken.fence.epoch, Epoch(2));
+    assert!(
+        started.elapsed() < TTL,
+        "took over without waiting for the ttl"
+    );
+
+    // Nothing session-scoped was ever taken, and nothing is left open.
+    let database = test.url().rsplit('/').next().unwrap().to_string();
+    assert_eq!(
+        count(
+            &admin,
+            "SELECT count(*) FROM pg_locks l JOIN pg_database d ON d.oid = l.database
+                        WHERE d.datname = $1 AND l.locktype = 'advisory'",
+            &[&database]
+        )
+        .await,
+        0,
+        "no advisory (session) lock is used"
+    );
+    assert_eq!(
+        count(
+            &admin,
+            "SELECT count(*) FROM pg_stat_activity
+                        WHERE datname = $1 AND state LIKE 'idle in transaction%'",
+            &[&database]
+        )
+        .await,
+        0,
+        "the cancelled transaction was rolled back, not parked in the pool"
+    );
+    assert_eq!(
+        count(&admin, "SELECT count(*) FROM pg_locks l JOIN pg_class c ON c.oid = l.relation
+                        WHERE c.relname = 'leasehold_leases' AND l.pid <> pg_backend_pid()
+                          AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())", &[]).await,
+        0,
+        "no session holds the lease table"
+    );
+}
+
+#[tokio::test]
+async fn the_lease_lifecycle_never_takes_a_session_lock() {
+    let test = TestDatabase::create().await;
+    let holder = authority(test.database(2));
+    let admin = test.database(1);
+    let _wakes = holder.released("east");
+    let held = grant(&holder, &request("east", "scheduler", "host-a")).await;
+    holder
+        .renew(std::slice::from_ref(&held.fence), TTL)
+        .await
+        .unwrap();
+    {
+        let mut client = holder.database().client().await.unwrap();
+        let tx = client.transaction().await.unwrap();
+        check_fence(&tx, &held.fence).await.unwrap();
+        tx.commit().await.unwrap();
+    }
+    holder.observe("east").await.unwrap();
+    // Checked while the tenure runs and after it ends.
+    for _ in 0..2 {
+        assert_eq!(
+            count(&admin, "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'
+                            AND pid IN (SELECT pid FROM pg_stat_activity WHERE datname = current_database())", &[]).await,
+            0
+        );
+        holder
+            .release(&held.fence, EndReason::Released)
+            .await
+            .unwrap();
+    }
+}
+
+#[tokio::test]
+async fn the_wrong_database_is_refused_naming_what_differed() {
+    let pinned_db = TestDatabase::create().await;
+    let other_db = TestDatabase::create().await;
+    let pinned = authority(pinned_db.database(1)).identity().await.unwrap();
+    let actual = authority(other_db.database(1)).identity().await.unwrap();
+    assert_ne!(pinned.database_id, actual.database_id);
+    assert_eq!(
+        pinned.system_identifier, actual.system_identifier,
+        "one server"
+    );
+    assert!(!actual.in_recovery);
+
+    let expected = ExpectedIdentity {
+        database_id: Some(pinned.database_id),
+        system_identifier: Some(pinned.system_identifier),
+    };
+    let wrong = PostgresAuthority::new(other_db.database(2), expected.clone());
+    match wrong.acquire(&request("east", "scheduler", "host-a")).await {
+        Err(AuthorityError::WrongDatabase { endpoint, problems }) => {
+            assert!(endpoint.contains(other_db.url().rsplit('/').next().unwrap()));
+            assert!(
+                problems.contains(&format!(
+                    "database id is {} but {} is expected",
+                    actual.database_id, pinned.database_id
+                )),
+                "{problems}"
+            );
+            assert!(!problems.contains("system identifier"), "{problems}");
+        }
+        other => panic!("acquiring against the wrong database must be refused, got {other:?}"),
+    }
+    assert!(
+        authority(other_db.database(1))
+            .observe("east")
+            .await
+            .unwrap()
+            .is_empty(),
+        "nothing was acquired"
+    );
+
+    let other_server = ExpectedIdentity {
+        database_id: Some(actual.database_id),
+        system_identifier: Some(actual.system_identifier ^ 1),
+    };
+    match PostgresAuthority::connect(other_db.database(1), other_server).await {
+        Err(AuthorityError::WrongDatabase { problems, .. }) => {
+            assert!(problems.contains("system identifier is"), "{problems}");
+            assert!(!problems.contains("database id"), "{problems}");
+        }
+        other => panic!("another server must be refused, got {other:?}"),
+    }
+
+    let right = PostgresAuthority::connect(pinned_db.database(2), expected)
+        .await
+        .unwrap();
+    grant(&right, &request("east", "scheduler", "host-a")).await;
+}
+
+#[tokio::test]
+async fn a_missing_or_old_schema_is_reported_as_such() {
+    let test = TestDatabase::create().await;
+    let admin = test.database(1);
+    let leases = authority(test.database(1));
+    admin
+        .client()
+        .await
+        .unwrap()
+        .batch_execute("DELETE FROM leasehold_migrations")
+        .await
+        .unwrap();
+    match leases
+        .acquire(&request("east", "scheduler", "host-a"))
+        .await
+    {
+        Err(AuthorityError::Schema { reason, .. }) => assert!(reason.contains("older"), "{reason}"),
+        other => panic!("an old schema must be reported, got {other:?}"),
+    }
+    admin
+        .client()
+        .await
+        .unwrap()
+        .batch_execute("DROP TABLE leasehold_database")
+        .await
+        .unwrap();
+    match leases.identity().await {
+        Err(e @ AuthorityError::Schema { .. }) => {
+            let text = e.to_string();
+            assert!(
+                text.contains("leasehold_database") && text.contains("leasehold migrate"),
+                "{text}"
+            );
+        }
+        other => panic!("a missing schema must be reported, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn terminated_connections_during_renew_never_yield_two_holders() {
+    let test = TestDatabase::create().await;
+    let database = test.url().rsplit('/').next().unwrap().to_string();
+    let holder = authority(named_pool(&test, "holder-a", 2));
+    let standby = authority(test.database(2));
+    let admin = test.database(2);
+    let held = grant(&holder, &request("east", "scheduler", "host-a")).await;
+
+    // Pin the renewal mid-flight: another session holds the lease row.
+    let mut blocker = admin.client().await.unwrap();
+    let lock = blocker.transaction().await.unwrap();
+    lock.execute("SELECT 1 FROM leasehold_leases FOR UPDATE", &[])
+        .await
+        .unwrap();
+    let renewal = tokio::spawn({
+        let holder = holder.clone();
+        let fence = held.fence.clone();
+        async move { holder.renew(&[fence], TTL).await }
+    });
+    eventually("the renewal waits on the row lock", || async {
+        count(&admin, "SELECT count(*) FROM pg_stat_activity
+                        WHERE datname = $1 AND application_name = 'holder-a' AND wait_event_type = 'Lock'",
+              &[&database]).await == 1
+    })
+    .await;
+    let terminated = terminate(&admin, &database, "holder-a").await;
+    assert!(terminated >= 1);
+    match renewal.await.unwrap() {
+        Err(AuthorityError::Unavailable { endpoint, reason }) => {
+            assert!(endpoint.contains(&database));
+            assert!(
+                reason.contains("renewing lease east/scheduler epoch 1"),
+                "{reason}"
+            );
+        }
+        other => panic!("a terminated renewal must fail cleanly, got {other:?}"),
+    }
+    lock.rollback().await.unwrap();
+
+    // The lease is still the holder's: nobody else is granted, and the
+    // holder recovers on a fresh connection.
+    assert_eq!(
+        refused(&standby, &request("east", "scheduler", "host-b")).await,
+        ("host-a".into(), Epoch(1))
+    );
+    assert!(matches!(
+        holder
+            .renew(std::slice::from_ref(&held.fence), TTL)
+            .await
+            .unwrap()[0],
+        Renewed::Extended { .. }
+    ));
+
+    // If the outage outlasts the ttl, the successor is granted and the old
+    // holder learns it lost the lease: still never two holders.
+    terminate(&admin, &database, "holder-a").await;
+    admin
+        .client()
+        .await
+        .unwrap()
+        .execute(
+            "UPDATE leasehold_leases SET expires_at = clock_timestamp()",
+            &[],
+        )
+        .await
+        .unwrap();
+    let taken = grant(&standby, &request("east", "scheduler", "host-b")).await;
+    let after = holder.renew(std::slice::from_ref(&held.fence), TTL).await;
+    let after = match after {
+        // The first call may still meet a terminated pooled connection.
+        Err(AuthorityError::Unavailable { .. }) => {
+            holder.renew(std::slice::from_ref(&held.fence), TTL).await
+        }
+        other => other,
+    };
+    assert_eq!(after.unwrap(), vec![Renewed::Lost]);
+    let leases = standby.observe("east").await.unwrap();
+    assert_eq!(
+        (leases[0].holder.as_str(), leases[0].epoch),
+        ("host-b", taken.fence.epoch)
+    );
+}
+
+#[tokio::test]
+async fn fifty_concurrent_contenders_yield_exactly_one_holder_per_epoch() {
+    const CONTENDERS: usize = 50;
+    const POOLS: usize = 5;
+    const ROUNDS: u64 = 3;
+    let test = TestDatabase::create().await;
+    let authorities: Vec<PostgresAuthority> =
+        (0..POOLS).map(|_| authority(test.database(4))).collect();
+    let mut waiting: Vec<AcquireRequest> = (0..CONTENDERS)
+        .map(|i| request("east", "scheduler", &format!("host-{i}")))
+        .collect();
+
+    for round in 1..=ROUNDS {
+        let answers = join_all(
+            waiting
+                .iter()
+                .enumerate()
+                .map(|(i, r)| authorities[i % POOLS].acquire(r)),
+        )
+        .await;
+        let mut winners = Vec::new();
+        let mut refusals = Vec::new();
+        for answer in answers {
+            match answer.unwrap() {
+                Acquired::Granted(grant) => winners.push(grant),
+                Acquired::Held { holder, epoch, .. } => refusals.push((holder, epoch)),
+            }
+        }
+        assert_eq!(winners.len(), 1, "round {round}: exactly one holder");
+        let winner = winners.remove(0).fence;
+        assert_eq!(winner.epoch, Epoch(round));
+        assert!(
+            refusals
+                .iter()
+                .all(|r| *r == (winner.holder.clone(), winner.epoch)),
+            "round {round}: every refusal names the one holder"
+        );
+        waiting.retain(|r| r.holder != winner.holder);
+        authorities[0]
+            .release(&winner, EndReason::Released)
+            .await
+            .unwrap();
+    }
+
+    let history = authorities[0].history(&waiting[0].key, 10).await.unwrap();
+    assert_eq!(history.len() as u64, ROUNDS);
+    let mut holders: Vec<&str> = history.iter().map(|t| t.holder.as_str()).collect();
+    holders.sort_unstable();
+    holders.dedup();
+    assert_eq!(
+        holders.len() as u64,
+        ROUNDS,
+        "one tenure per holder per epoch"
+    );
+    assert!(
+        history
+            .iter()
+            .all(|t| t.end_reason == Some(EndReason::Released))
+    );
+}
+
+#[tokio::test]
+async fn an_unreachable_database_fails_fast_and_names_it_without_the_password() {
+    // Port 1 on the loopback interface: nothing listens, so the connection
+    // is refused at once.
+    let unreachable =
+        Database::new("postgres://leasehold:s3cret@127.0.0.1:1/leasehold", 1).unwrap();
+    let leases = authority(unreachable);
+    let started = Instant::now();
+    let result = tokio::time::timeout(
+        DATABASE_CONNECT,
+        leases.acquire(&request("east", "scheduler", "host-a")),
+    )
+    .await
+    .expect("an unreachable database is reported before the connect timeout");
+    match result {
+        Err(e @ AuthorityError::Unavailable { .. }) => {
+            let text = e.to_string();
+            assert!(
+                text.contains("postgres://leasehold:***@127.0.0.1:1/leasehold"),
+                "{text}"
+            );
+            assert!(text.contains("refused"), "{text}");
+            assert!(!text.contains("s3cret"), "{text}");
+        }
+        other => panic!("expected unavailable, got {other:?}"),
+    }
+    assert!(started.elapsed() < DATABASE_CONNECT);
+}
+
+/// A login role with no grants, dropped with the guard.
+struct Role {
+    admin_url: String,
+    name: String,
+}
+
+impl Role {
+    async fn create(test: &TestDatabase) -> Self {
+        let name = format!("leasehold_test_role_{}", uuid::Uuid::new_v4().simple());
+        let admin = test.database(1);
+        admin
+            .client()
+            .await
+            .unwrap()
+            .batch_execute(&format!("CREATE ROLE {name} LOGIN"))
+            .await
+            .unwrap();
+        Self {
+            admin_url: test.url().to_string(),
+            name,
+        }
+    }
+}
+
+impl Drop for Role {
+    fn drop(&mut self) {
+        let (url, name) = (self.admin_url.clone(), self.name.clone());
+        let _ = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            rt.block_on(async move {
+                if let Ok((client, conn)) =
+                    tokio_postgres::connect(&url, tokio_postgres::NoTls).await
+                {
+                    tokio::spawn(conn);
+                    let _ = client
+                        .batch_execute(&format!("DROP ROLE IF EXISTS {name}"))
+                        .await;
+                }
+            });
+        })
+        .join();
+    }
+}
+
+#[tokio::test]
+async fn missing_permissions_are_reported_clearly() {
+    let test = TestDatabase::create().await;
+    let role = Role::create(&test).await;
+    let mut url = url::Url::parse(test.url()).unwrap();
+    url.set_username(&role.name).unwrap();
+    url.set_password(Some("s3cret")).unwrap();
+    let database = Database::new(url.as_str(), 1).unwrap();
+    let leases = authority(database.clone());
+    match leases
+        .acquire(&request("east", "scheduler", "host-a"))
+        .await
+    {
+        Err(e @ AuthorityError::Unavailable { .. }) => {
+            let text = e.to_string();
+            assert!(text.contains("permission denied"), "{text}");
+            assert!(text.contains(&format!("{}:***@", role.name)), "{text}");
+            assert!(!text.contains("s3cret"), "{text}");
+        }
+        other => panic!("a role without grants must be refused clearly, got {other:?}"),
+    }
+    drop(leases);
+    database.pool().close();
+}
+
+#[tokio::test]
+async fn expiry_is_judged_by_the_database_clock() {
+    const SHORT_TTL: Duration = Duration::from_millis(200);
+    let test = TestDatabase::create().await;
+    let first = authority(test.database(2));
+    let second = authority(test.database(2));
+    let short = AcquireRequest {
+        ttl: SHORT_TTL,
+        ..request("east", "scheduler", "host-a")
+    };
+    let held = grant(&first, &short).await;
+    assert_eq!(
+        (held.expires_at - held.acquired_at).to_std().unwrap(),
+        SHORT_TTL
+    );
+    let other = request("east", "scheduler", "host-b");
+    assert_eq!(refused(&second, &other).await, ("host-a".into(), Epoch(1)));
+
+    eventually("the grant expires by the database clock", || async {
+        !second.observe("east").await.unwrap()[0].active
+    })
+    .await;
+    let taken = grant(&second, &other).await;
+    assert_eq!(taken.fence.epoch, Epoch(2));
+    let history = second.history(&other.key, 10).await.unwrap();
+    assert_eq!(history[1].end_reason, Some(EndReason::Expired));
+    assert_eq!(
+        history[1].ended_at,
+        Some(held.expires_at),
+        "ended when it expired"
+    );
+}
+
+#[tokio::test]
+async fn history_names_the_endpoint_without_the_password() {
+    let test = TestDatabase::create().await;
+    let mut url = url::Url::parse(test.url()).unwrap();
+    // Trust authentication never asks for it, so any password connects.
+    url.set_password(Some("s3cret")).unwrap();
+    let leases = authority(Database::new(url.as_str(), 1).unwrap());
+    let held = grant(&leases, &request("east", "scheduler", "host-a")).await;
+    let history = leases.history(&held.fence.key, 1).await.unwrap();
+    assert!(
+        history[0].endpoint.contains(":***@"),
+        "{}",
+        history[0].endpoint
+    );
+    assert!(!history[0].endpoint.contains("s3cret"));
+    assert_eq!(
+        leases.identity().await.unwrap().endpoint,
+        history[0].endpoint
+    );
+}
+
+#[tokio::test]
+async fn the_release_listener_reconnects_and_closes_its_own_session() {
+    let test = TestDatabase::create().await;
+    let database = test.url().rsplit('/').next().unwrap().to_string();
+    let admin = test.database(1);
+    let standby = authority(test.database(1));
+    let holder = authority(test.database(1));
+    let listeners = || async {
+        count(
+            &admin,
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = $1 AND application_name = $2",
+            &[&database, &LISTENER_APPLICATION],
+        )
+        .await
+    };
+
+    let mut wakes = standby.released("east");
+    let mut sessions = standby.listener_sessions();
+    tokio::time::timeout(PROMPT, sessions.wait_for(|&n| n == 1))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(listeners().await, 1);
+    assert_eq!(
+        standby.database().pool().status().size,
+        0,
+        "the listener is not a pooled session"
+    );
+
+    assert_eq!(terminate(&admin, &database, LISTENER_APPLICATION).await, 1);
+    tokio::time::timeout(PROMPT, sessions.wait_for(|&n| n == 2))
+        .await
+        .expect("the listener reconnects")
+        .unwrap();
+    // Releases missed while it was down are covered by one catch-up wake.
+    assert!(wakes.has_changed().unwrap());
+    wakes.borrow_and_update();
+
+    let held = grant(&holder, &request("east", "scheduler", "host-a")).await;
+    holder
+        .release(&held.fence, EndReason::Released)
+        .await
+        .unwrap();
+    tokio::time::timeout(PROMPT, wakes.changed())
+        .await
+        .expect("the reconnected listener delivers releases")
+        .unwrap();
+
+    drop(standby);
+    eventually("the listener's session is closed", || async {
+        listeners().await == 0
+    })
+    .await;
+}
