@@ -1,0 +1,422 @@
+//! The scheduler's behaviour against the SDK's fake host: no Wasm build,
+//! no host, no database.
+// The fake host exists on native targets only; these tests are what
+// `cargo test` runs there.
+#![cfg(not(target_arch = "wasm32"))]
+
+use std::collections::BTreeMap;
+
+use leasehold_guest::{At, Controller, FakeHost, Fault, Op, Reply};
+use scheduler::{
+    ASSIGNED_REASON, CONFLICT_RETRY_AFTER, MAX_ASSIGNMENTS_PER_RECONCILE, MAX_CONFLICT_RETRIES,
+    NODES, Scheduler, TASKS,
+};
+use serde_json::{Value, json};
+
+fn node(host: &FakeHost, name: &str, capacity: u64) -> u64 {
+    host.seed(NODES, name, &json!({ "capacity": capacity }))
+}
+
+fn pending(host: &FakeHost, name: &str) -> u64 {
+    host.seed(TASKS, name, &json!({ "status": "pending" }))
+}
+
+fn task(host: &FakeHost, name: &str) -> Value {
+    host.object::<Value>(TASKS, name)
+        .expect("task exists")
+        .value
+}
+
+/// Tasks per node, counted from the tasks themselves.
+fn usage(host: &FakeHost) -> BTreeMap<String, u64> {
+    let mut usage = BTreeMap::new();
+    for task in host.objects::<Value>(TASKS) {
+        if task.value["status"] == "assigned" {
+            let node = task.value["node"]
+                .as_str()
+                .expect("assigned tasks name a node");
+            *usage.entry(node.to_string()).or_default() += 1;
+        }
+    }
+    usage
+}
+
+fn assert_within_capacity(host: &FakeHost) {
+    for (name, used) in usage(host) {
+        let node = host.object::<Value>(NODES, &name).expect("node exists");
+        let capacity = node.value["capacity"].as_u64().unwrap();
+        assert!(
+            used <= capacity,
+            "{name} has {used} tasks for {capacity} slots"
+        );
+    }
+}
+
+fn pending_names(host: &FakeHost) -> Vec<String> {
+    host.objects::<Value>(TASKS)
+        .into_iter()
+        .filter(|t| t.value["status"] == "pending")
+        .map(|t| t.name)
+        .collect()
+}
+
+fn failed_with(reply: &Reply) -> (&str, Option<std::time::Duration>) {
+    match reply {
+        Reply::Failed {
+            message,
+            retry_after,
+        } => (message, *retry_after),
+        other => panic!("expected a failed reconcile, got {other:?}"),
+    }
+}
+
+#[test]
+fn describes_nodes_and_tasks_with_a_resync() {
+    let description = Scheduler.describe();
+    assert_eq!(description.watches, [NODES, TASKS]);
+    assert_eq!(description.resync, Some(scheduler::RESYNC_PERIOD));
+}
+
+#[test]
+fn assigns_a_pending_task_with_its_node_and_event_in_one_commit() {
+    let host = FakeHost::new();
+    host.seed(NODES, "n1", &json!({ "capacity": 2, "zone": "a" }));
+    host.seed(
+        TASKS,
+        "t1",
+        &json!({ "status": "pending", "image": "busybox" }),
+    );
+
+    assert_eq!(host.reconcile(&Scheduler, TASKS, "t1"), Reply::Done);
+
+    assert_eq!(
+        task(&host, "t1"),
+        json!({ "status": "assigned", "node": "n1", "image": "busybox" })
+    );
+    let node = host.object::<Value>(NODES, "n1").unwrap().value;
+    assert_eq!(node, json!({ "capacity": 2, "zone": "a", "assigned": 1 }));
+
+    let commits = host.commits();
+    assert_eq!(commits.len(), 1, "one atomic commit");
+    let keys: Vec<String> = commits[0]
+        .ops
+        .iter()
+        .map(|op| op.key().to_string())
+        .collect();
+    assert_eq!(keys, ["tasks/t1", "nodes/n1"]);
+    assert!(
+        commits[0]
+            .ops
+            .iter()
+            .all(|op| matches!(op, Op::Update { .. })),
+        "both writes are conditional updates"
+    );
+    let events = host.events_with_reason(ASSIGNED_REASON);
+    assert_eq!(events.len(), 1);
+    assert_eq!(events[0].key.to_string(), "tasks/t1");
+    assert_eq!(events[0].revision, commits[0].revision);
+    assert!(
+        events[0].message.contains("node n1"),
+        "{}",
+        events[0].message
+    );
+}
+
+#[test]
+fn never_assigns_over_capacity() {
+    let host = FakeHost::new();
+    node(&host, "n1", 1);
+    node(&host, "n2", 2);
+    node(&host, "n3", 0);
+    for name in ["t1", "t2", "t3", "t4", "t5"] {
+        pending(&host, name);
+    }
+
+    for (key, reply) in host.resync(&Scheduler) {
+        assert_eq!(reply, Reply::Done, "{key}");
+    }
+
+    assert_within_capacity(&host);
+    assert_eq!(
+        usage(&host),
+        BTreeMap::from([("n1".to_string(), 1), ("n2".to_string(), 2)])
+    );
+    assert_eq!(pending_names(&host), ["t4", "t5"]);
+    assert_eq!(host.events_with_reason(ASSIGNED_REASON).len(), 3);
+
+    // A full cluster stays as it is.
+    let commits = host.commits().len();
+    host.resync(&Scheduler);
+    assert_eq!(host.commits().len(), commits);
+
+    // Room on a node is used as soon as the node changes.
+    host.seed(NODES, "n3", &json!({ "capacity": 1 }));
+    assert_eq!(host.reconcile(&Scheduler, NODES, "n3"), Reply::Done);
+    assert_eq!(pending_names(&host), ["t5"]);
+    assert_within_capacity(&host);
+}
+
+#[test]
+fn spreads_tasks_to_the_node_with_most_free_slots() {
+    let host = FakeHost::new();
+    node(&host, "a", 1);
+    node(&host, "b", 3);
+    pending(&host, "t1");
+    pending(&host, "t2");
+    pending(&host, "t3");
+    assert_eq!(host.reconcile(&Scheduler, NODES, "a"), Reply::Done);
+    let placed: Vec<Value> = ["t1", "t2", "t3"]
+        .iter()
+        .map(|t| task(&host, t)["node"].clone())
+        .collect();
+    // b has 3 free, then 2 against a's 1; then they tie at 1 and a comes
+    // first in name order.
+    assert_eq!(placed, [json!("b"), json!("b"), json!("a")]);
+}
+
+#[test]
+fn a_finished_task_frees_its_slot() {
+    let host = FakeHost::new();
+    node(&host, "n1", 1);
+    pending(&host, "t1");
+    pending(&host, "t2");
+    host.resync(&Scheduler);
+    assert_eq!(pending_names(&host), ["t2"]);
+
+    host.seed(TASKS, "t1", &json!({ "status": "done", "node": "n1" }));
+    assert_eq!(host.reconcile(&Scheduler, TASKS, "t1"), Reply::Done);
+    assert_eq!(task(&host, "t2")["node"], "n1");
+    assert_within_capacity(&host);
+}
+
+#[test]
+fn a_conflict_is_re_read_and_retried() {
+    let host = FakeHost::new();
+    node(&host, "n1", 1);
+    pending(&host, "t1");
+    // A user edits the task between our read and our commit.
+    host.before_commit(1, |host| {
+        host.seed(TASKS, "t1", &json!({ "status": "pending", "priority": 7 }));
+    });
+
+    assert_eq!(host.reconcile(&Scheduler, TASKS, "t1"), Reply::Done);
+
+    assert_eq!(host.pending_faults(), 0, "the concurrent write happened");
+    assert_eq!(host.calls().commit, 2, "one conflict, one retry");
+    assert_eq!(host.commits().len(), 1);
+    assert_eq!(
+        task(&host, "t1"),
+        json!({ "status": "assigned", "node": "n1", "priority": 7 }),
+        "the retry is based on the re-read value"
+    );
+}
+
+#[test]
+fn racing_for_the_last_slot_conflicts_instead_of_overfilling() {
+    let host = FakeHost::new();
+    node(&host, "n1", 1);
+    pending(&host, "t1");
+    pending(&host, "t2");
+    // Another assignment takes n1's only slot after we read n1 and the
+    // tasks, but before we commit. It did its job properly: it bumped the
+    // node.
+    host.before_commit(1, |host| {
+        host.seed(TASKS, "t2", &json!({ "status": "assigned", "node": "n1" }));
+        host.seed(NODES, "n1", &json!({ "capacity": 1, "assigned": 1 }));
+    });
+
+    assert_eq!(host.reconcile(&Scheduler, TASKS, "t1"), Reply::Done);
+
+    assert_eq!(host.pending_faults(), 0);
+    assert_eq!(
+        task(&host, "t1")["status"],
+        "pending",
+        "no room left for t1"
+    );
+    assert_eq!(usage(&host), BTreeMap::from([("n1".to_string(), 1)]));
+    assert!(host.commits().is_empty());
+}
+
+#[test]
+fn a_task_assigned_meanwhile_is_not_assigned_again() {
+    let host = FakeHost::new();
+    node(&host, "n1", 5);
+    node(&host, "n2", 5);
+    pending(&host, "t1");
+    host.before_commit(1, |host| {
+        host.seed(TASKS, "t1", &json!({ "status": "assigned", "node": "n2" }));
+    });
+
+    assert_eq!(host.reconcile(&Scheduler, TASKS, "t1"), Reply::Done);
+
+    assert_eq!(task(&host, "t1")["node"], "n2");
+    assert!(host.events_with_reason(ASSIGNED_REASON).is_empty());
+    assert!(host.commits().is_empty());
+}
+
+#[test]
+fn conflict_retries_are_bounded_then_requeued_soon() {
+    let host = FakeHost::new();
+    node(&host, "n1", 1);
+    pending(&host, "t1");
+    let attempts = u64::from(MAX_CONFLICT_RETRIES) + 1;
+    for n in 1..=attempts {
+        host.fail(At::Commit(n), Fault::Conflict);
+    }
+
+    let reply = host.reconcile(&Scheduler, TASKS, "t1");
+
+    let (message, retry_after) = failed_with(&reply);
+    assert!(message.contains("conflict"), "{message}");
+    assert_eq!(retry_after, Some(CONFLICT_RETRY_AFTER));
+    assert_eq!(host.calls().commit, attempts);
+    assert_eq!(host.pending_faults(), 0);
+    assert!(host.commits().is_empty());
+
+    // The requeued reconcile, with the contention over, succeeds.
+    assert_eq!(host.reconcile(&Scheduler, TASKS, "t1"), Reply::Done);
+    assert_eq!(task(&host, "t1")["status"], "assigned");
+}
+
+#[test]
+fn a_fenced_commit_stops_without_retrying() {
+    let host = FakeHost::new();
+    node(&host, "n1", 1);
+    pending(&host, "t1");
+    host.fail_next_commit(Fault::Fenced);
+
+    assert_eq!(host.reconcile(&Scheduler, TASKS, "t1"), Reply::Fenced);
+
+    assert_eq!(host.calls().commit, 1, "no retry after fenced");
+    assert!(host.commits().is_empty());
+    assert_eq!(task(&host, "t1")["status"], "pending");
+    // The tenure is over for good: so is every later reconcile.
+    assert_eq!(host.reconcile(&Scheduler, NODES, "n1"), Reply::Fenced);
+}
+
+#[test]
+fn a_revoked_lease_stops_before_any_write() {
+    let host = FakeHost::new();
+    node(&host, "n1", 1);
+    pending(&host, "t1");
+    host.revoke();
+
+    assert_eq!(host.reconcile(&Scheduler, TASKS, "t1"), Reply::Fenced);
+    assert_eq!(host.calls().commit, 0);
+}
+
+#[test]
+fn an_unavailable_store_fails_for_backoff_and_recovers() {
+    let host = FakeHost::new();
+    node(&host, "n1", 1);
+    pending(&host, "t1");
+    host.set_unavailable(true);
+
+    let reply = host.reconcile(&Scheduler, TASKS, "t1");
+    let (message, retry_after) = failed_with(&reply);
+    assert!(message.contains("unavailable"), "{message}");
+    assert_eq!(retry_after, None, "the host's exponential backoff decides");
+
+    host.set_unavailable(false);
+    assert_eq!(host.reconcile(&Scheduler, TASKS, "t1"), Reply::Done);
+    assert_eq!(task(&host, "t1")["status"], "assigned");
+}
+
+#[test]
+fn an_unavailable_commit_is_not_retried_blindly() {
+    let host = FakeHost::new();
+    node(&host, "n1", 1);
+    pending(&host, "t1");
+    host.fail_next_commit(Fault::Unavailable);
+
+    let reply = host.reconcile(&Scheduler, TASKS, "t1");
+    assert_eq!(failed_with(&reply).1, None);
+    assert_eq!(
+        host.calls().commit,
+        1,
+        "the outcome is unknown: no retry without a re-read"
+    );
+
+    assert_eq!(host.reconcile(&Scheduler, TASKS, "t1"), Reply::Done);
+    assert_eq!(host.events_with_reason(ASSIGNED_REASON).len(), 1);
+}
+
+#[test]
+fn a_successor_re_running_after_a_lost_reply_does_not_assign_twice() {
+    let host = FakeHost::new();
+    node(&host, "n1", 2);
+    pending(&host, "t1");
+    // The commit lands, then the guest never hears back (the connection
+    // dropped, or the guest was torn down before replying).
+    host.fail_next_commit(Fault::LostReply);
+    let reply = host.reconcile(&Scheduler, TASKS, "t1");
+    assert!(matches!(reply, Reply::Failed { .. }), "{reply:?}");
+
+    // A successor: a new tenure and a fresh controller, re-running the
+    // same reconcile (and a resync, as at the start of a tenure).
+    host.new_tenure();
+    let successor = Scheduler;
+    assert_eq!(host.reconcile(&successor, TASKS, "t1"), Reply::Done);
+    host.resync(&successor);
+
+    assert_eq!(host.commits().len(), 1, "the assignment landed once");
+    assert_eq!(host.events_with_reason(ASSIGNED_REASON).len(), 1);
+    assert_eq!(host.commits()[0].epoch, 1);
+    let node = host.object::<Value>(NODES, "n1").unwrap().value;
+    assert_eq!(node["assigned"], 1, "the node's count was not bumped twice");
+    assert_eq!(usage(&host), BTreeMap::from([("n1".to_string(), 1)]));
+}
+
+#[test]
+fn malformed_objects_are_skipped_with_a_warning() {
+    let host = FakeHost::new();
+    host.seed(NODES, "broken", &json!({ "capacity": "lots" }));
+    node(&host, "n1", 1);
+    host.seed(TASKS, "junk", &json!(5));
+    pending(&host, "t1");
+
+    assert_eq!(host.reconcile(&Scheduler, TASKS, "t1"), Reply::Done);
+
+    assert_eq!(task(&host, "t1")["node"], "n1");
+    let warnings: Vec<String> = host
+        .logs()
+        .into_iter()
+        .filter(|l| l.level == leasehold_guest::Level::Warn)
+        .map(|l| l.message)
+        .collect();
+    assert!(
+        warnings.iter().any(|w| w.contains("nodes/broken")),
+        "{warnings:?}"
+    );
+    assert!(
+        warnings.iter().any(|w| w.contains("tasks/junk")),
+        "{warnings:?}"
+    );
+}
+
+#[test]
+fn a_deleted_task_needs_no_write() {
+    let host = FakeHost::new();
+    node(&host, "n1", 1);
+    assert_eq!(host.reconcile(&Scheduler, TASKS, "gone"), Reply::Done);
+    assert!(host.commits().is_empty());
+}
+
+#[test]
+fn assignments_per_reconcile_are_bounded() {
+    let host = FakeHost::new();
+    let total = MAX_ASSIGNMENTS_PER_RECONCILE + 6;
+    node(&host, "n1", total as u64);
+    for i in 0..total {
+        pending(&host, &format!("t{i:03}"));
+    }
+
+    assert_eq!(
+        host.reconcile(&Scheduler, NODES, "n1"),
+        Reply::RequeueAfter(std::time::Duration::ZERO)
+    );
+    assert_eq!(host.commits().len(), MAX_ASSIGNMENTS_PER_RECONCILE);
+    assert_eq!(host.reconcile(&Scheduler, NODES, "n1"), Reply::Done);
+    assert!(pending_names(&host).is_empty());
+    assert_within_capacity(&host);
+}
