@@ -237,6 +237,60 @@ fn racing_for_the_last_slot_conflicts_instead_of_overfilling() {
     assert!(host.commits().is_empty());
 }
 
+/// A rival assignment of t2 to n1 that plays by the rules: it bumps the
+/// node, as the scheduler does.
+fn rival_takes_n1(host: &FakeHost) {
+    host.seed(TASKS, "t2", &json!({ "status": "assigned", "node": "n1" }));
+    host.seed(NODES, "n1", &json!({ "capacity": 1, "assigned": 1 }));
+}
+
+fn one_slot_two_tasks() -> FakeHost {
+    let host = FakeHost::new();
+    node(&host, "n1", 1);
+    pending(&host, "t1");
+    pending(&host, "t2");
+    host
+}
+
+#[test]
+fn a_rival_assignment_landing_between_any_two_calls_never_overfills() {
+    // How many store calls placing t1 takes, up to and including its
+    // commit, when nothing gets in the way.
+    let calls = {
+        let host = one_slot_two_tasks();
+        assert_eq!(host.reconcile(&Scheduler, TASKS, "t1"), Reply::Done);
+        assert_eq!(host.calls().commit, 1);
+        host.calls().total()
+    };
+    assert!(
+        calls >= 3,
+        "reads the task, the nodes and the tasks, then commits"
+    );
+
+    for n in 1..=calls {
+        let host = one_slot_two_tasks();
+        host.before(At::Call(n), rival_takes_n1);
+
+        assert_eq!(
+            host.reconcile(&Scheduler, TASKS, "t1"),
+            Reply::Done,
+            "rival before call {n}"
+        );
+
+        assert_eq!(host.pending_faults(), 0);
+        assert_eq!(
+            usage(&host),
+            BTreeMap::from([("n1".to_string(), 1)]),
+            "rival before call {n}"
+        );
+        assert_eq!(
+            task(&host, "t1")["status"],
+            "pending",
+            "rival before call {n}"
+        );
+    }
+}
+
 #[test]
 fn a_task_assigned_meanwhile_is_not_assigned_again() {
     let host = FakeHost::new();

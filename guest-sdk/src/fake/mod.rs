@@ -49,8 +49,8 @@ pub(crate) fn current() -> FakeHost {
     )
 }
 
-/// When an injected [`Fault`] strikes, counted from the moment it is
-/// injected: `At::Call(1)` is the next store call of any sort (get, list or
+/// When an injected [`Fault`] strikes (or a [`FakeHost::before`] write
+/// runs), counted from the moment it is scheduled: `At::Call(1)` is the next store call of any sort (get, list or
 /// commit), `At::Commit(2)` the commit after next.
 ///
 /// # Example
@@ -242,7 +242,15 @@ struct PendingFault {
     fault: Fault,
 }
 
-type CommitHook = Box<dyn FnOnce(&FakeHost)>;
+type Hook = Box<dyn FnOnce(&FakeHost)>;
+
+/// The sort of a store call, for counting.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Call {
+    Get,
+    List,
+    Commit,
+}
 
 struct State {
     limits: Limits,
@@ -255,17 +263,35 @@ struct State {
     logs: Vec<LogLine>,
     calls: CallCounts,
     faults: Vec<PendingFault>,
-    hooks: Vec<(u64, CommitHook)>,
+    hooks: Vec<(Target, Hook)>,
+}
+
+impl Target {
+    /// Whether this is the call just counted.
+    fn is_now(&self, calls: &CallCounts, call: Call) -> bool {
+        match *self {
+            Target::Call(n) => n == calls.total(),
+            Target::Commit(n) => call == Call::Commit && n == calls.commit,
+        }
+    }
 }
 
 impl State {
+    /// The target of a position counted from now.
+    fn target(&self, at: At) -> Target {
+        match at {
+            At::Call(0) | At::Commit(0) => panic!("positions count from 1 (the next call)"),
+            At::Call(n) => Target::Call(self.calls.total() + n),
+            At::Commit(n) => Target::Commit(self.calls.commit + n),
+        }
+    }
+
     /// Take the first fault scheduled for the call just counted.
-    fn take_fault(&mut self, is_commit: bool) -> Option<Fault> {
-        let (call, commit) = (self.calls.total(), self.calls.commit);
-        let index = self.faults.iter().position(|f| match f.target {
-            Target::Call(n) => n == call,
-            Target::Commit(n) => is_commit && n == commit,
-        })?;
+    fn take_fault(&mut self, call: Call) -> Option<Fault> {
+        let index = self
+            .faults
+            .iter()
+            .position(|f| f.target.is_now(&self.calls, call))?;
         Some(self.faults.remove(index).fault)
     }
 
@@ -279,8 +305,8 @@ impl State {
     /// The checks every call makes first, in the host's order: the fence,
     /// then the backend's reachability. Returns a fault that is not for
     /// this function to apply (it is a commit's business).
-    fn admit(&mut self, is_commit: bool) -> Result<Option<Fault>, StoreError> {
-        let fault = self.take_fault(is_commit);
+    fn admit(&mut self, call: Call) -> Result<Option<Fault>, StoreError> {
+        let fault = self.take_fault(call);
         if fault == Some(Fault::Fenced) {
             self.revoked = true;
         }
@@ -312,8 +338,8 @@ impl State {
 ///   would hear, as a [`Reply`]), [`FakeHost::resync`];
 /// - **breaks** things: [`FakeHost::fail`] / [`FakeHost::fail_next_commit`]
 ///   with a [`Fault`], [`FakeHost::set_unavailable`], [`FakeHost::revoke`],
-///   and [`FakeHost::before_commit`] to slip a concurrent write in just
-///   before a commit;
+///   and [`FakeHost::before`] / [`FakeHost::before_commit`] to slip a
+///   concurrent write in just before a given call;
 /// - **moves tenures**: [`FakeHost::new_tenure`], [`FakeHost::set_fence`];
 /// - **asserts** on [`FakeHost::object`], [`FakeHost::commits`],
 ///   [`FakeHost::events`], [`FakeHost::logs`], [`FakeHost::calls`].
@@ -707,15 +733,11 @@ impl FakeHost {
     /// assert_eq!(host.pending_faults(), 0);
     /// ```
     pub fn fail(&self, at: At, fault: Fault) {
+        if matches!(at, At::Call(_)) && fault.commits_only() {
+            panic!("{fault:?} applies to commits only: aim it with At::Commit");
+        }
         let mut state = self.state.borrow_mut();
-        let target = match at {
-            At::Call(0) | At::Commit(0) => panic!("fault positions count from 1 (the next call)"),
-            At::Call(_) if fault.commits_only() => {
-                panic!("{fault:?} applies to commits only: aim it with At::Commit")
-            }
-            At::Call(n) => Target::Call(state.calls.total() + n),
-            At::Commit(n) => Target::Commit(state.calls.commit + n),
-        };
+        let target = state.target(at);
         state.faults.push(PendingFault { target, fault });
     }
 
@@ -754,10 +776,38 @@ impl FakeHost {
         self.state.borrow_mut().unavailable = unavailable;
     }
 
+    /// Run `write` just before the store call `at` is served: the place to
+    /// slip in a concurrent writer between a controller's reads, or between
+    /// its reads and its commit. `write` gets this fake and may seed or
+    /// remove objects (or even run a controller).
+    ///
+    /// # Panics
+    ///
+    /// If `at` counts from zero.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use leasehold_guest::{Api, At, FakeHost};
+    ///
+    /// let host = FakeHost::new();
+    /// host.before(At::Call(2), |host| {
+    ///     host.seed("counters", "hits", &1);
+    /// });
+    /// let counters = Api::<u32>::new("counters");
+    /// assert!(counters.get("hits")?.is_none());
+    /// assert!(counters.get("hits")?.is_some(), "written just before the second call");
+    /// # Ok::<(), leasehold_guest::Error>(())
+    /// ```
+    pub fn before(&self, at: At, write: impl FnOnce(&FakeHost) + 'static) {
+        let mut state = self.state.borrow_mut();
+        let target = state.target(at);
+        state.hooks.push((target, Box::new(write)));
+    }
+
     /// Run `write` just before the n-th commit from now (1 = the next) is
-    /// checked: the place to slip in a concurrent writer, so the commit
-    /// meets a real conflict. `write` gets this fake and may seed or remove
-    /// objects.
+    /// checked, so the commit meets a real conflict:
+    /// `before(At::Commit(n), write)`.
     ///
     /// # Panics
     ///
@@ -779,14 +829,11 @@ impl FakeHost {
     /// assert_eq!(host.object::<u32>("counters", "hits").unwrap().value, 10);
     /// ```
     pub fn before_commit(&self, n: u64, write: impl FnOnce(&FakeHost) + 'static) {
-        assert!(n > 0, "commit positions count from 1 (the next commit)");
-        let mut state = self.state.borrow_mut();
-        let target = state.calls.commit + n;
-        state.hooks.push((target, Box::new(write)));
+        self.before(At::Commit(n), write);
     }
 
-    /// How many injected faults and [`FakeHost::before_commit`] writes have
-    /// not fired yet. A test that injects a fault can assert this is zero to
+    /// How many injected faults and [`FakeHost::before`] writes have not
+    /// fired yet. A test that injects a fault can assert this is zero to
     /// prove the fault was actually met.
     ///
     /// # Example
@@ -976,10 +1023,32 @@ impl FakeHost {
 
     // ----- the calls the SDK makes --------------------------------------
 
+    /// Count a call, then run the writes scheduled just before it, with
+    /// the state released: they write through this same fake.
+    fn enter(&self, call: Call) {
+        let due: Vec<Hook> = {
+            let mut state = self.state.borrow_mut();
+            let counter = match call {
+                Call::Get => &mut state.calls.get,
+                Call::List => &mut state.calls.list,
+                Call::Commit => &mut state.calls.commit,
+            };
+            *counter += 1;
+            let (due, later): (Vec<_>, Vec<_>) = std::mem::take(&mut state.hooks)
+                .into_iter()
+                .partition(|(target, _)| target.is_now(&state.calls, call));
+            state.hooks = later;
+            due.into_iter().map(|(_, hook)| hook).collect()
+        };
+        for hook in due {
+            hook(self);
+        }
+    }
+
     pub(crate) fn get(&self, kind: &str, name: &str) -> Result<Option<RawObject>, StoreError> {
+        self.enter(Call::Get);
         let mut state = self.state.borrow_mut();
-        state.calls.get += 1;
-        state.admit(false)?;
+        state.admit(Call::Get)?;
         state.objects.get(kind, name)
     }
 
@@ -989,33 +1058,18 @@ impl FakeHost {
         after: Option<&str>,
         limit: u32,
     ) -> Result<RawPage, StoreError> {
+        self.enter(Call::List);
         let mut state = self.state.borrow_mut();
-        state.calls.list += 1;
-        state.admit(false)?;
+        state.admit(Call::List)?;
         let limits = state.limits;
         state.objects.list(&limits, kind, after, limit)
     }
 
     pub(crate) fn commit(&self, ops: &[Op], events: &[NewEvent]) -> Result<Committed, StoreError> {
-        let due: Vec<CommitHook> = {
-            let mut state = self.state.borrow_mut();
-            state.calls.commit += 1;
-            let n = state.calls.commit;
-            let (due, later) = std::mem::take(&mut state.hooks)
-                .into_iter()
-                .partition(|(target, _)| *target == n);
-            state.hooks = later;
-            due.into_iter().map(|(_, hook)| hook).collect()
-        };
-        // The hooks run with the state released: they write through this
-        // same fake.
-        for hook in due {
-            hook(self);
-        }
-
+        self.enter(Call::Commit);
         let mut state = self.state.borrow_mut();
         let state = &mut *state;
-        let fault = state.admit(true)?;
+        let fault = state.admit(Call::Commit)?;
         let ops = store::validate_commit(&state.limits, ops, events)?;
         if fault == Some(Fault::Conflict) {
             let key = ops
