@@ -230,21 +230,21 @@ impl ExpectedIdentity {
             problems
                 .push("the server is in recovery (a standby); leases need the primary".to_string());
         }
-        if let Some(id) = self.database_id {
-            if id != actual.database_id {
-                problems.push(format!(
-                    "database id is {} but {} is expected",
-                    actual.database_id, id
-                ));
-            }
+        if let Some(id) = self.database_id
+            && id != actual.database_id
+        {
+            problems.push(format!(
+                "database id is {} but {} is expected",
+                actual.database_id, id
+            ));
         }
-        if let Some(sys) = self.system_identifier {
-            if sys != actual.system_identifier {
-                problems.push(format!(
-                    "system identifier is {} but {} is expected",
-                    actual.system_identifier, sys
-                ));
-            }
+        if let Some(sys) = self.system_identifier
+            && sys != actual.system_identifier
+        {
+            problems.push(format!(
+                "system identifier is {} but {} is expected",
+                actual.system_identifier, sys
+            ));
         }
         if problems.is_empty() {
             Ok(())

@@ -250,14 +250,14 @@ impl Authority for MemoryAuthority {
         let now = self.shared.clock.now();
         let expires_at = self.expiry(&request.key, now, request.ttl)?;
         let mut state = self.state();
-        if let Some(row) = state.leases.get(&request.key) {
-            if row.live(now) {
-                return Ok(Acquired::Held {
-                    holder: row.holder.clone(),
-                    epoch: row.epoch,
-                    expires_at: self.utc(row.expires_at),
-                });
-            }
+        if let Some(row) = state.leases.get(&request.key)
+            && row.live(now)
+        {
+            return Ok(Acquired::Held {
+                holder: row.holder.clone(),
+                epoch: row.epoch,
+                expires_at: self.utc(row.expires_at),
+            });
         }
         let epoch = state.grant(&request.key, &request.holder, now, expires_at);
         Ok(Acquired::Granted(Grant {
@@ -317,10 +317,11 @@ impl Authority for MemoryAuthority {
                 }
                 _ => false,
             };
-            if let Some(tenure) = state.tenure_mut(&fence.key, fence.epoch) {
-                if tenure.ended.is_none() && tenure.holder == fence.holder {
-                    tenure.ended = Some((now, reason));
-                }
+            if let Some(tenure) = state.tenure_mut(&fence.key, fence.epoch)
+                && tenure.ended.is_none()
+                && tenure.holder == fence.holder
+            {
+                tenure.ended = Some((now, reason));
             }
             released
         };
@@ -401,11 +402,11 @@ impl FenceLock for MemoryAuthority {
             live: row.expires_at > now,
         });
         judge(fence, view)?;
-        if write() {
-            if let Some(tenure) = state.tenure_mut(&fence.key, fence.epoch) {
-                tenure.writes += 1;
-                tenure.last_write_at = Some(now);
-            }
+        if write()
+            && let Some(tenure) = state.tenure_mut(&fence.key, fence.epoch)
+        {
+            tenure.writes += 1;
+            tenure.last_write_at = Some(now);
         }
         Ok(())
     }

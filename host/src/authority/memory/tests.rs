@@ -245,7 +245,10 @@ async fn a_partitioned_holder_is_cut_off_while_another_takes_over() {
     let taken = grant(&authority, &request("east", "scheduler", "host-b")).await;
     drop(partition);
     assert_eq!(
-        authority.renew(&[held.fence.clone()], TTL).await.unwrap(),
+        authority
+            .renew(std::slice::from_ref(&held.fence), TTL)
+            .await
+            .unwrap(),
         vec![Renewed::Lost]
     );
     assert!(matches!(
