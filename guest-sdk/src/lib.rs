@@ -331,8 +331,17 @@ pub mod __private {
     };
 }
 
-/// The README's examples are compiled and run as doc tests, so the guide
-/// cannot drift from the API.
-#[cfg(doctest)]
-#[doc = include_str!("../README.md")]
-struct ReadmeDoctests;
+#[cfg(test)]
+mod tests {
+    /// The guide's code is `examples/admission.rs`, which `cargo test`
+    /// compiles and tests; this keeps the README from drifting from it.
+    #[test]
+    fn the_readme_shows_the_tested_example_verbatim() {
+        let readme = include_str!("../README.md");
+        let example = include_str!("../examples/admission.rs");
+        assert!(
+            readme.contains(&format!("```rust\n{example}```")),
+            "README.md must show examples/admission.rs verbatim in a rust block"
+        );
+    }
+}
