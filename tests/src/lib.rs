@@ -16,6 +16,10 @@ use leasehold_host::store::{
 };
 use tokio::sync::{mpsc, watch};
 
+pub mod http;
+pub mod process;
+pub mod proxy;
+
 /// The folder holding the guest components built by `cargo xtask guests`.
 pub fn guest_dir() -> PathBuf {
     match std::env::var_os("LEASEHOLD_GUEST_DIR") {

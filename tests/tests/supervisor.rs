@@ -98,7 +98,7 @@ impl Harness {
 
     async fn wait_for(&self, what: &str, f: impl Fn(&ControllerState) -> bool) -> ControllerState {
         let mut rx = self.status.subscribe();
-        let state = tokio::time::timeout(WAIT, rx.wait_for(|s| f(s)))
+        tokio::time::timeout(WAIT, rx.wait_for(|s| f(s)))
             .await
             .unwrap_or_else(|_| {
                 panic!(
@@ -107,8 +107,7 @@ impl Harness {
                 )
             })
             .expect("status alive")
-            .clone();
-        state
+            .clone()
     }
 
     async fn leading(&self) -> u64 {

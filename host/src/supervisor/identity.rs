@@ -48,18 +48,17 @@ pub async fn check(
             if let Err(e) = expected.verify(&identity) {
                 return IdentityCheck::Mismatch(e.to_string());
             }
-            if let Some(first) = first_seen {
-                if first.database_id != identity.database_id
-                    || first.system_identifier != identity.system_identifier
-                {
-                    return IdentityCheck::Mismatch(format!(
-                        "database identity changed since start-up: was {} / {}, now {} / {}",
-                        first.database_id,
-                        first.system_identifier,
-                        identity.database_id,
-                        identity.system_identifier
-                    ));
-                }
+            if let Some(first) = first_seen
+                && (first.database_id != identity.database_id
+                    || first.system_identifier != identity.system_identifier)
+            {
+                return IdentityCheck::Mismatch(format!(
+                    "database identity changed since start-up: was {} / {}, now {} / {}",
+                    first.database_id,
+                    first.system_identifier,
+                    identity.database_id,
+                    identity.system_identifier
+                ));
             }
             IdentityCheck::Verified(identity)
         }
@@ -94,16 +93,16 @@ pub async fn watch_identity(
             }
             IdentityCheck::Pending => DatabaseState::Unknown,
         };
-        if let IdentityCheck::Verified(id) = &verdict {
-            if first_seen.is_none() {
-                tracing::info!(
-                    database_id = %id.database_id,
-                    system_identifier = id.system_identifier,
-                    endpoint = id.endpoint,
-                    "database identity verified"
-                );
-                first_seen = Some(id.clone());
-            }
+        if let IdentityCheck::Verified(id) = &verdict
+            && first_seen.is_none()
+        {
+            tracing::info!(
+                database_id = %id.database_id,
+                system_identifier = id.system_identifier,
+                endpoint = id.endpoint,
+                "database identity verified"
+            );
+            first_seen = Some(id.clone());
         }
         if let IdentityCheck::Mismatch(reason) = &verdict {
             tracing::error!("refusing to lead: {reason}");

@@ -1,0 +1,111 @@
+//! A minimal HTTP/1.1 client for tests: one request per connection, bounded
+//! in time and size. Enough to talk to a `leasehold` replica without
+//! pulling a full client library into the test build.
+
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+/// Longest a test request may take.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+/// Largest response a test reads.
+const MAX_RESPONSE: usize = 8 << 20;
+
+/// A response.
+#[derive(Debug, Clone)]
+pub struct Response {
+    /// Status code.
+    pub status: u16,
+    /// Body as text.
+    pub body: String,
+}
+
+impl Response {
+    /// The body as JSON.
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_str(&self.body)
+            .unwrap_or_else(|e| panic!("response is not JSON ({e}): {}", self.body))
+    }
+}
+
+/// Send one request to `addr` (host:port).
+pub async fn request(
+    addr: &str,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: Option<&str>,
+) -> std::io::Result<Response> {
+    tokio::time::timeout(REQUEST_TIMEOUT, async {
+        let mut stream = TcpStream::connect(addr).await?;
+        let body = body.unwrap_or("");
+        let mut head = format!(
+            "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: {}\r\n",
+            body.len()
+        );
+        if !body.is_empty() {
+            head.push_str("Content-Type: application/json\r\n");
+        }
+        for (name, value) in headers {
+            head.push_str(&format!("{name}: {value}\r\n"));
+        }
+        head.push_str("\r\n");
+        stream.write_all(head.as_bytes()).await?;
+        stream.write_all(body.as_bytes()).await?;
+        let mut raw = Vec::new();
+        (&mut stream)
+            .take(MAX_RESPONSE as u64)
+            .read_to_end(&mut raw)
+            .await?;
+        parse(&raw)
+    })
+    .await
+    .map_err(|_| std::io::Error::new(std::io::ErrorKind::TimedOut, "request timed out"))?
+}
+
+fn parse(raw: &[u8]) -> std::io::Result<Response> {
+    let bad = |what: &str| std::io::Error::new(std::io::ErrorKind::InvalidData, what.to_string());
+    let text = String::from_utf8_lossy(raw);
+    let (head, body) = text
+        .split_once("\r\n\r\n")
+        .ok_or_else(|| bad("no header end"))?;
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(|| bad("no status"))?;
+    let chunked = head
+        .lines()
+        .any(|l| l.to_ascii_lowercase().starts_with("transfer-encoding:") && l.contains("chunked"));
+    let body = if chunked {
+        dechunk(body)?
+    } else {
+        body.to_string()
+    };
+    Ok(Response { status, body })
+}
+
+fn dechunk(mut body: &str) -> std::io::Result<String> {
+    let bad = || std::io::Error::new(std::io::ErrorKind::InvalidData, "bad chunked body");
+    let mut out = String::new();
+    loop {
+        let (size, rest) = body.split_once("\r\n").ok_or_else(bad)?;
+        let size = usize::from_str_radix(size.trim(), 16).map_err(|_| bad())?;
+        if size == 0 {
+            return Ok(out);
+        }
+        out.push_str(rest.get(..size).ok_or_else(bad)?);
+        body = rest.get(size + 2..).ok_or_else(bad)?;
+    }
+}
+
+/// GET `path`.
+pub async fn get(addr: &str, path: &str) -> std::io::Result<Response> {
+    request(addr, "GET", path, &[], None).await
+}
+
+/// PUT `body` at `path`.
+pub async fn put(addr: &str, path: &str, body: &str) -> std::io::Result<Response> {
+    request(addr, "PUT", path, &[], Some(body)).await
+}

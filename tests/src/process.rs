@@ -1,0 +1,202 @@
+//! Real `leasehold` processes for multi-process tests: each replica gets
+//! its own config file, port and log file, and is killed when dropped.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::http;
+
+/// The `leasehold` binary built alongside the tests.
+pub fn binary() -> PathBuf {
+    let exe = std::env::current_exe().expect("test executable path");
+    // target/<profile>/deps/<test> -> target/<profile>/leasehold
+    let dir = exe.parent().and_then(Path::parent).expect("target dir");
+    let path = dir.join("leasehold");
+    assert!(
+        path.is_file(),
+        "{} is missing: build it with `cargo build -p leasehold-host` (the README's test command does)",
+        path.display()
+    );
+    path
+}
+
+/// A loopback port nobody listens on right now.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("free port")
+        .port()
+}
+
+/// Run `leasehold` with `args` to completion; returns (exit code, stdout,
+/// stderr).
+pub fn run_to_end(args: &[&str], env: &[(&str, &str)]) -> (i32, String, String) {
+    let mut cmd = Command::new(binary());
+    cmd.args(args).stdin(Stdio::null());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().expect("run leasehold");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// One running replica.
+pub struct Replica {
+    /// A name for messages.
+    pub name: String,
+    /// host:port of its HTTP API.
+    pub addr: String,
+    /// Its config file.
+    pub config: PathBuf,
+    log: PathBuf,
+    child: Option<Child>,
+}
+
+impl Replica {
+    /// Write `config` (TOML) into `dir` and start `leasehold run` on it.
+    /// The config must listen on `port`.
+    pub fn start(dir: &Path, name: &str, port: u16, config: &str) -> Self {
+        let path = dir.join(format!("{name}.toml"));
+        std::fs::write(&path, config).expect("write config");
+        let log = dir.join(format!("{name}.log"));
+        let mut replica = Self {
+            name: name.to_string(),
+            addr: format!("127.0.0.1:{port}"),
+            config: path,
+            log,
+            child: None,
+        };
+        replica.spawn();
+        replica
+    }
+
+    fn spawn(&mut self) {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.log)
+            .expect("log file");
+        let child = Command::new(binary())
+            .args(["run", "--config"])
+            .arg(&self.config)
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .env_remove("LEASEHOLD_DATABASE_URL")
+            .spawn()
+            .expect("spawn leasehold");
+        self.child = Some(child);
+    }
+
+    /// Start the same replica again after it stopped.
+    pub fn restart(&mut self) {
+        assert!(self.child.is_none(), "{} is still running", self.name);
+        self.spawn();
+    }
+
+    /// The process id.
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().expect("running").id()
+    }
+
+    /// Send a signal (`TERM`, `KILL`, `STOP`, `CONT`).
+    pub fn signal(&self, signal: &str) {
+        let status = Command::new("kill")
+            .args([&format!("-{signal}"), &self.pid().to_string()])
+            .status()
+            .expect("kill");
+        assert!(status.success(), "kill -{signal} {} failed", self.pid());
+    }
+
+    /// Wait for the process to exit; returns its exit code.
+    pub fn wait_exit(&mut self, limit: Duration) -> Option<i32> {
+        let started = Instant::now();
+        let child = self.child.as_mut().expect("running");
+        loop {
+            if let Some(status) = child.try_wait().expect("wait") {
+                self.child = None;
+                return Some(status.code().unwrap_or(-1));
+            }
+            if started.elapsed() > limit {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// The replica's log so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// Wait until `/healthz` answers.
+    pub async fn wait_healthy(&self, limit: Duration) {
+        let started = Instant::now();
+        loop {
+            if let Ok(r) = http::get(&self.addr, "/healthz").await
+                && r.status == 200
+            {
+                return;
+            }
+            assert!(
+                started.elapsed() < limit,
+                "{} did not become healthy within {limit:?}; log:\n{}",
+                self.name,
+                self.log()
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// `/v1/leases` as JSON.
+    pub async fn leases(&self) -> Option<serde_json::Value> {
+        let r = http::get(&self.addr, "/v1/leases").await.ok()?;
+        (r.status == 200).then(|| r.json())
+    }
+
+    /// Whether this replica holds `lease` now, by its own API.
+    pub async fn holds(&self, lease: &str) -> bool {
+        self.leases().await.is_some_and(|leases| {
+            leases
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|l| l["name"] == lease && l["held_here"] == true)
+        })
+    }
+}
+
+impl Drop for Replica {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// Poll `probe` every few milliseconds until it returns `Some`, or panic
+/// with `what` after `limit`. For waiting on another process's observable
+/// state (there is no notification to subscribe to across processes).
+pub async fn eventually<T, F, Fut>(what: &str, limit: Duration, mut probe: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let started = Instant::now();
+    loop {
+        if let Some(value) = probe().await {
+            return value;
+        }
+        assert!(
+            started.elapsed() < limit,
+            "timed out after {limit:?} waiting until {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}

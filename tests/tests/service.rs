@@ -1,0 +1,368 @@
+//! Real `leasehold` processes against real PostgreSQL: one leader per
+//! controller, handover on SIGTERM and SIGKILL, one durable API across
+//! replicas, clear errors for bad input, and readiness that follows the
+//! database.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use leasehold_host::testing::TestDatabase;
+use leasehold_tests::process::{Replica, eventually, free_port, run_to_end};
+use leasehold_tests::proxy::{FaultProxy, Mode};
+use leasehold_tests::{guest_dir, http};
+
+const TTL_MS: u64 = 2000;
+
+fn config(cluster: &str, holder: &str, port: u16, url: &str, extra: &str) -> String {
+    let guests = guest_dir();
+    let guests = guests.display();
+    format!(
+        r#"
+cluster = "{cluster}"
+holder = "{holder}"
+
+[database]
+url = "{url}"
+
+[http]
+listen = "127.0.0.1:{port}"
+{extra}
+[[controllers]]
+name = "scheduler"
+component = "{guests}/scheduler.wasm"
+lease_ttl = "{TTL_MS}ms"
+renew_interval = "200ms"
+renew_deadline = "1400ms"
+
+[[controllers]]
+name = "rollout"
+component = "{guests}/rollout.wasm"
+lease_ttl = "{TTL_MS}ms"
+renew_interval = "200ms"
+renew_deadline = "1400ms"
+"#
+    )
+}
+
+fn cluster() -> String {
+    format!("svc-{}", &uuid::Uuid::new_v4().simple().to_string()[..12])
+}
+
+struct Pair {
+    _dir: TempDir,
+    a: Replica,
+    b: Replica,
+}
+
+/// A throwaway folder.
+struct TempDir(std::path::PathBuf);
+
+impl TempDir {
+    fn new() -> Self {
+        let dir = std::env::temp_dir().join(format!("leasehold-test-{}", uuid::Uuid::new_v4()));
+        std::fs::create_dir_all(&dir).unwrap();
+        Self(dir)
+    }
+    fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+async fn start_pair(db: &TestDatabase) -> Pair {
+    let dir = TempDir::new();
+    let cluster = cluster();
+    let (pa, pb) = (free_port(), free_port());
+    let a = Replica::start(
+        dir.path(),
+        "a",
+        pa,
+        &config(&cluster, "replica-a", pa, db.url(), ""),
+    );
+    let b = Replica::start(
+        dir.path(),
+        "b",
+        pb,
+        &config(&cluster, "replica-b", pb, db.url(), ""),
+    );
+    a.wait_healthy(Duration::from_secs(60)).await;
+    b.wait_healthy(Duration::from_secs(60)).await;
+    Pair { _dir: dir, a, b }
+}
+
+/// Which replica holds `lease`, once exactly one does and both agree.
+async fn sole_holder<'a>(pair: &'a Pair, lease: &str, limit: Duration) -> &'a Replica {
+    eventually(
+        &format!("exactly one replica holds {lease}"),
+        limit,
+        || async {
+            let (la, lb) = (pair.a.leases().await?, pair.b.leases().await?);
+            let find =
+                |v: &serde_json::Value| v.as_array()?.iter().find(|l| l["name"] == lease).cloned();
+            let (ea, eb) = (find(&la)?, find(&lb)?);
+            // Both replicas serve the same durable view.
+            if ea["holder"] != eb["holder"] || ea["epoch"] != eb["epoch"] {
+                return None;
+            }
+            match (ea["held_here"] == true, eb["held_here"] == true) {
+                (true, false) => Some(&pair.a),
+                (false, true) => Some(&pair.b),
+                _ => None,
+            }
+        },
+    )
+    .await
+}
+
+fn other<'a>(pair: &'a Pair, r: &Replica) -> &'a Replica {
+    if r.name == pair.a.name {
+        &pair.b
+    } else {
+        &pair.a
+    }
+}
+
+async fn history(db: &TestDatabase, lease: &str) -> Vec<(i64, String, Option<String>)> {
+    let (client, conn) = tokio_postgres::connect(db.url(), tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    client
+        .query(
+            "SELECT epoch, holder, end_reason FROM leasehold_tenures WHERE lease = $1 ORDER BY epoch",
+            &[&lease],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1), r.get(2)))
+        .collect()
+}
+
+#[tokio::test]
+async fn two_replicas_lead_once_each_and_hand_over_on_sigterm() {
+    let db = TestDatabase::create().await;
+    let mut pair = start_pair(&db).await;
+    let leader = sole_holder(&pair, "scheduler", Duration::from_secs(20)).await;
+    sole_holder(&pair, "rollout", Duration::from_secs(20)).await;
+    let (leader_name, standby_addr) = (leader.name.clone(), other(&pair, leader).addr.clone());
+
+    // One durable API: written through one replica, read through the other.
+    let put = http::put(
+        &pair.a.addr,
+        "/v1/objects/nodes/node-a",
+        r#"{"capacity": 2}"#,
+    )
+    .await
+    .unwrap();
+    assert!(put.status == 200 || put.status == 201, "{put:?}");
+    let read = http::get(&pair.b.addr, "/v1/objects/nodes/node-a")
+        .await
+        .unwrap();
+    assert_eq!(read.status, 200, "{read:?}");
+    assert_eq!(read.json()["value"]["capacity"], 2);
+
+    // SIGTERM the scheduler's leader: it releases, the standby leads at once.
+    let leader = if leader_name == "a" {
+        &mut pair.a
+    } else {
+        &mut pair.b
+    };
+    leader.signal("TERM");
+    let signalled = Instant::now();
+    let code = leader
+        .wait_exit(Duration::from_secs(15))
+        .expect("exited after SIGTERM");
+    assert_eq!(code, 0, "log:\n{}", leader.log());
+    let standby = if leader_name == "a" { &pair.b } else { &pair.a };
+    eventually(
+        "the standby leads the scheduler",
+        Duration::from_secs(5),
+        || async { standby.holds("scheduler").await.then_some(()) },
+    )
+    .await;
+    let handover = signalled.elapsed();
+    eprintln!("SIGTERM handover took {handover:?}");
+    assert!(
+        handover < Duration::from_secs(1),
+        "handover took {handover:?}"
+    );
+    let tenures = history(&db, "scheduler").await;
+    assert!(
+        tenures
+            .iter()
+            .any(|(_, h, r)| h == &format!("replica-{leader_name}")
+                && r.as_deref() == Some("released")),
+        "{tenures:?}"
+    );
+    let _ = standby_addr;
+}
+
+#[tokio::test]
+async fn sigkill_of_the_leader_hands_over_within_the_ttl() {
+    let db = TestDatabase::create().await;
+    let mut pair = start_pair(&db).await;
+    let leader = sole_holder(&pair, "scheduler", Duration::from_secs(20)).await;
+    let leader_name = leader.name.clone();
+    let leader = if leader_name == "a" {
+        &mut pair.a
+    } else {
+        &mut pair.b
+    };
+    leader.signal("KILL");
+    let killed = Instant::now();
+    leader.wait_exit(Duration::from_secs(5)).expect("killed");
+    let standby = if leader_name == "a" { &pair.b } else { &pair.a };
+    eventually(
+        "the standby leads after the kill",
+        Duration::from_millis(TTL_MS + 4000),
+        || async { standby.holds("scheduler").await.then_some(()) },
+    )
+    .await;
+    let handover = killed.elapsed();
+    eprintln!("SIGKILL handover took {handover:?} (ttl {TTL_MS} ms)");
+    assert!(
+        handover <= Duration::from_millis(TTL_MS + 2000),
+        "handover took {handover:?}"
+    );
+    // The dead holder's tenure was closed by the grant that followed it.
+    let tenures = history(&db, "scheduler").await;
+    let dead = tenures
+        .iter()
+        .find(|(_, h, _)| h == &format!("replica-{leader_name}"))
+        .unwrap();
+    assert!(
+        matches!(dead.2.as_deref(), Some("expired") | Some("superseded")),
+        "{tenures:?}"
+    );
+}
+
+/// `check` and `run` both fail with a clear one-line error and a non-zero
+/// exit.
+fn assert_refused(config_path: &Path, needle: &str) {
+    for cmd in ["check", "run"] {
+        let path = config_path.to_str().unwrap();
+        let (code, _out, err) = run_to_end(&[cmd, "--config", path], &[]);
+        assert_ne!(code, 0, "`leasehold {cmd}` accepted it; stderr:\n{err}");
+        assert!(
+            err.contains(needle),
+            "`leasehold {cmd}` did not say {needle:?}; stderr:\n{err}"
+        );
+        assert!(
+            !err.contains("panicked"),
+            "`leasehold {cmd}` panicked:\n{err}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn bad_input_is_refused_clearly_by_check_and_run() {
+    let db = TestDatabase::create().await;
+    let dir = TempDir::new();
+    let port = free_port();
+    let write = |name: &str, text: &str| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, text).unwrap();
+        path
+    };
+    let good = config(&cluster(), "replica-a", port, db.url(), "");
+
+    let unknown = write(
+        "unknown.toml",
+        &good.replace("[http]", "colour = \"blue\"\n[http]"),
+    );
+    assert_refused(&unknown, "colour");
+
+    let missing = write(
+        "missing.toml",
+        &good.replace("scheduler.wasm", "nowhere.wasm"),
+    );
+    assert_refused(&missing, "nowhere.wasm");
+
+    let not_wasm = write("not-wasm.wasm", "this is not wasm");
+    let invalid = write(
+        "invalid.toml",
+        &good.replace(
+            &format!("{}/scheduler.wasm", guest_dir().display()),
+            not_wasm.to_str().unwrap(),
+        ),
+    );
+    assert_refused(&invalid, "not a WebAssembly file");
+
+    let bad_url = write(
+        "bad-url.toml",
+        &good.replace(db.url(), "postgres://postgres:hunter2@127.0.0.1:1/nowhere"),
+    );
+    assert_refused(&bad_url, "127.0.0.1:1");
+    let (_, _, err) = run_to_end(&["check", "--config", bad_url.to_str().unwrap()], &[]);
+    assert!(!err.contains("hunter2"), "a password was printed:\n{err}");
+
+    let wrong_identity = write(
+        "wrong-identity.toml",
+        &good.replace(
+            &format!("url = \"{}\"", db.url()),
+            &format!(
+                "url = \"{}\"\nexpected_database_id = \"00000000-0000-0000-0000-000000000000\"",
+                db.url()
+            ),
+        ),
+    );
+    assert_refused(&wrong_identity, "00000000-0000-0000-0000-000000000000");
+}
+
+#[tokio::test]
+async fn readiness_follows_the_database_without_a_restart() {
+    let db = TestDatabase::create().await;
+    let upstream = url::Url::parse(db.url()).unwrap();
+    let upstream_addr: std::net::SocketAddr = format!(
+        "{}:{}",
+        upstream
+            .host_str()
+            .unwrap()
+            .replace("localhost", "127.0.0.1"),
+        upstream.port().unwrap_or(5432)
+    )
+    .parse()
+    .unwrap();
+    let proxy = FaultProxy::start(upstream_addr).await;
+    let mut proxied = upstream.clone();
+    proxied.set_port(Some(proxy.addr().port())).unwrap();
+    proxied.set_host(Some("127.0.0.1")).unwrap();
+    let dir = TempDir::new();
+    let port = free_port();
+    let replica = Replica::start(
+        dir.path(),
+        "a",
+        port,
+        &config(&cluster(), "replica-a", port, proxied.as_str(), ""),
+    );
+    replica.wait_healthy(Duration::from_secs(60)).await;
+    let ready = |want: u16| {
+        let addr = replica.addr.clone();
+        async move {
+            let r = http::get(&addr, "/readyz").await.ok()?;
+            (r.status == want).then_some(r)
+        }
+    };
+    eventually("ready", Duration::from_secs(20), || ready(200)).await;
+    proxy.set(Mode::Reset);
+    let down = eventually(
+        "not ready while the database is unreachable",
+        Duration::from_secs(20),
+        || ready(503),
+    )
+    .await;
+    assert!(down.body.contains("database"), "{}", down.body);
+    proxy.set(Mode::Pass);
+    eventually(
+        "ready again after recovery",
+        Duration::from_secs(20),
+        || ready(200),
+    )
+    .await;
+}
