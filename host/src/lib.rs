@@ -4,12 +4,15 @@
 //! See `ARCHITECTURE.md` at the repository root for the map of modules and
 //! the invariants they keep.
 
+pub mod api;
 pub mod authority;
+pub mod config;
 pub mod db;
 pub mod fence;
 pub mod limits;
 pub mod names;
 pub mod runtime;
+pub mod service;
 pub mod status;
 pub mod store;
 pub mod supervisor;

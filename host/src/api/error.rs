@@ -1,0 +1,144 @@
+//! Every error the API answers, as `{"error": "...", "code": "..."}` with
+//! a status that says whose move it is: 4xx the caller's, 5xx the
+//! operator's.
+
+use axum::Json;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde_json::json;
+
+use crate::authority::AuthorityError;
+use crate::names::NameError;
+use crate::store::StoreError;
+
+/// An error response.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApiError {
+    /// The HTTP status.
+    pub status: StatusCode,
+    /// Machine-readable code (`not_found`, `conflict`, ...).
+    pub code: &'static str,
+    /// What happened, and what to do about it.
+    pub message: String,
+}
+
+impl ApiError {
+    fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+        Self {
+            status,
+            code,
+            message: message.into(),
+        }
+    }
+
+    /// 400: the request itself is wrong.
+    pub fn invalid(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::BAD_REQUEST, "invalid_request", message)
+    }
+
+    /// 401: a write without the configured bearer token.
+    pub fn unauthorized(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::UNAUTHORIZED, "unauthorized", message)
+    }
+
+    /// 404.
+    pub fn not_found(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::NOT_FOUND, "not_found", message)
+    }
+
+    /// 409: a precondition (version) does not hold.
+    pub fn conflict(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::CONFLICT, "conflict", message)
+    }
+
+    /// 413.
+    pub fn too_large(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::PAYLOAD_TOO_LARGE, "too_large", message)
+    }
+
+    /// 500: a bug or corrupt state; the message says what.
+    pub fn internal(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", message)
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        if self.status.is_server_error() {
+            tracing::warn!(status = %self.status, code = self.code, error = %self.message, "API request failed");
+        }
+        let mut response = (
+            self.status,
+            Json(json!({ "error": self.message, "code": self.code })),
+        )
+            .into_response();
+        if self.status == StatusCode::UNAUTHORIZED {
+            response.headers_mut().insert(
+                header::WWW_AUTHENTICATE,
+                HeaderValue::from_static("Bearer realm=\"leasehold\""),
+            );
+        }
+        response
+    }
+}
+
+impl From<NameError> for ApiError {
+    fn from(error: NameError) -> Self {
+        ApiError::invalid(error.to_string())
+    }
+}
+
+impl From<StoreError> for ApiError {
+    fn from(error: StoreError) -> Self {
+        let message = error.to_string();
+        match error {
+            StoreError::NotFound { .. } => ApiError::not_found(message),
+            StoreError::Conflict { .. } => ApiError::conflict(message),
+            // API writes are not fenced; a fenced refusal here would come
+            // from a backend mix-up, but it is still "not applied".
+            StoreError::Fenced { .. } => ApiError::new(StatusCode::CONFLICT, "fenced", message),
+            StoreError::Invalid(_) => ApiError::invalid(message),
+            StoreError::TooLarge(_) => ApiError::too_large(message),
+            StoreError::Unavailable(_) => {
+                ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", message)
+            }
+        }
+    }
+}
+
+impl From<AuthorityError> for ApiError {
+    fn from(error: AuthorityError) -> Self {
+        let message = error.to_string();
+        let unavailable =
+            |code| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, code, message.clone());
+        match error {
+            AuthorityError::InvalidName(_) | AuthorityError::Invalid { .. } => {
+                ApiError::invalid(message)
+            }
+            AuthorityError::Fenced { .. } => ApiError::new(StatusCode::CONFLICT, "fenced", message),
+            AuthorityError::WrongDatabase { .. } => unavailable("wrong_database"),
+            AuthorityError::Schema { .. } => unavailable("schema"),
+            AuthorityError::Unavailable { .. } => unavailable("unavailable"),
+        }
+    }
+}
+
+/// Fallback for paths the API does not have.
+pub(super) async fn not_found(uri: axum::http::Uri) -> ApiError {
+    ApiError::not_found(format!(
+        "no endpoint at {}; see /v1/leases, /v1/objects/{{kind}}, /v1/events, /readyz, /metrics",
+        uri.path()
+    ))
+}
+
+/// Fallback for a known path with a method it does not take.
+pub(super) async fn method_not_allowed(
+    method: axum::http::Method,
+    uri: axum::http::Uri,
+) -> ApiError {
+    ApiError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "method_not_allowed",
+        format!("{method} is not allowed on {}", uri.path()),
+    )
+}

@@ -1,0 +1,130 @@
+//! `GET /v1/events`: the event log in commit order, optionally long-polled.
+
+use std::time::Duration;
+
+use axum::Json;
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{Query, State};
+use serde::{Deserialize, Serialize};
+
+use super::error::ApiError;
+use super::{AppState, rfc3339};
+use crate::limits::{DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE};
+use crate::store::{Event, Origin};
+use crate::timeouts::EVENTS_LONG_POLL_MAX;
+
+#[derive(Debug, Deserialize)]
+pub(super) struct EventsQuery {
+    after: Option<String>,
+    limit: Option<String>,
+    wait: Option<String>,
+}
+
+/// One event as the API shows it.
+#[derive(Debug, Serialize)]
+pub(super) struct EventView {
+    seq: u64,
+    revision: u64,
+    at: String,
+    kind: String,
+    name: String,
+    reason: String,
+    message: String,
+    origin: Origin,
+}
+
+impl From<Event> for EventView {
+    fn from(e: Event) -> Self {
+        Self {
+            seq: e.seq,
+            revision: e.revision,
+            at: rfc3339(e.at),
+            kind: e.kind,
+            name: e.name,
+            reason: e.reason,
+            message: e.message,
+            origin: e.origin,
+        }
+    }
+}
+
+struct Request {
+    after: u64,
+    limit: usize,
+    wait: Duration,
+}
+
+fn parse(query: EventsQuery) -> Result<Request, ApiError> {
+    let after = match query.after.as_deref() {
+        None => 0,
+        Some(text) => text.parse().map_err(|_| {
+            ApiError::invalid(format!(
+                "after {text:?} must be an event sequence number (0 for the beginning)"
+            ))
+        })?,
+    };
+    let limit = match query.limit.as_deref() {
+        None => DEFAULT_PAGE_SIZE,
+        Some(text) => match text.parse::<usize>() {
+            Ok(n) if (1..=MAX_PAGE_SIZE).contains(&n) => n,
+            _ => {
+                return Err(ApiError::invalid(format!(
+                    "limit {text:?} must be a number from 1 to {MAX_PAGE_SIZE}"
+                )));
+            }
+        },
+    };
+    // A long poll may always end early (the client asks again), so a wait
+    // above the bound is shortened rather than refused.
+    let wait = match query.wait.as_deref() {
+        None => Duration::ZERO,
+        Some(text) => humantime::parse_duration(text)
+            .map_err(|e| {
+                ApiError::invalid(format!(
+                    "wait {text:?} is not a duration ({e}); write it like 10s or 500ms"
+                ))
+            })?
+            .min(EVENTS_LONG_POLL_MAX),
+    };
+    Ok(Request { after, limit, wait })
+}
+
+pub(super) async fn list(
+    State(shared): State<AppState>,
+    query: Result<Query<EventsQuery>, QueryRejection>,
+) -> Result<Json<Vec<EventView>>, ApiError> {
+    let Query(query) = query.map_err(|e| ApiError::invalid(e.body_text()))?;
+    let request = parse(query)?;
+    let store = &shared.api.store;
+    let cluster = &shared.api.cluster;
+
+    // Subscribe and mark the current value seen *before* the first read:
+    // a commit landing after that read then always shows up as a change,
+    // so no event can slip between the read and the wait.
+    let mut feed = store.watch(cluster);
+    feed.borrow_and_update();
+    let deadline = tokio::time::Instant::now() + request.wait;
+    loop {
+        let events = store.events(cluster, request.after, request.limit).await?;
+        if !events.is_empty() || request.wait.is_zero() {
+            return Ok(Json(events.into_iter().map(EventView::from).collect()));
+        }
+        // Wait for the feed to pass our cursor; wakes for commits we have
+        // already seen do not cost a read.
+        loop {
+            tokio::select! {
+                changed = feed.changed() => {
+                    if changed.is_err() {
+                        // The store stopped publishing (shutting down):
+                        // answer with what there is, which is nothing.
+                        return Ok(Json(Vec::new()));
+                    }
+                    if *feed.borrow_and_update() > request.after {
+                        break;
+                    }
+                }
+                () = tokio::time::sleep_until(deadline) => return Ok(Json(Vec::new())),
+            }
+        }
+    }
+}

@@ -1,0 +1,196 @@
+//! The HTTP surface of one replica: health, readiness, metrics, leases,
+//! objects and events (DESIGN.md, "The contract").
+//!
+//! Owns: paths, JSON shapes, status codes, the bearer-token check for
+//! writes and the request-size limit. Must never: change leases or run
+//! guests. It reads the [`Status`] the supervisors publish and calls the
+//! [`Authority`] and [`Store`] traits; every replica serves the same
+//! durable state, so any replica can answer any request.
+//!
+//! # Endpoints
+//!
+//! Every error is `{"error": "<what happened and what to do>", "code":
+//! "<machine-readable>"}` with codes `invalid_request` (400),
+//! `unauthorized` (401), `not_found` (404), `method_not_allowed` (405),
+//! `conflict` (409), `too_large` (413), `unavailable` / `wrong_database` /
+//! `schema` (503) and `internal` (500). Times are
+//! RFC 3339 in UTC with microseconds, e.g. `2025-01-31T12:00:00.123456Z`.
+//!
+//! - `GET /healthz`: `200 ok` (text) while the process serves.
+//! - `GET /readyz`: `200` when the database check passes (identity verified
+//!   and reachable now, or the embedded backend), else `503`. The body
+//!   names every check:
+//!   `{"ready": true, "cluster": "demo", "holder": "h",
+//!     "database": {"ok": true, "state": "verified", "database_id": "...",
+//!                  "system_identifier": "...", "endpoint": "..."},
+//!     "controllers": {"scheduler": {"state": "leading", "epoch": 3},
+//!                     "rollout": {"state": "standby", "holder": "other"}}}`.
+//!   Database states: `verified`, `embedded` (with `"durable": false` and a
+//!   `warning`), `unknown` and `failing` (with a `reason`). Controller
+//!   states: `starting`, `leading` (`epoch`, and `problem` while its guest
+//!   is being restarted), `standby` (`holder`, may be
+//!   null), `failing` (`reason`), `stopped`. A verified database is
+//!   re-checked on each call (its identity, bounded by a 1 s timeout and
+//!   cached for 1 s), so readiness drops while the database is
+//!   unreachable and returns when it is back.
+//! - `GET /metrics`: Prometheus text; see [`metrics`].
+//! - `GET /v1/leases`: `[{"name", "holder", "epoch", "acquired_at",
+//!   "expires_at", "held_here", "active"}]` sorted by name. `held_here`:
+//!   this replica holds the lease now; `active`: someone does (not
+//!   released, not expired).
+//! - `GET /v1/leases/{name}/history[?limit=N]`: tenures newest first,
+//!   `[{"epoch", "holder", "endpoint", "acquired_at", "ended_at",
+//!   "end_reason", "writes", "last_write_at"}]`; `ended_at`, `end_reason`
+//!   and `last_write_at` are null while unknown. A lease that was never
+//!   granted has no tenures: `200 []`, not 404 (a configured controller
+//!   that has not run yet is not an error). `limit` defaults to and is at
+//!   most [`crate::limits::MAX_HISTORY`].
+//! - `GET /v1/objects/{kind}/{name}`: `{"kind", "name", "version",
+//!   "value"}` where `value` is the stored JSON value itself (not a
+//!   string), with `ETag: "<version>"`; 404 if absent.
+//! - `GET /v1/objects/{kind}[?after=NAME][&limit=N]`: `{"items": [object,
+//!   ...], "next": "NAME" | null}` in name order; pass `next` as `after`
+//!   for the following page. `limit`: 1 to
+//!   [`crate::limits::MAX_PAGE_SIZE`], default
+//!   [`crate::limits::DEFAULT_PAGE_SIZE`].
+//! - `PUT /v1/objects/{kind}/{name}`: the body is the JSON value (any
+//!   content type). Preconditions: `If-Match: <version>` (or `"<version>"`)
+//!   replaces only that version; `If-Match: 0` or `If-None-Match: *`
+//!   creates only if absent; `If-Match: *` replaces only if present. A
+//!   failed precondition is 409. Answers the stored object: 201 when this
+//!   request created it, 200 when it replaced one.
+//! - `DELETE /v1/objects/{kind}/{name}`: optional `If-Match: <version>`;
+//!   204, 404 if absent, 409 on a version mismatch.
+//! - `GET /v1/events?after=SEQ[&limit=N][&wait=DURATION]`: events with
+//!   `seq > SEQ` (default 0) in commit order, `[{"seq", "revision", "at",
+//!   "kind", "name", "reason", "message", "origin": {"by": "api"} | {"by":
+//!   "guest", "lease", "epoch", "holder"}}]`. With `wait` (e.g. `10s`,
+//!   capped at [`crate::timeouts::EVENTS_LONG_POLL_MAX`]) the request is
+//!   held until such events exist or the wait ends (then `[]`).
+//!
+//! `PUT` and `DELETE` need `Authorization: Bearer <token>` when a token is
+//! configured (401 otherwise); reads are open. Bodies are limited to
+//! [`crate::limits::HTTP_BODY_BYTES`] (413).
+
+mod auth;
+mod error;
+mod events;
+mod health;
+mod leases;
+pub mod metrics;
+mod objects;
+#[cfg(test)]
+mod tests;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::DefaultBodyLimit;
+use axum::routing::get;
+use chrono::{DateTime, SecondsFormat, Utc};
+
+use crate::authority::Authority;
+use crate::status::Status;
+use crate::store::Store;
+
+pub use error::ApiError;
+
+/// Longest the readiness check waits for the database to answer. Short:
+/// a load balancer polling `/readyz` wants an answer, not a hung request,
+/// and a database that needs longer than this is not healthy.
+pub const READINESS_PROBE_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// How long one readiness probe result is reused, so frequent polling (or
+/// many pollers) costs at most one database round trip per interval.
+pub const READINESS_PROBE_MAX_AGE: Duration = Duration::from_secs(1);
+
+/// What the HTTP surface needs from the rest of the host.
+#[derive(Clone)]
+pub struct ApiState {
+    /// The cluster this replica serves; every lease, object and event is
+    /// read and written within it.
+    pub cluster: String,
+    /// This replica's holder identity (decides `held_here`).
+    pub holder: String,
+    /// What the supervisors report.
+    pub status: Arc<Status>,
+    /// The lease backend (leases, history, database identity).
+    pub authority: Arc<dyn Authority>,
+    /// The state backend (objects, events).
+    pub store: Arc<dyn Store>,
+    /// Bearer token required by `PUT` and `DELETE`; `None` leaves them open.
+    pub token: Option<String>,
+}
+
+// By hand: the token must never reach a log line.
+impl std::fmt::Debug for ApiState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ApiState")
+            .field("cluster", &self.cluster)
+            .field("holder", &self.holder)
+            .field("token", &self.token.as_ref().map(|_| "***"))
+            .finish_non_exhaustive()
+    }
+}
+
+/// How the readiness probe behaves; tests shorten the cache.
+#[derive(Debug, Clone, Copy)]
+struct ProbeSettings {
+    timeout: Duration,
+    max_age: Duration,
+}
+
+/// The state every handler sees.
+struct Shared {
+    api: ApiState,
+    probe: health::Probe,
+}
+
+type AppState = Arc<Shared>;
+
+/// The router serving every endpoint listed in the module documentation.
+/// Serve it with `axum::serve`.
+pub fn router(state: ApiState) -> Router {
+    build(
+        state,
+        ProbeSettings {
+            timeout: READINESS_PROBE_TIMEOUT,
+            max_age: READINESS_PROBE_MAX_AGE,
+        },
+    )
+}
+
+fn build(state: ApiState, probe: ProbeSettings) -> Router {
+    let shared: AppState = Arc::new(Shared {
+        api: state,
+        probe: health::Probe::new(probe.timeout, probe.max_age),
+    });
+    Router::new()
+        .route("/healthz", get(health::healthz))
+        .route("/readyz", get(health::readyz))
+        .route("/metrics", get(metrics::handler))
+        .route("/v1/leases", get(leases::list))
+        .route("/v1/leases/{name}/history", get(leases::history))
+        .route("/v1/objects/{kind}", get(objects::list))
+        .route(
+            "/v1/objects/{kind}/{name}",
+            get(objects::get).put(objects::put).delete(objects::delete),
+        )
+        .route("/v1/events", get(events::list))
+        // Only matched routes: an unknown path is 404 whatever the token.
+        .route_layer(axum::middleware::from_fn_with_state(
+            shared.clone(),
+            auth::require_token_for_writes,
+        ))
+        .fallback(error::not_found)
+        .method_not_allowed_fallback(error::method_not_allowed)
+        .layer(DefaultBodyLimit::max(crate::limits::HTTP_BODY_BYTES))
+        .with_state(shared)
+}
+
+/// The one time format of the API: RFC 3339, UTC, microseconds (the
+/// database's precision), `Z` suffix.
+fn rfc3339(at: DateTime<Utc>) -> String {
+    at.to_rfc3339_opts(SecondsFormat::Micros, true)
+}

@@ -1,0 +1,335 @@
+//! `/v1/objects`: versioned user writes and reads.
+//!
+//! Writes here are the "versioned API writes" of the store: not fenced
+//! (users hold no lease), but optionally conditional on the version read,
+//! which is how a user edits an object a controller may also be changing.
+
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::rejection::{BytesRejection, PathRejection, QueryRejection};
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde::{Deserialize, Serialize};
+
+use super::AppState;
+use super::error::ApiError;
+use crate::limits::{DEFAULT_PAGE_SIZE, HTTP_BODY_BYTES, MAX_PAGE_SIZE};
+use crate::names::check_label;
+use crate::store::{Object, ObjectKey, StoreError};
+
+/// How often an unconditional `PUT` re-reads the version when another
+/// writer races it, before it writes without a precondition. The re-reads
+/// only serve to tell 201 from 200; the write itself never needs them.
+const PUT_ATTEMPTS: usize = 3;
+
+/// An object as the API shows it: `value` is the stored JSON itself.
+#[derive(Debug, Serialize)]
+pub(super) struct ObjectView {
+    kind: String,
+    name: String,
+    version: u64,
+    value: serde_json::Value,
+}
+
+impl TryFrom<Object> for ObjectView {
+    type Error = ApiError;
+
+    fn try_from(object: Object) -> Result<Self, ApiError> {
+        let value = serde_json::from_str(&object.value).map_err(|e| {
+            ApiError::internal(format!(
+                "stored value of {}/{} is not JSON ({e}); the store is corrupt",
+                object.kind, object.name
+            ))
+        })?;
+        Ok(Self {
+            kind: object.kind,
+            name: object.name,
+            version: object.version,
+            value,
+        })
+    }
+}
+
+/// The object with its version as a strong `ETag`, which `If-Match`
+/// accepts back as it is.
+fn respond(status: StatusCode, object: Object) -> Result<Response, ApiError> {
+    let etag = HeaderValue::from_str(&format!("\"{}\"", object.version))
+        .map_err(|e| ApiError::internal(e.to_string()))?;
+    let view = ObjectView::try_from(object)?;
+    Ok((status, [(header::ETAG, etag)], Json(view)).into_response())
+}
+
+fn key(path: Result<Path<(String, String)>, PathRejection>) -> Result<ObjectKey, ApiError> {
+    let Path((kind, name)) = path.map_err(|e| ApiError::invalid(e.body_text()))?;
+    check_label("object kind", &kind)?;
+    check_label("object name", &name)?;
+    Ok(ObjectKey { kind, name })
+}
+
+/// A write's condition on the current version.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Precondition {
+    /// None given.
+    Any,
+    /// The object must be at this version; 0 means it must not exist.
+    Version(u64),
+    /// The object must exist (`If-Match: *`).
+    Exists,
+}
+
+fn one_header(headers: &HeaderMap, name: header::HeaderName) -> Result<Option<&str>, ApiError> {
+    let mut values = headers.get_all(&name).iter();
+    let Some(first) = values.next() else {
+        return Ok(None);
+    };
+    if values.next().is_some() {
+        return Err(ApiError::invalid(format!("give {name} once")));
+    }
+    let text = first
+        .to_str()
+        .map_err(|_| ApiError::invalid(format!("{name} must be ASCII")))?;
+    Ok(Some(text.trim()))
+}
+
+fn precondition(headers: &HeaderMap) -> Result<Precondition, ApiError> {
+    let if_match = one_header(headers, header::IF_MATCH)?;
+    let if_none_match = one_header(headers, header::IF_NONE_MATCH)?;
+    match (if_match, if_none_match) {
+        (Some(_), Some(_)) => Err(ApiError::invalid(
+            "give If-Match or If-None-Match, not both",
+        )),
+        (None, None) => Ok(Precondition::Any),
+        (None, Some("*")) => Ok(Precondition::Version(0)),
+        (None, Some(other)) => Err(ApiError::invalid(format!(
+            "If-None-Match {other:?} is not supported; only `*` (create only if absent)"
+        ))),
+        (Some("*"), None) => Ok(Precondition::Exists),
+        (Some(text), None) => {
+            // Versions are strong validators: a weak `W/"7"` does not
+            // identify one version and is refused.
+            let unquoted = text
+                .strip_prefix('"')
+                .and_then(|t| t.strip_suffix('"'))
+                .unwrap_or(text);
+            unquoted
+                .parse::<u64>()
+                .map(Precondition::Version)
+                .map_err(|_| {
+                    ApiError::invalid(format!(
+                        "If-Match {text:?} is not a version; give one version number such as 7 or \"7\", or *"
+                    ))
+                })
+        }
+    }
+}
+
+pub(super) async fn get(
+    State(shared): State<AppState>,
+    path: Result<Path<(String, String)>, PathRejection>,
+) -> Result<Response, ApiError> {
+    let key = key(path)?;
+    match shared.api.store.get(&shared.api.cluster, &key).await? {
+        Some(object) => respond(StatusCode::OK, object),
+        None => Err(ApiError::not_found(format!("{key} not found"))),
+    }
+}
+
+#[derive(Debug, Deserialize)]
+pub(super) struct ListQuery {
+    after: Option<String>,
+    limit: Option<String>,
+}
+
+/// `GET /v1/objects/{kind}`.
+#[derive(Debug, Serialize)]
+pub(super) struct ListView {
+    items: Vec<ObjectView>,
+    next: Option<String>,
+}
+
+pub(super) async fn list(
+    State(shared): State<AppState>,
+    kind: Result<Path<String>, PathRejection>,
+    query: Result<Query<ListQuery>, QueryRejection>,
+) -> Result<Json<ListView>, ApiError> {
+    let Path(kind) = kind.map_err(|e| ApiError::invalid(e.body_text()))?;
+    let Query(query) = query.map_err(|e| ApiError::invalid(e.body_text()))?;
+    check_label("object kind", &kind)?;
+    if let Some(after) = query.after.as_deref() {
+        check_label("object name (after)", after)?;
+    }
+    let limit = match query.limit.as_deref() {
+        None => DEFAULT_PAGE_SIZE,
+        Some(text) => match text.parse::<usize>() {
+            Ok(n) if (1..=MAX_PAGE_SIZE).contains(&n) => n,
+            _ => {
+                return Err(ApiError::invalid(format!(
+                    "limit {text:?} must be a number from 1 to {MAX_PAGE_SIZE}"
+                )));
+            }
+        },
+    };
+    let page = shared
+        .api
+        .store
+        .list(&shared.api.cluster, &kind, query.after.as_deref(), limit)
+        .await?;
+    let items = page
+        .objects
+        .into_iter()
+        .map(ObjectView::try_from)
+        .collect::<Result<_, _>>()?;
+    Ok(Json(ListView {
+        items,
+        next: page.next,
+    }))
+}
+
+fn body_error(rejection: BytesRejection) -> ApiError {
+    if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+        ApiError::too_large(format!(
+            "the request body is larger than {HTTP_BODY_BYTES} bytes"
+        ))
+    } else {
+        ApiError::invalid(format!(
+            "cannot read the request body: {}",
+            rejection.body_text()
+        ))
+    }
+}
+
+pub(super) async fn put(
+    State(shared): State<AppState>,
+    path: Result<Path<(String, String)>, PathRejection>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    let key = key(path)?;
+    let condition = precondition(&headers)?;
+    let body = body.map_err(body_error)?;
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Err(ApiError::invalid(
+            "the body must be the object's JSON value, e.g. {\"capacity\": 2}",
+        ));
+    }
+    let value: serde_json::Value = serde_json::from_slice(&body)
+        .map_err(|e| ApiError::invalid(format!("the body is not JSON: {e}")))?;
+    let text = value.to_string();
+    let store = &shared.api.store;
+    let cluster = &shared.api.cluster;
+
+    let created = |object| respond(StatusCode::CREATED, object);
+    let replaced = |object| respond(StatusCode::OK, object);
+    match condition {
+        Precondition::Version(0) => {
+            let object = store.put(cluster, &key, &text, Some(0)).await?;
+            created(object)
+        }
+        Precondition::Version(version) => {
+            let object = store.put(cluster, &key, &text, Some(version)).await?;
+            replaced(object)
+        }
+        Precondition::Exists | Precondition::Any => {
+            // Write conditionally on the version just read, so the answer
+            // can say truthfully whether this request created the object.
+            for _ in 0..PUT_ATTEMPTS {
+                let current = store.get(cluster, &key).await?.map(|o| o.version);
+                let expected = match (current, condition) {
+                    (None, Precondition::Exists) => {
+                        return Err(ApiError::conflict(format!(
+                            "{key} does not exist, and If-Match: * requires that it does"
+                        )));
+                    }
+                    (current, _) => current.unwrap_or(0),
+                };
+                match store.put(cluster, &key, &text, Some(expected)).await {
+                    Ok(object) if expected == 0 => return created(object),
+                    Ok(object) => return replaced(object),
+                    // Someone wrote in between: read again.
+                    Err(StoreError::Conflict { .. } | StoreError::NotFound { .. }) => continue,
+                    Err(e) => return Err(e.into()),
+                }
+            }
+            if condition == Precondition::Exists {
+                return Err(ApiError::conflict(format!(
+                    "{key} kept changing while this write ran; try again"
+                )));
+            }
+            let object = store.put(cluster, &key, &text, None).await?;
+            replaced(object)
+        }
+    }
+}
+
+pub(super) async fn delete(
+    State(shared): State<AppState>,
+    path: Result<Path<(String, String)>, PathRejection>,
+    headers: HeaderMap,
+) -> Result<StatusCode, ApiError> {
+    let key = key(path)?;
+    let expected = match precondition(&headers)? {
+        Precondition::Any | Precondition::Exists => None,
+        Precondition::Version(0) => {
+            return Err(ApiError::invalid(
+                "If-Match: 0 / If-None-Match: * mean \"must not exist\", which a DELETE cannot meet",
+            ));
+        }
+        Precondition::Version(version) => Some(version),
+    };
+    shared
+        .api
+        .store
+        .delete(&shared.api.cluster, &key, expected)
+        .await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(pairs: &[(header::HeaderName, &str)]) -> HeaderMap {
+        let mut map = HeaderMap::new();
+        for (name, value) in pairs {
+            map.append(name.clone(), HeaderValue::from_str(value).unwrap());
+        }
+        map
+    }
+
+    #[test]
+    fn preconditions_parse_from_headers() {
+        assert_eq!(precondition(&headers(&[])), Ok(Precondition::Any));
+        assert_eq!(
+            precondition(&headers(&[(header::IF_MATCH, "7")])),
+            Ok(Precondition::Version(7))
+        );
+        assert_eq!(
+            precondition(&headers(&[(header::IF_MATCH, "\"7\"")])),
+            Ok(Precondition::Version(7))
+        );
+        assert_eq!(
+            precondition(&headers(&[(header::IF_MATCH, "0")])),
+            Ok(Precondition::Version(0))
+        );
+        assert_eq!(
+            precondition(&headers(&[(header::IF_NONE_MATCH, "*")])),
+            Ok(Precondition::Version(0))
+        );
+        assert_eq!(
+            precondition(&headers(&[(header::IF_MATCH, "*")])),
+            Ok(Precondition::Exists)
+        );
+        for bad in [
+            vec![(header::IF_MATCH, "W/\"7\"")],
+            vec![(header::IF_MATCH, "7, 8")],
+            vec![(header::IF_MATCH, "seven")],
+            vec![(header::IF_MATCH, "7"), (header::IF_MATCH, "8")],
+            vec![(header::IF_NONE_MATCH, "7")],
+            vec![(header::IF_MATCH, "7"), (header::IF_NONE_MATCH, "*")],
+        ] {
+            let error = precondition(&headers(&bad)).unwrap_err();
+            assert_eq!(error.status, StatusCode::BAD_REQUEST, "{bad:?}");
+        }
+    }
+}

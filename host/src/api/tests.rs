@@ -1,0 +1,996 @@
+//! The API served on a real listener over the memory backends, spoken to
+//! with plain HTTP/1.1, so status codes, headers and body limits are the
+//! ones a client sees.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{Notify, watch};
+
+use super::*;
+use crate::authority::memory::MemoryAuthority;
+use crate::authority::{
+    AcquireRequest, Acquired, AuthorityError, DatabaseIdentity, EndReason, LeaseRecord, Renewed,
+    TenureRecord,
+};
+use crate::fence::{Fence, LeaseKey};
+use crate::status::{ControllerState, DatabaseState};
+use crate::store::memory::MemoryStore;
+use crate::store::{Committed, Event, NewEvent, ObjectKey, Op, Page, StoreError};
+
+const CLUSTER: &str = "demo";
+const HERE: &str = "replica-here";
+
+/// An authority whose database can be made unreachable, counting identity
+/// probes; everything else is the memory backend.
+struct Switchable {
+    inner: MemoryAuthority,
+    down: AtomicBool,
+    probes: AtomicUsize,
+}
+
+#[async_trait]
+impl Authority for Switchable {
+    async fn identity(&self) -> Result<DatabaseIdentity, AuthorityError> {
+        self.probes.fetch_add(1, Ordering::SeqCst);
+        if self.down.load(Ordering::SeqCst) {
+            return Err(AuthorityError::Unavailable {
+                endpoint: "test".into(),
+                reason: "connection refused".into(),
+            });
+        }
+        self.inner.identity().await
+    }
+    async fn acquire(&self, request: &AcquireRequest) -> Result<Acquired, AuthorityError> {
+        self.inner.acquire(request).await
+    }
+    async fn renew(&self, fences: &[Fence], ttl: Duration) -> Result<Vec<Renewed>, AuthorityError> {
+        self.inner.renew(fences, ttl).await
+    }
+    async fn release(&self, fence: &Fence, reason: EndReason) -> Result<(), AuthorityError> {
+        self.inner.release(fence, reason).await
+    }
+    async fn observe(&self, cluster: &str) -> Result<Vec<LeaseRecord>, AuthorityError> {
+        self.inner.observe(cluster).await
+    }
+    async fn history(
+        &self,
+        key: &LeaseKey,
+        limit: usize,
+    ) -> Result<Vec<TenureRecord>, AuthorityError> {
+        self.inner.history(key, limit).await
+    }
+    fn released(&self, cluster: &str) -> watch::Receiver<u64> {
+        self.inner.released(cluster)
+    }
+}
+
+/// A store that tells the test each time events were read, so a test can
+/// write only once a long poll has looked and found nothing.
+struct Observed {
+    inner: MemoryStore,
+    reads: AtomicUsize,
+    read: Notify,
+}
+
+#[async_trait]
+impl Store for Observed {
+    async fn get(
+        &self,
+        cluster: &str,
+        key: &ObjectKey,
+    ) -> Result<Option<crate::store::Object>, StoreError> {
+        self.inner.get(cluster, key).await
+    }
+    async fn list(
+        &self,
+        cluster: &str,
+        kind: &str,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Page, StoreError> {
+        self.inner.list(cluster, kind, after, limit).await
+    }
+    async fn commit_fenced(
+        &self,
+        fence: &Fence,
+        ops: &[Op],
+        events: &[NewEvent],
+    ) -> Result<Committed, StoreError> {
+        self.inner.commit_fenced(fence, ops, events).await
+    }
+    async fn put(
+        &self,
+        cluster: &str,
+        key: &ObjectKey,
+        value: &str,
+        expected_version: Option<u64>,
+    ) -> Result<crate::store::Object, StoreError> {
+        self.inner.put(cluster, key, value, expected_version).await
+    }
+    async fn delete(
+        &self,
+        cluster: &str,
+        key: &ObjectKey,
+        expected_version: Option<u64>,
+    ) -> Result<(), StoreError> {
+        self.inner.delete(cluster, key, expected_version).await
+    }
+    async fn events(
+        &self,
+        cluster: &str,
+        after: u64,
+        limit: usize,
+    ) -> Result<Vec<Event>, StoreError> {
+        let events = self.inner.events(cluster, after, limit).await;
+        self.reads.fetch_add(1, Ordering::SeqCst);
+        self.read.notify_one();
+        events
+    }
+    fn watch(&self, cluster: &str) -> watch::Receiver<u64> {
+        self.inner.watch(cluster)
+    }
+}
+
+struct Host {
+    addr: SocketAddr,
+    authority: Arc<Switchable>,
+    store: Arc<Observed>,
+    status: Arc<Status>,
+    server: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Host {
+    fn drop(&mut self) {
+        self.server.abort();
+    }
+}
+
+async fn host_with(token: Option<&str>, probe_max_age: Duration) -> Host {
+    let memory = MemoryAuthority::new();
+    let authority = Arc::new(Switchable {
+        inner: memory.clone(),
+        down: AtomicBool::new(false),
+        probes: AtomicUsize::new(0),
+    });
+    let store = Arc::new(Observed {
+        inner: MemoryStore::new(Arc::new(memory)),
+        reads: AtomicUsize::new(0),
+        read: Notify::new(),
+    });
+    let status = Arc::new(Status::new(
+        CLUSTER.into(),
+        HERE.into(),
+        &["rollout".to_string(), "scheduler".to_string()],
+    ));
+    status.set_database(DatabaseState::Embedded);
+    let state = ApiState {
+        cluster: CLUSTER.into(),
+        holder: HERE.into(),
+        status: status.clone(),
+        authority: authority.clone(),
+        store: store.clone(),
+        token: token.map(str::to_string),
+    };
+    let app = build(
+        state,
+        ProbeSettings {
+            timeout: READINESS_PROBE_TIMEOUT,
+            max_age: probe_max_age,
+        },
+    );
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let server = tokio::spawn(async move {
+        axum::serve(listener, app).await.unwrap();
+    });
+    Host {
+        addr,
+        authority,
+        store,
+        status,
+        server,
+    }
+}
+
+async fn host() -> Host {
+    host_with(None, READINESS_PROBE_MAX_AGE).await
+}
+
+#[derive(Debug)]
+struct Reply {
+    status: u16,
+    headers: Vec<(String, String)>,
+    body: Vec<u8>,
+}
+
+impl Reply {
+    fn json(&self) -> Value {
+        serde_json::from_slice(&self.body).unwrap_or_else(|e| {
+            panic!(
+                "body is not JSON ({e}): {}",
+                String::from_utf8_lossy(&self.body)
+            )
+        })
+    }
+
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// An error body: `{"error": ..., "code": ...}` and nothing else.
+    #[track_caller]
+    fn assert_error(&self, status: u16, code: &str) {
+        assert_eq!(self.status, status, "{}", self.text());
+        let body = self.json();
+        assert_eq!(body["code"], code, "{body}");
+        assert!(
+            body["error"].as_str().is_some_and(|e| !e.is_empty()),
+            "{body}"
+        );
+        assert_eq!(body.as_object().unwrap().len(), 2, "{body}");
+    }
+}
+
+/// One HTTP/1.1 exchange on a fresh connection.
+async fn call(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> Reply {
+    let mut stream = TcpStream::connect(addr).await.unwrap();
+    let mut request = format!("{method} {path} HTTP/1.1\r\nHost: test\r\nConnection: close\r\n");
+    for (name, value) in headers {
+        request.push_str(&format!("{name}: {value}\r\n"));
+    }
+    if !body.is_empty() || method == "PUT" {
+        request.push_str(&format!("Content-Length: {}\r\n", body.len()));
+    }
+    request.push_str("\r\n");
+    stream.write_all(request.as_bytes()).await.unwrap();
+    // A server may answer (e.g. 413) before reading all of a large body and
+    // close; a failed write then is part of the exchange, not an error.
+    let _ = stream.write_all(body).await;
+    let mut raw = Vec::new();
+    let _ = stream.read_to_end(&mut raw).await;
+    parse_reply(&raw)
+}
+
+fn parse_reply(raw: &[u8]) -> Reply {
+    let split = raw
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .unwrap_or_else(|| panic!("no HTTP head in {:?}", String::from_utf8_lossy(raw)));
+    let head = std::str::from_utf8(&raw[..split]).unwrap();
+    let mut lines = head.split("\r\n");
+    let status = lines
+        .next()
+        .unwrap()
+        .split(' ')
+        .nth(1)
+        .unwrap()
+        .parse()
+        .unwrap();
+    let headers: Vec<(String, String)> = lines
+        .map(|l| {
+            let (n, v) = l.split_once(':').unwrap();
+            (n.trim().to_string(), v.trim().to_string())
+        })
+        .collect();
+    let mut body = raw[split + 4..].to_vec();
+    let chunked = headers
+        .iter()
+        .any(|(n, v)| n.eq_ignore_ascii_case("transfer-encoding") && v.contains("chunked"));
+    if chunked {
+        body = dechunk(&body);
+    }
+    Reply {
+        status,
+        headers,
+        body,
+    }
+}
+
+fn dechunk(mut data: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    loop {
+        let line_end = data.windows(2).position(|w| w == b"\r\n").unwrap();
+        let size =
+            usize::from_str_radix(std::str::from_utf8(&data[..line_end]).unwrap().trim(), 16)
+                .unwrap();
+        data = &data[line_end + 2..];
+        if size == 0 {
+            return out;
+        }
+        out.extend_from_slice(&data[..size]);
+        data = &data[size + 2..];
+    }
+}
+
+async fn get(addr: SocketAddr, path: &str) -> Reply {
+    call(addr, "GET", path, &[], b"").await
+}
+
+async fn put(addr: SocketAddr, path: &str, headers: &[(&str, &str)], body: &str) -> Reply {
+    call(addr, "PUT", path, headers, body.as_bytes()).await
+}
+
+fn is_rfc3339_utc(value: &Value) -> bool {
+    value
+        .as_str()
+        .is_some_and(|s| s.ends_with('Z') && chrono::DateTime::parse_from_rfc3339(s).is_ok())
+}
+
+async fn grant(authority: &Switchable, name: &str, holder: &str) -> Fence {
+    let request = AcquireRequest {
+        key: LeaseKey::new(CLUSTER, name),
+        holder: holder.into(),
+        ttl: Duration::from_secs(30),
+    };
+    match authority.acquire(&request).await.unwrap() {
+        Acquired::Granted(grant) => grant.fence,
+        other => panic!("not granted: {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn healthz_answers_ok() {
+    let h = host().await;
+    let reply = get(h.addr, "/healthz").await;
+    assert_eq!(reply.status, 200);
+    assert_eq!(reply.text(), "ok");
+}
+
+#[tokio::test]
+async fn readyz_names_every_check_and_says_the_embedded_backend_is_not_durable() {
+    let h = host().await;
+    let controllers = &h.status.controllers;
+    controllers["scheduler"].set(ControllerState::Leading {
+        epoch: 4,
+        problem: None,
+    });
+    controllers["rollout"].set(ControllerState::Standby {
+        holder: Some("replica-there".into()),
+    });
+    let reply = get(h.addr, "/readyz").await;
+    assert_eq!(reply.status, 200, "{}", reply.text());
+    let body = reply.json();
+    assert_eq!(body["ready"], true);
+    assert_eq!(body["cluster"], CLUSTER);
+    assert_eq!(body["holder"], HERE);
+    assert_eq!(body["database"]["state"], "embedded");
+    assert_eq!(body["database"]["durable"], false);
+    let warning = body["database"]["warning"].as_str().unwrap();
+    assert!(
+        warning.contains("SINGLE PROCESS") && warning.contains("NOT DURABLE"),
+        "{warning}"
+    );
+    assert_eq!(
+        body["controllers"]["scheduler"],
+        json!({"state": "leading", "epoch": 4})
+    );
+    assert_eq!(
+        body["controllers"]["rollout"],
+        json!({"state": "standby", "holder": "replica-there"})
+    );
+
+    controllers["rollout"].set(ControllerState::Failing {
+        reason: "component trapped".into(),
+    });
+    let body = get(h.addr, "/readyz").await.json();
+    assert_eq!(
+        body["controllers"]["rollout"],
+        json!({"state": "failing", "reason": "component trapped"})
+    );
+}
+
+#[tokio::test]
+async fn readyz_is_unavailable_until_the_database_is_verified() {
+    let h = host().await;
+    h.status.set_database(DatabaseState::Unknown);
+    let reply = get(h.addr, "/readyz").await;
+    assert_eq!(reply.status, 503);
+    let body = reply.json();
+    assert_eq!(body["ready"], false);
+    assert_eq!(body["database"]["state"], "unknown");
+    assert_eq!(
+        body["controllers"]["scheduler"],
+        json!({"state": "starting"})
+    );
+
+    h.status.set_database(DatabaseState::Failing {
+        reason: "database id differs".into(),
+    });
+    let reply = get(h.addr, "/readyz").await;
+    assert_eq!(reply.status, 503);
+    assert_eq!(reply.json()["database"]["reason"], "database id differs");
+}
+
+fn verified(identity: &DatabaseIdentity) -> DatabaseState {
+    DatabaseState::Verified {
+        database_id: identity.database_id.to_string(),
+        system_identifier: identity.system_identifier.to_string(),
+        endpoint: identity.endpoint.clone(),
+    }
+}
+
+#[tokio::test]
+async fn readyz_follows_database_reachability_without_a_restart() {
+    let h = host_with(None, Duration::ZERO).await;
+    let identity = h.authority.inner.identity().await.unwrap();
+    h.status.set_database(verified(&identity));
+
+    let reply = get(h.addr, "/readyz").await;
+    assert_eq!(reply.status, 200, "{}", reply.text());
+    assert_eq!(reply.json()["database"]["state"], "verified");
+    assert_eq!(
+        reply.json()["database"]["database_id"],
+        identity.database_id.to_string()
+    );
+
+    h.authority.down.store(true, Ordering::SeqCst);
+    let reply = get(h.addr, "/readyz").await;
+    assert_eq!(reply.status, 503, "{}", reply.text());
+    let body = reply.json();
+    assert_eq!(body["database"]["state"], "failing");
+    assert!(
+        body["database"]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("connection refused"),
+        "{body}"
+    );
+
+    h.authority.down.store(false, Ordering::SeqCst);
+    let reply = get(h.addr, "/readyz").await;
+    assert_eq!(reply.status, 200, "{}", reply.text());
+}
+
+#[tokio::test]
+async fn readyz_notices_a_replaced_database() {
+    let h = host_with(None, Duration::ZERO).await;
+    let mut identity = h.authority.inner.identity().await.unwrap();
+    identity.database_id = uuid::Uuid::new_v4();
+    h.status.set_database(verified(&identity));
+    let reply = get(h.addr, "/readyz").await;
+    assert_eq!(reply.status, 503);
+    assert!(
+        reply.json()["database"]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("was verified"),
+        "{}",
+        reply.text()
+    );
+}
+
+#[tokio::test]
+async fn readyz_reuses_a_recent_probe() {
+    let h = host_with(None, Duration::from_secs(3600)).await;
+    let identity = h.authority.inner.identity().await.unwrap();
+    h.status.set_database(verified(&identity));
+    for _ in 0..3 {
+        assert_eq!(get(h.addr, "/readyz").await.status, 200);
+    }
+    assert_eq!(h.authority.probes.load(Ordering::SeqCst), 1);
+
+    let h = host_with(None, Duration::ZERO).await;
+    h.status.set_database(verified(&identity));
+    for _ in 0..3 {
+        get(h.addr, "/readyz").await;
+    }
+    assert_eq!(h.authority.probes.load(Ordering::SeqCst), 3);
+}
+
+#[tokio::test]
+async fn metrics_label_every_series_with_its_controller() {
+    let h = host().await;
+    let scheduler = &h.status.controllers["scheduler"];
+    scheduler.set(ControllerState::Leading {
+        epoch: 7,
+        problem: None,
+    });
+    scheduler
+        .metrics
+        .acquisitions
+        .fetch_add(2, Ordering::Relaxed);
+    scheduler.metrics.lost("renew_deadline");
+    scheduler.metrics.aborted("lease_lost");
+    scheduler.metrics.aborted("lease_lost");
+    scheduler
+        .metrics
+        .reconcile_seconds
+        .observe(Duration::from_millis(3));
+    scheduler
+        .metrics
+        .renew_seconds
+        .observe(Duration::from_secs(60));
+    scheduler.metrics.commits.ok.fetch_add(5, Ordering::Relaxed);
+    scheduler
+        .metrics
+        .commits
+        .fenced
+        .fetch_add(1, Ordering::Relaxed);
+
+    let reply = get(h.addr, "/metrics").await;
+    assert_eq!(reply.status, 200);
+    assert!(
+        reply
+            .header("content-type")
+            .unwrap()
+            .starts_with("text/plain; version=0.0.4")
+    );
+    let text = reply.text();
+    for line in [
+        "leasehold_leader{controller=\"scheduler\"} 1",
+        "leasehold_leader{controller=\"rollout\"} 0",
+        "leasehold_epoch{controller=\"scheduler\"} 7",
+        "leasehold_epoch{controller=\"rollout\"} 0",
+        "leasehold_acquisitions_total{controller=\"scheduler\"} 2",
+        "leasehold_losses_total{controller=\"scheduler\",reason=\"renew_deadline\"} 1",
+        "leasehold_losses_total{controller=\"scheduler\",reason=\"renew_refused\"} 0",
+        "leasehold_aborts_total{controller=\"scheduler\",reason=\"lease_lost\"} 2",
+        "leasehold_aborts_total{controller=\"rollout\",reason=\"trap\"} 0",
+        "leasehold_reconcile_duration_seconds_bucket{controller=\"scheduler\",le=\"0.0025\"} 0",
+        "leasehold_reconcile_duration_seconds_bucket{controller=\"scheduler\",le=\"0.005\"} 1",
+        "leasehold_reconcile_duration_seconds_bucket{controller=\"scheduler\",le=\"+Inf\"} 1",
+        "leasehold_reconcile_duration_seconds_count{controller=\"scheduler\"} 1",
+        "leasehold_reconcile_duration_seconds_sum{controller=\"scheduler\"} 0.003",
+        "leasehold_renew_duration_seconds_bucket{controller=\"scheduler\",le=\"10\"} 0",
+        "leasehold_renew_duration_seconds_bucket{controller=\"scheduler\",le=\"+Inf\"} 1",
+        "leasehold_commits_total{controller=\"scheduler\",result=\"ok\"} 5",
+        "leasehold_commits_total{controller=\"scheduler\",result=\"fenced\"} 1",
+        "leasehold_commits_total{controller=\"scheduler\",result=\"conflict\"} 0",
+        "leasehold_commits_total{controller=\"scheduler\",result=\"failed\"} 0",
+        "# TYPE leasehold_reconcile_duration_seconds histogram",
+        "# TYPE leasehold_losses_total counter",
+    ] {
+        assert!(
+            text.lines().any(|l| l == line),
+            "missing {line:?} in\n{text}"
+        );
+    }
+    for line in text.lines().filter(|l| !l.starts_with('#')) {
+        assert!(
+            line.contains("{controller=\""),
+            "unlabelled series {line:?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn leases_show_who_holds_what_and_whether_it_is_here() {
+    let h = host().await;
+    assert_eq!(get(h.addr, "/v1/leases").await.json(), json!([]));
+    let mine = grant(&h.authority, "scheduler", HERE).await;
+    grant(&h.authority, "rollout", "replica-there").await;
+
+    let reply = get(h.addr, "/v1/leases").await;
+    assert_eq!(reply.status, 200);
+    let leases = reply.json();
+    let leases = leases.as_array().unwrap();
+    assert_eq!(leases.len(), 2);
+    assert_eq!(leases[0]["name"], "rollout");
+    assert_eq!(leases[0]["holder"], "replica-there");
+    assert_eq!(leases[0]["held_here"], false);
+    assert_eq!(leases[1]["name"], "scheduler");
+    assert_eq!(leases[1]["holder"], HERE);
+    assert_eq!(leases[1]["epoch"], 1);
+    assert_eq!(leases[1]["held_here"], true);
+    assert_eq!(leases[1]["active"], true);
+    assert!(is_rfc3339_utc(&leases[1]["acquired_at"]), "{}", leases[1]);
+    assert!(is_rfc3339_utc(&leases[1]["expires_at"]), "{}", leases[1]);
+
+    h.authority
+        .release(&mine, EndReason::Released)
+        .await
+        .unwrap();
+    let leases = get(h.addr, "/v1/leases").await.json();
+    assert_eq!(leases[1]["holder"], HERE);
+    assert_eq!(leases[1]["held_here"], false);
+    assert_eq!(leases[1]["active"], false);
+}
+
+#[tokio::test]
+async fn history_lists_tenures_newest_first() {
+    let h = host().await;
+    let first = grant(&h.authority, "scheduler", HERE).await;
+    h.authority
+        .release(&first, EndReason::Released)
+        .await
+        .unwrap();
+    grant(&h.authority, "scheduler", "replica-there").await;
+
+    let reply = get(h.addr, "/v1/leases/scheduler/history").await;
+    assert_eq!(reply.status, 200, "{}", reply.text());
+    let tenures = reply.json();
+    let tenures = tenures.as_array().unwrap();
+    assert_eq!(tenures.len(), 2);
+    assert_eq!(tenures[0]["epoch"], 2);
+    assert_eq!(tenures[0]["holder"], "replica-there");
+    assert_eq!(tenures[0]["ended_at"], Value::Null);
+    assert_eq!(tenures[0]["end_reason"], Value::Null);
+    assert_eq!(tenures[1]["epoch"], 1);
+    assert_eq!(tenures[1]["holder"], HERE);
+    assert_eq!(tenures[1]["end_reason"], "released");
+    assert!(is_rfc3339_utc(&tenures[1]["ended_at"]));
+    assert!(is_rfc3339_utc(&tenures[1]["acquired_at"]));
+    assert_eq!(tenures[1]["writes"], 0);
+    assert_eq!(tenures[1]["last_write_at"], Value::Null);
+    assert!(tenures[1]["endpoint"].is_string());
+    let keys: Vec<&String> = tenures[1].as_object().unwrap().keys().collect();
+    assert_eq!(
+        keys,
+        [
+            "acquired_at",
+            "end_reason",
+            "ended_at",
+            "endpoint",
+            "epoch",
+            "holder",
+            "last_write_at",
+            "writes"
+        ]
+    );
+
+    let newest = get(h.addr, "/v1/leases/scheduler/history?limit=1")
+        .await
+        .json();
+    assert_eq!(newest.as_array().unwrap().len(), 1);
+    assert_eq!(newest[0]["epoch"], 2);
+
+    assert_eq!(
+        get(h.addr, "/v1/leases/never-granted/history").await.json(),
+        json!([])
+    );
+    get(h.addr, "/v1/leases/Bad_Name/history")
+        .await
+        .assert_error(400, "invalid_request");
+    get(h.addr, "/v1/leases/scheduler/history?limit=0")
+        .await
+        .assert_error(400, "invalid_request");
+}
+
+#[tokio::test]
+async fn objects_are_created_read_replaced_and_deleted_by_version() {
+    let h = host().await;
+    let path = "/v1/objects/nodes/n1";
+    let created = put(h.addr, path, &[], r#"{"capacity": 2}"#).await;
+    assert_eq!(created.status, 201, "{}", created.text());
+    let object = created.json();
+    assert_eq!(object["kind"], "nodes");
+    assert_eq!(object["name"], "n1");
+    // The value is embedded as JSON, not as a string of JSON.
+    assert_eq!(object["value"], json!({"capacity": 2}));
+    let v1 = object["version"].as_u64().unwrap();
+    assert_eq!(created.header("etag"), Some(format!("\"{v1}\"").as_str()));
+
+    let read = get(h.addr, path).await;
+    assert_eq!(read.status, 200);
+    assert_eq!(read.json(), object);
+
+    let replaced = put(h.addr, path, &[], r#"{"capacity": 3}"#).await;
+    assert_eq!(replaced.status, 200, "{}", replaced.text());
+    let v2 = replaced.json()["version"].as_u64().unwrap();
+    assert!(v2 > v1);
+
+    // A stale version is a conflict, and nothing is written.
+    put(
+        h.addr,
+        path,
+        &[("If-Match", &v1.to_string())],
+        r#"{"capacity": 9}"#,
+    )
+    .await
+    .assert_error(409, "conflict");
+    assert_eq!(
+        get(h.addr, path).await.json()["value"],
+        json!({"capacity": 3})
+    );
+
+    // The current version, quoted as the ETag gives it, is accepted.
+    let etag = format!("\"{v2}\"");
+    let updated = put(h.addr, path, &[("If-Match", &etag)], r#"{"capacity": 4}"#).await;
+    assert_eq!(updated.status, 200, "{}", updated.text());
+    let v3 = updated.json()["version"].as_u64().unwrap();
+
+    // Create-only preconditions on an existing object.
+    put(h.addr, path, &[("If-None-Match", "*")], "{}")
+        .await
+        .assert_error(409, "conflict");
+    put(h.addr, path, &[("If-Match", "0")], "{}")
+        .await
+        .assert_error(409, "conflict");
+    // If-Match: * needs it to exist.
+    put(
+        h.addr,
+        "/v1/objects/nodes/absent",
+        &[("If-Match", "*")],
+        "{}",
+    )
+    .await
+    .assert_error(409, "conflict");
+    let fresh = put(
+        h.addr,
+        "/v1/objects/nodes/n2",
+        &[("If-None-Match", "*")],
+        "[1,2]",
+    )
+    .await;
+    assert_eq!(fresh.status, 201);
+    assert_eq!(fresh.json()["value"], json!([1, 2]));
+
+    call(
+        h.addr,
+        "DELETE",
+        path,
+        &[("If-Match", &v1.to_string())],
+        b"",
+    )
+    .await
+    .assert_error(409, "conflict");
+    let deleted = call(
+        h.addr,
+        "DELETE",
+        path,
+        &[("If-Match", &v3.to_string())],
+        b"",
+    )
+    .await;
+    assert_eq!(deleted.status, 204, "{}", deleted.text());
+    assert!(deleted.body.is_empty());
+    get(h.addr, path).await.assert_error(404, "not_found");
+    call(h.addr, "DELETE", path, &[], b"")
+        .await
+        .assert_error(404, "not_found");
+    // Deleted, then created again: 201 once more.
+    assert_eq!(put(h.addr, path, &[], "{}").await.status, 201);
+}
+
+#[tokio::test]
+async fn bad_object_requests_get_json_errors() {
+    let h = host().await;
+    put(h.addr, "/v1/objects/nodes/n1", &[], "{not json")
+        .await
+        .assert_error(400, "invalid_request");
+    put(h.addr, "/v1/objects/nodes/n1", &[], "")
+        .await
+        .assert_error(400, "invalid_request");
+    put(h.addr, "/v1/objects/Nodes/n1", &[], "{}")
+        .await
+        .assert_error(400, "invalid_request");
+    get(h.addr, "/v1/objects/nodes/bad_name")
+        .await
+        .assert_error(400, "invalid_request");
+    put(
+        h.addr,
+        "/v1/objects/nodes/n1",
+        &[("If-Match", "W/\"1\"")],
+        "{}",
+    )
+    .await
+    .assert_error(400, "invalid_request");
+
+    // Over the request limit: refused by the server before the store.
+    let huge = format!("\"{}\"", "x".repeat(crate::limits::HTTP_BODY_BYTES));
+    put(h.addr, "/v1/objects/nodes/n1", &[], &huge)
+        .await
+        .assert_error(413, "too_large");
+    // Within the request limit but over the value limit: refused by the
+    // store with the same status.
+    let big = format!("\"{}\"", "x".repeat(crate::limits::MAX_VALUE_BYTES));
+    put(h.addr, "/v1/objects/nodes/n1", &[], &big)
+        .await
+        .assert_error(413, "too_large");
+    get(h.addr, "/v1/objects/nodes/n1")
+        .await
+        .assert_error(404, "not_found");
+
+    get(h.addr, "/v1/nothing-here")
+        .await
+        .assert_error(404, "not_found");
+    call(h.addr, "POST", "/v1/objects/nodes/n1", &[], b"{}")
+        .await
+        .assert_error(405, "method_not_allowed");
+}
+
+#[tokio::test]
+async fn objects_list_in_pages() {
+    let h = host().await;
+    for name in ["e", "a", "c", "b", "d"] {
+        let body = format!("{{\"n\": \"{name}\"}}");
+        assert_eq!(
+            put(h.addr, &format!("/v1/objects/tasks/{name}"), &[], &body)
+                .await
+                .status,
+            201
+        );
+    }
+    put(h.addr, "/v1/objects/nodes/z", &[], "{}").await;
+
+    let page = get(h.addr, "/v1/objects/tasks?limit=2").await.json();
+    let names: Vec<&str> = page["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["a", "b"]);
+    assert_eq!(page["items"][0]["value"], json!({"n": "a"}));
+    assert_eq!(page["next"], "b");
+
+    let mut seen = names.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    let mut next = page["next"].as_str().map(str::to_string);
+    while let Some(after) = next {
+        let page = get(h.addr, &format!("/v1/objects/tasks?limit=2&after={after}"))
+            .await
+            .json();
+        for item in page["items"].as_array().unwrap() {
+            seen.push(item["name"].as_str().unwrap().to_string());
+        }
+        next = page["next"].as_str().map(str::to_string);
+    }
+    assert_eq!(seen, ["a", "b", "c", "d", "e"]);
+
+    let all = get(h.addr, "/v1/objects/tasks").await.json();
+    assert_eq!(all["items"].as_array().unwrap().len(), 5);
+    assert_eq!(all["next"], Value::Null);
+    assert_eq!(
+        get(h.addr, "/v1/objects/empty").await.json(),
+        json!({"items": [], "next": null})
+    );
+
+    get(h.addr, "/v1/objects/tasks?limit=0")
+        .await
+        .assert_error(400, "invalid_request");
+    get(h.addr, "/v1/objects/tasks?limit=501")
+        .await
+        .assert_error(400, "invalid_request");
+    get(h.addr, "/v1/objects/tasks?limit=x")
+        .await
+        .assert_error(400, "invalid_request");
+    get(h.addr, "/v1/objects/tasks?after=Bad_Name")
+        .await
+        .assert_error(400, "invalid_request");
+}
+
+#[tokio::test]
+async fn writes_need_the_token_when_one_is_configured() {
+    let h = host_with(Some("s3cret-token"), READINESS_PROBE_MAX_AGE).await;
+    let path = "/v1/objects/nodes/n1";
+    let refused = put(h.addr, path, &[], "{}").await;
+    refused.assert_error(401, "unauthorized");
+    assert!(
+        refused
+            .header("www-authenticate")
+            .unwrap()
+            .starts_with("Bearer")
+    );
+    put(
+        h.addr,
+        path,
+        &[("Authorization", "Bearer wrong-token!")],
+        "{}",
+    )
+    .await
+    .assert_error(401, "unauthorized");
+    put(
+        h.addr,
+        path,
+        &[("Authorization", "Basic czNjcmV0LXRva2Vu")],
+        "{}",
+    )
+    .await
+    .assert_error(401, "unauthorized");
+    get(h.addr, path).await.assert_error(404, "not_found");
+
+    let ok = put(
+        h.addr,
+        path,
+        &[("Authorization", "Bearer s3cret-token")],
+        "{}",
+    )
+    .await;
+    assert_eq!(ok.status, 201, "{}", ok.text());
+    // Reads stay open.
+    assert_eq!(get(h.addr, path).await.status, 200);
+    assert_eq!(get(h.addr, "/v1/events").await.status, 200);
+
+    call(h.addr, "DELETE", path, &[], b"")
+        .await
+        .assert_error(401, "unauthorized");
+    assert_eq!(get(h.addr, path).await.status, 200);
+    let deleted = call(
+        h.addr,
+        "DELETE",
+        path,
+        &[("Authorization", "bearer s3cret-token")],
+        b"",
+    )
+    .await;
+    assert_eq!(deleted.status, 204);
+}
+
+#[tokio::test]
+async fn events_come_in_commit_order_after_a_cursor() {
+    let h = host().await;
+    put(h.addr, "/v1/objects/nodes/n1", &[], "{}").await;
+    put(h.addr, "/v1/objects/nodes/n1", &[], "{\"a\": 1}").await;
+    call(h.addr, "DELETE", "/v1/objects/nodes/n1", &[], b"").await;
+
+    let reply = get(h.addr, "/v1/events?after=0").await;
+    assert_eq!(reply.status, 200);
+    let events = reply.json();
+    let events = events.as_array().unwrap();
+    let seqs: Vec<u64> = events.iter().map(|e| e["seq"].as_u64().unwrap()).collect();
+    assert_eq!(seqs, [1, 2, 3]);
+    let reasons: Vec<&str> = events
+        .iter()
+        .map(|e| e["reason"].as_str().unwrap())
+        .collect();
+    assert_eq!(reasons, ["Created", "Updated", "Deleted"]);
+    assert_eq!(events[0]["kind"], "nodes");
+    assert_eq!(events[0]["name"], "n1");
+    assert_eq!(events[0]["origin"], json!({"by": "api"}));
+    assert!(is_rfc3339_utc(&events[0]["at"]));
+
+    let later = get(h.addr, "/v1/events?after=1&limit=1").await.json();
+    assert_eq!(later.as_array().unwrap().len(), 1);
+    assert_eq!(later[0]["seq"], 2);
+    assert_eq!(get(h.addr, "/v1/events?after=3").await.json(), json!([]));
+
+    get(h.addr, "/v1/events?after=-1")
+        .await
+        .assert_error(400, "invalid_request");
+    get(h.addr, "/v1/events?limit=0")
+        .await
+        .assert_error(400, "invalid_request");
+    get(h.addr, "/v1/events?wait=soon")
+        .await
+        .assert_error(400, "invalid_request");
+}
+
+#[tokio::test]
+async fn a_long_poll_wakes_for_a_commit_after_it_found_nothing() {
+    let h = host().await;
+    put(h.addr, "/v1/objects/nodes/n1", &[], "{}").await;
+    let reads_before = h.store.reads.load(Ordering::SeqCst);
+    let read = h.store.read.notified();
+    let poll = tokio::spawn(call(h.addr, "GET", "/v1/events?after=1&wait=30s", &[], b""));
+    // Write only once the poll has read and found nothing, so the answer
+    // can only come from the wake-up path.
+    read.await;
+    put(h.addr, "/v1/objects/nodes/n2", &[], "{}").await;
+    let reply = poll.await.unwrap();
+    assert_eq!(reply.status, 200);
+    let events = reply.json();
+    assert_eq!(events.as_array().unwrap().len(), 1, "{events}");
+    assert_eq!(events[0]["seq"], 2);
+    assert_eq!(events[0]["name"], "n2");
+    assert!(h.store.reads.load(Ordering::SeqCst) >= reads_before + 2);
+}
+
+#[tokio::test]
+async fn a_long_poll_without_events_ends_empty_after_its_wait() {
+    let h = host().await;
+    let started = std::time::Instant::now();
+    let reply = get(h.addr, "/v1/events?after=0&wait=50ms").await;
+    assert_eq!(reply.status, 200);
+    assert_eq!(reply.json(), json!([]));
+    assert!(started.elapsed() >= Duration::from_millis(50));
+}

@@ -1,0 +1,606 @@
+//! The host's configuration: one TOML file, read and checked once at start.
+//!
+//! Owns: the file's keys and their defaults, the environment overrides
+//! (`LEASEHOLD_DATABASE_URL`, `LEASEHOLD_GUEST_DIR`), path resolution
+//! relative to the config file, and every bound a configured value must
+//! stay within. Must never: connect to the database, compile components or
+//! start anything; deeper checks belong to `leasehold check`.
+//!
+//! Checking collects every problem in the file, each with its line, so one
+//! run of `leasehold check` shows all of them. Unknown keys are refused by
+//! name: a misspelt `lease_tll` must not silently fall back to a default.
+//!
+//! ```toml
+//! cluster = "demo"                 # required: a DNS label
+//! holder = "replica-a"             # optional: default <hostname>-<pid>-<4 hex>
+//!
+//! [database]
+//! url = "postgres://postgres@127.0.0.1:5432/postgres"  # absent: embedded, single process
+//! max_connections = 16
+//! expected_database_id = "…uuid…"  # optional: refuse any other database
+//! expected_system_identifier = "…" # optional: refuse any other server
+//!
+//! [http]
+//! listen = "127.0.0.1:8080"
+//! token = "…"                      # optional: bearer token for PUT and DELETE
+//!
+//! [runtime]
+//! pooling = true
+//! cache_dir = "cache"              # optional, relative to the config file
+//!
+//! [[controllers]]
+//! name = "scheduler"
+//! component = "${LEASEHOLD_GUEST_DIR}/scheduler.wasm"
+//! lease_ttl = "10s"
+//! renew_interval = "2s"
+//! renew_deadline = "7s"
+//! reconcile_deadline = "30s"
+//! backoff_min = "100ms"
+//! backoff_max = "30s"
+//! memory_limit = "64MiB"
+//! max_queue = 100000
+//! dirs = [{ host = "data", guest = "/data", writable = false }]
+//! ```
+
+mod raw;
+mod resolve;
+#[cfg(test)]
+mod tests;
+mod units;
+
+use std::fmt;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use thiserror::Error;
+
+use crate::authority::{ExpectedIdentity, LeaseTiming};
+use crate::runtime::{DirGrant, EngineConfig, GuestLimits};
+
+/// Environment variable naming the folder that `${LEASEHOLD_GUEST_DIR}` in
+/// a component path expands to.
+pub const GUEST_DIR_ENV: &str = "LEASEHOLD_GUEST_DIR";
+
+/// Where `${LEASEHOLD_GUEST_DIR}` points when the variable is not set,
+/// relative to the parent of the config file's folder. This is where
+/// `cargo xtask guests` puts the example components, so a config kept in
+/// `examples/` of a checkout finds them without any setup.
+pub const DEFAULT_GUEST_DIR: &str = "target/wasm32-wasip2/guest";
+
+/// The placeholder expanded in component paths.
+pub const GUEST_DIR_PLACEHOLDER: &str = "${LEASEHOLD_GUEST_DIR}";
+
+/// Default `[http] listen`: loopback only, so a development host is not
+/// reachable from the network until someone decides it should be.
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:8080";
+
+/// Default `[database] max_connections`: enough for every supervisor's
+/// renewals plus API traffic on a small host.
+pub const DEFAULT_MAX_CONNECTIONS: usize = 16;
+
+/// Largest `[database] max_connections`: PostgreSQL's own default
+/// `max_connections` is 100 for the whole server; more than this from one
+/// host is a mistake, not a tuning choice.
+pub const MAX_DATABASE_CONNECTIONS: usize = 256;
+
+/// Largest config file read. A config is a few kilobytes; anything near
+/// this is not a config file.
+pub const MAX_CONFIG_BYTES: u64 = 1024 * 1024;
+
+/// Shortest `lease_ttl`: below this, ordinary database latency alone would
+/// make leases flap between replicas.
+pub const MIN_LEASE_TTL: Duration = Duration::from_millis(100);
+
+/// Longest `lease_ttl`: also the worst-case takeover time after a holder
+/// vanishes, so an hour is already far past anything useful.
+pub const MAX_LEASE_TTL: Duration = Duration::from_secs(3600);
+
+/// Longest `reconcile_deadline`.
+pub const MAX_RECONCILE_DEADLINE: Duration = Duration::from_secs(3600);
+
+/// Longest `backoff_max` (and so `backoff_min`).
+pub const MAX_BACKOFF: Duration = Duration::from_secs(3600);
+
+/// Smallest `memory_limit`: a Rust guest needs several 64 KiB pages just
+/// to start.
+pub const MIN_GUEST_MEMORY_BYTES: usize = 1024 * 1024;
+
+/// Largest `memory_limit`: the whole 32-bit address space of a wasm32
+/// guest.
+pub const MAX_GUEST_MEMORY_BYTES: usize = 4 * 1024 * 1024 * 1024;
+
+/// Most directories granted to one controller.
+pub const MAX_DIRS: usize = 16;
+
+/// Longest guest path of a granted directory.
+pub const MAX_GUEST_PATH_BYTES: usize = 1024;
+
+/// Longest `[http] token`.
+pub const MAX_TOKEN_BYTES: usize = 1024;
+
+/// The checked configuration of one host.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Config {
+    /// The cluster every lease and object of this host belongs to (a DNS
+    /// label). Replicas of one deployment share it; different deployments
+    /// sharing one database must not.
+    pub cluster: String,
+    /// This replica's holder identity in leases and history. Always `Some`
+    /// after [`Config::load`] or [`Config::parse`]: when the file has no
+    /// `holder`, the process-wide default from [`default_holder`] is filled
+    /// in, so every part of one process uses the same identity.
+    pub holder: Option<String>,
+    /// `[database]`.
+    pub database: DatabaseConfig,
+    /// `[http]`.
+    pub http: HttpConfig,
+    /// `[runtime]`.
+    pub runtime: RuntimeConfig,
+    /// `[[controllers]]`, in file order, names unique.
+    pub controllers: Vec<ControllerConfig>,
+    /// The absolute folder of the config file; relative paths in the file
+    /// are resolved against it. Not a TOML key.
+    pub base_dir: PathBuf,
+}
+
+/// `[database]`.
+#[derive(Clone, PartialEq, Eq)]
+pub struct DatabaseConfig {
+    /// PostgreSQL URL. `None` selects the embedded in-memory backend:
+    /// single process, nothing durable, for development and tests only.
+    /// `LEASEHOLD_DATABASE_URL` overrides it (see
+    /// [`DatabaseConfig::apply_url_override`]).
+    pub url: Option<String>,
+    /// Pool size (1 to [`MAX_DATABASE_CONNECTIONS`], default
+    /// [`DEFAULT_MAX_CONNECTIONS`]).
+    pub max_connections: usize,
+    /// If set, refuse to lead against a database whose `leasehold_database`
+    /// id differs.
+    pub expected_database_id: Option<uuid::Uuid>,
+    /// If set, refuse to lead against a server whose system identifier
+    /// differs. May be written as a string in TOML, since identifiers can
+    /// exceed TOML's signed 64-bit integers.
+    pub expected_system_identifier: Option<u64>,
+}
+
+// By hand, so a password in the URL never reaches a log line through
+// `{:?}`.
+impl fmt::Debug for DatabaseConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DatabaseConfig")
+            .field("url", &self.url.as_deref().map(crate::db::redact))
+            .field("max_connections", &self.max_connections)
+            .field("expected_database_id", &self.expected_database_id)
+            .field(
+                "expected_system_identifier",
+                &self.expected_system_identifier,
+            )
+            .finish()
+    }
+}
+
+impl Default for DatabaseConfig {
+    fn default() -> Self {
+        Self {
+            url: None,
+            max_connections: DEFAULT_MAX_CONNECTIONS,
+            expected_database_id: None,
+            expected_system_identifier: None,
+        }
+    }
+}
+
+impl DatabaseConfig {
+    /// Let the value of `LEASEHOLD_DATABASE_URL` (passed in, so tests need
+    /// not touch the process environment) replace the configured URL. An
+    /// empty value counts as unset. Returns whether it replaced anything.
+    pub fn apply_url_override(&mut self, env_value: Option<String>) -> bool {
+        match env_value {
+            Some(url) if !url.trim().is_empty() => {
+                self.url = Some(url);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// The URL with its password redacted, or a description of the
+    /// embedded backend: safe to log.
+    pub fn endpoint(&self) -> String {
+        match &self.url {
+            Some(url) => crate::db::redact(url),
+            None => "embedded in-memory backend (single process, not durable)".to_string(),
+        }
+    }
+
+    /// The identity the database must show before this host leads.
+    pub fn expected_identity(&self) -> ExpectedIdentity {
+        ExpectedIdentity {
+            database_id: self.expected_database_id,
+            system_identifier: self.expected_system_identifier,
+        }
+    }
+}
+
+/// `[http]`.
+#[derive(Clone, PartialEq, Eq)]
+pub struct HttpConfig {
+    /// Address the API listens on (default [`DEFAULT_LISTEN`]).
+    pub listen: SocketAddr,
+    /// If set, `PUT` and `DELETE` require `Authorization: Bearer <token>`.
+    /// Reads stay open.
+    pub token: Option<String>,
+}
+
+// By hand, so the token never reaches a log line through `{:?}`.
+impl fmt::Debug for HttpConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HttpConfig")
+            .field("listen", &self.listen)
+            .field("token", &self.token.as_ref().map(|_| "***"))
+            .finish()
+    }
+}
+
+impl Default for HttpConfig {
+    fn default() -> Self {
+        Self {
+            listen: DEFAULT_LISTEN
+                .parse()
+                .expect("the default listen address parses"),
+            token: None,
+        }
+    }
+}
+
+/// `[runtime]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RuntimeConfig {
+    /// Use wasmtime's pooling allocator (default true; the runtime falls
+    /// back to on-demand allocation if the pool cannot be reserved).
+    pub pooling: bool,
+    /// Where compiled components are cached, absolute (written relative to
+    /// the config file). `None` disables the cache.
+    pub cache_dir: Option<PathBuf>,
+}
+
+impl Default for RuntimeConfig {
+    fn default() -> Self {
+        Self {
+            pooling: true,
+            cache_dir: None,
+        }
+    }
+}
+
+/// One `[[controllers]]` entry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ControllerConfig {
+    /// Controller and lease name (a DNS label, unique in the file).
+    pub name: String,
+    /// The component file, absolute. Written relative to the config file's
+    /// folder; `${LEASEHOLD_GUEST_DIR}` expands to that environment
+    /// variable, or to [`DEFAULT_GUEST_DIR`] under the config folder's
+    /// parent when it is unset. The file existed when the config was read.
+    pub component: PathBuf,
+    /// Lease lifetime without renewal ([`MIN_LEASE_TTL`] to
+    /// [`MAX_LEASE_TTL`]).
+    pub lease_ttl: Duration,
+    /// How often the lease is renewed; below `renew_deadline`.
+    pub renew_interval: Duration,
+    /// The holder gives the lease up this long after its last successful
+    /// renewal was sent; below `lease_ttl` (L3).
+    pub renew_deadline: Duration,
+    /// Longest single reconcile before the guest is torn down.
+    pub reconcile_deadline: Duration,
+    /// First retry delay after a failed acquire or guest.
+    pub backoff_min: Duration,
+    /// Largest retry delay; at least `backoff_min`.
+    pub backoff_max: Duration,
+    /// Largest linear memory of the guest, in bytes
+    /// ([`MIN_GUEST_MEMORY_BYTES`] to [`MAX_GUEST_MEMORY_BYTES`]).
+    pub memory_limit: usize,
+    /// Most distinct keys in the work queue (1 to
+    /// [`crate::limits::WORK_QUEUE_KEYS`]).
+    pub max_queue: usize,
+    /// Directories granted to the guest; none by default (G5).
+    pub dirs: Vec<DirConfig>,
+}
+
+/// One directory granted to a controller.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DirConfig {
+    /// The directory on the host, absolute (written relative to the config
+    /// file). It existed when the config was read.
+    pub host: PathBuf,
+    /// Where the guest sees it: an absolute guest path such as `/data`.
+    pub guest: String,
+    /// Whether the guest may write there (default false: read-only).
+    pub writable: bool,
+}
+
+impl ControllerConfig {
+    /// The lease timing of this controller.
+    pub fn timing(&self) -> LeaseTiming {
+        LeaseTiming {
+            ttl: self.lease_ttl,
+            renew_interval: self.renew_interval,
+            renew_deadline: self.renew_deadline,
+        }
+    }
+
+    /// The runtime limits of this controller's guest: the configured memory
+    /// and deadline, the rest at their defaults.
+    pub fn guest_limits(&self) -> GuestLimits {
+        GuestLimits {
+            memory_bytes: self.memory_limit,
+            reconcile_deadline: self.reconcile_deadline,
+            ..GuestLimits::default()
+        }
+    }
+
+    /// The directories granted to the guest, as the runtime takes them.
+    pub fn dir_grants(&self) -> Vec<DirGrant> {
+        self.dirs
+            .iter()
+            .map(|dir| DirGrant {
+                host_path: dir.host.clone(),
+                guest_path: dir.guest.clone(),
+                writable: dir.writable,
+            })
+            .collect()
+    }
+}
+
+/// What the process environment contributes to a config. Passed in
+/// explicitly so tests never have to change the real environment.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Environment {
+    /// The value of `LEASEHOLD_DATABASE_URL`, if set.
+    pub database_url: Option<String>,
+    /// The value of `LEASEHOLD_GUEST_DIR`, if set.
+    pub guest_dir: Option<PathBuf>,
+}
+
+impl Environment {
+    /// Read both variables from this process's environment. Empty values
+    /// count as unset.
+    pub fn from_process() -> Self {
+        Self {
+            database_url: std::env::var(crate::db::URL_ENV)
+                .ok()
+                .filter(|v| !v.trim().is_empty()),
+            guest_dir: std::env::var_os(GUEST_DIR_ENV)
+                .filter(|v| !v.is_empty())
+                .map(PathBuf::from),
+        }
+    }
+}
+
+/// One problem found in a config file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    /// The 1-based line it is on, when it is about one place in the file.
+    pub line: Option<usize>,
+    /// What is wrong and what to write instead.
+    pub message: String,
+}
+
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.line {
+            Some(line) => write!(f, "line {line}: {}", self.message),
+            None => f.write_str(&self.message),
+        }
+    }
+}
+
+/// Why a config could not be used.
+#[derive(Debug, Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("cannot read config file {}: {source}", path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The file is not TOML, has a key this version does not know, or a
+    /// value of the wrong type. Reading stops at the first such problem.
+    #[error("{}", render(file, std::slice::from_ref(problem)))]
+    Syntax {
+        /// The file (as given) or `<config>` for parsed text.
+        file: String,
+        /// The problem.
+        problem: Problem,
+    },
+    /// The file reads, but values are wrong. Lists every problem found.
+    #[error("{}", render(file, problems))]
+    Invalid {
+        /// The file (as given) or `<config>` for parsed text.
+        file: String,
+        /// Every problem, in file order where they have a line.
+        problems: Vec<Problem>,
+    },
+}
+
+impl ConfigError {
+    /// Every problem, one message each (with its line), for callers that
+    /// list them alongside their own.
+    pub fn problems(&self) -> Vec<String> {
+        match self {
+            ConfigError::Read { .. } => vec![self.to_string()],
+            ConfigError::Syntax { problem, .. } => vec![problem.to_string()],
+            ConfigError::Invalid { problems, .. } => {
+                problems.iter().map(ToString::to_string).collect()
+            }
+        }
+    }
+}
+
+/// One problem reads as one line; several get a header naming the file and
+/// one line each.
+fn render(file: &str, problems: &[Problem]) -> String {
+    match problems {
+        [one] => format!("invalid config {file}: {one}"),
+        many => {
+            let mut text = format!("invalid config {file} ({} problems):", many.len());
+            for problem in many {
+                text.push_str("\n  ");
+                text.push_str(&problem.to_string());
+            }
+            text
+        }
+    }
+}
+
+/// The holder identity used when the config names none:
+/// `<hostname>-<pid>-<4 random hex digits>`. Computed once per process, so
+/// every caller gets the same value; the random part tells apart two
+/// processes that reuse a pid on one host (containers often all run as
+/// pid 1).
+pub fn default_holder() -> &'static str {
+    static HOLDER: OnceLock<String> = OnceLock::new();
+    HOLDER.get_or_init(|| {
+        let host = hostname();
+        let suffix: u16 = rand::random();
+        format!("{host}-{}-{suffix:04x}", std::process::id())
+    })
+}
+
+/// The host name, reduced to what a holder may contain. std has no
+/// portable call for it; Linux exposes it in procfs, and shells export
+/// `HOSTNAME` elsewhere.
+fn hostname() -> String {
+    let raw = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .or_else(|| std::env::var("COMPUTERNAME").ok())
+        .unwrap_or_default();
+    let cleaned: String = raw
+        .trim()
+        .chars()
+        .filter(|c| c.is_ascii_graphic())
+        .take(200)
+        .collect();
+    if cleaned.is_empty() {
+        "leasehold".to_string()
+    } else {
+        cleaned
+    }
+}
+
+impl Config {
+    /// Read and check the config file at `path`, with the process
+    /// environment's overrides.
+    pub fn load(path: impl AsRef<Path>) -> Result<Config, ConfigError> {
+        Self::load_with(path, &Environment::from_process())
+    }
+
+    /// [`Config::load`] with an explicit environment.
+    pub fn load_with(path: impl AsRef<Path>, env: &Environment) -> Result<Config, ConfigError> {
+        let path = path.as_ref();
+        let read_error = |source| ConfigError::Read {
+            path: path.to_path_buf(),
+            source,
+        };
+        let file = path.display().to_string();
+        let size = std::fs::metadata(path).map_err(read_error)?.len();
+        if size > MAX_CONFIG_BYTES {
+            return Err(ConfigError::Invalid {
+                file,
+                problems: vec![Problem {
+                    line: None,
+                    message: format!(
+                        "the file is {size} bytes; a config file may be at most {MAX_CONFIG_BYTES} bytes"
+                    ),
+                }],
+            });
+        }
+        let text = std::fs::read_to_string(path).map_err(read_error)?;
+        let absolute = std::path::absolute(path).map_err(read_error)?;
+        let base_dir = absolute
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_else(|| PathBuf::from("/"));
+        Self::parse_named(&text, &base_dir, &file, env)
+    }
+
+    /// Check config `text` as if it were a file in `base_dir`, with the
+    /// process environment's overrides.
+    pub fn parse(text: &str, base_dir: impl AsRef<Path>) -> Result<Config, ConfigError> {
+        Self::parse_with(text, base_dir, &Environment::from_process())
+    }
+
+    /// [`Config::parse`] with an explicit environment.
+    pub fn parse_with(
+        text: &str,
+        base_dir: impl AsRef<Path>,
+        env: &Environment,
+    ) -> Result<Config, ConfigError> {
+        Self::parse_named(text, base_dir.as_ref(), "<config>", env)
+    }
+
+    fn parse_named(
+        text: &str,
+        base_dir: &Path,
+        file: &str,
+        env: &Environment,
+    ) -> Result<Config, ConfigError> {
+        let base_dir = if base_dir.as_os_str().is_empty() {
+            std::env::current_dir().map_err(|source| ConfigError::Read {
+                path: PathBuf::from(file),
+                source,
+            })?
+        } else {
+            std::path::absolute(base_dir).map_err(|source| ConfigError::Read {
+                path: PathBuf::from(file),
+                source,
+            })?
+        };
+        let raw: raw::RawConfig = toml::from_str(text).map_err(|e| ConfigError::Syntax {
+            file: file.to_string(),
+            problem: resolve::syntax_problem(text, &e),
+        })?;
+        resolve::resolve(raw, text, &base_dir, env).map_err(|problems| ConfigError::Invalid {
+            file: file.to_string(),
+            problems,
+        })
+    }
+
+    /// This replica's holder identity: the configured one, or the process
+    /// default.
+    pub fn holder(&self) -> &str {
+        self.holder.as_deref().unwrap_or_else(|| default_holder())
+    }
+
+    /// Whether the embedded in-memory backend is selected (no database
+    /// URL): single process, nothing durable.
+    pub fn is_embedded(&self) -> bool {
+        self.database.url.is_none()
+    }
+
+    /// The controller names, in file order.
+    pub fn controller_names(&self) -> Vec<String> {
+        self.controllers.iter().map(|c| c.name.clone()).collect()
+    }
+
+    /// How to build the shared engine for these controllers: the pool holds
+    /// every guest, each as large as the largest memory limit.
+    pub fn engine_config(&self) -> EngineConfig {
+        EngineConfig {
+            max_guests: u32::try_from(self.controllers.len().max(1)).unwrap_or(u32::MAX),
+            memory_bytes: self
+                .controllers
+                .iter()
+                .map(|c| c.memory_limit)
+                .max()
+                .unwrap_or(crate::limits::GUEST_MEMORY_BYTES),
+            pooling: self.runtime.pooling,
+            cache_dir: self.runtime.cache_dir.clone(),
+        }
+    }
+}

@@ -1,0 +1,748 @@
+//! From the file as written to a [`Config`]: defaults, environment
+//! overrides, paths, and every rule a value must keep. Each rule reports
+//! into one list instead of returning early, so the user sees every problem
+//! at once; a value that fails is replaced by its default so later rules
+//! do not report follow-on noise about it.
+
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::net::SocketAddr;
+use std::path::{Component, Path, PathBuf};
+use std::time::Duration;
+
+use toml::Spanned;
+
+use super::raw::{DurationText, IntOrText, RawConfig, RawController, RawDatabase, RawDir};
+use super::units::{line_of, parse_duration, parse_size, parse_u64, show_size};
+use super::{
+    Config, ControllerConfig, DEFAULT_GUEST_DIR, DEFAULT_LISTEN, DatabaseConfig, DirConfig,
+    Environment, GUEST_DIR_ENV, GUEST_DIR_PLACEHOLDER, HttpConfig, MAX_BACKOFF,
+    MAX_DATABASE_CONNECTIONS, MAX_DIRS, MAX_GUEST_MEMORY_BYTES, MAX_GUEST_PATH_BYTES,
+    MAX_LEASE_TTL, MAX_RECONCILE_DEADLINE, MAX_TOKEN_BYTES, MIN_GUEST_MEMORY_BYTES, MIN_LEASE_TTL,
+    Problem, RuntimeConfig, default_holder,
+};
+use crate::authority::LeaseTiming;
+use crate::limits::{GUEST_MEMORY_BYTES, MAX_CONTROLLERS, WORK_QUEUE_KEYS};
+use crate::names::{check_holder, check_label};
+use crate::timeouts;
+
+/// The problem the TOML reader stopped at, with its line and the text of
+/// that line, so the user sees which key it means.
+pub(super) fn syntax_problem(text: &str, error: &toml::de::Error) -> Problem {
+    let message = error.message().trim().to_string();
+    match error.span() {
+        Some(span) => {
+            let line = line_of(text, span.start);
+            let source = text.lines().nth(line - 1).unwrap_or("").trim();
+            let message = if source.is_empty() || source.len() > 120 {
+                message
+            } else {
+                format!("{message} (at `{source}`)")
+            };
+            Problem {
+                line: Some(line),
+                message,
+            }
+        }
+        None => Problem {
+            line: None,
+            message,
+        },
+    }
+}
+
+/// Collects problems, each with the line of the value it is about.
+struct Checker {
+    /// Byte offset at which each line after the first starts, so a line
+    /// lookup is a binary search (a file may hold thousands of entries).
+    line_starts: Vec<usize>,
+    problems: Vec<Problem>,
+}
+
+impl Checker {
+    fn new(text: &str) -> Self {
+        Self {
+            line_starts: text
+                .bytes()
+                .enumerate()
+                .filter(|(_, b)| *b == b'\n')
+                .map(|(i, _)| i + 1)
+                .collect(),
+            problems: Vec::new(),
+        }
+    }
+
+    fn line<T>(&self, value: &Spanned<T>) -> usize {
+        let offset = value.span().start;
+        self.line_starts.partition_point(|&start| start <= offset) + 1
+    }
+
+    fn at<T>(&mut self, value: &Spanned<T>, message: impl Into<String>) {
+        let line = Some(self.line(value));
+        self.problems.push(Problem {
+            line,
+            message: message.into(),
+        });
+    }
+
+    fn general(&mut self, message: impl Into<String>) {
+        self.problems.push(Problem {
+            line: None,
+            message: message.into(),
+        });
+    }
+}
+
+pub(super) fn resolve(
+    raw: RawConfig,
+    text: &str,
+    base_dir: &Path,
+    env: &Environment,
+) -> Result<Config, Vec<Problem>> {
+    let mut c = Checker::new(text);
+
+    let cluster = match &raw.cluster {
+        None => {
+            c.general(
+                "`cluster` is required: name the cluster these controllers belong to, \
+                 e.g. `cluster = \"demo\"` at the top of the file",
+            );
+            String::new()
+        }
+        Some(value) => {
+            if let Err(e) = check_label("cluster", value.get_ref()) {
+                c.at(value, e.to_string());
+            }
+            value.get_ref().clone()
+        }
+    };
+
+    let holder = match &raw.holder {
+        Some(value) => {
+            if let Err(e) = check_holder(value.get_ref()) {
+                c.at(value, e.to_string());
+            }
+            value.get_ref().clone()
+        }
+        None => default_holder().to_string(),
+    };
+
+    let database = database(&mut c, &raw.database, env);
+    let http = http(&mut c, &raw);
+    let runtime = RuntimeConfig {
+        pooling: raw.runtime.pooling.unwrap_or(true),
+        cache_dir: raw.runtime.cache_dir.as_ref().and_then(|value| {
+            if value.get_ref().trim().is_empty() {
+                c.at(
+                    value,
+                    "runtime.cache_dir is empty; remove the key to disable the cache",
+                );
+                None
+            } else {
+                Some(absolute_in(base_dir, Path::new(value.get_ref())))
+            }
+        }),
+    };
+
+    if raw.controllers.len() > MAX_CONTROLLERS {
+        c.general(format!(
+            "{} controllers are configured; one host runs at most {MAX_CONTROLLERS}",
+            raw.controllers.len()
+        ));
+    }
+    let guest_dir = guest_dir(base_dir, env);
+    let mut controllers = Vec::with_capacity(raw.controllers.len());
+    let mut first_line_of_name: BTreeMap<String, usize> = BTreeMap::new();
+    for (index, entry) in raw.controllers.iter().enumerate() {
+        let controller = controller(&mut c, index, entry, base_dir, &guest_dir);
+        if let Some(name) = entry.get_ref().name.as_ref() {
+            let line = c.line(name);
+            match first_line_of_name.get(name.get_ref()) {
+                Some(first) => c.at(
+                    name,
+                    format!(
+                        "controller name {:?} is already used on line {first}; names must be unique \
+                         (each controller has its own lease)",
+                        name.get_ref()
+                    ),
+                ),
+                None => {
+                    first_line_of_name.insert(name.get_ref().clone(), line);
+                }
+            }
+        }
+        controllers.push(controller);
+    }
+
+    if !c.problems.is_empty() {
+        // Problems with a line come in file order; file-wide ones first.
+        c.problems.sort_by_key(|p| p.line.unwrap_or(0));
+        return Err(c.problems);
+    }
+    Ok(Config {
+        cluster,
+        holder: Some(holder),
+        database,
+        http,
+        runtime,
+        controllers,
+        base_dir: base_dir.to_path_buf(),
+    })
+}
+
+fn database(c: &mut Checker, raw: &RawDatabase, env: &Environment) -> DatabaseConfig {
+    let mut config = DatabaseConfig {
+        url: raw.url.as_ref().map(|u| u.get_ref().clone()),
+        ..DatabaseConfig::default()
+    };
+    let overridden = config.apply_url_override(env.database_url.clone());
+    if let Some(url) = &config.url {
+        let problem = if url.trim().is_empty() {
+            Some("is empty; remove `url` to use the embedded backend".to_string())
+        } else {
+            url.parse::<tokio_postgres::Config>().err().map(|e| {
+                format!(
+                    "{} is not a PostgreSQL URL ({e}); write it like \
+                     postgres://USER:PASSWORD@HOST:5432/DATABASE",
+                    crate::db::redact(url)
+                )
+            })
+        };
+        if let Some(problem) = problem {
+            match (overridden, &raw.url) {
+                (true, _) => c.general(format!(
+                    "the database URL from {}: {problem}",
+                    crate::db::URL_ENV
+                )),
+                (false, Some(value)) => c.at(value, format!("database.url {problem}")),
+                (false, None) => c.general(format!("database.url {problem}")),
+            }
+        }
+    }
+    if let Some(value) = &raw.max_connections {
+        let n = *value.get_ref();
+        match usize::try_from(n) {
+            Ok(n) if (1..=MAX_DATABASE_CONNECTIONS).contains(&n) => config.max_connections = n,
+            _ => c.at(
+                value,
+                format!(
+                    "database.max_connections is {n}; it must be between 1 and {MAX_DATABASE_CONNECTIONS}"
+                ),
+            ),
+        }
+    }
+    if let Some(value) = &raw.expected_database_id {
+        match uuid::Uuid::parse_str(value.get_ref().trim()) {
+            Ok(id) => config.expected_database_id = Some(id),
+            Err(e) => c.at(
+                value,
+                format!(
+                    "database.expected_database_id {:?} is not a UUID ({e}); \
+                     `leasehold migrate` prints the database id",
+                    value.get_ref()
+                ),
+            ),
+        }
+    }
+    if let Some(value) = &raw.expected_system_identifier {
+        match parse_u64(value.get_ref()) {
+            Ok(id) => config.expected_system_identifier = Some(id),
+            Err(e) => c.at(
+                value,
+                format!(
+                    "database.expected_system_identifier: {e}; \
+                     `leasehold migrate` prints the system identifier"
+                ),
+            ),
+        }
+    }
+    config
+}
+
+fn http(c: &mut Checker, raw: &RawConfig) -> HttpConfig {
+    let mut config = HttpConfig::default();
+    if let Some(value) = &raw.http.listen {
+        match value.get_ref().trim().parse::<SocketAddr>() {
+            Ok(addr) => config.listen = addr,
+            Err(_) => c.at(
+                value,
+                format!(
+                    "http.listen {:?} is not an IP address and port; write it like \
+                     {DEFAULT_LISTEN:?} or \"0.0.0.0:8080\" (host names are not resolved)",
+                    value.get_ref()
+                ),
+            ),
+        }
+    }
+    if let Some(value) = &raw.http.token {
+        let token = value.get_ref();
+        if token.is_empty() {
+            c.at(
+                value,
+                "http.token is empty; remove the key to leave writes open, or set a secret",
+            );
+        } else if token.len() > MAX_TOKEN_BYTES {
+            c.at(
+                value,
+                format!("http.token is longer than {MAX_TOKEN_BYTES} bytes"),
+            );
+        } else if !token.bytes().all(|b| b.is_ascii_graphic()) {
+            // A bearer token travels in a header: spaces and control
+            // characters would be cut or refused on the way.
+            c.at(
+                value,
+                "http.token may contain only printable ASCII without spaces",
+            );
+        } else {
+            config.token = Some(token.clone());
+        }
+    }
+    config
+}
+
+/// What `${LEASEHOLD_GUEST_DIR}` expands to.
+fn guest_dir(base_dir: &Path, env: &Environment) -> PathBuf {
+    match &env.guest_dir {
+        Some(dir) => absolute_in(base_dir, dir),
+        None => base_dir
+            .parent()
+            .unwrap_or(base_dir)
+            .join(DEFAULT_GUEST_DIR),
+    }
+}
+
+/// `path` made absolute against `base`, without touching the file system
+/// (so a missing path is reported as missing, not as an I/O error).
+fn absolute_in(base: &Path, path: &Path) -> PathBuf {
+    let joined = base.join(path);
+    std::path::absolute(&joined).unwrap_or(joined)
+}
+
+/// Bounds and default of one duration key.
+struct DurationRule {
+    key: &'static str,
+    default: Duration,
+    min: Duration,
+    max: Duration,
+}
+
+/// Parse and bound a duration; on any problem report it and use the
+/// default. Returns the value and whether it was usable as written.
+fn duration(
+    c: &mut Checker,
+    who: &str,
+    raw: &Option<Spanned<DurationText>>,
+    rule: DurationRule,
+) -> (Duration, bool) {
+    let Some(value) = raw else {
+        return (rule.default, true);
+    };
+    let key = rule.key;
+    let parsed = match parse_duration(&value.get_ref().0) {
+        Ok(d) => d,
+        Err(e) => {
+            c.at(value, format!("{who}: {key}: {e}"));
+            return (rule.default, false);
+        }
+    };
+    let show = |d: Duration| humantime::format_duration(d).to_string();
+    if parsed.is_zero() {
+        c.at(value, format!("{who}: {key} must be greater than zero"));
+    } else if parsed < rule.min {
+        c.at(
+            value,
+            format!(
+                "{who}: {key} is {}; it must be at least {}",
+                show(parsed),
+                show(rule.min)
+            ),
+        );
+    } else if parsed > rule.max {
+        c.at(
+            value,
+            format!(
+                "{who}: {key} is {}; it must be at most {}",
+                show(parsed),
+                show(rule.max)
+            ),
+        );
+    } else {
+        return (parsed, true);
+    }
+    (rule.default, false)
+}
+
+fn controller(
+    c: &mut Checker,
+    index: usize,
+    entry: &Spanned<RawController>,
+    base_dir: &Path,
+    guest_dir: &Path,
+) -> ControllerConfig {
+    let raw = entry.get_ref();
+    let name = match &raw.name {
+        None => {
+            c.at(
+                entry,
+                format!("controllers[{index}] has no `name`; give it a unique DNS label such as \"scheduler\""),
+            );
+            String::new()
+        }
+        Some(value) => {
+            if let Err(e) = check_label("controller name", value.get_ref()) {
+                c.at(value, e.to_string());
+            }
+            value.get_ref().clone()
+        }
+    };
+    // Messages name the controller when its name is usable, else its index.
+    let who = if check_label("controller name", &name).is_ok() {
+        format!("controller {name:?}")
+    } else {
+        format!("controllers[{index}]")
+    };
+
+    let component = match &raw.component {
+        None => {
+            c.at(
+                entry,
+                format!("{who} has no `component`; set it to the path of its .wasm file"),
+            );
+            PathBuf::new()
+        }
+        Some(value) => match component_path(value.get_ref(), base_dir, guest_dir) {
+            Ok(path) => path,
+            Err(e) => {
+                c.at(value, format!("{who}: {e}"));
+                PathBuf::new()
+            }
+        },
+    };
+
+    let max = Duration::MAX;
+    let (lease_ttl, ttl_ok) = duration(
+        c,
+        &who,
+        &raw.lease_ttl,
+        DurationRule {
+            key: "lease_ttl",
+            default: timeouts::LEASE_TTL,
+            min: MIN_LEASE_TTL,
+            max: MAX_LEASE_TTL,
+        },
+    );
+    // Interval and deadline are bounded by the ttl through the ordering
+    // rule below, so they need no bounds of their own.
+    let (renew_interval, interval_ok) = duration(
+        c,
+        &who,
+        &raw.renew_interval,
+        DurationRule {
+            key: "renew_interval",
+            default: timeouts::RENEW_INTERVAL,
+            min: Duration::ZERO,
+            max,
+        },
+    );
+    let (renew_deadline, deadline_ok) = duration(
+        c,
+        &who,
+        &raw.renew_deadline,
+        DurationRule {
+            key: "renew_deadline",
+            default: timeouts::RENEW_DEADLINE,
+            min: Duration::ZERO,
+            max,
+        },
+    );
+    let timing = LeaseTiming {
+        ttl: lease_ttl,
+        renew_interval,
+        renew_deadline,
+    };
+    if ttl_ok
+        && interval_ok
+        && deadline_ok
+        && let Err(e) = timing.validate()
+    {
+        // Point at whichever of the three keys the file sets, the deadline
+        // first since it sits between the other two.
+        let message =
+            format!("{who}: {e}; the holder must give the lease up before anyone else can take it");
+        match raw
+            .renew_deadline
+            .as_ref()
+            .or(raw.renew_interval.as_ref())
+            .or(raw.lease_ttl.as_ref())
+        {
+            Some(value) => c.at(value, message),
+            None => c.at(entry, message),
+        }
+    }
+    let (reconcile_deadline, _) = duration(
+        c,
+        &who,
+        &raw.reconcile_deadline,
+        DurationRule {
+            key: "reconcile_deadline",
+            default: timeouts::RECONCILE_DEADLINE,
+            min: Duration::ZERO,
+            max: MAX_RECONCILE_DEADLINE,
+        },
+    );
+    let (backoff_min, min_ok) = duration(
+        c,
+        &who,
+        &raw.backoff_min,
+        DurationRule {
+            key: "backoff_min",
+            default: timeouts::BACKOFF_MIN,
+            min: Duration::ZERO,
+            max: MAX_BACKOFF,
+        },
+    );
+    let (backoff_max, max_ok) = duration(
+        c,
+        &who,
+        &raw.backoff_max,
+        DurationRule {
+            key: "backoff_max",
+            default: timeouts::BACKOFF_MAX,
+            min: Duration::ZERO,
+            max: MAX_BACKOFF,
+        },
+    );
+    if min_ok && max_ok && backoff_min > backoff_max {
+        let message = format!(
+            "{who}: backoff_min ({}) is larger than backoff_max ({})",
+            humantime::format_duration(backoff_min),
+            humantime::format_duration(backoff_max)
+        );
+        match raw.backoff_min.as_ref().or(raw.backoff_max.as_ref()) {
+            Some(value) => c.at(value, message),
+            None => c.at(entry, message),
+        }
+    }
+
+    let memory_limit = match &raw.memory_limit {
+        None => GUEST_MEMORY_BYTES,
+        Some(value) => match memory(value.get_ref()) {
+            Ok(bytes) => bytes,
+            Err(e) => {
+                c.at(value, format!("{who}: memory_limit {e}"));
+                GUEST_MEMORY_BYTES
+            }
+        },
+    };
+
+    let max_queue = match &raw.max_queue {
+        None => WORK_QUEUE_KEYS,
+        Some(value) => match usize::try_from(*value.get_ref()) {
+            Ok(n) if (1..=WORK_QUEUE_KEYS).contains(&n) => n,
+            _ => {
+                c.at(
+                    value,
+                    format!(
+                        "{who}: max_queue is {}; it must be between 1 and {WORK_QUEUE_KEYS}",
+                        value.get_ref()
+                    ),
+                );
+                WORK_QUEUE_KEYS
+            }
+        },
+    };
+
+    if raw.dirs.len() > MAX_DIRS {
+        c.at(
+            entry,
+            format!(
+                "{who} grants {} directories; at most {MAX_DIRS} are allowed",
+                raw.dirs.len()
+            ),
+        );
+    }
+    let mut dirs: Vec<DirConfig> = Vec::with_capacity(raw.dirs.len());
+    for (i, dir) in raw.dirs.iter().enumerate() {
+        if let Some(resolved) = grant(c, &who, i, dir, base_dir) {
+            if dirs.iter().any(|d| d.guest == resolved.guest) {
+                c.at(
+                    dir,
+                    format!(
+                        "{who}: dirs[{i}]: guest path {:?} is granted twice",
+                        resolved.guest
+                    ),
+                );
+            } else {
+                dirs.push(resolved);
+            }
+        }
+    }
+
+    ControllerConfig {
+        name,
+        component,
+        lease_ttl,
+        renew_interval,
+        renew_deadline,
+        reconcile_deadline,
+        backoff_min,
+        backoff_max,
+        memory_limit,
+        max_queue,
+        dirs,
+    }
+}
+
+fn memory(value: &IntOrText) -> Result<usize, String> {
+    let bytes = parse_size(value)?;
+    let (min, max) = (MIN_GUEST_MEMORY_BYTES as u64, MAX_GUEST_MEMORY_BYTES as u64);
+    if !(min..=max).contains(&bytes) {
+        return Err(format!(
+            "is {}; it must be between {} and {}",
+            show_size(bytes),
+            show_size(min),
+            show_size(max)
+        ));
+    }
+    usize::try_from(bytes).map_err(|_| format!("{} does not fit this platform", show_size(bytes)))
+}
+
+/// Expand `${LEASEHOLD_GUEST_DIR}`, resolve against the config folder, and
+/// require an existing file.
+fn component_path(written: &str, base_dir: &Path, guest_dir: &Path) -> Result<PathBuf, String> {
+    if written.trim().is_empty() {
+        return Err("component is empty; set it to the path of a .wasm file".into());
+    }
+    let uses_placeholder = written.contains(GUEST_DIR_PLACEHOLDER);
+    let expanded = written.replace(GUEST_DIR_PLACEHOLDER, "");
+    if expanded.contains("${") {
+        return Err(format!(
+            "component {written:?}: only {GUEST_DIR_PLACEHOLDER} is expanded in paths"
+        ));
+    }
+    let path = if uses_placeholder {
+        // Splice the directory in as an OS string: the variable's value
+        // need not be UTF-8.
+        let mut spliced = OsString::new();
+        let mut parts = written.split(GUEST_DIR_PLACEHOLDER).peekable();
+        while let Some(part) = parts.next() {
+            spliced.push(part);
+            if parts.peek().is_some() {
+                spliced.push(guest_dir.as_os_str());
+            }
+        }
+        absolute_in(base_dir, Path::new(&spliced))
+    } else {
+        absolute_in(base_dir, Path::new(written))
+    };
+    match std::fs::metadata(&path) {
+        Ok(meta) if meta.is_file() => Ok(path),
+        Ok(_) => Err(format!(
+            "component {} is not a file; point it at a .wasm component",
+            path.display()
+        )),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            let hint = if uses_placeholder {
+                format!(
+                    "; build the guest components first (`cargo xtask guests`), or set \
+                     {GUEST_DIR_ENV} to the folder that holds them"
+                )
+            } else {
+                "; paths are relative to the config file's folder".to_string()
+            };
+            Err(format!(
+                "component file {} does not exist{hint}",
+                path.display()
+            ))
+        }
+        Err(e) => Err(format!("component file {}: {e}", path.display())),
+    }
+}
+
+fn grant(
+    c: &mut Checker,
+    who: &str,
+    index: usize,
+    entry: &Spanned<RawDir>,
+    base_dir: &Path,
+) -> Option<DirConfig> {
+    let raw = entry.get_ref();
+    let mut ok = true;
+    let host = match &raw.host {
+        None => {
+            c.at(
+                entry,
+                format!("{who}: dirs[{index}] has no `host` directory"),
+            );
+            ok = false;
+            PathBuf::new()
+        }
+        Some(value) => {
+            let path = absolute_in(base_dir, Path::new(value.get_ref()));
+            match std::fs::metadata(&path) {
+                Ok(meta) if meta.is_dir() => {}
+                Ok(_) => {
+                    c.at(
+                        value,
+                        format!(
+                            "{who}: dirs[{index}]: {} is not a directory",
+                            path.display()
+                        ),
+                    );
+                    ok = false;
+                }
+                Err(e) => {
+                    c.at(
+                        value,
+                        format!(
+                            "{who}: dirs[{index}]: host directory {}: {e} \
+                             (paths are relative to the config file's folder)",
+                            path.display()
+                        ),
+                    );
+                    ok = false;
+                }
+            }
+            path
+        }
+    };
+    let guest = match &raw.guest {
+        None => {
+            c.at(
+                entry,
+                format!("{who}: dirs[{index}] has no `guest` path (such as \"/data\")"),
+            );
+            ok = false;
+            String::new()
+        }
+        Some(value) => {
+            let guest = value.get_ref();
+            let path = Path::new(guest);
+            let problem = if !guest.starts_with('/') {
+                Some("must be absolute, such as \"/data\"")
+            } else if guest.len() > MAX_GUEST_PATH_BYTES {
+                Some("is too long")
+            } else if path
+                .components()
+                .any(|part| matches!(part, Component::ParentDir | Component::CurDir))
+            {
+                Some("must not contain `.` or `..`")
+            } else {
+                None
+            };
+            if let Some(problem) = problem {
+                c.at(
+                    value,
+                    format!("{who}: dirs[{index}]: guest path {guest:?} {problem}"),
+                );
+                ok = false;
+            }
+            guest.clone()
+        }
+    };
+    ok.then_some(DirConfig {
+        host,
+        guest,
+        writable: raw.writable,
+    })
+}

@@ -1,0 +1,805 @@
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use super::raw::IntOrText;
+use super::units::{parse_duration, parse_size};
+use super::*;
+use crate::limits::{GUEST_MEMORY_BYTES, MAX_CONTROLLERS, WORK_QUEUE_KEYS};
+
+/// A folder of its own under the system temp dir, removed on drop, laid out
+/// like a checkout: `<root>/examples` holds the config, `<root>/target/...`
+/// the default guest dir.
+struct Scratch {
+    root: PathBuf,
+}
+
+impl Scratch {
+    fn new() -> Self {
+        let root = std::env::temp_dir().join(format!("leasehold-config-{}", uuid::Uuid::new_v4()));
+        std::fs::create_dir_all(root.join("examples")).unwrap();
+        Self { root }
+    }
+
+    fn config_dir(&self) -> PathBuf {
+        self.root.join("examples")
+    }
+
+    /// Create an (empty) file at `relative` under the config folder.
+    fn file(&self, relative: &str) -> PathBuf {
+        let path = self.config_dir().join(relative);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, b"\0asm").unwrap();
+        path
+    }
+
+    fn dir(&self, relative: &str) -> PathBuf {
+        let path = self.config_dir().join(relative);
+        std::fs::create_dir_all(&path).unwrap();
+        path
+    }
+
+    fn parse(&self, text: &str) -> Result<Config, ConfigError> {
+        Config::parse_with(text, self.config_dir(), &Environment::default())
+    }
+
+    fn parse_env(&self, text: &str, env: &Environment) -> Result<Config, ConfigError> {
+        Config::parse_with(text, self.config_dir(), env)
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.root);
+    }
+}
+
+const ONE: &str = r#"
+cluster = "demo"
+
+[[controllers]]
+name = "scheduler"
+component = "scheduler.wasm"
+"#;
+
+fn problems(error: ConfigError) -> Vec<Problem> {
+    match error {
+        ConfigError::Invalid { problems, .. } => problems,
+        other => panic!("expected Invalid, got {other:?}"),
+    }
+}
+
+fn syntax(error: ConfigError) -> Problem {
+    match error {
+        ConfigError::Syntax { problem, .. } => problem,
+        other => panic!("expected Syntax, got {other:?}"),
+    }
+}
+
+fn has(problems: &[Problem], line: Option<usize>, needle: &str) -> bool {
+    problems
+        .iter()
+        .any(|p| p.line == line && p.message.contains(needle))
+}
+
+#[track_caller]
+fn assert_has(problems: &[Problem], line: Option<usize>, needle: &str) {
+    assert!(
+        has(problems, line, needle),
+        "no problem at line {line:?} containing {needle:?} in {problems:#?}"
+    );
+}
+
+#[test]
+fn a_minimal_config_gets_every_default() {
+    let s = Scratch::new();
+    let component = s.file("scheduler.wasm");
+    let config = s.parse(ONE).unwrap();
+    assert_eq!(config.cluster, "demo");
+    assert_eq!(config.holder.as_deref(), Some(default_holder()));
+    assert_eq!(config.holder(), default_holder());
+    assert!(config.is_embedded());
+    assert_eq!(config.database, DatabaseConfig::default());
+    assert_eq!(config.database.max_connections, 16);
+    assert_eq!(config.http.listen, "127.0.0.1:8080".parse().unwrap());
+    assert_eq!(config.http.token, None);
+    assert_eq!(config.runtime, RuntimeConfig::default());
+    assert!(config.runtime.pooling);
+    assert_eq!(config.base_dir, s.config_dir());
+    let [c] = config.controllers.as_slice() else {
+        panic!("one controller expected")
+    };
+    assert_eq!(c.name, "scheduler");
+    assert_eq!(c.component, component);
+    assert_eq!(c.timing(), crate::authority::LeaseTiming::default());
+    assert_eq!(c.reconcile_deadline, crate::timeouts::RECONCILE_DEADLINE);
+    assert_eq!(c.backoff_min, crate::timeouts::BACKOFF_MIN);
+    assert_eq!(c.backoff_max, crate::timeouts::BACKOFF_MAX);
+    assert_eq!(c.memory_limit, GUEST_MEMORY_BYTES);
+    assert_eq!(c.max_queue, WORK_QUEUE_KEYS);
+    assert!(c.dirs.is_empty());
+}
+
+#[test]
+fn every_key_is_read() {
+    let s = Scratch::new();
+    s.file("bin/a.wasm");
+    let data = s.dir("data");
+    let text = r#"
+cluster = "prod-eu"
+holder = "replica-a"
+
+[database]
+url = "postgres://app:s3cret@db.internal:5432/leasehold"
+max_connections = 8
+expected_database_id = "7b0e3c55-3f5c-4a53-9c7a-0d7f5c1d8e21"
+expected_system_identifier = "18446744073709551615"
+
+[http]
+listen = "0.0.0.0:9090"
+token = "t0ken-with-symbols_.~"
+
+[runtime]
+pooling = false
+cache_dir = "cache"
+
+[[controllers]]
+name = "a"
+component = "bin/a.wasm"
+lease_ttl = "2s"
+renew_interval = "500ms"
+renew_deadline = "1s 500ms"
+reconcile_deadline = "1m"
+backoff_min = "10ms"
+backoff_max = "5s"
+memory_limit = "128MiB"
+max_queue = 10
+dirs = [{ host = "data", guest = "/data", writable = true }]
+
+[[controllers]]
+name = "b"
+component = "bin/a.wasm"
+memory_limit = 2097152
+"#;
+    let config = s.parse(text).unwrap();
+    assert_eq!(config.cluster, "prod-eu");
+    assert_eq!(config.holder(), "replica-a");
+    assert!(!config.is_embedded());
+    assert_eq!(config.database.max_connections, 8);
+    assert_eq!(
+        config.database.expected_identity(),
+        crate::authority::ExpectedIdentity {
+            database_id: Some("7b0e3c55-3f5c-4a53-9c7a-0d7f5c1d8e21".parse().unwrap()),
+            system_identifier: Some(u64::MAX),
+        }
+    );
+    assert_eq!(config.http.listen, "0.0.0.0:9090".parse().unwrap());
+    assert_eq!(config.http.token.as_deref(), Some("t0ken-with-symbols_.~"));
+    assert!(!config.runtime.pooling);
+    assert_eq!(config.runtime.cache_dir, Some(s.config_dir().join("cache")));
+
+    let a = &config.controllers[0];
+    assert_eq!(a.lease_ttl, Duration::from_secs(2));
+    assert_eq!(a.renew_interval, Duration::from_millis(500));
+    assert_eq!(a.renew_deadline, Duration::from_millis(1500));
+    assert_eq!(a.reconcile_deadline, Duration::from_secs(60));
+    assert_eq!(a.backoff_min, Duration::from_millis(10));
+    assert_eq!(a.backoff_max, Duration::from_secs(5));
+    assert_eq!(a.memory_limit, 128 << 20);
+    assert_eq!(a.max_queue, 10);
+    assert_eq!(
+        a.dirs,
+        vec![DirConfig {
+            host: data.clone(),
+            guest: "/data".into(),
+            writable: true
+        }]
+    );
+    let grants = a.dir_grants();
+    assert_eq!(grants[0].host_path, data);
+    assert_eq!(grants[0].guest_path, "/data");
+    assert!(grants[0].writable);
+    let limits = a.guest_limits();
+    assert_eq!(limits.memory_bytes, 128 << 20);
+    assert_eq!(limits.reconcile_deadline, Duration::from_secs(60));
+    assert_eq!(
+        limits.payload_bytes,
+        crate::runtime::GuestLimits::default().payload_bytes
+    );
+
+    assert_eq!(config.controllers[1].memory_limit, 2 << 20);
+    let engine = config.engine_config();
+    assert_eq!(engine.max_guests, 2);
+    assert_eq!(engine.memory_bytes, 128 << 20);
+    assert!(!engine.pooling);
+}
+
+#[test]
+fn an_unknown_top_level_key_is_named_with_its_line() {
+    let s = Scratch::new();
+    s.file("scheduler.wasm");
+    let text = format!("clsuter = \"x\"\n{ONE}");
+    let error = s.parse(&text).unwrap_err();
+    let problem = syntax(error);
+    assert!(
+        problem.message.contains("unknown field `clsuter`"),
+        "{problem}"
+    );
+    assert!(problem.message.contains("expected one of"), "{problem}");
+    assert!(problem.message.contains("`cluster`"), "{problem}");
+    assert_eq!(problem.line, Some(1));
+}
+
+#[test]
+fn an_unknown_controller_key_is_named_with_its_line() {
+    let s = Scratch::new();
+    s.file("scheduler.wasm");
+    let text = format!("{ONE}lease_tll = \"10s\"\n");
+    let problem = syntax(s.parse(&text).unwrap_err());
+    assert!(
+        problem.message.contains("unknown field `lease_tll`"),
+        "{problem}"
+    );
+    assert!(problem.message.contains("`lease_ttl`"), "{problem}");
+    assert_eq!(problem.line, Some(7));
+}
+
+#[test]
+fn unknown_keys_in_every_section_are_refused() {
+    let s = Scratch::new();
+    s.file("scheduler.wasm");
+    for (section, key) in [
+        ("[database]", "uri = \"x\""),
+        ("[http]", "port = 1"),
+        ("[runtime]", "jit = true"),
+    ] {
+        let text = format!("{ONE}{section}\n{key}\n");
+        let problem = syntax(s.parse(&text).unwrap_err());
+        assert!(problem.message.contains("unknown field"), "{problem}");
+        assert_eq!(problem.line, Some(8), "{problem}");
+    }
+    let text = format!("{ONE}dirs = [{{ host = \".\", guest = \"/d\", mode = \"rw\" }}]\n");
+    let problem = syntax(s.parse(&text).unwrap_err());
+    assert!(
+        problem.message.contains("unknown field `mode`"),
+        "{problem}"
+    );
+}
+
+#[test]
+fn a_wrong_value_type_says_what_to_write() {
+    let s = Scratch::new();
+    s.file("scheduler.wasm");
+    let text = format!("{ONE}lease_ttl = 10\n");
+    let problem = syntax(s.parse(&text).unwrap_err());
+    assert!(
+        problem
+            .message
+            .contains("a duration string such as \"10s\""),
+        "{problem}"
+    );
+    assert_eq!(problem.line, Some(7));
+}
+
+#[test]
+fn invalid_toml_is_a_syntax_error_with_a_line() {
+    let s = Scratch::new();
+    let problem = syntax(s.parse("cluster = \"demo\"\n[http\n").unwrap_err());
+    assert_eq!(problem.line, Some(2));
+}
+
+#[test]
+fn cluster_is_required_and_a_dns_label() {
+    let s = Scratch::new();
+    let p = problems(s.parse("").unwrap_err());
+    assert_has(&p, None, "`cluster` is required");
+    let p = problems(s.parse("cluster = \"Demo_1\"\n").unwrap_err());
+    assert_has(&p, Some(1), "invalid cluster \"Demo_1\"");
+}
+
+#[test]
+fn a_bad_holder_is_refused() {
+    let s = Scratch::new();
+    let p = problems(
+        s.parse("cluster = \"a\"\nholder = \"has space\"\n")
+            .unwrap_err(),
+    );
+    assert_has(&p, Some(2), "invalid holder");
+}
+
+#[test]
+fn the_default_holder_is_stable_and_valid() {
+    let holder = default_holder();
+    crate::names::check_holder(holder).unwrap();
+    assert!(
+        holder.contains(&format!("-{}-", std::process::id())),
+        "{holder}"
+    );
+    let suffix = holder.rsplit('-').next().unwrap();
+    assert_eq!(suffix.len(), 4);
+    assert!(suffix.chars().all(|c| c.is_ascii_hexdigit()));
+    assert_eq!(default_holder(), holder);
+}
+
+#[test]
+fn controller_names_must_be_labels_and_unique() {
+    let s = Scratch::new();
+    s.file("c.wasm");
+    let text = r#"cluster = "demo"
+[[controllers]]
+name = "a"
+component = "c.wasm"
+[[controllers]]
+name = "a"
+component = "c.wasm"
+[[controllers]]
+name = "Bad_Name"
+component = "c.wasm"
+[[controllers]]
+component = "c.wasm"
+"#;
+    let p = problems(s.parse(text).unwrap_err());
+    assert_has(&p, Some(6), "\"a\" is already used on line 3");
+    assert_has(&p, Some(9), "invalid controller name \"Bad_Name\"");
+    assert_has(&p, Some(11), "controllers[3] has no `name`");
+    assert_eq!(p.len(), 3, "{p:#?}");
+}
+
+#[test]
+fn lease_timing_must_keep_the_holder_fencing_itself_first() {
+    let s = Scratch::new();
+    s.file("scheduler.wasm");
+    // deadline >= ttl: another replica could be granted the lease while
+    // this one still runs its guest.
+    let text = format!("{ONE}lease_ttl = \"5s\"\nrenew_deadline = \"5s\"\n");
+    let p = problems(s.parse(&text).unwrap_err());
+    assert_has(&p, Some(8), "renew_interval < renew_deadline < lease_ttl");
+    assert_has(&p, Some(8), "controller \"scheduler\"");
+    // interval >= deadline.
+    let text = format!("{ONE}renew_interval = \"7s\"\n");
+    let p = problems(s.parse(&text).unwrap_err());
+    assert_has(&p, Some(7), "renew_interval < renew_deadline < lease_ttl");
+    // A shorter ttl alone breaks the defaults' ordering too.
+    let text = format!("{ONE}lease_ttl = \"3s\"\n");
+    let p = problems(s.parse(&text).unwrap_err());
+    assert_has(&p, Some(7), "renew_interval < renew_deadline < lease_ttl");
+}
+
+#[test]
+fn zero_durations_are_refused() {
+    let s = Scratch::new();
+    s.file("scheduler.wasm");
+    for key in [
+        "lease_ttl",
+        "renew_interval",
+        "renew_deadline",
+        "reconcile_deadline",
+        "backoff_min",
+        "backoff_max",
+    ] {
+        let text = format!("{ONE}{key} = \"0s\"\n");
+        let p = problems(s.parse(&text).unwrap_err());
+        assert_has(&p, Some(7), &format!("{key} must be greater than zero"));
+        // No follow-on noise: the zero value is replaced by its default.
+        assert_eq!(p.len(), 1, "{key}: {p:#?}");
+    }
+}
+
+#[test]
+fn durations_must_parse_and_stay_in_bounds() {
+    let s = Scratch::new();
+    s.file("scheduler.wasm");
+    let cases = [
+        ("lease_ttl = \"10 parsecs\"", "is not a duration"),
+        (
+            "lease_ttl = \"2h\"",
+            "lease_ttl is 2h; it must be at most 1h",
+        ),
+        (
+            "lease_ttl = \"50ms\"",
+            "lease_ttl is 50ms; it must be at least 100ms",
+        ),
+        ("reconcile_deadline = \"2h\"", "it must be at most 1h"),
+        ("backoff_max = \"1day\"", "it must be at most 1h"),
+        (
+            "backoff_min = \"10s\"\nbackoff_max = \"1s\"",
+            "backoff_min (10s) is larger than backoff_max (1s)",
+        ),
+    ];
+    for (line, needle) in cases {
+        let text = format!("{ONE}{line}\n");
+        let p = problems(s.parse(&text).unwrap_err());
+        assert_has(&p, Some(7), needle);
+    }
+}
+
+#[test]
+fn memory_and_queue_limits_are_bounded() {
+    let s = Scratch::new();
+    s.file("scheduler.wasm");
+    let cases = [
+        (
+            "memory_limit = \"512KiB\"",
+            "memory_limit is 512KiB; it must be between 1MiB and 4GiB",
+        ),
+        (
+            "memory_limit = \"5GiB\"",
+            "it must be between 1MiB and 4GiB",
+        ),
+        ("memory_limit = -1", "it is negative"),
+        (
+            "memory_limit = \"64 furlongs\"",
+            "unknown unit \"furlongs\"",
+        ),
+        ("max_queue = 0", "max_queue is 0; it must be between 1 and"),
+        ("max_queue = 100000000", "max_queue is 100000000"),
+    ];
+    for (line, needle) in cases {
+        let text = format!("{ONE}{line}\n");
+        let p = problems(s.parse(&text).unwrap_err());
+        assert_has(&p, Some(7), needle);
+    }
+    let text = format!("{ONE}memory_limit = \"1MiB\"\nmax_queue = {WORK_QUEUE_KEYS}\n");
+    let config = s.parse(&text).unwrap();
+    assert_eq!(config.controllers[0].memory_limit, 1 << 20);
+}
+
+#[test]
+fn database_settings_are_checked() {
+    let s = Scratch::new();
+    let cases = [
+        ("max_connections = 0", "between 1 and 256"),
+        ("max_connections = 1000", "between 1 and 256"),
+        ("expected_database_id = \"nope\"", "is not a UUID"),
+        ("expected_system_identifier = -4", "must not be negative"),
+        ("url = \"\"", "database.url is empty"),
+        (
+            "url = \"postgres://u:pw@h:notaport/db\"",
+            "is not a PostgreSQL URL",
+        ),
+    ];
+    for (line, needle) in cases {
+        let text = format!("cluster = \"a\"\n[database]\n{line}\n");
+        let p = problems(s.parse(&text).unwrap_err());
+        assert_has(&p, Some(3), needle);
+    }
+    let text = "cluster = \"a\"\n[database]\nurl = \"postgres://u:hunter2@h:notaport/db\"\n";
+    let error = s.parse(text).unwrap_err();
+    assert!(!error.to_string().contains("hunter2"), "{error}");
+}
+
+#[test]
+fn the_environment_overrides_the_database_url() {
+    let mut db = DatabaseConfig::default();
+    assert!(!db.apply_url_override(None));
+    assert!(!db.apply_url_override(Some("  ".into())));
+    assert_eq!(db.url, None);
+    assert!(db.apply_url_override(Some("postgres://x@y/z".into())));
+    assert_eq!(db.url.as_deref(), Some("postgres://x@y/z"));
+
+    let s = Scratch::new();
+    let env = Environment {
+        database_url: Some("postgres://postgres@127.0.0.1:5432/other".into()),
+        guest_dir: None,
+    };
+    let text =
+        "cluster = \"a\"\n[database]\nurl = \"postgres://postgres@127.0.0.1:5432/postgres\"\n";
+    let config = s.parse_env(text, &env).unwrap();
+    assert_eq!(
+        config.database.url.as_deref(),
+        Some("postgres://postgres@127.0.0.1:5432/other")
+    );
+    // With no [database] url at all, the variable still selects PostgreSQL.
+    let config = s.parse_env("cluster = \"a\"\n", &env).unwrap();
+    assert!(!config.is_embedded());
+
+    let env = Environment {
+        database_url: Some("postgres://u:hunter2@h:notaport/db".into()),
+        guest_dir: None,
+    };
+    let error = s.parse_env("cluster = \"a\"\n", &env).unwrap_err();
+    let text = error.to_string();
+    assert!(text.contains("LEASEHOLD_DATABASE_URL"), "{text}");
+    assert!(!text.contains("hunter2"), "{text}");
+}
+
+#[test]
+fn debug_output_hides_secrets() {
+    let db = DatabaseConfig {
+        url: Some("postgres://u:hunter2@h/db".into()),
+        ..DatabaseConfig::default()
+    };
+    let http = HttpConfig {
+        token: Some("sesame-open".into()),
+        ..HttpConfig::default()
+    };
+    let shown = format!("{db:?} {http:?}");
+    assert!(!shown.contains("hunter2"), "{shown}");
+    assert!(!shown.contains("sesame-open"), "{shown}");
+    assert!(db.endpoint().contains("***"));
+}
+
+#[test]
+fn http_settings_are_checked() {
+    let s = Scratch::new();
+    let cases = [
+        ("listen = \"localhost:80\"", "is not an IP address and port"),
+        ("listen = \"127.0.0.1\"", "is not an IP address and port"),
+        ("token = \"\"", "http.token is empty"),
+        ("token = \"two words\"", "printable ASCII without spaces"),
+    ];
+    for (line, needle) in cases {
+        let text = format!("cluster = \"a\"\n[http]\n{line}\n");
+        let p = problems(s.parse(&text).unwrap_err());
+        assert_has(&p, Some(3), needle);
+    }
+    let long = "x".repeat(MAX_TOKEN_BYTES + 1);
+    let p = problems(
+        s.parse(&format!("cluster = \"a\"\n[http]\ntoken = \"{long}\"\n"))
+            .unwrap_err(),
+    );
+    assert_has(&p, Some(3), "longer than 1024 bytes");
+}
+
+#[test]
+fn a_missing_component_is_named_by_its_path() {
+    let s = Scratch::new();
+    let p = problems(s.parse(ONE).unwrap_err());
+    let expected = s.config_dir().join("scheduler.wasm");
+    assert_has(
+        &p,
+        Some(6),
+        &format!("component file {} does not exist", expected.display()),
+    );
+    let p = problems(
+        s.parse("cluster = \"a\"\n[[controllers]]\nname = \"x\"\n")
+            .unwrap_err(),
+    );
+    assert_has(&p, Some(2), "controller \"x\" has no `component`");
+    let text = format!("{}\n", ONE.replace("scheduler.wasm", "sub"));
+    s.dir("sub");
+    let p = problems(s.parse(&text).unwrap_err());
+    assert_has(&p, Some(6), "is not a file");
+}
+
+#[test]
+fn the_guest_dir_placeholder_expands_from_the_environment() {
+    let s = Scratch::new();
+    let elsewhere = s.root.join("built");
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    std::fs::write(elsewhere.join("scheduler.wasm"), b"").unwrap();
+    let text = ONE.replace("scheduler.wasm", "${LEASEHOLD_GUEST_DIR}/scheduler.wasm");
+    let env = Environment {
+        database_url: None,
+        guest_dir: Some(elsewhere.clone()),
+    };
+    let config = s.parse_env(&text, &env).unwrap();
+    assert_eq!(
+        config.controllers[0].component,
+        elsewhere.join("scheduler.wasm")
+    );
+}
+
+#[test]
+fn the_guest_dir_placeholder_defaults_under_the_config_folders_parent() {
+    let s = Scratch::new();
+    let text = ONE.replace("scheduler.wasm", "${LEASEHOLD_GUEST_DIR}/scheduler.wasm");
+    let expected = s.root.join(DEFAULT_GUEST_DIR).join("scheduler.wasm");
+    let p = problems(s.parse(&text).unwrap_err());
+    assert_has(&p, Some(6), &expected.display().to_string());
+    assert_has(&p, Some(6), "cargo xtask guests");
+    assert_has(&p, Some(6), GUEST_DIR_ENV);
+
+    std::fs::create_dir_all(expected.parent().unwrap()).unwrap();
+    std::fs::write(&expected, b"").unwrap();
+    let config = s.parse(&text).unwrap();
+    assert_eq!(config.controllers[0].component, expected);
+}
+
+#[test]
+fn only_the_guest_dir_placeholder_is_expanded() {
+    let s = Scratch::new();
+    let text = ONE.replace("scheduler.wasm", "${HOME}/scheduler.wasm");
+    let p = problems(s.parse(&text).unwrap_err());
+    assert_has(&p, Some(6), "only ${LEASEHOLD_GUEST_DIR} is expanded");
+}
+
+#[test]
+fn granted_directories_are_checked() {
+    let s = Scratch::new();
+    s.file("scheduler.wasm");
+    s.dir("data");
+    s.file("plain");
+    let cases = [
+        (
+            "dirs = [{ host = \"nowhere\", guest = \"/d\" }]",
+            "host directory",
+        ),
+        (
+            "dirs = [{ host = \"plain\", guest = \"/d\" }]",
+            "is not a directory",
+        ),
+        (
+            "dirs = [{ host = \"data\", guest = \"d\" }]",
+            "must be absolute",
+        ),
+        (
+            "dirs = [{ host = \"data\", guest = \"/a/../b\" }]",
+            "must not contain",
+        ),
+        ("dirs = [{ host = \"data\" }]", "has no `guest` path"),
+        ("dirs = [{ guest = \"/d\" }]", "has no `host` directory"),
+        (
+            "dirs = [{ host = \"data\", guest = \"/d\" }, { host = \"data\", guest = \"/d\" }]",
+            "guest path \"/d\" is granted twice",
+        ),
+    ];
+    for (line, needle) in cases {
+        let text = format!("{ONE}{line}\n");
+        let p = problems(s.parse(&text).unwrap_err());
+        assert_has(&p, Some(7), needle);
+    }
+    let many: Vec<String> = (0..=MAX_DIRS)
+        .map(|i| format!("{{ host = \"data\", guest = \"/d{i}\" }}"))
+        .collect();
+    let text = format!("{ONE}dirs = [{}]\n", many.join(", "));
+    let p = problems(s.parse(&text).unwrap_err());
+    assert_has(&p, Some(4), "grants 17 directories; at most 16");
+}
+
+#[test]
+fn too_many_controllers_are_refused() {
+    let s = Scratch::new();
+    s.file("c.wasm");
+    let mut text = String::from("cluster = \"a\"\n");
+    for i in 0..=MAX_CONTROLLERS {
+        text.push_str(&format!(
+            "[[controllers]]\nname = \"c{i}\"\ncomponent = \"c.wasm\"\n"
+        ));
+    }
+    let p = problems(s.parse(&text).unwrap_err());
+    assert_has(
+        &p,
+        None,
+        "10001 controllers are configured; one host runs at most 10000",
+    );
+    assert_eq!(p.len(), 1);
+}
+
+#[test]
+fn every_problem_is_reported_at_once() {
+    let s = Scratch::new();
+    let text = r#"cluster = "Not A Label"
+[http]
+listen = "nowhere"
+[[controllers]]
+name = "a"
+component = "missing.wasm"
+lease_ttl = "0s"
+[[controllers]]
+name = "a"
+component = "missing.wasm"
+memory_limit = "8GiB"
+"#;
+    let error = s.parse(text).unwrap_err();
+    let shown = error.to_string();
+    let p = problems(error);
+    assert_has(&p, Some(1), "invalid cluster");
+    assert_has(&p, Some(3), "http.listen");
+    assert_has(&p, Some(6), "missing.wasm does not exist");
+    assert_has(&p, Some(7), "lease_ttl must be greater than zero");
+    assert_has(&p, Some(9), "already used on line 5");
+    assert_has(&p, Some(10), "missing.wasm does not exist");
+    assert_has(&p, Some(11), "memory_limit is 8GiB");
+    assert_eq!(p.len(), 7, "{p:#?}");
+    // In file order, one per line, under a header naming the file.
+    let lines: Vec<&str> = shown.lines().collect();
+    assert_eq!(lines[0], "invalid config <config> (7 problems):");
+    assert_eq!(lines.len(), 8);
+    assert!(lines[1].starts_with("  line 1: "));
+    assert!(lines[7].starts_with("  line 11: "));
+}
+
+#[test]
+fn load_names_the_file_and_resolves_against_its_folder() {
+    let s = Scratch::new();
+    s.file("scheduler.wasm");
+    let path = s.config_dir().join("leasehold.toml");
+    std::fs::write(&path, ONE).unwrap();
+    let config = Config::load_with(&path, &Environment::default()).unwrap();
+    assert_eq!(config.base_dir, s.config_dir());
+    assert_eq!(
+        config.controllers[0].component,
+        s.config_dir().join("scheduler.wasm")
+    );
+
+    std::fs::write(&path, "cluster = \"a\"\nbogus = 1\n").unwrap();
+    let error = Config::load_with(&path, &Environment::default()).unwrap_err();
+    let shown = error.to_string();
+    assert_eq!(shown.lines().count(), 1, "{shown}");
+    assert!(
+        shown.starts_with(&format!(
+            "invalid config {}: line 2: unknown field `bogus`",
+            path.display()
+        )),
+        "{shown}"
+    );
+    assert_eq!(error.problems().len(), 1);
+
+    let missing = s.config_dir().join("absent.toml");
+    let error = Config::load_with(&missing, &Environment::default()).unwrap_err();
+    assert!(matches!(error, ConfigError::Read { .. }));
+    assert!(error.to_string().contains("absent.toml"), "{error}");
+}
+
+#[test]
+fn an_oversized_file_is_refused_before_reading() {
+    let s = Scratch::new();
+    let path = s.config_dir().join("huge.toml");
+    let filler = "#".repeat(MAX_CONFIG_BYTES as usize + 1);
+    std::fs::write(&path, filler).unwrap();
+    let error = Config::load_with(&path, &Environment::default()).unwrap_err();
+    assert!(
+        error.to_string().contains("at most 1048576 bytes"),
+        "{error}"
+    );
+}
+
+#[test]
+fn the_example_configs_are_valid() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    let examples = root.join("examples");
+    // Components may not be built; point the guest dir at stand-ins so the
+    // test checks the files' keys and values, not the build.
+    let s = Scratch::new();
+    let guests = s.root.join("guests");
+    std::fs::create_dir_all(&guests).unwrap();
+    for name in ["scheduler.wasm", "rollout.wasm"] {
+        std::fs::write(guests.join(name), b"").unwrap();
+    }
+    let env = Environment {
+        database_url: None,
+        guest_dir: Some(guests),
+    };
+    let demo = Config::load_with(examples.join("leasehold.toml"), &env).unwrap();
+    assert_eq!(demo.cluster, "demo");
+    assert!(demo.is_embedded());
+    assert_eq!(demo.http.listen, "127.0.0.1:8080".parse().unwrap());
+    assert_eq!(demo.controller_names(), ["scheduler", "rollout"]);
+
+    let a = Config::load_with(examples.join("leasehold-postgres.toml"), &env).unwrap();
+    let b = Config::load_with(examples.join("leasehold-postgres-b.toml"), &env).unwrap();
+    for config in [&a, &b] {
+        assert_eq!(
+            config.database.url.as_deref(),
+            Some("postgres://postgres@127.0.0.1:5432/postgres")
+        );
+        assert_eq!(config.controller_names(), ["scheduler", "rollout"]);
+    }
+    assert_eq!(a.cluster, b.cluster);
+    assert_eq!(a.http.listen, "127.0.0.1:8080".parse().unwrap());
+    assert_eq!(b.http.listen, "127.0.0.1:8081".parse().unwrap());
+}
+
+#[test]
+fn sizes_parse_with_units() {
+    let text = |s: &str| IntOrText::Text(s.to_string());
+    assert_eq!(parse_size(&IntOrText::Int(1024)), Ok(1024));
+    assert_eq!(parse_size(&text("64MiB")), Ok(64 << 20));
+    assert_eq!(parse_size(&text("512 KiB")), Ok(512 << 10));
+    assert_eq!(parse_size(&text("1gib")), Ok(1 << 30));
+    assert_eq!(parse_size(&text("2MB")), Ok(2_000_000));
+    assert_eq!(parse_size(&text("4096")), Ok(4096));
+    assert!(parse_size(&text("MiB")).is_err());
+    assert!(parse_size(&text("1.5GiB")).is_err());
+    assert!(parse_size(&text("99999999999999999999GiB")).is_err());
+    assert!(parse_size(&text("18446744073709551615GiB")).is_err());
+}
+
+#[test]
+fn durations_parse_like_humantime() {
+    assert_eq!(parse_duration("10s"), Ok(Duration::from_secs(10)));
+    assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+    assert_eq!(parse_duration("1m 30s"), Ok(Duration::from_secs(90)));
+    let error = parse_duration("ten seconds").unwrap_err();
+    assert!(error.contains("write it like \"10s\""), "{error}");
+}
