@@ -165,7 +165,10 @@ pub struct Committed {
 /// assert_eq!(host.events_with_reason("Assigned").len(), 1);
 /// # Ok::<(), StoreError>(())
 /// ```
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+// Not `Clone`, on purpose: a transaction that met `Conflict` or
+// `Unavailable` was built from reads that may be stale; the way forward is
+// a new one built from a re-read.
+#[derive(Debug, Default, PartialEq, Eq)]
 #[must_use = "a transaction does nothing until it is committed"]
 pub struct Transaction {
     ops: Vec<Op>,

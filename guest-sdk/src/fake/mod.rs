@@ -331,7 +331,9 @@ impl State {
 ///
 /// `FakeHost::new()` installs a fresh fake on the current thread; from then
 /// on every store, fence and logging call of the SDK on that thread goes to
-/// it. Clones share the same fake. A test then:
+/// it (the test harness runs each test on its own thread, so tests do not
+/// share fakes; a thread a test spawns has none). Clones share the same
+/// fake. A test then:
 ///
 /// - **seeds** objects: [`FakeHost::seed`], [`FakeHost::remove`];
 /// - **drives** the controller: [`FakeHost::reconcile`] (what the host
@@ -1076,7 +1078,7 @@ impl FakeHost {
                 .first()
                 .map(|op| op.key().clone())
                 .or_else(|| events.first().map(|e| e.key.clone()))
-                .unwrap_or_else(|| ObjectKey::new("", ""));
+                .expect("a validated commit has an operation or an event");
             return Err(StoreError::Conflict(key));
         }
         let revision = state.objects.apply(&ops)?;
