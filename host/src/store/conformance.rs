@@ -4,9 +4,9 @@
 //! committers), cursor resume, limits, listing, isolation, lost updates and
 //! the change feed.
 //!
-//! Each backend supplies a [`Leases`] fixture: the lease operations the
-//! suite needs (grant, take over, expire, release, count writes), done the
-//! way that backend's authority does them. Ordering comes from awaiting
+//! Each backend supplies a [`Leases`] fixture (see [`super::fixtures`]):
+//! the lease operations the suite needs (grant, take over, expire, release,
+//! count writes), done the way that backend's authority does them. Ordering comes from awaiting
 //! results and watch channels; the only timeouts bound a failure.
 
 use std::any::Any;
@@ -16,8 +16,6 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use crate::authority::AuthorityError;
-use crate::authority::fence_check::FenceLock;
 use crate::fence::Fence;
 use crate::limits::{
     DEFAULT_PAGE_SIZE, MAX_EVENT_MESSAGE_BYTES, MAX_EVENT_REASON_BYTES, MAX_EVENTS_PER_COMMIT,
@@ -56,7 +54,7 @@ pub(super) struct Backend {
 /// fn returning a [`Backend`].
 macro_rules! conformance_suite {
     ($make:path) => {
-        conformance_suite!(@cases $make;
+        $crate::store::conformance::conformance_suite!(@cases $make;
             preconditions_are_checked,
             versions_grow_and_are_never_reused,
             api_writes_are_versioned_and_logged,
@@ -1043,253 +1041,4 @@ pub(super) async fn values_are_stored_normalized(b: &Backend) {
     assert_eq!(put.value, canonical);
     let listed = store.list(CLUSTER, "tasks", None, 10).await.unwrap();
     assert_eq!(listed.objects[0].value, canonical);
-}
-
-// ---------------------------------------------------------------- fixtures
-
-/// A minimal memory lease table standing in for the memory authority: the
-/// judgement of a fence (holder, epoch, released, expired) under one lock
-/// held across the write, as [`FenceLock`] requires.
-#[derive(Default)]
-pub(super) struct TestLeases {
-    leases: std::sync::Mutex<HashMap<crate::fence::LeaseKey, TestLease>>,
-}
-
-struct TestLease {
-    holder: String,
-    epoch: u64,
-    expired: bool,
-    released: bool,
-    /// Writes per epoch.
-    writes: HashMap<u64, u64>,
-}
-
-impl TestLeases {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<crate::fence::LeaseKey, TestLease>> {
-        self.leases.lock().unwrap()
-    }
-}
-
-impl FenceLock for TestLeases {
-    fn while_fenced(
-        &self,
-        fence: &Fence,
-        write: &mut dyn FnMut() -> bool,
-    ) -> Result<(), AuthorityError> {
-        let mut leases = self.lock();
-        let fenced = |reason: &str| AuthorityError::Fenced {
-            fence: fence.clone(),
-            reason: reason.into(),
-        };
-        let Some(lease) = leases.get_mut(&fence.key) else {
-            return Err(fenced("the lease was never granted"));
-        };
-        if lease.epoch != fence.epoch.0 || lease.holder != fence.holder {
-            return Err(fenced("another epoch is current"));
-        }
-        if lease.released {
-            return Err(fenced("the lease was released"));
-        }
-        if lease.expired {
-            return Err(fenced("the lease expired"));
-        }
-        if write() {
-            *lease.writes.entry(fence.epoch.0).or_default() += 1;
-        }
-        Ok(())
-    }
-}
-
-#[async_trait]
-impl Leases for TestLeases {
-    async fn grant(&self, cluster: &str, lease: &str, holder: &str) -> Fence {
-        let key = crate::fence::LeaseKey::new(cluster, lease);
-        let previous = self.lock().insert(
-            key.clone(),
-            TestLease {
-                holder: holder.into(),
-                epoch: 1,
-                expired: false,
-                released: false,
-                writes: HashMap::new(),
-            },
-        );
-        assert!(previous.is_none(), "{key} was already granted");
-        Fence {
-            key,
-            epoch: crate::fence::Epoch(1),
-            holder: holder.into(),
-        }
-    }
-
-    async fn take_over(&self, fence: &Fence, holder: &str) -> Fence {
-        let mut leases = self.lock();
-        let lease = leases.get_mut(&fence.key).expect("granted");
-        lease.epoch += 1;
-        lease.holder = holder.into();
-        lease.expired = false;
-        lease.released = false;
-        Fence {
-            key: fence.key.clone(),
-            epoch: crate::fence::Epoch(lease.epoch),
-            holder: holder.into(),
-        }
-    }
-
-    async fn expire(&self, fence: &Fence) {
-        self.lock().get_mut(&fence.key).expect("granted").expired = true;
-    }
-
-    async fn release(&self, fence: &Fence) {
-        self.lock().get_mut(&fence.key).expect("granted").released = true;
-    }
-
-    async fn writes(&self, fence: &Fence) -> u64 {
-        self.lock()
-            .get(&fence.key)
-            .and_then(|l| l.writes.get(&fence.epoch.0).copied())
-            .unwrap_or(0)
-    }
-}
-
-/// Lease rows written with the SQL the PostgreSQL authority's grant uses:
-/// the lease row first (so a grant waits on a fenced commit's `FOR SHARE`),
-/// then the tenure records.
-pub(super) struct PgLeases {
-    pub db: crate::db::Database,
-}
-
-impl PgLeases {
-    async fn client(&self) -> deadpool_postgres::Object {
-        self.db.client().await.unwrap()
-    }
-
-    /// The grant of `holder` at `epoch`, in one transaction on `client`.
-    pub async fn grant_on(
-        client: &mut tokio_postgres::Client,
-        key: &crate::fence::LeaseKey,
-        holder: &str,
-    ) -> Fence {
-        let tx = client.transaction().await.unwrap();
-        let row = tx
-            .query_one(
-                "INSERT INTO leasehold_leases AS l
-                        (cluster, name, holder, epoch, acquired_at, renewed_at, expires_at)
-                 VALUES ($1, $2, $3, 1, clock_timestamp(), clock_timestamp(),
-                         clock_timestamp() + interval '1 hour')
-                 ON CONFLICT (cluster, name) DO UPDATE
-                    SET holder = EXCLUDED.holder, epoch = l.epoch + 1,
-                        acquired_at = EXCLUDED.acquired_at, renewed_at = EXCLUDED.renewed_at,
-                        expires_at = EXCLUDED.expires_at, released = false
-                 RETURNING epoch, acquired_at",
-                &[&key.cluster, &key.name, &holder],
-            )
-            .await
-            .unwrap();
-        let epoch: i64 = row.get(0);
-        let acquired_at: chrono::DateTime<chrono::Utc> = row.get(1);
-        tx.execute(
-            "UPDATE leasehold_tenures SET ended_at = $4, end_reason = 'superseded'
-              WHERE cluster = $1 AND lease = $2 AND epoch = $3 AND ended_at IS NULL",
-            &[&key.cluster, &key.name, &(epoch - 1), &acquired_at],
-        )
-        .await
-        .unwrap();
-        tx.execute(
-            "INSERT INTO leasehold_tenures (cluster, lease, epoch, holder, endpoint, acquired_at)
-             VALUES ($1, $2, $3, $4, 'test', $5)",
-            &[&key.cluster, &key.name, &epoch, &holder, &acquired_at],
-        )
-        .await
-        .unwrap();
-        tx.commit().await.unwrap();
-        Fence {
-            key: key.clone(),
-            epoch: crate::fence::Epoch(epoch as u64),
-            holder: holder.into(),
-        }
-    }
-}
-
-#[async_trait]
-impl Leases for PgLeases {
-    async fn grant(&self, cluster: &str, lease: &str, holder: &str) -> Fence {
-        let key = crate::fence::LeaseKey::new(cluster, lease);
-        let fence = Self::grant_on(&mut **self.client().await, &key, holder).await;
-        assert_eq!(fence.epoch.0, 1, "{key} was already granted");
-        fence
-    }
-
-    async fn take_over(&self, fence: &Fence, holder: &str) -> Fence {
-        Self::grant_on(&mut **self.client().await, &fence.key, holder).await
-    }
-
-    async fn expire(&self, fence: &Fence) {
-        let n = self
-            .client()
-            .await
-            .execute(
-                "UPDATE leasehold_leases SET expires_at = clock_timestamp() - interval '1 second'
-                  WHERE cluster = $1 AND name = $2",
-                &[&fence.key.cluster, &fence.key.name],
-            )
-            .await
-            .unwrap();
-        assert_eq!(n, 1);
-    }
-
-    async fn release(&self, fence: &Fence) {
-        let n = self
-            .client()
-            .await
-            .execute(
-                "UPDATE leasehold_leases SET released = true WHERE cluster = $1 AND name = $2",
-                &[&fence.key.cluster, &fence.key.name],
-            )
-            .await
-            .unwrap();
-        assert_eq!(n, 1);
-    }
-
-    async fn writes(&self, fence: &Fence) -> u64 {
-        let row = self
-            .client()
-            .await
-            .query_one(
-                "SELECT writes FROM leasehold_tenures WHERE cluster = $1 AND lease = $2 AND epoch = $3",
-                &[&fence.key.cluster, &fence.key.name, &(fence.epoch.0 as i64)],
-            )
-            .await
-            .unwrap();
-        row.get::<_, i64>(0) as u64
-    }
-}
-
-/// A memory store over [`TestLeases`].
-pub(super) async fn memory_backend() -> Backend {
-    let leases = Arc::new(TestLeases::default());
-    Backend {
-        store: Arc::new(super::MemoryStore::new(leases.clone())),
-        leases,
-        _keep: Box::new(()),
-    }
-}
-
-/// A PostgreSQL store on a fresh database.
-pub(super) async fn postgres_backend() -> Backend {
-    let database = crate::testing::TestDatabase::create().await;
-    let db = database.database(8);
-    Backend {
-        store: Arc::new(super::PostgresStore::new(db.clone())),
-        leases: Arc::new(PgLeases { db }),
-        _keep: Box::new(database),
-    }
-}
-
-mod memory_with_test_leases {
-    super::conformance_suite!(super::memory_backend);
-}
-
-mod postgres {
-    super::conformance_suite!(super::postgres_backend);
 }

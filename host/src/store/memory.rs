@@ -301,3 +301,63 @@ impl Store for MemoryStore {
             .subscribe()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::authority::AuthorityError;
+    use crate::fence::{Epoch, LeaseKey};
+    use crate::store::conformance::{Leases, create, key};
+    use crate::store::fixtures::TestLeases;
+
+    #[tokio::test]
+    async fn objects_remember_who_wrote_them() {
+        let leases = Arc::new(TestLeases::default());
+        let store = MemoryStore::new(leases.clone());
+        let fence = leases.grant("c1", "ctl", "host-a").await;
+        let (t, n) = (key("tasks", "t"), key("nodes", "n"));
+        store
+            .commit_fenced(&fence, &[create(&t, "1")], &[])
+            .await
+            .unwrap();
+        store.put("c1", &n, "1", None).await.unwrap();
+        let guest = Origin::Guest {
+            lease: "ctl".into(),
+            epoch: fence.epoch,
+            holder: "host-a".into(),
+        };
+        assert_eq!(store.written_by("c1", &t).unwrap(), Some(guest));
+        assert_eq!(store.written_by("c1", &n).unwrap(), Some(Origin::Api));
+        assert_eq!(store.written_by("c1", &key("tasks", "none")).unwrap(), None);
+    }
+
+    /// A fence lock that accepts every fence but never runs the write.
+    struct Skipping;
+
+    impl FenceLock for Skipping {
+        fn while_fenced(
+            &self,
+            _fence: &Fence,
+            _write: &mut dyn FnMut() -> bool,
+        ) -> Result<(), AuthorityError> {
+            Ok(())
+        }
+    }
+
+    #[tokio::test]
+    async fn a_fence_lock_that_skips_the_write_is_not_reported_as_success() {
+        let store = MemoryStore::new(Arc::new(Skipping));
+        let fence = Fence {
+            key: LeaseKey::new("c1", "ctl"),
+            epoch: Epoch(1),
+            holder: "host-a".into(),
+        };
+        let t = key("tasks", "t");
+        let result = store.commit_fenced(&fence, &[create(&t, "1")], &[]).await;
+        assert!(
+            matches!(result, Err(StoreError::Unavailable(_))),
+            "{result:?}"
+        );
+        assert_eq!(store.get("c1", &t).await.unwrap(), None);
+    }
+}

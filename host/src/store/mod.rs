@@ -9,6 +9,27 @@
 //! the lease inside the same transaction, via the authority's fence check)
 //! and versioned API writes from users. Must never: call back into the
 //! supervisor or runtime, or know about Wasm.
+//!
+//! The rules, the same in both backends ([`validate`], [`plan`]):
+//!
+//! - Cluster names, kinds and object names are DNS labels (1–63 of `a-z`,
+//!   `0-9`, `-`, starting and ending with a letter or digit). Listings are
+//!   in byte order of the name.
+//! - A value is JSON text, stored as serde_json's compact form of it, at
+//!   most [`crate::limits::MAX_VALUE_BYTES`] given and stored.
+//! - A commit has at most [`crate::limits::MAX_OPS_PER_COMMIT`] operations
+//!   and [`crate::limits::MAX_EVENTS_PER_COMMIT`] events, at least one of
+//!   either, and names each object at most once. An event's reason is one
+//!   PascalCase word of at most [`crate::limits::MAX_EVENT_REASON_BYTES`];
+//!   its message at most [`crate::limits::MAX_EVENT_MESSAGE_BYTES`].
+//!   Anything over a limit is [`StoreError::TooLarge`]; malformed input is
+//!   [`StoreError::Invalid`].
+//! - Every successful commit (fenced or API) takes the cluster's next
+//!   revision; an object's version is the revision that last wrote it, so
+//!   versions only grow and are never reused. Events get the next seqs of
+//!   the cluster's log, gap-free from 1, in commit order.
+//! - Pages hold at most [`crate::limits::MAX_PAGE_SIZE`] items; a limit of
+//!   0 asks for [`crate::limits::DEFAULT_PAGE_SIZE`].
 
 pub mod memory;
 mod plan;
@@ -18,6 +39,8 @@ mod validate;
 
 #[cfg(test)]
 mod conformance;
+#[cfg(test)]
+mod fixtures;
 #[cfg(test)]
 mod postgres_tests;
 
@@ -201,9 +224,9 @@ impl From<AuthorityError> for StoreError {
             AuthorityError::Fenced { fence, reason } => StoreError::Fenced { fence, reason },
             AuthorityError::InvalidName(e) => StoreError::Invalid(e.to_string()),
             e @ AuthorityError::Invalid { .. } => StoreError::Invalid(e.to_string()),
-            e @ (AuthorityError::WrongDatabase { .. }
-            | AuthorityError::Schema { .. }
-            | AuthorityError::Unavailable { .. }) => StoreError::Unavailable(e.to_string()),
+            // Whatever else keeps the lease backend from answering: the
+            // outcome of the write is unknown to the caller.
+            e => StoreError::Unavailable(e.to_string()),
         }
     }
 }

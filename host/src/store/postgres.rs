@@ -4,18 +4,27 @@
 //! # One commit, one transaction
 //!
 //! Every write — a guest's fenced commit or a user's put or delete — is one
-//! transaction of the same shape:
+//! transaction of the same shape; the server runs its statements in this
+//! order:
 //!
-//! 1. the authority's fence check (lease row `FOR SHARE`; guests only);
-//! 2. lock the rows of every object the commit names (`FOR UPDATE`, in key
-//!    order so concurrent commits cannot deadlock) and check each
-//!    precondition against them ([`super::plan`]);
+//! 1. lock the rows of every object the commit names (`FOR UPDATE`, in key
+//!    order so concurrent commits cannot deadlock); the store then checks
+//!    each precondition against them ([`super::plan`]);
+//! 2. the authority's fence check: lease row `FOR SHARE`, holder, epoch,
+//!    not released, not expired (guests only);
 //! 3. the authority's write count for the tenure (guests only);
 //! 4. in one statement: take the cluster's counter row (next revision and a
 //!    contiguous range of event seqs), write the objects (version = that
 //!    revision, attributed to the writer), append the events, queue the
 //!    `NOTIFY leasehold_feed, '<cluster>'`;
-//! 5. `COMMIT`.
+//! 5. `COMMIT`, sent only once the fence check has answered "current".
+//!
+//! Fencing (L4) rests on the lease row being held `FOR SHARE` from the
+//! check to `COMMIT`: a grant must update that row, so it waits for this
+//! commit or, if it came first, the check sees the new epoch and nothing is
+//! written. The objects are locked just before the check rather than after
+//! it so the two share network round trips (below); locking rows is not
+//! writing them, and a stale commit's locks are released by its rollback.
 //!
 //! The counter row is taken last and held until `COMMIT`, so commits of a
 //! cluster are ordered by it, and a later commit cannot become visible
@@ -23,13 +32,14 @@
 //! releases its locks. A reader therefore never sees seq n+1 without n.
 //! Nothing after step 4 waits on another lock (rows to update or delete are
 //! already ours; a concurrent create of the same name would need the counter
-//! we hold), which keeps the ordered section short and deadlock-free.
+//! we hold), which keeps the ordered section short and deadlock-free. Lock
+//! order everywhere: objects, lease row, tenure row, counter — the
+//! authority's grant takes the lease row, then tenure rows, so no cycle.
 //!
-//! The fence check and the write count are sent pipelined with the store's
-//! own statements (one network flight carries parse + lock, the next the
-//! checks + the write), so fencing costs the server a little work but no
-//! extra round trips. The server still runs them in the order above, and
-//! `COMMIT` is only sent once the fence check has answered "current".
+//! The fence check and the write count are pipelined with the store's own
+//! statements: one network flight carries their parse requests with the
+//! lock, the next their executions with the write. Fencing therefore costs
+//! the server a little work but no extra round trip.
 //!
 //! Must never: hand back a connection whose transaction outcome is unknown
 //! (a timed-out commit's connection is closed, not pooled); report a
@@ -173,6 +183,14 @@ enum Failed {
     LostCreate(ObjectKey),
 }
 
+/// Which of the store's own statements failed.
+enum Stage {
+    /// Locking the objects: the first statement the server runs.
+    Lock,
+    /// Checking preconditions or writing: after the fence check.
+    Write,
+}
+
 impl From<StoreError> for Failed {
     fn from(error: StoreError) -> Self {
         Failed::Error(error)
@@ -248,7 +266,13 @@ impl PostgresStore {
     }
 
     /// Run `batch` as one transaction, checked against `fence` if given.
-    async fn commit(&self, batch: &Batch, fence: Option<&Fence>) -> Result<Committed, StoreError> {
+    /// (Tests call it without a fence to prove their checkers catch an
+    /// unfenced write.)
+    pub(super) async fn commit(
+        &self,
+        batch: &Batch,
+        fence: Option<&Fence>,
+    ) -> Result<Committed, StoreError> {
         let mut attempt = 0;
         loop {
             let mut client = self.client().await?;
@@ -324,34 +348,45 @@ impl PostgresStore {
             }
         };
         let written = async {
-            let rows = tx
-                .query(&lock, &[&batch.cluster, &kinds, &names])
-                .await
-                .map_err(db_error)?;
+            let rows = match tx.query(&lock, &[&batch.cluster, &kinds, &names]).await {
+                Ok(rows) => rows,
+                Err(e) => return Err((Stage::Lock, db_error(e))),
+            };
             let current: HashMap<(&str, &str), u64> = rows
                 .iter()
                 .map(|r| ((r.get(0), r.get(1)), r.get::<_, i64>(2) as u64))
                 .collect();
-            let plan =
-                batch.resolve(|k| current.get(&(k.kind.as_str(), k.name.as_str())).copied())?;
+            let plan = batch
+                .resolve(|k| current.get(&(k.kind.as_str(), k.name.as_str())).copied())
+                .map_err(|e| (Stage::Write, e.into()))?;
             let params = WriteParams::new(&plan, &batch.origin);
             let row = tx
                 .query_one(&write, &params.as_sql(&batch.cluster))
                 .await
-                .map_err(db_error)?;
-            Ok::<_, Failed>((plan, row))
+                .map_err(|e| (Stage::Write, db_error(e)))?;
+            Ok((plan, row))
         };
-        // `biased`: poll in this order, so requests reach the server in
-        // this order — fence check, then the tenure's write count, then the
-        // write (see the module comment). Each future sends its next
-        // request as soon as its previous answer is in, so the three share
-        // network round trips.
+        // `biased`: poll in this order, so each flight's requests reach the
+        // server in this order — fence check, then the tenure's write
+        // count, then the store's statement (see the module comment). Each
+        // future sends its next request as soon as its previous answer is
+        // in, so the three share network round trips.
         let (fence_checked, write_recorded, written) =
             tokio::join!(biased; fence_checked, write_recorded, written);
-        // A stale fence wins over any other outcome: the guest must stop.
+        // Report the cause, not a consequence: once a statement fails,
+        // every later one in the transaction fails with "transaction is
+        // aborted". The server ran them in this order: lock, fence check,
+        // write count, write. A stale fence is reported over a conflict:
+        // the guest must stop rather than retry.
+        if let Err(fenced @ Failed::Error(StoreError::Fenced { .. })) = fence_checked {
+            return Err(fenced);
+        }
+        if let Err((Stage::Lock, failed)) = written {
+            return Err(failed);
+        }
         fence_checked?;
         write_recorded?;
-        let (plan, row) = written?;
+        let (plan, row) = written.map_err(|(_, failed)| failed)?;
         let outcome = WriteOutcome::from_row(&row);
         outcome.check(&plan, batch)?;
 

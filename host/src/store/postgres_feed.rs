@@ -190,7 +190,6 @@ async fn listen_forever(feed: Arc<Feed>) {
         match session {
             Ok(session) => {
                 backoff = BACKOFF_MIN;
-                feed.sessions.send_modify(|n| *n += 1);
                 tokio::select! {
                     _ = stopped.changed() => return,
                     reason = session.serve(&feed) => {
@@ -275,6 +274,9 @@ impl Session {
         if let Err(e) = feed.refresh(&self.client, &feed.watched()).await {
             return e.to_string();
         }
+        // Counted once listening and caught up: from here on, every commit
+        // reaches the watchers by notification.
+        feed.sessions.send_modify(|n| *n += 1);
         let mut poll = tokio::time::interval(feed.poll);
         poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         poll.reset();

@@ -1,1 +1,603 @@
-//! PostgreSQL-only store tests: the fencing race against a takeover, the change feed across processes.
+//! PostgreSQL-only store tests: fenced commits racing a takeover (checked
+//! from the database's own record), lock ordering, the change feed across
+//! processes (NOTIFY, reconnect, polling fallback), attribution and error
+//! hygiene.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use rand::Rng;
+use tokio::sync::{Barrier, Mutex, mpsc};
+
+use crate::db::Database;
+use crate::fence::{Epoch, Fence, LeaseKey};
+use crate::testing::TestDatabase;
+
+use super::conformance::{Leases, WAIT, all_events, create, event, key, update};
+use super::fixtures::PgLeases;
+use super::plan::Batch;
+use super::postgres::tests_hook::BeforeCommit;
+use super::{Origin, PostgresStore, Store, StoreError};
+
+const CLUSTER: &str = "c1";
+const LEASE: &str = "ctl";
+
+/// A grant as the authority makes it, in one transaction: lock the lease
+/// row first (this waits for every fenced commit holding it `FOR SHARE`),
+/// note the newest event seq visible at that moment (the grant's horizon:
+/// every write of the old epoch must be at or below it), then move the
+/// lease to the next epoch with `acquired_at` read *after* the lock, and
+/// record the tenures.
+async fn take_over(db: &Database, key: &LeaseKey, holder: &str) -> (Fence, u64) {
+    let mut client = db.client().await.unwrap();
+    let tx = client.transaction().await.unwrap();
+    tx.query_one(
+        "SELECT epoch FROM leasehold_leases WHERE cluster = $1 AND name = $2 FOR UPDATE",
+        &[&key.cluster, &key.name],
+    )
+    .await
+    .unwrap();
+    let horizon: i64 = tx
+        .query_opt(
+            "SELECT last_seq FROM leasehold_feed WHERE cluster = $1",
+            &[&key.cluster],
+        )
+        .await
+        .unwrap()
+        .map_or(0, |r| r.get(0));
+    let row = tx
+        .query_one(
+            "UPDATE leasehold_leases
+                SET epoch = epoch + 1, holder = $3, acquired_at = clock_timestamp(),
+                    renewed_at = clock_timestamp(),
+                    expires_at = clock_timestamp() + interval '1 hour', released = false
+              WHERE cluster = $1 AND name = $2
+          RETURNING epoch, acquired_at",
+            &[&key.cluster, &key.name, &holder],
+        )
+        .await
+        .unwrap();
+    let epoch: i64 = row.get(0);
+    let acquired_at: chrono::DateTime<chrono::Utc> = row.get(1);
+    tx.execute(
+        "UPDATE leasehold_tenures SET ended_at = $4, end_reason = 'superseded'
+          WHERE cluster = $1 AND lease = $2 AND epoch = $3",
+        &[&key.cluster, &key.name, &(epoch - 1), &acquired_at],
+    )
+    .await
+    .unwrap();
+    tx.execute(
+        "INSERT INTO leasehold_tenures (cluster, lease, epoch, holder, endpoint, acquired_at)
+         VALUES ($1, $2, $3, $4, 'test', $5)",
+        &[&key.cluster, &key.name, &epoch, &holder, &acquired_at],
+    )
+    .await
+    .unwrap();
+    tx.commit().await.unwrap();
+    let fence = Fence {
+        key: key.clone(),
+        epoch: Epoch(epoch as u64),
+        holder: holder.into(),
+    };
+    (fence, horizon as u64)
+}
+
+/// Every way the record can show a write of epoch e landing after epoch
+/// e+1 was granted:
+/// - an event or object of epoch e stamped at or after the grant's
+///   `acquired_at` (taken after the grant held the lease row);
+/// - an event of epoch e beyond the seq horizon the grant saw;
+/// - a tenure whose write count disagrees with the commits attributed to it.
+async fn stale_writes(db: &Database, horizons: &HashMap<u64, u64>) -> Vec<String> {
+    let client = db.client().await.unwrap();
+    let mut found = Vec::new();
+    for row in client
+        .query(
+            "SELECT e.seq, e.epoch FROM leasehold_events e
+               JOIN leasehold_tenures t
+                 ON t.cluster = e.cluster AND t.lease = e.lease AND t.epoch = e.epoch + 1
+              WHERE e.at >= t.acquired_at",
+            &[],
+        )
+        .await
+        .unwrap()
+    {
+        let (seq, epoch): (i64, i64) = (row.get(0), row.get(1));
+        found.push(format!(
+            "event {seq} of epoch {epoch} stamped after epoch {} was granted",
+            epoch + 1
+        ));
+    }
+    for row in client
+        .query(
+            "SELECT o.kind, o.name, o.epoch FROM leasehold_objects o
+               JOIN leasehold_tenures t
+                 ON t.cluster = o.cluster AND t.lease = o.lease AND t.epoch = o.epoch + 1
+              WHERE o.updated_at >= t.acquired_at",
+            &[],
+        )
+        .await
+        .unwrap()
+    {
+        let (kind, name, epoch): (String, String, i64) = (row.get(0), row.get(1), row.get(2));
+        found.push(format!(
+            "{kind}/{name} written by epoch {epoch} after epoch {} was granted",
+            epoch + 1
+        ));
+    }
+    for row in client
+        .query(
+            "SELECT seq, epoch FROM leasehold_events WHERE epoch IS NOT NULL",
+            &[],
+        )
+        .await
+        .unwrap()
+    {
+        let (seq, epoch): (i64, i64) = (row.get(0), row.get(1));
+        if let Some(&horizon) = horizons.get(&(epoch as u64 + 1))
+            && seq as u64 > horizon
+        {
+            found.push(format!(
+                "event {seq} of epoch {epoch} committed after epoch {} was granted (horizon {horizon})",
+                epoch + 1
+            ));
+        }
+    }
+    for row in client
+        .query(
+            "SELECT t.epoch, t.writes, count(DISTINCT e.revision)
+               FROM leasehold_tenures t
+               LEFT JOIN leasehold_events e
+                 ON e.cluster = t.cluster AND e.lease = t.lease AND e.epoch = t.epoch
+              GROUP BY t.epoch, t.writes
+             HAVING t.writes <> count(DISTINCT e.revision)",
+            &[],
+        )
+        .await
+        .unwrap()
+    {
+        let (epoch, writes, commits): (i64, i64, i64) = (row.get(0), row.get(1), row.get(2));
+        found.push(format!(
+            "tenure {epoch} counts {writes} writes but made {commits} commits"
+        ));
+    }
+    found
+}
+
+struct Fixture {
+    _database: TestDatabase,
+    db: Database,
+    store: Arc<PostgresStore>,
+    leases: PgLeases,
+}
+
+async fn fixture() -> Fixture {
+    let database = TestDatabase::create().await;
+    let db = database.database(8);
+    Fixture {
+        store: Arc::new(PostgresStore::new(db.clone())),
+        leases: PgLeases { db: db.clone() },
+        db,
+        _database: database,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_write_lands_after_a_takeover_over_many_races() {
+    const ROUNDS: usize = 200;
+    let f = fixture().await;
+    let lease = LeaseKey::new(CLUSTER, LEASE);
+    let mut fence = Leases::grant(&f.leases, CLUSTER, LEASE, "holder-1").await;
+    let mut horizons = HashMap::new();
+    let (mut landed, mut refused) = (0, 0);
+    for round in 0..ROUNDS {
+        let start = Arc::new(Barrier::new(2));
+        let object = key("tasks", &format!("t{round}"));
+        let writer = {
+            let (store, fence, start, object) = (
+                Arc::clone(&f.store),
+                fence.clone(),
+                Arc::clone(&start),
+                object.clone(),
+            );
+            tokio::spawn(async move {
+                start.wait().await;
+                let yields = rand::rng().random_range(0..4);
+                for _ in 0..yields {
+                    tokio::task::yield_now().await;
+                }
+                store
+                    .commit_fenced(&fence, &[create(&object, "1")], &[event(&object, "Made")])
+                    .await
+            })
+        };
+        let grant = {
+            let (db, lease, start) = (f.db.clone(), lease.clone(), Arc::clone(&start));
+            let holder = format!("holder-{}", round + 2);
+            tokio::spawn(async move {
+                start.wait().await;
+                let yields = rand::rng().random_range(0..4);
+                for _ in 0..yields {
+                    tokio::task::yield_now().await;
+                }
+                take_over(&db, &lease, &holder).await
+            })
+        };
+        let written = writer.await.unwrap();
+        let (next, horizon) = grant.await.unwrap();
+        assert_eq!(next.epoch.0, fence.epoch.0 + 1);
+        horizons.insert(next.epoch.0, horizon);
+        match written {
+            Ok(_) => landed += 1,
+            Err(StoreError::Fenced { fence: stale, .. }) => {
+                assert_eq!(stale, fence);
+                assert_eq!(f.store.get(CLUSTER, &object).await.unwrap(), None);
+                refused += 1;
+            }
+            Err(e) => panic!("round {round}: {e}"),
+        }
+        fence = next;
+    }
+    println!("{ROUNDS} races: {landed} commits landed before the takeover, {refused} were fenced");
+    let stale = stale_writes(&f.db, &horizons).await;
+    assert!(stale.is_empty(), "{stale:#?}");
+    let events = all_events(&*f.store, CLUSTER).await;
+    assert_eq!(events.len(), landed);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_race_checker_catches_an_unfenced_write() {
+    // Without this, the race test above could pass by checking nothing.
+    let f = fixture().await;
+    let lease = LeaseKey::new(CLUSTER, LEASE);
+    let old = Leases::grant(&f.leases, CLUSTER, LEASE, "holder-1").await;
+    let t = key("tasks", "t");
+    f.store
+        .commit_fenced(&old, &[create(&t, "1")], &[event(&t, "Made")])
+        .await
+        .unwrap();
+    let (_, horizon) = take_over(&f.db, &lease, "holder-2").await;
+    let horizons = HashMap::from([(old.epoch.0 + 1, horizon)]);
+    assert!(stale_writes(&f.db, &horizons).await.is_empty());
+    // The same write without its fence check, after the takeover.
+    let batch = Batch::fenced(&old, &[update(&t, 1, "2")], &[event(&t, "Late")]).unwrap();
+    f.store.commit(&batch, None).await.unwrap();
+    let stale = stale_writes(&f.db, &horizons).await;
+    assert!(
+        stale.iter().any(|s| s.contains("stamped after epoch 2")),
+        "{stale:#?}"
+    );
+    assert!(
+        stale
+            .iter()
+            .any(|s| s.contains("tasks/t written by epoch 1")),
+        "{stale:#?}"
+    );
+    assert!(stale.iter().any(|s| s.contains("horizon 1")), "{stale:#?}");
+}
+
+/// A store that pauses every commit just before `COMMIT`, and the handles
+/// to observe and resume it.
+fn paused_store(db: &Database) -> (PostgresStore, mpsc::Receiver<()>, mpsc::Sender<()>) {
+    let (paused_tx, paused_rx) = mpsc::channel(1);
+    let (resume_tx, resume_rx) = mpsc::channel(1);
+    let mut store = PostgresStore::new(db.clone());
+    store.before_commit = Some(BeforeCommit {
+        paused: paused_tx,
+        resume: Arc::new(Mutex::new(resume_rx)),
+    });
+    (store, paused_rx, resume_tx)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_takeover_waits_for_a_fenced_commit_in_flight() {
+    let f = fixture().await;
+    let lease = LeaseKey::new(CLUSTER, LEASE);
+    let old = Leases::grant(&f.leases, CLUSTER, LEASE, "holder-1").await;
+    let (store, mut paused, resume) = paused_store(&f.db);
+    let store = Arc::new(store);
+    let t = key("tasks", "t");
+    let commit = {
+        let (store, old, t) = (Arc::clone(&store), old.clone(), t.clone());
+        tokio::spawn(async move {
+            store
+                .commit_fenced(&old, &[create(&t, "1")], &[event(&t, "Made")])
+                .await
+        })
+    };
+    paused.recv().await.expect("the commit reached COMMIT");
+
+    // While the commit holds the lease row FOR SHARE, a grant cannot
+    // update it: with a lock timeout it gives up...
+    let client = f.db.client().await.unwrap();
+    let blocked = client
+        .batch_execute(&format!(
+            "BEGIN; SET LOCAL lock_timeout = '100ms';
+             UPDATE leasehold_leases SET epoch = epoch + 1, holder = 'thief'
+              WHERE cluster = '{CLUSTER}' AND name = '{LEASE}';
+             COMMIT;"
+        ))
+        .await
+        .expect_err("the grant must wait for the fenced commit");
+    assert_eq!(
+        blocked.code(),
+        Some(&tokio_postgres::error::SqlState::LOCK_NOT_AVAILABLE),
+        "{blocked}"
+    );
+    client.batch_execute("ROLLBACK").await.unwrap();
+    // ...and without one it waits until the commit is done.
+    let grant = {
+        let (db, lease) = (f.db.clone(), lease.clone());
+        tokio::spawn(async move { take_over(&db, &lease, "holder-2").await })
+    };
+    resume.send(()).await.unwrap();
+    let committed = commit.await.unwrap().expect("landed before the takeover");
+    let (new, horizon) = grant.await.unwrap();
+    assert_eq!(new.epoch.0, 2);
+    assert!(committed.event_seqs[0] <= horizon);
+    let stale = stale_writes(&f.db, &HashMap::from([(2, horizon)])).await;
+    assert!(stale.is_empty(), "{stale:#?}");
+    assert_fenced_now(&store, &old, &t).await;
+}
+
+async fn assert_fenced_now(store: &PostgresStore, old: &Fence, t: &super::ObjectKey) {
+    match store.commit_fenced(old, &[update(t, 1, "2")], &[]).await {
+        Err(StoreError::Fenced { fence, reason }) => {
+            assert_eq!(&fence, old);
+            assert!(reason.contains("epoch 2"), "{reason}");
+        }
+        other => panic!("a stale fence wrote: {other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fenced_commit_waiting_on_a_grant_in_flight_is_refused() {
+    let f = fixture().await;
+    let old = Leases::grant(&f.leases, CLUSTER, LEASE, "holder-1").await;
+    // A grant holds the lease row, not yet committed.
+    let mut granting = f.db.client().await.unwrap();
+    let grant = granting.transaction().await.unwrap();
+    grant
+        .execute(
+            "UPDATE leasehold_leases SET epoch = epoch + 1, holder = 'holder-2'
+              WHERE cluster = $1 AND name = $2",
+            &[&CLUSTER, &LEASE],
+        )
+        .await
+        .unwrap();
+    let grant_pid: i32 = grant
+        .query_one("SELECT pg_backend_pid()", &[])
+        .await
+        .unwrap()
+        .get(0);
+    let t = key("tasks", "t");
+    let commit = {
+        let (store, old, t) = (Arc::clone(&f.store), old.clone(), t.clone());
+        tokio::spawn(async move { store.commit_fenced(&old, &[create(&t, "1")], &[]).await })
+    };
+    // Wait until the commit is observed blocked behind the grant: it read
+    // the lease row under the grant's lock, not a stale copy.
+    let observer = f.db.client().await.unwrap();
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let waiting: i64 = observer
+            .query_one(
+                "SELECT count(*) FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid))",
+                &[&grant_pid],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        if waiting > 0 {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the commit never reached the lease row"
+        );
+        tokio::task::yield_now().await;
+    }
+    grant.commit().await.unwrap();
+    match commit.await.unwrap() {
+        Err(StoreError::Fenced { fence, .. }) => assert_eq!(fence, old),
+        other => panic!("a write of epoch 1 landed after epoch 2 was granted: {other:?}"),
+    }
+    assert_eq!(f.store.get(CLUSTER, &t).await.unwrap(), None);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn commits_locking_the_same_objects_in_any_order_do_not_deadlock() {
+    const OBJECTS: usize = 60;
+    const ROUNDS: usize = 20;
+    let f = fixture().await;
+    let fence = Leases::grant(&f.leases, CLUSTER, LEASE, "holder-1").await;
+    let keys: Vec<_> = (0..OBJECTS)
+        .map(|i| key("tasks", &format!("t{i:02}")))
+        .collect();
+    let ops: Vec<_> = keys.iter().map(|k| create(k, "0")).collect();
+    f.store.commit_fenced(&fence, &ops, &[]).await.unwrap();
+    // Two writers name the same objects in opposite orders: locking in
+    // the order given would deadlock them (and PostgreSQL would abort one
+    // after deadlock_timeout, failing the test as unavailable).
+    let mut reversed = keys.clone();
+    reversed.reverse();
+    let tasks: Vec<_> = [keys, reversed]
+        .into_iter()
+        .map(|order| {
+            let (store, fence) = (Arc::clone(&f.store), fence.clone());
+            tokio::spawn(async move {
+                let mut done = 0;
+                while done < ROUNDS {
+                    let page = store.list(CLUSTER, "tasks", None, OBJECTS).await.unwrap();
+                    let versions: HashMap<String, u64> = page
+                        .objects
+                        .into_iter()
+                        .map(|o| (o.name, o.version))
+                        .collect();
+                    let ops: Vec<_> = order
+                        .iter()
+                        .map(|k| update(k, versions[&k.name], "1"))
+                        .collect();
+                    match store.commit_fenced(&fence, &ops, &[]).await {
+                        Ok(_) => done += 1,
+                        Err(StoreError::Conflict { .. }) => {}
+                        Err(e) => panic!("{e}"),
+                    }
+                }
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn notifications_wake_watchers_in_other_processes() {
+    let f = fixture().await;
+    // No fallback poll within the test's lifetime: only NOTIFY can wake it.
+    let watcher = PostgresStore::with_feed_poll(f.db.clone(), WAIT * 100);
+    let mut feed = watcher.watch(CLUSTER);
+    let mut sessions = watcher.feed_sessions();
+    tokio::time::timeout(WAIT, sessions.wait_for(|&n| n >= 1))
+        .await
+        .expect("the feed listens")
+        .unwrap();
+    let t = key("tasks", "t");
+    let put = f.store.put(CLUSTER, &t, "1", None).await.unwrap();
+    let seq = all_events(&*f.store, CLUSTER).await.last().unwrap().seq;
+    assert_eq!(seq, 1);
+    tokio::time::timeout(WAIT, feed.wait_for(|&s| s >= seq))
+        .await
+        .expect("the NOTIFY woke the other process's watcher")
+        .unwrap();
+    assert_eq!(watcher.get(CLUSTER, &t).await.unwrap(), Some(put));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_feed_reconnects_when_its_session_is_killed() {
+    let f = fixture().await;
+    let watcher = PostgresStore::with_feed_poll(f.db.clone(), WAIT * 100);
+    let mut feed = watcher.watch(CLUSTER);
+    let mut sessions = watcher.feed_sessions();
+    tokio::time::timeout(WAIT, sessions.wait_for(|&n| n >= 1))
+        .await
+        .expect("the feed listens")
+        .unwrap();
+    let killed: i64 =
+        f.db.client()
+            .await
+            .unwrap()
+            .query_one(
+                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+              WHERE application_name = $1 AND datname = current_database()",
+                &[&super::postgres_feed::APPLICATION_NAME],
+            )
+            .await
+            .unwrap()
+            .get(0);
+    assert_eq!(killed, 1);
+    tokio::time::timeout(WAIT, sessions.wait_for(|&n| n >= 2))
+        .await
+        .expect("the feed reconnected")
+        .unwrap();
+    f.store
+        .put(CLUSTER, &key("tasks", "t"), "1", None)
+        .await
+        .unwrap();
+    tokio::time::timeout(WAIT, feed.wait_for(|&s| s >= 1))
+        .await
+        .expect("the reconnected feed woke the watcher")
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_feed_polls_when_a_notification_is_missed() {
+    let f = fixture().await;
+    let watcher = PostgresStore::new(f.db.clone());
+    let mut feed = watcher.watch(CLUSTER);
+    // A commit's counter advance without its NOTIFY, as if the
+    // notification was lost.
+    f.db.client()
+        .await
+        .unwrap()
+        .execute(
+            "INSERT INTO leasehold_feed (cluster, revision, last_seq) VALUES ($1, 1, 3)",
+            &[&CLUSTER],
+        )
+        .await
+        .unwrap();
+    tokio::time::timeout(WAIT, feed.wait_for(|&s| s == 3))
+        .await
+        .expect("the poll caught up")
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writes_are_attributed_on_objects_and_events() {
+    let f = fixture().await;
+    let fence = Leases::grant(&f.leases, CLUSTER, LEASE, "holder-1").await;
+    let (t, n) = (key("tasks", "t"), key("nodes", "n"));
+    f.store
+        .commit_fenced(&fence, &[create(&t, "1")], &[event(&t, "Made")])
+        .await
+        .unwrap();
+    f.store.put(CLUSTER, &n, "1", None).await.unwrap();
+    let guest = Origin::Guest {
+        lease: LEASE.into(),
+        epoch: fence.epoch,
+        holder: "holder-1".into(),
+    };
+    assert_eq!(
+        f.store.written_by(CLUSTER, &t).await.unwrap(),
+        Some(guest.clone())
+    );
+    assert_eq!(
+        f.store.written_by(CLUSTER, &n).await.unwrap(),
+        Some(Origin::Api)
+    );
+    assert_eq!(
+        f.store
+            .written_by(CLUSTER, &key("tasks", "none"))
+            .await
+            .unwrap(),
+        None
+    );
+    let origins: Vec<Origin> = all_events(&*f.store, CLUSTER)
+        .await
+        .into_iter()
+        .map(|e| e.origin)
+        .collect();
+    assert_eq!(origins, vec![guest, Origin::Api]);
+}
+
+#[tokio::test]
+async fn an_unreachable_database_is_unavailable_without_its_password() {
+    // Port 1 refuses connections at once.
+    let db = Database::new("postgres://leasehold:s3cret@127.0.0.1:1/leasehold", 1).unwrap();
+    let store = PostgresStore::new(db);
+    let t = key("tasks", "t");
+    let fence = Fence {
+        key: LeaseKey::new(CLUSTER, LEASE),
+        epoch: Epoch(1),
+        holder: "holder-1".into(),
+    };
+    let results = [
+        store.get(CLUSTER, &t).await.map(|_| ()),
+        store.put(CLUSTER, &t, "1", None).await.map(|_| ()),
+        store
+            .commit_fenced(&fence, &[create(&t, "1")], &[])
+            .await
+            .map(|_| ()),
+        store.events(CLUSTER, 0, 10).await.map(|_| ()),
+    ];
+    for result in results {
+        match result {
+            Err(StoreError::Unavailable(message)) => {
+                assert!(!message.contains("s3cret"), "{message}");
+                assert!(message.contains("127.0.0.1:1"), "{message}");
+            }
+            other => panic!("expected unavailable, got {other:?}"),
+        }
+    }
+}
