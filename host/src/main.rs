@@ -1,1 +1,512 @@
-fn main() {}
+//! `leasehold`: the binary operators run. Parses the command line, sets up
+//! logging, and hands over to the library; errors end here as one clear
+//! message and a non-zero exit.
+//!
+//! Must never: print a database password (every URL shown goes through
+//! `db::redact`), or hold logic the library's tests cannot reach.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::{Context, bail};
+use clap::{Parser, Subcommand, ValueEnum};
+use leasehold_host::authority::postgres::PostgresAuthority;
+use leasehold_host::authority::{Authority, ExpectedIdentity, LeaseRecord, TenureRecord};
+use leasehold_host::config::Config;
+use leasehold_host::db::{self, Database};
+use leasehold_host::fence::LeaseKey;
+use leasehold_host::limits::MAX_HISTORY;
+use leasehold_host::names::check_label;
+use tracing_subscriber::EnvFilter;
+
+const ABOUT: &str = "Runs controllers as WebAssembly components, each under its own \
+fenced lease in PostgreSQL.";
+
+const LONG_ABOUT: &str = "\
+Runs controllers (reconcile loops) as WebAssembly components, each under its own \
+lease in PostgreSQL. Every write a controller makes is stamped with its lease's \
+fencing epoch and refused once that epoch is no longer current; a replica that \
+loses a lease hard-aborts the controller's guest. Run several replicas against \
+one database: each controller runs on exactly one of them at a time, and every \
+replica serves the same HTTP API.
+
+Without a database URL the embedded in-memory backend is used: one process only, \
+nothing durable, for development and tests.";
+
+const AFTER_HELP: &str = "\
+Examples:
+  Build the example controllers and run them on the embedded backend:
+    cargo xtask guests
+    leasehold run --config examples/leasehold.toml
+
+  Check a config, its components and its database before deploying:
+    leasehold check --config leasehold.toml
+
+  Prepare PostgreSQL and print its identity (to pin in [database]):
+    leasehold migrate --database-url postgres://postgres@127.0.0.1:5432/postgres
+
+  See who leads which controller, and one lease's history:
+    leasehold leases --config leasehold.toml
+    leasehold leases --config leasehold.toml --history scheduler
+
+Environment:
+  LEASEHOLD_DATABASE_URL  overrides [database] url; default for --database-url
+  LEASEHOLD_GUEST_DIR     what ${LEASEHOLD_GUEST_DIR} in a component path means
+  RUST_LOG                log filter, used when --log-level is not given";
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "leasehold",
+    version,
+    about = ABOUT,
+    long_about = LONG_ABOUT,
+    after_help = AFTER_HELP,
+    propagate_version = true
+)]
+struct Cli {
+    /// How log lines are written (to stderr).
+    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Human)]
+    log_format: LogFormat,
+
+    /// Log filter: a level (error, warn, info, debug, trace) or directives
+    /// such as `info,leasehold_host=debug`. Default: RUST_LOG if set, else
+    /// info.
+    #[arg(long, global = true, value_name = "FILTER")]
+    log_level: Option<String>,
+
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum LogFormat {
+    /// Readable lines for a terminal.
+    Human,
+    /// One JSON object per line, for log collectors.
+    Json,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run the controllers and the HTTP API until SIGTERM or Ctrl-C.
+    #[command(after_help = "\
+Example:
+  leasehold run --config examples/leasehold.toml
+
+On SIGTERM or SIGINT the host stops taking work, lets each running reconcile
+finish within the shutdown grace period, releases its leases (a standby
+replica takes over at once) and exits 0.")]
+    Run {
+        /// The TOML config file.
+        #[arg(long, short, value_name = "FILE")]
+        config: PathBuf,
+    },
+
+    /// Check a config, its components and its database; lead nothing.
+    ///
+    /// Checks every key and value, compiles every component against the
+    /// controller world, and verifies the database identity. Lists every
+    /// problem and exits non-zero if there is any.
+    #[command(after_help = "\
+Example:
+  leasehold check --config leasehold.toml")]
+    Check {
+        /// The TOML config file.
+        #[arg(long, short, value_name = "FILE")]
+        config: PathBuf,
+    },
+
+    /// Create or upgrade the database schema and print its identity.
+    ///
+    /// Safe to run repeatedly and from several hosts at once.
+    #[command(after_help = "\
+Example:
+  leasehold migrate --database-url postgres://postgres@127.0.0.1:5432/postgres
+
+The identity it prints can be pinned in the config's [database] section
+(expected_database_id, expected_system_identifier) so that a host pointed at
+any other database refuses to lead.")]
+    Migrate {
+        /// PostgreSQL URL. Default: LEASEHOLD_DATABASE_URL, else
+        /// postgres://postgres@127.0.0.1:5432/postgres.
+        #[arg(long, value_name = "URL")]
+        database_url: Option<String>,
+    },
+
+    /// Show who holds each lease of a cluster, or one lease's history.
+    ///
+    /// Lists each lease's holder, epoch and expiry; with --history NAME,
+    /// the tenures of that lease, newest first.
+    #[command(after_help = "\
+Examples:
+  leasehold leases --config leasehold.toml
+  leasehold leases --database-url postgres://postgres@127.0.0.1:5432/postgres --cluster demo
+  leasehold leases --config leasehold.toml --history scheduler --json
+
+Reads PostgreSQL directly. The embedded backend's leases live inside the
+running process: ask its API instead (GET /v1/leases).")]
+    Leases {
+        /// Take the database URL and cluster from this config.
+        #[arg(long, short, value_name = "FILE", conflicts_with = "database_url")]
+        config: Option<PathBuf>,
+        /// PostgreSQL URL. Default: LEASEHOLD_DATABASE_URL, else
+        /// postgres://postgres@127.0.0.1:5432/postgres.
+        #[arg(long, value_name = "URL")]
+        database_url: Option<String>,
+        /// The cluster (required without --config; overrides the config's).
+        #[arg(long, value_name = "CLUSTER")]
+        cluster: Option<String>,
+        /// Show the tenure history of this lease (newest first) instead.
+        #[arg(long, value_name = "NAME")]
+        history: Option<String>,
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    if let Err(e) = init_logging(cli.log_format, cli.log_level.as_deref()) {
+        eprintln!("error: {e:#}");
+        return ExitCode::from(2);
+    }
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(dispatch(cli.command)) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn init_logging(format: LogFormat, level: Option<&str>) -> anyhow::Result<()> {
+    let filter = match level {
+        Some(level) => EnvFilter::try_new(level)
+            .with_context(|| format!("--log-level {level:?} is not a log filter"))?,
+        None => match std::env::var("RUST_LOG") {
+            Ok(value) if !value.trim().is_empty() => EnvFilter::try_new(&value)
+                .with_context(|| format!("RUST_LOG={value:?} is not a log filter"))?,
+            _ => EnvFilter::new("info"),
+        },
+    };
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Human => builder.init(),
+        LogFormat::Json => builder.json().flatten_event(true).init(),
+    }
+    Ok(())
+}
+
+async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
+    match command {
+        Command::Run { config } => run(&config).await,
+        Command::Check { config } => check(&config).await,
+        Command::Migrate { database_url } => migrate(database_url).await,
+        Command::Leases {
+            config,
+            database_url,
+            cluster,
+            history,
+            json,
+        } => leases(config, database_url, cluster, history, json).await,
+    }
+}
+
+async fn run(path: &Path) -> anyhow::Result<ExitCode> {
+    let config = Config::load(path)?;
+    tracing::info!(
+        config = %path.display(),
+        cluster = config.cluster,
+        holder = config.holder(),
+        database = %config.database.endpoint(),
+        "starting leasehold"
+    );
+    leasehold_host::service::run(config).await?;
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn check(path: &Path) -> anyhow::Result<ExitCode> {
+    let config = Config::load(path)?;
+    let summary = format!(
+        "config {}: cluster {}, holder {}, database {}, listen {}, {} controller(s)",
+        path.display(),
+        config.cluster,
+        config.holder(),
+        config.database.endpoint(),
+        config.http.listen,
+        config.controllers.len()
+    );
+    match leasehold_host::service::check(&config).await {
+        Ok(notes) => {
+            let mut out = std::io::stdout().lock();
+            writeln!(out, "{summary}")?;
+            for note in notes {
+                writeln!(out, "  ok: {note}")?;
+            }
+            writeln!(out, "check passed")?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(problems) => {
+            // One problem reads as one line; several get one line each.
+            match problems.as_slice() {
+                [one] => eprintln!("error: {one}"),
+                many => {
+                    eprintln!("error: {} problems in {}:", many.len(), path.display());
+                    for problem in many {
+                        eprintln!("  {problem}");
+                    }
+                }
+            }
+            Ok(ExitCode::FAILURE)
+        }
+    }
+}
+
+/// `--database-url`, else `LEASEHOLD_DATABASE_URL`, else the local default.
+fn database_url(given: Option<String>) -> String {
+    given
+        .filter(|url| !url.trim().is_empty())
+        .or_else(|| {
+            std::env::var(db::URL_ENV)
+                .ok()
+                .filter(|url| !url.trim().is_empty())
+        })
+        .unwrap_or_else(|| db::DEFAULT_URL.to_string())
+}
+
+async fn migrate(given: Option<String>) -> anyhow::Result<ExitCode> {
+    let url = database_url(given);
+    let db = Database::new(&url, 2)?;
+    let endpoint = db.endpoint().to_string();
+    // The error names the endpoint already (password redacted).
+    let applied = db.migrate().await?;
+    let latest = db::MIGRATIONS.last().map_or(0, |(version, _)| *version);
+    if applied.is_empty() {
+        println!("database {endpoint}: schema is up to date (version {latest})");
+    } else {
+        let list: Vec<String> = applied.iter().map(ToString::to_string).collect();
+        println!(
+            "database {endpoint}: applied migration(s) {} (now at version {latest})",
+            list.join(", ")
+        );
+    }
+    let authority = PostgresAuthority::new(db, ExpectedIdentity::default());
+    let identity = authority.identity().await?;
+    if identity.in_recovery {
+        println!("warning: the server is in recovery (a standby); hosts will refuse to lead here");
+    }
+    println!("# To pin this database, add to the config's [database] section:");
+    println!("expected_database_id = \"{}\"", identity.database_id);
+    println!(
+        "expected_system_identifier = \"{}\"",
+        identity.system_identifier
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn leases(
+    config: Option<PathBuf>,
+    given_url: Option<String>,
+    cluster: Option<String>,
+    history: Option<String>,
+    json: bool,
+) -> anyhow::Result<ExitCode> {
+    let (url, cluster) = match config {
+        Some(path) => {
+            let config = Config::load(&path)?;
+            let Some(url) = config.database.url.clone() else {
+                bail!(
+                    "{} uses the embedded in-memory backend, whose leases live inside the running \
+                     process; ask it instead: curl http://{}/v1/leases",
+                    path.display(),
+                    config.http.listen
+                );
+            };
+            (url, cluster.unwrap_or(config.cluster))
+        }
+        None => {
+            let Some(cluster) = cluster else {
+                bail!(
+                    "which cluster? give --cluster NAME, or --config FILE to read it from a config"
+                );
+            };
+            (database_url(given_url), cluster)
+        }
+    };
+    check_label("cluster", &cluster)?;
+    let db = Database::new(&url, 2)?;
+    let authority = PostgresAuthority::new(db, ExpectedIdentity::default());
+    let mut out = std::io::stdout().lock();
+    match history {
+        Some(name) => {
+            check_label("lease", &name)?;
+            let key = LeaseKey::new(cluster, name);
+            let tenures = authority.history(&key, MAX_HISTORY).await?;
+            if json {
+                writeln!(out, "{}", serde_json::to_string_pretty(&tenures)?)?;
+            } else if tenures.is_empty() {
+                writeln!(out, "lease {key} was never granted")?;
+            } else {
+                write!(out, "{}", tenure_table(&tenures))?;
+            }
+        }
+        None => {
+            let mut records = authority.observe(&cluster).await?;
+            records.sort_by(|a, b| a.name.cmp(&b.name));
+            if json {
+                writeln!(out, "{}", serde_json::to_string_pretty(&records)?)?;
+            } else if records.is_empty() {
+                writeln!(out, "cluster {cluster} has no leases yet")?;
+            } else {
+                write!(out, "{}", lease_table(&records))?;
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn time(at: chrono::DateTime<chrono::Utc>) -> String {
+    at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}
+
+/// Left-aligned columns, two spaces apart.
+fn table(header: &[&str], rows: Vec<Vec<String>>) -> String {
+    let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
+    for row in &rows {
+        for (width, cell) in widths.iter_mut().zip(row) {
+            *width = (*width).max(cell.len());
+        }
+    }
+    let mut out = String::new();
+    let header: Vec<String> = header.iter().map(|h| h.to_string()).collect();
+    for row in std::iter::once(header).chain(rows) {
+        let cells: Vec<String> = row
+            .iter()
+            .zip(&widths)
+            .map(|(cell, width)| format!("{cell:<width$}"))
+            .collect();
+        out.push_str(cells.join("  ").trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+fn lease_table(records: &[LeaseRecord]) -> String {
+    let rows = records
+        .iter()
+        .map(|r| {
+            let state = if r.active {
+                "held"
+            } else if r.released {
+                "released"
+            } else {
+                "expired"
+            };
+            vec![
+                r.name.clone(),
+                state.to_string(),
+                r.holder.clone(),
+                r.epoch.to_string(),
+                time(r.acquired_at),
+                time(r.expires_at),
+            ]
+        })
+        .collect();
+    table(
+        &["LEASE", "STATE", "HOLDER", "EPOCH", "ACQUIRED", "EXPIRES"],
+        rows,
+    )
+}
+
+fn tenure_table(tenures: &[TenureRecord]) -> String {
+    let rows = tenures
+        .iter()
+        .map(|t| {
+            vec![
+                t.epoch.to_string(),
+                t.holder.clone(),
+                time(t.acquired_at),
+                t.ended_at.map_or_else(|| "-".to_string(), time),
+                t.end_reason
+                    .map_or("running", |reason| reason.as_str())
+                    .to_string(),
+                t.writes.to_string(),
+                t.last_write_at.map_or_else(|| "-".to_string(), time),
+                t.endpoint.clone(),
+            ]
+        })
+        .collect();
+    table(
+        &[
+            "EPOCH",
+            "HOLDER",
+            "ACQUIRED",
+            "ENDED",
+            "REASON",
+            "WRITES",
+            "LAST WRITE",
+            "ENDPOINT",
+        ],
+        rows,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn the_command_line_is_well_formed() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn leases_take_a_config_or_a_url_not_both() {
+        let error = Cli::try_parse_from([
+            "leasehold",
+            "leases",
+            "--config",
+            "a.toml",
+            "--database-url",
+            "postgres://x@y/z",
+        ])
+        .unwrap_err();
+        assert_eq!(error.kind(), clap::error::ErrorKind::ArgumentConflict);
+    }
+
+    #[test]
+    fn global_flags_work_after_the_subcommand() {
+        let cli = Cli::try_parse_from([
+            "leasehold",
+            "check",
+            "--config",
+            "a.toml",
+            "--log-format",
+            "json",
+        ])
+        .unwrap();
+        assert_eq!(cli.log_format, LogFormat::Json);
+        assert!(matches!(cli.command, Command::Check { .. }));
+    }
+
+    #[test]
+    fn tables_align_columns() {
+        let text = table(&["A", "LONGER"], vec![vec!["wide-cell".into(), "x".into()]]);
+        assert_eq!(text, "A          LONGER\nwide-cell  x\n");
+    }
+}

@@ -401,12 +401,13 @@ impl fmt::Display for Problem {
 #[derive(Debug, Error)]
 pub enum ConfigError {
     /// The file could not be read.
-    #[error("cannot read config file {}: {source}", path.display())]
+    #[error("cannot read config file {}: {reason}", path.display())]
     Read {
         /// The file.
         path: PathBuf,
-        /// Why.
-        source: std::io::Error,
+        /// Why. Shown in the message rather than chained as a source, so
+        /// it is printed once however the error is displayed.
+        reason: std::io::Error,
     },
     /// The file is not TOML, has a key this version does not know, or a
     /// value of the wrong type. Reading stops at the first such problem.
@@ -503,9 +504,9 @@ impl Config {
     /// [`Config::load`] with an explicit environment.
     pub fn load_with(path: impl AsRef<Path>, env: &Environment) -> Result<Config, ConfigError> {
         let path = path.as_ref();
-        let read_error = |source| ConfigError::Read {
+        let read_error = |reason| ConfigError::Read {
             path: path.to_path_buf(),
-            source,
+            reason,
         };
         let file = path.display().to_string();
         let size = std::fs::metadata(path).map_err(read_error)?.len();
@@ -551,14 +552,14 @@ impl Config {
         env: &Environment,
     ) -> Result<Config, ConfigError> {
         let base_dir = if base_dir.as_os_str().is_empty() {
-            std::env::current_dir().map_err(|source| ConfigError::Read {
+            std::env::current_dir().map_err(|reason| ConfigError::Read {
                 path: PathBuf::from(file),
-                source,
+                reason,
             })?
         } else {
-            std::path::absolute(base_dir).map_err(|source| ConfigError::Read {
+            std::path::absolute(base_dir).map_err(|reason| ConfigError::Read {
                 path: PathBuf::from(file),
-                source,
+                reason,
             })?
         };
         let raw: raw::RawConfig = toml::from_str(text).map_err(|e| ConfigError::Syntax {
