@@ -72,6 +72,8 @@ macro_rules! conformance_suite {
             page_sizes_are_capped,
             clusters_are_isolated,
             conditional_updates_lose_no_update,
+            racing_creates_have_exactly_one_winner,
+            racing_unconditional_puts_all_succeed,
             watch_wakes_on_commit,
             values_are_stored_normalized,
         );
@@ -980,6 +982,80 @@ pub(super) async fn conditional_updates_lose_no_update(b: &Backend) {
         let reason = if fenced { "Incremented" } else { "Updated" };
         assert_eq!(e.reason, reason, "event of revision {revision}");
     }
+}
+
+/// Start `n` tasks at once (a barrier releases them together) and collect
+/// their results.
+async fn race<T: Send + 'static, F>(n: usize, task: impl Fn(usize) -> F) -> Vec<T>
+where
+    F: std::future::Future<Output = T> + Send + 'static,
+{
+    let start = Arc::new(tokio::sync::Barrier::new(n));
+    let handles: Vec<_> = (0..n)
+        .map(|i| {
+            let (start, run) = (Arc::clone(&start), task(i));
+            tokio::spawn(async move {
+                start.wait().await;
+                run.await
+            })
+        })
+        .collect();
+    let mut results = Vec::with_capacity(n);
+    for handle in handles {
+        results.push(handle.await.unwrap());
+    }
+    results
+}
+
+pub(super) async fn racing_creates_have_exactly_one_winner(b: &Backend) {
+    const RACERS: usize = 8;
+    let fence = b.leases.grant(CLUSTER, "ctl", "host-a").await;
+    let t = key("tasks", "t");
+    let results = race(RACERS, |i| {
+        let (store, fence, t) = (Arc::clone(&b.store), fence.clone(), t.clone());
+        async move {
+            let value = i.to_string();
+            store
+                .commit_fenced(&fence, &[create(&t, &value)], &[event(&t, "Made")])
+                .await
+                .map(|c| (c.revision, value))
+        }
+    })
+    .await;
+    let mut winners = Vec::new();
+    for result in results {
+        match result {
+            Ok(won) => winners.push(won),
+            Err(StoreError::Conflict { key, .. }) if key == t => {}
+            Err(e) => panic!("{e}"),
+        }
+    }
+    assert_eq!(winners.len(), 1, "{winners:?}");
+    let object = b.store.get(CLUSTER, &t).await.unwrap().unwrap();
+    assert_eq!((object.version, object.value), winners.remove(0));
+    assert_eq!(all_events(&*b.store, CLUSTER).await.len(), 1);
+}
+
+pub(super) async fn racing_unconditional_puts_all_succeed(b: &Backend) {
+    const RACERS: usize = 16;
+    let t = key("tasks", "t");
+    // "Whatever is there": none may fail because another created it first.
+    let results = race(RACERS, |i| {
+        let (store, t) = (Arc::clone(&b.store), t.clone());
+        async move { store.put(CLUSTER, &t, &i.to_string(), None).await }
+    })
+    .await;
+    let mut versions: Vec<u64> = results.into_iter().map(|r| r.unwrap().version).collect();
+    versions.sort();
+    versions.dedup();
+    assert_eq!(versions.len(), RACERS, "every put is its own commit");
+    let object = b.store.get(CLUSTER, &t).await.unwrap().unwrap();
+    assert_eq!(object.version, *versions.last().unwrap());
+    let events = all_events(&*b.store, CLUSTER).await;
+    let reasons: Vec<&str> = events.iter().map(|e| e.reason.as_str()).collect();
+    assert_eq!(reasons[0], "Created");
+    assert!(reasons[1..].iter().all(|r| *r == "Updated"), "{reasons:?}");
+    assert_eq!(reasons.len(), RACERS);
 }
 
 pub(super) async fn watch_wakes_on_commit(b: &Backend) {

@@ -601,3 +601,57 @@ async fn an_unreachable_database_is_unavailable_without_its_password() {
         }
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_commit_stuck_on_a_lock_is_unavailable_and_leaves_nothing() {
+    let f = fixture().await;
+    let fence = Leases::grant(&f.leases, CLUSTER, LEASE, "holder-1").await;
+    let t = key("tasks", "t");
+    let made = f
+        .store
+        .commit_fenced(&fence, &[create(&t, "1")], &[event(&t, "Made")])
+        .await
+        .unwrap();
+    // Someone holds the object's row and does not let go.
+    let mut holding = f.db.client().await.unwrap();
+    let hold = holding.transaction().await.unwrap();
+    hold.execute(
+        "SELECT 1 FROM leasehold_objects WHERE cluster = $1 AND name = 't' FOR UPDATE",
+        &[&CLUSTER],
+    )
+    .await
+    .unwrap();
+    let started = tokio::time::Instant::now();
+    match f
+        .store
+        .commit_fenced(
+            &fence,
+            &[update(&t, made.revision, "2")],
+            &[event(&t, "Bumped")],
+        )
+        .await
+    {
+        Err(StoreError::Unavailable(message)) => {
+            assert!(message.contains("unknown"), "{message}");
+        }
+        other => panic!("expected unavailable, got {other:?}"),
+    }
+    assert!(started.elapsed() >= crate::timeouts::DATABASE_STATEMENT);
+    hold.rollback().await.unwrap();
+    // The abandoned transaction's session was closed, not pooled: nothing
+    // of it committed, and the store keeps working.
+    assert_eq!(f.store.get(CLUSTER, &t).await.unwrap().unwrap().value, "1");
+    let again = f
+        .store
+        .commit_fenced(
+            &fence,
+            &[update(&t, made.revision, "3")],
+            &[event(&t, "Bumped")],
+        )
+        .await
+        .unwrap();
+    let events = all_events(&*f.store, CLUSTER).await;
+    assert_eq!(events.len(), 2);
+    assert_eq!(events[1].revision, again.revision);
+    assert_eq!(Leases::writes(&f.leases, &fence).await, 2);
+}
