@@ -20,6 +20,11 @@ use leasehold_host::limits::MAX_HISTORY;
 use leasehold_host::names::check_label;
 use tracing_subscriber::EnvFilter;
 
+/// Log filter when neither --log-level nor RUST_LOG is given. The
+/// PostgreSQL driver logs every server NOTICE (such as "relation already
+/// exists, skipping" during migrations) at info; those are not news.
+const DEFAULT_LOG_FILTER: &str = "info,tokio_postgres=warn";
+
 const ABOUT: &str = "Runs controllers as WebAssembly components, each under its own \
 fenced lease in PostgreSQL.";
 
@@ -71,7 +76,7 @@ struct Cli {
 
     /// Log filter: a level (error, warn, info, debug, trace) or directives
     /// such as `info,leasehold_host=debug`. Default: RUST_LOG if set, else
-    /// info.
+    /// info (PostgreSQL driver notices at warn).
     #[arg(long, global = true, value_name = "FILTER")]
     log_level: Option<String>,
 
@@ -198,7 +203,7 @@ fn init_logging(format: LogFormat, level: Option<&str>) -> anyhow::Result<()> {
         None => match std::env::var("RUST_LOG") {
             Ok(value) if !value.trim().is_empty() => EnvFilter::try_new(&value)
                 .with_context(|| format!("RUST_LOG={value:?} is not a log filter"))?,
-            _ => EnvFilter::new("info"),
+            _ => EnvFilter::new(DEFAULT_LOG_FILTER),
         },
     };
     let builder = tracing_subscriber::fmt()

@@ -473,14 +473,11 @@ pub fn default_holder() -> &'static str {
 }
 
 /// The host name, reduced to what a holder may contain. std has no
-/// portable call for it; Linux exposes it in procfs, and shells export
-/// `HOSTNAME` elsewhere.
+/// portable call for it; Linux exposes it in procfs. Elsewhere the holder
+/// starts with "leasehold" (the pid and random part still tell processes
+/// apart); set `holder` in the config for a meaningful name.
 fn hostname() -> String {
-    let raw = std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .ok()
-        .or_else(|| std::env::var("HOSTNAME").ok())
-        .or_else(|| std::env::var("COMPUTERNAME").ok())
-        .unwrap_or_default();
+    let raw = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
     let cleaned: String = raw
         .trim()
         .chars()

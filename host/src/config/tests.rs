@@ -541,6 +541,16 @@ fn http_settings_are_checked() {
 }
 
 #[test]
+fn an_empty_cache_dir_is_refused() {
+    let s = Scratch::new();
+    let p = problems(
+        s.parse("cluster = \"a\"\n[runtime]\ncache_dir = \" \"\n")
+            .unwrap_err(),
+    );
+    assert_has(&p, Some(3), "runtime.cache_dir is empty");
+}
+
+#[test]
 fn a_missing_component_is_named_by_its_path() {
     let s = Scratch::new();
     let p = problems(s.parse(ONE).unwrap_err());
