@@ -67,7 +67,7 @@ use super::{Committed, Event, NewEvent, Object, ObjectKey, Op, Origin, Page, Sto
 /// exists and can be locked): a bound, not an expected path.
 const LOST_CREATE_RETRIES: usize = 3;
 
-/// Step 2: lock the named objects, in key order, and read their versions.
+/// Step 1: lock the named objects, in key order, and read their versions.
 const LOCK_SQL: &str = "
 SELECT o.kind, o.name, o.version
   FROM leasehold_objects o
@@ -276,6 +276,8 @@ impl PostgresStore {
         let mut attempt = 0;
         loop {
             let mut client = self.client().await?;
+            // The statement bound covers the whole transaction: a commit
+            // waits on other commits' row locks at most that long.
             let outcome = tokio::time::timeout(
                 crate::timeouts::DATABASE_STATEMENT,
                 self.transact(&mut client, batch, fence),
