@@ -16,6 +16,9 @@ const TTL_MS: u64 = 2000;
 fn config(cluster: &str, holder: &str, port: u16, url: &str, extra: &str) -> String {
     let guests = guest_dir();
     let guests = guests.display();
+    // Compiled components are cached across replicas and tests.
+    let cache = guest_dir().join("../../leasehold-test-cache");
+    let cache = cache.display();
     format!(
         r#"
 cluster = "{cluster}"
@@ -26,6 +29,9 @@ url = "{url}"
 
 [http]
 listen = "127.0.0.1:{port}"
+
+[runtime]
+cache_dir = "{cache}"
 {extra}
 [[controllers]]
 name = "scheduler"

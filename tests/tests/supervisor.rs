@@ -329,3 +329,26 @@ async fn shutdown_releases_the_lease_for_an_immediate_takeover() {
     let successor = h.backends.grant(CLUSTER, NAME, "host-b").await;
     assert_eq!(successor.fence.epoch.0, epoch + 1);
 }
+
+#[tokio::test]
+async fn closed_channels_do_not_stall_the_shutdown() {
+    // The service drops the identity check before the supervisors finish; a
+    // closed watch is always ready, and must not starve the tenure loop.
+    let mut h = Harness::start().await;
+    let epoch = h.leading().await;
+    let (closed, _) = watch::channel(IdentityCheck::Pending);
+    drop(std::mem::replace(&mut h.identity, closed));
+    h.shutdown.send(true).unwrap();
+    tokio::time::timeout(WAIT, &mut h.task)
+        .await
+        .expect("the supervisor stopped")
+        .unwrap();
+    let history = h
+        .backends
+        .authority
+        .history(&Harness::key(), 10)
+        .await
+        .unwrap();
+    let tenure = history.iter().find(|t| t.epoch.0 == epoch).unwrap();
+    assert_eq!(tenure.end_reason, Some(EndReason::Released));
+}

@@ -200,6 +200,12 @@ fn test() -> Result<(), String> {
     )?;
     build_guests()?;
     check_postgres()?;
+    // The multi-process tests start the `leasehold` binary itself; `cargo
+    // test` builds a package's binaries only for its own integration tests.
+    status(
+        "building the leasehold binary",
+        cargo().args(["build", "--package", "leasehold-host", "--bin", "leasehold"]),
+    )?;
     let mut cmd = cargo();
     cmd.args(["test", "--workspace"]);
     cmd.env("LEASEHOLD_GUEST_DIR", guest_dir());

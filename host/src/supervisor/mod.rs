@@ -115,7 +115,8 @@ impl Supervisor {
     }
 
     fn stopping(&self) -> bool {
-        *self.shutdown.borrow()
+        // A dropped sender counts as a stop request.
+        *self.shutdown.borrow() || self.shutdown.has_changed().is_err()
     }
 
     /// Run until shutdown. Every held lease is released before this returns.
@@ -138,8 +139,18 @@ impl Supervisor {
                 };
                 self.status.set(ControllerState::Failing { reason });
                 tokio::select! {
-                    _ = self.identity.changed() => {}
-                    _ = self.shutdown.changed() => {}
+                    changed = self.identity.changed() => {
+                        if changed.is_err() {
+                            // The identity check is gone: the service is
+                            // shutting down.
+                            break;
+                        }
+                    }
+                    changed = self.shutdown.changed() => {
+                        if changed.is_err() {
+                            break;
+                        }
+                    }
                 }
                 continue;
             }
@@ -170,9 +181,15 @@ impl Supervisor {
                     });
                     let wait = standby_poll.next_delay();
                     tokio::select! {
-                        _ = released.changed() => {}
+                        // A closed release channel is only a lost wake-up
+                        // source; the poll below still runs.
+                        Ok(()) = released.changed() => {}
                         _ = tokio::time::sleep(wait) => {}
-                        _ = self.shutdown.changed() => {}
+                        changed = self.shutdown.changed() => {
+                            if changed.is_err() {
+                                break;
+                            }
+                        }
                     }
                 }
                 Err(e) => {
@@ -191,7 +208,7 @@ impl Supervisor {
     async fn sleep_or_stop(&mut self, delay: Duration) {
         tokio::select! {
             _ = tokio::time::sleep(delay) => {}
-            _ = self.shutdown.changed() => {}
+            _ = self.shutdown.wait_for(|stop| *stop) => {}
         }
     }
 
@@ -242,9 +259,9 @@ impl Supervisor {
         let holder = fence.holder.clone();
         tracing::info!(controller = name, epoch, holder, "lease acquired; leading");
         self.status.set(ControllerState::Leading {
-                epoch,
-                problem: None,
-            });
+            epoch,
+            problem: None,
+        });
 
         // L3: the lease counts as ours only until the last successful renew
         // *sent* plus the deadline, which is below the ttl.
@@ -257,6 +274,8 @@ impl Supervisor {
         let mut restart_at: Option<Instant> = Some(Instant::now());
         let mut grace_until: Option<Instant> = None;
         let far = || Instant::now() + Duration::from_secs(3600);
+        let mut identity_open = true;
+        let mut shutdown_open = true;
 
         let end = loop {
             if guest.is_none()
@@ -300,7 +319,14 @@ impl Supervisor {
                         (sent, authority.renew(&fences, ttl).await)
                     }));
                 }
-                _ = self.identity.changed() => {
+                changed = self.identity.changed(), if identity_open => {
+                    // A closed channel means the service is shutting down;
+                    // without this guard a closed watch would be ready on
+                    // every poll and starve the other branches.
+                    if changed.is_err() {
+                        identity_open = false;
+                        continue;
+                    }
                     if let IdentityCheck::Mismatch(reason) = &*self.identity.borrow() {
                         tracing::error!(controller = name, epoch, holder, reason, "database identity changed; giving up the lease");
                         break TenureEnd::Lost("identity_changed");
@@ -344,8 +370,10 @@ impl Supervisor {
                 problem: None,
             });
                 }
-                _ = self.shutdown.changed(), if grace_until.is_none() => {
-                    if *self.shutdown.borrow() {
+                changed = self.shutdown.changed(), if grace_until.is_none() && shutdown_open => {
+                    // A dropped sender also means: stop.
+                    shutdown_open = changed.is_ok();
+                    if *self.shutdown.borrow() || !shutdown_open {
                         tracing::info!(controller = name, epoch, holder, "shutting down: finishing the running reconcile");
                         let _ = stop_tx.send(true);
                         if guest.is_none() {

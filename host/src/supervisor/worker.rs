@@ -53,6 +53,8 @@ struct Worker {
     cursor: u64,
     feed: watch::Receiver<u64>,
     feed_retry_at: Option<Instant>,
+    /// Whether the feed's sender is alive; when not, the worker polls.
+    feed_open: bool,
     resync_due: bool,
 }
 
@@ -89,6 +91,7 @@ pub(crate) async fn run(mut guest: GuestInstance, ctx: WorkerContext) -> WorkerE
         cursor,
         feed,
         feed_retry_at: None,
+        feed_open: true,
         resync_due: true,
     };
     let resync_period = description.resync_period;
@@ -119,11 +122,16 @@ pub(crate) async fn run(mut guest: GuestInstance, ctx: WorkerContext) -> WorkerE
         let feed_retry = worker.feed_retry_at.unwrap_or(far);
         let resync_at = next_resync.unwrap_or(far);
         tokio::select! {
-            _ = worker.ctx.stop.changed() => {}
-            changed = worker.feed.changed() => {
+            changed = worker.ctx.stop.changed() => {
                 if changed.is_err() {
-                    // The store dropped its feed; fall back to polling.
-                    worker.feed_retry_at = Some(Instant::now() + crate::timeouts::FEED_POLL);
+                    return WorkerExit::Stopped;
+                }
+            }
+            changed = worker.feed.changed(), if worker.feed_open => {
+                if changed.is_err() {
+                    // The store dropped its feed: stop listening (a closed
+                    // watch is always ready) and fall back to polling.
+                    worker.feed_open = false;
                 }
                 worker.read_feed().await;
             }
@@ -153,7 +161,8 @@ impl Worker {
                 .await
             {
                 Ok(events) => {
-                    self.feed_retry_at = None;
+                    self.feed_retry_at =
+                        (!self.feed_open).then(|| Instant::now() + crate::timeouts::FEED_POLL);
                     let full = events.len() >= MAX_PAGE_SIZE;
                     for event in events {
                         self.cursor = self.cursor.max(event.seq);
