@@ -131,7 +131,10 @@ pub async fn check(config: &Config) -> Result<Vec<String>, Vec<String>> {
         Ok(runtime) => match compile_all(config, &runtime) {
             Ok(compiled) => {
                 for c in compiled {
-                    notes.push(format!("controller {}: component compiles and fits the world", c.name()));
+                    notes.push(format!(
+                        "controller {}: component compiles and fits the world",
+                        c.name()
+                    ));
                 }
             }
             Err(mut p) => problems.append(&mut p),
@@ -139,9 +142,8 @@ pub async fn check(config: &Config) -> Result<Vec<String>, Vec<String>> {
         Err(e) => problems.push(e.to_string()),
     }
     match &config.database.url {
-        None => notes.push(
-            "database: embedded in-memory backend (single process, not durable)".to_string(),
-        ),
+        None => notes
+            .push("database: embedded in-memory backend (single process, not durable)".to_string()),
         Some(url) => match Database::new(url, 1) {
             Err(e) => problems.push(e.to_string()),
             Ok(db) => {
