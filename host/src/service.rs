@@ -24,7 +24,7 @@ use crate::store::Store;
 use crate::store::memory::MemoryStore;
 use crate::store::postgres::PostgresStore;
 use crate::supervisor::identity::{self, IdentityCheck};
-use crate::supervisor::{Supervisor, SupervisorConfig};
+use crate::supervisor::{Renewer, Supervisor, SupervisorConfig};
 
 /// Why the service could not start or stopped with an error.
 #[derive(Debug, Error)]
@@ -217,6 +217,7 @@ pub async fn run_until(
         shutdown_rx.clone(),
     ));
 
+    let renewer = Renewer::start(backends.authority.clone());
     let mut supervisors = Vec::new();
     for (controller, settings) in compiled.into_iter().zip(&config.controllers) {
         let supervisor = Supervisor::new(
@@ -230,6 +231,7 @@ pub async fn run_until(
                 shutdown_grace: crate::timeouts::SHUTDOWN_GRACE,
             },
             backends.authority.clone(),
+            renewer.clone(),
             backends.store.clone(),
             controller,
             status.controllers[&settings.name].clone(),

@@ -12,7 +12,7 @@ use leasehold_host::fence::LeaseKey;
 use leasehold_host::runtime::{CompiledController, EngineConfig, GuestLimits, Runtime};
 use leasehold_host::status::{ControllerState, ControllerStatus, Status};
 use leasehold_host::store::{ObjectKey, Store};
-use leasehold_host::supervisor::{IdentityCheck, Supervisor, SupervisorConfig};
+use leasehold_host::supervisor::{IdentityCheck, Renewer, Supervisor, SupervisorConfig};
 use leasehold_tests::{HookedStore, MemoryBackends, StoreHooks, guest};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -78,6 +78,7 @@ impl Harness {
                 shutdown_grace: Duration::from_secs(2),
             },
             backends.authority.clone(),
+            Renewer::start(backends.authority.clone()),
             store.clone(),
             compiled(),
             status.clone(),

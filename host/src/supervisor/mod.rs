@@ -11,10 +11,9 @@
 mod backoff;
 pub mod identity;
 mod queue;
+mod renewer;
 mod worker;
 
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -25,9 +24,10 @@ use tokio::time::Instant;
 pub use backoff::Backoff;
 pub use identity::IdentityCheck;
 pub use queue::WorkQueue;
+pub use renewer::{Registration, Renewer};
 
 use crate::authority::{
-    AcquireRequest, Acquired, Authority, AuthorityError, EndReason, Grant, LeaseTiming, Renewed,
+    AcquireRequest, Acquired, Authority, EndReason, Grant, LeaseTiming, Renewed,
 };
 use crate::fence::{Fence, LeaseKey};
 use crate::runtime::{CompiledController, GuestError, Revocation};
@@ -58,6 +58,7 @@ pub struct SupervisorConfig {
 pub struct Supervisor {
     config: SupervisorConfig,
     authority: Arc<dyn Authority>,
+    renewer: Renewer,
     store: Arc<dyn Store>,
     controller: CompiledController,
     status: Arc<ControllerStatus>,
@@ -74,9 +75,6 @@ enum TenureEnd {
     Released,
 }
 
-type RenewFuture =
-    Pin<Box<dyn Future<Output = (Instant, Result<Vec<Renewed>, AuthorityError>)> + Send>>;
-
 /// A running guest: its task and its abort switch.
 struct RunningGuest {
     task: JoinHandle<WorkerExit>,
@@ -85,10 +83,13 @@ struct RunningGuest {
 
 impl Supervisor {
     /// A supervisor for `controller`, reporting into `status`, gated by
-    /// `identity`, stopping when `shutdown` becomes true.
+    /// `identity`, stopping when `shutdown` becomes true. Its leases are
+    /// renewed by the host's shared `renewer`.
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         config: SupervisorConfig,
         authority: Arc<dyn Authority>,
+        renewer: Renewer,
         store: Arc<dyn Store>,
         controller: CompiledController,
         status: Arc<ControllerStatus>,
@@ -98,6 +99,7 @@ impl Supervisor {
         Self {
             config,
             authority,
+            renewer,
             store,
             controller,
             status,
@@ -266,8 +268,10 @@ impl Supervisor {
         // L3: the lease counts as ours only until the last successful renew
         // *sent* plus the deadline, which is below the ttl.
         let mut valid_until = acquire_sent + timing.renew_deadline;
-        let mut next_renew = acquire_sent + timing.renew_interval;
-        let mut renewing: Option<RenewFuture> = None;
+        let mut renewals = self
+            .renewer
+            .register(fence.clone(), timing.ttl, timing.renew_interval);
+        let mut renewer_open = true;
         let (stop_tx, stop_rx) = watch::channel(false);
         let mut guest: Option<RunningGuest> = None;
         let mut restarts = Backoff::new(self.config.backoff_min, self.config.backoff_max);
@@ -293,14 +297,19 @@ impl Supervisor {
                     tracing::error!(controller = name, epoch, holder, "renew deadline passed; the lease counts as lost");
                     break TenureEnd::Lost("renew_deadline");
                 }
-                (sent, result) = async { renewing.as_mut().expect("guarded").await }, if renewing.is_some() => {
-                    renewing = None;
+                outcome = renewals.next(), if renewer_open => {
+                    let Some((sent, result)) = outcome else {
+                        // The renewer stopped (shutdown): the deadline
+                        // still bounds the tenure.
+                        renewer_open = false;
+                        continue;
+                    };
                     self.status.metrics.renew_seconds.observe(sent.elapsed());
-                    match result.map(|mut r| r.pop()) {
-                        Ok(Some(Renewed::Extended { .. })) => {
+                    match result {
+                        Ok(Renewed::Extended { .. }) => {
                             valid_until = valid_until.max(sent + timing.renew_deadline);
                         }
-                        Ok(Some(Renewed::Lost)) | Ok(None) => {
+                        Ok(Renewed::Lost) => {
                             tracing::error!(controller = name, epoch, holder, "renew refused; the lease was lost");
                             break TenureEnd::Lost("renew_refused");
                         }
@@ -308,16 +317,6 @@ impl Supervisor {
                             tracing::warn!(controller = name, epoch, holder, error = %e, "renew failed; retrying until the renew deadline");
                         }
                     }
-                }
-                _ = tokio::time::sleep_until(next_renew), if renewing.is_none() => {
-                    next_renew = Instant::now() + timing.renew_interval;
-                    let authority = self.authority.clone();
-                    let fences = vec![fence.clone()];
-                    let ttl = timing.ttl;
-                    renewing = Some(Box::pin(async move {
-                        let sent = Instant::now();
-                        (sent, authority.renew(&fences, ttl).await)
-                    }));
                 }
                 changed = self.identity.changed(), if identity_open => {
                     // A closed channel means the service is shutting down;
@@ -389,6 +388,7 @@ impl Supervisor {
             }
         };
 
+        drop(renewals);
         if let Some(running) = guest.take() {
             let reason = match end {
                 TenureEnd::Lost(_) => "lease_lost",

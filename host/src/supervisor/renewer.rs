@@ -1,0 +1,360 @@
+//! One renewer per host: every held lease with the same timing is renewed
+//! in a single round trip per interval, however many leases the host holds
+//! (`Authority::renew` takes all their fences at once).
+//!
+//! Supervisors register a fence when a tenure starts and receive every
+//! renewal outcome with the instant the renewal was *sent* (L3 counts from
+//! there). Dropping the registration unregisters it. The renewer never
+//! decides that a lease is lost: each supervisor does, from the outcomes it
+//! receives and its own deadline.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+
+use crate::authority::{Authority, AuthorityError, Renewed};
+use crate::fence::{Fence, LeaseKey};
+
+/// One renewal outcome: when it was sent, and what came back.
+pub type Outcome = (Instant, Result<Renewed, AuthorityError>);
+
+/// Timing shared by a batch: leases renew together only when both their
+/// ttl and their interval agree.
+type Cadence = (Duration, Duration);
+
+enum Command {
+    Register {
+        fence: Fence,
+        cadence: Cadence,
+        outcomes: mpsc::UnboundedSender<Outcome>,
+    },
+    Unregister {
+        key: LeaseKey,
+        epoch: u64,
+    },
+    BatchDone {
+        cadence: Cadence,
+    },
+}
+
+/// A handle to the host's renewer task.
+#[derive(Clone)]
+pub struct Renewer {
+    commands: mpsc::UnboundedSender<Command>,
+}
+
+/// A registered fence; renewal outcomes arrive on [`Registration::next`].
+/// Dropping it stops the renewals.
+pub struct Registration {
+    key: LeaseKey,
+    epoch: u64,
+    outcomes: mpsc::UnboundedReceiver<Outcome>,
+    commands: mpsc::UnboundedSender<Command>,
+}
+
+impl Registration {
+    /// The next renewal outcome. `None` only if the renewer is gone (the
+    /// host is shutting down); the deadline then decides.
+    pub async fn next(&mut self) -> Option<Outcome> {
+        self.outcomes.recv().await
+    }
+}
+
+impl Drop for Registration {
+    fn drop(&mut self) {
+        let _ = self.commands.send(Command::Unregister {
+            key: self.key.clone(),
+            epoch: self.epoch,
+        });
+    }
+}
+
+struct Member {
+    fence: Fence,
+    outcomes: mpsc::UnboundedSender<Outcome>,
+}
+
+struct Batch {
+    members: HashMap<LeaseKey, Member>,
+    next_due: Instant,
+    in_flight: bool,
+}
+
+impl Renewer {
+    /// Start the renewer task for `authority`.
+    pub fn start(authority: Arc<dyn Authority>) -> Self {
+        let (commands, rx) = mpsc::unbounded_channel();
+        tokio::spawn(run(authority, rx, commands.downgrade()));
+        Self { commands }
+    }
+
+    /// Renew `fence` every `interval` with `ttl` until the registration is
+    /// dropped. The first renewal is sent one interval from now.
+    pub fn register(&self, fence: Fence, ttl: Duration, interval: Duration) -> Registration {
+        let (tx, outcomes) = mpsc::unbounded_channel();
+        let key = fence.key.clone();
+        let epoch = fence.epoch.0;
+        let _ = self.commands.send(Command::Register {
+            fence,
+            cadence: (ttl, interval),
+            outcomes: tx,
+        });
+        Registration {
+            key,
+            epoch,
+            outcomes,
+            commands: self.commands.clone(),
+        }
+    }
+}
+
+async fn run(
+    authority: Arc<dyn Authority>,
+    mut commands: mpsc::UnboundedReceiver<Command>,
+    own: mpsc::WeakUnboundedSender<Command>,
+) {
+    let mut batches: BTreeMap<Cadence, Batch> = BTreeMap::new();
+    loop {
+        let next_due = batches
+            .values()
+            .filter(|b| !b.in_flight && !b.members.is_empty())
+            .map(|b| b.next_due)
+            .min();
+        let command = match next_due {
+            Some(due) => tokio::select! {
+                command = commands.recv() => command,
+                _ = tokio::time::sleep_until(due) => {
+                    send_due(&authority, &mut batches, &own);
+                    continue;
+                }
+            },
+            None => commands.recv().await,
+        };
+        let Some(command) = command else {
+            // Every handle and registration is gone.
+            return;
+        };
+        match command {
+            Command::Register {
+                fence,
+                cadence,
+                outcomes,
+            } => {
+                let batch = batches.entry(cadence).or_insert_with(|| Batch {
+                    members: HashMap::new(),
+                    next_due: Instant::now() + cadence.1,
+                    in_flight: false,
+                });
+                if batch.members.is_empty() && !batch.in_flight {
+                    batch.next_due = Instant::now() + cadence.1;
+                }
+                batch
+                    .members
+                    .insert(fence.key.clone(), Member { fence, outcomes });
+            }
+            Command::Unregister { key, epoch } => {
+                for batch in batches.values_mut() {
+                    if batch
+                        .members
+                        .get(&key)
+                        .is_some_and(|m| m.fence.epoch.0 == epoch)
+                    {
+                        batch.members.remove(&key);
+                    }
+                }
+            }
+            Command::BatchDone { cadence } => {
+                if let Some(batch) = batches.get_mut(&cadence) {
+                    batch.in_flight = false;
+                }
+            }
+        }
+    }
+}
+
+/// Send one renew call per due batch, each in its own task so a slow batch
+/// does not delay the others.
+fn send_due(
+    authority: &Arc<dyn Authority>,
+    batches: &mut BTreeMap<Cadence, Batch>,
+    own: &mpsc::WeakUnboundedSender<Command>,
+) {
+    let now = Instant::now();
+    for (cadence, batch) in batches.iter_mut() {
+        if batch.in_flight || batch.members.is_empty() || batch.next_due > now {
+            continue;
+        }
+        // The next round is due one interval after this one was sent, not
+        // after it returned: renewals keep their cadence under latency.
+        batch.next_due = now + cadence.1;
+        batch.in_flight = true;
+        let members: Vec<(Fence, mpsc::UnboundedSender<Outcome>)> = batch
+            .members
+            .values()
+            .map(|m| (m.fence.clone(), m.outcomes.clone()))
+            .collect();
+        let authority = authority.clone();
+        let own = own.clone();
+        let cadence = *cadence;
+        tokio::spawn(async move {
+            let fences: Vec<Fence> = members.iter().map(|(f, _)| f.clone()).collect();
+            let sent = Instant::now();
+            let result = authority.renew(&fences, cadence.0).await;
+            match result {
+                Ok(outcomes) if outcomes.len() == members.len() => {
+                    for ((_, tx), outcome) in members.iter().zip(outcomes) {
+                        let _ = tx.send((sent, Ok(outcome)));
+                    }
+                }
+                Ok(outcomes) => {
+                    let reason = format!(
+                        "renew returned {} outcomes for {} fences",
+                        outcomes.len(),
+                        members.len()
+                    );
+                    for (fence, tx) in &members {
+                        let _ = tx.send((
+                            sent,
+                            Err(AuthorityError::Invalid {
+                                key: fence.key.clone(),
+                                reason: reason.clone(),
+                            }),
+                        ));
+                    }
+                }
+                Err(e) => {
+                    let reason = e.to_string();
+                    for (fence, tx) in &members {
+                        let _ = tx.send((
+                            sent,
+                            Err(AuthorityError::Unavailable {
+                                endpoint: String::new(),
+                                reason: format!("renewing {}: {reason}", fence.key),
+                            }),
+                        ));
+                    }
+                }
+            }
+            if let Some(own) = own.upgrade() {
+                let _ = own.send(Command::BatchDone { cadence });
+            }
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use async_trait::async_trait;
+
+    use super::*;
+    use crate::authority::memory::MemoryAuthority;
+    use crate::authority::{
+        AcquireRequest, Acquired, DatabaseIdentity, EndReason, LeaseRecord, TenureRecord,
+    };
+
+    /// Counts renew round trips on top of the memory authority.
+    struct Counting {
+        inner: MemoryAuthority,
+        calls: AtomicUsize,
+        fences: AtomicUsize,
+    }
+
+    #[async_trait]
+    impl Authority for Counting {
+        async fn identity(&self) -> Result<DatabaseIdentity, AuthorityError> {
+            self.inner.identity().await
+        }
+        async fn acquire(&self, r: &AcquireRequest) -> Result<Acquired, AuthorityError> {
+            self.inner.acquire(r).await
+        }
+        async fn renew(
+            &self,
+            fences: &[Fence],
+            ttl: Duration,
+        ) -> Result<Vec<Renewed>, AuthorityError> {
+            self.calls.fetch_add(1, Ordering::SeqCst);
+            self.fences.fetch_add(fences.len(), Ordering::SeqCst);
+            self.inner.renew(fences, ttl).await
+        }
+        async fn release(&self, f: &Fence, r: EndReason) -> Result<(), AuthorityError> {
+            self.inner.release(f, r).await
+        }
+        async fn observe(&self, c: &str) -> Result<Vec<LeaseRecord>, AuthorityError> {
+            self.inner.observe(c).await
+        }
+        async fn history(
+            &self,
+            k: &LeaseKey,
+            l: usize,
+        ) -> Result<Vec<TenureRecord>, AuthorityError> {
+            self.inner.history(k, l).await
+        }
+        fn released(&self, c: &str) -> tokio::sync::watch::Receiver<u64> {
+            self.inner.released(c)
+        }
+    }
+
+    async fn grant(authority: &dyn Authority, name: &str) -> Fence {
+        let request = AcquireRequest {
+            key: LeaseKey::new("renew", name),
+            holder: "host-a".into(),
+            ttl: Duration::from_secs(10),
+        };
+        match authority.acquire(&request).await.unwrap() {
+            Acquired::Granted(g) => g.fence,
+            Acquired::Held { .. } => panic!("held"),
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn many_leases_renew_in_one_round_trip_per_interval() {
+        let counting = Arc::new(Counting {
+            inner: MemoryAuthority::new(),
+            calls: AtomicUsize::new(0),
+            fences: AtomicUsize::new(0),
+        });
+        let renewer = Renewer::start(counting.clone());
+        let interval = Duration::from_secs(2);
+        let mut registrations = Vec::new();
+        for i in 0..200 {
+            let fence = grant(counting.as_ref(), &format!("lease-{i}")).await;
+            registrations.push(renewer.register(fence, Duration::from_secs(10), interval));
+        }
+        for round in 1..=3 {
+            for registration in &mut registrations {
+                let (_, outcome) = registration.next().await.expect("renewer alive");
+                assert!(matches!(outcome, Ok(Renewed::Extended { .. })));
+            }
+            assert_eq!(counting.calls.load(Ordering::SeqCst), round);
+            assert_eq!(counting.fences.load(Ordering::SeqCst), 200 * round);
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_dropped_registration_is_no_longer_renewed_and_stale_fences_report_lost() {
+        let counting = Arc::new(Counting {
+            inner: MemoryAuthority::new(),
+            calls: AtomicUsize::new(0),
+            fences: AtomicUsize::new(0),
+        });
+        let renewer = Renewer::start(counting.clone());
+        let ttl = Duration::from_secs(10);
+        let interval = Duration::from_secs(2);
+        let a = grant(counting.as_ref(), "a").await;
+        let b = grant(counting.as_ref(), "b").await;
+        let mut ra = renewer.register(a.clone(), ttl, interval);
+        let rb = renewer.register(b, ttl, interval);
+        ra.next().await.unwrap().1.unwrap();
+        drop(rb);
+        counting.inner.faults().steal(&a.key, "host-b");
+        let (_, outcome) = ra.next().await.unwrap();
+        assert_eq!(outcome.unwrap(), Renewed::Lost);
+        // Round 1 renewed two fences, round 2 only the one still registered.
+        assert_eq!(counting.fences.load(Ordering::SeqCst), 3);
+    }
+}
