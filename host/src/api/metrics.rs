@@ -32,7 +32,12 @@ pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 
 /// Loss reasons the supervisors record (see
 /// [`crate::status::ControllerMetrics::losses`]).
-const LOSS_REASONS: &[&str] = &["renew_refused", "renew_deadline", "identity_changed"];
+const LOSS_REASONS: &[&str] = &[
+    "renew_refused",
+    "renew_deadline",
+    "identity_changed",
+    "fenced",
+];
 
 /// Abort reasons the supervisors record (see
 /// [`crate::status::ControllerMetrics::aborts`]).
