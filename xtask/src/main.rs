@@ -3,7 +3,8 @@
 //! `cargo xtask guests` builds every guest component (example controllers
 //! and test fixtures) for `wasm32-wasip2`; `cargo xtask test` runs every
 //! check and test; `cargo xtask run` starts the service with the example
-//! configuration on the embedded backend. See `cargo xtask help`.
+//! configuration on the embedded backend; `cargo xtask bench` runs the
+//! benchmarks. See `cargo xtask help`.
 
 use std::env;
 use std::ffi::OsStr;
@@ -30,6 +31,9 @@ Commands:
   run [ARGS...]   build the guests and run `leasehold run --config
                   examples/leasehold.toml` on the embedded in-memory backend;
                   extra ARGS are passed to `leasehold`
+  bench [PART...] build the guests and the release binaries, then run the
+                  benchmarks (all, or the named parts; `--quick` for a
+                  smoke run) and print a table; see BENCHMARKS.md
   help            this text
 
 Environment:
@@ -43,6 +47,7 @@ fn main() -> ExitCode {
         Some("guests") => build_guests().map(|_| ()),
         Some("test") => test(),
         Some("run") => run(&args[1..]),
+        Some("bench") => bench(&args[1..]),
         Some("help") | Some("--help") | Some("-h") | None => {
             print!("{HELP}");
             Ok(())
@@ -230,4 +235,26 @@ fn run(extra: &[String]) -> Result<(), String> {
     }
     cmd.env("LEASEHOLD_GUEST_DIR", guest_dir());
     status("running leasehold", &mut cmd)
+}
+
+/// Benchmarks are optimized builds: the guests, the release `leasehold`
+/// binary (started by the multi-process parts) and the benchmark runner.
+fn bench(parts: &[String]) -> Result<(), String> {
+    build_guests()?;
+    status(
+        "building the release leasehold binary",
+        cargo().args([
+            "build",
+            "--release",
+            "--package",
+            "leasehold-host",
+            "--bin",
+            "leasehold",
+        ]),
+    )?;
+    let mut cmd = cargo();
+    cmd.args(["run", "--release", "--package", "leasehold-bench", "--"]);
+    cmd.args(parts.iter().map(OsStr::new));
+    cmd.env("LEASEHOLD_GUEST_DIR", guest_dir());
+    status("running the benchmarks", &mut cmd)
 }

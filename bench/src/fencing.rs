@@ -1,0 +1,202 @@
+//! Fencing cost: fenced commit throughput over unfenced commit throughput,
+//! same transaction shape, side by side on one database. Goal: >= 0.9.
+//!
+//! Both shapes are the store's one transaction (lock the object, take the
+//! cluster's counter, write the object and an event, notify, commit); the
+//! fenced one (`Store::commit_fenced`) adds the authority's fence check
+//! (the lease row `FOR SHARE`) and the tenure's write count, the unfenced
+//! one is `PostgresStore::commit_api`. Short rounds interleave the shapes
+//! and rotate which goes first, so drift in the machine's load hits them
+//! alike; a third shape, the unfenced commit again on other objects, is the
+//! control whose ratio to the unfenced one shows the run's noise. The same
+//! method as `cargo bench -p leasehold-host --bench store`, with leases
+//! granted by the real authority and tail latencies added.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Result, anyhow};
+use leasehold_host::authority::ExpectedIdentity;
+use leasehold_host::authority::postgres::PostgresAuthority;
+use leasehold_host::fence::Fence;
+use leasehold_host::store::{NewEvent, ObjectKey, Op, PostgresStore, Store};
+use leasehold_host::testing::TestDatabase;
+
+use crate::Scale;
+use crate::report::{Report, Samples, rate, ratio};
+use crate::support;
+
+const PART: &str = "fencing";
+const CLUSTER: &str = "bench";
+const ROUNDS: usize = 60;
+const QUICK_ROUNDS: usize = 8;
+/// Commits per writer per shape per round.
+const COMMITS: usize = 8;
+/// One writer (latency-bound) and several (each its own lease) contending
+/// for the cluster's commit order.
+const WRITERS: &[usize] = &[1, 4];
+const GOAL_RATIO: f64 = 0.9;
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Shape {
+    Fenced,
+    Unfenced,
+    Control,
+}
+
+const SHAPES: [Shape; 3] = [Shape::Fenced, Shape::Unfenced, Shape::Control];
+
+struct Writer {
+    fence: Fence,
+    objects: [ObjectKey; 3],
+}
+
+#[derive(Default)]
+struct Tally {
+    commits: usize,
+    elapsed: Duration,
+    latencies: Samples,
+}
+
+impl Tally {
+    fn throughput(&self) -> f64 {
+        self.commits as f64 / self.elapsed.as_secs_f64()
+    }
+}
+
+pub fn run(scale: Scale, report: &mut Report) -> Result<()> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    rt.block_on(measure(scale, report))
+}
+
+async fn measure(scale: Scale, report: &mut Report) -> Result<()> {
+    let database = TestDatabase::create().await;
+    let max_writers = WRITERS.iter().copied().max().unwrap_or(1);
+    let db = database.database(max_writers + 1);
+    let authority = PostgresAuthority::connect(db.clone(), ExpectedIdentity::default())
+        .await
+        .map_err(|e| anyhow!("{e}"))?;
+    let store = Arc::new(PostgresStore::new(db.clone()));
+    let mut writers = Vec::with_capacity(max_writers);
+    for w in 0..max_writers {
+        let fence = support::grant(&authority, CLUSTER, &format!("writer-{w}")).await?;
+        let objects = [
+            support::key("counters", &format!("fenced-{w}")),
+            support::key("counters", &format!("unfenced-{w}")),
+            support::key("counters", &format!("control-{w}")),
+        ];
+        for object in &objects {
+            store
+                .put(CLUSTER, object, "{\"n\":0}", Some(0))
+                .await
+                .map_err(|e| anyhow!("{e}"))?;
+        }
+        writers.push(Writer { fence, objects });
+    }
+    let writers = Arc::new(writers);
+    let rounds = scale.pick(ROUNDS, QUICK_ROUNDS);
+    for &count in WRITERS {
+        let mut tallies: [Tally; 3] = Default::default();
+        for shape in SHAPES {
+            round(&store, &writers, count, shape).await?;
+        }
+        for r in 0..rounds {
+            for i in 0..SHAPES.len() {
+                let shape = SHAPES[(r + i) % SHAPES.len()];
+                let (elapsed, latencies) = round(&store, &writers, count, shape).await?;
+                let tally = &mut tallies[shape as usize];
+                tally.commits += latencies.len();
+                tally.elapsed += elapsed;
+                for l in latencies {
+                    tally.latencies.push(l);
+                }
+            }
+        }
+        let [fenced, unfenced, control] = &mut tallies;
+        let r = fenced.throughput() / unfenced.throughput();
+        report.goal(
+            PART,
+            format!("{count} writer(s): fenced / unfenced commit throughput"),
+            format!(
+                "{} ({} vs {})",
+                ratio(r),
+                rate(fenced.throughput()),
+                rate(unfenced.throughput())
+            ),
+            ">= 0.9",
+            r >= GOAL_RATIO,
+        );
+        report.info(
+            PART,
+            format!("{count} writer(s): control / unfenced (run noise)"),
+            ratio(control.throughput() / unfenced.throughput()),
+        );
+        report.info(
+            PART,
+            format!("{count} writer(s): fenced commit latency"),
+            fenced.latencies.summary(),
+        );
+        report.info(
+            PART,
+            format!("{count} writer(s): unfenced commit latency"),
+            unfenced.latencies.summary(),
+        );
+    }
+    Ok(())
+}
+
+/// Each of the first `count` writers makes [`COMMITS`] commits of `shape`
+/// at once; the wall time and each commit's latency.
+async fn round(
+    store: &Arc<PostgresStore>,
+    writers: &Arc<Vec<Writer>>,
+    count: usize,
+    shape: Shape,
+) -> Result<(Duration, Vec<Duration>)> {
+    let started = Instant::now();
+    let tasks: Vec<_> = (0..count)
+        .map(|w| {
+            let store = Arc::clone(store);
+            let writers = Arc::clone(writers);
+            tokio::spawn(async move {
+                let writer = &writers[w];
+                let object = &writer.objects[shape as usize];
+                let mut version = store
+                    .get(CLUSTER, object)
+                    .await?
+                    .map(|o| o.version)
+                    .unwrap_or_default();
+                let mut latencies = Vec::with_capacity(COMMITS);
+                for i in 0..COMMITS {
+                    let ops = [Op::Update {
+                        key: object.clone(),
+                        expected_version: version,
+                        value: format!("{{\"n\":{i}}}"),
+                    }];
+                    let events = [NewEvent {
+                        key: object.clone(),
+                        reason: "Counted".into(),
+                        message: format!("counted {i}"),
+                    }];
+                    let began = Instant::now();
+                    let committed = match shape {
+                        Shape::Fenced => store.commit_fenced(&writer.fence, &ops, &events).await?,
+                        Shape::Unfenced | Shape::Control => {
+                            store.commit_api(CLUSTER, &ops, &events).await?
+                        }
+                    };
+                    latencies.push(began.elapsed());
+                    version = committed.revision;
+                }
+                Ok::<_, leasehold_host::store::StoreError>(latencies)
+            })
+        })
+        .collect();
+    let mut latencies = Vec::new();
+    for task in tasks {
+        latencies.extend(task.await?.map_err(|e| anyhow!("{e}"))?);
+    }
+    Ok((started.elapsed(), latencies))
+}

@@ -1,0 +1,330 @@
+//! Handover latency between two real `leasehold` processes on PostgreSQL,
+//! from the event to the successor's first reconcile:
+//!
+//! - orderly release (SIGTERM to the leader) — goal p50 <= 100 ms;
+//! - SIGKILL of the leader, default ttl (10 s) — goal <= ttl + 1 s;
+//! - partition of the leader from the database (a proxy that stops
+//!   forwarding, connections left open) — goal <= ttl + 1 s.
+//!
+//! Both replicas run the `misbehaving` fixture as their only controller,
+//! with the default lease timing, and one object `cmd/ok`: a new tenure's
+//! start-up resync reconciles it, and that first reconcile commits
+//! `marks/m-1` (deleted before each event, so it can). Both ends are read
+//! on the database's clock: the event's moment is `clock_timestamp()` read
+//! right before the signal (or the cut), and the first reconcile's moment
+//! is the successor tenure's `last_write_at` (its one write). After each
+//! run the old leader is started again and waits as the standby.
+//!
+//! A SIGKILL or partition run waits out the ttl, so those runs are few.
+
+use std::time::Duration;
+
+use anyhow::{Context as _, Result, anyhow, bail};
+use chrono::{DateTime, Utc};
+use leasehold_host::testing::TestDatabase;
+use leasehold_host::timeouts::LEASE_TTL;
+
+use crate::Scale;
+use crate::http;
+use crate::process::{Replica, eventually, free_port};
+use crate::proxy::Proxy;
+use crate::report::{Report, Samples, duration};
+use crate::support::{self, TempDir};
+
+const PART: &str = "handover";
+const CONTROLLER: &str = "misbehaving";
+const HOLDERS: [&str; 2] = ["replica-a", "replica-b"];
+const RELEASE_RUNS: usize = 20;
+const QUICK_RELEASE_RUNS: usize = 2;
+const KILL_RUNS: usize = 3;
+const PARTITION_RUNS: usize = 3;
+const QUICK_SLOW_RUNS: usize = 1;
+/// Start-up of a replica (compiling the component the first time).
+const START_LIMIT: Duration = Duration::from_secs(120);
+/// Longest a handover may take before the run is called broken.
+const HANDOVER_LIMIT: Duration = Duration::from_secs(60);
+/// How long an orderly shutdown may take (the shutdown grace is 5 s).
+const EXIT_LIMIT: Duration = Duration::from_secs(30);
+/// Goals.
+const RELEASE_GOAL_P50: Duration = Duration::from_millis(100);
+const SLACK_OVER_TTL: Duration = Duration::from_secs(1);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Event {
+    Release,
+    Kill,
+    Partition,
+}
+
+impl Event {
+    fn label(self) -> &'static str {
+        match self {
+            Event::Release => "orderly release (SIGTERM)",
+            Event::Kill => "SIGKILL, default ttl 10 s",
+            Event::Partition => "partition from the database, default ttl 10 s",
+        }
+    }
+}
+
+pub fn run(scale: Scale, report: &mut Report) -> Result<()> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    rt.block_on(measure(scale, report))
+}
+
+fn config(cluster: &str, holder: &str, port: u16, url: &str) -> Result<String> {
+    let guest = support::guest(CONTROLLER)?;
+    let cache = support::component_cache();
+    Ok(format!(
+        r#"
+cluster = "{cluster}"
+holder = "{holder}"
+
+[database]
+url = "{url}"
+max_connections = 4
+
+[http]
+listen = "127.0.0.1:{port}"
+
+[runtime]
+cache_dir = "{cache}"
+
+# Default lease timing: ttl 10 s, renew every 2 s, deadline 7 s.
+[[controllers]]
+name = "{CONTROLLER}"
+component = "{guest}"
+"#,
+        cache = cache.display(),
+        guest = guest.display(),
+    ))
+}
+
+/// Two replicas of one cluster, optionally each behind its own proxy.
+struct Pair {
+    cluster: String,
+    replicas: [Replica; 2],
+    proxies: Option<[Proxy; 2]>,
+    _dir: TempDir,
+}
+
+impl Pair {
+    async fn start(database: &TestDatabase, cluster: &str, proxied: bool) -> Result<Self> {
+        let dir = TempDir::new(cluster)?;
+        let proxies = if proxied {
+            let upstream = support::server_address(database.url())?;
+            Some([Proxy::start(upstream).await?, Proxy::start(upstream).await?])
+        } else {
+            None
+        };
+        let mut replicas = Vec::new();
+        for (i, holder) in HOLDERS.iter().enumerate() {
+            let url = match &proxies {
+                Some(proxies) => support::with_address(database.url(), proxies[i].addr())?,
+                None => database.url().to_string(),
+            };
+            let port = free_port()?;
+            replicas.push(Replica::start(
+                dir.path(),
+                holder,
+                port,
+                &config(cluster, holder, port, &url)?,
+            )?);
+        }
+        let replicas: [Replica; 2] = replicas.try_into().map_err(|_| anyhow!("two replicas"))?;
+        for replica in &replicas {
+            replica.wait_healthy(START_LIMIT).await?;
+        }
+        // The object whose reconcile is each tenure's first.
+        let created = http::put(&replicas[0].addr, "/v1/objects/cmd/ok", "{}").await?;
+        if !(200..300).contains(&created.status) {
+            bail!("creating cmd/ok: {} {}", created.status, created.body);
+        }
+        Ok(Self {
+            cluster: cluster.to_string(),
+            replicas,
+            proxies,
+            _dir: dir,
+        })
+    }
+}
+
+async fn connect(url: &str) -> Result<tokio_postgres::Client> {
+    let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+        .await
+        .context("connecting to the benchmark database")?;
+    tokio::spawn(async move {
+        let _ = connection.await;
+    });
+    Ok(client)
+}
+
+async fn measure(scale: Scale, report: &mut Report) -> Result<()> {
+    let database = TestDatabase::create().await;
+    let client = connect(database.url()).await?;
+    let mut results: Vec<(Event, Samples)> = Vec::new();
+    {
+        let mut pair = Pair::start(&database, "handover", false).await?;
+        for (event, runs) in [
+            (Event::Release, scale.pick(RELEASE_RUNS, QUICK_RELEASE_RUNS)),
+            (Event::Kill, scale.pick(KILL_RUNS, QUICK_SLOW_RUNS)),
+        ] {
+            let mut samples = Samples::with_capacity(runs);
+            for _ in 0..runs {
+                samples.push(one_run(&mut pair, &client, event).await?);
+            }
+            results.push((event, samples));
+        }
+    }
+    {
+        let mut pair = Pair::start(&database, "partition", true).await?;
+        let runs = scale.pick(PARTITION_RUNS, QUICK_SLOW_RUNS);
+        let mut samples = Samples::with_capacity(runs);
+        for _ in 0..runs {
+            samples.push(one_run(&mut pair, &client, Event::Partition).await?);
+        }
+        results.push((Event::Partition, samples));
+    }
+    let slow_limit = LEASE_TTL + SLACK_OVER_TTL;
+    for (event, mut samples) in results {
+        let measure = format!("{} -> successor's first reconcile", event.label());
+        match event {
+            Event::Release => {
+                let p50 = samples.p50();
+                report.goal(
+                    PART,
+                    measure,
+                    samples.summary(),
+                    "p50 <= 100 ms",
+                    p50 <= RELEASE_GOAL_P50,
+                );
+            }
+            Event::Kill | Event::Partition => {
+                let max = samples.max();
+                let mut each: Vec<String> = Vec::new();
+                for i in 1..=samples.len() {
+                    let p = 100.0 * i as f64 / samples.len() as f64;
+                    each.push(duration(samples.percentile(p)));
+                }
+                report.goal(
+                    PART,
+                    measure,
+                    format!("{} (n={})", each.join(", "), samples.len()),
+                    "<= ttl + 1 s = 11 s",
+                    max <= slow_limit,
+                );
+            }
+        }
+    }
+    report.goal(
+        PART,
+        "SIGKILL with fast crash detection -> successor's first reconcile",
+        "not measured: no detection besides the ttl".into(),
+        "<= 1 s",
+        false,
+    );
+    Ok(())
+}
+
+/// The replica that leads now (index into the pair) and its epoch, once
+/// its tenure's first reconcile wrote.
+async fn leader(pair: &Pair, client: &tokio_postgres::Client) -> Result<(usize, i64)> {
+    eventually(
+        "a replica leads and has reconciled",
+        HANDOVER_LIMIT,
+        || async {
+            let row = client
+                .query_opt(
+                    "SELECT l.holder, l.epoch, t.writes FROM leasehold_leases l
+                   JOIN leasehold_tenures t
+                     ON t.cluster = l.cluster AND t.lease = l.name AND t.epoch = l.epoch
+                  WHERE l.cluster = $1 AND l.name = $2
+                    AND NOT l.released AND l.expires_at > clock_timestamp()",
+                    &[&pair.cluster, &CONTROLLER],
+                )
+                .await
+                .ok()??;
+            let holder: String = row.get(0);
+            let writes: i64 = row.get(2);
+            let index = HOLDERS.iter().position(|h| *h == holder)?;
+            (writes > 0).then(|| (index, row.get::<_, i64>(1)))
+        },
+    )
+    .await
+}
+
+/// One handover: wait for a settled leader and standby, make room for the
+/// successor's first write, cause `event`, and time it on the database
+/// clock. Then bring the old leader back as the standby.
+async fn one_run(
+    pair: &mut Pair,
+    client: &tokio_postgres::Client,
+    event: Event,
+) -> Result<Duration> {
+    let (leader, epoch) = leader(pair, client).await?;
+    let standby = 1 - leader;
+    let standby_addr = pair.replicas[standby].addr.clone();
+    eventually("the other replica stands by", START_LIMIT, || async {
+        (pair.replicas[standby].controller_state(CONTROLLER).await? == "standby").then_some(())
+    })
+    .await
+    .with_context(|| pair.replicas[standby].log_tail())?;
+    let deleted = http::delete(&standby_addr, "/v1/objects/marks/m-1").await?;
+    if !(200..300).contains(&deleted.status) && deleted.status != 404 {
+        bail!("deleting marks/m-1: {} {}", deleted.status, deleted.body);
+    }
+
+    let started: DateTime<Utc> = client
+        .query_one("SELECT clock_timestamp()", &[])
+        .await?
+        .get(0);
+    match event {
+        Event::Release => pair.replicas[leader].terminate()?,
+        Event::Kill => pair.replicas[leader].kill().await?,
+        Event::Partition => proxies(pair)?[leader].partition(true),
+    }
+    let first_write: DateTime<Utc> = eventually(
+        "the successor's first reconcile wrote",
+        HANDOVER_LIMIT,
+        || async {
+            let row = client
+                .query_opt(
+                    "SELECT last_write_at FROM leasehold_tenures
+                      WHERE cluster = $1 AND lease = $2 AND epoch > $3 AND writes > 0
+                      ORDER BY epoch LIMIT 1",
+                    &[&pair.cluster, &CONTROLLER, &epoch],
+                )
+                .await
+                .ok()??;
+            row.get::<_, Option<DateTime<Utc>>>(0)
+        },
+    )
+    .await
+    .with_context(|| pair.replicas[standby].log_tail())?;
+    let latency = (first_write - started)
+        .to_std()
+        .map_err(|_| anyhow!("the successor wrote before the event"))?;
+
+    let old = &mut pair.replicas[leader];
+    match event {
+        Event::Release => old.wait_exit(EXIT_LIMIT).await?,
+        Event::Kill => {}
+        Event::Partition => {
+            // It fenced itself at its renew deadline; start it afresh on a
+            // healed path rather than wait out its acquire backoff.
+            old.kill().await?;
+            proxies(pair)?[leader].partition(false);
+        }
+    }
+    let old = &mut pair.replicas[leader];
+    old.restart()?;
+    old.wait_healthy(START_LIMIT).await?;
+    Ok(latency)
+}
+
+fn proxies(pair: &Pair) -> Result<&[Proxy; 2]> {
+    pair.proxies
+        .as_ref()
+        .ok_or_else(|| anyhow!("this pair has no proxies"))
+}

@@ -1,0 +1,182 @@
+//! Leasehold's benchmarks: what the system exists for, measured side by
+//! side in one run and printed as one table. Not tests: a missed goal is a
+//! row that says so, never a failure.
+//!
+//! Run everything, or name parts:
+//!
+//!     cargo xtask bench [PART...]
+//!
+//! which builds the guest components and the release `leasehold` binary,
+//! then runs `cargo run --release -p leasehold-bench -- [PART...]`. See
+//! `BENCHMARKS.md` at the repository root for the figures and what each
+//! part measures.
+
+mod abort;
+mod end_to_end;
+mod fencing;
+mod handover;
+mod http;
+mod instantiate;
+mod lease_scale;
+mod memory;
+mod process;
+mod proxy;
+mod report;
+mod support;
+mod throughput;
+mod wasm_cost;
+
+use std::process::ExitCode;
+use std::time::Instant;
+
+use report::Report;
+
+/// How much work each part does.
+#[derive(Debug, Clone, Copy)]
+pub struct Scale {
+    /// Few runs: checks that a part works, figures mean little.
+    pub quick: bool,
+}
+
+impl Scale {
+    /// `full` runs normally, `quick` with `--quick`.
+    pub fn pick(self, full: usize, quick: usize) -> usize {
+        if self.quick { quick } else { full }
+    }
+}
+
+type PartFn = fn(Scale, &mut Report) -> anyhow::Result<()>;
+
+/// Every part, in the order a full run takes them, with what it needs.
+const PARTS: &[(&str, PartFn, &str)] = &[
+    (
+        "abort",
+        abort::run,
+        "guest abort latency on lease loss, CPU-bound and blocked guests",
+    ),
+    (
+        "instantiate",
+        instantiate::run,
+        "new tenure (Store + instance), with and without pooling",
+    ),
+    (
+        "reconcile-throughput",
+        throughput::run,
+        "no-op reconciles per second on one core",
+    ),
+    (
+        "wasm-cost",
+        wasm_cost::run,
+        "scheduler reconcile as a component vs native (memory, PostgreSQL)",
+    ),
+    (
+        "fencing",
+        fencing::run,
+        "fenced vs unfenced commit throughput (PostgreSQL)",
+    ),
+    (
+        "lease-scale",
+        lease_scale::run,
+        "renewing 10..10,000 leases: round trips, latency, transactions (PostgreSQL)",
+    ),
+    (
+        "handover",
+        handover::run,
+        "release, SIGKILL and partition handover between two processes (PostgreSQL, minutes)",
+    ),
+    (
+        "end-to-end",
+        end_to_end::run,
+        "scheduler tasks assigned per second and creation-to-assignment latency (PostgreSQL)",
+    ),
+    (
+        "memory",
+        memory::run,
+        "host RSS with 1, 10, 100 idle controllers (PostgreSQL)",
+    ),
+];
+
+fn usage() -> String {
+    let mut text = String::from(
+        "leasehold-bench [--quick] [PART...]\n\n\
+         Runs the named parts (default: all) and prints one table. --quick does few\n\
+         runs per part (a smoke test; its figures mean little).\n\nParts:\n",
+    );
+    for (name, _, about) in PARTS {
+        text.push_str(&format!("  {name:<22} {about}\n"));
+    }
+    text.push_str(
+        "\nNeeds the guest components (`cargo xtask guests`), the `leasehold` binary of the\n\
+         same profile for handover, end-to-end and memory, and PostgreSQL at\n\
+         LEASEHOLD_DATABASE_URL (default postgres://postgres@127.0.0.1:5432/postgres) for\n\
+         the database parts. Each database part creates its own database and drops it.\n",
+    );
+    text
+}
+
+fn main() -> ExitCode {
+    let mut quick = false;
+    let mut chosen: Vec<&'static str> = Vec::new();
+    for arg in std::env::args().skip(1) {
+        match arg.as_str() {
+            "--quick" => quick = true,
+            "-h" | "--help" | "help" => {
+                print!("{}", usage());
+                return ExitCode::SUCCESS;
+            }
+            name => match PARTS.iter().find(|(n, _, _)| *n == name) {
+                Some((n, _, _)) => chosen.push(n),
+                None => {
+                    eprintln!("leasehold-bench: unknown part {name:?}\n\n{}", usage());
+                    return ExitCode::FAILURE;
+                }
+            },
+        }
+    }
+    if chosen.is_empty() {
+        chosen = PARTS.iter().map(|(n, _, _)| *n).collect();
+    }
+    let scale = Scale { quick };
+    println!("machine: {}", report::machine());
+    if let Some(version) = postgres_version() {
+        println!("PostgreSQL: {version}");
+    }
+    if quick {
+        println!("--quick: few runs per part; the figures below mean little");
+    }
+    let mut report = Report::default();
+    for (name, run, _) in PARTS.iter().filter(|(n, _, _)| chosen.contains(n)) {
+        println!("\n== {name}");
+        let started = Instant::now();
+        let outcome = run(scale, &mut report)
+            .map(|()| started.elapsed())
+            .map_err(|e| format!("{e:#}"));
+        if let Err(e) = &outcome {
+            eprintln!("leasehold-bench: part {name} could not run: {e}");
+        }
+        report.timed(name, outcome);
+    }
+    println!("\nload average at the end: {}\n", report::load_average());
+    println!("{}", report.markdown());
+    if report.all_ran() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}
+
+/// The PostgreSQL server's version, if one answers.
+fn postgres_version() -> Option<String> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .ok()?;
+    rt.block_on(async {
+        let stats =
+            tokio::time::timeout(std::time::Duration::from_secs(3), support::Stats::connect())
+                .await
+                .ok()?
+                .ok()?;
+        stats.server_version().await.ok()
+    })
+}
