@@ -418,3 +418,72 @@ fn bad_components_get_clear_errors() {
 fn guest_bytes() -> Vec<u8> {
     std::fs::read(guest("misbehaving")).unwrap()
 }
+
+#[tokio::test]
+async fn a_failure_during_instantiation_is_a_clear_error_and_the_host_goes_on() {
+    let backends = MemoryBackends::new();
+    let runtime = runtime();
+    // The guest's initial linear memory alone is larger than this limit, so
+    // instantiation itself fails.
+    let tiny = misbehaving(
+        &runtime,
+        GuestLimits {
+            memory_bytes: 64 * 1024,
+            ..GuestLimits::default()
+        },
+    );
+    let grant = backends.grant(CLUSTER, "misbehaving", "host-a").await;
+    let result = tiny
+        .instantiate(
+            grant.fence.clone(),
+            backends.store.clone(),
+            Default::default(),
+            tiny.revocation(),
+        )
+        .await;
+    match result {
+        Err(GuestError::OutOfMemory {
+            controller,
+            limit,
+            fence,
+        }) => {
+            assert_eq!(controller, "misbehaving");
+            assert_eq!(limit, 64 * 1024);
+            assert!(fence.contains("epoch"), "{fence}");
+        }
+        Err(other) => panic!("unexpected error: {other}"),
+        Ok(_) => panic!("instantiation succeeded under a 64 KiB limit"),
+    }
+    // Too few instances allowed: also refused during instantiation.
+    let cramped = misbehaving(
+        &runtime,
+        GuestLimits {
+            instances: 0,
+            ..GuestLimits::default()
+        },
+    );
+    let result = cramped
+        .instantiate(
+            grant.fence.clone(),
+            backends.store.clone(),
+            Default::default(),
+            cramped.revocation(),
+        )
+        .await;
+    assert!(
+        matches!(result, Err(GuestError::Trap { .. })),
+        "{:?}",
+        result.err()
+    );
+    // The same compiled controller with sane limits still runs.
+    let mut fine = misbehaving(&runtime, GuestLimits::default())
+        .instantiate(
+            grant.fence,
+            backends.store.clone(),
+            Default::default(),
+            tiny.revocation(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(fine.reconcile("cmd", "ok").await.unwrap(), Reconciled::Done);
+}
