@@ -84,10 +84,11 @@ impl Database {
     pub fn new(url: &str, max_connections: usize) -> Result<Self, DbError> {
         let endpoint = redact(url);
         let mut config: tokio_postgres::Config =
-            url.parse().map_err(|e: tokio_postgres::Error| DbError::InvalidUrl {
-                endpoint: endpoint.clone(),
-                reason: e.to_string(),
-            })?;
+            url.parse()
+                .map_err(|e: tokio_postgres::Error| DbError::InvalidUrl {
+                    endpoint: endpoint.clone(),
+                    reason: e.to_string(),
+                })?;
         if config.get_connect_timeout().is_none() {
             config.connect_timeout(crate::timeouts::DATABASE_CONNECT);
         }
@@ -156,7 +157,10 @@ impl Database {
     /// from several hosts at once.
     pub async fn migrate(&self) -> Result<Vec<i32>, DbError> {
         let mut client = self.client().await?;
-        let tx = client.transaction().await.map_err(|e| self.unavailable(e))?;
+        let tx = client
+            .transaction()
+            .await
+            .map_err(|e| self.unavailable(e))?;
         // A fixed key: serializes concurrent migrators. Transaction-scoped,
         // so it cannot leak through the pool.
         tx.execute("SELECT pg_advisory_xact_lock(7263414711)", &[])
@@ -182,10 +186,12 @@ impl Database {
             if applied.contains(version) {
                 continue;
             }
-            tx.batch_execute(sql).await.map_err(|e| DbError::Unavailable {
-                endpoint: self.endpoint.clone(),
-                reason: format!("migration {version} failed: {e}"),
-            })?;
+            tx.batch_execute(sql)
+                .await
+                .map_err(|e| DbError::Unavailable {
+                    endpoint: self.endpoint.clone(),
+                    reason: format!("migration {version} failed: {e}"),
+                })?;
             tx.execute(
                 "INSERT INTO leasehold_migrations (version) VALUES ($1)",
                 &[version],

@@ -41,7 +41,10 @@ impl TestDatabase {
             name,
             url: url.to_string(),
         };
-        db.database(4).migrate().await.expect("migrate test database");
+        db.database(4)
+            .migrate()
+            .await
+            .expect("migrate test database");
         db
     }
 
