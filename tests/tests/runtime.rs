@@ -7,9 +7,10 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use leasehold_host::fence::LeaseKey;
+use leasehold_host::fence::{Fence, LeaseKey};
 use leasehold_host::runtime::{
-    CommitCounters, CompiledController, EngineConfig, GuestError, GuestLimits, Reconciled, Runtime,
+    CommitCounters, CompiledController, EngineConfig, GuestError, GuestInstance, GuestLimits,
+    Reconciled, Runtime,
 };
 use leasehold_host::store::{ObjectKey, Origin, Store};
 use leasehold_tests::{HookedStore, MemoryBackends, guest};
@@ -45,6 +46,19 @@ fn runtime() -> Runtime {
 
 fn misbehaving(_runtime: &Runtime, limits: GuestLimits) -> CompiledController {
     shared().1.with_limits(limits)
+}
+
+/// A fresh instance of `compiled` for `fence`, with its own revocation and
+/// counters nobody reads.
+async fn start(
+    compiled: &CompiledController,
+    fence: Fence,
+    store: Arc<dyn Store>,
+) -> GuestInstance {
+    compiled
+        .instantiate(fence, store, Default::default(), compiled.revocation())
+        .await
+        .expect("instantiate")
 }
 
 fn mark(name: &str) -> ObjectKey {
@@ -244,15 +258,7 @@ async fn memory_exhaustion_tears_the_guest_down_and_the_host_goes_on() {
     };
     let compiled = misbehaving(&runtime, limits);
     let grant = backends.grant(CLUSTER, "misbehaving", "host-a").await;
-    let mut guest = compiled
-        .instantiate(
-            grant.fence.clone(),
-            backends.store.clone(),
-            Default::default(),
-            compiled.revocation(),
-        )
-        .await
-        .unwrap();
+    let mut guest = start(&compiled, grant.fence.clone(), backends.store.clone()).await;
     let result = guest.reconcile("cmd", "grow").await;
     assert!(
         matches!(result, Err(GuestError::OutOfMemory { limit, .. }) if limit == 16 << 20),
@@ -264,15 +270,7 @@ async fn memory_exhaustion_tears_the_guest_down_and_the_host_goes_on() {
         Err(GuestError::Poisoned { .. })
     ));
     drop(guest);
-    let mut fresh = compiled
-        .instantiate(
-            grant.fence,
-            backends.store.clone(),
-            Default::default(),
-            compiled.revocation(),
-        )
-        .await
-        .unwrap();
+    let mut fresh = start(&compiled, grant.fence, backends.store.clone()).await;
     assert_eq!(
         fresh.reconcile("cmd", "ok").await.unwrap(),
         Reconciled::Done
@@ -289,15 +287,7 @@ async fn a_reconcile_past_its_deadline_is_torn_down() {
     };
     let compiled = misbehaving(&runtime, limits);
     let grant = backends.grant(CLUSTER, "misbehaving", "host-a").await;
-    let mut guest = compiled
-        .instantiate(
-            grant.fence,
-            backends.store.clone(),
-            Default::default(),
-            compiled.revocation(),
-        )
-        .await
-        .unwrap();
+    let mut guest = start(&compiled, grant.fence, backends.store.clone()).await;
     let started = std::time::Instant::now();
     let result = guest.reconcile("cmd", "spin").await;
     assert!(
@@ -314,26 +304,10 @@ async fn a_panicking_guest_traps_without_harming_the_host() {
     let runtime = runtime();
     let compiled = misbehaving(&runtime, GuestLimits::default());
     let grant = backends.grant(CLUSTER, "misbehaving", "host-a").await;
-    let mut guest = compiled
-        .instantiate(
-            grant.fence.clone(),
-            backends.store.clone(),
-            Default::default(),
-            compiled.revocation(),
-        )
-        .await
-        .unwrap();
+    let mut guest = start(&compiled, grant.fence.clone(), backends.store.clone()).await;
     let result = guest.reconcile("cmd", "panic").await;
     assert!(matches!(result, Err(GuestError::Trap { .. })), "{result:?}");
-    let mut fresh = compiled
-        .instantiate(
-            grant.fence,
-            backends.store.clone(),
-            Default::default(),
-            compiled.revocation(),
-        )
-        .await
-        .unwrap();
+    let mut fresh = start(&compiled, grant.fence, backends.store.clone()).await;
     assert_eq!(
         fresh.reconcile("cmd", "ok").await.unwrap(),
         Reconciled::Done
@@ -346,15 +320,7 @@ async fn a_new_tenure_starts_from_fresh_guest_memory() {
     let runtime = runtime();
     let compiled = misbehaving(&runtime, GuestLimits::default());
     let first = backends.grant(CLUSTER, "misbehaving", "host-a").await;
-    let mut guest = compiled
-        .instantiate(
-            first.fence.clone(),
-            backends.store.clone(),
-            Default::default(),
-            compiled.revocation(),
-        )
-        .await
-        .unwrap();
+    let mut guest = start(&compiled, first.fence.clone(), backends.store.clone()).await;
     let count = |n| Reconciled::RequeueAfter(Duration::from_millis(n));
     assert_eq!(guest.reconcile("cmd", "count").await.unwrap(), count(1));
     assert_eq!(guest.reconcile("cmd", "count").await.unwrap(), count(2));
@@ -362,15 +328,7 @@ async fn a_new_tenure_starts_from_fresh_guest_memory() {
     let key = LeaseKey::new(CLUSTER, "misbehaving");
     let second = backends.authority.faults().steal(&key, "host-a");
     assert!(second.epoch > first.fence.epoch);
-    let mut guest = compiled
-        .instantiate(
-            second,
-            backends.store.clone(),
-            Default::default(),
-            compiled.revocation(),
-        )
-        .await
-        .unwrap();
+    let mut guest = start(&compiled, second, backends.store.clone()).await;
     assert_eq!(guest.reconcile("cmd", "count").await.unwrap(), count(1));
 }
 
