@@ -163,31 +163,31 @@ async fn connect(url: &str) -> Result<tokio_postgres::Client> {
 async fn measure(scale: Scale, report: &mut Report) -> Result<()> {
     let database = TestDatabase::create().await;
     let client = connect(database.url()).await?;
-    let mut results: Vec<(Event, Samples)> = Vec::new();
+    let mut results: Vec<(Event, Phases)> = Vec::new();
     {
         let mut pair = Pair::start(&database, "handover", false).await?;
         for (event, runs) in [
             (Event::Release, scale.pick(RELEASE_RUNS, QUICK_RELEASE_RUNS)),
             (Event::Kill, scale.pick(KILL_RUNS, QUICK_SLOW_RUNS)),
         ] {
-            let mut samples = Samples::with_capacity(runs);
+            let mut phases = Phases::default();
             for _ in 0..runs {
-                samples.push(one_run(&mut pair, &client, event).await?);
+                phases.add(one_run(&mut pair, &client, event).await?);
             }
-            results.push((event, samples));
+            results.push((event, phases));
         }
     }
     {
         let mut pair = Pair::start(&database, "partition", true).await?;
-        let runs = scale.pick(PARTITION_RUNS, QUICK_SLOW_RUNS);
-        let mut samples = Samples::with_capacity(runs);
-        for _ in 0..runs {
-            samples.push(one_run(&mut pair, &client, Event::Partition).await?);
+        let mut phases = Phases::default();
+        for _ in 0..scale.pick(PARTITION_RUNS, QUICK_SLOW_RUNS) {
+            phases.add(one_run(&mut pair, &client, Event::Partition).await?);
         }
-        results.push((Event::Partition, samples));
+        results.push((Event::Partition, phases));
     }
     let slow_limit = LEASE_TTL + SLACK_OVER_TTL;
-    for (event, mut samples) in results {
+    for (event, mut phases) in results {
+        let samples = &mut phases.total;
         let measure = format!("{} -> successor's first reconcile", event.label());
         match event {
             Event::Release => {
@@ -216,6 +216,31 @@ async fn measure(scale: Scale, report: &mut Report) -> Result<()> {
                 );
             }
         }
+        let mut steps = Vec::new();
+        if event == Event::Release {
+            steps.push(format!(
+                "stop + release {}",
+                duration(phases.released.p50())
+            ));
+            steps.push(format!(
+                "wake + acquire {}",
+                duration(phases.acquired.p50())
+            ));
+        } else {
+            steps.push(format!(
+                "expiry + standby poll + acquire {}",
+                duration(phases.acquired.p50())
+            ));
+        }
+        steps.push(format!(
+            "instantiate + first reconcile {}",
+            duration(phases.first.p50())
+        ));
+        report.info(
+            PART,
+            format!("{}: where the time goes (medians)", event.label()),
+            steps.join(", "),
+        );
     }
     report.goal(
         PART,
@@ -225,6 +250,41 @@ async fn measure(scale: Scale, report: &mut Report) -> Result<()> {
         false,
     );
     Ok(())
+}
+
+/// One handover's time, split at the moments the database recorded.
+struct Timing {
+    /// Event to the successor's first write.
+    total: Duration,
+    /// Event to the old tenure's end (orderly release only).
+    released: Option<Duration>,
+    /// From the old tenure's end (or, without one, the event) to the grant.
+    acquired: Duration,
+    /// From the grant to the first write.
+    first: Duration,
+}
+
+#[derive(Default)]
+struct Phases {
+    total: Samples,
+    released: Samples,
+    acquired: Samples,
+    first: Samples,
+}
+
+impl Phases {
+    fn add(&mut self, timing: Timing) {
+        self.total.push(timing.total);
+        if let Some(released) = timing.released {
+            self.released.push(released);
+        }
+        self.acquired.push(timing.acquired);
+        self.first.push(timing.first);
+    }
+}
+
+fn between(from: DateTime<Utc>, to: DateTime<Utc>) -> Duration {
+    (to - from).to_std().unwrap_or_default()
 }
 
 /// The replica that leads now (index into the pair) and its epoch, once
@@ -257,11 +317,7 @@ async fn leader(pair: &Pair, client: &tokio_postgres::Client) -> Result<(usize, 
 /// One handover: wait for a settled leader and standby, make room for the
 /// successor's first write, cause `event`, and time it on the database
 /// clock. Then bring the old leader back as the standby.
-async fn one_run(
-    pair: &mut Pair,
-    client: &tokio_postgres::Client,
-    event: Event,
-) -> Result<Duration> {
+async fn one_run(pair: &mut Pair, client: &tokio_postgres::Client, event: Event) -> Result<Timing> {
     let (leader, epoch) = leader(pair, client).await?;
     let standby = 1 - leader;
     let standby_addr = pair.replicas[standby].addr.clone();
@@ -284,27 +340,42 @@ async fn one_run(
         Event::Kill => pair.replicas[leader].kill().await?,
         Event::Partition => proxies(pair)?[leader].partition(true),
     }
-    let first_write: DateTime<Utc> = eventually(
+    let (granted, first_write): (DateTime<Utc>, DateTime<Utc>) = eventually(
         "the successor's first reconcile wrote",
         HANDOVER_LIMIT,
         || async {
             let row = client
                 .query_opt(
-                    "SELECT last_write_at FROM leasehold_tenures
+                    "SELECT acquired_at, last_write_at FROM leasehold_tenures
                       WHERE cluster = $1 AND lease = $2 AND epoch > $3 AND writes > 0
                       ORDER BY epoch LIMIT 1",
                     &[&pair.cluster, &CONTROLLER, &epoch],
                 )
                 .await
                 .ok()??;
-            row.get::<_, Option<DateTime<Utc>>>(0)
+            Some((row.get(0), row.get::<_, Option<DateTime<Utc>>>(1)?))
         },
     )
     .await
     .with_context(|| pair.replicas[standby].log_tail())?;
-    let latency = (first_write - started)
-        .to_std()
-        .map_err(|_| anyhow!("the successor wrote before the event"))?;
+    if first_write < started {
+        bail!("the successor wrote before the event");
+    }
+    let ended: Option<DateTime<Utc>> = client
+        .query_one(
+            "SELECT ended_at FROM leasehold_tenures
+              WHERE cluster = $1 AND lease = $2 AND epoch = $3",
+            &[&pair.cluster, &CONTROLLER, &epoch],
+        )
+        .await?
+        .get(0);
+    let released = ended.filter(|_| event == Event::Release);
+    let timing = Timing {
+        total: between(started, first_write),
+        released: released.map(|at| between(started, at)),
+        acquired: between(released.unwrap_or(started), granted),
+        first: between(granted, first_write),
+    };
 
     let old = &mut pair.replicas[leader];
     match event {
@@ -320,7 +391,7 @@ async fn one_run(
     let old = &mut pair.replicas[leader];
     old.restart()?;
     old.wait_healthy(START_LIMIT).await?;
-    Ok(latency)
+    Ok(timing)
 }
 
 fn proxies(pair: &Pair) -> Result<&[Proxy; 2]> {
