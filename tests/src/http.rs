@@ -37,7 +37,21 @@ pub async fn request(
     headers: &[(&str, &str)],
     body: Option<&str>,
 ) -> std::io::Result<Response> {
-    tokio::time::timeout(REQUEST_TIMEOUT, async {
+    request_within(REQUEST_TIMEOUT, addr, method, path, headers, body).await
+}
+
+/// [`request`] with another time limit: a stopped (SIGSTOP) replica
+/// accepts connections but never answers, and a fault test must not wait
+/// the default ten seconds on it.
+pub async fn request_within(
+    limit: Duration,
+    addr: &str,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: Option<&str>,
+) -> std::io::Result<Response> {
+    tokio::time::timeout(limit, async {
         let mut stream = TcpStream::connect(addr).await?;
         let body = body.unwrap_or("");
         let mut head = format!(

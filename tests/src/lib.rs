@@ -16,6 +16,7 @@ use leasehold_host::store::{
 };
 use tokio::sync::{mpsc, watch};
 
+pub mod faults;
 pub mod harness;
 pub mod http;
 pub mod process;

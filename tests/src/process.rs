@@ -9,13 +9,31 @@ use crate::http;
 
 /// The `leasehold` binary built alongside the tests.
 pub fn binary() -> PathBuf {
+    binary_named("leasehold")
+}
+
+/// The deliberately broken `leasehold-unfenced` binary: the same program
+/// with the fence check inside fenced commits disabled (feature
+/// `unsafe-disable-fence`). Only the fault suite runs it, to prove its
+/// invariant checker catches stale-epoch writes.
+pub fn unfenced_binary() -> PathBuf {
+    binary_named("leasehold-unfenced")
+}
+
+/// A binary of the host package, next to the test executable.
+pub fn binary_named(name: &str) -> PathBuf {
     let exe = std::env::current_exe().expect("test executable path");
-    // target/<profile>/deps/<test> -> target/<profile>/leasehold
+    // target/<profile>/deps/<test> -> target/<profile>/<name>
     let dir = exe.parent().and_then(Path::parent).expect("target dir");
-    let path = dir.join("leasehold");
+    let path = dir.join(name);
+    let build = if name == "leasehold" {
+        "cargo build -p leasehold-host --bin leasehold".to_string()
+    } else {
+        format!("cargo build -p leasehold-host --bin {name} --features unsafe-disable-fence")
+    };
     assert!(
         path.is_file(),
-        "{} is missing: build it with `cargo build -p leasehold-host` (the README's test command does)",
+        "{} is missing: build it with `{build}` (`cargo xtask test` does)",
         path.display()
     );
     path
@@ -45,6 +63,9 @@ pub fn run_to_end(args: &[&str], env: &[(&str, &str)]) -> (i32, String, String) 
     )
 }
 
+/// Longest a probe of a replica's own view (`/metrics`, `/readyz`) waits.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(3);
+
 /// One running replica.
 pub struct Replica {
     /// A name for messages.
@@ -53,6 +74,7 @@ pub struct Replica {
     pub addr: String,
     /// Its config file.
     pub config: PathBuf,
+    binary: PathBuf,
     log: PathBuf,
     child: Option<Child>,
 }
@@ -61,6 +83,11 @@ impl Replica {
     /// Write `config` (TOML) into `dir` and start `leasehold run` on it.
     /// The config must listen on `port`.
     pub fn start(dir: &Path, name: &str, port: u16, config: &str) -> Self {
+        Self::start_binary(binary(), dir, name, port, config)
+    }
+
+    /// [`Replica::start`] running `binary` (see [`unfenced_binary`]).
+    pub fn start_binary(binary: PathBuf, dir: &Path, name: &str, port: u16, config: &str) -> Self {
         let path = dir.join(format!("{name}.toml"));
         std::fs::write(&path, config).expect("write config");
         let log = dir.join(format!("{name}.log"));
@@ -68,6 +95,7 @@ impl Replica {
             name: name.to_string(),
             addr: format!("127.0.0.1:{port}"),
             config: path,
+            binary,
             log,
             child: None,
         };
@@ -81,7 +109,7 @@ impl Replica {
             .append(true)
             .open(&self.log)
             .expect("log file");
-        let child = Command::new(binary())
+        let child = Command::new(&self.binary)
             .args(["run", "--config"])
             .arg(&self.config)
             .stdin(Stdio::null())
@@ -97,6 +125,50 @@ impl Replica {
     pub fn restart(&mut self) {
         assert!(self.child.is_none(), "{} is still running", self.name);
         self.spawn();
+    }
+
+    /// Replace the config file; the next [`Replica::restart`] reads it.
+    pub fn set_config(&mut self, config: &str) {
+        std::fs::write(&self.config, config).expect("write config");
+    }
+
+    /// Whether the process is still running (a stopped one is).
+    pub fn running(&mut self) -> bool {
+        match self.child.as_mut().map(Child::try_wait) {
+            Some(Ok(None)) => true,
+            Some(_) => {
+                self.child = None;
+                false
+            }
+            None => false,
+        }
+    }
+
+    /// Wait without blocking the test's runtime (proxies and clients keep
+    /// running) for the process to exit; returns its exit code.
+    pub async fn exited(&mut self, limit: Duration) -> Option<i32> {
+        let started = Instant::now();
+        loop {
+            let child = self.child.as_mut().expect("running");
+            if let Some(status) = child.try_wait().expect("wait") {
+                self.child = None;
+                return Some(status.code().unwrap_or(-1));
+            }
+            if started.elapsed() > limit {
+                return None;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    /// SIGKILL (a stopped process dies too) and reap it.
+    pub async fn kill(&mut self) {
+        if self.running() {
+            self.signal("KILL");
+            self.exited(Duration::from_secs(10))
+                .await
+                .expect("a killed process exits");
+        }
     }
 
     /// The process id.
@@ -132,6 +204,50 @@ impl Replica {
     /// The replica's log so far.
     pub fn log(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// The last `lines` lines of the log.
+    pub fn log_tail(&self, lines: usize) -> String {
+        let log = self.log();
+        let all: Vec<&str> = log.lines().collect();
+        all[all.len().saturating_sub(lines)..].join("\n")
+    }
+
+    /// `/metrics` as text, if the replica answers within a few seconds
+    /// (a stopped replica accepts the connection but never answers).
+    pub async fn metrics(&self) -> Option<String> {
+        let r = http::request_within(PROBE_TIMEOUT, &self.addr, "GET", "/metrics", &[], None)
+            .await
+            .ok()?;
+        (r.status == 200).then_some(r.body)
+    }
+
+    /// One sample of `/metrics`: `series` is the name with its labels, as
+    /// printed (`leasehold_leader{controller="scheduler"}`).
+    pub async fn metric(&self, series: &str) -> Option<f64> {
+        let metrics = self.metrics().await?;
+        let prefix = format!("{series} ");
+        metrics
+            .lines()
+            .find_map(|l| l.strip_prefix(&prefix))
+            .and_then(|v| v.trim().parse().ok())
+    }
+
+    /// Whether this replica itself believes it leads `controller` (its
+    /// `leasehold_leader` gauge), without a database round trip: it
+    /// answers while the replica is cut off from the database.
+    pub async fn leads(&self, controller: &str) -> Option<bool> {
+        self.metric(&format!("leasehold_leader{{controller=\"{controller}\"}}"))
+            .await
+            .map(|v| v == 1.0)
+    }
+
+    /// `/readyz`: status code and JSON body.
+    pub async fn readyz(&self) -> Option<(u16, serde_json::Value)> {
+        let r = http::request_within(PROBE_TIMEOUT, &self.addr, "GET", "/readyz", &[], None)
+            .await
+            .ok()?;
+        Some((r.status, serde_json::from_str(&r.body).ok()?))
     }
 
     /// Wait until `/healthz` answers.

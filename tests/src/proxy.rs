@@ -1,20 +1,41 @@
 //! A TCP fault proxy between a host and PostgreSQL, controlled by the test:
 //! pass traffic, black-hole it (a partition: connections stay open but
 //! nothing flows), reset every connection, or add latency.
+//!
+//! The proxy reads the PostgreSQL wire protocol in the host-to-server
+//! direction just enough to frame messages, which lets a test
+//!
+//! - strike at one exact point of a transaction: [`FaultProxy::arm`] fires
+//!   on the next `COMMIT` a host sends (lose the reply, lose the commit, or
+//!   partition with the commit in flight), and reports that it struck on a
+//!   channel, so the test orders itself on it instead of sleeping;
+//! - point new sessions at another database on the same server
+//!   ([`FaultProxy::redirect_database`]), as if the host's connection
+//!   string now reached a different database;
+//! - name the sessions that go through it ([`FaultProxy::upstream_ports`]:
+//!   `pg_stat_activity.client_port`), so a test can terminate exactly one
+//!   host's backends.
+//!
+//! The server-to-host direction is forwarded as opaque bytes.
 
-use std::sync::Arc;
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::watch;
+use tokio::sync::{oneshot, watch};
 
 /// What the proxy does to traffic.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mode {
     /// Forward everything.
     Pass,
-    /// Accept and hold connections, forward nothing (a partition).
+    /// Accept and hold connections, forward nothing (a partition). Bytes
+    /// already read are delivered when the mode returns to `Pass`; a host
+    /// closing its end is not passed on either (in a partition, its FIN
+    /// would not arrive).
     Blackhole,
     /// Close every open connection and refuse new ones.
     Reset,
@@ -22,10 +43,55 @@ pub enum Mode {
     Latency(Duration),
 }
 
-/// A running proxy; dropping it stops it.
+/// What an armed proxy does to the first `COMMIT` a host sends through it
+/// (see [`FaultProxy::arm`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AtCommit {
+    /// Deliver the `COMMIT`, then drop every reply on that connection: the
+    /// server commits, the host never learns the outcome. When the host's
+    /// end closes, the server's end is closed after the commit.
+    LoseReply,
+    /// Drop the `COMMIT` and everything after it on that connection: the
+    /// server never sees it, the transaction stays open (with its locks)
+    /// until the host's end closes, then the server rolls it back.
+    LoseCommit,
+    /// Switch the whole proxy to [`Mode::Blackhole`] with the `COMMIT` held
+    /// in flight: a partition that strikes mid-commit. The `COMMIT` is
+    /// delivered if the partition heals while the server still waits for
+    /// it.
+    Partition,
+    /// Hold the `COMMIT` (and anything after it on that connection) until
+    /// [`FaultProxy::release`]: what the server sees of a host paused
+    /// between its last statement and its `COMMIT`. Other connections
+    /// pass.
+    Hold,
+}
+
+/// State shared by the listener, every relay and the test.
+struct Shared {
+    upstream: std::net::SocketAddr,
+    mode: watch::Sender<Mode>,
+    armed: Mutex<Option<(AtCommit, oneshot::Sender<()>)>>,
+    database: Mutex<Option<String>>,
+    ports: Mutex<BTreeSet<u16>>,
+    /// Bumped by [`FaultProxy::release`].
+    released: watch::Sender<u64>,
+}
+
+impl Shared {
+    /// Take the armed trigger, if any: exactly one connection strikes.
+    fn take_trigger(&self) -> Option<(AtCommit, oneshot::Sender<()>)> {
+        self.armed
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()
+    }
+}
+
+/// A running proxy; dropping it stops it and closes every connection.
 pub struct FaultProxy {
     addr: std::net::SocketAddr,
-    mode: Arc<watch::Sender<Mode>>,
+    shared: Arc<Shared>,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -34,22 +100,28 @@ impl FaultProxy {
     pub async fn start(upstream: std::net::SocketAddr) -> Self {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind proxy");
         let addr = listener.local_addr().unwrap();
-        let mode = Arc::new(watch::Sender::new(Mode::Pass));
-        let task_mode = mode.clone();
+        let shared = Arc::new(Shared {
+            upstream,
+            mode: watch::Sender::new(Mode::Pass),
+            armed: Mutex::new(None),
+            database: Mutex::new(None),
+            ports: Mutex::new(BTreeSet::new()),
+            released: watch::Sender::new(0),
+        });
+        let task_shared = shared.clone();
         let task = tokio::spawn(async move {
             loop {
                 let Ok((client, _)) = listener.accept().await else {
                     return;
                 };
-                let mode_rx = task_mode.subscribe();
-                if *mode_rx.borrow() == Mode::Reset {
+                if *task_shared.mode.borrow() == Mode::Reset {
                     drop(client);
                     continue;
                 }
-                tokio::spawn(relay(client, upstream, mode_rx));
+                tokio::spawn(relay(client, task_shared.clone()));
             }
         });
-        Self { addr, mode, task }
+        Self { addr, shared, task }
     }
 
     /// The address hosts should connect to.
@@ -57,27 +129,117 @@ impl FaultProxy {
         self.addr
     }
 
+    /// `url` (a PostgreSQL URL) rewritten to go through this proxy.
+    pub fn url_for(&self, url: &str) -> String {
+        let mut proxied = url::Url::parse(url).expect("database url");
+        proxied.set_host(Some("127.0.0.1")).expect("host");
+        proxied.set_port(Some(self.addr.port())).expect("port");
+        proxied.to_string()
+    }
+
     /// Change what the proxy does, for open and new connections.
     pub fn set(&self, mode: Mode) {
-        self.mode.send_replace(mode);
+        self.shared.mode.send_replace(mode);
+    }
+
+    /// The current mode.
+    pub fn mode(&self) -> Mode {
+        *self.shared.mode.borrow()
+    }
+
+    /// Strike at the next `COMMIT` any connection sends (one connection,
+    /// once). The receiver resolves when it struck. Arming again replaces
+    /// a trigger that has not struck.
+    pub fn arm(&self, at: AtCommit) -> oneshot::Receiver<()> {
+        let (tx, rx) = oneshot::channel();
+        *self
+            .shared
+            .armed
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some((at, tx));
+        rx
+    }
+
+    /// Let a `COMMIT` held by [`AtCommit::Hold`] go on to the server.
+    pub fn release(&self) {
+        self.shared.released.send_modify(|n| *n += 1);
+    }
+
+    /// Disarm a trigger that has not struck.
+    pub fn disarm(&self) {
+        self.shared.take_trigger();
+    }
+
+    /// Make new sessions ask the server for `database` instead of the one
+    /// the host named (`None`: the host's own again). Open sessions keep
+    /// their database; reset them to make the host reconnect.
+    pub fn redirect_database(&self, database: Option<&str>) {
+        *self
+            .shared
+            .database
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = database.map(str::to_string);
+    }
+
+    /// The local ports of the proxy's open server-side connections: what
+    /// the server shows as `client_port` in `pg_stat_activity` for the
+    /// sessions of the host behind this proxy.
+    pub fn upstream_ports(&self) -> Vec<u16> {
+        self.shared
+            .ports
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .copied()
+            .collect()
     }
 }
 
 impl Drop for FaultProxy {
     fn drop(&mut self) {
         self.task.abort();
-        self.mode.send_replace(Mode::Reset);
+        self.shared.mode.send_replace(Mode::Reset);
     }
 }
 
-async fn relay(client: TcpStream, upstream: std::net::SocketAddr, mode: watch::Receiver<Mode>) {
-    let Ok(server) = TcpStream::connect(upstream).await else {
+/// Forgets a relay's upstream port when the relay ends.
+struct PortGuard(Arc<Shared>, u16);
+
+impl Drop for PortGuard {
+    fn drop(&mut self) {
+        self.0
+            .ports
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&self.1);
+    }
+}
+
+async fn relay(client: TcpStream, shared: Arc<Shared>) {
+    let Ok(server) = TcpStream::connect(shared.upstream).await else {
         return;
     };
+    let _port = server.local_addr().ok().map(|a| {
+        shared
+            .ports
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(a.port());
+        PortGuard(shared.clone(), a.port())
+    });
+    let _ = client.set_nodelay(true);
+    let _ = server.set_nodelay(true);
     let (client_read, client_write) = client.into_split();
     let (server_read, server_write) = server.into_split();
-    let up = pump(client_read, server_write, mode.clone());
-    let down = pump(server_read, client_write, mode);
+    // Set when this connection's replies are to be lost (AtCommit::LoseReply).
+    let (lose_replies_tx, lose_replies) = watch::channel(false);
+    let up = frontend(client_read, server_write, shared.clone(), lose_replies_tx);
+    let down = backend(
+        server_read,
+        client_write,
+        shared.mode.subscribe(),
+        lose_replies,
+    );
     // When either direction ends (or is reset), drop both halves.
     tokio::select! {
         _ = up => {}
@@ -85,44 +247,279 @@ async fn relay(client: TcpStream, upstream: std::net::SocketAddr, mode: watch::R
     }
 }
 
-async fn pump(
-    mut from: tokio::net::tcp::OwnedReadHalf,
-    mut to: tokio::net::tcp::OwnedWriteHalf,
-    mut mode: watch::Receiver<Mode>,
-) {
-    let mut buf = vec![0u8; 16 * 1024];
+/// Write `bytes` to `to` as the mode allows: at once, after a delay, or
+/// once a black-hole ends. `false` when the connection must close (reset,
+/// or the write failed).
+async fn deliver(to: &mut OwnedWriteHalf, bytes: &[u8], mode: &mut watch::Receiver<Mode>) -> bool {
+    if bytes.is_empty() {
+        return true;
+    }
     loop {
-        let n = tokio::select! {
-            read = from.read(&mut buf) => match read {
-                Ok(0) | Err(_) => return,
-                Ok(n) => n,
+        let current = *mode.borrow_and_update();
+        match current {
+            Mode::Pass => break,
+            Mode::Latency(d) => {
+                tokio::time::sleep(d).await;
+                break;
+            }
+            Mode::Reset => return false,
+            Mode::Blackhole => {
+                if mode.changed().await.is_err() {
+                    return false;
+                }
+            }
+        }
+    }
+    to.write_all(bytes).await.is_ok()
+}
+
+/// Read a chunk, or `None` when the connection must close (EOF, error, or
+/// reset).
+async fn read_chunk(
+    from: &mut OwnedReadHalf,
+    buf: &mut [u8],
+    mode: &mut watch::Receiver<Mode>,
+) -> Option<usize> {
+    loop {
+        tokio::select! {
+            read = from.read(buf) => return match read {
+                Ok(0) | Err(_) => None,
+                Ok(n) => Some(n),
             },
             changed = mode.changed() => {
                 if changed.is_err() || *mode.borrow() == Mode::Reset {
-                    return;
+                    return None;
+                }
+            }
+        }
+    }
+}
+
+/// Server to host: opaque bytes.
+async fn backend(
+    mut from: OwnedReadHalf,
+    mut to: OwnedWriteHalf,
+    mut mode: watch::Receiver<Mode>,
+    lose_replies: watch::Receiver<bool>,
+) {
+    let mut buf = vec![0u8; 16 * 1024];
+    while let Some(n) = read_chunk(&mut from, &mut buf, &mut mode).await {
+        if *lose_replies.borrow() {
+            continue;
+        }
+        if !deliver(&mut to, &buf[..n], &mut mode).await {
+            return;
+        }
+    }
+}
+
+/// Startup-phase request codes (the first message has no type byte).
+const SSL_REQUEST: u32 = 80_877_103;
+const GSSENC_REQUEST: u32 = 80_877_104;
+const PROTOCOL_3: u32 = 196_608;
+/// Largest message the proxy frames; PostgreSQL's own limit is 1 GiB, a
+/// test host never comes near this.
+const MAX_MESSAGE: usize = 64 << 20;
+
+/// Host to server: framed into messages, so a `COMMIT` can be recognised
+/// and a startup message rewritten.
+async fn frontend(
+    mut from: OwnedReadHalf,
+    mut to: OwnedWriteHalf,
+    shared: Arc<Shared>,
+    lose_replies: watch::Sender<bool>,
+) {
+    let mut mode = shared.mode.subscribe();
+    let mut buf = vec![0u8; 16 * 1024];
+    let mut pending: Vec<u8> = Vec::new();
+    let mut startup = true;
+    // After AtCommit::LoseCommit struck: read and drop everything.
+    let mut swallowing = false;
+    while let Some(n) = read_chunk(&mut from, &mut buf, &mut mode).await {
+        if swallowing {
+            continue;
+        }
+        pending.extend_from_slice(&buf[..n]);
+        // Complete messages go out together, as the chunk they came in.
+        let mut out: Vec<u8> = Vec::new();
+        while let Some(len) = message_len(&pending, startup) {
+            if len > MAX_MESSAGE {
+                return;
+            }
+            if pending.len() < len {
+                break;
+            }
+            let message: Vec<u8> = pending.drain(..len).collect();
+            if startup {
+                let code = be_u32(&message[4..8]);
+                startup = code == SSL_REQUEST || code == GSSENC_REQUEST;
+                if code == PROTOCOL_3 {
+                    let database = shared
+                        .database
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .clone();
+                    out.extend(match database {
+                        Some(database) => rewrite_database(&message, &database),
+                        None => message,
+                    });
+                } else {
+                    out.extend(message);
                 }
                 continue;
             }
-        };
-        // Hold the chunk while black-holed; give up on reset.
-        loop {
-            let current = *mode.borrow_and_update();
-            match current {
-                Mode::Pass => break,
-                Mode::Latency(d) => {
-                    tokio::time::sleep(d).await;
-                    break;
-                }
-                Mode::Reset => return,
-                Mode::Blackhole => {
-                    if mode.changed().await.is_err() {
+            if !is_commit(&message) {
+                out.extend(message);
+                continue;
+            }
+            let Some((at, struck)) = shared.take_trigger() else {
+                out.extend(message);
+                continue;
+            };
+            match at {
+                AtCommit::LoseReply => {
+                    // The reply may come back as soon as the COMMIT is
+                    // written: lose replies first.
+                    lose_replies.send_replace(true);
+                    out.extend(message);
+                    let delivered = deliver(&mut to, &out, &mut mode).await;
+                    out.clear();
+                    let _ = struck.send(());
+                    if !delivered {
                         return;
                     }
                 }
+                AtCommit::LoseCommit => {
+                    if !deliver(&mut to, &out, &mut mode).await {
+                        return;
+                    }
+                    out.clear();
+                    pending.clear();
+                    swallowing = true;
+                    let _ = struck.send(());
+                    break;
+                }
+                AtCommit::Hold => {
+                    if !deliver(&mut to, &out, &mut mode).await {
+                        return;
+                    }
+                    out.clear();
+                    let mut released = shared.released.subscribe();
+                    released.borrow_and_update();
+                    let _ = struck.send(());
+                    // Not reading from the host meanwhile: a paused host
+                    // sends nothing either.
+                    tokio::select! {
+                        _ = released.changed() => {}
+                        _ = mode.wait_for(|m| *m == Mode::Reset) => return,
+                    }
+                    out.extend(message);
+                }
+                AtCommit::Partition => {
+                    if !deliver(&mut to, &out, &mut mode).await {
+                        return;
+                    }
+                    out.clear();
+                    shared.mode.send_replace(Mode::Blackhole);
+                    let _ = struck.send(());
+                    // Held here until the partition heals (or is reset).
+                    out.extend(message);
+                }
             }
         }
-        if to.write_all(&buf[..n]).await.is_err() {
+        if !deliver(&mut to, &out, &mut mode).await {
             return;
         }
+    }
+}
+
+fn be_u32(bytes: &[u8]) -> u32 {
+    u32::from_be_bytes([bytes[0], bytes[1], bytes[2], bytes[3]])
+}
+
+/// The full length of the message at the start of `pending`, once its
+/// header is in.
+fn message_len(pending: &[u8], startup: bool) -> Option<usize> {
+    if startup {
+        (pending.len() >= 4).then(|| be_u32(&pending[..4]) as usize)
+    } else {
+        (pending.len() >= 5).then(|| 1 + be_u32(&pending[1..5]) as usize)
+    }
+}
+
+/// A simple-protocol `COMMIT` (how the driver ends a transaction).
+fn is_commit(message: &[u8]) -> bool {
+    message.first() == Some(&b'Q')
+        && message.len() > 5
+        && String::from_utf8_lossy(&message[5..])
+            .trim_matches(|c: char| c == '\0' || c.is_whitespace() || c == ';')
+            .eq_ignore_ascii_case("commit")
+}
+
+/// A protocol-3 startup message asking for `database` instead.
+fn rewrite_database(message: &[u8], database: &str) -> Vec<u8> {
+    let mut params: Vec<(String, String)> = Vec::new();
+    let mut fields = message[8..]
+        .split(|b| *b == 0)
+        .map(|f| String::from_utf8_lossy(f).into_owned());
+    while let (Some(key), Some(value)) = (fields.next(), fields.next()) {
+        if key.is_empty() {
+            break;
+        }
+        params.push((key, value));
+    }
+    match params.iter_mut().find(|(k, _)| k == "database") {
+        Some((_, value)) => *value = database.to_string(),
+        None => params.push(("database".into(), database.to_string())),
+    }
+    let mut body = PROTOCOL_3.to_be_bytes().to_vec();
+    for (key, value) in params {
+        body.extend(key.as_bytes());
+        body.push(0);
+        body.extend(value.as_bytes());
+        body.push(0);
+    }
+    body.push(0);
+    let mut out = ((body.len() + 4) as u32).to_be_bytes().to_vec();
+    out.extend(body);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_commit_is_recognised_in_any_case() {
+        let query = |text: &str| {
+            let mut m = vec![b'Q'];
+            m.extend(((text.len() + 5) as u32).to_be_bytes());
+            m.extend(text.as_bytes());
+            m.push(0);
+            m
+        };
+        assert!(is_commit(&query("COMMIT")));
+        assert!(is_commit(&query("commit;")));
+        assert!(!is_commit(&query("COMMIT PREPARED 'x'")));
+        assert!(!is_commit(&query("SELECT 1")));
+    }
+
+    #[test]
+    fn the_startup_database_is_replaced_and_the_rest_kept() {
+        let mut body = PROTOCOL_3.to_be_bytes().to_vec();
+        for field in ["user", "postgres", "database", "a", "application_name", "x"] {
+            body.extend(field.as_bytes());
+            body.push(0);
+        }
+        body.push(0);
+        let mut message = ((body.len() + 4) as u32).to_be_bytes().to_vec();
+        message.extend(body);
+        let rewritten = rewrite_database(&message, "other_db");
+        assert_eq!(be_u32(&rewritten[..4]) as usize, rewritten.len());
+        let text = String::from_utf8_lossy(&rewritten[8..]).into_owned();
+        assert_eq!(
+            text,
+            "user\0postgres\0database\0other_db\0application_name\0x\0\0"
+        );
     }
 }

@@ -211,6 +211,21 @@ fn test() -> Result<(), String> {
         "building the leasehold binary",
         cargo().args(["build", "--package", "leasehold-host", "--bin", "leasehold"]),
     )?;
+    // The fault suite's deliberately broken build (fence check disabled),
+    // which proves its invariant checker can fail. A separate invocation:
+    // only `leasehold-unfenced` gets the feature; `leasehold` stays fenced.
+    status(
+        "building the leasehold-unfenced binary (fault suite only)",
+        cargo().args([
+            "build",
+            "--package",
+            "leasehold-host",
+            "--bin",
+            "leasehold-unfenced",
+            "--features",
+            "unsafe-disable-fence",
+        ]),
+    )?;
     let mut cmd = cargo();
     cmd.args(["test", "--workspace"]);
     cmd.env("LEASEHOLD_GUEST_DIR", guest_dir());

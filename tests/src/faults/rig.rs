@@ -1,0 +1,655 @@
+//! A rig for fault scenarios: one throwaway database, one cluster, and
+//! several real `leasehold` processes, each reaching PostgreSQL through
+//! its own [`FaultProxy`] (so the test can partition, slow down, reset or
+//! terminate exactly one host's sessions), plus the API writes the test
+//! saw acknowledged, for the [checker](super::checker).
+//!
+//! Everything the rig waits on is observable state of another process —
+//! the lease row in the database, a host's own `/metrics` — polled with
+//! [`eventually`]; it never sleeps in place of an ordering.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use leasehold_host::testing::TestDatabase;
+use serde_json::{Value, json};
+
+use super::checker::{self, Ack, Acks, Report};
+use crate::guest_dir;
+use crate::http;
+use crate::process::{Replica, binary, eventually, free_port, unfenced_binary};
+use crate::proxy::FaultProxy;
+
+/// Lease timing for every controller of a rig.
+#[derive(Debug, Clone, Copy)]
+pub struct Timing {
+    /// `lease_ttl`.
+    pub ttl: Duration,
+    /// `renew_interval`.
+    pub renew_interval: Duration,
+    /// `renew_deadline`.
+    pub renew_deadline: Duration,
+}
+
+impl Timing {
+    /// The scenarios' timing: short enough that a takeover after a silent
+    /// death takes about two seconds, long enough that a debug build on a
+    /// busy two-core machine does not lose leases spuriously.
+    pub const SCENARIO: Timing = Timing {
+        ttl: Duration::from_millis(2000),
+        renew_interval: Duration::from_millis(200),
+        renew_deadline: Duration::from_millis(1400),
+    };
+
+    /// The randomized schedules' timing: one-second leases, so a schedule
+    /// sees several takeovers in a few seconds.
+    pub const FAST: Timing = Timing {
+        ttl: Duration::from_millis(1000),
+        renew_interval: Duration::from_millis(150),
+        renew_deadline: Duration::from_millis(700),
+    };
+}
+
+/// Which build of the host a rig runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Build {
+    /// `leasehold`.
+    Fenced,
+    /// `leasehold-unfenced`: the fence check disabled.
+    Unfenced,
+}
+
+/// What a rig starts with.
+#[derive(Debug, Clone)]
+pub struct RigSpec {
+    /// Hosts started at once.
+    pub hosts: usize,
+    /// Lease timing.
+    pub timing: Timing,
+    /// Controllers every host runs (`scheduler`, `rollout`).
+    pub controllers: Vec<&'static str>,
+    /// Which binary.
+    pub build: Build,
+}
+
+impl RigSpec {
+    /// `hosts` fenced hosts running the scheduler with [`Timing::SCENARIO`].
+    pub fn scheduler(hosts: usize) -> Self {
+        Self {
+            hosts,
+            timing: Timing::SCENARIO,
+            controllers: vec!["scheduler"],
+            build: Build::Fenced,
+        }
+    }
+}
+
+/// A throwaway folder for configs and logs.
+pub struct TempDir(PathBuf);
+
+impl TempDir {
+    /// A new, empty folder.
+    pub fn new() -> Self {
+        let dir = std::env::temp_dir().join(format!("leasehold-faults-{}", uuid::Uuid::new_v4()));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        Self(dir)
+    }
+
+    /// Its path.
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Default for TempDir {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// One host of the rig.
+pub struct Host {
+    /// The process.
+    pub replica: Replica,
+    /// Its proxy to PostgreSQL.
+    pub proxy: FaultProxy,
+    /// Its holder name in leases and history.
+    pub holder: String,
+    /// Its HTTP port.
+    pub port: u16,
+    /// Its lease timing.
+    pub timing: Timing,
+}
+
+/// The lease row of one controller, read from the database.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeaseView {
+    /// Holder named by the row.
+    pub holder: String,
+    /// Its epoch.
+    pub epoch: i64,
+    /// Neither released nor expired, by the database clock.
+    pub active: bool,
+    /// Released.
+    pub released: bool,
+}
+
+/// One tenure, read from the database.
+#[derive(Debug, Clone)]
+pub struct TenureView {
+    /// Epoch.
+    pub epoch: i64,
+    /// Holder.
+    pub holder: String,
+    /// How it ended; `None` while it runs.
+    pub end_reason: Option<String>,
+    /// Writes counted.
+    pub writes: i64,
+}
+
+/// A database, a cluster and its hosts. Dropping it kills the hosts, stops
+/// the proxies and drops the database; if the test is panicking, it first
+/// prints the end of every host's log.
+pub struct Rig {
+    /// The hosts, in the order they were added.
+    pub hosts: Vec<Host>,
+    /// API writes the test saw acknowledged.
+    pub acks: Acks,
+    /// The cluster.
+    pub cluster: String,
+    spec: RigSpec,
+    upstream: std::net::SocketAddr,
+    dir: TempDir,
+    /// The database (dropped last).
+    pub db: TestDatabase,
+}
+
+impl Rig {
+    /// Create the database and start `spec.hosts` hosts; returns once every
+    /// host answers `/healthz`.
+    pub async fn start(spec: RigSpec) -> Self {
+        let db = TestDatabase::create().await;
+        let url = url::Url::parse(db.url()).expect("database url");
+        let host = url.host_str().unwrap_or("127.0.0.1");
+        let host = if host == "localhost" {
+            "127.0.0.1"
+        } else {
+            host
+        };
+        let upstream = format!("{host}:{}", url.port().unwrap_or(5432))
+            .parse()
+            .expect("database address");
+        let mut rig = Self {
+            hosts: Vec::new(),
+            acks: Acks::default(),
+            cluster: format!("flt-{}", &uuid::Uuid::new_v4().simple().to_string()[..12]),
+            spec: spec.clone(),
+            upstream,
+            dir: TempDir::new(),
+            db,
+        };
+        for _ in 0..spec.hosts {
+            rig.spawn_host(&spec.controllers, spec.timing).await;
+        }
+        rig.wait_healthy().await;
+        rig
+    }
+
+    /// Start one more host running `controllers`; returns its index once
+    /// it answers `/healthz`.
+    pub async fn add_host(&mut self, controllers: &[&str]) -> usize {
+        self.add_host_with(controllers, self.spec.timing).await
+    }
+
+    /// [`Rig::add_host`] with its own lease timing.
+    pub async fn add_host_with(&mut self, controllers: &[&str], timing: Timing) -> usize {
+        let i = self.spawn_host(controllers, timing).await;
+        self.hosts[i]
+            .replica
+            .wait_healthy(Duration::from_secs(60))
+            .await;
+        i
+    }
+
+    async fn spawn_host(&mut self, controllers: &[&str], timing: Timing) -> usize {
+        let i = self.hosts.len();
+        let proxy = FaultProxy::start(self.upstream).await;
+        let port = free_port();
+        let holder = format!("host-{i}");
+        let config = self.config(
+            &holder,
+            port,
+            &proxy.url_for(self.db.url()),
+            controllers,
+            timing,
+        );
+        let binary = match self.spec.build {
+            Build::Fenced => binary(),
+            Build::Unfenced => unfenced_binary(),
+        };
+        let replica =
+            Replica::start_binary(binary, self.dir.path(), &format!("h{i}"), port, &config);
+        self.hosts.push(Host {
+            replica,
+            proxy,
+            holder,
+            port,
+            timing,
+        });
+        i
+    }
+
+    /// Wait until every running host answers `/healthz`.
+    pub async fn wait_healthy(&mut self) {
+        for host in &mut self.hosts {
+            if host.replica.running() {
+                host.replica.wait_healthy(Duration::from_secs(60)).await;
+            }
+        }
+    }
+
+    /// The config of a host named `holder` on `port`, reaching the
+    /// database at `url`, running `controllers` with `timing`.
+    pub fn config(
+        &self,
+        holder: &str,
+        port: u16,
+        url: &str,
+        controllers: &[&str],
+        timing: Timing,
+    ) -> String {
+        let guests = guest_dir();
+        // Compiled components are cached across hosts, tests and runs.
+        let cache = guests.join("../../leasehold-test-cache");
+        let Timing {
+            ttl,
+            renew_interval,
+            renew_deadline,
+        } = timing;
+        let mut config = format!(
+            r#"cluster = "{cluster}"
+holder = "{holder}"
+
+[database]
+url = "{url}"
+
+[http]
+listen = "127.0.0.1:{port}"
+
+[runtime]
+cache_dir = "{cache}"
+"#,
+            cluster = self.cluster,
+            cache = cache.display(),
+        );
+        for name in controllers {
+            config.push_str(&format!(
+                r#"
+[[controllers]]
+name = "{name}"
+component = "{guests}/{name}.wasm"
+lease_ttl = "{ttl}ms"
+renew_interval = "{renew}ms"
+renew_deadline = "{deadline}ms"
+backoff_max = "1s"
+"#,
+                guests = guests.display(),
+                ttl = ttl.as_millis(),
+                renew = renew_interval.as_millis(),
+                deadline = renew_deadline.as_millis(),
+            ));
+        }
+        config
+    }
+
+    /// Rewrite host `i`'s config to run only `controllers` (read at its
+    /// next restart).
+    pub fn set_controllers(&mut self, i: usize, controllers: &[&str]) {
+        let host = &self.hosts[i];
+        let config = self.config(
+            &host.holder,
+            host.port,
+            &host.proxy.url_for(self.db.url()),
+            controllers,
+            host.timing,
+        );
+        self.hosts[i].replica.set_config(&config);
+    }
+
+    /// The lease timing.
+    pub fn timing(&self) -> Timing {
+        self.spec.timing
+    }
+
+    /// The index of the host named `holder`.
+    pub fn index_of(&self, holder: &str) -> Option<usize> {
+        self.hosts.iter().position(|h| h.holder == holder)
+    }
+
+    /// A new session on the test database, straight to the server.
+    pub async fn sql(&self) -> tokio_postgres::Client {
+        let (client, connection) = tokio_postgres::connect(self.db.url(), tokio_postgres::NoTls)
+            .await
+            .expect("connect to the test database");
+        tokio::spawn(connection);
+        client
+    }
+
+    /// The test database's name.
+    pub fn database_name(&self) -> String {
+        url::Url::parse(self.db.url())
+            .expect("database url")
+            .path()
+            .trim_start_matches('/')
+            .to_string()
+    }
+
+    /// The lease row of `lease`, if it was ever granted.
+    pub async fn lease(&self, lease: &str) -> Option<LeaseView> {
+        let client = self.sql().await;
+        let row = client
+            .query_opt(
+                "SELECT holder, epoch, NOT released AND expires_at > clock_timestamp(), released
+                   FROM leasehold_leases WHERE cluster = $1 AND name = $2",
+                &[&self.cluster, &lease],
+            )
+            .await
+            .expect("read the lease row")?;
+        Some(LeaseView {
+            holder: row.get(0),
+            epoch: row.get(1),
+            active: row.get(2),
+            released: row.get(3),
+        })
+    }
+
+    /// Every tenure of `lease`, oldest first.
+    pub async fn history(&self, lease: &str) -> Vec<TenureView> {
+        self.sql()
+            .await
+            .query(
+                "SELECT epoch, holder, end_reason, writes FROM leasehold_tenures
+                  WHERE cluster = $1 AND lease = $2 ORDER BY epoch",
+                &[&self.cluster, &lease],
+            )
+            .await
+            .expect("read the history")
+            .iter()
+            .map(|r| TenureView {
+                epoch: r.get(0),
+                holder: r.get(1),
+                end_reason: r.get(2),
+                writes: r.get(3),
+            })
+            .collect()
+    }
+
+    /// Wait until the database shows `lease` actively held at an epoch
+    /// above `after` by a host that itself reports leading it; returns
+    /// (host index, epoch).
+    pub async fn leader_after(&self, lease: &str, after: i64, limit: Duration) -> (usize, i64) {
+        eventually(
+            &format!("one host leads {lease} at an epoch above {after}"),
+            limit,
+            || async {
+                let row = self.lease(lease).await?;
+                if !row.active || row.epoch <= after {
+                    return None;
+                }
+                let i = self.index_of(&row.holder)?;
+                self.hosts[i]
+                    .replica
+                    .leads(lease)
+                    .await?
+                    .then_some((i, row.epoch))
+            },
+        )
+        .await
+    }
+
+    /// [`Rig::leader_after`] any epoch.
+    pub async fn leader(&self, lease: &str, limit: Duration) -> (usize, i64) {
+        self.leader_after(lease, 0, limit).await
+    }
+
+    /// PUT `value` at `kind/name` through the first host that answers,
+    /// trying host `first` first; records and returns the acknowledgement.
+    pub async fn put(&self, first: usize, kind: &str, name: &str, value: Value) -> Option<Ack> {
+        let addrs: Vec<String> = self.hosts.iter().map(|h| h.replica.addr.clone()).collect();
+        put_any(&addrs, first, &self.acks, kind, name, value).await
+    }
+
+    /// Create nodes `(name, capacity)`, each acknowledged.
+    pub async fn nodes(&self, nodes: &[(&str, u64)]) {
+        for (i, (name, capacity)) in nodes.iter().enumerate() {
+            self.put(i, "nodes", name, json!({ "capacity": capacity }))
+                .await
+                .unwrap_or_else(|| panic!("no host acknowledged node {name}"));
+        }
+    }
+
+    /// Create pending task `name`, acknowledged.
+    pub async fn task(&self, first: usize, name: &str) -> Ack {
+        self.put(
+            first,
+            "tasks",
+            name,
+            json!({ "status": "pending", "id": name }),
+        )
+        .await
+        .unwrap_or_else(|| panic!("no host acknowledged task {name}"))
+    }
+
+    /// A task's value, from the database.
+    pub async fn task_value(&self, name: &str) -> Option<Value> {
+        let row = self
+            .sql()
+            .await
+            .query_opt(
+                "SELECT value FROM leasehold_objects WHERE cluster = $1 AND kind = 'tasks' AND name = $2",
+                &[&self.cluster, &name],
+            )
+            .await
+            .expect("read a task")?;
+        serde_json::from_str(row.get::<_, &str>(0)).ok()
+    }
+
+    /// (pending tasks, free slots) from the database.
+    pub async fn backlog(&self) -> (u64, u64) {
+        let client = self.sql().await;
+        let rows = client
+            .query(
+                "SELECT kind, value FROM leasehold_objects WHERE cluster = $1",
+                &[&self.cluster],
+            )
+            .await
+            .expect("read objects");
+        let (mut pending, mut capacity, mut assigned) = (0u64, 0u64, 0u64);
+        for row in rows {
+            let value: Value = serde_json::from_str(row.get::<_, &str>(1)).unwrap_or(Value::Null);
+            match row.get::<_, &str>(0) {
+                "nodes" => capacity += value["capacity"].as_u64().unwrap_or(0),
+                "tasks" if value["status"] == "pending" => pending += 1,
+                "tasks" if value["status"] == "assigned" => assigned += 1,
+                _ => {}
+            }
+        }
+        (pending, capacity.saturating_sub(assigned))
+    }
+
+    /// Wait until no task is pending while a node has room: the scheduler
+    /// has caught up.
+    pub async fn settled(&self, limit: Duration) {
+        eventually(
+            "every pending task that fits is assigned",
+            limit,
+            || async {
+                let (pending, free) = self.backlog().await;
+                (pending == 0 || free == 0).then_some(())
+            },
+        )
+        .await;
+    }
+
+    /// Terminate every backend of host `i` (its sessions through its
+    /// proxy: the pool, the change feed and the release listener);
+    /// returns how many.
+    pub async fn terminate_backends(&self, i: usize) -> i64 {
+        let ports: Vec<i32> = self.hosts[i]
+            .proxy
+            .upstream_ports()
+            .into_iter()
+            .map(i32::from)
+            .collect();
+        let datname = self.database_name();
+        self.sql()
+            .await
+            .query_one(
+                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+                  WHERE datname = $1 AND client_port = ANY($2) AND application_name LIKE 'leasehold%'
+                    AND pid <> pg_backend_pid()",
+                &[&datname, &ports],
+            )
+            .await
+            .expect("terminate backends")
+            .get(0)
+    }
+
+    /// Run the invariant checker over the cluster.
+    pub async fn check(&self) -> Report {
+        checker::check(self.db.url(), &self.cluster, &self.acks.all()).await
+    }
+
+    /// A workload creating a pending task named `{prefix}-{n}` every
+    /// `every` through the hosts in turn, recording acknowledgements, until
+    /// stopped.
+    pub fn workload(&self, prefix: &str, every: Duration) -> Workload {
+        let addrs: Vec<String> = self.hosts.iter().map(|h| h.replica.addr.clone()).collect();
+        Workload::start(addrs, self.acks.clone(), prefix.to_string(), every)
+    }
+}
+
+impl Drop for Rig {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            for host in &self.hosts {
+                eprintln!(
+                    "---- {} ({}) log tail ----\n{}",
+                    host.replica.name,
+                    host.holder,
+                    host.replica.log_tail(60)
+                );
+            }
+        }
+    }
+}
+
+/// How long one workload or rig write waits for a host: a stopped host
+/// accepts the connection but never answers.
+const PUT_TIMEOUT: Duration = Duration::from_secs(2);
+
+async fn put_any(
+    addrs: &[String],
+    first: usize,
+    acks: &Acks,
+    kind: &str,
+    name: &str,
+    value: Value,
+) -> Option<Ack> {
+    let body = value.to_string();
+    let path = format!("/v1/objects/{kind}/{name}");
+    for k in 0..addrs.len() {
+        let addr = &addrs[(first + k) % addrs.len()];
+        let Ok(response) =
+            http::request_within(PUT_TIMEOUT, addr, "PUT", &path, &[], Some(&body)).await
+        else {
+            continue;
+        };
+        if response.status == 200 || response.status == 201 {
+            let version = serde_json::from_str::<Value>(&response.body)
+                .ok()
+                .and_then(|v| v["version"].as_u64())
+                .expect("an acknowledged write names its version");
+            let ack = Ack {
+                kind: kind.to_string(),
+                name: name.to_string(),
+                version,
+                value,
+            };
+            acks.record(ack.clone());
+            return Some(ack);
+        }
+    }
+    None
+}
+
+/// Tasks created in the background while faults strike.
+pub struct Workload {
+    stop: Arc<AtomicBool>,
+    created: Arc<AtomicU64>,
+    task: tokio::task::JoinHandle<Vec<String>>,
+}
+
+impl Workload {
+    fn start(addrs: Vec<String>, acks: Acks, prefix: String, every: Duration) -> Self {
+        let stop = Arc::new(AtomicBool::new(false));
+        let created = Arc::new(AtomicU64::new(0));
+        let (task_stop, task_created) = (stop.clone(), created.clone());
+        let task = tokio::spawn(async move {
+            let mut names = Vec::new();
+            let mut n = 0usize;
+            while !task_stop.load(Ordering::SeqCst) {
+                let started = Instant::now();
+                let name = format!("{prefix}-{n:04}");
+                let value = json!({ "status": "pending", "id": name });
+                // Unacknowledged writes may still have landed; the checker
+                // only holds the acknowledged ones to account.
+                if put_any(&addrs, n, &acks, "tasks", &name, value)
+                    .await
+                    .is_some()
+                {
+                    task_created.fetch_add(1, Ordering::SeqCst);
+                }
+                names.push(name);
+                n += 1;
+                // Pacing, not ordering: the load arrives at a steady rate.
+                tokio::time::sleep(every.saturating_sub(started.elapsed())).await;
+            }
+            names
+        });
+        Self {
+            stop,
+            created,
+            task,
+        }
+    }
+
+    /// Tasks acknowledged so far.
+    pub fn acknowledged(&self) -> u64 {
+        self.created.load(Ordering::SeqCst)
+    }
+
+    /// Wait until at least `n` tasks were acknowledged.
+    pub async fn wait_acknowledged(&self, n: u64, limit: Duration) {
+        eventually(
+            &format!("{n} workload tasks are acknowledged"),
+            limit,
+            || async { (self.acknowledged() >= n).then_some(()) },
+        )
+        .await;
+    }
+
+    /// Stop and return the name of every task it tried to create.
+    pub async fn stop(self) -> Vec<String> {
+        self.stop.store(true, Ordering::SeqCst);
+        self.task.await.expect("workload task")
+    }
+}

@@ -1,0 +1,346 @@
+//! Seeded random fault schedules over a rig of hosts.
+//!
+//! A [`Schedule`] is generated from a seed alone: which faults, on which
+//! hosts, starting when and lasting how long. Running it against real
+//! processes is not deterministic (the operating system schedules them),
+//! but replaying a seed replays the same faults at the same offsets, which
+//! is what makes a failure worth chasing. A target is either a fixed host
+//! or "whoever leads the scheduler when the fault strikes", resolved when
+//! it strikes: faults aimed at the leader are the ones that exercise
+//! handover.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::rig::Rig;
+use crate::proxy::Mode;
+
+/// A small, fast, seedable generator (SplitMix64): enough for schedules,
+/// and identical on every platform, so a seed means the same schedule
+/// everywhere.
+#[derive(Debug, Clone)]
+pub struct SplitMix(u64);
+
+impl SplitMix {
+    /// A generator starting at `seed`.
+    pub fn new(seed: u64) -> Self {
+        Self(seed)
+    }
+
+    /// The next 64 random bits.
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in `0..n` (`n > 0`).
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next_u64() % n
+    }
+
+    /// Uniform in `lo..=hi` milliseconds.
+    pub fn millis(&mut self, lo: u64, hi: u64) -> Duration {
+        Duration::from_millis(lo + self.below(hi - lo + 1))
+    }
+}
+
+/// What strikes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum FaultKind {
+    /// SIGKILL; restarted when the fault ends.
+    Kill,
+    /// SIGSTOP; SIGCONT when the fault ends.
+    Stop,
+    /// Black-hole the host's database proxy; healed when the fault ends.
+    Partition,
+    /// `pg_terminate_backend` on every session of the host (instant).
+    Terminate,
+    /// SIGTERM (orderly shutdown); started again when the fault ends.
+    Restart,
+}
+
+impl FaultKind {
+    const ALL: [FaultKind; 5] = [
+        FaultKind::Kill,
+        FaultKind::Stop,
+        FaultKind::Partition,
+        FaultKind::Terminate,
+        FaultKind::Restart,
+    ];
+}
+
+/// Which host a fault strikes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Target {
+    /// This host.
+    Host(usize),
+    /// Whoever leads the scheduler when the fault strikes (a fixed host if
+    /// nobody does).
+    Leader,
+}
+
+/// One fault of a schedule.
+#[derive(Debug, Clone, Copy)]
+pub struct Fault {
+    /// Offset from the start of the fault phase.
+    pub at: Duration,
+    /// What.
+    pub kind: FaultKind,
+    /// Where.
+    pub target: Target,
+    /// How long until it is healed.
+    pub lasts: Duration,
+}
+
+/// A seeded schedule.
+#[derive(Debug, Clone)]
+pub struct Schedule {
+    /// The seed it was generated from.
+    pub seed: u64,
+    /// Hosts it runs over.
+    pub hosts: usize,
+    /// Node capacities.
+    pub nodes: Vec<u64>,
+    /// Faults, by start time.
+    pub faults: Vec<Fault>,
+    /// How long the fault phase lasts (every fault is healed by its end).
+    pub length: Duration,
+}
+
+impl Schedule {
+    /// The schedule of `seed` over `hosts` hosts with lease `ttl`.
+    pub fn generate(seed: u64, hosts: usize, ttl: Duration) -> Self {
+        let mut rng = SplitMix::new(seed);
+        let ttl_ms = ttl.as_millis() as u64;
+        let nodes = (0..3).map(|_| 6 + rng.below(7)).collect();
+        let count = 3 + rng.below(3) as usize;
+        // Each host is free again once its current fault is healed; faults
+        // on different hosts may overlap.
+        let mut free_at = vec![Duration::ZERO; hosts];
+        let mut faults = Vec::new();
+        let mut at = Duration::ZERO;
+        for _ in 0..count {
+            at += rng.millis(150, 900);
+            let kind = FaultKind::ALL[rng.below(FaultKind::ALL.len() as u64) as usize];
+            let target = if rng.below(2) == 0 {
+                Target::Leader
+            } else {
+                Target::Host(rng.below(hosts as u64) as usize)
+            };
+            let lasts = match kind {
+                FaultKind::Terminate => Duration::ZERO,
+                // Past the ttl about half of the time.
+                FaultKind::Stop | FaultKind::Partition => rng.millis(ttl_ms / 3, ttl_ms * 5 / 2),
+                FaultKind::Kill | FaultKind::Restart => rng.millis(100, ttl_ms * 2),
+            };
+            // A leader-aimed fault may land on any host: it waits until
+            // every host is free; a fixed one waits for its host.
+            let ready = match target {
+                Target::Host(h) => free_at[h],
+                Target::Leader => free_at.iter().copied().max().unwrap_or_default(),
+            };
+            at = at.max(ready);
+            match target {
+                Target::Host(h) => free_at[h] = at + lasts,
+                Target::Leader => free_at.iter_mut().for_each(|f| *f = at + lasts),
+            }
+            faults.push(Fault {
+                at,
+                kind,
+                target,
+                lasts,
+            });
+        }
+        let length = faults
+            .iter()
+            .map(|f| f.at + f.lasts)
+            .max()
+            .unwrap_or_default()
+            + Duration::from_millis(200);
+        Self {
+            seed,
+            hosts,
+            nodes,
+            faults,
+            length,
+        }
+    }
+
+    /// How many faults of each kind.
+    pub fn mix(&self) -> BTreeMap<FaultKind, usize> {
+        let mut mix = BTreeMap::new();
+        for f in &self.faults {
+            *mix.entry(f.kind).or_default() += 1;
+        }
+        mix
+    }
+}
+
+impl fmt::Display for Schedule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "seed {} ({} hosts, nodes {:?}, {:?}):",
+            self.seed, self.hosts, self.nodes, self.length
+        )?;
+        for fault in &self.faults {
+            write!(
+                f,
+                " {:?}@{}ms {:?} for {}ms;",
+                fault.kind,
+                fault.at.as_millis(),
+                fault.target,
+                fault.lasts.as_millis()
+            )?;
+        }
+        Ok(())
+    }
+}
+
+/// What happened while a schedule ran.
+#[derive(Debug, Clone, Default)]
+pub struct Struck {
+    /// The fault, and the host it struck, in order.
+    pub faults: Vec<(FaultKind, usize)>,
+}
+
+enum Event {
+    Strike(usize),
+    Heal(usize),
+}
+
+/// Run the fault phase of `schedule` against `rig` (whose hosts must run
+/// the scheduler): strike and heal every fault at its offset. Every fault
+/// is healed when this returns.
+pub async fn run(schedule: &Schedule, rig: &mut Rig) -> Struck {
+    let mut timeline: Vec<(Duration, Event)> = Vec::new();
+    for (i, f) in schedule.faults.iter().enumerate() {
+        timeline.push((f.at, Event::Strike(i)));
+        timeline.push((f.at + f.lasts, Event::Heal(i)));
+    }
+    // Heals before strikes at the same instant.
+    timeline.sort_by_key(|(at, event)| (*at, matches!(event, Event::Strike(_))));
+    let started = Instant::now();
+    let mut hit: Vec<Option<usize>> = vec![None; schedule.faults.len()];
+    let mut struck = Struck::default();
+    for (at, event) in timeline {
+        // The schedule's own clock: faults strike at their offsets.
+        tokio::time::sleep_until(started + at).await;
+        match event {
+            Event::Strike(i) => {
+                let fault = schedule.faults[i];
+                let host = match fault.target {
+                    Target::Host(h) => h,
+                    Target::Leader => current_leader(rig).await.unwrap_or(i % schedule.hosts),
+                };
+                strike(rig, fault.kind, host).await;
+                hit[i] = Some(host);
+                struck.faults.push((fault.kind, host));
+            }
+            Event::Heal(i) => {
+                if let Some(host) = hit[i] {
+                    heal(rig, schedule.faults[i].kind, host).await;
+                }
+            }
+        }
+    }
+    struck
+}
+
+/// Who leads the scheduler by the lease row, if anyone.
+async fn current_leader(rig: &Rig) -> Option<usize> {
+    let row = rig.lease("scheduler").await?;
+    if row.active {
+        rig.index_of(&row.holder)
+    } else {
+        None
+    }
+}
+
+async fn strike(rig: &mut Rig, kind: FaultKind, host: usize) {
+    let h = &mut rig.hosts[host];
+    match kind {
+        FaultKind::Kill => h.replica.kill().await,
+        FaultKind::Stop => {
+            if h.replica.running() {
+                h.replica.signal("STOP");
+            }
+        }
+        FaultKind::Partition => h.proxy.set(Mode::Blackhole),
+        FaultKind::Terminate => {
+            rig.terminate_backends(host).await;
+        }
+        FaultKind::Restart => {
+            if h.replica.running() {
+                h.replica.signal("TERM");
+            }
+        }
+    }
+}
+
+async fn heal(rig: &mut Rig, kind: FaultKind, host: usize) {
+    let h = &mut rig.hosts[host];
+    match kind {
+        FaultKind::Kill => {
+            if !h.replica.running() {
+                h.replica.restart();
+            }
+        }
+        FaultKind::Stop => {
+            if h.replica.running() {
+                h.replica.signal("CONT");
+            }
+        }
+        FaultKind::Partition => h.proxy.set(Mode::Pass),
+        FaultKind::Terminate => {}
+        FaultKind::Restart => {
+            // An orderly shutdown finishes within its grace period; a host
+            // that did not is killed, as an operator would.
+            if h.replica.exited(Duration::from_secs(10)).await.is_none() {
+                h.replica.kill().await;
+            }
+            h.replica.restart();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_seed_always_makes_the_same_schedule() {
+        let a = Schedule::generate(42, 3, Duration::from_secs(1));
+        let b = Schedule::generate(42, 3, Duration::from_secs(1));
+        assert_eq!(a.to_string(), b.to_string());
+        assert_ne!(
+            a.to_string(),
+            Schedule::generate(43, 3, Duration::from_secs(1)).to_string()
+        );
+    }
+
+    #[test]
+    fn faults_on_one_host_never_overlap() {
+        for seed in 0..200 {
+            let s = Schedule::generate(seed, 3, Duration::from_secs(1));
+            for (i, a) in s.faults.iter().enumerate() {
+                for b in &s.faults[i + 1..] {
+                    let same = match (a.target, b.target) {
+                        (Target::Host(x), Target::Host(y)) => x == y,
+                        _ => true,
+                    };
+                    assert!(
+                        !same || b.at >= a.at + a.lasts,
+                        "seed {seed}: {a:?} overlaps {b:?}"
+                    );
+                }
+            }
+        }
+    }
+}
