@@ -445,3 +445,49 @@ async fn a_failure_during_instantiation_is_a_clear_error_and_the_host_goes_on() 
         .unwrap();
     assert_eq!(fine.reconcile("cmd", "ok").await.unwrap(), Reconciled::Done);
 }
+
+#[tokio::test]
+async fn a_trap_during_instantiation_is_a_clear_error_and_the_host_goes_on() {
+    let backends = MemoryBackends::new();
+    let runtime = runtime();
+    // The component itself is well-formed: it compiles and fits the world.
+    let trapping = runtime
+        .load(
+            "start-trap",
+            &guest("start_trap"),
+            GuestLimits::default(),
+            Vec::new(),
+        )
+        .expect("a component that traps only when started still loads");
+    let grant = backends.grant(CLUSTER, "start-trap", "host-a").await;
+    let result = trapping
+        .instantiate(
+            grant.fence,
+            backends.store.clone(),
+            Default::default(),
+            trapping.revocation(),
+        )
+        .await;
+    match result {
+        Err(GuestError::Trap {
+            controller,
+            fence,
+            message,
+        }) => {
+            assert_eq!(controller, "start-trap");
+            assert!(fence.contains("epoch"), "{fence}");
+            assert!(message.contains("unreachable"), "{message}");
+        }
+        Err(other) => panic!("unexpected error: {other}"),
+        Ok(_) => panic!("a guest whose start traps was instantiated"),
+    }
+    // Other controllers on the same engine are unaffected.
+    let other = backends.grant(CLUSTER, "misbehaving", "host-a").await;
+    let mut fine = start(
+        &misbehaving(&runtime, GuestLimits::default()),
+        other.fence,
+        backends.store.clone(),
+    )
+    .await;
+    assert_eq!(fine.reconcile("cmd", "ok").await.unwrap(), Reconciled::Done);
+}

@@ -14,7 +14,13 @@ use std::process::{Command, ExitCode};
 use std::time::Duration;
 
 /// Crates built as guest components.
-const GUESTS: &[&str] = &["scheduler", "rollout", "misbehaving", "admission"];
+const GUESTS: &[&str] = &[
+    "scheduler",
+    "rollout",
+    "misbehaving",
+    "admission",
+    "start-trap",
+];
 /// The target guests are built for.
 const TARGET: &str = "wasm32-wasip2";
 /// The cargo profile guests are built with (see the workspace Cargo.toml).
@@ -142,7 +148,8 @@ fn build_guests() -> Result<Vec<PathBuf>, String> {
     })?;
     let mut built = Vec::new();
     for guest in GUESTS {
-        let path = guest_dir().join(format!("{guest}.wasm"));
+        // Cargo names the artifact after the library: dashes become underscores.
+        let path = guest_dir().join(format!("{}.wasm", guest.replace('-', "_")));
         let bytes = std::fs::read(&path)
             .map_err(|e| format!("expected component {} was not built: {e}", path.display()))?;
         // A component's header: \0asm, version 0x0d, layer 1.
