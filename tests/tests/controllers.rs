@@ -390,7 +390,14 @@ mod scheduler {
         assert!(placed > 0 && placed < total, "{placed} placed");
         assert_eq!(pending_names(&h).await.len() as u64, total - placed);
 
-        while h.reconcile(NODES, "n1").await != Reconciled::Done {}
+        // Each requeued reconcile makes progress, so this ends; bounded in
+        // case it does not.
+        for reconciles in 2.. {
+            if h.reconcile(NODES, "n1").await == Reconciled::Done {
+                break;
+            }
+            assert!(reconciles < total, "not done after {reconciles} reconciles");
+        }
         assert!(pending_names(&h).await.is_empty());
         assert_eq!(h.value(NODES, "n1").await["assigned"], total);
         assert_within_capacity(&h).await;
