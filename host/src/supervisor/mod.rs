@@ -399,6 +399,13 @@ impl Supervisor {
         let reason = match end {
             TenureEnd::Lost(why) => {
                 self.status.metrics.lost(why);
+                // Say so now, not after the release attempt below: that
+                // may wait out TENURE_END_RECORD (a partition), and
+                // meanwhile a successor may lead while this replica still
+                // reported leading.
+                self.status.set(ControllerState::Failing {
+                    reason: format!("lease lost at epoch {epoch}: {why}"),
+                });
                 EndReason::Lost
             }
             TenureEnd::Released => EndReason::Released,
@@ -429,12 +436,9 @@ impl Supervisor {
                 "recording the end of the tenure timed out; it will expire"
             ),
         }
-        self.status.set(match end {
-            TenureEnd::Released => ControllerState::Stopped,
-            TenureEnd::Lost(why) => ControllerState::Failing {
-                reason: format!("lease lost at epoch {epoch}: {why}"),
-            },
-        });
+        if end == TenureEnd::Released {
+            self.status.set(ControllerState::Stopped);
+        }
         end
     }
 }
