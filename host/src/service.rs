@@ -87,9 +87,14 @@ pub async fn open_backends(config: &Config) -> Result<Backends, ServiceError> {
             }
             let authority =
                 PostgresAuthority::connect(db.clone(), config.database.expected_identity()).await?;
+            // Writes land only in the database just verified (no round
+            // trip: `connect` remembered the identity).
+            let identity = authority.verify().await?;
+            let store = PostgresStore::new(db);
+            store.pin_database(identity.database_id);
             Ok(Backends {
                 authority: Arc::new(authority),
-                store: Arc::new(PostgresStore::new(db)),
+                store: Arc::new(store),
                 embedded: false,
             })
         }

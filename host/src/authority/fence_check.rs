@@ -1,9 +1,31 @@
 //! The fence check that every fenced write runs inside its own transaction
 //! (L4). The store calls these; the authority owns what they mean.
 
+use std::sync::LazyLock;
+
 use crate::fence::Fence;
+use crate::timeouts::DATABASE_STATEMENT;
 
 use super::AuthorityError;
+
+/// Sent first in every transaction that may lock the lease row (a fenced
+/// write, whose check holds it `FOR SHARE`; a grant, which holds it `FOR
+/// UPDATE`): the server ends the transaction, freeing the row, once it has
+/// waited this long for the host's next statement.
+///
+/// Without it, a host paused or partitioned mid-transaction (or one that
+/// died behind a partition) keeps the row locked until the server notices
+/// that the connection is gone — hours, with default TCP keepalives — and
+/// no successor can be granted the lease meanwhile, even long after it
+/// expired. The bound is the host's own bound on a whole transaction
+/// ([`DATABASE_STATEMENT`]): past it the host has given up on the
+/// transaction anyway. Below the default ttl, it delays no takeover there.
+pub(crate) static BOUND_IDLE_TRANSACTION: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "SET LOCAL idle_in_transaction_session_timeout = {}",
+        DATABASE_STATEMENT.as_millis()
+    )
+});
 
 /// Why a fence was refused, as seen inside the write's transaction.
 fn fenced(fence: &Fence, reason: impl Into<String>) -> AuthorityError {

@@ -7,6 +7,11 @@
 //! transaction of the same shape; the server runs its statements in this
 //! order:
 //!
+//! 0. bound the transaction's idle time
+//!    ([`BOUND_IDLE_TRANSACTION`]): a host that stalls before `COMMIT`
+//!    (paused, partitioned) loses the transaction and its locks — the lease
+//!    row above all — after that long, instead of holding them until the
+//!    server notices the connection is gone;
 //! 1. lock the rows of every object the commit names (`FOR UPDATE`, in key
 //!    order so concurrent commits cannot deadlock); the store then checks
 //!    each precondition against them ([`super::plan`]);
@@ -53,7 +58,7 @@ use tokio::sync::watch;
 use tokio_postgres::Row;
 
 use crate::authority::AuthorityError;
-use crate::authority::fence_check::{check_fence, record_write};
+use crate::authority::fence_check::{BOUND_IDLE_TRANSACTION, check_fence, record_write};
 use crate::db::{Database, bounded};
 use crate::fence::{Epoch, Fence};
 
@@ -130,6 +135,10 @@ SELECT feed.revision, feed.last_seq,
        (SELECT count(*) FROM notified) AS notified
   FROM feed";
 
+/// The id of the database a write reaches (see
+/// [`PostgresStore::pin_database`]).
+const DATABASE_ID_SQL: &str = "SELECT id FROM leasehold_database";
+
 const GET_SQL: &str = "
 SELECT version, value FROM leasehold_objects
  WHERE cluster = $1::text AND kind = $2::text AND name = $3::text";
@@ -157,6 +166,9 @@ SELECT lease, epoch, holder FROM leasehold_objects
 pub struct PostgresStore {
     db: Database,
     feed: std::sync::Arc<Feed>,
+    /// The database every write must find itself in (see
+    /// [`PostgresStore::pin_database`]).
+    pinned: std::sync::OnceLock<uuid::Uuid>,
     #[cfg(test)]
     pub(super) before_commit: Option<tests_hook::BeforeCommit>,
 }
@@ -211,9 +223,22 @@ impl PostgresStore {
         Self {
             feed: Feed::new(db.clone(), feed_poll),
             db,
+            pinned: std::sync::OnceLock::new(),
             #[cfg(test)]
             before_commit: None,
         }
+    }
+
+    /// Refuse every later write unless the database it reaches has this
+    /// id (`leasehold_database.id`): the one whose identity the host
+    /// verified. A pool reconnects on its own, and a connection string
+    /// that now reaches another Leasehold database (a DNS change, a
+    /// restore into the wrong place) would otherwise have API writes
+    /// acknowledged into it until the next identity re-check. The check is
+    /// one more statement in each write's first flight, not a round trip.
+    /// Pinning twice keeps the first id.
+    pub fn pin_database(&self, id: uuid::Uuid) {
+        let _ = self.pinned.set(id);
     }
 
     /// The database this store writes to.
@@ -332,11 +357,43 @@ impl PostgresStore {
         let authority_error = |e: AuthorityError| Failed::Error(self.authority_error(e));
         let lock = client.prepare_cached(LOCK_SQL).await.map_err(db_error)?;
         let write = client.prepare_cached(WRITE_SQL).await.map_err(db_error)?;
+        let database_id = match self.pinned.get() {
+            Some(pinned) => Some((
+                *pinned,
+                client
+                    .prepare_cached(DATABASE_ID_SQL)
+                    .await
+                    .map_err(db_error)?,
+            )),
+            None => None,
+        };
         let tx = client.transaction().await.map_err(db_error)?;
         let keys = batch.keys();
         let kinds: Vec<&str> = keys.iter().map(|k| k.kind.as_str()).collect();
         let names: Vec<&str> = keys.iter().map(|k| k.name.as_str()).collect();
 
+        // A host that stalls before COMMIT must not hold the lease row (and
+        // the objects and counter row) for longer than this.
+        let bounded = async {
+            tx.batch_execute(&BOUND_IDLE_TRANSACTION)
+                .await
+                .map_err(db_error)
+        };
+        let database_checked = async {
+            let Some((pinned, statement)) = &database_id else {
+                return Ok(());
+            };
+            let found: uuid::Uuid = tx.query_one(statement, &[]).await.map_err(db_error)?.get(0);
+            if found == *pinned {
+                Ok(())
+            } else {
+                Err(Failed::Error(StoreError::Unavailable(format!(
+                    "database {} has id {found}, not {pinned}, the one this host verified: \
+                     its connection string now reaches another database; refusing to write",
+                    self.db.endpoint()
+                ))))
+            }
+        };
         let fence_checked = async {
             match fence {
                 Some(fence) => check_fence(&tx, fence).await.map_err(authority_error),
@@ -369,12 +426,21 @@ impl PostgresStore {
             Ok((plan, row))
         };
         // `biased`: poll in this order, so each flight's requests reach the
-        // server in this order — fence check, then the tenure's write
-        // count, then the store's statement (see the module comment). Each
-        // future sends its next request as soon as its previous answer is
-        // in, so the three share network round trips.
-        let (fence_checked, write_recorded, written) =
-            tokio::join!(biased; fence_checked, write_recorded, written);
+        // server in this order — the idle bound, the database id (when
+        // pinned), the fence check, then the tenure's write count, then the
+        // store's statement (see the module comment). Each future sends its next request as soon as its
+        // previous answer is in, so they share network round trips.
+        let (bounded, database_checked, fence_checked, write_recorded, written) = tokio::join!(
+            biased;
+            bounded,
+            database_checked,
+            fence_checked,
+            write_recorded,
+            written
+        );
+        // The wrong database explains every other failure.
+        bounded?;
+        database_checked?;
         // Report the cause, not a consequence: once a statement fails,
         // every later one in the transaction fails with "transaction is
         // aborted". The server ran them in this order: lock, fence check,

@@ -655,3 +655,42 @@ async fn a_commit_stuck_on_a_lock_is_unavailable_and_leaves_nothing() {
     assert_eq!(events[1].revision, again.revision);
     assert_eq!(Leases::writes(&f.leases, &fence).await, 2);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pinned_store_writes_only_to_the_database_it_was_pinned_to() {
+    let f = fixture().await;
+    let t = key("tasks", "t");
+    let actual: uuid::Uuid =
+        f.db.client()
+            .await
+            .unwrap()
+            .query_one("SELECT id FROM leasehold_database", &[])
+            .await
+            .unwrap()
+            .get(0);
+    // As if the connection string now reached another database.
+    let elsewhere = PostgresStore::new(f.db.clone());
+    elsewhere.pin_database(uuid::Uuid::new_v4());
+    match elsewhere.put(CLUSTER, &t, "1", None).await {
+        Err(StoreError::Unavailable(reason)) => {
+            assert!(reason.contains(&actual.to_string()), "{reason}");
+            assert!(reason.contains("refusing to write"), "{reason}");
+        }
+        other => panic!("a write reached a database other than the pinned one: {other:?}"),
+    }
+    assert_eq!(f.store.get(CLUSTER, &t).await.unwrap(), None);
+    let fence = Leases::grant(&f.leases, CLUSTER, LEASE, "holder-1").await;
+    assert!(matches!(
+        elsewhere
+            .commit_fenced(&fence, &[create(&t, "1")], &[])
+            .await,
+        Err(StoreError::Unavailable(_))
+    ));
+    // Pinned to the database it reaches, it writes.
+    let here = PostgresStore::new(f.db.clone());
+    here.pin_database(actual);
+    here.put(CLUSTER, &t, "1", None).await.unwrap();
+    here.commit_fenced(&fence, &[update(&t, 1, "2")], &[])
+        .await
+        .unwrap();
+}

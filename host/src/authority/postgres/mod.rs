@@ -12,7 +12,8 @@
 //! Identity (point 4): before its first grant, and again after any
 //! connection failure, the authority reads the `leasehold_database` row,
 //! `pg_is_in_recovery()` and the server's system identifier, and refuses to
-//! acquire if they differ from the pinned [`ExpectedIdentity`].
+//! acquire if they differ from the pinned [`ExpectedIdentity`] or from the
+//! identity it verified first.
 //!
 //! Must never: take a session-level lock on a pooled connection; print a
 //! URL with its password; compare host clocks.
@@ -35,6 +36,7 @@ pub(crate) use errors::classify;
 pub use listener::LISTENER_APPLICATION;
 use listener::{Listener, RELEASE_CHANNEL};
 
+use super::fence_check::BOUND_IDLE_TRANSACTION;
 use super::wakes::ReleaseWakes;
 use super::{
     AcquireRequest, Acquired, Authority, AuthorityError, DatabaseIdentity, EndReason,
@@ -184,6 +186,12 @@ struct Shared {
     /// The identity verified against `expected`; cleared whenever the
     /// database was unreachable, so it is checked again on reconnect.
     verified: Mutex<Option<DatabaseIdentity>>,
+    /// The first identity verified, kept for the life of the authority:
+    /// after a reconnect, the database must be that one again, pinned or
+    /// not. (Without it, an unpinned host whose connection string now
+    /// reaches another Leasehold database would acquire there until the
+    /// supervisors' periodic identity re-check caught up.)
+    first: Mutex<Option<DatabaseIdentity>>,
     wakes: Arc<ReleaseWakes>,
     /// Started on the first `released` call; stopped when the last clone
     /// of the authority is dropped.
@@ -200,6 +208,7 @@ impl PostgresAuthority {
                 db,
                 expected,
                 verified: Mutex::new(None),
+                first: Mutex::new(None),
                 wakes: Arc::new(ReleaseWakes::new()),
                 listener: Mutex::new(None),
             }),
@@ -214,9 +223,10 @@ impl PostgresAuthority {
         Ok(authority)
     }
 
-    /// Read the identity and check it against the expectation; remember it
-    /// until the database is next found unreachable. Acquire calls this
-    /// first; readiness checks may call it too.
+    /// Read the identity and check it against the expectation and against
+    /// the first identity this authority verified; remember it until the
+    /// database is next found unreachable. Acquire calls this first;
+    /// readiness checks may call it too.
     pub async fn verify(&self) -> Result<DatabaseIdentity, AuthorityError> {
         let remembered = self
             .shared
@@ -228,13 +238,47 @@ impl PostgresAuthority {
             return Ok(identity);
         }
         let identity = self.identity().await?;
-        self.shared.expected.verify(&identity)?;
+        self.admit(&identity)?;
         *self
             .shared
             .verified
             .lock()
             .unwrap_or_else(PoisonError::into_inner) = Some(identity.clone());
         Ok(identity)
+    }
+
+    /// Check `identity` against the expectation and against the first
+    /// identity this authority admitted (which the first call records).
+    fn admit(&self, identity: &DatabaseIdentity) -> Result<(), AuthorityError> {
+        self.shared.expected.verify(identity)?;
+        let mut first = self
+            .shared
+            .first
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        match first.as_ref() {
+            Some(was)
+                if was.database_id != identity.database_id
+                    || was.system_identifier != identity.system_identifier =>
+            {
+                Err(AuthorityError::WrongDatabase {
+                    endpoint: identity.endpoint.clone(),
+                    problems: format!(
+                        "database identity changed since this host first verified it: \
+                         was {} / {}, now {} / {}",
+                        was.database_id,
+                        was.system_identifier,
+                        identity.database_id,
+                        identity.system_identifier
+                    ),
+                })
+            }
+            Some(_) => Ok(()),
+            None => {
+                *first = Some(identity.clone());
+                Ok(())
+            }
+        }
     }
 
     /// The database and pool this authority uses.
@@ -311,6 +355,39 @@ impl PostgresAuthority {
     }
 }
 
+/// The identity shown by a row of [`IDENTITY`], or why the schema cannot
+/// serve.
+fn identity_of(
+    row: Option<&tokio_postgres::Row>,
+    endpoint: &str,
+) -> Result<DatabaseIdentity, AuthorityError> {
+    let Some(row) = row else {
+        return Err(AuthorityError::Schema {
+            endpoint: endpoint.to_string(),
+            reason: "the leasehold_database row is missing".into(),
+        });
+    };
+    let version: Option<i32> = row.get(3);
+    let required = required_schema_version();
+    if version.unwrap_or(0) < required {
+        return Err(AuthorityError::Schema {
+            endpoint: endpoint.to_string(),
+            reason: format!(
+                "schema version {} is older than the {required} this host needs",
+                version.unwrap_or(0)
+            ),
+        });
+    }
+    Ok(DatabaseIdentity {
+        database_id: row.get(0),
+        in_recovery: row.get(1),
+        // The server's identifier is an unsigned 64-bit number shown
+        // through a signed bigint; keep its bits.
+        system_identifier: row.get::<_, i64>(2) as u64,
+        endpoint: endpoint.to_string(),
+    })
+}
+
 /// A ttl as whole microseconds for `interval` arithmetic, rounded up so a
 /// sub-microsecond ttl is not silently zero.
 fn ttl_micros(key: &LeaseKey, ttl: Duration) -> Result<i64, AuthorityError> {
@@ -352,33 +429,8 @@ impl Authority for PostgresAuthority {
         self.run("reading the database identity", async {
             let client = self.shared.db.pool().get().await?;
             let statement = client.prepare_cached(IDENTITY).await?;
-            let Some(row) = client.query_opt(&statement, &[]).await? else {
-                return Err(AuthorityError::Schema {
-                    endpoint: endpoint.clone(),
-                    reason: "the leasehold_database row is missing".into(),
-                }
-                .into());
-            };
-            let version: Option<i32> = row.get(3);
-            let required = required_schema_version();
-            if version.unwrap_or(0) < required {
-                return Err(AuthorityError::Schema {
-                    endpoint: endpoint.clone(),
-                    reason: format!(
-                        "schema version {} is older than the {required} this host needs",
-                        version.unwrap_or(0)
-                    ),
-                }
-                .into());
-            }
-            Ok(DatabaseIdentity {
-                database_id: row.get(0),
-                in_recovery: row.get(1),
-                // The server's identifier is an unsigned 64-bit number
-                // shown through a signed bigint; keep its bits.
-                system_identifier: row.get::<_, i64>(2) as u64,
-                endpoint: endpoint.clone(),
-            })
+            let row = client.query_opt(&statement, &[]).await?;
+            Ok(identity_of(row.as_ref(), &endpoint)?)
         })
         .await
     }
@@ -394,7 +446,31 @@ impl Authority for PostgresAuthority {
             let mut client = self.shared.db.pool().get().await?;
             let tx = client.transaction().await?;
             let lock = tx.prepare_cached(LOCK_LEASE).await?;
-            let current = tx.query_opt(&lock, &[&key.cluster, &key.name]).await?;
+            let read_identity = tx.prepare_cached(IDENTITY).await?;
+            // One flight: bound the transaction's idle time, read the
+            // identity of the database this very session reaches (a
+            // reconnect since `verify` may have reached another one), lock.
+            let params: [&(dyn tokio_postgres::types::ToSql + Sync); 2] = [&key.cluster, &key.name];
+            let (bounded, identity, current) = tokio::join!(
+                biased;
+                tx.batch_execute(&BOUND_IDLE_TRANSACTION),
+                tx.query_opt(&read_identity, &[]),
+                tx.query_opt(&lock, &params)
+            );
+            bounded?;
+            if let Err(refused) =
+                identity_of(identity?.as_ref(), endpoint).and_then(|identity| self.admit(&identity))
+            {
+                // Whatever was verified before is not what answers now.
+                *self
+                    .shared
+                    .verified
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner) = None;
+                tx.rollback().await?;
+                return Err(refused.into());
+            }
+            let current = current?;
             let granted = match current {
                 Some(row) => {
                     let released: bool = row.get(2);
