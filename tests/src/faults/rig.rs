@@ -532,7 +532,16 @@ backoff_max = "1s"
     /// `every` through the hosts in turn, recording acknowledgements, until
     /// stopped.
     pub fn workload(&self, prefix: &str, every: Duration) -> Workload {
-        let addrs: Vec<String> = self.hosts.iter().map(|h| h.replica.addr.clone()).collect();
+        let all: Vec<usize> = (0..self.hosts.len()).collect();
+        self.workload_via(&all, prefix, every)
+    }
+
+    /// [`Rig::workload`] through `hosts` only.
+    pub fn workload_via(&self, hosts: &[usize], prefix: &str, every: Duration) -> Workload {
+        let addrs: Vec<String> = hosts
+            .iter()
+            .map(|&i| self.hosts[i].replica.addr.clone())
+            .collect();
         Workload::start(addrs, self.acks.clone(), prefix.to_string(), every)
     }
 }

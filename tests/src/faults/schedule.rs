@@ -118,8 +118,10 @@ impl Schedule {
     pub fn generate(seed: u64, hosts: usize, ttl: Duration) -> Self {
         let mut rng = SplitMix::new(seed);
         let ttl_ms = ttl.as_millis() as u64;
-        let nodes = (0..3).map(|_| 6 + rng.below(7)).collect();
-        let count = 3 + rng.below(3) as usize;
+        // 30 to 75 slots: some schedules fill every node (capacity is then
+        // what the scheduler must respect), most keep assigning throughout.
+        let nodes = (0..3).map(|_| 10 + rng.below(16)).collect();
+        let count = 4 + rng.below(4) as usize;
         // Each host is free again once its current fault is healed; faults
         // on different hosts may overlap.
         let mut free_at = vec![Duration::ZERO; hosts];

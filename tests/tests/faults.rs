@@ -1,0 +1,775 @@
+//! Handover rehearsal: real `leasehold` processes against real PostgreSQL,
+//! each behind its own fault proxy, broken in the ways a deployment
+//! breaks. Every scenario asserts an observable owner transition *and*
+//! runs the invariant checker over the database's own record (see
+//! `leasehold_tests::faults::checker`).
+//!
+//! - the eight scenarios of the fault suite, one test each;
+//! - a database clock step, on the real build (the fence refuses the old
+//!   leader's writes) and on the deliberately broken `leasehold-unfenced`
+//!   build (the checker must report the stale writes: proof it can fail);
+//! - seeded random fault schedules over three hosts
+//!   (`LEASEHOLD_FAULT_SCHEDULES`, default 20; `LEASEHOLD_FAULT_SEED`
+//!   replays one schedule).
+//!
+//! Ordering comes from observable state (lease rows, a host's own
+//! `/metrics` and `/readyz`) and from the proxy's strike channel; the only
+//! sleeps are the ones a fault is made of (a pause or partition that must
+//! outlast a ttl) and the random schedule's own clock.
+
+use std::time::{Duration, Instant};
+
+use leasehold_host::testing::TestDatabase;
+use leasehold_tests::faults::checker::{self, Rule};
+use leasehold_tests::faults::rig::{Build, Rig, RigSpec, Timing};
+use leasehold_tests::faults::schedule::{self, FaultKind, Schedule, SplitMix};
+use leasehold_tests::http;
+use leasehold_tests::process::eventually;
+use leasehold_tests::proxy::{AtCommit, Mode};
+
+const SCHEDULER: &str = "scheduler";
+
+fn secs(n: u64) -> Duration {
+    Duration::from_secs(n)
+}
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+/// Longest a fenced transaction stalled by its host (paused, partitioned,
+/// or dead behind a partition) keeps the lease row locked: the server
+/// ends an idle transaction after the host's statement bound
+/// (`DATABASE_STATEMENT`, 5 s), which is what lets a successor in.
+const STALLED_TRANSACTION: Duration = Duration::from_secs(5);
+
+/// Slack for a debug build on a busy two-core machine.
+const SLACK: Duration = Duration::from_millis(1500);
+
+/// The tests of this file run one at a time: each starts several debug
+/// builds of the host on a small machine, and their timing assertions
+/// (a handover within the ttl, an abort by the renew deadline) must not
+/// measure another test's load.
+static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// The `Assigned` events of `task`: (epoch, holder).
+async fn assignments(rig: &Rig, task: &str) -> Vec<(i64, String)> {
+    rig.sql()
+        .await
+        .query(
+            "SELECT epoch, holder FROM leasehold_events
+              WHERE cluster = $1 AND kind = 'tasks' AND name = $2 AND reason = 'Assigned'
+              ORDER BY seq",
+            &[&rig.cluster, &task],
+        )
+        .await
+        .expect("read events")
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect()
+}
+
+/// Wait until `task` is assigned; returns its node.
+async fn wait_assigned(rig: &Rig, task: &str, limit: Duration) -> String {
+    eventually(&format!("task {task} is assigned"), limit, || async {
+        let value = rig.task_value(task).await?;
+        (value["status"] == "assigned").then(|| value["node"].as_str().unwrap_or("").to_string())
+    })
+    .await
+}
+
+/// Wait until host `i` reports it does not lead `lease` (by its own
+/// metrics, no database needed); returns how long that took.
+async fn wait_not_leading(rig: &Rig, i: usize, limit: Duration) -> Duration {
+    let started = Instant::now();
+    eventually(
+        &format!("{} stops leading", rig.hosts[i].holder),
+        limit,
+        || async { (!rig.hosts[i].replica.leads(SCHEDULER).await?).then_some(()) },
+    )
+    .await;
+    started.elapsed()
+}
+
+/// Wait until host `i` says, in `/readyz`, that it stands by for the
+/// scheduler behind `holder`.
+async fn wait_standby_behind(rig: &Rig, i: usize, holder: &str, limit: Duration) {
+    eventually(
+        &format!("{} stands by behind {holder}", rig.hosts[i].holder),
+        limit,
+        || async {
+            let (_, body) = rig.hosts[i].replica.readyz().await?;
+            let state = &body["controllers"][SCHEDULER];
+            (state["state"] == "standby" && state["holder"] == holder).then_some(())
+        },
+    )
+    .await;
+}
+
+/// Stop the workload, wait for the scheduler to catch up, and run the
+/// checker; panics on any violation.
+async fn finish(rig: &Rig, context: &str) -> checker::Report {
+    rig.settled(secs(30)).await;
+    let report = rig.check().await;
+    eprintln!("{context}: {report}");
+    report.assert_clean(context);
+    report
+}
+
+// 1. Orderly release.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn orderly_release_hands_over_at_once_and_records_released() {
+    let _serial = ONE_AT_A_TIME.lock().await;
+    let mut rig = Rig::start(RigSpec::scheduler(2)).await;
+    rig.nodes(&[("n1", 20), ("n2", 20)]).await;
+    let (leader, epoch) = rig.leader(SCHEDULER, secs(30)).await;
+    let standby = 1 - leader;
+    let load = rig.workload("t", ms(40));
+    load.wait_acknowledged(5, secs(20)).await;
+
+    let signalled = Instant::now();
+    rig.hosts[leader].replica.signal("TERM");
+    let (next, next_epoch) = rig.leader_after(SCHEDULER, epoch, secs(10)).await;
+    let handover = signalled.elapsed();
+    let code = rig.hosts[leader].replica.exited(secs(15)).await;
+    assert_eq!(code, Some(0), "SIGTERM is an orderly exit");
+    assert_eq!((next, next_epoch), (standby, epoch + 1));
+    eprintln!("orderly release: handover took {handover:?}");
+    // A release, not an expiry: the standby did not wait for the ttl.
+    assert!(
+        handover < rig.timing().ttl,
+        "handover after SIGTERM took {handover:?}, not less than the ttl"
+    );
+    let history = rig.history(SCHEDULER).await;
+    let old = &history[epoch as usize - 1];
+    assert_eq!(old.holder, rig.hosts[leader].holder);
+    assert_eq!(old.end_reason.as_deref(), Some("released"), "{history:?}");
+
+    load.wait_acknowledged(load.acknowledged() + 5, secs(20))
+        .await;
+    load.stop().await;
+    finish(&rig, "orderly release").await;
+}
+
+// 2. Cancelled controller.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn removed_controller_releases_its_lease_and_keeps_nothing() {
+    let _serial = ONE_AT_A_TIME.lock().await;
+    let mut spec = RigSpec::scheduler(1);
+    spec.controllers = vec![SCHEDULER, "rollout"];
+    let mut rig = Rig::start(spec).await;
+    rig.nodes(&[("n1", 10)]).await;
+    let (host, epoch) = rig.leader(SCHEDULER, secs(30)).await;
+    rig.task(host, "before").await;
+    wait_assigned(&rig, "before", secs(15)).await;
+    let rollout = eventually("host-0 leads rollout", secs(15), || async {
+        let row = rig.lease("rollout").await?;
+        (row.active && row.holder == "host-0").then_some(row.epoch)
+    })
+    .await;
+
+    // The host cannot drop a controller while it runs (there is no config
+    // reload): it is restarted with a config that no longer lists the
+    // scheduler, and keeps running the rollout controller.
+    rig.set_controllers(host, &["rollout"]);
+    rig.hosts[host].replica.signal("TERM");
+    assert_eq!(rig.hosts[host].replica.exited(secs(15)).await, Some(0));
+    rig.hosts[host].replica.restart();
+    rig.hosts[host]
+        .replica
+        .wait_healthy(Duration::from_secs(60))
+        .await;
+    eventually("host-0 leads rollout again", secs(15), || async {
+        let row = rig.lease("rollout").await?;
+        (row.active && row.holder == "host-0" && row.epoch > rollout).then_some(())
+    })
+    .await;
+
+    // The scheduler's lease is released, its tenure ended as such, and the
+    // host no longer runs or reports it.
+    let lease = rig.lease(SCHEDULER).await.expect("lease row");
+    assert!(lease.released && !lease.active, "{lease:?}");
+    assert_eq!(lease.epoch, epoch);
+    let history = rig.history(SCHEDULER).await;
+    assert_eq!(
+        history.last().and_then(|t| t.end_reason.as_deref()),
+        Some("released"),
+        "{history:?}"
+    );
+    let (_, ready) = rig.hosts[host].replica.readyz().await.expect("readyz");
+    assert!(
+        ready["controllers"].get(SCHEDULER).is_none(),
+        "a removed controller is still reported: {ready}"
+    );
+    assert_eq!(rig.hosts[host].replica.leads(SCHEDULER).await, None);
+
+    // Nothing is retained: no session holds a lock on the lease row (a
+    // NOWAIT lock succeeds), no advisory lock exists, no session idles in
+    // a transaction.
+    let sql = rig.sql().await;
+    let tx = sql.simple_query("BEGIN").await.map(|_| ());
+    tx.expect("begin");
+    sql.query(
+        "SELECT 1 FROM leasehold_leases WHERE cluster = $1 AND name = $2 FOR UPDATE NOWAIT",
+        &[&rig.cluster, &SCHEDULER],
+    )
+    .await
+    .expect("nobody holds a lock on the released lease row");
+    sql.simple_query("ROLLBACK").await.expect("rollback");
+    let retained: i64 = sql
+        .query_one(
+            "SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a USING (pid)
+              WHERE a.datname = $1 AND a.pid <> pg_backend_pid()
+                AND (l.locktype = 'advisory' OR a.state LIKE 'idle in transaction%')",
+            &[&rig.database_name()],
+        )
+        .await
+        .expect("pg_locks")
+        .get(0);
+    assert_eq!(retained, 0, "sessions retain locks");
+
+    // A host that runs the scheduler takes the released lease without
+    // waiting for any expiry, at the next epoch.
+    let newcomer = rig.add_host(&[SCHEDULER]).await;
+    let (next, next_epoch) = rig.leader_after(SCHEDULER, epoch, secs(10)).await;
+    assert_eq!((next, next_epoch), (newcomer, epoch + 1));
+    rig.task(newcomer, "after").await;
+    wait_assigned(&rig, "after", secs(15)).await;
+    finish(&rig, "removed controller").await;
+}
+
+// 3. Abrupt kill.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigkill_of_the_leader_hands_over_within_the_ttl() {
+    let _serial = ONE_AT_A_TIME.lock().await;
+    let mut rig = Rig::start(RigSpec::scheduler(2)).await;
+    rig.nodes(&[("n1", 20), ("n2", 20)]).await;
+    let (leader, epoch) = rig.leader(SCHEDULER, secs(30)).await;
+    let load = rig.workload("t", ms(40));
+    load.wait_acknowledged(5, secs(20)).await;
+
+    let killed = Instant::now();
+    rig.hosts[leader].replica.kill().await;
+    let (next, next_epoch) = rig.leader_after(SCHEDULER, epoch, secs(15)).await;
+    let handover = killed.elapsed();
+    let timing = rig.timing();
+    eprintln!("SIGKILL: handover took {handover:?} (ttl {:?})", timing.ttl);
+    assert_eq!((next, next_epoch), (1 - leader, epoch + 1));
+    // The row expires a ttl after the last renewal; the standby polls at
+    // the renew interval.
+    assert!(
+        handover <= timing.ttl + timing.renew_interval + SLACK,
+        "handover after SIGKILL took {handover:?}"
+    );
+    let history = rig.history(SCHEDULER).await;
+    assert!(
+        matches!(
+            history[epoch as usize - 1].end_reason.as_deref(),
+            Some("expired" | "superseded")
+        ),
+        "{history:?}"
+    );
+
+    // The killed host comes back as a standby.
+    rig.hosts[leader].replica.restart();
+    rig.hosts[leader].replica.wait_healthy(secs(60)).await;
+    wait_standby_behind(&rig, leader, &rig.hosts[next].holder, secs(15)).await;
+    load.wait_acknowledged(load.acknowledged() + 5, secs(20))
+        .await;
+    load.stop().await;
+    finish(&rig, "abrupt kill").await;
+}
+
+// 4. Dropped database connection.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn terminated_sessions_never_let_two_hosts_write() {
+    let _serial = ONE_AT_A_TIME.lock().await;
+    let rig = Rig::start(RigSpec::scheduler(2)).await;
+    rig.nodes(&[("n1", 40), ("n2", 40)]).await;
+    let (_, mut epoch) = rig.leader(SCHEDULER, secs(30)).await;
+    let load = rig.workload("t", ms(30));
+    load.wait_acknowledged(5, secs(20)).await;
+    let (mut recovered, mut moved) = (0, 0);
+    for round in 0..4 {
+        let (leader, _) = rig.leader(SCHEDULER, secs(15)).await;
+        let terminated = rig.terminate_backends(leader).await;
+        assert!(terminated > 0, "no session of the leader was found");
+        // Either the leader recovers its lease (new sessions, same epoch)
+        // or it detects the loss and a new epoch is granted; both are
+        // followed by progress.
+        let before = load.acknowledged();
+        load.wait_acknowledged(before + 5, secs(20)).await;
+        rig.settled(secs(20)).await;
+        let (now, now_epoch) = rig.leader(SCHEDULER, secs(15)).await;
+        if now_epoch == epoch {
+            assert_eq!(now, leader);
+            recovered += 1;
+        } else {
+            moved += 1;
+        }
+        eprintln!(
+            "round {round}: terminated {terminated} session(s) of host-{leader}; host-{now} leads at epoch {now_epoch}"
+        );
+        epoch = now_epoch;
+    }
+    eprintln!("terminated sessions: recovered {recovered}, moved {moved}");
+    load.stop().await;
+    finish(&rig, "terminated sessions").await;
+}
+
+// 5. Network partition.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_partitioned_leader_aborts_and_its_in_flight_commit_is_refused() {
+    let _serial = ONE_AT_A_TIME.lock().await;
+    let rig = Rig::start(RigSpec::scheduler(2)).await;
+    rig.nodes(&[("n1", 20), ("n2", 20)]).await;
+    let (leader, epoch) = rig.leader(SCHEDULER, secs(30)).await;
+    let standby = 1 - leader;
+    rig.task(standby, "warm-up").await;
+    rig.settled(secs(15)).await;
+
+    // The partition strikes while the leader's COMMIT is in flight: the
+    // server has run the fence check and the writes, and waits for it.
+    let struck = rig.hosts[leader].proxy.arm(AtCommit::Partition);
+    rig.task(standby, "in-flight").await;
+    tokio::time::timeout(secs(15), struck)
+        .await
+        .expect("the leader commits the assignment")
+        .expect("strike reported");
+    let partitioned = Instant::now();
+    let load = rig.workload("t", ms(50));
+
+    // The leader aborts its guest by its own renew deadline.
+    let timing = rig.timing();
+    let aborted = wait_not_leading(&rig, leader, timing.renew_deadline + SLACK * 2).await;
+    eprintln!(
+        "partition: the leader stopped leading after {aborted:?} (renew deadline {:?})",
+        timing.renew_deadline
+    );
+    // The standby leads once the lease expired and the stalled commit no
+    // longer holds the lease row.
+    let (next, next_epoch) = rig
+        .leader_after(
+            SCHEDULER,
+            epoch,
+            timing.ttl + STALLED_TRANSACTION + SLACK * 2,
+        )
+        .await;
+    eprintln!(
+        "partition: the standby leads after {:?}",
+        partitioned.elapsed()
+    );
+    assert_eq!((next, next_epoch), (standby, epoch + 1));
+
+    // The in-flight assignment never landed under the old epoch: the task
+    // is assigned once, by the successor.
+    wait_assigned(&rig, "in-flight", secs(15)).await;
+    let assigned = assignments(&rig, "in-flight").await;
+    assert_eq!(
+        assigned,
+        vec![(epoch + 1, rig.hosts[standby].holder.clone())],
+        "the in-flight commit of epoch {epoch} must be refused"
+    );
+
+    // Healed, the old leader rejoins as a standby.
+    rig.hosts[leader].proxy.set(Mode::Pass);
+    wait_standby_behind(&rig, leader, &rig.hosts[standby].holder, secs(20)).await;
+    load.wait_acknowledged(load.acknowledged() + 5, secs(20))
+        .await;
+    load.stop().await;
+    finish(&rig, "network partition").await;
+}
+
+// 6. Wrong database identity.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_host_whose_database_changes_identity_refuses_to_lead_and_says_why() {
+    let _serial = ONE_AT_A_TIME.lock().await;
+    let rig = Rig::start(RigSpec::scheduler(2)).await;
+    // Another Leasehold database on the same server: its own identity row.
+    let other = TestDatabase::create().await;
+    let other_name = url::Url::parse(other.url())
+        .unwrap()
+        .path()
+        .trim_start_matches('/')
+        .to_string();
+    rig.nodes(&[("n1", 20)]).await;
+    let (leader, epoch) = rig.leader(SCHEDULER, secs(30)).await;
+    let standby = 1 - leader;
+    let load = rig.workload("t", ms(60));
+    load.wait_acknowledged(3, secs(20)).await;
+
+    // The leader's connection string now reaches the other database (as
+    // after a DNS change or a restore into the wrong place): new sessions
+    // go there, and every open one is cut so the host reconnects.
+    let proxy = &rig.hosts[leader].proxy;
+    proxy.redirect_database(Some(&other_name));
+    proxy.set(Mode::Reset);
+    eventually("the leader's sessions are closed", secs(5), || async {
+        proxy.upstream_ports().is_empty().then_some(())
+    })
+    .await;
+    proxy.set(Mode::Pass);
+
+    // The standby takes over in the real database...
+    let (next, next_epoch) = rig
+        .leader_after(SCHEDULER, epoch, rig.timing().ttl + SLACK * 3)
+        .await;
+    assert_eq!((next, next_epoch), (standby, epoch + 1));
+    // ...and the redirected host says why it does not lead.
+    let ready = eventually(
+        "the redirected host reports the identity change in /readyz",
+        secs(20),
+        || async {
+            let (status, body) = rig.hosts[leader].replica.readyz().await?;
+            let reason = body["database"]["reason"].as_str()?.to_string();
+            (status == 503 && body["database"]["state"] == "failing" && reason.contains("identity"))
+                .then_some(body)
+        },
+    )
+    .await;
+    eprintln!("wrong database: /readyz says {ready}");
+    wait_not_leading(&rig, leader, secs(5)).await;
+    // Its API refuses writes it would make into the other database.
+    let refused = http::put(
+        &rig.hosts[leader].replica.addr,
+        "/v1/objects/tasks/wrong-database",
+        r#"{"status": "pending"}"#,
+    )
+    .await
+    .expect("the redirected host answers");
+    assert_eq!(refused.status, 503, "{refused:?}");
+    // It never led in the other database either.
+    let (client, connection) = tokio_postgres::connect(other.url(), tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    let granted: i64 = client
+        .query_one(
+            "SELECT count(*) FROM leasehold_leases WHERE cluster = $1",
+            &[&rig.cluster],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(
+        granted, 0,
+        "the redirected host acquired a lease in a database whose identity differs from the one it verified"
+    );
+
+    // Pointed back, it is ready again and stands by.
+    proxy.redirect_database(None);
+    proxy.set(Mode::Reset);
+    eventually(
+        "the sessions to the other database close",
+        secs(5),
+        || async { proxy.upstream_ports().is_empty().then_some(()) },
+    )
+    .await;
+    proxy.set(Mode::Pass);
+    wait_standby_behind(&rig, leader, &rig.hosts[standby].holder, secs(30)).await;
+    load.stop().await;
+    finish(&rig, "wrong database identity").await;
+}
+
+// 7. Uncertain external completion.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_dying_with_its_commit_in_flight_never_causes_a_double_assignment() {
+    let _serial = ONE_AT_A_TIME.lock().await;
+    let mut rig = Rig::start(RigSpec::scheduler(2)).await;
+    rig.nodes(&[("n1", 10), ("n2", 10)]).await;
+    let (mut leader, mut epoch) = rig.leader(SCHEDULER, secs(30)).await;
+    rig.task(1 - leader, "warm-up").await;
+    rig.settled(secs(15)).await;
+
+    // First the COMMIT reaches the server and only the reply is lost; then
+    // the COMMIT itself is lost. Either way the leader dies not knowing.
+    for (at, task) in [
+        (AtCommit::LoseReply, "reply-lost"),
+        (AtCommit::LoseCommit, "commit-lost"),
+    ] {
+        let standby = 1 - leader;
+        let struck = rig.hosts[leader].proxy.arm(at);
+        rig.task(standby, task).await;
+        tokio::time::timeout(secs(15), struck)
+            .await
+            .expect("the leader commits the assignment")
+            .expect("strike reported");
+        rig.hosts[leader].replica.kill().await;
+        let (next, next_epoch) = rig
+            .leader_after(SCHEDULER, epoch, rig.timing().ttl + SLACK * 2)
+            .await;
+        assert_eq!((next, next_epoch), (standby, epoch + 1));
+        wait_assigned(&rig, task, secs(15)).await;
+        let assigned = assignments(&rig, task).await;
+        let expected = match at {
+            // Committed before the leader died: the successor finds it done.
+            AtCommit::LoseReply => vec![(epoch, rig.hosts[leader].holder.clone())],
+            // Rolled back when its session closed: the successor does it.
+            _ => vec![(epoch + 1, rig.hosts[standby].holder.clone())],
+        };
+        assert_eq!(assigned, expected, "{at:?}");
+        eprintln!(
+            "{at:?}: task {task} assigned once, at epoch {}",
+            assigned[0].0
+        );
+        rig.hosts[leader].replica.restart();
+        rig.hosts[leader].replica.wait_healthy(secs(60)).await;
+        (leader, epoch) = (next, next_epoch);
+    }
+    finish(&rig, "uncertain completion").await;
+}
+
+// 8. Process pause.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paused_leader_never_writes_with_its_old_epoch() {
+    let _serial = ONE_AT_A_TIME.lock().await;
+    let rig = Rig::start(RigSpec::scheduler(2)).await;
+    rig.nodes(&[("n1", 40), ("n2", 40)]).await;
+    let (leader, epoch) = rig.leader(SCHEDULER, secs(30)).await;
+    let timing = rig.timing();
+
+    // a) Paused at an arbitrary moment under load, past its ttl.
+    let load = rig.workload("t", ms(40));
+    load.wait_acknowledged(5, secs(20)).await;
+    rig.hosts[leader].replica.signal("STOP");
+    let (next, next_epoch) = rig
+        .leader_after(
+            SCHEDULER,
+            epoch,
+            timing.ttl + STALLED_TRANSACTION + SLACK * 2,
+        )
+        .await;
+    assert_eq!((next, next_epoch), (1 - leader, epoch + 1));
+    // The successor writes before the paused host resumes.
+    load.wait_acknowledged(load.acknowledged() + 3, secs(20))
+        .await;
+    rig.settled(secs(20)).await;
+    rig.hosts[leader].replica.signal("CONT");
+    let resumed = wait_not_leading(&rig, leader, secs(10)).await;
+    eprintln!("pause: the resumed host knew it had lost the lease within {resumed:?}");
+    wait_standby_behind(&rig, leader, &rig.hosts[next].holder, secs(15)).await;
+    load.stop().await;
+    finish(&rig, "process pause (a)").await;
+
+    // b) Paused between its last statement and its COMMIT: the server
+    // holds its transaction (and the lease row) open.
+    let (leader, epoch) = (next, next_epoch);
+    let struck = rig.hosts[leader].proxy.arm(AtCommit::Hold);
+    rig.task(1 - leader, "paused-commit").await;
+    tokio::time::timeout(secs(15), struck)
+        .await
+        .expect("the leader commits the assignment")
+        .expect("strike reported");
+    rig.hosts[leader].replica.signal("STOP");
+    let (next, next_epoch) = rig
+        .leader_after(
+            SCHEDULER,
+            epoch,
+            timing.ttl + STALLED_TRANSACTION + SLACK * 2,
+        )
+        .await;
+    assert_eq!((next, next_epoch), (1 - leader, epoch + 1));
+    wait_assigned(&rig, "paused-commit", secs(15)).await;
+    // Resumed: its COMMIT finally goes out, and must not land.
+    rig.hosts[leader].proxy.release();
+    rig.hosts[leader].replica.signal("CONT");
+    wait_standby_behind(&rig, leader, &rig.hosts[next].holder, secs(15)).await;
+    assert_eq!(
+        assignments(&rig, "paused-commit").await,
+        vec![(epoch + 1, rig.hosts[next].holder.clone())],
+        "the paused commit of epoch {epoch} must not land"
+    );
+    finish(&rig, "process pause (b)").await;
+}
+
+/// A step of the database clock (an NTP correction, or a failover to a
+/// server whose clock is ahead) makes the database judge the leader's
+/// lease expired while the leader, by its own monotonic clock, still holds
+/// it until its next renewal: the one window in which only the fence stands
+/// between the old leader's writes and the new leader's. The step is made
+/// by moving the lease row's expiry to the database's "now", just after a
+/// renewal. The old leader renews only every 1.5 s; the successor polls
+/// every 100 ms, so it is granted the lease early in that window; its own
+/// database link is then slowed (250 ms per chunk), so for the rest of the
+/// window the old leader, fed a steady stream of tasks, does the writing.
+///
+/// Returns the checker's report; `build` decides whether the fence is on.
+async fn clock_step(build: Build) -> checker::Report {
+    let slow_renewer = Timing {
+        ttl: ms(4000),
+        renew_interval: ms(1500),
+        renew_deadline: ms(2500),
+    };
+    let quick_standby = Timing {
+        ttl: ms(4000),
+        renew_interval: ms(100),
+        renew_deadline: ms(2500),
+    };
+    let mut rig = Rig::start(RigSpec {
+        hosts: 1,
+        timing: slow_renewer,
+        controllers: vec![SCHEDULER],
+        build,
+    })
+    .await;
+    rig.nodes(&[("n1", 500), ("n2", 500)]).await;
+    let (old, epoch) = rig.leader(SCHEDULER, secs(30)).await;
+    let standby = rig.add_host_with(&[SCHEDULER], quick_standby).await;
+    wait_standby_behind(&rig, standby, &rig.hosts[old].holder, secs(15)).await;
+    let load = rig.workload_via(&[old], "t", ms(15));
+    load.wait_acknowledged(10, secs(20)).await;
+
+    let sql = rig.sql().await;
+    eventually("the clock steps just after a renewal", secs(10), || async {
+        let stepped = sql
+            .execute(
+                "UPDATE leasehold_leases SET expires_at = clock_timestamp()
+                  WHERE cluster = $1 AND name = $2 AND epoch = $3
+                    AND renewed_at > clock_timestamp() - interval '100 milliseconds'",
+                &[&rig.cluster, &SCHEDULER, &epoch],
+            )
+            .await
+            .expect("step the clock");
+        (stepped == 1).then_some(())
+    })
+    .await;
+    let (next, next_epoch) = rig.leader_after(SCHEDULER, epoch, secs(10)).await;
+    assert_eq!((next, next_epoch), (standby, epoch + 1));
+    rig.hosts[standby].proxy.set(Mode::Latency(ms(250)));
+    // The old leader learns of the loss at its next renewal at the latest
+    // (or, fenced, at its first refused write).
+    let learned = wait_not_leading(&rig, old, secs(10)).await;
+    rig.hosts[standby].proxy.set(Mode::Pass);
+    eprintln!("clock step ({build:?}): the old leader stopped leading {learned:?} after the grant");
+    load.wait_acknowledged(load.acknowledged() + 5, secs(20))
+        .await;
+    load.stop().await;
+    rig.settled(secs(30)).await;
+    let report = rig.check().await;
+    eprintln!("clock step ({build:?}): {report}");
+    report
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_database_clock_step_is_caught_by_the_fence() {
+    let _serial = ONE_AT_A_TIME.lock().await;
+    clock_step(Build::Fenced)
+        .await
+        .assert_clean("database clock step");
+}
+
+/// The checker can fail: on the deliberately broken build (the fence check
+/// disabled), the same clock step lets the old leader's writes land after
+/// the successor's grant, and the checker must say so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_checker_catches_stale_writes_of_a_build_without_the_fence() {
+    let _serial = ONE_AT_A_TIME.lock().await;
+    let report = clock_step(Build::Unfenced).await;
+    assert!(
+        report.breaks(Rule::StaleEpoch),
+        "the unfenced build wrote with a stale epoch, but the checker did not notice:\n{report}"
+    );
+}
+
+/// The randomized mode: seeded fault schedules over three hosts while
+/// tasks keep arriving. `LEASEHOLD_FAULT_SCHEDULES` (default 20) sets how
+/// many; `LEASEHOLD_FAULT_SEED` replays one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn random_fault_schedules_keep_every_invariant() {
+    let _serial = ONE_AT_A_TIME.lock().await;
+    let (seeds, how): (Vec<u64>, String) = match std::env::var("LEASEHOLD_FAULT_SEED") {
+        Ok(seed) => (
+            vec![seed.parse().expect("LEASEHOLD_FAULT_SEED is a number")],
+            "replaying LEASEHOLD_FAULT_SEED".into(),
+        ),
+        Err(_) => {
+            let count: u64 = std::env::var("LEASEHOLD_FAULT_SCHEDULES")
+                .ok()
+                .map(|n| n.parse().expect("LEASEHOLD_FAULT_SCHEDULES is a number"))
+                .unwrap_or(20);
+            let base = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos() as u64;
+            let mut rng = SplitMix::new(base);
+            (
+                (0..count).map(|_| rng.next_u64() >> 16).collect(),
+                format!("{count} schedule(s)"),
+            )
+        }
+    };
+    eprintln!("random fault schedules: {how}");
+    let started = Instant::now();
+    let mut mix: std::collections::BTreeMap<FaultKind, usize> = Default::default();
+    let mut handovers = 0;
+    for (n, seed) in seeds.iter().enumerate() {
+        let schedule = Schedule::generate(*seed, 3, Timing::FAST.ttl);
+        eprintln!("[{}/{}] {schedule}", n + 1, seeds.len());
+        let at = Instant::now();
+        let report = run_schedule(&schedule).await;
+        handovers += report.tenures.get(SCHEDULER).copied().unwrap_or(1) - 1;
+        for (kind, count) in schedule.mix() {
+            *mix.entry(kind).or_default() += count;
+        }
+        eprintln!(
+            "[{}/{}] seed {seed}: clean in {:?}; {report}",
+            n + 1,
+            seeds.len(),
+            at.elapsed()
+        );
+    }
+    eprintln!(
+        "random fault schedules: {} schedule(s), fault mix {mix:?}, {handovers} scheduler handovers, zero violations, {:?}",
+        seeds.len(),
+        started.elapsed()
+    );
+}
+
+/// One schedule: three hosts, nodes, a steady stream of tasks through
+/// whichever host answers, the faults, then convergence and the checker.
+async fn run_schedule(schedule: &Schedule) -> checker::Report {
+    let seed = schedule.seed;
+    let replay = format!(
+        "replay with: LEASEHOLD_FAULT_SEED={seed} cargo test -p leasehold-tests --test faults random_fault_schedules -- --nocapture"
+    );
+    let mut rig = Rig::start(RigSpec {
+        hosts: schedule.hosts,
+        timing: Timing::FAST,
+        controllers: vec![SCHEDULER],
+        build: Build::Fenced,
+    })
+    .await;
+    let nodes: Vec<(String, u64)> = schedule
+        .nodes
+        .iter()
+        .enumerate()
+        .map(|(i, c)| (format!("n{i}"), *c))
+        .collect();
+    let nodes: Vec<(&str, u64)> = nodes.iter().map(|(n, c)| (n.as_str(), *c)).collect();
+    rig.nodes(&nodes).await;
+    rig.leader(SCHEDULER, secs(30)).await;
+    let load = rig.workload("t", ms(80));
+    let struck = schedule::run(schedule, &mut rig).await;
+    let created = load.stop().await;
+    // Every fault is healed: the cluster must converge.
+    rig.wait_healthy().await;
+    let limit = Timing::FAST.ttl + STALLED_TRANSACTION + secs(10);
+    let converged = tokio::time::timeout(limit, async {
+        rig.leader(SCHEDULER, limit).await;
+        rig.settled(limit).await;
+    })
+    .await;
+    assert!(
+        converged.is_ok(),
+        "seed {seed}: no convergence within {limit:?} after the faults {:?}; {replay}",
+        struck.faults
+    );
+    let report = rig.check().await;
+    assert!(
+        report.violations.is_empty(),
+        "seed {seed}: {report}faults struck: {:?}; {} tasks tried; {replay}",
+        struck.faults,
+        created.len()
+    );
+    report
+}
