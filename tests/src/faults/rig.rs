@@ -420,9 +420,9 @@ backoff_max = "1s"
         self.leader_after(lease, 0, limit).await
     }
 
-    /// PUT `value` at `kind/name` through the first host that answers,
+    /// Create `kind/name` with `value` through the first host that answers,
     /// trying host `first` first; records and returns the acknowledgement.
-    pub async fn put(&self, first: usize, kind: &str, name: &str, value: Value) -> Option<Ack> {
+    pub async fn create(&self, first: usize, kind: &str, name: &str, value: Value) -> Option<Ack> {
         let addrs: Vec<String> = self.hosts.iter().map(|h| h.replica.addr.clone()).collect();
         put_any(&addrs, first, &self.acks, kind, name, value).await
     }
@@ -430,7 +430,7 @@ backoff_max = "1s"
     /// Create nodes `(name, capacity)`, each acknowledged.
     pub async fn nodes(&self, nodes: &[(&str, u64)]) {
         for (i, (name, capacity)) in nodes.iter().enumerate() {
-            self.put(i, "nodes", name, json!({ "capacity": capacity }))
+            self.create(i, "nodes", name, json!({ "capacity": capacity }))
                 .await
                 .unwrap_or_else(|| panic!("no host acknowledged node {name}"));
         }
@@ -438,7 +438,7 @@ backoff_max = "1s"
 
     /// Create pending task `name`, acknowledged.
     pub async fn task(&self, first: usize, name: &str) -> Ack {
-        self.put(
+        self.create(
             first,
             "tasks",
             name,
@@ -575,14 +575,24 @@ async fn put_any(
 ) -> Option<Ack> {
     let body = value.to_string();
     let path = format!("/v1/objects/{kind}/{name}");
+    // Create-only: an attempt that timed out on one host may still land
+    // later; an unconditional PUT retried on another host could then
+    // overwrite an assigned task with "pending" (a client's doing, which the
+    // checker would see as a second assignment). With `If-None-Match: *`
+    // the late one conflicts instead.
+    let create_only = [("If-None-Match", "*")];
     for k in 0..addrs.len() {
         let addr = &addrs[(first + k) % addrs.len()];
         let Ok(response) =
-            http::request_within(PUT_TIMEOUT, addr, "PUT", &path, &[], Some(&body)).await
+            http::request_within(PUT_TIMEOUT, addr, "PUT", &path, &create_only, Some(&body)).await
         else {
             continue;
         };
-        if response.status == 200 || response.status == 201 {
+        if response.status == 409 {
+            // An earlier, unacknowledged attempt created it.
+            return None;
+        }
+        if response.status == 201 {
             let version = serde_json::from_str::<Value>(&response.body)
                 .ok()
                 .and_then(|v| v["version"].as_u64())
