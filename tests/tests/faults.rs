@@ -773,3 +773,65 @@ async fn run_schedule(schedule: &Schedule) -> checker::Report {
     );
     report
 }
+
+/// The checker fails on each guarantee it checks: a record written by hand
+/// that breaks every one of them, straight into a fresh database.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_checker_reports_each_broken_guarantee() {
+    let db = TestDatabase::create().await;
+    let (client, connection) = tokio_postgres::connect(db.url(), tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    // t(s): a database time s seconds after a fixed start.
+    client
+        .batch_execute(
+            "CREATE FUNCTION pg_temp.t(s float8) RETURNS timestamptz
+               LANGUAGE sql AS $$ SELECT '2030-01-01 00:00:00+00'::timestamptz + s * interval '1 second' $$;
+             -- The row shows a holder no tenure had.
+             INSERT INTO leasehold_leases VALUES
+               ('chk', 'scheduler', 'h3', 2, pg_temp.t(10), pg_temp.t(10), pg_temp.t(20), false);
+             -- Epoch 1 ends after epoch 2 was granted, and counts a write after it.
+             INSERT INTO leasehold_tenures VALUES
+               ('chk', 'scheduler', 1, 'h1', 'e', pg_temp.t(0), pg_temp.t(12), 'expired', 2, pg_temp.t(11)),
+               ('chk', 'scheduler', 2, 'h2', 'e', pg_temp.t(10), NULL, NULL, 0, NULL);
+             INSERT INTO leasehold_objects VALUES
+               ('chk', 'nodes', 'n1', 1, '{\"capacity\":1}', pg_temp.t(1), NULL, NULL, NULL),
+               ('chk', 'tasks', 'a', 3, '{\"status\":\"assigned\",\"node\":\"n1\"}', pg_temp.t(5), 'scheduler', 1, 'h1'),
+               ('chk', 'tasks', 'b', 5, '{\"status\":\"assigned\",\"node\":\"n1\"}', pg_temp.t(11), 'scheduler', 1, 'h1'),
+               ('chk', 'tasks', 'c', 6, '{\"status\":\"pending\"}', pg_temp.t(15), 'scheduler', 2, 'h2');
+             -- b is assigned by epoch 1 after epoch 2's grant; c twice, and
+             -- still shows pending; seq 7 is missing.
+             INSERT INTO leasehold_events VALUES
+               ('chk', 1, 1, pg_temp.t(1), 'nodes', 'n1', 'Created', '', NULL, NULL, NULL),
+               ('chk', 2, 2, pg_temp.t(2), 'tasks', 'a', 'Created', '', NULL, NULL, NULL),
+               ('chk', 3, 3, pg_temp.t(5), 'tasks', 'a', 'Assigned', 'assigned to node n1 (1 of 1 slots) at epoch 1', 'scheduler', 1, 'h1'),
+               ('chk', 4, 4, pg_temp.t(6), 'tasks', 'b', 'Created', '', NULL, NULL, NULL),
+               ('chk', 5, 5, pg_temp.t(11), 'tasks', 'b', 'Assigned', 'assigned to node n1 (2 of 1 slots) at epoch 1', 'scheduler', 1, 'h1'),
+               ('chk', 6, 6, pg_temp.t(15), 'tasks', 'c', 'Assigned', 'assigned to node n1 (1 of 1 slots) at epoch 2', 'scheduler', 2, 'h2'),
+               ('chk', 8, 6, pg_temp.t(15), 'tasks', 'c', 'Assigned', 'assigned to node n1 (1 of 1 slots) at epoch 2', 'scheduler', 2, 'h2');",
+        )
+        .await
+        .expect("write the broken record");
+    let acks = [checker::Ack {
+        kind: "tasks".into(),
+        name: "ghost".into(),
+        version: 9,
+        value: serde_json::json!({ "status": "pending" }),
+    }];
+    let report = checker::check(db.url(), "chk", &acks).await;
+    eprintln!("{report}");
+    for rule in [
+        Rule::Tenures,
+        Rule::Overlap,
+        Rule::StaleEpoch,
+        Rule::WriteCount,
+        Rule::EventLog,
+        Rule::DoubleAssignment,
+        Rule::Assignment,
+        Rule::Capacity,
+        Rule::LostAck,
+    ] {
+        assert!(report.breaks(rule), "{rule:?} was not reported:\n{report}");
+    }
+}

@@ -656,10 +656,26 @@ impl Checker {
         }
         for (task, events) in &assigned {
             if events.len() > 1 {
+                // What the API did to the task meanwhile (a client that
+                // re-submitted it as pending, say), to tell a scheduler
+                // bug from a client's doing.
+                let (first, last) = (events[0].0, events[events.len() - 1].0);
+                let meanwhile: Vec<String> = self
+                    .events
+                    .iter()
+                    .filter(|e| {
+                        e.kind == "tasks"
+                            && e.name == *task
+                            && e.lease.is_none()
+                            && e.seq > first
+                            && e.seq < last
+                    })
+                    .map(|e| format!("event {} {} by the API", e.seq, e.reason))
+                    .collect();
                 found.push((
                     Rule::DoubleAssignment,
                     format!(
-                        "task {task} was assigned {} times: {}",
+                        "task {task} was assigned {} times: {}{}",
                         events.len(),
                         events
                             .iter()
@@ -668,7 +684,12 @@ impl Checker {
                                 epoch.unwrap_or_default()
                             ))
                             .collect::<Vec<_>>()
-                            .join(", ")
+                            .join(", "),
+                        if meanwhile.is_empty() {
+                            String::new()
+                        } else {
+                            format!(" (in between: {})", meanwhile.join(", "))
+                        }
                     ),
                 ));
             }
