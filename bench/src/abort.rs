@@ -76,6 +76,9 @@ async fn measure(scale: Scale, report: &mut Report) -> Result<()> {
     let runs = scale.pick(RUNS, QUICK_RUNS);
     for case in [Case::Spin, Case::Block] {
         let mut samples = Samples::with_capacity(runs);
+        // Revoke -> guest call returned; -> instance dropped; -> the
+        // revoking task saw the JoinHandle complete.
+        let mut phases: [Samples; 3] = Default::default();
         for i in 0..WARMUP + runs {
             let revocation = compiled.revocation();
             let mut guest = compiled
@@ -90,9 +93,10 @@ async fn measure(scale: Scale, report: &mut Report) -> Result<()> {
             let command = case.command();
             let task = tokio::spawn(async move {
                 let result = guest.reconcile("cmd", command).await;
+                let stopped = Instant::now();
                 // The instance (and its Store) is gone before the task ends.
                 drop(guest);
-                result
+                (result, stopped, Instant::now())
             });
             match case {
                 Case::Spin => {
@@ -105,13 +109,16 @@ async fn measure(scale: Scale, report: &mut Report) -> Result<()> {
             }
             let started = Instant::now();
             revocation.revoke();
-            let result = task.await?;
-            let elapsed = started.elapsed();
+            let (result, stopped, dropped) = task.await?;
+            let joined = Instant::now();
             if !matches!(result, Err(GuestError::Aborted { .. })) {
                 bail!("{} was not aborted: {result:?}", case.label());
             }
             if i >= WARMUP {
-                samples.push(elapsed);
+                samples.push(joined - started);
+                phases[0].push(stopped.saturating_duration_since(started));
+                phases[1].push(dropped - stopped);
+                phases[2].push(joined.saturating_duration_since(dropped));
             }
         }
         let p99 = samples.p99();
@@ -124,6 +131,20 @@ async fn measure(scale: Scale, report: &mut Report) -> Result<()> {
             p99 <= GOAL,
         );
         report.info(PART, format!("{}: worst run", case.label()), duration(max));
+        let [stop, drop_, join] = &mut phases;
+        report.info(
+            PART,
+            format!("{}: where the time goes (p50 / p99)", case.label()),
+            format!(
+                "guest stopped {} / {}, Store dropped {} / {}, join seen {} / {}",
+                duration(stop.p50()),
+                duration(stop.p99()),
+                duration(drop_.p50()),
+                duration(drop_.p99()),
+                duration(join.p50()),
+                duration(join.p99()),
+            ),
+        );
     }
     Ok(())
 }

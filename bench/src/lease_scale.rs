@@ -135,6 +135,7 @@ async fn measure(scale: Scale, report: &mut Report) -> Result<()> {
         stats.sessions_closed(&name).await?;
         let batched = (stats.transactions(&name).await? - before) as f64 / renews as f64;
         batched_per_interval.push((count, batched));
+        let mut statement = statement_alone(&database, &fences, renews).await?;
 
         // One call per lease, as many at once as the pool allows.
         let rounds = if large {
@@ -187,6 +188,11 @@ async fn measure(scale: Scale, report: &mut Report) -> Result<()> {
                 latency,
             );
         }
+        report.info(
+            PART,
+            format!("{label} leases: the renew statement alone (server + transfer)"),
+            statement.summary(),
+        );
         report.info(
             PART,
             format!("{label} leases: round trips / transactions per interval, batched"),
@@ -349,4 +355,49 @@ impl Authority for Counting {
     fn released(&self, cluster: &str) -> tokio::sync::watch::Receiver<u64> {
         self.inner.released(cluster)
     }
+}
+
+/// The authority's renew statement (a copy of its SQL), run from a plain
+/// session with the same arrays: how much of a batched renewal is the
+/// database's work and the transfer, as opposed to the host's handling of
+/// the answer.
+async fn statement_alone(
+    database: &TestDatabase,
+    fences: &[Fence],
+    runs: usize,
+) -> Result<Samples> {
+    const RENEW_SQL: &str = "
+    UPDATE leasehold_leases l
+       SET renewed_at = clock_timestamp(),
+           expires_at = clock_timestamp() + $5::bigint * interval '1 microsecond'
+      FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[]) AS f(cluster, name, epoch, holder)
+     WHERE l.cluster = f.cluster AND l.name = f.name AND l.epoch = f.epoch AND l.holder = f.holder
+       AND NOT l.released AND l.expires_at > clock_timestamp()
+    RETURNING l.cluster, l.name, l.epoch, l.holder, l.expires_at";
+    let (client, connection) =
+        tokio_postgres::connect(database.url(), tokio_postgres::NoTls).await?;
+    let connection = tokio::spawn(connection);
+    let clusters: Vec<&str> = fences.iter().map(|f| f.key.cluster.as_str()).collect();
+    let names: Vec<&str> = fences.iter().map(|f| f.key.name.as_str()).collect();
+    let epochs: Vec<i64> = fences.iter().map(|f| f.epoch.0 as i64).collect();
+    let holders: Vec<&str> = fences.iter().map(|f| f.holder.as_str()).collect();
+    let micros = BENCH_LEASE_TTL.as_micros() as i64;
+    let statement = client.prepare(RENEW_SQL).await?;
+    let mut samples = Samples::with_capacity(runs);
+    for _ in 0..runs {
+        let started = Instant::now();
+        let rows = client
+            .query(&statement, &[&clusters, &names, &epochs, &holders, &micros])
+            .await?;
+        samples.push(started.elapsed());
+        ensure!(
+            rows.len() == fences.len(),
+            "the statement renewed {} of {}",
+            rows.len(),
+            fences.len()
+        );
+    }
+    drop(client);
+    let _ = connection.await;
+    Ok(samples)
 }
