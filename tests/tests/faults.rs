@@ -7,7 +7,9 @@
 //! - the eight scenarios of the fault suite, one test each;
 //! - a database clock step, on the real build (the fence refuses the old
 //!   leader's writes) and on the deliberately broken `leasehold-unfenced`
-//!   build (the checker must report the stale writes: proof it can fail);
+//!   build (the checker must report the stale writes: proof it can fail
+//!   against real processes), plus a hand-written broken record that
+//!   every rule of the checker must report;
 //! - seeded random fault schedules over three hosts
 //!   (`LEASEHOLD_FAULT_SCHEDULES`, default 20; `LEASEHOLD_FAULT_SEED`
 //!   replays one schedule).
@@ -39,9 +41,9 @@ fn ms(n: u64) -> Duration {
 
 /// Longest a fenced transaction stalled by its host (paused, partitioned,
 /// or dead behind a partition) keeps the lease row locked: the server
-/// ends an idle transaction after the host's statement bound
-/// (`DATABASE_STATEMENT`, 5 s), which is what lets a successor in.
-const STALLED_TRANSACTION: Duration = Duration::from_secs(5);
+/// ends an idle transaction after the host's statement bound, which is
+/// what lets a successor in.
+const STALLED_TRANSACTION: Duration = leasehold_host::timeouts::DATABASE_STATEMENT;
 
 /// Slack for a debug build on a busy two-core machine.
 const SLACK: Duration = Duration::from_millis(1500);
@@ -592,6 +594,16 @@ async fn a_paused_leader_never_writes_with_its_old_epoch() {
 /// every 100 ms, so it is granted the lease early in that window; its own
 /// database link is then slowed (250 ms per chunk), so for the rest of the
 /// window the old leader, fed a steady stream of tasks, does the writing.
+///
+/// Why not a pause (SIGSTOP past the ttl, then SIGCONT) for the broken
+/// build: with the fence check disabled, a paused leader still does not
+/// write stale. On resume its supervisor sees the renew deadline long past
+/// and aborts the guest before the guest can finish a round trip, and a
+/// transaction the pause caught after its write count holds the tenure row,
+/// which the successor's grant must update, so the grant waits for it.
+/// Tried (six pauses, half of them exactly at a COMMIT): zero violations.
+/// Only a lease that expires in the database while the holder still
+/// believes it valid leaves the fence as the sole guard.
 ///
 /// Returns the checker's report; `build` decides whether the fence is on.
 async fn clock_step(build: Build) -> checker::Report {
