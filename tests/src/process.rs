@@ -51,7 +51,11 @@ pub fn free_port() -> u16 {
 /// stderr).
 pub fn run_to_end(args: &[&str], env: &[(&str, &str)]) -> (i32, String, String) {
     let mut cmd = Command::new(binary());
-    cmd.args(args).stdin(Stdio::null());
+    // The test's own database URL (CI exports one) would override the URL in
+    // the config under test; only `env` may set it.
+    cmd.args(args)
+        .stdin(Stdio::null())
+        .env_remove("LEASEHOLD_DATABASE_URL");
     for (k, v) in env {
         cmd.env(k, v);
     }
