@@ -272,6 +272,11 @@ async fn measure(scale: Scale, report: &mut Report) -> Result<()> {
         format!("steady, {tasks} tasks: creation -> assignment"),
         latencies.summary(),
     );
+    report.info(
+        PART,
+        format!("steady, {tasks} tasks: scheduler reconciles"),
+        reconciles(&replica.addr).await?,
+    );
     drop(replica);
 
     // Backlog: every task pending before the process starts.
@@ -310,5 +315,38 @@ async fn measure(scale: Scale, report: &mut Report) -> Result<()> {
         format!("backlog, {tasks} pending tasks: assigned per second (first to last)"),
         rate(tasks as f64 / draining.as_secs_f64()),
     );
+    report.info(
+        PART,
+        format!("backlog, {tasks} pending tasks: scheduler reconciles"),
+        reconciles(&replica.addr).await?,
+    );
     Ok(())
+}
+
+/// What the scheduler did, from the host's own metrics: how many
+/// reconciles, their mean duration, and its commits by result.
+async fn reconciles(addr: &str) -> Result<String> {
+    let response = http::get(addr, "/metrics").await?;
+    let value = |name: &str, labels: &str| -> f64 {
+        response
+            .body
+            .lines()
+            .filter(|l| l.starts_with(name) && l.contains("controller=\"scheduler\""))
+            .filter(|l| l.contains(labels))
+            .filter_map(|l| l.rsplit_once(' ')?.1.parse::<f64>().ok())
+            .sum()
+    };
+    let count = value("leasehold_reconcile_duration_seconds_count", "");
+    let sum = value("leasehold_reconcile_duration_seconds_sum", "");
+    let commit = |result: &str| value("leasehold_commits_total", &format!("result=\"{result}\""));
+    Ok(format!(
+        "{count:.0}, mean {}; commits ok {:.0}, conflict {:.0}",
+        crate::report::duration(Duration::from_secs_f64(if count > 0.0 {
+            sum / count
+        } else {
+            0.0
+        })),
+        commit("ok"),
+        commit("conflict"),
+    ))
 }

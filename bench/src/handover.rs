@@ -15,14 +15,17 @@
 //! is the successor tenure's `last_write_at` (its one write). After each
 //! run the old leader is started again and waits as the standby.
 //!
-//! A SIGKILL or partition run waits out the ttl, so those runs are few.
+//! A SIGKILL or partition run waits out the ttl, so those runs are few;
+//! they are spread evenly over the leader's renew cycle (run k of n strikes
+//! (k + 1/2)/n of an interval after a renewal), since where the event falls
+//! in that cycle decides how much of the ttl is left.
 
 use std::time::Duration;
 
 use anyhow::{Context as _, Result, anyhow, bail};
 use chrono::{DateTime, Utc};
 use leasehold_host::testing::TestDatabase;
-use leasehold_host::timeouts::LEASE_TTL;
+use leasehold_host::timeouts::{LEASE_TTL, RENEW_INTERVAL};
 
 use crate::Scale;
 use crate::http;
@@ -171,8 +174,9 @@ async fn measure(scale: Scale, report: &mut Report) -> Result<()> {
             (Event::Kill, scale.pick(KILL_RUNS, QUICK_SLOW_RUNS)),
         ] {
             let mut phases = Phases::default();
-            for _ in 0..runs {
-                phases.add(one_run(&mut pair, &client, event).await?);
+            for run in 0..runs {
+                let phase = (run as f64 + 0.5) / runs as f64;
+                phases.add(one_run(&mut pair, &client, event, phase).await?);
             }
             results.push((event, phases));
         }
@@ -180,8 +184,10 @@ async fn measure(scale: Scale, report: &mut Report) -> Result<()> {
     {
         let mut pair = Pair::start(&database, "partition", true).await?;
         let mut phases = Phases::default();
-        for _ in 0..scale.pick(PARTITION_RUNS, QUICK_SLOW_RUNS) {
-            phases.add(one_run(&mut pair, &client, Event::Partition).await?);
+        let runs = scale.pick(PARTITION_RUNS, QUICK_SLOW_RUNS);
+        for run in 0..runs {
+            let phase = (run as f64 + 0.5) / runs as f64;
+            phases.add(one_run(&mut pair, &client, Event::Partition, phase).await?);
         }
         results.push((Event::Partition, phases));
     }
@@ -228,7 +234,11 @@ async fn measure(scale: Scale, report: &mut Report) -> Result<()> {
             ));
         } else {
             steps.push(format!(
-                "expiry + standby poll + acquire {}",
+                "rest of the ttl {}",
+                duration(phases.expired.p50())
+            ));
+            steps.push(format!(
+                "standby poll + acquire {}",
                 duration(phases.acquired.p50())
             ));
         }
@@ -258,7 +268,10 @@ struct Timing {
     total: Duration,
     /// Event to the old tenure's end (orderly release only).
     released: Option<Duration>,
-    /// From the old tenure's end (or, without one, the event) to the grant.
+    /// Event to the lease's expiry as it stood at the event (the rest of
+    /// the ttl since the last renewal; SIGKILL and partition only).
+    expired: Option<Duration>,
+    /// From the old tenure's end (or the expiry) to the grant.
     acquired: Duration,
     /// From the grant to the first write.
     first: Duration,
@@ -268,6 +281,7 @@ struct Timing {
 struct Phases {
     total: Samples,
     released: Samples,
+    expired: Samples,
     acquired: Samples,
     first: Samples,
 }
@@ -277,6 +291,9 @@ impl Phases {
         self.total.push(timing.total);
         if let Some(released) = timing.released {
             self.released.push(released);
+        }
+        if let Some(expired) = timing.expired {
+            self.expired.push(expired);
         }
         self.acquired.push(timing.acquired);
         self.first.push(timing.first);
@@ -317,7 +334,12 @@ async fn leader(pair: &Pair, client: &tokio_postgres::Client) -> Result<(usize, 
 /// One handover: wait for a settled leader and standby, make room for the
 /// successor's first write, cause `event`, and time it on the database
 /// clock. Then bring the old leader back as the standby.
-async fn one_run(pair: &mut Pair, client: &tokio_postgres::Client, event: Event) -> Result<Timing> {
+async fn one_run(
+    pair: &mut Pair,
+    client: &tokio_postgres::Client,
+    event: Event,
+    phase: f64,
+) -> Result<Timing> {
     let (leader, epoch) = leader(pair, client).await?;
     let standby = 1 - leader;
     let standby_addr = pair.replicas[standby].addr.clone();
@@ -330,11 +352,19 @@ async fn one_run(pair: &mut Pair, client: &tokio_postgres::Client, event: Event)
     if !(200..300).contains(&deleted.status) && deleted.status != 404 {
         bail!("deleting marks/m-1: {} {}", deleted.status, deleted.body);
     }
+    if event != Event::Release {
+        at_renew_phase(pair, client, phase).await?;
+    }
 
-    let started: DateTime<Utc> = client
-        .query_one("SELECT clock_timestamp()", &[])
-        .await?
-        .get(0);
+    let moment = client
+        .query_one(
+            "SELECT clock_timestamp(),
+                    (SELECT expires_at FROM leasehold_leases WHERE cluster = $1 AND name = $2)",
+            &[&pair.cluster, &CONTROLLER],
+        )
+        .await?;
+    let started: DateTime<Utc> = moment.get(0);
+    let expires: Option<DateTime<Utc>> = moment.get(1);
     match event {
         Event::Release => pair.replicas[leader].terminate()?,
         Event::Kill => pair.replicas[leader].kill().await?,
@@ -370,10 +400,12 @@ async fn one_run(pair: &mut Pair, client: &tokio_postgres::Client, event: Event)
         .await?
         .get(0);
     let released = ended.filter(|_| event == Event::Release);
+    let expired = expires.filter(|_| event != Event::Release);
     let timing = Timing {
         total: between(started, first_write),
         released: released.map(|at| between(started, at)),
-        acquired: between(released.unwrap_or(started), granted),
+        expired: expired.map(|at| between(started, at)),
+        acquired: between(released.or(expired).unwrap_or(started), granted),
         first: between(granted, first_write),
     };
 
@@ -392,6 +424,32 @@ async fn one_run(pair: &mut Pair, client: &tokio_postgres::Client, event: Event)
     old.restart()?;
     old.wait_healthy(START_LIMIT).await?;
     Ok(timing)
+}
+
+/// Wait until `phase` (0..1) of a renew interval has passed since the
+/// leader's last renewal, so the runs sample the whole cycle: a crash just
+/// after a renewal leaves the successor the full ttl to wait, one just
+/// before it a renew interval less. (Left alone, the event would fall at
+/// the same point of the cycle every run, since restarts take about as
+/// long each time.)
+async fn at_renew_phase(pair: &Pair, client: &tokio_postgres::Client, phase: f64) -> Result<()> {
+    let row = client
+        .query_one(
+            "SELECT extract(epoch FROM clock_timestamp() - renewed_at)::float8
+               FROM leasehold_leases WHERE cluster = $1 AND name = $2",
+            &[&pair.cluster, &CONTROLLER],
+        )
+        .await?;
+    let since = Duration::from_secs_f64(row.get::<_, f64>(0).max(0.0));
+    let target = RENEW_INTERVAL.mul_f64(phase);
+    let wait = if since <= target {
+        target - since
+    } else {
+        // The next renewal is due one interval after the last one.
+        (RENEW_INTERVAL + target).saturating_sub(since)
+    };
+    tokio::time::sleep(wait).await;
+    Ok(())
 }
 
 fn proxies(pair: &Pair) -> Result<&[Proxy; 2]> {

@@ -8,9 +8,11 @@
 //! While the controllers idle, the part also counts the database
 //! transactions the process makes per second (renewals, the change feed's
 //! fallback poll, identity re-checks): what a real host's lease upkeep
-//! costs, batched or not. Counted by the server over a window of several
-//! renew intervals; a session's statistics reach the server up to a second
-//! late, so the figure is approximate.
+//! costs, batched or not. Counted by the server over a window of five
+//! renew intervals, starting once start-up work has been reported (a
+//! session reports its transactions up to ten seconds after it goes
+//! idle); the ends of the window are as late as that, so the figure is
+//! approximate.
 
 use std::time::Duration;
 
@@ -29,6 +31,10 @@ const START_LIMIT: Duration = Duration::from_secs(180);
 /// After every lease is held: let start-up work (resyncs, first renewals)
 /// finish before reading the RSS.
 const SETTLE: Duration = Duration::from_secs(3);
+/// After the RSS is read, before idle transactions are counted: a session
+/// reports its transactions to the server's statistics up to ten seconds
+/// after it went idle, so start-up work must have been reported first.
+const STATS_SETTLE: Duration = Duration::from_secs(11);
 /// Window over which idle database transactions are counted: five renew
 /// intervals at the default 2 s.
 const IDLE_WINDOW: Duration = Duration::from_secs(10);
@@ -103,6 +109,7 @@ async fn measure(scale: Scale, report: &mut Report) -> Result<()> {
         .with_context(|| replica.log_tail())?;
         tokio::time::sleep(SETTLE).await;
         let rss = replica.rss_bytes()?;
+        tokio::time::sleep(STATS_SETTLE).await;
         let before = stats.transactions(&name).await?;
         tokio::time::sleep(window).await;
         let after = stats.transactions(&name).await?;
