@@ -9,7 +9,7 @@
 //! revokes. The clock stops when the task's `JoinHandle` completes: the
 //! task returns only after it dropped the instance, Store included. The
 //! runtime is multi-threaded like the host's, so the revoking task and the
-//! guest run on different threads.
+//! guest run on different threads. The two cases alternate run by run.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -74,12 +74,14 @@ async fn measure(scale: Scale, report: &mut Report) -> Result<()> {
     store.hold(true);
     let counters = Arc::new(CommitCounters::default());
     let runs = scale.pick(RUNS, QUICK_RUNS);
-    for case in [Case::Spin, Case::Block] {
-        let mut samples = Samples::with_capacity(runs);
-        // Revoke -> guest call returned; -> instance dropped; -> the
-        // revoking task saw the JoinHandle complete.
-        let mut phases: [Samples; 3] = Default::default();
-        for i in 0..WARMUP + runs {
+    const CASES: [Case; 2] = [Case::Spin, Case::Block];
+    // Per case: the whole, and revoke -> guest call returned; -> instance
+    // dropped; -> the revoking task saw the JoinHandle complete.
+    let mut totals: [Samples; 2] = Default::default();
+    let mut phases: [[Samples; 3]; 2] = Default::default();
+    // The cases alternate, so drift in the machine's load hits them alike.
+    for i in 0..WARMUP + runs {
+        for (c, case) in CASES.into_iter().enumerate() {
             let revocation = compiled.revocation();
             let mut guest = compiled
                 .instantiate(
@@ -115,12 +117,15 @@ async fn measure(scale: Scale, report: &mut Report) -> Result<()> {
                 bail!("{} was not aborted: {result:?}", case.label());
             }
             if i >= WARMUP {
-                samples.push(joined - started);
-                phases[0].push(stopped.saturating_duration_since(started));
-                phases[1].push(dropped - stopped);
-                phases[2].push(joined.saturating_duration_since(dropped));
+                totals[c].push(joined - started);
+                phases[c][0].push(stopped.saturating_duration_since(started));
+                phases[c][1].push(dropped - stopped);
+                phases[c][2].push(joined.saturating_duration_since(dropped));
             }
         }
+    }
+    for (c, case) in CASES.into_iter().enumerate() {
+        let samples = &mut totals[c];
         let p99 = samples.p99();
         let max = samples.max();
         report.goal(
@@ -131,7 +136,7 @@ async fn measure(scale: Scale, report: &mut Report) -> Result<()> {
             p99 <= GOAL,
         );
         report.info(PART, format!("{}: worst run", case.label()), duration(max));
-        let [stop, drop_, join] = &mut phases;
+        let [stop, drop_, join] = &mut phases[c];
         report.info(
             PART,
             format!("{}: where the time goes (p50 / p99)", case.label()),
