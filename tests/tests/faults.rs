@@ -245,7 +245,7 @@ async fn removed_controller_releases_its_lease_and_keeps_nothing() {
 async fn sigkill_of_the_leader_hands_over_within_the_ttl() {
     let _serial = ONE_AT_A_TIME.lock().await;
     let mut rig = Rig::start(RigSpec::scheduler(2)).await;
-    rig.nodes(&[("n1", 20), ("n2", 20)]).await;
+    rig.nodes(&[("n1", 60), ("n2", 60)]).await;
     let (leader, epoch) = rig.leader(SCHEDULER, secs(30)).await;
     let load = rig.workload("t", ms(40));
     load.wait_acknowledged(5, secs(20)).await;
@@ -287,9 +287,10 @@ async fn sigkill_of_the_leader_hands_over_within_the_ttl() {
 async fn terminated_sessions_never_let_two_hosts_write() {
     let _serial = ONE_AT_A_TIME.lock().await;
     let rig = Rig::start(RigSpec::scheduler(2)).await;
-    rig.nodes(&[("n1", 40), ("n2", 40)]).await;
+    rig.nodes(&[("n1", 150), ("n2", 150)]).await;
     let (_, mut epoch) = rig.leader(SCHEDULER, secs(30)).await;
-    let load = rig.workload("t", ms(30));
+    // A rate the example scheduler keeps up with in a debug build.
+    let load = rig.workload("t", ms(80));
     load.wait_acknowledged(5, secs(20)).await;
     let (mut recovered, mut moved) = (0, 0);
     for round in 0..4 {
@@ -315,6 +316,26 @@ async fn terminated_sessions_never_let_two_hosts_write() {
         epoch = now_epoch;
     }
     eprintln!("terminated sessions: recovered {recovered}, moved {moved}");
+
+    // Terminated, and unable to open new sessions for longer than the renew
+    // deadline: the leader cannot recover, detects the loss and aborts; the
+    // other host leads once the lease expired.
+    let (leader, epoch) = rig.leader(SCHEDULER, secs(15)).await;
+    let timing = rig.timing();
+    let terminated = rig.terminate_backends(leader).await;
+    rig.hosts[leader].proxy.set(Mode::Reset);
+    let aborted = wait_not_leading(&rig, leader, timing.renew_deadline + SLACK * 2).await;
+    let (next, next_epoch) = rig
+        .leader_after(SCHEDULER, epoch, timing.ttl + SLACK * 2)
+        .await;
+    assert_eq!((next, next_epoch), (1 - leader, epoch + 1));
+    eprintln!(
+        "terminated {terminated} session(s) and refused reconnects: host-{leader} stopped leading after {aborted:?}, host-{next} leads at epoch {next_epoch}"
+    );
+    rig.hosts[leader].proxy.set(Mode::Pass);
+    wait_standby_behind(&rig, leader, &rig.hosts[next].holder, secs(20)).await;
+    load.wait_acknowledged(load.acknowledged() + 5, secs(20))
+        .await;
     load.stop().await;
     finish(&rig, "terminated sessions").await;
 }
