@@ -679,9 +679,12 @@ impl Backend for PostgresBackend {
 
     async fn fenced_write(&self, fence: &Fence) -> Result<(), AuthorityError> {
         let mut client = self.admin.client().await.unwrap();
+        let statements = super::fence_check::FenceStatements::cached(&client)
+            .await
+            .unwrap();
         let tx = client.transaction().await.unwrap();
-        super::fence_check::check_fence(&tx, fence).await?;
-        super::fence_check::record_write(&tx, fence).await?;
+        super::fence_check::check_fence(&tx, &statements, fence).await?;
+        super::fence_check::record_write(&tx, &statements, fence).await?;
         tx.commit().await.unwrap();
         Ok(())
     }

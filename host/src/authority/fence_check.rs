@@ -78,6 +78,7 @@ const CALLER_TRANSACTION: &str = "the write's transaction";
 /// no write of epoch e can commit after epoch e+1 was granted.
 pub async fn check_fence(
     tx: &tokio_postgres::Transaction<'_>,
+    statements: &FenceStatements,
     fence: &Fence,
 ) -> Result<(), AuthorityError> {
     if cfg!(feature = "unsafe-disable-fence") {
@@ -86,13 +87,7 @@ pub async fn check_fence(
         return Ok(());
     }
     let row = tx
-        .query_opt(
-            "SELECT holder, epoch, released, expires_at > clock_timestamp() AS live
-               FROM leasehold_leases
-              WHERE cluster = $1 AND name = $2
-                FOR SHARE",
-            &[&fence.key.cluster, &fence.key.name],
-        )
+        .query_opt(&statements.check, &[&fence.key.cluster, &fence.key.name])
         .await
         .map_err(|e| {
             super::postgres::classify(CALLER_TRANSACTION, &format!("fence check of {fence}"), &e)
@@ -111,12 +106,11 @@ pub async fn check_fence(
 /// transaction as the write.
 pub async fn record_write(
     tx: &tokio_postgres::Transaction<'_>,
+    statements: &FenceStatements,
     fence: &Fence,
 ) -> Result<(), AuthorityError> {
     tx.execute(
-        "UPDATE leasehold_tenures
-            SET writes = writes + 1, last_write_at = clock_timestamp()
-          WHERE cluster = $1 AND lease = $2 AND epoch = $3",
+        &statements.record,
         &[&fence.key.cluster, &fence.key.name, &(fence.epoch.0 as i64)],
     )
     .await
@@ -128,6 +122,43 @@ pub async fn record_write(
         )
     })?;
     Ok(())
+}
+
+const CHECK_FENCE_SQL: &str = "
+    SELECT holder, epoch, released, expires_at > clock_timestamp() AS live
+      FROM leasehold_leases
+     WHERE cluster = $1 AND name = $2
+       FOR SHARE";
+
+const RECORD_WRITE_SQL: &str = "
+    UPDATE leasehold_tenures
+       SET writes = writes + 1, last_write_at = clock_timestamp()
+     WHERE cluster = $1 AND lease = $2 AND epoch = $3";
+
+/// The prepared statements of [`check_fence`] and [`record_write`].
+///
+/// Prepare them *before* the write's transaction begins. Inside it, the
+/// store pipelines its statements in a fixed order (fence check before the
+/// object writes); a statement prepared there would cost a round trip of
+/// its own and reach the server after the statements queued behind it,
+/// changing the order in which locks are taken. Prepared through the
+/// connection's statement cache, they are parsed once per session rather
+/// than on every commit.
+pub struct FenceStatements {
+    check: tokio_postgres::Statement,
+    record: tokio_postgres::Statement,
+}
+
+impl FenceStatements {
+    /// Both statements, from (or into) `client`'s statement cache.
+    pub async fn cached(
+        client: &deadpool_postgres::ClientWrapper,
+    ) -> Result<Self, tokio_postgres::Error> {
+        Ok(Self {
+            check: client.prepare_cached(CHECK_FENCE_SQL).await?,
+            record: client.prepare_cached(RECORD_WRITE_SQL).await?,
+        })
+    }
 }
 
 /// The memory backend's equivalent of [`check_fence`] + [`record_write`]:

@@ -41,10 +41,11 @@
 //! order everywhere: objects, lease row, tenure row, counter — the
 //! authority's grant takes the lease row, then tenure rows, so no cycle.
 //!
-//! The fence check and the write count are pipelined with the store's own
-//! statements: one network flight carries their parse requests with the
-//! lock, the next their executions with the write. Fencing therefore costs
-//! the server a little work but no extra round trip.
+//! The fence check and the write count are prepared once per session,
+//! before the transaction (like the store's own statements), and pipelined
+//! with the store's statements: one network flight carries their executions
+//! with the lock. Fencing therefore costs the server a little work but no
+//! extra round trip.
 //!
 //! Must never: hand back a connection whose transaction outcome is unknown
 //! (a timed-out commit's connection is closed, not pooled); report a
@@ -58,7 +59,9 @@ use tokio::sync::watch;
 use tokio_postgres::Row;
 
 use crate::authority::AuthorityError;
-use crate::authority::fence_check::{BOUND_IDLE_TRANSACTION, check_fence, record_write};
+use crate::authority::fence_check::{
+    BOUND_IDLE_TRANSACTION, FenceStatements, check_fence, record_write,
+};
 use crate::db::{Database, bounded};
 use crate::fence::{Epoch, Fence};
 
@@ -357,6 +360,10 @@ impl PostgresStore {
         let authority_error = |e: AuthorityError| Failed::Error(self.authority_error(e));
         let lock = client.prepare_cached(LOCK_SQL).await.map_err(db_error)?;
         let write = client.prepare_cached(WRITE_SQL).await.map_err(db_error)?;
+        let fencing = match fence {
+            Some(_) => Some(FenceStatements::cached(client).await.map_err(db_error)?),
+            None => None,
+        };
         let database_id = match self.pinned.get() {
             Some(pinned) => Some((
                 *pinned,
@@ -395,15 +402,19 @@ impl PostgresStore {
             }
         };
         let fence_checked = async {
-            match fence {
-                Some(fence) => check_fence(&tx, fence).await.map_err(authority_error),
-                None => Ok(()),
+            match (fence, &fencing) {
+                (Some(fence), Some(statements)) => check_fence(&tx, statements, fence)
+                    .await
+                    .map_err(authority_error),
+                _ => Ok(()),
             }
         };
         let write_recorded = async {
-            match fence {
-                Some(fence) => record_write(&tx, fence).await.map_err(authority_error),
-                None => Ok(()),
+            match (fence, &fencing) {
+                (Some(fence), Some(statements)) => record_write(&tx, statements, fence)
+                    .await
+                    .map_err(authority_error),
+                _ => Ok(()),
             }
         };
         let written = async {

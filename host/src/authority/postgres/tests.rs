@@ -15,7 +15,7 @@ use tokio::time::Instant;
 
 use super::{LISTENER_APPLICATION, PostgresAuthority};
 use crate::authority::conformance::{PROMPT, TTL, grant, refused, request};
-use crate::authority::fence_check::check_fence;
+use crate::authority::fence_check::{FenceStatements, check_fence};
 use crate::authority::{
     AcquireRequest, Acquired, Authority, AuthorityError, EndReason, ExpectedIdentity, Renewed,
 };
@@ -100,8 +100,9 @@ async fn a_cancelled_holder_leaves_nothing_held_and_another_pool_takes_over_at_o
         let fence = held.fence.clone();
         async move {
             let mut client = pool.client().await.unwrap();
+            let statements = FenceStatements::cached(&client).await.unwrap();
             let tx = client.transaction().await.unwrap();
-            check_fence(&tx, &fence).await.unwrap();
+            check_fence(&tx, &statements, &fence).await.unwrap();
             locked_tx.send(()).unwrap();
             // Holds the lease row FOR SHARE until cancelled.
             std::future::pending::<()>().await;
@@ -176,8 +177,9 @@ async fn the_lease_lifecycle_never_takes_a_session_lock() {
         .unwrap();
     {
         let mut client = holder.database().client().await.unwrap();
+        let statements = FenceStatements::cached(&client).await.unwrap();
         let tx = client.transaction().await.unwrap();
-        check_fence(&tx, &held.fence).await.unwrap();
+        check_fence(&tx, &statements, &held.fence).await.unwrap();
         tx.commit().await.unwrap();
     }
     holder.observe("east").await.unwrap();
