@@ -246,6 +246,7 @@ pub async fn run_until(
         supervisors.push(tokio::spawn(supervisor.run()));
     }
 
+    let (http_stop_tx, http_stop_rx) = watch::channel(false);
     let api = crate::api::router(crate::api::ApiState {
         cluster: config.cluster.clone(),
         holder: holder.clone(),
@@ -253,8 +254,8 @@ pub async fn run_until(
         authority: backends.authority.clone(),
         store: backends.store.clone(),
         token: config.http.token.clone(),
+        stopping: http_stop_rx.clone(),
     });
-    let (http_stop_tx, http_stop_rx) = watch::channel(false);
     let http = tokio::spawn(async move {
         let mut http_stop_rx = http_stop_rx;
         axum::serve(listener, api)

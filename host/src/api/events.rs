@@ -104,6 +104,7 @@ pub(super) async fn list(
     let mut feed = store.watch(cluster);
     feed.borrow_and_update();
     let deadline = tokio::time::Instant::now() + request.wait;
+    let mut stopping = shared.api.stopping.clone();
     loop {
         let events = store.events(cluster, request.after, request.limit).await?;
         if !events.is_empty() || request.wait.is_zero() {
@@ -124,6 +125,9 @@ pub(super) async fn list(
                     }
                 }
                 () = tokio::time::sleep_until(deadline) => return Ok(Json(Vec::new())),
+                // The server is stopping (or its signal is gone): the
+                // client asks again, of another replica if need be.
+                _ = stopping.wait_for(|stop| *stop) => return Ok(Json(Vec::new())),
             }
         }
     }

@@ -66,7 +66,8 @@
 //!   "kind", "name", "reason", "message", "origin": {"by": "api"} | {"by":
 //!   "guest", "lease", "epoch", "holder"}}]`. With `wait` (e.g. `10s`,
 //!   capped at [`crate::timeouts::EVENTS_LONG_POLL_MAX`]) the request is
-//!   held until such events exist or the wait ends (then `[]`).
+//!   held until such events exist or the wait ends (then `[]`); a replica
+//!   that is stopping answers held polls at once with `[]`.
 //!
 //! `PUT` and `DELETE` need `Authorization: Bearer <token>` when a token is
 //! configured (401 otherwise); reads are open. Bodies are limited to
@@ -121,6 +122,10 @@ pub struct ApiState {
     pub store: Arc<dyn Store>,
     /// Bearer token required by `PUT` and `DELETE`; `None` leaves them open.
     pub token: Option<String>,
+    /// Turns `true` when the server is about to stop: held long polls
+    /// answer at once (with what there is) instead of holding the graceful
+    /// shutdown for up to their whole wait.
+    pub stopping: tokio::sync::watch::Receiver<bool>,
 }
 
 // By hand: the token must never reach a log line.

@@ -143,6 +143,8 @@ struct Host {
     authority: Arc<Switchable>,
     store: Arc<Observed>,
     status: Arc<Status>,
+    /// The server's stopping signal (see [`ApiState::stopping`]).
+    stop: watch::Sender<bool>,
     server: tokio::task::JoinHandle<()>,
 }
 
@@ -170,6 +172,7 @@ async fn host_with(token: Option<&str>, probe_max_age: Duration) -> Host {
         &["rollout".to_string(), "scheduler".to_string()],
     ));
     status.set_database(DatabaseState::Embedded);
+    let (stop, stopping) = watch::channel(false);
     let state = ApiState {
         cluster: CLUSTER.into(),
         holder: HERE.into(),
@@ -177,6 +180,7 @@ async fn host_with(token: Option<&str>, probe_max_age: Duration) -> Host {
         authority: authority.clone(),
         store: store.clone(),
         token: token.map(str::to_string),
+        stopping,
     };
     let app = build(
         state,
@@ -195,6 +199,7 @@ async fn host_with(token: Option<&str>, probe_max_age: Duration) -> Host {
         authority,
         store,
         status,
+        stop,
         server,
     }
 }
@@ -983,6 +988,22 @@ async fn a_long_poll_wakes_for_a_commit_after_it_found_nothing() {
     assert_eq!(events[0]["seq"], 2);
     assert_eq!(events[0]["name"], "n2");
     assert!(h.store.reads.load(Ordering::SeqCst) >= reads_before + 2);
+}
+
+#[tokio::test]
+async fn a_held_long_poll_answers_at_once_when_the_server_stops() {
+    let h = host().await;
+    let read = h.store.read.notified();
+    let poll = tokio::spawn(call(h.addr, "GET", "/v1/events?after=0&wait=30s", &[], b""));
+    // Stop only once the poll has read and found nothing: it is held.
+    read.await;
+    h.stop.send(true).unwrap();
+    let reply = tokio::time::timeout(Duration::from_secs(5), poll)
+        .await
+        .expect("the held poll answered once the server began stopping")
+        .unwrap();
+    assert_eq!(reply.status, 200);
+    assert_eq!(reply.json(), json!([]));
 }
 
 #[tokio::test]
