@@ -171,7 +171,7 @@ running process: ask its API instead (GET /v1/leases).")]
     },
 }
 
-fn main() -> ExitCode {
+pub(crate) fn main() -> ExitCode {
     let cli = Cli::parse();
     if let Err(e) = init_logging(cli.log_format, cli.log_level.as_deref()) {
         eprintln!("error: {e:#}");
