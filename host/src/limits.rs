@@ -34,5 +34,8 @@ pub const GUEST_STDIO_BYTES: usize = 64 * 1024;
 pub const WORK_QUEUE_KEYS: usize = 100_000;
 /// Most controllers one host runs.
 pub const MAX_CONTROLLERS: usize = 10_000;
+/// Fewest controllers the engine's instance pool is sized for, so a config
+/// reload can add controllers up to this many without a restart.
+pub const POOLED_CONTROLLERS: usize = 16;
 /// Largest HTTP request body.
 pub const HTTP_BODY_BYTES: usize = MAX_VALUE_BYTES + 4096;

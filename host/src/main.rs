@@ -101,7 +101,12 @@ Example:
 
 On SIGTERM or SIGINT the host stops taking work, lets each running reconcile
 finish within the shutdown grace period, releases its leases (a standby
-replica takes over at once) and exits 0.")]
+replica takes over at once) and exits 0.
+
+On SIGHUP it re-reads the config file and applies its [[controllers]]: removed \
+controllers stop and release their leases, added ones start, changed ones \
+restart; the others keep running. A file it cannot apply whole is refused \
+(every reason logged) and the host runs on unchanged.")]
     Run {
         /// The TOML config file.
         #[arg(long, short, value_name = "FILE")]
@@ -240,7 +245,7 @@ async fn run(path: &Path) -> anyhow::Result<ExitCode> {
         database = %config.database.endpoint(),
         "starting leasehold"
     );
-    leasehold_host::service::run(config).await?;
+    leasehold_host::service::run(config, Some(path.to_path_buf())).await?;
     Ok(ExitCode::SUCCESS)
 }
 

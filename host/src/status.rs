@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use serde::Serialize;
@@ -157,6 +157,15 @@ pub struct ControllerStatus {
 }
 
 impl ControllerStatus {
+    /// A controller not yet tried: `Starting`, every counter zero.
+    pub fn new(name: &str) -> Self {
+        Self {
+            name: name.to_string(),
+            state: tokio::sync::watch::Sender::new(ControllerState::Starting),
+            metrics: ControllerMetrics::default(),
+        }
+    }
+
     /// Set the state.
     pub fn set(&self, state: ControllerState) {
         self.state.send_if_modified(|current| {
@@ -218,8 +227,8 @@ pub struct Status {
     pub holder: String,
     /// The database check.
     pub database: Mutex<DatabaseState>,
-    /// Controllers by name.
-    pub controllers: BTreeMap<String, Arc<ControllerStatus>>,
+    /// Controllers by name; a config reload adds and removes them.
+    controllers: RwLock<BTreeMap<String, Arc<ControllerStatus>>>,
 }
 
 impl Status {
@@ -229,20 +238,48 @@ impl Status {
             cluster,
             holder,
             database: Mutex::new(DatabaseState::Unknown),
-            controllers: controllers
-                .iter()
-                .map(|name| {
-                    (
-                        name.clone(),
-                        Arc::new(ControllerStatus {
-                            name: name.clone(),
-                            state: tokio::sync::watch::Sender::new(ControllerState::Starting),
-                            metrics: ControllerMetrics::default(),
-                        }),
-                    )
-                })
-                .collect(),
+            controllers: RwLock::new(
+                controllers
+                    .iter()
+                    .map(|name| (name.clone(), Arc::new(ControllerStatus::new(name))))
+                    .collect(),
+            ),
         }
+    }
+
+    /// Every controller this replica runs, in name order.
+    pub fn controllers(&self) -> Vec<Arc<ControllerStatus>> {
+        self.controllers
+            .read()
+            .expect("status lock")
+            .values()
+            .cloned()
+            .collect()
+    }
+
+    /// One controller, if this replica runs it.
+    pub fn controller(&self, name: &str) -> Option<Arc<ControllerStatus>> {
+        self.controllers
+            .read()
+            .expect("status lock")
+            .get(name)
+            .cloned()
+    }
+
+    /// The status of `name`: the one already reported, or a new one in
+    /// state `Starting`.
+    pub fn add_controller(&self, name: &str) -> Arc<ControllerStatus> {
+        self.controllers
+            .write()
+            .expect("status lock")
+            .entry(name.to_string())
+            .or_insert_with(|| Arc::new(ControllerStatus::new(name)))
+            .clone()
+    }
+
+    /// Stop reporting `name` (it no longer runs here).
+    pub fn remove_controller(&self, name: &str) {
+        self.controllers.write().expect("status lock").remove(name);
     }
 
     /// Set the database state.

@@ -170,22 +170,23 @@ async fn removed_controller_releases_its_lease_and_keeps_nothing() {
     })
     .await;
 
-    // The host cannot drop a controller while it runs (there is no config
-    // reload): it is restarted with a config that no longer lists the
-    // scheduler, and keeps running the rollout controller.
+    // The scheduler is removed from the config and the host told to reload
+    // it (SIGHUP): it stops the scheduler and keeps running, rollout
+    // keeping its tenure.
+    let pid = rig.hosts[host].replica.pid();
     rig.set_controllers(host, &["rollout"]);
-    rig.hosts[host].replica.signal("TERM");
-    assert_eq!(rig.hosts[host].replica.exited(secs(15)).await, Some(0));
-    rig.hosts[host].replica.restart();
-    rig.hosts[host]
-        .replica
-        .wait_healthy(Duration::from_secs(60))
-        .await;
-    eventually("host-0 leads rollout again", secs(15), || async {
-        let row = rig.lease("rollout").await?;
-        (row.active && row.holder == "host-0" && row.epoch > rollout).then_some(())
+    rig.hosts[host].replica.signal("HUP");
+    eventually("the scheduler's lease is released", secs(20), || async {
+        rig.lease(SCHEDULER).await.filter(|row| row.released)
     })
     .await;
+    assert!(rig.hosts[host].replica.running(), "the host stopped");
+    assert_eq!(rig.hosts[host].replica.pid(), pid);
+    let row = rig.lease("rollout").await.expect("rollout lease");
+    assert!(
+        row.active && row.holder == "host-0" && row.epoch == rollout,
+        "rollout lost its tenure: {row:?}"
+    );
 
     // The scheduler's lease is released, its tenure ended as such, and the
     // host no longer runs or reports it.

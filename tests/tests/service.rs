@@ -372,3 +372,163 @@ async fn readiness_follows_the_database_without_a_restart() {
     )
     .await;
 }
+
+/// A one-replica config running `controllers`, each `(name, extra keys)`;
+/// `cluster` may differ from the one the replica started with.
+fn reload_config(cluster: &str, port: u16, url: &str, controllers: &[(&str, &str)]) -> String {
+    let guests = guest_dir();
+    let cache = guest_dir().join("../../leasehold-test-cache");
+    let mut text = format!(
+        "cluster = \"{cluster}\"\nholder = \"replica-a\"\n\n[database]\nurl = \"{url}\"\n\n\
+         [http]\nlisten = \"127.0.0.1:{port}\"\n\n[runtime]\ncache_dir = \"{}\"\n",
+        cache.display()
+    );
+    for (name, extra) in controllers {
+        text.push_str(&format!(
+            "\n[[controllers]]\nname = \"{name}\"\ncomponent = \"{}/{name}.wasm\"\n\
+             lease_ttl = \"{TTL_MS}ms\"\nrenew_interval = \"200ms\"\nrenew_deadline = \"1400ms\"\n{extra}\n",
+            guests.display()
+        ));
+    }
+    text
+}
+
+/// `(epoch, held here)` of each lease the replica reports.
+async fn lease_epochs(replica: &Replica) -> Option<Vec<(String, i64, bool)>> {
+    let leases = replica.leases().await?;
+    Some(
+        leases
+            .as_array()?
+            .iter()
+            .map(|l| {
+                (
+                    l["name"].as_str().unwrap_or_default().to_string(),
+                    l["epoch"].as_i64().unwrap_or_default(),
+                    l["held_here"] == true,
+                )
+            })
+            .collect(),
+    )
+}
+
+/// The epoch at which this replica holds `lease`, once it does.
+async fn held_epoch(replica: &Replica, lease: &str, limit: Duration) -> i64 {
+    eventually(
+        &format!("{} holds {lease}", replica.name),
+        limit,
+        || async {
+            lease_epochs(replica)
+                .await?
+                .into_iter()
+                .find(|(name, _, held)| name == lease && *held)
+                .map(|(_, epoch, _)| epoch)
+        },
+    )
+    .await
+}
+
+/// Send SIGHUP and wait until the replica logged the reload's outcome
+/// (`needle`), counted past what the log held before.
+async fn hang_up(replica: &Replica, needle: &str) {
+    let before = replica.log().matches(needle).count();
+    replica.signal("HUP");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while replica.log().matches(needle).count() <= before {
+        assert!(
+            Instant::now() < deadline,
+            "{} did not log {needle:?} within 30s of SIGHUP:\n{}",
+            replica.name,
+            replica.log_tail(30)
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test]
+async fn sighup_reloads_the_controllers_while_the_host_keeps_running() {
+    let db = TestDatabase::create().await;
+    let dir = TempDir::new();
+    let cluster = cluster();
+    let port = free_port();
+    let config =
+        |controllers: &[(&str, &str)]| reload_config(&cluster, port, db.url(), controllers);
+    let mut replica = Replica::start(dir.path(), "a", port, &config(&[("scheduler", "")]));
+    replica.wait_healthy(Duration::from_secs(60)).await;
+    let pid = replica.pid();
+    let limit = Duration::from_secs(20);
+    let scheduler = held_epoch(&replica, "scheduler", limit).await;
+
+    // Added: rollout starts; the scheduler keeps its tenure.
+    replica.set_config(&config(&[("scheduler", ""), ("rollout", "")]));
+    hang_up(&replica, "config reloaded").await;
+    let rollout = held_epoch(&replica, "rollout", limit).await;
+    assert_eq!(held_epoch(&replica, "scheduler", limit).await, scheduler);
+
+    // Refused whole, nothing changes: a setting that applies only at
+    // start-up; a component that is not one; a file that does not parse.
+    replica.set_config(&reload_config(
+        "elsewhere",
+        port,
+        db.url(),
+        &[("scheduler", "")],
+    ));
+    hang_up(&replica, "config reload refused").await;
+    assert!(
+        replica.log().contains("cluster changed"),
+        "{}",
+        replica.log_tail(20)
+    );
+    let not_wasm = dir.path().join("not-a-component.wasm");
+    std::fs::write(&not_wasm, "not wasm").unwrap();
+    let broken = config(&[("scheduler", ""), ("rollout", "")]).replace(
+        &format!("{}/rollout.wasm", guest_dir().display()),
+        &not_wasm.display().to_string(),
+    );
+    replica.set_config(&broken);
+    hang_up(&replica, "config reload refused").await;
+    replica.set_config("cluster = ");
+    hang_up(&replica, "config reload refused").await;
+    assert_eq!(
+        lease_epochs(&replica).await.unwrap(),
+        vec![
+            ("rollout".to_string(), rollout, true),
+            ("scheduler".to_string(), scheduler, true)
+        ]
+    );
+
+    // Changed settings: the scheduler restarts under a new tenure (its
+    // lease released and granted again), rollout keeps its own.
+    replica.set_config(&config(&[
+        ("scheduler", "reconcile_deadline = \"20s\""),
+        ("rollout", ""),
+    ]));
+    hang_up(&replica, "config reloaded").await;
+    assert!(held_epoch(&replica, "scheduler", limit).await > scheduler);
+    assert_eq!(held_epoch(&replica, "rollout", limit).await, rollout);
+
+    // Removed: the scheduler's lease is released, its tenure ended as
+    // such, and it is no longer reported; the process never restarted.
+    replica.set_config(&config(&[("rollout", "")]));
+    hang_up(&replica, "config reloaded").await;
+    let leases = lease_epochs(&replica).await.unwrap();
+    assert!(
+        leases
+            .iter()
+            .any(|(name, _, held)| name == "scheduler" && !held),
+        "{leases:?}"
+    );
+    let tenures = history(&db, "scheduler").await;
+    assert_eq!(
+        tenures.last().and_then(|t| t.2.as_deref()),
+        Some("released"),
+        "{tenures:?}"
+    );
+    let (_, ready) = replica.readyz().await.unwrap();
+    assert!(ready["controllers"].get("scheduler").is_none(), "{ready}");
+    assert_eq!(held_epoch(&replica, "rollout", limit).await, rollout);
+    assert_eq!(replica.pid(), pid);
+    assert!(replica.running());
+
+    replica.signal("TERM");
+    assert_eq!(replica.exited(Duration::from_secs(15)).await, Some(0));
+}

@@ -63,7 +63,7 @@ impl Harness {
         let backends = MemoryBackends::new();
         let (store, hooks) = HookedStore::new(backends.store.clone());
         let status = Status::new(CLUSTER.into(), "host-a".into(), &[NAME.to_string()]);
-        let status = status.controllers[NAME].clone();
+        let status = status.controller(NAME).unwrap();
         let identity = backends.authority.identity().await.unwrap();
         let (identity_tx, identity_rx) = watch::channel(IdentityCheck::Verified(identity));
         let (shutdown_tx, shutdown_rx) = watch::channel(false);

@@ -145,12 +145,12 @@ pub(super) async fn readyz(State(shared): State<AppState>) -> (StatusCode, Json<
     let controllers: serde_json::Map<String, Value> = shared
         .api
         .status
-        .controllers
+        .controllers()
         .iter()
-        .map(|(name, controller)| {
+        .map(|controller| {
             let state = serde_json::to_value(controller.get())
                 .unwrap_or_else(|e| json!({ "state": "unknown", "reason": e.to_string() }));
-            (name.clone(), state)
+            (controller.name.clone(), state)
         })
         .collect();
     let status = if ready {

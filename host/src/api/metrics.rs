@@ -122,8 +122,8 @@ fn histogram(out: &mut String, name: &str, controller: &str, h: &Histogram) {
 
 /// Render every controller's metrics.
 pub fn render(status: &Status) -> String {
-    let controllers: Vec<&ControllerStatus> =
-        status.controllers.values().map(AsRef::as_ref).collect();
+    let controllers = status.controllers();
+    let controllers: Vec<&ControllerStatus> = controllers.iter().map(AsRef::as_ref).collect();
     let mut out = String::new();
 
     header(

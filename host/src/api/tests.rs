@@ -364,12 +364,12 @@ async fn healthz_answers_ok() {
 #[tokio::test]
 async fn readyz_names_every_check_and_says_the_embedded_backend_is_not_durable() {
     let h = host().await;
-    let controllers = &h.status.controllers;
-    controllers["scheduler"].set(ControllerState::Leading {
+    let controller = |name: &str| h.status.controller(name).unwrap();
+    controller("scheduler").set(ControllerState::Leading {
         epoch: 4,
         problem: None,
     });
-    controllers["rollout"].set(ControllerState::Standby {
+    controller("rollout").set(ControllerState::Standby {
         holder: Some("replica-there".into()),
     });
     let reply = get(h.addr, "/readyz").await;
@@ -394,7 +394,7 @@ async fn readyz_names_every_check_and_says_the_embedded_backend_is_not_durable()
         json!({"state": "standby", "holder": "replica-there"})
     );
 
-    controllers["rollout"].set(ControllerState::Failing {
+    controller("rollout").set(ControllerState::Failing {
         reason: "component trapped".into(),
     });
     let body = get(h.addr, "/readyz").await.json();
@@ -505,7 +505,7 @@ async fn readyz_reuses_a_recent_probe() {
 #[tokio::test]
 async fn metrics_label_every_series_with_its_controller() {
     let h = host().await;
-    let scheduler = &h.status.controllers["scheduler"];
+    let scheduler = h.status.controller("scheduler").unwrap();
     scheduler.set(ControllerState::Leading {
         epoch: 7,
         problem: None,

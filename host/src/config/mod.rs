@@ -587,16 +587,24 @@ impl Config {
     }
 
     /// How to build the shared engine for these controllers: the pool holds
-    /// every guest, each as large as the largest memory limit.
+    /// every guest, each as large as the largest memory limit, with room
+    /// for controllers a config reload may add (at least
+    /// [`crate::limits::POOLED_CONTROLLERS`] guests, each at least
+    /// [`crate::limits::GUEST_MEMORY_BYTES`]).
     pub fn engine_config(&self) -> EngineConfig {
+        let guests = self
+            .controllers
+            .len()
+            .max(crate::limits::POOLED_CONTROLLERS);
         EngineConfig {
-            max_guests: u32::try_from(self.controllers.len().max(1)).unwrap_or(u32::MAX),
+            max_guests: u32::try_from(guests).unwrap_or(u32::MAX),
             memory_bytes: self
                 .controllers
                 .iter()
                 .map(|c| c.memory_limit)
                 .max()
-                .unwrap_or(crate::limits::GUEST_MEMORY_BYTES),
+                .unwrap_or_default()
+                .max(crate::limits::GUEST_MEMORY_BYTES),
             pooling: self.runtime.pooling,
             cache_dir: self.runtime.cache_dir.clone(),
         }

@@ -26,6 +26,8 @@ pub struct Runtime {
     engine: Engine,
     linker: Arc<Linker<GuestState>>,
     pooling: bool,
+    /// What the engine was sized for at start-up (the pool's slots).
+    sized_for: (u32, usize),
 }
 
 impl Runtime {
@@ -47,7 +49,32 @@ impl Runtime {
             engine: built.engine,
             linker: Arc::new(linker),
             pooling: built.pooling,
+            sized_for: (config.max_guests, config.memory_bytes),
         })
+    }
+
+    /// Whether controllers that need `config` fit this engine, or why they
+    /// need a restart: the pooling allocator's slots were sized at start-up
+    /// for a number of guests, each with a largest memory. Without the pool
+    /// everything fits.
+    pub fn fits(&self, config: &EngineConfig) -> Result<(), String> {
+        let (guests, memory) = self.sized_for;
+        if !self.pooling {
+            return Ok(());
+        }
+        if config.max_guests > guests {
+            return Err(format!(
+                "{} controllers, but the engine's pool was sized at start-up for {guests}",
+                config.max_guests
+            ));
+        }
+        if config.memory_bytes > memory {
+            return Err(format!(
+                "a memory_limit of {} bytes, but the engine's pool was sized at start-up for at most {memory}",
+                config.memory_bytes
+            ));
+        }
+        Ok(())
     }
 
     /// Whether the pooling allocator is in use.

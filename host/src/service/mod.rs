@@ -1,14 +1,14 @@
 //! The `leasehold` service: wires config -> backends -> runtime ->
 //! supervisors -> HTTP, runs until SIGTERM/SIGINT, and shuts down in order
 //! (stop taking work, finish or abort the running reconciles, release every
-//! lease, exit).
+//! lease, exit). SIGHUP re-reads the config and applies its controllers
+//! ([`Reloads`]).
 //!
 //! Must never: start a supervisor before its component compiled, or
 //! acquire before the database identity was verified (the supervisors wait
 //! for the identity check).
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use thiserror::Error;
 use tokio::sync::watch;
@@ -23,8 +23,13 @@ use crate::status::{DatabaseState, Status};
 use crate::store::Store;
 use crate::store::memory::MemoryStore;
 use crate::store::postgres::PostgresStore;
+use crate::supervisor::Renewer;
 use crate::supervisor::identity::{self, IdentityCheck};
-use crate::supervisor::{Renewer, Supervisor, SupervisorConfig};
+
+mod controllers;
+
+use controllers::Controllers;
+pub use controllers::ReloadSummary;
 
 /// Why the service could not start or stopped with an error.
 #[derive(Debug, Error)]
@@ -170,22 +175,55 @@ pub async fn check(config: &Config) -> Result<Vec<String>, Vec<String>> {
     }
 }
 
-/// Run the service until SIGTERM or SIGINT.
-pub async fn run(config: Config) -> Result<(), ServiceError> {
+/// Run the service until SIGTERM or SIGINT. With `path` (the file `config`
+/// was loaded from), SIGHUP reloads it: see [`Reloads`].
+pub async fn run(config: Config, path: Option<std::path::PathBuf>) -> Result<(), ServiceError> {
+    use tokio::signal::unix::{SignalKind, signal};
     let shutdown = async {
-        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-            .expect("install the SIGTERM handler");
+        let mut term = signal(SignalKind::terminate()).expect("install the SIGTERM handler");
         tokio::select! {
             _ = term.recv() => tracing::info!("SIGTERM received; shutting down"),
             _ = tokio::signal::ctrl_c() => tracing::info!("SIGINT received; shutting down"),
         }
     };
-    run_until(config, shutdown).await
+    let reloads = match path {
+        Some(path) => {
+            let (tx, requests) = tokio::sync::mpsc::channel(1);
+            let mut hangup = signal(SignalKind::hangup()).expect("install the SIGHUP handler");
+            tokio::spawn(async move {
+                while hangup.recv().await.is_some() {
+                    // A reload already queued covers this one too.
+                    if let Err(tokio::sync::mpsc::error::TrySendError::Closed(_)) = tx.try_send(())
+                    {
+                        break;
+                    }
+                }
+            });
+            Some(Reloads { path, requests })
+        }
+        None => None,
+    };
+    run_until(config, reloads, shutdown).await
+}
+
+/// Config reloads: each message on `requests` re-reads the config file at
+/// `path` and applies its `[[controllers]]`. A removed controller stops
+/// (its lease released) while the host and the other controllers keep
+/// running; an added one starts; a changed one (settings or component
+/// bytes) restarts. A file that does not load, changes a setting that only
+/// applies at start-up, or names a component that does not compile is
+/// refused whole, with every reason logged, and the host runs on as before.
+pub struct Reloads {
+    /// The config file.
+    pub path: std::path::PathBuf,
+    /// One message per reload request.
+    pub requests: tokio::sync::mpsc::Receiver<()>,
 }
 
 /// Run the service until `stop` resolves, then shut down in order.
 pub async fn run_until(
     config: Config,
+    reloads: Option<Reloads>,
     stop: impl std::future::Future<Output = ()>,
 ) -> Result<(), ServiceError> {
     let holder = config.holder().to_string();
@@ -193,7 +231,9 @@ pub async fn run_until(
     if !runtime.pooling() && config.runtime.pooling {
         tracing::warn!("running guests without the pooling allocator");
     }
-    let compiled = compile_all(&config, &runtime).map_err(ServiceError::Components)?;
+    let prepared = controllers::prepare(&runtime, config.controllers.clone())
+        .await
+        .map_err(ServiceError::Components)?;
     let backends = open_backends(&config).await?;
     let status = Arc::new(Status::new(
         config.cluster.clone(),
@@ -223,27 +263,17 @@ pub async fn run_until(
     ));
 
     let renewer = Renewer::start(backends.authority.clone());
-    let mut supervisors = Vec::new();
-    for (controller, settings) in compiled.into_iter().zip(&config.controllers) {
-        let supervisor = Supervisor::new(
-            SupervisorConfig {
-                cluster: config.cluster.clone(),
-                holder: holder.clone(),
-                timing: settings.timing(),
-                backoff_min: settings.backoff_min,
-                backoff_max: settings.backoff_max,
-                max_queue: settings.max_queue,
-                shutdown_grace: crate::timeouts::SHUTDOWN_GRACE,
-            },
-            backends.authority.clone(),
-            renewer.clone(),
-            backends.store.clone(),
-            controller,
-            status.controllers[&settings.name].clone(),
-            identity_rx.clone(),
-            shutdown_rx.clone(),
-        );
-        supervisors.push(tokio::spawn(supervisor.run()));
+    let mut controllers = Controllers::new(controllers::Shared {
+        cluster: config.cluster.clone(),
+        holder: holder.clone(),
+        authority: backends.authority.clone(),
+        renewer: renewer.clone(),
+        store: backends.store.clone(),
+        status: status.clone(),
+        identity: identity_rx.clone(),
+    });
+    for prepared in prepared {
+        controllers.start(prepared);
     }
 
     let (http_stop_tx, http_stop_rx) = watch::channel(false);
@@ -272,18 +302,31 @@ pub async fn run_until(
         "leasehold is running"
     );
 
-    stop.await;
+    let mut config = config;
+    let (mut reload_requests, reload_path) = match reloads {
+        Some(Reloads { path, requests }) => (Some(requests), Some(path)),
+        None => (None, None),
+    };
+    tokio::pin!(stop);
+    loop {
+        tokio::select! {
+            () = &mut stop => break,
+            request = async { reload_requests.as_mut()?.recv().await }, if reload_requests.is_some() => {
+                if request.is_none() {
+                    reload_requests = None;
+                    continue;
+                }
+                let path = reload_path.as_deref().expect("reloads come with their path");
+                if let Some(next) = reload(&mut controllers, &runtime, &config, path).await {
+                    config = next;
+                }
+            }
+        }
+    }
     let _ = shutdown_tx.send(true);
     // Supervisors finish their reconcile (within the grace period), stop
     // their guests and release their leases before they return.
-    let bound = crate::timeouts::SHUTDOWN_GRACE
-        + crate::timeouts::TENURE_END_RECORD
-        + Duration::from_secs(1);
-    for supervisor in supervisors {
-        if tokio::time::timeout(bound, supervisor).await.is_err() {
-            tracing::error!("a supervisor did not stop in time; its lease will expire");
-        }
-    }
+    controllers.stop_all().await;
     identity_task.abort();
     let _ = http_stop_tx.send(true);
     if let Ok(Err(e)) = http.await {
@@ -291,4 +334,41 @@ pub async fn run_until(
     }
     tracing::info!("leasehold stopped");
     Ok(())
+}
+
+/// Re-read the config at `path` and apply it to `controllers`; returns the
+/// config now in force, or `None` (logged) when it was refused.
+async fn reload(
+    controllers: &mut Controllers,
+    runtime: &Runtime,
+    current: &Config,
+    path: &std::path::Path,
+) -> Option<Config> {
+    tracing::info!(config = %path.display(), "SIGHUP received; reloading the config");
+    let next = match Config::load(path) {
+        Ok(next) => next,
+        Err(e) => {
+            tracing::error!(config = %path.display(), error = %e, "config reload refused; running as before");
+            return None;
+        }
+    };
+    match controllers.reload(runtime, current, &next).await {
+        Ok(summary) => {
+            tracing::info!(
+                config = %path.display(),
+                added = ?summary.added,
+                removed = ?summary.removed,
+                restarted = ?summary.restarted,
+                unchanged = ?summary.unchanged,
+                "config reloaded"
+            );
+            Some(next)
+        }
+        Err(problems) => {
+            for problem in problems {
+                tracing::error!(config = %path.display(), problem, "config reload refused; running as before");
+            }
+            None
+        }
+    }
 }

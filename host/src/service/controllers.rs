@@ -1,0 +1,334 @@
+//! The controllers a running host supervises, and how a config reload
+//! changes them: a removed controller is stopped (its running reconcile
+//! finishes within the grace period, its guest is dropped and its lease
+//! released, L5) while the others keep their tenures; an added one starts;
+//! a changed one (its settings or its component's bytes) is stopped and
+//! started again with the new ones.
+//!
+//! Must never: stop anything before every new or changed component has
+//! compiled (a reload that cannot be applied whole changes nothing), or
+//! apply settings that only take effect at start-up.
+
+use std::collections::BTreeMap;
+use std::hash::{Hash, Hasher};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use crate::authority::Authority;
+use crate::config::{Config, ControllerConfig};
+use crate::runtime::{CompiledController, Runtime};
+use crate::status::Status;
+use crate::store::Store;
+use crate::supervisor::identity::IdentityCheck;
+use crate::supervisor::{Renewer, Supervisor, SupervisorConfig};
+
+/// Longest wait for one supervisor to stop: its reconcile's grace, the
+/// tenure's end record, and a margin.
+pub(crate) fn stop_bound() -> Duration {
+    crate::timeouts::SHUTDOWN_GRACE + crate::timeouts::TENURE_END_RECORD + Duration::from_secs(1)
+}
+
+/// What every supervisor of this host shares.
+pub(crate) struct Shared {
+    pub cluster: String,
+    pub holder: String,
+    pub authority: Arc<dyn Authority>,
+    pub renewer: Renewer,
+    pub store: Arc<dyn Store>,
+    pub status: Arc<Status>,
+    pub identity: watch::Receiver<IdentityCheck>,
+}
+
+/// A controller's settings and component, compiled, ready to start.
+pub(crate) struct Prepared {
+    settings: ControllerConfig,
+    digest: u64,
+    compiled: CompiledController,
+}
+
+/// One supervised controller.
+struct Running {
+    settings: ControllerConfig,
+    /// A hash of the component's bytes when it was loaded.
+    digest: u64,
+    stop: watch::Sender<bool>,
+    task: JoinHandle<()>,
+}
+
+/// What a reload changed, by controller name.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct ReloadSummary {
+    /// Started.
+    pub added: Vec<String>,
+    /// Stopped, leases released.
+    pub removed: Vec<String>,
+    /// Stopped and started again with new settings or a new component.
+    pub restarted: Vec<String>,
+    /// Left running as they were.
+    pub unchanged: Vec<String>,
+}
+
+/// The supervised controllers of one host.
+pub(crate) struct Controllers {
+    shared: Shared,
+    running: BTreeMap<String, Running>,
+}
+
+fn digest(bytes: &[u8]) -> u64 {
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    bytes.hash(&mut hasher);
+    hasher.finish()
+}
+
+/// Read and compile the components of `settings`, reporting every failure
+/// (one line each). Compilation runs off the async threads.
+pub(crate) async fn prepare(
+    runtime: &Runtime,
+    settings: Vec<ControllerConfig>,
+) -> Result<Vec<Prepared>, Vec<String>> {
+    let runtime = runtime.clone();
+    tokio::task::spawn_blocking(move || {
+        let mut prepared = Vec::new();
+        let mut problems = Vec::new();
+        for settings in settings {
+            let path = settings.component.display().to_string();
+            let bytes = match std::fs::read(&settings.component) {
+                Ok(bytes) => bytes,
+                Err(e) => {
+                    problems.push(format!(
+                        "controller {}: component {path}: cannot read it: {e}",
+                        settings.name
+                    ));
+                    continue;
+                }
+            };
+            match runtime.compile(
+                &settings.name,
+                &path,
+                &bytes,
+                settings.guest_limits(),
+                settings.dir_grants(),
+            ) {
+                Ok(compiled) => prepared.push(Prepared {
+                    digest: digest(&bytes),
+                    settings,
+                    compiled,
+                }),
+                Err(e) => problems.push(e.to_string()),
+            }
+        }
+        if problems.is_empty() {
+            Ok(prepared)
+        } else {
+            Err(problems)
+        }
+    })
+    .await
+    .unwrap_or_else(|e| Err(vec![format!("compiling components failed: {e}")]))
+}
+
+/// The sections a reload cannot change, by their config names, where
+/// `next` differs from `current`.
+fn fixed_changes(current: &Config, next: &Config) -> Vec<&'static str> {
+    let mut changed = Vec::new();
+    if current.cluster != next.cluster {
+        changed.push("cluster");
+    }
+    if current.holder != next.holder {
+        changed.push("holder");
+    }
+    if current.database != next.database {
+        changed.push("[database]");
+    }
+    if current.http != next.http {
+        changed.push("[http]");
+    }
+    if current.runtime != next.runtime {
+        changed.push("[runtime]");
+    }
+    changed
+}
+
+impl Controllers {
+    pub(crate) fn new(shared: Shared) -> Self {
+        Self {
+            shared,
+            running: BTreeMap::new(),
+        }
+    }
+
+    /// Names of the running controllers, in order.
+    pub(crate) fn names(&self) -> Vec<String> {
+        self.running.keys().cloned().collect()
+    }
+
+    /// Start supervising a prepared controller.
+    pub(crate) fn start(&mut self, prepared: Prepared) {
+        let Prepared {
+            settings,
+            digest,
+            compiled,
+        } = prepared;
+        let (stop, stopping) = watch::channel(false);
+        let supervisor = Supervisor::new(
+            SupervisorConfig {
+                cluster: self.shared.cluster.clone(),
+                holder: self.shared.holder.clone(),
+                timing: settings.timing(),
+                backoff_min: settings.backoff_min,
+                backoff_max: settings.backoff_max,
+                max_queue: settings.max_queue,
+                shutdown_grace: crate::timeouts::SHUTDOWN_GRACE,
+            },
+            self.shared.authority.clone(),
+            self.shared.renewer.clone(),
+            self.shared.store.clone(),
+            compiled,
+            self.shared.status.add_controller(&settings.name),
+            self.shared.identity.clone(),
+            stopping,
+        );
+        let task = tokio::spawn(supervisor.run());
+        self.running.insert(
+            settings.name.clone(),
+            Running {
+                settings,
+                digest,
+                stop,
+                task,
+            },
+        );
+    }
+
+    /// Stop the named controllers together and wait for each (bounded by
+    /// [`stop_bound`]): each finishes or aborts its reconcile and releases
+    /// its lease before its supervisor returns.
+    pub(crate) async fn stop(&mut self, names: &[String]) {
+        let stopping: Vec<(String, Running)> = names
+            .iter()
+            .filter_map(|name| self.running.remove(name).map(|r| (name.clone(), r)))
+            .collect();
+        for (_, running) in &stopping {
+            let _ = running.stop.send(true);
+        }
+        for (name, running) in stopping {
+            if tokio::time::timeout(stop_bound(), running.task)
+                .await
+                .is_err()
+            {
+                tracing::error!(
+                    controller = name,
+                    holder = self.shared.holder,
+                    "the controller did not stop in time; its lease will expire"
+                );
+            }
+        }
+    }
+
+    /// Stop every controller (shutdown).
+    pub(crate) async fn stop_all(&mut self) {
+        let names = self.names();
+        self.stop(&names).await;
+    }
+
+    /// Apply a reloaded config: refuse it whole (changing nothing) when it
+    /// changes a setting that only takes effect at start-up, does not fit
+    /// the engine, or has a component that does not compile; otherwise
+    /// stop the removed and changed controllers, then start the changed
+    /// and added ones. Controllers left as they were keep their tenures.
+    pub(crate) async fn reload(
+        &mut self,
+        runtime: &Runtime,
+        current: &Config,
+        next: &Config,
+    ) -> Result<ReloadSummary, Vec<String>> {
+        let fixed = fixed_changes(current, next);
+        if !fixed.is_empty() {
+            return Err(vec![format!(
+                "{} changed: these apply only at start-up; restart the host to change them",
+                fixed.join(", ")
+            )]);
+        }
+        runtime.fits(&next.engine_config()).map_err(|e| {
+            vec![format!(
+                "the new controllers need {e}; restart the host to apply them"
+            )]
+        })?;
+
+        let mut summary = ReloadSummary::default();
+        let mut candidates = Vec::new();
+        for settings in &next.controllers {
+            match self.running.get(&settings.name) {
+                None => {
+                    summary.added.push(settings.name.clone());
+                    candidates.push(settings.clone());
+                }
+                Some(running) if running.settings != *settings => {
+                    summary.restarted.push(settings.name.clone());
+                    candidates.push(settings.clone());
+                }
+                // Same settings: restarted only if the component's bytes
+                // changed (known once they are read, below).
+                Some(_) => candidates.push(settings.clone()),
+            }
+        }
+        let prepared = prepare(runtime, candidates).await?;
+        let mut to_start = Vec::new();
+        for prepared in prepared {
+            let name = &prepared.settings.name;
+            match self.running.get(name) {
+                Some(running)
+                    if running.settings == prepared.settings
+                        && running.digest == prepared.digest =>
+                {
+                    summary.unchanged.push(name.clone());
+                }
+                Some(running) => {
+                    if running.settings == prepared.settings {
+                        summary.restarted.push(name.clone());
+                    }
+                    to_start.push(prepared);
+                }
+                None => to_start.push(prepared),
+            }
+        }
+        summary.removed = self
+            .running
+            .keys()
+            .filter(|name| !next.controllers.iter().any(|c| &c.name == *name))
+            .cloned()
+            .collect();
+        summary.restarted.sort();
+
+        let mut stopping = summary.removed.clone();
+        stopping.extend(summary.restarted.iter().cloned());
+        self.stop(&stopping).await;
+        for name in &summary.removed {
+            self.shared.status.remove_controller(name);
+        }
+        for prepared in to_start {
+            self.start(prepared);
+        }
+        Ok(summary)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn settings_fixed_at_start_up_are_named() {
+        let text = |cluster: &str, listen: &str| {
+            format!("cluster = \"{cluster}\"\nholder = \"h\"\n[http]\nlisten = \"{listen}\"\n")
+        };
+        let base = Config::parse(&text("east", "127.0.0.1:8080"), ".").unwrap();
+        let same = Config::parse(&text("east", "127.0.0.1:8080"), ".").unwrap();
+        let moved = Config::parse(&text("west", "127.0.0.1:9090"), ".").unwrap();
+        assert!(fixed_changes(&base, &same).is_empty());
+        assert_eq!(fixed_changes(&base, &moved), vec!["cluster", "[http]"]);
+    }
+}
