@@ -83,31 +83,44 @@ fn digest(bytes: &[u8]) -> u64 {
     hasher.finish()
 }
 
-/// Read and compile the components of `settings`, reporting every failure
-/// (one line each). Compilation runs off the async threads.
-pub(crate) async fn prepare(
-    runtime: &Runtime,
-    settings: Vec<ControllerConfig>,
-) -> Result<Vec<Prepared>, Vec<String>> {
+/// A controller's settings and its component's bytes, read.
+pub(crate) struct Source {
+    settings: ControllerConfig,
+    bytes: Vec<u8>,
+}
+
+/// Read the component of each of `settings`, reporting every failure.
+fn read(settings: Vec<ControllerConfig>) -> Result<Vec<Source>, Vec<String>> {
+    let mut sources = Vec::new();
+    let mut problems = Vec::new();
+    for settings in settings {
+        match std::fs::read(&settings.component) {
+            Ok(bytes) => sources.push(Source { settings, bytes }),
+            Err(e) => problems.push(format!(
+                "controller {}: component {}: cannot read it: {e}",
+                settings.name,
+                settings.component.display()
+            )),
+        }
+    }
+    if problems.is_empty() {
+        Ok(sources)
+    } else {
+        Err(problems)
+    }
+}
+
+/// Compile `sources`, reporting every failure (one line each), off the
+/// async threads.
+async fn compile(runtime: &Runtime, sources: Vec<Source>) -> Result<Vec<Prepared>, Vec<String>> {
     let runtime = runtime.clone();
     tokio::task::spawn_blocking(move || {
         let mut prepared = Vec::new();
         let mut problems = Vec::new();
-        for settings in settings {
-            let path = settings.component.display().to_string();
-            let bytes = match std::fs::read(&settings.component) {
-                Ok(bytes) => bytes,
-                Err(e) => {
-                    problems.push(format!(
-                        "controller {}: component {path}: cannot read it: {e}",
-                        settings.name
-                    ));
-                    continue;
-                }
-            };
+        for Source { settings, bytes } in sources {
             match runtime.compile(
                 &settings.name,
-                &path,
+                &settings.component.display().to_string(),
                 &bytes,
                 settings.guest_limits(),
                 settings.dir_grants(),
@@ -128,6 +141,14 @@ pub(crate) async fn prepare(
     })
     .await
     .unwrap_or_else(|e| Err(vec![format!("compiling components failed: {e}")]))
+}
+
+/// Read and compile the components of `settings`, reporting every failure.
+pub(crate) async fn prepare(
+    runtime: &Runtime,
+    settings: Vec<ControllerConfig>,
+) -> Result<Vec<Prepared>, Vec<String>> {
+    compile(runtime, read(settings)?).await
 }
 
 /// The sections a reload cannot change, by their config names, where
@@ -258,50 +279,32 @@ impl Controllers {
             )]
         })?;
 
+        // Restart a controller only when its settings or its component's
+        // bytes changed; compile only what will start.
         let mut summary = ReloadSummary::default();
-        let mut candidates = Vec::new();
-        for settings in &next.controllers {
-            match self.running.get(&settings.name) {
-                None => {
-                    summary.added.push(settings.name.clone());
-                    candidates.push(settings.clone());
-                }
-                Some(running) if running.settings != *settings => {
-                    summary.restarted.push(settings.name.clone());
-                    candidates.push(settings.clone());
-                }
-                // Same settings: restarted only if the component's bytes
-                // changed (known once they are read, below).
-                Some(_) => candidates.push(settings.clone()),
-            }
-        }
-        let prepared = prepare(runtime, candidates).await?;
-        let mut to_start = Vec::new();
-        for prepared in prepared {
-            let name = &prepared.settings.name;
-            match self.running.get(name) {
+        let mut changed = Vec::new();
+        for source in read(next.controllers.clone())? {
+            let name = source.settings.name.clone();
+            match self.running.get(&name) {
+                None => summary.added.push(name),
                 Some(running)
-                    if running.settings == prepared.settings
-                        && running.digest == prepared.digest =>
+                    if running.settings == source.settings
+                        && running.digest == digest(&source.bytes) =>
                 {
-                    summary.unchanged.push(name.clone());
+                    summary.unchanged.push(name);
+                    continue;
                 }
-                Some(running) => {
-                    if running.settings == prepared.settings {
-                        summary.restarted.push(name.clone());
-                    }
-                    to_start.push(prepared);
-                }
-                None => to_start.push(prepared),
+                Some(_) => summary.restarted.push(name),
             }
+            changed.push(source);
         }
+        let to_start = compile(runtime, changed).await?;
         summary.removed = self
             .running
             .keys()
             .filter(|name| !next.controllers.iter().any(|c| &c.name == *name))
             .cloned()
             .collect();
-        summary.restarted.sort();
 
         let mut stopping = summary.removed.clone();
         stopping.extend(summary.restarted.iter().cloned());
