@@ -506,9 +506,40 @@ async fn sighup_reloads_the_controllers_while_the_host_keeps_running() {
     assert!(held_epoch(&replica, "scheduler", limit).await > scheduler);
     assert_eq!(held_epoch(&replica, "rollout", limit).await, rollout);
 
+    // A new build of a component at the same path restarts its
+    // controller; a reload that changes nothing restarts nothing.
+    let copy = dir.path().join("rollout-copy.wasm");
+    std::fs::copy(guest_dir().join("rollout.wasm"), &copy).unwrap();
+    let copied = config(&[
+        ("scheduler", "reconcile_deadline = \"20s\""),
+        ("rollout", ""),
+    ])
+    .replace(
+        &format!("{}/rollout.wasm", guest_dir().display()),
+        &copy.display().to_string(),
+    );
+    replica.set_config(&copied);
+    hang_up(&replica, "config reloaded").await;
+    let rollout = held_epoch(&replica, "rollout", limit).await;
+    let scheduler = held_epoch(&replica, "scheduler", limit).await;
+    hang_up(&replica, "config reloaded").await;
+    assert_eq!(held_epoch(&replica, "rollout", limit).await, rollout);
+    std::fs::copy(guest_dir().join("scheduler.wasm"), &copy).unwrap();
+    hang_up(&replica, "config reloaded").await;
+    let rebuilt = held_epoch(&replica, "rollout", limit).await;
+    assert!(
+        rebuilt > rollout,
+        "rollout kept epoch {rollout} after its component changed"
+    );
+    let rollout = rebuilt;
+    assert_eq!(held_epoch(&replica, "scheduler", limit).await, scheduler);
+
     // Removed: the scheduler's lease is released, its tenure ended as
     // such, and it is no longer reported; the process never restarted.
-    replica.set_config(&config(&[("rollout", "")]));
+    replica.set_config(&config(&[("rollout", "")]).replace(
+        &format!("{}/rollout.wasm", guest_dir().display()),
+        &copy.display().to_string(),
+    ));
     hang_up(&replica, "config reloaded").await;
     let leases = lease_epochs(&replica).await.unwrap();
     assert!(
