@@ -683,7 +683,8 @@ impl Backend for PostgresBackend {
             .await
             .unwrap();
         let tx = client.transaction().await.unwrap();
-        super::fence_check::check_and_record(&tx, &statements, fence).await?;
+        super::fence_check::check_fence(&tx, &statements, fence).await?;
+        super::fence_check::record_write(&tx, &statements, fence).await?;
         tx.commit().await.unwrap();
         Ok(())
     }

@@ -102,35 +102,6 @@ pub async fn check_fence(
     judge(fence, view)
 }
 
-/// [`check_fence`], then [`record_write`], as one statement: what a fenced
-/// commit runs (one execution on the server instead of two).
-pub async fn check_and_record(
-    tx: &tokio_postgres::Transaction<'_>,
-    statements: &FenceStatements,
-    fence: &Fence,
-) -> Result<(), AuthorityError> {
-    if cfg!(feature = "unsafe-disable-fence") {
-        // Test-only build (see `check_fence`): count, never refuse.
-        return record_write(tx, statements, fence).await;
-    }
-    let row = tx
-        .query_opt(
-            &statements.check_and_record,
-            &[&fence.key.cluster, &fence.key.name, &(fence.epoch.0 as i64)],
-        )
-        .await
-        .map_err(|e| {
-            super::postgres::classify(CALLER_TRANSACTION, &format!("fence check of {fence}"), &e)
-        })?;
-    let view = row.as_ref().map(|row| RowView {
-        holder: row.get(0),
-        epoch: row.get::<_, i64>(1) as u64,
-        released: row.get(2),
-        live: row.get(3),
-    });
-    judge(fence, view)
-}
-
 /// Count one accepted write against the fence's tenure (L6), in the same
 /// transaction as the write.
 pub async fn record_write(
@@ -152,27 +123,6 @@ pub async fn record_write(
     })?;
     Ok(())
 }
-
-/// [`check_fence`] and [`record_write`] in one statement. The tenure's
-/// update is gated on the locked lease row (`EXISTS (SELECT 1 FROM lease)`,
-/// a one-time filter the executor evaluates before it scans the tenures),
-/// so the lease row is always locked before the tenure row: the lock order
-/// of a grant, hence no deadlock with one.
-const CHECK_AND_RECORD_SQL: &str = "
-    WITH lease AS (
-        SELECT holder, epoch, released, expires_at > clock_timestamp() AS live
-          FROM leasehold_leases
-         WHERE cluster = $1 AND name = $2
-           FOR SHARE
-    ), counted AS (
-        UPDATE leasehold_tenures
-           SET writes = writes + 1, last_write_at = clock_timestamp()
-         WHERE cluster = $1 AND lease = $2 AND epoch = $3
-           AND EXISTS (SELECT 1 FROM lease)
-        RETURNING epoch
-    )
-    SELECT holder, epoch, released, live, (SELECT count(*) FROM counted) AS counted
-      FROM lease";
 
 const CHECK_FENCE_SQL: &str = "
     SELECT holder, epoch, released, expires_at > clock_timestamp() AS live
@@ -197,7 +147,6 @@ const RECORD_WRITE_SQL: &str = "
 pub struct FenceStatements {
     check: tokio_postgres::Statement,
     record: tokio_postgres::Statement,
-    check_and_record: tokio_postgres::Statement,
 }
 
 impl FenceStatements {
@@ -208,7 +157,6 @@ impl FenceStatements {
         Ok(Self {
             check: client.prepare_cached(CHECK_FENCE_SQL).await?,
             record: client.prepare_cached(RECORD_WRITE_SQL).await?,
-            check_and_record: client.prepare_cached(CHECK_AND_RECORD_SQL).await?,
         })
     }
 }

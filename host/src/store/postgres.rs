@@ -12,40 +12,39 @@
 //!    (paused, partitioned) loses the transaction and its locks — the lease
 //!    row above all — after that long, instead of holding them until the
 //!    server notices the connection is gone;
-//! 1. the authority's fence check and write count, in one statement
-//!    ([`check_and_record`]; guests only): lease row `FOR SHARE`, holder,
-//!    epoch, not released, not expired, and the tenure's write count;
-//! 2. lock the rows of every object the commit names (`FOR UPDATE`, in key
+//! 1. lock the rows of every object the commit names (`FOR UPDATE`, in key
 //!    order so concurrent commits cannot deadlock); the store then checks
 //!    each precondition against them ([`super::plan`]);
-//! 3. in one statement: take the cluster's counter row (next revision and a
+//! 2. the authority's fence check: lease row `FOR SHARE`, holder, epoch,
+//!    not released, not expired (guests only);
+//! 3. the authority's write count for the tenure (guests only);
+//! 4. in one statement: take the cluster's counter row (next revision and a
 //!    contiguous range of event seqs), write the objects (version = that
 //!    revision, attributed to the writer), append the events, queue the
 //!    `NOTIFY leasehold_feed, '<cluster>'`;
-//! 4. `COMMIT`, sent only once the fence check has answered "current".
+//! 5. `COMMIT`, sent only once the fence check has answered "current".
 //!
 //! Fencing (L4) rests on the lease row being held `FOR SHARE` from the
 //! check to `COMMIT`: a grant must update that row, so it waits for this
 //! commit or, if it came first, the check sees the new epoch and nothing is
-//! written. The objects are locked in the same network flight as the
-//! check (below); locking rows is not writing them, and a stale commit's
-//! locks are released by its rollback.
+//! written. The objects are locked just before the check rather than after
+//! it so the two share network round trips (below); locking rows is not
+//! writing them, and a stale commit's locks are released by its rollback.
 //!
 //! The counter row is taken last and held until `COMMIT`, so commits of a
 //! cluster are ordered by it, and a later commit cannot become visible
 //! before an earlier one: PostgreSQL makes a transaction visible before it
 //! releases its locks. A reader therefore never sees seq n+1 without n.
-//! Nothing after step 3 waits on another lock (rows to update or delete are
+//! Nothing after step 4 waits on another lock (rows to update or delete are
 //! already ours; a concurrent create of the same name would need the counter
 //! we hold), which keeps the ordered section short and deadlock-free. Lock
-//! order everywhere: lease row, tenure row, objects, counter — the
-//! authority's grant takes the lease row, then tenure rows; an API write
-//! takes objects, then the counter; so no cycle.
+//! order everywhere: objects, lease row, tenure row, counter — the
+//! authority's grant takes the lease row, then tenure rows, so no cycle.
 //!
-//! The fence statement is prepared once per session, before the
-//! transaction (like the store's own statements), and pipelined with the
-//! store's statements: one network flight carries its execution with the
-//! object lock. Fencing therefore costs the server one statement but no
+//! The fence check and the write count are prepared once per session,
+//! before the transaction (like the store's own statements), and pipelined
+//! with the store's statements: one network flight carries their executions
+//! with the lock. Fencing therefore costs the server a little work but no
 //! extra round trip.
 //!
 //! Must never: hand back a connection whose transaction outcome is unknown
@@ -60,7 +59,9 @@ use tokio::sync::watch;
 use tokio_postgres::Row;
 
 use crate::authority::AuthorityError;
-use crate::authority::fence_check::{BOUND_IDLE_TRANSACTION, FenceStatements, check_and_record};
+use crate::authority::fence_check::{
+    BOUND_IDLE_TRANSACTION, FenceStatements, check_fence, record_write,
+};
 use crate::db::{Database, bounded};
 use crate::fence::{Epoch, Fence};
 
@@ -402,7 +403,15 @@ impl PostgresStore {
         };
         let fence_checked = async {
             match (fence, &fencing) {
-                (Some(fence), Some(statements)) => check_and_record(&tx, statements, fence)
+                (Some(fence), Some(statements)) => check_fence(&tx, statements, fence)
+                    .await
+                    .map_err(authority_error),
+                _ => Ok(()),
+            }
+        };
+        let write_recorded = async {
+            match (fence, &fencing) {
+                (Some(fence), Some(statements)) => record_write(&tx, statements, fence)
                     .await
                     .map_err(authority_error),
                 _ => Ok(()),
@@ -429,15 +438,15 @@ impl PostgresStore {
         };
         // `biased`: poll in this order, so each flight's requests reach the
         // server in this order — the idle bound, the database id (when
-        // pinned), the fence check with the tenure's write count, then the
-        // store's statements (see the module comment). Each future sends
-        // its next request as soon as its previous answer is in, so they
-        // share network round trips.
-        let (bounded, database_checked, fence_checked, written) = tokio::join!(
+        // pinned), the fence check, then the tenure's write count, then the
+        // store's statement (see the module comment). Each future sends its next request as soon as its
+        // previous answer is in, so they share network round trips.
+        let (bounded, database_checked, fence_checked, write_recorded, written) = tokio::join!(
             biased;
             bounded,
             database_checked,
             fence_checked,
+            write_recorded,
             written
         );
         // The wrong database explains every other failure.
@@ -445,8 +454,8 @@ impl PostgresStore {
         database_checked?;
         // Report the cause, not a consequence: once a statement fails,
         // every later one in the transaction fails with "transaction is
-        // aborted". The server ran them in this order: fence check and
-        // write count, lock, write. A stale fence is reported over a conflict:
+        // aborted". The server ran them in this order: lock, fence check,
+        // write count, write. A stale fence is reported over a conflict:
         // the guest must stop rather than retry.
         if let Err(fenced @ Failed::Error(StoreError::Fenced { .. })) = fence_checked {
             return Err(fenced);
@@ -455,6 +464,7 @@ impl PostgresStore {
             return Err(failed);
         }
         fence_checked?;
+        write_recorded?;
         let (plan, row) = written.map_err(|(_, failed)| failed)?;
         let outcome = WriteOutcome::from_row(&row);
         outcome.check(&plan, batch)?;
