@@ -12,12 +12,12 @@
 //!    (paused, partitioned) loses the transaction and its locks — the lease
 //!    row above all — after that long, instead of holding them until the
 //!    server notices the connection is gone;
-//! 1. lock the rows of every object the commit names (`FOR UPDATE`, in key
+//! 1. the authority's fence check: lease row `FOR SHARE`, holder, epoch,
+//!    not released, not expired (guests only);
+//! 2. the authority's write count for the tenure (guests only);
+//! 3. lock the rows of every object the commit names (`FOR UPDATE`, in key
 //!    order so concurrent commits cannot deadlock); the store then checks
 //!    each precondition against them ([`super::plan`]);
-//! 2. the authority's fence check: lease row `FOR SHARE`, holder, epoch,
-//!    not released, not expired (guests only);
-//! 3. the authority's write count for the tenure (guests only);
 //! 4. in one statement: take the cluster's counter row (next revision and a
 //!    contiguous range of event seqs), write the objects (version = that
 //!    revision, attributed to the writer), append the events, queue the
@@ -27,9 +27,9 @@
 //! Fencing (L4) rests on the lease row being held `FOR SHARE` from the
 //! check to `COMMIT`: a grant must update that row, so it waits for this
 //! commit or, if it came first, the check sees the new epoch and nothing is
-//! written. The objects are locked just before the check rather than after
-//! it so the two share network round trips (below); locking rows is not
-//! writing them, and a stale commit's locks are released by its rollback.
+//! written. The objects are locked in the same network flight as the
+//! check (below); locking rows is not writing them, and a stale commit's
+//! locks are released by its rollback.
 //!
 //! The counter row is taken last and held until `COMMIT`, so commits of a
 //! cluster are ordered by it, and a later commit cannot become visible
@@ -38,8 +38,9 @@
 //! Nothing after step 4 waits on another lock (rows to update or delete are
 //! already ours; a concurrent create of the same name would need the counter
 //! we hold), which keeps the ordered section short and deadlock-free. Lock
-//! order everywhere: objects, lease row, tenure row, counter — the
-//! authority's grant takes the lease row, then tenure rows, so no cycle.
+//! order everywhere: lease row, tenure row, objects, counter — the
+//! authority's grant takes the lease row, then tenure rows; an API write
+//! takes objects, then the counter; so no cycle.
 //!
 //! The fence check and the write count are prepared once per session,
 //! before the transaction (like the store's own statements), and pipelined
@@ -196,14 +197,6 @@ enum Failed {
     Error(StoreError),
     /// An unconditional put's create lost a race; try again.
     LostCreate(ObjectKey),
-}
-
-/// Which of the store's own statements failed.
-enum Stage {
-    /// Locking the objects: the first statement the server runs.
-    Lock,
-    /// Checking preconditions or writing: after the fence check.
-    Write,
 }
 
 impl From<StoreError> for Failed {
@@ -418,29 +411,30 @@ impl PostgresStore {
             }
         };
         let written = async {
-            let rows = match tx.query(&lock, &[&batch.cluster, &kinds, &names]).await {
-                Ok(rows) => rows,
-                Err(e) => return Err((Stage::Lock, db_error(e))),
-            };
+            let rows = tx
+                .query(&lock, &[&batch.cluster, &kinds, &names])
+                .await
+                .map_err(db_error)?;
             let current: HashMap<(&str, &str), u64> = rows
                 .iter()
                 .map(|r| ((r.get(0), r.get(1)), r.get::<_, i64>(2) as u64))
                 .collect();
             let plan = batch
                 .resolve(|k| current.get(&(k.kind.as_str(), k.name.as_str())).copied())
-                .map_err(|e| (Stage::Write, e.into()))?;
+                .map_err(Failed::from)?;
             let params = WriteParams::new(&plan, &batch.origin);
             let row = tx
                 .query_one(&write, &params.as_sql(&batch.cluster))
                 .await
-                .map_err(|e| (Stage::Write, db_error(e)))?;
-            Ok((plan, row))
+                .map_err(db_error)?;
+            Ok::<_, Failed>((plan, row))
         };
         // `biased`: poll in this order, so each flight's requests reach the
         // server in this order — the idle bound, the database id (when
         // pinned), the fence check, then the tenure's write count, then the
-        // store's statement (see the module comment). Each future sends its next request as soon as its
-        // previous answer is in, so they share network round trips.
+        // store's statements (see the module comment). Each future sends
+        // its next request as soon as its previous answer is in, so they
+        // share network round trips.
         let (bounded, database_checked, fence_checked, write_recorded, written) = tokio::join!(
             biased;
             bounded,
@@ -452,20 +446,14 @@ impl PostgresStore {
         // The wrong database explains every other failure.
         bounded?;
         database_checked?;
-        // Report the cause, not a consequence: once a statement fails,
-        // every later one in the transaction fails with "transaction is
-        // aborted". The server ran them in this order: lock, fence check,
-        // write count, write. A stale fence is reported over a conflict:
-        // the guest must stop rather than retry.
-        if let Err(fenced @ Failed::Error(StoreError::Fenced { .. })) = fence_checked {
-            return Err(fenced);
-        }
-        if let Err((Stage::Lock, failed)) = written {
-            return Err(failed);
-        }
+        // Report the cause, not a consequence: the server ran them in this
+        // order — fence check, write count, lock, write — and once one
+        // fails every later one fails with "transaction is aborted". A
+        // stale fence is thus also reported over a conflict: the guest must
+        // stop rather than retry.
         fence_checked?;
         write_recorded?;
-        let (plan, row) = written.map_err(|(_, failed)| failed)?;
+        let (plan, row) = written?;
         let outcome = WriteOutcome::from_row(&row);
         outcome.check(&plan, batch)?;
 
