@@ -39,12 +39,35 @@ pub fn binary_named(name: &str) -> PathBuf {
     path
 }
 
-/// A loopback port nobody listens on right now.
+/// A loopback port nobody listens on right now, for a process the test
+/// starts to listen on.
+///
+/// Taken below the kernel's ephemeral range, so no outgoing connection
+/// (a host's or a proxy's session to PostgreSQL) can take it before the
+/// process binds it, and handed out at most once per test process, so two
+/// replicas never get the same port (asking the kernel for port 0 twice
+/// can return the same port once the first probe released it).
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("free port")
-        .port()
+    static HANDED_OUT: std::sync::Mutex<std::collections::BTreeSet<u16>> =
+        std::sync::Mutex::new(std::collections::BTreeSet::new());
+    let ephemeral = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|range| range.split_whitespace().next()?.parse::<u16>().ok())
+        .unwrap_or(32768);
+    let (low, high) = (10_000u16, ephemeral.max(10_001));
+    let mut handed_out = HANDED_OUT.lock().unwrap_or_else(|e| e.into_inner());
+    for _ in 0..10_000 {
+        let random = uuid::Uuid::new_v4().as_u128();
+        let port = low + (random % u128::from(high - low)) as u16;
+        if handed_out.contains(&port) {
+            continue;
+        }
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            handed_out.insert(port);
+            return port;
+        }
+    }
+    panic!("no free loopback port between {low} and {high}");
 }
 
 /// Run `leasehold` with `args` to completion; returns (exit code, stdout,
@@ -153,7 +176,14 @@ impl Replica {
     pub async fn exited(&mut self, limit: Duration) -> Option<i32> {
         let started = Instant::now();
         loop {
-            let child = self.child.as_mut().expect("running");
+            if self.child.is_none() {
+                panic!(
+                    "{} is not running (it exited on its own?):\n{}",
+                    self.name,
+                    self.log_tail(20)
+                );
+            }
+            let child = self.child.as_mut().expect("checked above");
             if let Some(status) = child.try_wait().expect("wait") {
                 self.child = None;
                 return Some(status.code().unwrap_or(-1));
