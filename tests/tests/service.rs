@@ -13,41 +13,41 @@ use leasehold_tests::{guest_dir, http};
 
 const TTL_MS: u64 = 2000;
 
-fn config(cluster: &str, holder: &str, port: u16, url: &str, extra: &str) -> String {
+/// A replica's config running both example controllers.
+fn config(cluster: &str, holder: &str, port: u16, url: &str) -> String {
+    config_with(
+        cluster,
+        holder,
+        port,
+        url,
+        &[("scheduler", ""), ("rollout", "")],
+    )
+}
+
+/// A replica's config running `controllers`, each `(name, extra keys)`.
+fn config_with(
+    cluster: &str,
+    holder: &str,
+    port: u16,
+    url: &str,
+    controllers: &[(&str, &str)],
+) -> String {
     let guests = guest_dir();
-    let guests = guests.display();
     // Compiled components are cached across replicas and tests.
     let cache = guest_dir().join("../../leasehold-test-cache");
-    let cache = cache.display();
-    format!(
-        r#"
-cluster = "{cluster}"
-holder = "{holder}"
-
-[database]
-url = "{url}"
-
-[http]
-listen = "127.0.0.1:{port}"
-
-[runtime]
-cache_dir = "{cache}"
-{extra}
-[[controllers]]
-name = "scheduler"
-component = "{guests}/scheduler.wasm"
-lease_ttl = "{TTL_MS}ms"
-renew_interval = "200ms"
-renew_deadline = "1400ms"
-
-[[controllers]]
-name = "rollout"
-component = "{guests}/rollout.wasm"
-lease_ttl = "{TTL_MS}ms"
-renew_interval = "200ms"
-renew_deadline = "1400ms"
-"#
-    )
+    let mut text = format!(
+        "cluster = \"{cluster}\"\nholder = \"{holder}\"\n\n[database]\nurl = \"{url}\"\n\n\
+         [http]\nlisten = \"127.0.0.1:{port}\"\n\n[runtime]\ncache_dir = \"{}\"\n",
+        cache.display()
+    );
+    for (name, extra) in controllers {
+        text.push_str(&format!(
+            "\n[[controllers]]\nname = \"{name}\"\ncomponent = \"{}/{name}.wasm\"\n\
+             lease_ttl = \"{TTL_MS}ms\"\nrenew_interval = \"200ms\"\nrenew_deadline = \"1400ms\"\n{extra}\n",
+            guests.display()
+        ));
+    }
+    text
 }
 
 fn cluster() -> String {
@@ -88,13 +88,13 @@ async fn start_pair(db: &TestDatabase) -> Pair {
         dir.path(),
         "a",
         pa,
-        &config(&cluster, "replica-a", pa, db.url(), ""),
+        &config(&cluster, "replica-a", pa, db.url()),
     );
     let b = Replica::start(
         dir.path(),
         "b",
         pb,
-        &config(&cluster, "replica-b", pb, db.url(), ""),
+        &config(&cluster, "replica-b", pb, db.url()),
     );
     a.wait_healthy(Duration::from_secs(60)).await;
     b.wait_healthy(Duration::from_secs(60)).await;
@@ -276,7 +276,7 @@ async fn bad_input_is_refused_clearly_by_check_and_run() {
         std::fs::write(&path, text).unwrap();
         path
     };
-    let good = config(&cluster(), "replica-a", port, db.url(), "");
+    let good = config(&cluster(), "replica-a", port, db.url());
 
     let unknown = write(
         "unknown.toml",
@@ -345,7 +345,7 @@ async fn readiness_follows_the_database_without_a_restart() {
         dir.path(),
         "a",
         port,
-        &config(&cluster(), "replica-a", port, proxied.as_str(), ""),
+        &config(&cluster(), "replica-a", port, proxied.as_str()),
     );
     replica.wait_healthy(Duration::from_secs(60)).await;
     let ready = |want: u16| {
@@ -371,26 +371,6 @@ async fn readiness_follows_the_database_without_a_restart() {
         || ready(200),
     )
     .await;
-}
-
-/// A one-replica config running `controllers`, each `(name, extra keys)`;
-/// `cluster` may differ from the one the replica started with.
-fn reload_config(cluster: &str, port: u16, url: &str, controllers: &[(&str, &str)]) -> String {
-    let guests = guest_dir();
-    let cache = guest_dir().join("../../leasehold-test-cache");
-    let mut text = format!(
-        "cluster = \"{cluster}\"\nholder = \"replica-a\"\n\n[database]\nurl = \"{url}\"\n\n\
-         [http]\nlisten = \"127.0.0.1:{port}\"\n\n[runtime]\ncache_dir = \"{}\"\n",
-        cache.display()
-    );
-    for (name, extra) in controllers {
-        text.push_str(&format!(
-            "\n[[controllers]]\nname = \"{name}\"\ncomponent = \"{}/{name}.wasm\"\n\
-             lease_ttl = \"{TTL_MS}ms\"\nrenew_interval = \"200ms\"\nrenew_deadline = \"1400ms\"\n{extra}\n",
-            guests.display()
-        ));
-    }
-    text
 }
 
 /// `(epoch, held here)` of each lease the replica reports.
@@ -450,8 +430,9 @@ async fn sighup_reloads_the_controllers_while_the_host_keeps_running() {
     let dir = TempDir::new();
     let cluster = cluster();
     let port = free_port();
-    let config =
-        |controllers: &[(&str, &str)]| reload_config(&cluster, port, db.url(), controllers);
+    let config = |controllers: &[(&str, &str)]| {
+        config_with(&cluster, "replica-a", port, db.url(), controllers)
+    };
     let mut replica = Replica::start(dir.path(), "a", port, &config(&[("scheduler", "")]));
     replica.wait_healthy(Duration::from_secs(60)).await;
     let pid = replica.pid();
@@ -466,8 +447,9 @@ async fn sighup_reloads_the_controllers_while_the_host_keeps_running() {
 
     // Refused whole, nothing changes: a setting that applies only at
     // start-up; a component that is not one; a file that does not parse.
-    replica.set_config(&reload_config(
+    replica.set_config(&config_with(
         "elsewhere",
+        "replica-a",
         port,
         db.url(),
         &[("scheduler", "")],
