@@ -49,6 +49,13 @@ pub(crate) struct Prepared {
     compiled: CompiledController,
 }
 
+impl Prepared {
+    /// The controller's name.
+    pub(crate) fn name(&self) -> &str {
+        &self.settings.name
+    }
+}
+
 /// One supervised controller.
 struct Running {
     settings: ControllerConfig,
@@ -60,7 +67,7 @@ struct Running {
 
 /// What a reload changed, by controller name.
 #[derive(Debug, Default, PartialEq, Eq)]
-pub struct ReloadSummary {
+pub(crate) struct ReloadSummary {
     /// Started.
     pub added: Vec<String>,
     /// Stopped, leases released.
@@ -84,9 +91,11 @@ fn digest(bytes: &[u8]) -> u64 {
 }
 
 /// A controller's settings and its component's bytes, read.
-pub(crate) struct Source {
+struct Source {
     settings: ControllerConfig,
     bytes: Vec<u8>,
+    /// A hash of `bytes`.
+    digest: u64,
 }
 
 /// Read the component of each of `settings`, reporting every failure.
@@ -95,7 +104,11 @@ fn read(settings: Vec<ControllerConfig>) -> Result<Vec<Source>, Vec<String>> {
     let mut problems = Vec::new();
     for settings in settings {
         match std::fs::read(&settings.component) {
-            Ok(bytes) => sources.push(Source { settings, bytes }),
+            Ok(bytes) => sources.push(Source {
+                digest: digest(&bytes),
+                settings,
+                bytes,
+            }),
             Err(e) => problems.push(format!(
                 "controller {}: component {}: cannot read it: {e}",
                 settings.name,
@@ -117,7 +130,12 @@ async fn compile(runtime: &Runtime, sources: Vec<Source>) -> Result<Vec<Prepared
     tokio::task::spawn_blocking(move || {
         let mut prepared = Vec::new();
         let mut problems = Vec::new();
-        for Source { settings, bytes } in sources {
+        for Source {
+            settings,
+            bytes,
+            digest,
+        } in sources
+        {
             match runtime.compile(
                 &settings.name,
                 &settings.component.display().to_string(),
@@ -126,7 +144,7 @@ async fn compile(runtime: &Runtime, sources: Vec<Source>) -> Result<Vec<Prepared
                 settings.dir_grants(),
             ) {
                 Ok(compiled) => prepared.push(Prepared {
-                    digest: digest(&bytes),
+                    digest,
                     settings,
                     compiled,
                 }),
@@ -179,11 +197,6 @@ impl Controllers {
             shared,
             running: BTreeMap::new(),
         }
-    }
-
-    /// Names of the running controllers, in order.
-    pub(crate) fn names(&self) -> Vec<String> {
-        self.running.keys().cloned().collect()
     }
 
     /// Start supervising a prepared controller.
@@ -251,7 +264,7 @@ impl Controllers {
 
     /// Stop every controller (shutdown).
     pub(crate) async fn stop_all(&mut self) {
-        let names = self.names();
+        let names: Vec<String> = self.running.keys().cloned().collect();
         self.stop(&names).await;
     }
 
@@ -288,8 +301,7 @@ impl Controllers {
             match self.running.get(&name) {
                 None => summary.added.push(name),
                 Some(running)
-                    if running.settings == source.settings
-                        && running.digest == digest(&source.bytes) =>
+                    if running.settings == source.settings && running.digest == source.digest =>
                 {
                     summary.unchanged.push(name);
                     continue;

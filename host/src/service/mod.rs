@@ -18,7 +18,7 @@ use crate::authority::postgres::PostgresAuthority;
 use crate::authority::{Authority, AuthorityError};
 use crate::config::Config;
 use crate::db::{Database, DbError};
-use crate::runtime::{CompiledController, Runtime};
+use crate::runtime::Runtime;
 use crate::status::{DatabaseState, Status};
 use crate::store::Store;
 use crate::store::memory::MemoryStore;
@@ -29,7 +29,6 @@ use crate::supervisor::identity::{self, IdentityCheck};
 mod controllers;
 
 use controllers::Controllers;
-pub use controllers::ReloadSummary;
 
 /// Why the service could not start or stopped with an error.
 #[derive(Debug, Error)]
@@ -106,31 +105,6 @@ pub async fn open_backends(config: &Config) -> Result<Backends, ServiceError> {
     }
 }
 
-/// Compile every controller's component, reporting every failure.
-pub fn compile_all(
-    config: &Config,
-    runtime: &Runtime,
-) -> Result<Vec<CompiledController>, Vec<String>> {
-    let mut compiled = Vec::new();
-    let mut problems = Vec::new();
-    for controller in &config.controllers {
-        match runtime.load(
-            &controller.name,
-            &controller.component,
-            controller.guest_limits(),
-            controller.dir_grants(),
-        ) {
-            Ok(c) => compiled.push(c),
-            Err(e) => problems.push(e.to_string()),
-        }
-    }
-    if problems.is_empty() {
-        Ok(compiled)
-    } else {
-        Err(problems)
-    }
-}
-
 /// Validate what `run` would run without leading anything: compile every
 /// component against the WIT world and verify the database identity.
 /// Returns one line per problem.
@@ -138,12 +112,12 @@ pub async fn check(config: &Config) -> Result<Vec<String>, Vec<String>> {
     let mut notes = Vec::new();
     let mut problems = Vec::new();
     match Runtime::new(&config.engine_config()) {
-        Ok(runtime) => match compile_all(config, &runtime) {
-            Ok(compiled) => {
-                for c in compiled {
+        Ok(runtime) => match controllers::prepare(&runtime, config.controllers.clone()).await {
+            Ok(prepared) => {
+                for p in prepared {
                     notes.push(format!(
                         "controller {}: component compiles and fits the world",
-                        c.name()
+                        p.name()
                     ));
                 }
             }
@@ -303,22 +277,20 @@ pub async fn run_until(
     );
 
     let mut config = config;
-    let (mut reload_requests, reload_path) = match reloads {
-        Some(Reloads { path, requests }) => (Some(requests), Some(path)),
-        None => (None, None),
-    };
+    let mut reloads = reloads;
     tokio::pin!(stop);
     loop {
         tokio::select! {
             () = &mut stop => break,
-            request = async { reload_requests.as_mut()?.recv().await }, if reload_requests.is_some() => {
-                if request.is_none() {
-                    reload_requests = None;
-                    continue;
-                }
-                let path = reload_path.as_deref().expect("reloads come with their path");
-                if let Some(next) = reload(&mut controllers, &runtime, &config, path).await {
-                    config = next;
+            request = async { reloads.as_mut()?.requests.recv().await }, if reloads.is_some() => {
+                match (request, &reloads) {
+                    (Some(()), Some(Reloads { path, .. })) => {
+                        if let Some(next) = reload(&mut controllers, &runtime, &config, path).await {
+                            config = next;
+                        }
+                    }
+                    // No one can ask any more.
+                    _ => reloads = None,
                 }
             }
         }

@@ -354,7 +354,10 @@ impl PostgresStore {
         let lock = client.prepare_cached(LOCK_SQL).await.map_err(db_error)?;
         let write = client.prepare_cached(WRITE_SQL).await.map_err(db_error)?;
         let fencing = match fence {
-            Some(_) => Some(FenceStatements::cached(client).await.map_err(db_error)?),
+            Some(fence) => Some((
+                fence,
+                FenceStatements::cached(client).await.map_err(db_error)?,
+            )),
             None => None,
         };
         let database_id = match self.pinned.get() {
@@ -395,19 +398,19 @@ impl PostgresStore {
             }
         };
         let fence_checked = async {
-            match (fence, &fencing) {
-                (Some(fence), Some(statements)) => check_fence(&tx, statements, fence)
+            match &fencing {
+                Some((fence, statements)) => check_fence(&tx, statements, fence)
                     .await
                     .map_err(authority_error),
-                _ => Ok(()),
+                None => Ok(()),
             }
         };
         let write_recorded = async {
-            match (fence, &fencing) {
-                (Some(fence), Some(statements)) => record_write(&tx, statements, fence)
+            match &fencing {
+                Some((fence, statements)) => record_write(&tx, statements, fence)
                     .await
                     .map_err(authority_error),
-                _ => Ok(()),
+                None => Ok(()),
             }
         };
         let written = async {
