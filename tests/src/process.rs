@@ -176,14 +176,13 @@ impl Replica {
     pub async fn exited(&mut self, limit: Duration) -> Option<i32> {
         let started = Instant::now();
         loop {
-            if self.child.is_none() {
+            let Some(child) = self.child.as_mut() else {
                 panic!(
                     "{} is not running (it exited on its own?):\n{}",
                     self.name,
                     self.log_tail(20)
                 );
-            }
-            let child = self.child.as_mut().expect("checked above");
+            };
             if let Some(status) = child.try_wait().expect("wait") {
                 self.child = None;
                 return Some(status.code().unwrap_or(-1));
