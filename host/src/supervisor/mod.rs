@@ -170,6 +170,7 @@ impl Supervisor {
                         .metrics
                         .acquisitions
                         .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    let sent = self.confirm_late_grant(&grant, sent).await;
                     let end = self.run_tenure(grant, sent).await;
                     if let TenureEnd::Lost(_) = end {
                         // Give a successor the chance to take over before we
@@ -251,6 +252,30 @@ impl Supervisor {
         guest.task.abort();
         let _ = guest.task.await;
         self.status.metrics.aborted(reason);
+    }
+
+    /// A grant that arrived after the renew deadline counted from its
+    /// acquire's send (the acquire waited on the lease row, e.g. behind a
+    /// stalled transaction of the previous holder) would count as lost at
+    /// once and waste its epoch. No guest has run yet, so renew it once and
+    /// count from that renewal's send instead (L3 holds as for any
+    /// renewal); if the renewal fails, keep the acquire's send time and let
+    /// the tenure end as lost.
+    async fn confirm_late_grant(&self, grant: &Grant, acquire_sent: Instant) -> Instant {
+        let timing = self.config.timing;
+        if acquire_sent.elapsed() < timing.renew_deadline {
+            return acquire_sent;
+        }
+        let sent = Instant::now();
+        match self
+            .authority
+            .renew(std::slice::from_ref(&grant.fence), timing.ttl)
+            .await
+            .as_deref()
+        {
+            Ok([Renewed::Extended { .. }]) => sent,
+            _ => acquire_sent,
+        }
     }
 
     async fn run_tenure(&mut self, grant: Grant, acquire_sent: Instant) -> TenureEnd {
