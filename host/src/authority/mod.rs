@@ -1,5 +1,5 @@
 //! The lease authority: acquire, renew, release, observe and the tenure
-//! history, with strictly increasing fencing epochs (L1–L6 in DESIGN.md).
+//! history, with strictly increasing fencing epochs (L1–L6 in ARCHITECTURE.md).
 //!
 //! Owns: lease rows, tenure records, database identity checks, the
 //! release notifications standbys wait on, and the fence check every
@@ -199,7 +199,7 @@ pub struct TenureRecord {
 }
 
 /// What the database says it is. Checked before any acquisition (point 4 of
-/// DESIGN.md).
+/// docs/design.md).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct DatabaseIdentity {
     /// The uuid created by the first migration.

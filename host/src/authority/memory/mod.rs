@@ -3,7 +3,7 @@
 //! It keeps the PostgreSQL backend's semantics (L1–L6) inside one mutex so
 //! that single-process development and tests behave like production. Two
 //! replicas each using their own memory backend would both lead: this is
-//! never a deployment option for more than one process (DESIGN.md, point 7).
+//! never a deployment option for more than one process (docs/design.md, point 7).
 //!
 //! The clock is [`tokio::time::Instant`], so tests pause and advance time
 //! deterministically; times are shown as UTC by anchoring the monotonic

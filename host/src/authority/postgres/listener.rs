@@ -4,7 +4,7 @@
 //! The session is opened with its own `connect`, never taken from the pool,
 //! and is closed (dropped) when it fails or the authority goes away: a
 //! LISTEN registration is session state, and session state must not leak
-//! into pooled connections (DESIGN.md, point 3).
+//! into pooled connections (docs/design.md, point 3).
 //!
 //! Notifications sent while the session is down are lost, so every
 //! (re)established session wakes all waiters once; candidates then retry
