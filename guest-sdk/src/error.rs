@@ -1,5 +1,7 @@
 //! The two error types an author meets: [`StoreError`], what the host says
-//! about a store call, and [`Error`], what `reconcile` returns.
+//! about a store call, and [`Error`], what `reconcile` returns; and
+//! [`QuotaExceeded`], the refusal of a write quota, which the SDK derives
+//! from the host's message.
 
 use std::fmt;
 use std::time::Duration;
@@ -12,7 +14,8 @@ use crate::object::ObjectKey;
 /// (this guest is no longer the leader; return the error),
 /// [`StoreError::Conflict`] means re-read and decide again,
 /// [`StoreError::Unavailable`] means try again later and re-read first
-/// (a commit's outcome is unknown).
+/// (a commit's outcome is unknown), [`StoreError::QuotaExceeded`] means
+/// this controller is writing too much: slow down.
 ///
 /// # Example
 ///
@@ -47,9 +50,208 @@ pub enum StoreError {
     /// The backend could not be reached or failed. Whether a commit that
     /// returned this was applied is unknown: re-read before trying again.
     Unavailable(String),
+    /// A write quota of this controller (`max_creates_per_second` with
+    /// `create_burst`, or `max_objects_per_kind`, set per controller in
+    /// the host's config) refused the commit. Nothing was written. For the
+    /// rate, retry after [`QuotaExceeded::retry_after`]; for the cap on
+    /// objects, delete some first. The default
+    /// [`crate::Controller::error_policy`] waits `retry_after` when given.
+    ///
+    /// The host reports it as an `invalid` store error whose message starts
+    /// with [`QUOTA_EXCEEDED_PREFIX`] (the WIT contract is unchanged); the
+    /// SDK recognizes that message and returns this instead.
+    QuotaExceeded(QuotaExceeded),
+}
+
+/// The start of the host's message for a commit refused by a write quota.
+/// Stable: the SDK derives [`StoreError::QuotaExceeded`] from it.
+///
+/// # Example
+///
+/// ```
+/// assert_eq!(leasehold_guest::QUOTA_EXCEEDED_PREFIX, "quota exceeded: ");
+/// ```
+pub const QUOTA_EXCEEDED_PREFIX: &str = "quota exceeded: ";
+
+/// Which write quota refused a commit.
+///
+/// # Example
+///
+/// ```
+/// use leasehold_guest::Quota;
+///
+/// assert_eq!(Quota::CreatesPerSecond.key(), "max_creates_per_second");
+/// assert_eq!(Quota::from_key("max_objects_per_kind"), Some(Quota::ObjectsPerKind));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Quota {
+    /// The rate of creates: `max_creates_per_second`, with `create_burst`
+    /// creates allowed at once.
+    CreatesPerSecond,
+    /// The cap on objects of one kind: `max_objects_per_kind`.
+    ObjectsPerKind,
+}
+
+impl Quota {
+    /// Its config key, as the host names it in refusals and metrics.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// assert_eq!(leasehold_guest::Quota::ObjectsPerKind.key(), "max_objects_per_kind");
+    /// ```
+    pub fn key(self) -> &'static str {
+        match self {
+            Quota::CreatesPerSecond => "max_creates_per_second",
+            Quota::ObjectsPerKind => "max_objects_per_kind",
+        }
+    }
+
+    /// The quota named by a config key, if this SDK knows it.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use leasehold_guest::Quota;
+    ///
+    /// assert_eq!(Quota::from_key("max_creates_per_second"), Some(Quota::CreatesPerSecond));
+    /// assert_eq!(Quota::from_key("max_bytes"), None);
+    /// ```
+    pub fn from_key(key: &str) -> Option<Quota> {
+        match key {
+            "max_creates_per_second" => Some(Quota::CreatesPerSecond),
+            "max_objects_per_kind" => Some(Quota::ObjectsPerKind),
+            _ => None,
+        }
+    }
+}
+
+/// A commit refused by a write quota, as derived from the host's message:
+///
+/// ```text
+/// quota exceeded: controller=NAME quota=KEY limit=N [retry_after_ms=MS] [kind=KIND]: DETAIL
+/// ```
+///
+/// # Example
+///
+/// ```
+/// use std::time::Duration;
+///
+/// use leasehold_guest::{Quota, QuotaExceeded, StoreError};
+///
+/// let message = "quota exceeded: controller=flood quota=max_creates_per_second limit=20 \
+///                retry_after_ms=50: controller \"flood\" may create 20 objects per second";
+/// let refusal = QuotaExceeded::parse(message).unwrap();
+/// assert_eq!(refusal.quota, Quota::CreatesPerSecond);
+/// assert_eq!(refusal.limit, 20);
+/// assert_eq!(refusal.retry_after, Some(Duration::from_millis(50)));
+/// // What the SDK's store calls return for it:
+/// assert!(matches!(
+///     StoreError::from_invalid(message.to_string()),
+///     StoreError::QuotaExceeded(q) if q.controller == "flood"
+/// ));
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QuotaExceeded {
+    /// The controller whose quota it is.
+    pub controller: String,
+    /// Which quota.
+    pub quota: Quota,
+    /// The configured limit: creates per second, or objects per kind.
+    pub limit: u64,
+    /// For the rate: how long until the commit's creates are earned again.
+    pub retry_after: Option<std::time::Duration>,
+    /// For the cap on objects: the kind that is full.
+    pub kind: Option<String>,
+    /// The host's whole message, for logs.
+    pub message: String,
+}
+
+impl QuotaExceeded {
+    /// Read a quota refusal from the host's message; `None` if `message`
+    /// is not one (or names a quota this SDK does not know).
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use leasehold_guest::{Quota, QuotaExceeded};
+    ///
+    /// let refusal = QuotaExceeded::parse(
+    ///     "quota exceeded: controller=flood quota=max_objects_per_kind limit=30 kind=marks: full",
+    /// )
+    /// .unwrap();
+    /// assert_eq!((refusal.quota, refusal.limit), (Quota::ObjectsPerKind, 30));
+    /// assert_eq!(refusal.kind.as_deref(), Some("marks"));
+    /// assert!(QuotaExceeded::parse("invalid name \"A\"").is_none());
+    /// ```
+    pub fn parse(message: &str) -> Option<QuotaExceeded> {
+        let rest = message.strip_prefix(QUOTA_EXCEEDED_PREFIX)?;
+        let (header, _) = rest.split_once(": ")?;
+        let (mut controller, mut quota, mut limit, mut retry_after, mut kind) =
+            (None, None, None, None, None);
+        for field in header.split(' ') {
+            let (key, value) = field.split_once('=')?;
+            match key {
+                "controller" => controller = Some(value.to_string()),
+                "quota" => quota = Some(Quota::from_key(value)?),
+                "limit" => limit = Some(value.parse().ok()?),
+                "retry_after_ms" => {
+                    retry_after = Some(std::time::Duration::from_millis(value.parse().ok()?));
+                }
+                "kind" => kind = Some(value.to_string()),
+                // Fields a newer host adds are skipped.
+                _ => {}
+            }
+        }
+        Some(QuotaExceeded {
+            controller: controller?,
+            quota: quota?,
+            limit: limit?,
+            retry_after,
+            kind,
+            message: message.to_string(),
+        })
+    }
 }
 
 impl StoreError {
+    /// What the host's `invalid` error becomes: [`StoreError::QuotaExceeded`]
+    /// when its message is a quota refusal, [`StoreError::Invalid`]
+    /// otherwise.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use leasehold_guest::StoreError;
+    ///
+    /// let quota = StoreError::from_invalid(
+    ///     "quota exceeded: controller=c quota=max_objects_per_kind limit=3 kind=k: full".into(),
+    /// );
+    /// assert!(quota.is_quota_exceeded());
+    /// let other = StoreError::from_invalid("value is not JSON".into());
+    /// assert_eq!(other, StoreError::Invalid("value is not JSON".into()));
+    /// ```
+    pub fn from_invalid(message: String) -> StoreError {
+        match QuotaExceeded::parse(&message) {
+            Some(refusal) => StoreError::QuotaExceeded(refusal),
+            None => StoreError::Invalid(message),
+        }
+    }
+
+    /// Whether this is [`StoreError::QuotaExceeded`]: write less.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use leasehold_guest::StoreError;
+    ///
+    /// assert!(!StoreError::Invalid("bad".into()).is_quota_exceeded());
+    /// ```
+    pub fn is_quota_exceeded(&self) -> bool {
+        matches!(self, StoreError::QuotaExceeded(_))
+    }
+
     /// Whether this is [`StoreError::Fenced`]: the guest must stop.
     ///
     /// # Example
@@ -92,6 +294,7 @@ impl fmt::Display for StoreError {
                 f,
                 "store unavailable: {why}; re-read before retrying, a commit may have been applied"
             ),
+            StoreError::QuotaExceeded(refusal) => f.write_str(&refusal.message),
         }
     }
 }
@@ -221,7 +424,8 @@ impl Error {
         self.store_error().is_some_and(StoreError::is_fenced)
     }
 
-    /// The retry delay carried by [`Error::Failed`], if any. The default
+    /// The retry delay carried by [`Error::Failed`], or by a
+    /// [`StoreError::QuotaExceeded`] of the create rate, if any. The default
     /// [`crate::Controller::error_policy`] uses it.
     ///
     /// # Example
@@ -237,6 +441,7 @@ impl Error {
     pub fn retry_hint(&self) -> Option<Duration> {
         match self {
             Error::Failed { retry_after, .. } => *retry_after,
+            Error::Store(StoreError::QuotaExceeded(refusal)) => refusal.retry_after,
             _ => None,
         }
     }
@@ -279,6 +484,72 @@ impl std::error::Error for Error {
         match self {
             Error::Store(error) => Some(error),
             _ => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    /// The host's own message (see `host/src/quota.rs`), verbatim.
+    const RATE: &str = "quota exceeded: controller=flood quota=max_creates_per_second limit=20 \
+                        retry_after_ms=50: controller \"flood\" may create 20 objects per second \
+                        (create_burst 40) and has spent them; this commit creates 1; retry later; \
+                        nothing was written";
+    const CAP: &str = "quota exceeded: controller=flood quota=max_objects_per_kind limit=30 \
+                       kind=marks: kind \"marks\" holds 30 objects and this commit creates 1 more";
+
+    #[test]
+    fn the_hosts_refusals_become_typed_errors() {
+        let StoreError::QuotaExceeded(rate) = StoreError::from_invalid(RATE.into()) else {
+            panic!("not derived")
+        };
+        assert_eq!(
+            rate,
+            QuotaExceeded {
+                controller: "flood".into(),
+                quota: Quota::CreatesPerSecond,
+                limit: 20,
+                retry_after: Some(Duration::from_millis(50)),
+                kind: None,
+                message: RATE.into(),
+            }
+        );
+        let StoreError::QuotaExceeded(cap) = StoreError::from_invalid(CAP.into()) else {
+            panic!("not derived")
+        };
+        assert_eq!(cap.quota, Quota::ObjectsPerKind);
+        assert_eq!(cap.kind.as_deref(), Some("marks"));
+        assert_eq!(cap.retry_after, None);
+        // Shown as the host said it.
+        assert_eq!(StoreError::QuotaExceeded(cap).to_string(), CAP);
+    }
+
+    #[test]
+    fn the_rate_refusal_sets_the_retry_hint() {
+        let error = Error::from(StoreError::from_invalid(RATE.into()));
+        assert_eq!(error.retry_hint(), Some(Duration::from_millis(50)));
+        let error = Error::from(StoreError::from_invalid(CAP.into()));
+        assert_eq!(error.retry_hint(), None);
+    }
+
+    #[test]
+    fn other_invalid_messages_stay_invalid() {
+        for message in [
+            "kind \"A\" is not a DNS label",
+            "quota exceeded: but not in the host's shape",
+            "quota exceeded: controller=c quota=max_bytes limit=1: a quota this SDK does not know",
+            "quota exceeded: controller=c quota=max_objects_per_kind limit=many: bad limit",
+            "quota exceeded: quota=max_objects_per_kind limit=3: no controller",
+        ] {
+            assert_eq!(
+                StoreError::from_invalid(message.into()),
+                StoreError::Invalid(message.into()),
+                "{message}"
+            );
         }
     }
 }

@@ -95,7 +95,7 @@ mod transaction;
 mod fake;
 
 pub use controller::{Context, Controller, Description, Outcome, Reply, Retry};
-pub use error::{Error, StoreError};
+pub use error::{Error, QUOTA_EXCEEDED_PREFIX, Quota, QuotaExceeded, StoreError};
 pub use fence::{Fence, fence};
 pub use limits::{
     DEFAULT_PAGE_SIZE, LOG_LINE_BYTES, Limits, MAX_CALL_PAYLOAD_BYTES, MAX_EVENT_MESSAGE_BYTES,

@@ -11,6 +11,7 @@ pub mod db;
 pub mod fence;
 pub mod limits;
 pub mod names;
+pub mod quota;
 pub mod runtime;
 pub mod service;
 pub mod status;

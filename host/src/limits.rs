@@ -39,3 +39,23 @@ pub const MAX_CONTROLLERS: usize = 10_000;
 pub const POOLED_CONTROLLERS: usize = 16;
 /// Largest HTTP request body.
 pub const HTTP_BODY_BYTES: usize = MAX_VALUE_BYTES + 4096;
+/// Default `max_creates_per_second` of a controller: the steady rate at
+/// which its guest may create objects. Generous for a controller that
+/// creates an object per input, yet 800 times below what a runaway guest
+/// reached unthrottled (80,000 creates in 15 s).
+pub const DEFAULT_CREATES_PER_SECOND: u32 = 100;
+/// Largest `max_creates_per_second`; more is no limit at all (surely a
+/// typo).
+pub const MAX_CREATES_PER_SECOND: u32 = 100_000;
+/// Default `create_burst`: creates a controller may make at once before
+/// the rate applies (e.g. catching up after a resync).
+pub const DEFAULT_CREATE_BURST: u32 = 1_000;
+/// Largest `create_burst`.
+pub const MAX_CREATE_BURST: u32 = 1_000_000;
+/// Default `max_objects_per_kind`: most objects of one kind a controller's
+/// creates may bring about. The same as [`WORK_QUEUE_KEYS`]: a watched
+/// kind with more objects than a work queue holds overflows it anyway.
+pub const DEFAULT_OBJECTS_PER_KIND: u64 = 100_000;
+/// Largest `max_objects_per_kind`: the quota counts up to `cap + 1` index
+/// entries in the store, which past ten million takes seconds.
+pub const MAX_OBJECTS_PER_KIND: u64 = 10_000_000;

@@ -54,7 +54,140 @@ declare_timeouts! {
     /// Fallback poll of the change feed when no notification arrives
     /// (notifications can be lost across a reconnect).
     FEED_POLL = Duration::from_secs(1);
+
+    // Floors and ceilings of the configurable durations. `leasehold check`
+    // refuses a value outside them, naming the key, the bound and the
+    // reason given here.
+
+    /// Shortest `lease_ttl`. A grant must outlive several renewal round
+    /// trips and a scheduling hiccup of a busy host; below a second, leases
+    /// flap between replicas on ordinary latency (100 ms flapped 4,461
+    /// times in 12 s), and every flap is a tenure row kept for good.
+    MIN_LEASE_TTL = Duration::from_secs(1);
+    /// Longest `lease_ttl`: it is also the worst-case takeover time after a
+    /// holder vanishes silently, so anything longer is surely a typo.
+    MAX_LEASE_TTL = Duration::from_secs(3600);
+    /// Shortest `renew_interval`: each renewal is a database round trip;
+    /// renewing more often than ten times a second buys no safety and only
+    /// loads the database and the host (1 ns ran the host at 73 % CPU).
+    MIN_RENEW_INTERVAL = Duration::from_millis(100);
+    /// Least time between `renew_interval` and `renew_deadline`: the last
+    /// renewal sent before the deadline needs room for its round trip (and
+    /// a slow database) to come back before the holder gives up.
+    MIN_RENEW_SLACK = Duration::from_millis(200);
+    /// Least time between `renew_deadline` and `lease_ttl`: the margin (L3)
+    /// in which the holder aborts its guest before anyone else can be
+    /// granted the lease, absorbing scheduling delay and clock-rate drift.
+    /// The fault suite's fastest timing (1 s / 150 ms / 700 ms) keeps 300 ms.
+    MIN_EXPIRY_MARGIN = Duration::from_millis(250);
+    /// Shortest `reconcile_deadline`: it also bounds the instantiation and
+    /// `describe` of a fresh guest, which take tens of milliseconds in a
+    /// debug build on a busy host; below a second healthy guests are torn
+    /// down and restarted in a loop.
+    MIN_RECONCILE_DEADLINE = Duration::from_secs(1);
+    /// Longest `reconcile_deadline`: a reconcile that may run an hour
+    /// blocks every other key of its controller; longer is surely a typo.
+    MAX_RECONCILE_DEADLINE = Duration::from_secs(3600);
+    /// Shortest `backoff_min`: the first retry of a failed acquire or guest
+    /// may come quickly, but not in a busy loop.
+    MIN_BACKOFF_MIN = Duration::from_millis(10);
+    /// Shortest `backoff_max`: at steady state a controller that keeps
+    /// failing retries at most once a second, so it cannot flood the log,
+    /// the database or the tenure history.
+    MIN_BACKOFF_MAX = Duration::from_secs(1);
+    /// Longest `backoff_max` (and so `backoff_min`): an hour between
+    /// retries is already a controller that has stopped.
+    MAX_BACKOFF = Duration::from_secs(3600);
+    /// Shortest resync period a guest may ask for (`describe`); a shorter
+    /// one is raised to this. A resync lists every watched object, so a
+    /// guest asking for one every millisecond would keep the database busy.
+    MIN_RESYNC_PERIOD = Duration::from_secs(1);
+    /// Longest resync period a guest may ask for; a longer one is lowered
+    /// to this (a day is already "never"; the guest's raw value could
+    /// overflow the clock).
+    MAX_RESYNC_PERIOD = Duration::from_secs(24 * 3600);
+    /// How long a controller's count of the objects of one kind (for its
+    /// `max_objects_per_kind` quota) is trusted before it is counted again
+    /// in the store. In between, the controller's own creates and deletes
+    /// keep it exact; other writers (the API, other controllers) are seen
+    /// at the next count. Counting is bounded (`LIMIT cap + 1`) but not
+    /// free, so it is not repeated for every commit.
+    QUOTA_RECOUNT = Duration::from_secs(1);
 }
+
+/// `renew_deadline` must be at least this many times `renew_interval`, so
+/// that at least two renewals are sent within each deadline and one lost
+/// or slow round trip does not lose the lease.
+pub const MIN_RENEWALS_PER_DEADLINE: u32 = 2;
+
+/// The renew interval a `lease_ttl` implies when the config does not set
+/// one: the default proportion ([`RENEW_INTERVAL`] of [`LEASE_TTL`], 2 s
+/// of 10 s).
+pub const fn derived_renew_interval(ttl: Duration) -> Duration {
+    scale(ttl, RENEW_INTERVAL, LEASE_TTL)
+}
+
+/// The renew deadline a `lease_ttl` implies when the config does not set
+/// one: the default proportion ([`RENEW_DEADLINE`] of [`LEASE_TTL`], 7 s
+/// of 10 s).
+pub const fn derived_renew_deadline(ttl: Duration) -> Duration {
+    scale(ttl, RENEW_DEADLINE, LEASE_TTL)
+}
+
+/// `value * part / whole`, in nanoseconds (a ttl of at most an hour times
+/// a default of seconds fits a u128 with room to spare).
+const fn scale(value: Duration, part: Duration, whole: Duration) -> Duration {
+    let nanos = value.as_nanos() * part.as_nanos() / whole.as_nanos();
+    Duration::from_nanos(nanos as u64)
+}
+
+/// Whether a lease timing keeps every floor and ratio above; `const` so the
+/// defaults are checked when the crate compiles.
+pub const fn timing_keeps_floors(ttl: Duration, interval: Duration, deadline: Duration) -> bool {
+    let (ttl, interval, deadline) = (ttl.as_nanos(), interval.as_nanos(), deadline.as_nanos());
+    ttl >= MIN_LEASE_TTL.as_nanos()
+        && ttl <= MAX_LEASE_TTL.as_nanos()
+        && interval >= MIN_RENEW_INTERVAL.as_nanos()
+        && interval < deadline
+        && deadline < ttl
+        && deadline >= interval * MIN_RENEWALS_PER_DEADLINE as u128
+        && deadline - interval >= MIN_RENEW_SLACK.as_nanos()
+        && ttl - deadline >= MIN_EXPIRY_MARGIN.as_nanos()
+}
+
+// The defaults keep their own rules, and so does the timing any allowed
+// ttl derives: a config that sets only `lease_ttl` is always valid.
+const _: () = assert!(timing_keeps_floors(
+    LEASE_TTL,
+    RENEW_INTERVAL,
+    RENEW_DEADLINE
+));
+const _: () = assert!(timing_keeps_floors(
+    MIN_LEASE_TTL,
+    derived_renew_interval(MIN_LEASE_TTL),
+    derived_renew_deadline(MIN_LEASE_TTL)
+));
+const _: () = assert!(timing_keeps_floors(
+    MAX_LEASE_TTL,
+    derived_renew_interval(MAX_LEASE_TTL),
+    derived_renew_deadline(MAX_LEASE_TTL)
+));
+const _: () = assert!(derived_renew_interval(LEASE_TTL).as_nanos() == RENEW_INTERVAL.as_nanos());
+const _: () = assert!(derived_renew_deadline(LEASE_TTL).as_nanos() == RENEW_DEADLINE.as_nanos());
+const _: () = assert!(
+    MIN_RECONCILE_DEADLINE.as_nanos() <= RECONCILE_DEADLINE.as_nanos()
+        && RECONCILE_DEADLINE.as_nanos() <= MAX_RECONCILE_DEADLINE.as_nanos()
+);
+const _: () = assert!(
+    MIN_BACKOFF_MIN.as_nanos() <= BACKOFF_MIN.as_nanos()
+        && BACKOFF_MIN.as_nanos() <= BACKOFF_MAX.as_nanos()
+        && MIN_BACKOFF_MAX.as_nanos() <= BACKOFF_MAX.as_nanos()
+        && BACKOFF_MAX.as_nanos() <= MAX_BACKOFF.as_nanos()
+);
+// A floor of the ceiling must not exceed the largest allowed floor, or no
+// backoff_min/backoff_max pair could be written at all.
+const _: () = assert!(MIN_BACKOFF_MAX.as_nanos() <= MAX_BACKOFF.as_nanos());
+const _: () = assert!(MIN_RESYNC_PERIOD.as_nanos() < MAX_RESYNC_PERIOD.as_nanos());
 
 #[cfg(test)]
 mod tests {
@@ -65,5 +198,37 @@ mod tests {
         assert!(RENEW_INTERVAL < RENEW_DEADLINE);
         assert!(RENEW_DEADLINE < LEASE_TTL);
         assert!(ALL.iter().all(|(_, d)| !d.is_zero()));
+    }
+
+    #[test]
+    fn a_ttl_derives_the_default_proportions() {
+        assert_eq!(
+            derived_renew_interval(Duration::from_secs(5)),
+            Duration::from_secs(1)
+        );
+        assert_eq!(
+            derived_renew_deadline(Duration::from_secs(5)),
+            Duration::from_millis(3500)
+        );
+        assert_eq!(
+            derived_renew_deadline(Duration::from_secs(1)),
+            Duration::from_millis(700)
+        );
+    }
+
+    #[test]
+    fn each_floor_and_ratio_is_checked() {
+        let ms = Duration::from_millis;
+        assert!(timing_keeps_floors(ms(1000), ms(150), ms(700)));
+        // ttl below its floor.
+        assert!(!timing_keeps_floors(ms(900), ms(150), ms(600)));
+        // interval below its floor.
+        assert!(!timing_keeps_floors(ms(1000), ms(90), ms(700)));
+        // Fewer than two renewals per deadline.
+        assert!(!timing_keeps_floors(ms(2000), ms(600), ms(1100)));
+        // No slack for the last renewal's round trip.
+        assert!(!timing_keeps_floors(ms(1000), ms(100), ms(250)));
+        // No margin between the holder's deadline and expiry.
+        assert!(!timing_keeps_floors(ms(1000), ms(150), ms(800)));
     }
 }

@@ -18,7 +18,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::controller::{Controller, Reply, dispatch};
-use crate::error::StoreError;
+use crate::error::{QUOTA_EXCEEDED_PREFIX, Quota, StoreError};
 use crate::fence::Fence;
 use crate::limits::Limits;
 use crate::log::Level;
@@ -107,11 +107,57 @@ pub enum Fault {
     /// as when the connection drops after the database committed: the
     /// caller cannot tell it landed. Commits only.
     LostReply,
+    /// The commit is refused by a write quota of the controller, writing
+    /// nothing: it fails with [`StoreError::QuotaExceeded`], derived from
+    /// the host's message exactly as on `wasm32`. The limit shown is the
+    /// host's default; for [`Quota::CreatesPerSecond`] the refusal asks to
+    /// retry after 10 ms, for [`Quota::ObjectsPerKind`] it names the kind
+    /// of the commit's first operation. Commits only.
+    ///
+    /// ```
+    /// use leasehold_guest::{FakeHost, Fault, Quota, StoreError, Transaction};
+    ///
+    /// let host = FakeHost::new();
+    /// host.fail_next_commit(Fault::QuotaExceeded(Quota::ObjectsPerKind));
+    /// match Transaction::new().create("tasks", "a", &1).commit() {
+    ///     Err(StoreError::QuotaExceeded(q)) => assert_eq!(q.kind.as_deref(), Some("tasks")),
+    ///     other => panic!("expected a quota refusal, got {other:?}"),
+    /// }
+    /// assert!(host.object::<u32>("tasks", "a").is_none());
+    /// ```
+    QuotaExceeded(Quota),
 }
 
 impl Fault {
     fn commits_only(self) -> bool {
-        matches!(self, Fault::Conflict | Fault::LostReply)
+        matches!(
+            self,
+            Fault::Conflict | Fault::LostReply | Fault::QuotaExceeded(_)
+        )
+    }
+}
+
+/// The host's default `max_creates_per_second`, shown in injected refusals.
+const HOST_DEFAULT_CREATES_PER_SECOND: u64 = 100;
+/// The host's default `max_objects_per_kind`, shown in injected refusals.
+const HOST_DEFAULT_OBJECTS_PER_KIND: u64 = 100_000;
+
+/// The message the host sends for a quota refusal (see
+/// [`crate::QuotaExceeded`] for its shape).
+fn quota_message(controller: &str, quota: Quota, kind: &str) -> String {
+    match quota {
+        Quota::CreatesPerSecond => format!(
+            "{QUOTA_EXCEEDED_PREFIX}controller={controller} quota={} \
+             limit={HOST_DEFAULT_CREATES_PER_SECOND} retry_after_ms=10: controller {controller:?} \
+             has spent its creates (injected by FakeHost); nothing was written",
+            quota.key()
+        ),
+        Quota::ObjectsPerKind => format!(
+            "{QUOTA_EXCEEDED_PREFIX}controller={controller} quota={} \
+             limit={HOST_DEFAULT_OBJECTS_PER_KIND} kind={kind}: kind {kind:?} is full \
+             (injected by FakeHost); nothing was written",
+            quota.key()
+        ),
     }
 }
 
@@ -1080,6 +1126,15 @@ impl FakeHost {
                 .or_else(|| events.first().map(|e| e.key.clone()))
                 .expect("a validated commit has an operation or an event");
             return Err(StoreError::Conflict(key));
+        }
+        if let Some(Fault::QuotaExceeded(quota)) = fault {
+            let kind = ops
+                .first()
+                .map(|op| op.key().kind.clone())
+                .or_else(|| events.first().map(|e| e.key.kind.clone()))
+                .expect("a validated commit has an operation or an event");
+            let message = quota_message(&state.fence.lease, quota, &kind);
+            return Err(StoreError::from_invalid(message));
         }
         let revision = state.objects.apply(&ops)?;
         let epoch = state.fence.epoch;

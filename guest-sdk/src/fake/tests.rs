@@ -532,3 +532,86 @@ fn typed_reads_name_the_object_that_does_not_decode() {
     };
     assert_eq!(key, ObjectKey::new("things", "a"));
 }
+
+#[test]
+fn an_injected_quota_refusal_is_typed_and_writes_nothing() {
+    let host = FakeHost::new();
+    host.fail_next_commit(Fault::QuotaExceeded(crate::Quota::CreatesPerSecond));
+    let result = Transaction::new().create("things", "a", &1).commit();
+    let Err(StoreError::QuotaExceeded(refusal)) = result else {
+        panic!("expected a quota refusal, got {result:?}");
+    };
+    assert_eq!(refusal.quota, crate::Quota::CreatesPerSecond);
+    assert_eq!(refusal.controller, host.fence().lease);
+    assert_eq!(refusal.limit, 100);
+    assert_eq!(refusal.retry_after, Some(Duration::from_millis(10)));
+    assert!(
+        refusal.message.starts_with(crate::QUOTA_EXCEEDED_PREFIX),
+        "{}",
+        refusal.message
+    );
+    assert!(host.object::<u32>("things", "a").is_none());
+    assert!(host.commits().is_empty());
+    // It fires once.
+    Transaction::new()
+        .create("things", "a", &1)
+        .commit()
+        .unwrap();
+    assert_eq!(host.pending_faults(), 0);
+}
+
+#[test]
+#[should_panic(expected = "commits only")]
+fn quota_faults_cannot_be_aimed_at_reads() {
+    FakeHost::new().fail(
+        At::Call(1),
+        Fault::QuotaExceeded(crate::Quota::ObjectsPerKind),
+    );
+}
+
+/// A controller that creates one object per reconcile, with the default
+/// error policy.
+struct Creator;
+
+impl Controller for Creator {
+    fn describe(&self) -> Description {
+        Description::watching(["things"])
+    }
+
+    fn reconcile(&self, _: &Context, _: &str, name: &str) -> Result<Outcome, Error> {
+        Transaction::new()
+            .create("made", name, &json!({}))
+            .commit()?;
+        Ok(Outcome::Done)
+    }
+}
+
+#[test]
+fn the_default_policy_waits_as_long_as_the_rate_refusal_asks() {
+    let host = FakeHost::new();
+    host.fail_next_commit(Fault::QuotaExceeded(crate::Quota::CreatesPerSecond));
+    let reply = host.reconcile(&Creator, "things", "a");
+    let Reply::Failed {
+        message,
+        retry_after,
+    } = reply
+    else {
+        panic!("expected Failed, got {reply:?}");
+    };
+    assert!(message.starts_with("quota exceeded: "), "{message}");
+    assert_eq!(retry_after, Some(Duration::from_millis(10)));
+    // The cap on objects has no wait to give: the host backs off.
+    host.fail_next_commit(Fault::QuotaExceeded(crate::Quota::ObjectsPerKind));
+    let reply = host.reconcile(&Creator, "things", "a");
+    assert!(
+        matches!(
+            reply,
+            Reply::Failed {
+                retry_after: None,
+                ..
+            }
+        ),
+        "{reply:?}"
+    );
+    assert_eq!(host.reconcile(&Creator, "things", "a"), Reply::Done);
+}

@@ -45,7 +45,7 @@ fn error_from_wit(error: store::StoreError) -> StoreError {
         store::StoreError::Fenced(why) => StoreError::Fenced(why),
         store::StoreError::Conflict(key) => StoreError::Conflict(key_from_wit(key)),
         store::StoreError::NotFound(key) => StoreError::NotFound(key_from_wit(key)),
-        store::StoreError::Invalid(why) => StoreError::Invalid(why),
+        store::StoreError::Invalid(why) => StoreError::from_invalid(why),
         store::StoreError::Unavailable(why) => StoreError::Unavailable(why),
     }
 }

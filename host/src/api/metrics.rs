@@ -12,9 +12,10 @@
 //! | `leasehold_reconcile_duration_seconds` | histogram | |
 //! | `leasehold_commits_total` | counter | `result` = ok, fenced, conflict, failed |
 //! | `leasehold_renew_duration_seconds` | histogram | |
+//! | `leasehold_quota_refusals_total` | counter: commits a write quota refused | `quota` = max_creates_per_second, max_objects_per_kind |
 //!
-//! Known loss and abort reasons are always exported (at 0 until they
-//! happen), so a rate query works before the first incident.
+//! Known loss and abort reasons and every quota are always exported (at 0
+//! until they happen), so a rate query works before the first incident.
 
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -25,6 +26,7 @@ use axum::http::header;
 use axum::response::IntoResponse;
 
 use super::AppState;
+use crate::quota::Quota;
 use crate::status::{ControllerState, ControllerStatus, Histogram, Status};
 
 /// The exposition format's content type.
@@ -250,6 +252,26 @@ pub fn render(status: &Status) -> String {
 
     header(
         &mut out,
+        "leasehold_quota_refusals_total",
+        "counter",
+        "Guest commits refused by a write quota (nothing written), by quota.",
+    );
+    for c in &controllers {
+        for quota in Quota::ALL {
+            sample(
+                &mut out,
+                "leasehold_quota_refusals_total",
+                &labels(&[("controller", &c.name), ("quota", quota.key())]),
+                c.metrics
+                    .commits
+                    .quota_refusals(quota)
+                    .load(Ordering::Relaxed),
+            );
+        }
+    }
+
+    header(
+        &mut out,
         "leasehold_renew_duration_seconds",
         "histogram",
         "Round-trip time of lease renewals.",
@@ -268,6 +290,35 @@ pub fn render(status: &Status) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn quota_refusals_are_exported_per_controller_and_quota() {
+        let status = Status::new("c1".into(), "host-a".into(), &["flood".to_string()]);
+        let flood = status.controller("flood").expect("configured");
+        flood
+            .metrics
+            .commits
+            .quota_refusals(Quota::CreatesPerSecond)
+            .fetch_add(3, Ordering::Relaxed);
+        let text = render(&status);
+        assert!(
+            text.contains("# TYPE leasehold_quota_refusals_total counter"),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "leasehold_quota_refusals_total{controller=\"flood\",quota=\"max_creates_per_second\"} 3\n"
+            ),
+            "{text}"
+        );
+        // Exported at 0 before the first refusal.
+        assert!(
+            text.contains(
+                "leasehold_quota_refusals_total{controller=\"flood\",quota=\"max_objects_per_kind\"} 0\n"
+            ),
+            "{text}"
+        );
+    }
 
     #[test]
     fn label_values_are_escaped() {

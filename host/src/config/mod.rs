@@ -39,6 +39,9 @@
 //! backoff_max = "30s"
 //! memory_limit = "64MiB"
 //! max_queue = 100000
+//! max_creates_per_second = 100     # write quotas of the guest
+//! create_burst = 1000
+//! max_objects_per_kind = 100000
 //! dirs = [{ host = "data", guest = "/data", writable = false }]
 //! ```
 
@@ -89,19 +92,9 @@ pub const MAX_DATABASE_CONNECTIONS: usize = 256;
 /// this is not a config file.
 pub const MAX_CONFIG_BYTES: u64 = 1024 * 1024;
 
-/// Shortest `lease_ttl`: below this, ordinary database latency alone would
-/// make leases flap between replicas.
-pub const MIN_LEASE_TTL: Duration = Duration::from_millis(100);
-
-/// Longest `lease_ttl`: also the worst-case takeover time after a holder
-/// vanishes, so an hour is already far past anything useful.
-pub const MAX_LEASE_TTL: Duration = Duration::from_secs(3600);
-
-/// Longest `reconcile_deadline`.
-pub const MAX_RECONCILE_DEADLINE: Duration = Duration::from_secs(3600);
-
-/// Longest `backoff_max` (and so `backoff_min`).
-pub const MAX_BACKOFF: Duration = Duration::from_secs(3600);
+// Floors and ceilings of the durations, with their reasons, live with
+// every other duration.
+pub use crate::timeouts::{MAX_BACKOFF, MAX_LEASE_TTL, MAX_RECONCILE_DEADLINE, MIN_LEASE_TTL};
 
 /// Smallest `memory_limit`: a Rust guest needs several 64 KiB pages just
 /// to start.
@@ -288,10 +281,12 @@ pub struct ControllerConfig {
     /// Lease lifetime without renewal ([`MIN_LEASE_TTL`] to
     /// [`MAX_LEASE_TTL`]).
     pub lease_ttl: Duration,
-    /// How often the lease is renewed; below `renew_deadline`.
+    /// How often the lease is renewed; below `renew_deadline`. When the
+    /// file does not set it, 2/10 of `lease_ttl` (the defaults' proportion).
     pub renew_interval: Duration,
     /// The holder gives the lease up this long after its last successful
-    /// renewal was sent; below `lease_ttl` (L3).
+    /// renewal was sent; below `lease_ttl` (L3). When the file does not set
+    /// it, 7/10 of `lease_ttl`.
     pub renew_deadline: Duration,
     /// Longest single reconcile before the guest is torn down.
     pub reconcile_deadline: Duration,
@@ -307,6 +302,9 @@ pub struct ControllerConfig {
     pub max_queue: usize,
     /// Directories granted to the guest; none by default (G5).
     pub dirs: Vec<DirConfig>,
+    /// The guest's write quotas (`max_creates_per_second`, `create_burst`,
+    /// `max_objects_per_kind`).
+    pub quota: crate::quota::QuotaLimits,
 }
 
 /// One directory granted to a controller.
@@ -337,6 +335,7 @@ impl ControllerConfig {
         GuestLimits {
             memory_bytes: self.memory_limit,
             reconcile_deadline: self.reconcile_deadline,
+            quota: self.quota,
             ..GuestLimits::default()
         }
     }

@@ -70,6 +70,9 @@ pub(super) struct RawController {
     pub backoff_max: Option<Spanned<DurationText>>,
     pub memory_limit: Option<Spanned<IntOrText>>,
     pub max_queue: Option<Spanned<i64>>,
+    pub max_creates_per_second: Option<Spanned<i64>>,
+    pub create_burst: Option<Spanned<i64>>,
+    pub max_objects_per_kind: Option<Spanned<i64>>,
     #[serde(default)]
     pub dirs: Vec<Spanned<RawDir>>,
 }

@@ -22,8 +22,13 @@ use super::{
     Problem, RuntimeConfig, default_holder,
 };
 use crate::authority::LeaseTiming;
-use crate::limits::{GUEST_MEMORY_BYTES, MAX_CONTROLLERS, WORK_QUEUE_KEYS};
+use crate::limits::{
+    DEFAULT_CREATE_BURST, DEFAULT_CREATES_PER_SECOND, DEFAULT_OBJECTS_PER_KIND, GUEST_MEMORY_BYTES,
+    MAX_CONTROLLERS, MAX_CREATE_BURST, MAX_CREATES_PER_SECOND, MAX_OBJECTS_PER_KIND,
+    WORK_QUEUE_KEYS,
+};
 use crate::names::{check_holder, check_label};
+use crate::quota::QuotaLimits;
 use crate::timeouts;
 
 /// The problem the TOML reader stopped at, with its line and the text of
@@ -318,12 +323,15 @@ fn absolute_in(base: &Path, path: &Path) -> PathBuf {
     std::path::absolute(&joined).unwrap_or(joined)
 }
 
-/// Bounds and default of one duration key.
+/// Bounds and default of one duration key, with why each bound is there
+/// (shown when a value is refused).
 struct DurationRule {
     key: &'static str,
     default: Duration,
     min: Duration,
     max: Duration,
+    why_min: &'static str,
+    why_max: &'static str,
 }
 
 /// Parse and bound a duration; on any problem report it and use the
@@ -352,18 +360,20 @@ fn duration(
         c.at(
             value,
             format!(
-                "{who}: {key} is {}; it must be at least {}",
+                "{who}: {key} is {}; it must be at least {}: {}",
                 show(parsed),
-                show(rule.min)
+                show(rule.min),
+                rule.why_min
             ),
         );
     } else if parsed > rule.max {
         c.at(
             value,
             format!(
-                "{who}: {key} is {}; it must be at most {}",
+                "{who}: {key} is {}; it must be at most {}: {}",
                 show(parsed),
-                show(rule.max)
+                show(rule.max),
+                rule.why_max
             ),
         );
     } else {
@@ -419,7 +429,6 @@ fn controller(
         },
     };
 
-    let max = Duration::MAX;
     let (lease_ttl, ttl_ok) = duration(
         c,
         &who,
@@ -429,19 +438,26 @@ fn controller(
             default: timeouts::LEASE_TTL,
             min: MIN_LEASE_TTL,
             max: MAX_LEASE_TTL,
+            why_min: "shorter leases flap between replicas on ordinary database latency, \
+                      and every flap is a tenure row kept for good",
+            why_max: "it is also the worst-case takeover time after a holder vanishes",
         },
     );
-    // Interval and deadline are bounded by the ttl through the ordering
-    // rule below, so they need no bounds of their own.
+    // Left out, the interval and deadline follow the ttl in the defaults'
+    // proportions (2 s and 7 s of 10 s), so setting `lease_ttl` alone is
+    // always a valid timing.
     let (renew_interval, interval_ok) = duration(
         c,
         &who,
         &raw.renew_interval,
         DurationRule {
             key: "renew_interval",
-            default: timeouts::RENEW_INTERVAL,
-            min: Duration::ZERO,
-            max,
+            default: timeouts::derived_renew_interval(lease_ttl),
+            min: timeouts::MIN_RENEW_INTERVAL,
+            max: MAX_LEASE_TTL,
+            why_min: "each renewal is a database round trip; renewing more often only \
+                      loads the database and the host",
+            why_max: "it must be below lease_ttl, which is at most that",
         },
     );
     let (renew_deadline, deadline_ok) = duration(
@@ -450,34 +466,25 @@ fn controller(
         &raw.renew_deadline,
         DurationRule {
             key: "renew_deadline",
-            default: timeouts::RENEW_DEADLINE,
+            default: timeouts::derived_renew_deadline(lease_ttl),
+            // Its floor follows from the interval's and the ratios below.
             min: Duration::ZERO,
-            max,
+            max: MAX_LEASE_TTL,
+            why_min: "",
+            why_max: "it must be below lease_ttl, which is at most that",
         },
     );
-    let timing = LeaseTiming {
-        ttl: lease_ttl,
-        renew_interval,
-        renew_deadline,
-    };
-    if ttl_ok
-        && interval_ok
-        && deadline_ok
-        && let Err(e) = timing.validate()
-    {
-        // Point at whichever of the three keys the file sets, the deadline
-        // first since it sits between the other two.
-        let message =
-            format!("{who}: {e}; the holder must give the lease up before anyone else can take it");
-        match raw
-            .renew_deadline
-            .as_ref()
-            .or(raw.renew_interval.as_ref())
-            .or(raw.lease_ttl.as_ref())
-        {
-            Some(value) => c.at(value, message),
-            None => c.at(entry, message),
-        }
+    if ttl_ok && interval_ok && deadline_ok {
+        lease_timing(
+            c,
+            &who,
+            entry,
+            LeaseTiming {
+                ttl: lease_ttl,
+                renew_interval,
+                renew_deadline,
+            },
+        );
     }
     let (reconcile_deadline, _) = duration(
         c,
@@ -486,8 +493,11 @@ fn controller(
         DurationRule {
             key: "reconcile_deadline",
             default: timeouts::RECONCILE_DEADLINE,
-            min: Duration::ZERO,
+            min: timeouts::MIN_RECONCILE_DEADLINE,
             max: MAX_RECONCILE_DEADLINE,
+            why_min: "it also bounds a fresh guest's start, so shorter tears healthy guests \
+                      down and restarts them in a loop",
+            why_max: "a reconcile that long holds up every other key of the controller",
         },
     );
     let (backoff_min, min_ok) = duration(
@@ -497,8 +507,10 @@ fn controller(
         DurationRule {
             key: "backoff_min",
             default: timeouts::BACKOFF_MIN,
-            min: Duration::ZERO,
+            min: timeouts::MIN_BACKOFF_MIN,
             max: MAX_BACKOFF,
+            why_min: "the first retry of a failed acquire or guest must not be a busy loop",
+            why_max: "an hour between retries is a controller that has stopped",
         },
     );
     let (backoff_max, max_ok) = duration(
@@ -508,8 +520,11 @@ fn controller(
         DurationRule {
             key: "backoff_max",
             default: timeouts::BACKOFF_MAX,
-            min: Duration::ZERO,
+            min: timeouts::MIN_BACKOFF_MAX,
             max: MAX_BACKOFF,
+            why_min: "a controller that keeps failing must not retry more than once a second \
+                      (each retry may be a log line and a tenure row)",
+            why_max: "an hour between retries is a controller that has stopped",
         },
     );
     if min_ok && max_ok && backoff_min > backoff_max {
@@ -523,6 +538,33 @@ fn controller(
             None => c.at(entry, message),
         }
     }
+
+    let quota = QuotaLimits {
+        creates_per_second: count_key(
+            c,
+            &who,
+            &raw.max_creates_per_second,
+            "max_creates_per_second",
+            DEFAULT_CREATES_PER_SECOND.into(),
+            MAX_CREATES_PER_SECOND.into(),
+        ) as u32,
+        create_burst: count_key(
+            c,
+            &who,
+            &raw.create_burst,
+            "create_burst",
+            DEFAULT_CREATE_BURST.into(),
+            MAX_CREATE_BURST.into(),
+        ) as u32,
+        objects_per_kind: count_key(
+            c,
+            &who,
+            &raw.max_objects_per_kind,
+            "max_objects_per_kind",
+            DEFAULT_OBJECTS_PER_KIND,
+            MAX_OBJECTS_PER_KIND,
+        ),
+    };
 
     let memory_limit = match &raw.memory_limit {
         None => GUEST_MEMORY_BYTES,
@@ -590,6 +632,113 @@ fn controller(
         memory_limit,
         max_queue,
         dirs,
+        quota,
+    }
+}
+
+/// The rules a lease timing keeps besides each key's own bounds, each
+/// reported on its own with the floor or ratio and why. Points at the key
+/// the file sets, the deadline first since every rule involves it.
+fn lease_timing(c: &mut Checker, who: &str, entry: &Spanned<RawController>, timing: LeaseTiming) {
+    let raw = entry.get_ref();
+    let show = |d: Duration| humantime::format_duration(d).to_string();
+    let LeaseTiming {
+        ttl,
+        renew_interval: interval,
+        renew_deadline: deadline,
+    } = timing;
+    let report =
+        |c: &mut Checker, first: [&Option<Spanned<DurationText>>; 3], message: String| match first
+            .iter()
+            .find_map(|v| v.as_ref())
+        {
+            Some(value) => c.at(value, message),
+            None => c.at(entry, message),
+        };
+    let deadline_first = [&raw.renew_deadline, &raw.renew_interval, &raw.lease_ttl];
+    if let Err(e) = timing.validate() {
+        report(
+            c,
+            deadline_first,
+            format!("{who}: {e}; the holder must give the lease up before anyone else can take it"),
+        );
+        // The ratios below would only repeat this.
+        return;
+    }
+    let renewals = timeouts::MIN_RENEWALS_PER_DEADLINE;
+    if deadline < interval * renewals {
+        report(
+            c,
+            deadline_first,
+            format!(
+                "{who}: renew_deadline ({}) must be at least {renewals} × renew_interval ({}), \
+                 i.e. {}: at least {renewals} renewals must be sent within each deadline, so that \
+                 one lost or slow round trip does not lose the lease",
+                show(deadline),
+                show(interval),
+                show(interval * renewals)
+            ),
+        );
+    }
+    let slack = timeouts::MIN_RENEW_SLACK;
+    if deadline - interval < slack {
+        report(
+            c,
+            deadline_first,
+            format!(
+                "{who}: renew_deadline ({}) is only {} after renew_interval ({}); it must be at \
+                 least {} after it: the last renewal sent before the deadline needs that long \
+                 for its round trip",
+                show(deadline),
+                show(deadline - interval),
+                show(interval),
+                show(slack)
+            ),
+        );
+    }
+    let margin = timeouts::MIN_EXPIRY_MARGIN;
+    if ttl - deadline < margin {
+        report(
+            c,
+            [&raw.renew_deadline, &raw.lease_ttl, &raw.renew_interval],
+            format!(
+                "{who}: renew_deadline ({}) is only {} below lease_ttl ({}); it must be at least \
+                 {} below: that margin is where the holder stops its guest before anyone else \
+                 can be granted the lease (L3)",
+                show(deadline),
+                show(ttl - deadline),
+                show(ttl),
+                show(margin)
+            ),
+        );
+    }
+}
+
+/// A positive count key bounded by `max`; on a problem, report it and use
+/// the default.
+fn count_key(
+    c: &mut Checker,
+    who: &str,
+    raw: &Option<Spanned<i64>>,
+    key: &str,
+    default: u64,
+    max: u64,
+) -> u64 {
+    let Some(value) = raw else {
+        return default;
+    };
+    match u64::try_from(*value.get_ref()) {
+        Ok(n) if (1..=max).contains(&n) => n,
+        _ => {
+            c.at(
+                value,
+                format!(
+                    "{who}: {key} is {}; it must be between 1 and {max} (default {default})",
+                    value.get_ref()
+                ),
+            );
+            default
+        }
     }
 }
 

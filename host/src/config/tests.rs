@@ -117,6 +117,8 @@ fn a_minimal_config_gets_every_default() {
     assert_eq!(c.memory_limit, GUEST_MEMORY_BYTES);
     assert_eq!(c.max_queue, WORK_QUEUE_KEYS);
     assert!(c.dirs.is_empty());
+    assert_eq!(c.quota, crate::quota::QuotaLimits::default());
+    assert_eq!(c.guest_limits().quota, crate::quota::QuotaLimits::default());
 }
 
 #[test]
@@ -153,6 +155,9 @@ backoff_min = "10ms"
 backoff_max = "5s"
 memory_limit = "128MiB"
 max_queue = 10
+max_creates_per_second = 5
+create_burst = 7
+max_objects_per_kind = 9
 dirs = [{ host = "data", guest = "/data", writable = true }]
 
 [[controllers]]
@@ -186,6 +191,13 @@ memory_limit = 2097152
     assert_eq!(a.backoff_max, Duration::from_secs(5));
     assert_eq!(a.memory_limit, 128 << 20);
     assert_eq!(a.max_queue, 10);
+    let quota = crate::quota::QuotaLimits {
+        creates_per_second: 5,
+        create_burst: 7,
+        objects_per_kind: 9,
+    };
+    assert_eq!(a.quota, quota);
+    assert_eq!(a.guest_limits().quota, quota);
     assert_eq!(
         a.dirs,
         vec![DirConfig {
@@ -359,10 +371,173 @@ fn lease_timing_must_keep_the_holder_fencing_itself_first() {
     let text = format!("{ONE}renew_interval = \"7s\"\n");
     let p = problems(s.parse(&text).unwrap_err());
     assert_has(&p, Some(7), "renew_interval < renew_deadline < lease_ttl");
-    // A shorter ttl alone breaks the defaults' ordering too.
-    let text = format!("{ONE}lease_ttl = \"3s\"\n");
+    // The ordering problem alone: the ratios would only repeat it.
+    assert_eq!(p.len(), 1, "{p:#?}");
+}
+
+#[test]
+fn a_ttl_alone_derives_interval_and_deadline_in_the_default_proportions() {
+    let s = Scratch::new();
+    s.file("scheduler.wasm");
+    for (ttl, interval, deadline) in [
+        ("3s", 600, 2100),
+        ("1s", 200, 700),
+        ("1h", 720_000, 2_520_000),
+    ] {
+        let text = format!("{ONE}lease_ttl = \"{ttl}\"\n");
+        let config = s.parse(&text).unwrap();
+        let c = &config.controllers[0];
+        assert_eq!(c.renew_interval, Duration::from_millis(interval), "{ttl}");
+        assert_eq!(c.renew_deadline, Duration::from_millis(deadline), "{ttl}");
+    }
+    // A key the file sets is kept; only the other one is derived.
+    let text = format!("{ONE}lease_ttl = \"5s\"\nrenew_deadline = \"4s\"\n");
+    let c = s.parse(&text).unwrap().controllers.remove(0);
+    assert_eq!(c.renew_interval, Duration::from_secs(1));
+    assert_eq!(c.renew_deadline, Duration::from_secs(4));
+}
+
+#[test]
+fn a_100ms_ttl_with_a_1ns_interval_names_both_keys_their_floors_and_why() {
+    let s = Scratch::new();
+    s.file("scheduler.wasm");
+    let text = format!("{ONE}lease_ttl = \"100ms\"\nrenew_interval = \"1ns\"\n");
     let p = problems(s.parse(&text).unwrap_err());
-    assert_has(&p, Some(7), "renew_interval < renew_deadline < lease_ttl");
+    assert_has(
+        &p,
+        Some(7),
+        "controller \"scheduler\": lease_ttl is 100ms; it must be at least 1s: shorter leases flap",
+    );
+    assert_has(
+        &p,
+        Some(8),
+        "controller \"scheduler\": renew_interval is 1ns; it must be at least 100ms: each renewal is a database round trip",
+    );
+    assert_eq!(p.len(), 2, "{p:#?}");
+}
+
+#[test]
+fn renewals_per_deadline_have_a_floor() {
+    let s = Scratch::new();
+    s.file("scheduler.wasm");
+    let text =
+        format!("{ONE}lease_ttl = \"10s\"\nrenew_interval = \"3s\"\nrenew_deadline = \"5s\"\n");
+    let p = problems(s.parse(&text).unwrap_err());
+    assert_has(
+        &p,
+        Some(9),
+        "renew_deadline (5s) must be at least 2 × renew_interval (3s), i.e. 6s: at least 2 renewals",
+    );
+    assert_eq!(p.len(), 1, "{p:#?}");
+}
+
+#[test]
+fn the_last_renewal_before_the_deadline_has_room_for_its_round_trip() {
+    let s = Scratch::new();
+    s.file("scheduler.wasm");
+    let text = format!(
+        "{ONE}lease_ttl = \"1s\"\nrenew_interval = \"100ms\"\nrenew_deadline = \"250ms\"\n"
+    );
+    let p = problems(s.parse(&text).unwrap_err());
+    assert_has(
+        &p,
+        Some(9),
+        "renew_deadline (250ms) is only 150ms after renew_interval (100ms); it must be at least 200ms after it",
+    );
+    assert_eq!(p.len(), 1, "{p:#?}");
+}
+
+#[test]
+fn the_holder_stops_with_a_margin_before_the_ttl() {
+    let s = Scratch::new();
+    s.file("scheduler.wasm");
+    let text = format!(
+        "{ONE}lease_ttl = \"1s\"\nrenew_interval = \"150ms\"\nrenew_deadline = \"800ms\"\n"
+    );
+    let p = problems(s.parse(&text).unwrap_err());
+    assert_has(
+        &p,
+        Some(9),
+        "renew_deadline (800ms) is only 200ms below lease_ttl (1s); it must be at least 250ms below",
+    );
+    assert_has(&p, Some(9), "(L3)");
+    assert_eq!(p.len(), 1, "{p:#?}");
+}
+
+#[test]
+fn the_timings_the_test_suites_use_stay_valid() {
+    let s = Scratch::new();
+    s.file("scheduler.wasm");
+    // The fault rig's scenario and fast timings, and the service suite's.
+    for (ttl, interval, deadline) in [("2000ms", "200ms", "1400ms"), ("1000ms", "150ms", "700ms")] {
+        let text = format!(
+            "{ONE}lease_ttl = \"{ttl}\"\nrenew_interval = \"{interval}\"\nrenew_deadline = \"{deadline}\"\nbackoff_max = \"1s\"\n"
+        );
+        s.parse(&text).unwrap();
+    }
+}
+
+#[test]
+fn other_durations_have_floors_with_reasons() {
+    let s = Scratch::new();
+    s.file("scheduler.wasm");
+    let cases = [
+        (
+            "reconcile_deadline = \"500ms\"",
+            "reconcile_deadline is 500ms; it must be at least 1s: it also bounds a fresh guest's start",
+        ),
+        (
+            "backoff_min = \"1ms\"",
+            "backoff_min is 1ms; it must be at least 10ms: the first retry",
+        ),
+        (
+            "backoff_max = \"500ms\"",
+            "backoff_max is 500ms; it must be at least 1s: a controller that keeps failing",
+        ),
+        (
+            "renew_interval = \"2h\"",
+            "renew_interval is 2h; it must be at most 1h: it must be below lease_ttl",
+        ),
+        (
+            "renew_deadline = \"2h\"",
+            "renew_deadline is 2h; it must be at most 1h",
+        ),
+    ];
+    for (line, needle) in cases {
+        let text = format!("{ONE}{line}\n");
+        let p = problems(s.parse(&text).unwrap_err());
+        assert_has(&p, Some(7), needle);
+        assert_eq!(p.len(), 1, "{line}: {p:#?}");
+    }
+}
+
+#[test]
+fn quota_keys_are_bounded() {
+    let s = Scratch::new();
+    s.file("scheduler.wasm");
+    let cases = [
+        (
+            "max_creates_per_second = 0",
+            "max_creates_per_second is 0; it must be between 1 and 100000 (default 100)",
+        ),
+        (
+            "max_creates_per_second = 100001",
+            "max_creates_per_second is 100001",
+        ),
+        (
+            "create_burst = -1",
+            "create_burst is -1; it must be between 1 and 1000000 (default 1000)",
+        ),
+        (
+            "max_objects_per_kind = 10000001",
+            "max_objects_per_kind is 10000001; it must be between 1 and 10000000 (default 100000)",
+        ),
+    ];
+    for (line, needle) in cases {
+        let text = format!("{ONE}{line}\n");
+        let p = problems(s.parse(&text).unwrap_err());
+        assert_has(&p, Some(7), needle);
+    }
 }
 
 #[test]
@@ -397,7 +572,7 @@ fn durations_must_parse_and_stay_in_bounds() {
         ),
         (
             "lease_ttl = \"50ms\"",
-            "lease_ttl is 50ms; it must be at least 100ms",
+            "lease_ttl is 50ms; it must be at least 1s",
         ),
         ("reconcile_deadline = \"2h\"", "it must be at most 1h"),
         ("backoff_max = \"1day\"", "it must be at most 1h"),

@@ -18,6 +18,7 @@ use super::{
     CommitCounters, ComponentError, DirGrant, GuestError, GuestLimits, Revocation, RuntimeError,
 };
 use crate::fence::Fence;
+use crate::quota::WriteQuota;
 use crate::store::Store as StoreBackend;
 
 /// The shared engine and the linker every controller is instantiated with.
@@ -152,6 +153,7 @@ impl Runtime {
             name: controller.to_string(),
             pre,
             engine: self.engine.clone(),
+            quota: Arc::new(WriteQuota::new(controller, limits.quota)),
             limits,
             grants,
         })
@@ -185,6 +187,8 @@ pub struct CompiledController {
     engine: Engine,
     limits: GuestLimits,
     grants: Vec<DirGrant>,
+    /// Shared by every instance and tenure made from this controller.
+    quota: Arc<WriteQuota>,
 }
 
 /// What a controller says it needs.
@@ -225,12 +229,19 @@ impl CompiledController {
         &self.limits
     }
 
-    /// The same compiled controller with other limits (no recompilation).
+    /// The same compiled controller with other limits (no recompilation)
+    /// and fresh quota state.
     pub fn with_limits(&self, limits: GuestLimits) -> Self {
         Self {
+            quota: Arc::new(WriteQuota::new(&self.name, limits.quota)),
             limits,
             ..self.clone()
         }
+    }
+
+    /// The write quota state every instance of this controller shares.
+    pub fn quota(&self) -> &Arc<WriteQuota> {
+        &self.quota
     }
 
     /// A new revocation switch for an instance of this controller. Create
@@ -303,6 +314,7 @@ impl CompiledController {
                 revocation.clone(),
                 limits.payload_bytes,
                 counters,
+                self.quota.clone(),
             ),
             tenure: TenureHost::new(fence.clone()),
             logging: LoggingHost::new(self.name.clone(), fence.epoch, limits.log_line_bytes),
@@ -389,7 +401,7 @@ impl GuestInstance {
             watches: description.watches,
             resync_period: match description.resync_period_ms {
                 0 => None,
-                ms => Some(Duration::from_millis(ms)),
+                ms => Some(self.resync_period(Duration::from_millis(ms))),
             },
         })
     }
@@ -420,6 +432,26 @@ impl GuestInstance {
                 retry_after: failure.retry_after_ms.map(Duration::from_millis),
             },
         })
+    }
+
+    /// The guest's resync period within [`crate::timeouts::MIN_RESYNC_PERIOD`]
+    /// and [`crate::timeouts::MAX_RESYNC_PERIOD`]: a guest must not make
+    /// the host list its kinds in a loop, nor overflow the clock.
+    fn resync_period(&self, asked: Duration) -> Duration {
+        use crate::timeouts::{MAX_RESYNC_PERIOD, MIN_RESYNC_PERIOD};
+        let period = asked.clamp(MIN_RESYNC_PERIOD, MAX_RESYNC_PERIOD);
+        if period != asked {
+            tracing::warn!(
+                controller = self.controller,
+                epoch = self.fence.epoch.0,
+                asked = ?asked,
+                using = ?period,
+                min = ?MIN_RESYNC_PERIOD,
+                max = ?MAX_RESYNC_PERIOD,
+                "the guest's resync period is out of bounds; using the nearest bound"
+            );
+        }
+        period
     }
 
     fn bindings(&self) -> Result<Arc<Controller>, GuestError> {

@@ -47,6 +47,10 @@ pub struct GuestLimits {
     pub log_line_bytes: usize,
     /// Bytes of stdout + stderr captured per tenure.
     pub stdio_bytes: usize,
+    /// Write quotas of the controller. Their state lives with the compiled
+    /// controller, not with an instance, so a restarted guest does not get
+    /// a fresh budget.
+    pub quota: crate::quota::QuotaLimits,
 }
 
 impl Default for GuestLimits {
@@ -62,6 +66,7 @@ impl Default for GuestLimits {
             memories: limits::GUEST_MEMORIES,
             log_line_bytes: limits::LOG_LINE_BYTES,
             stdio_bytes: limits::GUEST_STDIO_BYTES,
+            quota: crate::quota::QuotaLimits::default(),
         }
     }
 }

@@ -300,6 +300,26 @@ impl Store for MemoryStore {
             .feed
             .subscribe()
     }
+
+    async fn count(&self, cluster: &str, kind: &str, limit: u64) -> Result<u64, StoreError> {
+        check_cluster(cluster)?;
+        crate::names::check_label("object kind", kind)?;
+        let clusters = self.lock();
+        let Some(state) = clusters.get(cluster) else {
+            return Ok(0);
+        };
+        let start = ObjectKey {
+            kind: kind.to_string(),
+            name: String::new(),
+        };
+        let counted = state
+            .objects
+            .range(start..)
+            .take_while(|(k, _)| k.kind == kind)
+            .take(usize::try_from(limit).unwrap_or(usize::MAX))
+            .count();
+        Ok(counted as u64)
+    }
 }
 
 #[cfg(test)]

@@ -289,4 +289,31 @@ pub trait Store: Send + Sync + 'static {
     /// every commit (NOTIFY for PostgreSQL, with a polling fallback). A
     /// watcher reads events after its own cursor when it changes.
     fn watch(&self, cluster: &str) -> tokio::sync::watch::Receiver<u64>;
+
+    /// How many objects of `kind` exist, counting no further than `limit`
+    /// (a caller asking "more than N?" passes N + 1, so the cost stays
+    /// bounded however large the kind grows). Backs the write quotas.
+    ///
+    /// The default pages through [`Store::list`]; both backends answer in
+    /// one step instead.
+    async fn count(&self, cluster: &str, kind: &str, limit: u64) -> Result<u64, StoreError> {
+        let mut counted = 0u64;
+        let mut after: Option<String> = None;
+        while counted < limit {
+            let page = self
+                .list(
+                    cluster,
+                    kind,
+                    after.as_deref(),
+                    crate::limits::MAX_PAGE_SIZE,
+                )
+                .await?;
+            counted += page.objects.len() as u64;
+            match page.next {
+                Some(next) => after = Some(next),
+                None => break,
+            }
+        }
+        Ok(counted.min(limit))
+    }
 }

@@ -155,6 +155,15 @@ SELECT name, version, value FROM leasehold_objects
  ORDER BY name
  LIMIT $4::int8";
 
+/// Bounded by the limit inside, so the primary key's index is scanned at
+/// most `limit` entries deep however many objects the kind has.
+const COUNT_SQL: &str = "
+SELECT count(*) FROM (
+  SELECT 1 FROM leasehold_objects
+   WHERE cluster = $1::text AND kind = $2::text
+   LIMIT $3::int8
+) AS bounded";
+
 const EVENTS_SQL: &str = "
 SELECT seq, revision, at, kind, name, reason, message, lease, epoch, holder
   FROM leasehold_events
@@ -803,6 +812,20 @@ impl Store for PostgresStore {
 
     fn watch(&self, cluster: &str) -> watch::Receiver<u64> {
         self.feed.subscribe(cluster)
+    }
+
+    async fn count(&self, cluster: &str, kind: &str, limit: u64) -> Result<u64, StoreError> {
+        check_cluster(cluster)?;
+        crate::names::check_label("object kind", kind)?;
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let client = self.client().await?;
+        let row = bounded(&self.db, async {
+            let statement = client.prepare_cached(COUNT_SQL).await?;
+            client.query_one(&statement, &[&cluster, &kind, &limit]).await
+        })
+        .await
+        .map_err(unavailable)?;
+        Ok(row.get::<_, i64>(0) as u64)
     }
 }
 

@@ -4,12 +4,15 @@
 //! A commit is refused without touching the database once the tenure is
 //! revoked; otherwise the backend checks the fence inside the write's own
 //! transaction, so even a call that raced the revocation cannot commit after
-//! a successor was granted.
+//! a successor was granted. Before that, the controller's write quotas
+//! ([`crate::quota`]) admit or refuse its creates; a refusal writes nothing
+//! and reaches the guest as `invalid` with the quota prefix.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::fence::Fence;
+use crate::quota::{AdmitError, Quota, WriteQuota};
 use crate::runtime::Revocation;
 use crate::runtime::bindings::store::{self as wit, StoreError as WitError};
 use crate::runtime::bindings::types as wit_types;
@@ -24,8 +27,24 @@ pub struct CommitCounters {
     pub fenced: AtomicU64,
     /// Commits refused by a version precondition.
     pub conflict: AtomicU64,
-    /// Commits that failed otherwise (invalid, unavailable).
+    /// Commits that failed otherwise (invalid, unavailable, refused by a
+    /// quota).
     pub failed: AtomicU64,
+    /// Commits refused by the create rate (`max_creates_per_second`).
+    pub quota_creates_per_second: AtomicU64,
+    /// Commits refused by the cap on objects of a kind
+    /// (`max_objects_per_kind`).
+    pub quota_objects_per_kind: AtomicU64,
+}
+
+impl CommitCounters {
+    /// Commits refused by `quota`.
+    pub fn quota_refusals(&self, quota: Quota) -> &AtomicU64 {
+        match quota {
+            Quota::CreatesPerSecond => &self.quota_creates_per_second,
+            Quota::ObjectsPerKind => &self.quota_objects_per_kind,
+        }
+    }
 }
 
 /// The store slice of a guest's host state.
@@ -35,16 +54,19 @@ pub struct StoreHost {
     revocation: Revocation,
     max_payload: usize,
     counters: Arc<CommitCounters>,
+    quota: Arc<WriteQuota>,
 }
 
 impl StoreHost {
-    /// Calls of one tenure, fenced by `fence`.
+    /// Calls of one tenure, fenced by `fence`, within the controller's
+    /// `quota`.
     pub fn new(
         backend: Arc<dyn Store>,
         fence: Fence,
         revocation: Revocation,
         max_payload: usize,
         counters: Arc<CommitCounters>,
+        quota: Arc<WriteQuota>,
     ) -> Self {
         Self {
             backend,
@@ -52,6 +74,7 @@ impl StoreHost {
             revocation,
             max_payload,
             counters,
+            quota,
         }
     }
 
@@ -195,7 +218,30 @@ impl wit::Host for StoreHost {
                 message: e.message,
             })
             .collect();
+        let mut permit = match self
+            .quota
+            .admit(self.backend.as_ref(), &self.fence, &ops)
+            .await
+        {
+            Ok(permit) => permit,
+            Err(AdmitError::Refused(refusal)) => {
+                self.counters
+                    .quota_refusals(refusal.quota)
+                    .fetch_add(1, Ordering::Relaxed);
+                self.counters.failed.fetch_add(1, Ordering::Relaxed);
+                // Debug only: a flooding guest is refused many times a
+                // second; the metric is the signal.
+                tracing::debug!(epoch = self.fence.epoch.0, %refusal, "commit refused by a quota");
+                return Err(WitError::Invalid(refusal.to_string()));
+            }
+            Err(AdmitError::Store(e)) => {
+                self.counters.failed.fetch_add(1, Ordering::Relaxed);
+                return Err(to_wit_error(e));
+            }
+        };
+        permit.sent();
         let result = self.backend.commit_fenced(&self.fence, &ops, &events).await;
+        permit.settle(&result).await;
         let counter = match &result {
             Ok(_) => &self.counters.ok,
             Err(StoreError::Fenced { .. }) => &self.counters.fenced,
