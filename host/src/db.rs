@@ -69,6 +69,7 @@ pub struct Database {
     pool: Pool,
     endpoint: String,
     config: tokio_postgres::Config,
+    sessions: std::sync::Arc<crate::session::Sessions>,
 }
 
 impl std::fmt::Debug for Database {
@@ -106,7 +107,9 @@ impl Database {
                 recycling_method: RecyclingMethod::Verified,
             },
         );
+        let sessions = std::sync::Arc::new(crate::session::Sessions::new());
         let pool = Pool::builder(manager)
+            .pre_recycle(sessions.clone().pre_recycle())
             .max_size(max_connections.max(1))
             .runtime(Runtime::Tokio1)
             .wait_timeout(Some(crate::timeouts::DATABASE_CONNECT))
@@ -121,6 +124,7 @@ impl Database {
             pool,
             endpoint,
             config,
+            sessions,
         })
     }
 
@@ -140,13 +144,21 @@ impl Database {
         &self.config
     }
 
+    /// The pool's session retirement (see [`crate::session`]).
+    pub fn sessions(&self) -> &crate::session::Sessions {
+        &self.sessions
+    }
+
     /// A pooled client, or `Unavailable` naming the endpoint.
     pub async fn client(&self) -> Result<deadpool_postgres::Object, DbError> {
         self.pool.get().await.map_err(|e| self.unavailable(e))
     }
 
-    /// Wrap a failure with the (redacted) endpoint.
-    pub fn unavailable(&self, error: impl std::fmt::Display) -> DbError {
+    /// Wrap a failure with the (redacted) endpoint. A driver error that
+    /// leaves sessions unusable also retires the pooled sessions
+    /// ([`crate::session`]).
+    pub fn unavailable(&self, error: impl std::fmt::Display + 'static) -> DbError {
+        self.sessions.observe(&error);
         DbError::Unavailable {
             endpoint: self.endpoint.clone(),
             reason: error.to_string(),
@@ -206,7 +218,7 @@ impl Database {
 }
 
 /// Bound a database future by [`crate::timeouts::DATABASE_STATEMENT`].
-pub async fn bounded<T, E: std::fmt::Display>(
+pub async fn bounded<T, E: std::fmt::Display + 'static>(
     db: &Database,
     fut: impl std::future::Future<Output = Result<T, E>>,
 ) -> Result<T, DbError> {
@@ -214,7 +226,7 @@ pub async fn bounded<T, E: std::fmt::Display>(
 }
 
 /// Bound a database future by `limit`.
-pub async fn bounded_by<T, E: std::fmt::Display>(
+pub async fn bounded_by<T, E: std::fmt::Display + 'static>(
     db: &Database,
     limit: Duration,
     fut: impl std::future::Future<Output = Result<T, E>>,

@@ -14,6 +14,7 @@ pub mod names;
 pub mod quota;
 pub mod runtime;
 pub mod service;
+pub mod session;
 pub mod status;
 pub mod store;
 pub mod supervisor;

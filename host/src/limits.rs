@@ -59,3 +59,7 @@ pub const DEFAULT_OBJECTS_PER_KIND: u64 = 100_000;
 /// Largest `max_objects_per_kind`: the quota counts up to `cap + 1` index
 /// entries in the store, which past ten million takes seconds.
 pub const MAX_OBJECTS_PER_KIND: u64 = 10_000_000;
+/// Unanswered server-side keepalive probes after which the server drops a
+/// host's holder-claim session (see
+/// [`crate::timeouts::HOLDER_CLAIM_KEEPALIVE_IDLE`]).
+pub const HOLDER_CLAIM_KEEPALIVE_COUNT: u32 = 3;

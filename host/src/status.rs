@@ -1,5 +1,5 @@
 //! What the supervisors report and the API shows: per-controller state and
-//! metrics, and the database check. Written by supervisors, read by the
+//! metrics, the database check, and this host's claim on its holder name. Written by supervisors, read by the
 //! HTTP surface; plain shared data with no behaviour of its own.
 
 use std::collections::BTreeMap;
@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
+use crate::authority::claim::ClaimState;
 use crate::runtime::CommitCounters;
 
 /// Where a controller stands on this replica.
@@ -103,7 +104,7 @@ pub struct ControllerMetrics {
     /// Leases acquired.
     pub acquisitions: AtomicU64,
     /// Leases lost, by reason (`renew_refused`, `renew_deadline`,
-    /// `identity_changed`).
+    /// `identity_changed`, `holder_taken`, `fenced`).
     pub losses: Mutex<BTreeMap<&'static str, u64>>,
     /// Guest instances hard-aborted or torn down, by reason (`lease_lost`,
     /// `trap`, `deadline`, `memory`, `shutdown`).
@@ -227,6 +228,9 @@ pub struct Status {
     pub holder: String,
     /// The database check.
     pub database: Mutex<DatabaseState>,
+    /// This host's claim on its holder name; `None` when the backend needs
+    /// none (one process).
+    holder_claim: Mutex<Option<ClaimState>>,
     /// Controllers by name; a config reload adds and removes them.
     controllers: RwLock<BTreeMap<String, Arc<ControllerStatus>>>,
 }
@@ -238,6 +242,7 @@ impl Status {
             cluster,
             holder,
             database: Mutex::new(DatabaseState::Unknown),
+            holder_claim: Mutex::new(None),
             controllers: RwLock::new(
                 controllers
                     .iter()
@@ -290,6 +295,25 @@ impl Status {
     /// Read the database state.
     pub fn database(&self) -> DatabaseState {
         self.database.lock().expect("status lock").clone()
+    }
+
+    /// Set the holder claim's state (`None`: no claim needed).
+    pub fn set_holder_claim(&self, state: Option<ClaimState>) {
+        *self.holder_claim.lock().expect("status lock") = state;
+    }
+
+    /// Read the holder claim's state (`None`: no claim needed).
+    pub fn holder_claim(&self) -> Option<ClaimState> {
+        self.holder_claim.lock().expect("status lock").clone()
+    }
+
+    /// Whether this replica leads `lease` now, at `epoch`: its supervisor
+    /// says so. The only source of `held_here`: a holder name shared with
+    /// another host must not make that host's leases look held here.
+    pub fn leads_at(&self, lease: &str, epoch: u64) -> bool {
+        self.controller(lease).is_some_and(|controller| {
+            matches!(controller.get(), ControllerState::Leading { epoch: e, .. } if e == epoch)
+        })
     }
 }
 

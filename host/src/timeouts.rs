@@ -48,6 +48,27 @@ declare_timeouts! {
     /// How often a running host re-checks the database identity, so one
     /// whose connection string now reaches another server stops leading.
     IDENTITY_RECHECK = Duration::from_secs(5);
+    /// How soon the identity is checked again while the last check failed
+    /// (unreachable, wrong database, read-only), so a host leads again
+    /// within about a second of the database recovering.
+    IDENTITY_RECHECK_FAILING = Duration::from_secs(1);
+    /// How often a host whose holder name is taken by another live host,
+    /// or whose claim session failed, tries to claim the name again: the
+    /// delay before it leads after the other host stopped.
+    HOLDER_CLAIM_RETRY = Duration::from_millis(500);
+    /// How often the session holding the holder name is checked, so a host
+    /// whose claim session died stops acquiring within about this long
+    /// (the renew interval's default).
+    HOLDER_CLAIM_CHECK = Duration::from_secs(2);
+    /// Server-side TCP keepalive idle time of the claim session: with
+    /// [`HOLDER_CLAIM_KEEPALIVE_INTERVAL`] and
+    /// [`crate::limits::HOLDER_CLAIM_KEEPALIVE_COUNT`], the server frees
+    /// the holder name of a host that vanished without closing its socket
+    /// within 8 s, before its leases (10 s ttl) expire, so a replacement
+    /// with the same name is not held up longer than the leases are.
+    HOLDER_CLAIM_KEEPALIVE_IDLE = Duration::from_secs(5);
+    /// Interval between the claim session's unanswered keepalive probes.
+    HOLDER_CLAIM_KEEPALIVE_INTERVAL = Duration::from_secs(1);
     /// Longest wait for recording the end of a tenure (the release); past
     /// it the lease simply expires.
     TENURE_END_RECORD = Duration::from_secs(3);

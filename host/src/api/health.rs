@@ -1,10 +1,18 @@
 //! Liveness and readiness.
 //!
 //! Readiness combines what the supervisors last saw (the database identity
-//! check in [`Status`](crate::status::Status)) with a cheap live probe of
-//! the database, so a replica whose database went away stops being ready
-//! within about a second, and becomes ready again on recovery without a
-//! restart, whatever the supervisors are doing at that moment.
+//! check, the holder claim and each controller's state in
+//! [`Status`](crate::status::Status)) with a cheap live probe of the
+//! database, so a replica whose database went away or refuses writes stops
+//! being ready within about a second, and becomes ready again on recovery
+//! without a restart, whatever the supervisors are doing at that moment.
+//!
+//! Four named checks, each `{"ok": bool, ...}` under `checks`, all of which
+//! must pass: `database` (reachable, the verified one, not a standby),
+//! `writes` (a session opened now is not read-only), `holder` (no other
+//! live host runs as this holder) and `controllers` (none is failing, i.e.
+//! unable to lead or stand by). `failed` lists the names of those that do
+//! not pass.
 
 use std::time::Duration;
 
@@ -16,8 +24,10 @@ use tokio::sync::Mutex;
 use tokio::time::Instant;
 
 use super::AppState;
+use crate::authority::claim::ClaimState;
 use crate::authority::{Authority, DatabaseIdentity};
-use crate::status::DatabaseState;
+use crate::status::{ControllerState, DatabaseState};
+use crate::supervisor::identity::read_only_reason;
 
 /// What `/readyz` says about the embedded backend, every time, so nobody
 /// mistakes a development host for a deployment.
@@ -70,9 +80,10 @@ impl Probe {
     }
 }
 
-/// The database check: whether it passes, and its JSON.
-async fn database(shared: &AppState) -> (bool, Value) {
-    match shared.api.status.database() {
+/// The database check: whether it passes, and its JSON; with the identity
+/// the live probe just read, when it ran and answered.
+async fn database(shared: &AppState) -> (bool, Value, Option<DatabaseIdentity>) {
+    let (ok, json) = match shared.api.status.database() {
         DatabaseState::Embedded => (
             true,
             json!({
@@ -113,7 +124,7 @@ async fn database(shared: &AppState) -> (bool, Value) {
                 )),
                 Ok(_) => None,
             };
-            match problem {
+            let (ok, json) = match problem {
                 None => (
                     true,
                     json!({
@@ -133,26 +144,128 @@ async fn database(shared: &AppState) -> (bool, Value) {
                         "endpoint": endpoint,
                     }),
                 ),
-            }
+            };
+            return (ok, json, live.ok());
         }
+    };
+    (ok, json, None)
+}
+
+/// The writes check: a session opened now accepts writes. Read from the
+/// live probe (its session is a fresh one whenever a read-only answer
+/// retired the older ones, see [`crate::session`]).
+fn writes(embedded: bool, live: Option<&DatabaseIdentity>) -> (bool, Value) {
+    match live {
+        _ if embedded => (true, json!({ "ok": true, "state": "accepted" })),
+        Some(identity) if identity.read_only => (
+            false,
+            json!({
+                "ok": false,
+                "state": "refused",
+                "sqlstate": "25006",
+                "reason": read_only_reason(&identity.endpoint),
+            }),
+        ),
+        Some(_) => (true, json!({ "ok": true, "state": "accepted" })),
+        None => (
+            false,
+            json!({
+                "ok": false,
+                "state": "unknown",
+                "reason": "whether the database accepts writes is unknown while the database check fails",
+            }),
+        ),
+    }
+}
+
+/// The holder check: no other live host runs as this holder.
+fn holder(claim: Option<ClaimState>) -> (bool, Value) {
+    match claim {
+        None => (
+            true,
+            json!({
+                "ok": true,
+                "state": "not_needed",
+                "reason": "the backend serves one process; no other host can run as this holder",
+            }),
+        ),
+        Some(ClaimState::Claimed) => (true, json!({ "ok": true, "state": "claimed" })),
+        Some(ClaimState::Pending) => (
+            false,
+            json!({
+                "ok": false,
+                "state": "pending",
+                "reason": "the holder name is being claimed (starting up)",
+            }),
+        ),
+        Some(ClaimState::Taken { reason }) => (
+            false,
+            json!({ "ok": false, "state": "taken", "reason": reason }),
+        ),
+        Some(ClaimState::Unreachable { reason }) => (
+            false,
+            json!({ "ok": false, "state": "unclaimed", "reason": reason }),
+        ),
+    }
+}
+
+/// The controllers check: none is failing (unable to lead or stand by).
+fn controllers_check(states: &[(String, ControllerState)]) -> (bool, Value) {
+    let failing: serde_json::Map<String, Value> = states
+        .iter()
+        .filter_map(|(name, state)| match state {
+            ControllerState::Failing { reason } => Some((name.clone(), json!(reason))),
+            _ => None,
+        })
+        .collect();
+    if failing.is_empty() {
+        (true, json!({ "ok": true }))
+    } else {
+        let names: Vec<&str> = failing.keys().map(String::as_str).collect();
+        (
+            false,
+            json!({
+                "ok": false,
+                "reason": format!("controllers that cannot lead: {}", names.join(", ")),
+                "failing": failing,
+            }),
+        )
     }
 }
 
 /// `GET /readyz`: 200 when the database check passes, else 503; the body
 /// names every check (see the module documentation of [`super`]).
 pub(super) async fn readyz(State(shared): State<AppState>) -> (StatusCode, Json<Value>) {
-    let (ready, database) = database(&shared).await;
-    let controllers: serde_json::Map<String, Value> = shared
+    let (database_ok, database, live) = database(&shared).await;
+    let embedded = matches!(shared.api.status.database(), DatabaseState::Embedded);
+    let (writes_ok, writes) = writes(embedded, live.as_ref());
+    let (holder_ok, holder) = holder(shared.api.status.holder_claim());
+    let states: Vec<(String, ControllerState)> = shared
         .api
         .status
         .controllers()
         .iter()
-        .map(|controller| {
-            let state = serde_json::to_value(controller.get())
+        .map(|controller| (controller.name.clone(), controller.get()))
+        .collect();
+    let (controllers_ok, controllers_check) = controllers_check(&states);
+    let controllers: serde_json::Map<String, Value> = states
+        .into_iter()
+        .map(|(name, state)| {
+            let state = serde_json::to_value(state)
                 .unwrap_or_else(|e| json!({ "state": "unknown", "reason": e.to_string() }));
-            (controller.name.clone(), state)
+            (name, state)
         })
         .collect();
+    let failed: Vec<&str> = [
+        ("database", database_ok),
+        ("writes", writes_ok),
+        ("holder", holder_ok),
+        ("controllers", controllers_ok),
+    ]
+    .into_iter()
+    .filter_map(|(name, ok)| (!ok).then_some(name))
+    .collect();
+    let ready = failed.is_empty();
     let status = if ready {
         StatusCode::OK
     } else {
@@ -162,9 +275,16 @@ pub(super) async fn readyz(State(shared): State<AppState>) -> (StatusCode, Json<
         status,
         Json(json!({
             "ready": ready,
+            "failed": failed,
             "cluster": shared.api.cluster,
             "holder": shared.api.holder,
             "database": database,
+            "checks": {
+                "database": database,
+                "writes": writes,
+                "holder": holder,
+                "controllers": controllers_check,
+            },
             "controllers": controllers,
         })),
     )

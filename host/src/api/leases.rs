@@ -11,6 +11,7 @@ use crate::authority::{LeaseRecord, TenureRecord};
 use crate::fence::LeaseKey;
 use crate::limits::MAX_HISTORY;
 use crate::names::check_label;
+use crate::status::Status;
 
 /// One lease in `GET /v1/leases`.
 #[derive(Debug, Serialize)]
@@ -20,16 +21,18 @@ pub(super) struct LeaseView {
     epoch: u64,
     acquired_at: String,
     expires_at: String,
-    /// This replica holds it now.
+    /// This replica holds it now: its own supervisor leads this lease at
+    /// this epoch (never inferred from the holder name, which another host
+    /// might share).
     held_here: bool,
     /// Someone holds it now: not released and not expired.
     active: bool,
 }
 
 impl LeaseView {
-    fn new(record: LeaseRecord, here: &str) -> Self {
+    fn new(record: LeaseRecord, status: &Status) -> Self {
         Self {
-            held_here: record.active && record.holder == here,
+            held_here: record.active && status.leads_at(&record.name, record.epoch.0),
             active: record.active,
             name: record.name,
             holder: record.holder,
@@ -46,7 +49,7 @@ pub(super) async fn list(State(shared): State<AppState>) -> Result<Json<Vec<Leas
     Ok(Json(
         records
             .into_iter()
-            .map(|r| LeaseView::new(r, &shared.api.holder))
+            .map(|r| LeaseView::new(r, &shared.api.status))
             .collect(),
     ))
 }

@@ -584,6 +584,14 @@ async fn leases_show_who_holds_what_and_whether_it_is_here() {
     assert_eq!(get(h.addr, "/v1/leases").await.json(), json!([]));
     let mine = grant(&h.authority, "scheduler", HERE).await;
     grant(&h.authority, "rollout", "replica-there").await;
+    // `held_here` comes from this replica's own supervisor, not the name.
+    h.status
+        .controller("scheduler")
+        .unwrap()
+        .set(ControllerState::Leading {
+            epoch: 1,
+            problem: None,
+        });
 
     let reply = get(h.addr, "/v1/leases").await;
     assert_eq!(reply.status, 200);

@@ -10,6 +10,7 @@
 //! backend's monotonic clock); keep a lease alive through a session-scoped
 //! lock on a pooled connection.
 
+pub mod claim;
 pub mod fence_check;
 pub mod memory;
 pub mod postgres;
@@ -208,6 +209,9 @@ pub struct DatabaseIdentity {
     pub system_identifier: u64,
     /// `pg_is_in_recovery()`: a standby must never grant leases.
     pub in_recovery: bool,
+    /// `transaction_read_only` in the session that answered: every write
+    /// there fails (SQLSTATE 25006) until a session opened later says no.
+    pub read_only: bool,
     /// The endpoint, password redacted.
     pub endpoint: String,
 }
@@ -375,4 +379,12 @@ pub trait Authority: Send + Sync + 'static {
     /// for PostgreSQL). Wakes may be spurious or coalesced; candidates
     /// simply retry acquiring.
     fn released(&self, cluster: &str) -> tokio::sync::watch::Receiver<u64>;
+
+    /// Claim `holder` of `cluster` among the live hosts for as long as the
+    /// returned claim is kept (see [`claim`]). `None`: this backend serves
+    /// one process, so no other host can run as the same holder.
+    fn claim_holder(&self, cluster: &str, holder: &str) -> Option<claim::HolderClaim> {
+        let _ = (cluster, holder);
+        None
+    }
 }

@@ -5,8 +5,10 @@
 //! self-fencing deadline (L3), guest restarts inside a tenure (G4) and the
 //! graceful release on shutdown (L5).
 //!
-//! Must never: acquire before the database identity is verified; let a
-//! guest run past the renew deadline; write to the store itself.
+//! Must never: acquire before the gate ([`identity`]) passed — the
+//! database identity verified, the database accepting writes, this host's
+//! holder name claimed; let a guest run past the renew deadline; write to
+//! the store itself.
 
 mod backoff;
 pub mod identity;
@@ -133,12 +135,8 @@ impl Supervisor {
             self.config.timing.renew_interval,
         );
         while !self.stopping() {
-            if !self.identity.borrow().verified() {
-                let reason = match &*self.identity.borrow() {
-                    IdentityCheck::Pending => "waiting for the database identity check".to_string(),
-                    IdentityCheck::Unreachable(r) | IdentityCheck::Mismatch(r) => r.clone(),
-                    IdentityCheck::Verified(_) => unreachable!("checked above"),
-                };
+            let refusal = self.identity.borrow().refusal();
+            if let Some(reason) = refusal {
                 self.status.set(ControllerState::Failing { reason });
                 tokio::select! {
                     changed = self.identity.changed() => {
@@ -351,9 +349,10 @@ impl Supervisor {
                         identity_open = false;
                         continue;
                     }
-                    if let IdentityCheck::Mismatch(reason) = &*self.identity.borrow() {
-                        tracing::error!(controller = name, epoch, holder, reason, "database identity changed; giving up the lease");
-                        break TenureEnd::Lost("identity_changed");
+                    let verdict = self.identity.borrow().clone();
+                    if let Some((why, reason)) = verdict.ends_tenure() {
+                        tracing::error!(controller = name, epoch, holder, reason, "giving up the lease: {}", why.replace('_', " "));
+                        break TenureEnd::Lost(why);
                     }
                 }
                 exit = async { (&mut guest.as_mut().expect("guarded").task).await }, if guest.is_some() => {

@@ -199,6 +199,7 @@ impl MemoryAuthority {
                     database_id: uuid::Uuid::new_v4(),
                     system_identifier: 0,
                     in_recovery: false,
+                    read_only: false,
                     endpoint: MEMORY_ENDPOINT.to_string(),
                 },
                 wakes: ReleaseWakes::new(),

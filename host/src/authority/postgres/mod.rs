@@ -19,6 +19,7 @@
 //! URL with its password; compare host clocks.
 
 mod errors;
+pub mod holder_claim;
 mod listener;
 #[cfg(test)]
 mod tests;
@@ -47,13 +48,15 @@ use crate::db::{self, Database};
 use crate::fence::{Epoch, Fence, LeaseKey};
 use crate::limits::{MAX_CONTROLLERS, MAX_HISTORY};
 use crate::names::check_label;
+use crate::session::Unusable;
 use crate::timeouts::DATABASE_STATEMENT;
 
 const IDENTITY: &str = "
     SELECT d.id,
            pg_is_in_recovery(),
            (SELECT system_identifier FROM pg_control_system()),
-           (SELECT max(version) FROM leasehold_migrations)
+           (SELECT max(version) FROM leasehold_migrations),
+           current_setting('transaction_read_only')::boolean
       FROM leasehold_database d";
 
 /// Locks the row for the rest of the acquire transaction: grants of one
@@ -335,7 +338,12 @@ impl PostgresAuthority {
     ) -> Result<T, AuthorityError> {
         let error = match tokio::time::timeout(DATABASE_STATEMENT, call).await {
             Ok(Ok(value)) => return Ok(value),
-            Ok(Err(failure)) => failure.name(self.endpoint(), what),
+            Ok(Err(failure)) => {
+                if let Failure::Pg(e) = &failure {
+                    self.shared.db.sessions().observe(e);
+                }
+                failure.name(self.endpoint(), what)
+            }
             Err(_) => AuthorityError::Unavailable {
                 endpoint: self.endpoint().to_string(),
                 reason: format!(
@@ -384,6 +392,7 @@ fn identity_of(
         // The server's identifier is an unsigned 64-bit number shown
         // through a signed bigint; keep its bits.
         system_identifier: row.get::<_, i64>(2) as u64,
+        read_only: row.get(4),
         endpoint: endpoint.to_string(),
     })
 }
@@ -430,7 +439,9 @@ impl Authority for PostgresAuthority {
             let client = self.shared.db.pool().get().await?;
             let statement = client.prepare_cached(IDENTITY).await?;
             let row = client.query_opt(&statement, &[]).await?;
-            Ok(identity_of(row.as_ref(), &endpoint)?)
+            let identity = identity_of(row.as_ref(), &endpoint)?;
+            self.shared.db.sessions().note_read_only(identity.read_only);
+            Ok(identity)
         })
         .await
     }
@@ -462,6 +473,10 @@ impl Authority for PostgresAuthority {
                 identity_of(identity?.as_ref(), endpoint).and_then(|identity| self.admit(&identity))
             {
                 // Whatever was verified before is not what answers now.
+                self.shared
+                    .db
+                    .sessions()
+                    .retire(&Unusable::wrong_database());
                 *self
                     .shared
                     .verified
@@ -680,6 +695,16 @@ impl Authority for PostgresAuthority {
                 last_write_at: row.get(7),
             })
             .collect())
+    }
+
+    fn claim_holder(&self, cluster: &str, holder: &str) -> Option<super::claim::HolderClaim> {
+        let config = self.shared.db.config();
+        Some(holder_claim::start(
+            config,
+            self.endpoint(),
+            cluster,
+            holder,
+        ))
     }
 
     fn released(&self, cluster: &str) -> watch::Receiver<u64> {
