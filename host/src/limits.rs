@@ -39,6 +39,17 @@ pub const MAX_CONTROLLERS: usize = 10_000;
 pub const POOLED_CONTROLLERS: usize = 16;
 /// Largest HTTP request body.
 pub const HTTP_BODY_BYTES: usize = MAX_VALUE_BYTES + 4096;
+/// Most HTTP connections open at once (lowered further to
+/// [`HTTP_CONNECTIONS_FD_SHARE_PERCENT`] of the file-descriptor limit).
+/// The API serves operators and tooling, not the public: a thousand
+/// clients at once is already far beyond that, and each costs a file
+/// descriptor and a task.
+pub const HTTP_MAX_CONNECTIONS: usize = 1024;
+/// Share (percent) of the process's file-descriptor limit HTTP connections
+/// may take. The rest is for the database pool, guests, the compile cache
+/// and log files: with the common limit of 1,024, 1,100 idle sockets used
+/// to exhaust it and make `accept` (and the database) fail.
+pub const HTTP_CONNECTIONS_FD_SHARE_PERCENT: u64 = 50;
 /// Default `max_creates_per_second` of a controller: the steady rate at
 /// which its guest may create objects. Generous for a controller that
 /// creates an object per input, yet 800 times below what a runaway guest

@@ -45,6 +45,30 @@ declare_timeouts! {
     DATABASE_STATEMENT = Duration::from_secs(5);
     /// Longest `GET /v1/events` long-poll before it returns an empty page.
     EVENTS_LONG_POLL_MAX = Duration::from_secs(30);
+    /// Longest time from the first byte of an HTTP request to the end of
+    /// its header. A header is a few hundred bytes, sent at once by any
+    /// client; past this the sender is stuck or hostile (slowloris) and the
+    /// connection is closed.
+    HTTP_HEADER_READ = Duration::from_secs(5);
+    /// Longest time to receive a whole request body (at most
+    /// [`crate::limits::HTTP_BODY_BYTES`], so 26 KiB/s is enough); past it
+    /// the request is answered 408 and the connection closed.
+    HTTP_BODY_READ = Duration::from_secs(10);
+    /// Longest an HTTP connection stays open without a request in flight
+    /// and without sending a byte. Above the 60 s idle timeout common in
+    /// load balancers, so a proxy never reuses a connection the host has
+    /// just closed; idle connections are also the first let go when the
+    /// connection cap is reached.
+    HTTP_KEEP_ALIVE_IDLE = Duration::from_secs(75);
+    /// First wait after `accept` failed for want of resources (file
+    /// descriptors, memory), so the loop does not spin on the error.
+    HTTP_ACCEPT_BACKOFF_MIN = Duration::from_millis(10);
+    /// The accept backoff doubles up to this, short enough that the API
+    /// comes back within a second of resources being freed.
+    HTTP_ACCEPT_BACKOFF_MAX = Duration::from_secs(1);
+    /// At most one warning per this interval about refused or evicted
+    /// connections and accept failures, so a flood does not flood the log.
+    HTTP_OVERLOAD_LOG_EVERY = Duration::from_secs(10);
     /// How often a running host re-checks the database identity, so one
     /// whose connection string now reaches another server stops leading.
     IDENTITY_RECHECK = Duration::from_secs(5);

@@ -70,8 +70,22 @@
 //!   that is stopping answers held polls at once with `[]`.
 //!
 //! `PUT` and `DELETE` need `Authorization: Bearer <token>` when a token is
-//! configured (401 otherwise); reads are open. Bodies are limited to
-//! [`crate::limits::HTTP_BODY_BYTES`] (413).
+//! configured (401 otherwise); reads are open. A request with more than one
+//! `Authorization` header is refused with 400 (`invalid_request`) whatever
+//! its method: no credential is chosen over another. Bodies are limited to
+//! [`crate::limits::HTTP_BODY_BYTES`] (413) and must arrive within
+//! [`crate::timeouts::HTTP_BODY_READ`] of the end of the header (else 408,
+//! `request_timeout`, and the connection is closed).
+//!
+//! Connections ([`serve`]): a request header must be complete within
+//! [`crate::timeouts::HTTP_HEADER_READ`] of its first byte, a connection
+//! without a request in flight is closed after
+//! [`crate::timeouts::HTTP_KEEP_ALIVE_IDLE`] of silence, and at most
+//! [`crate::limits::HTTP_MAX_CONNECTIONS`] (lowered to
+//! [`crate::limits::HTTP_CONNECTIONS_FD_SHARE_PERCENT`] % of the
+//! file-descriptor limit) are open at once: a new connection past the cap
+//! replaces the connection idle the longest, or, when every connection is
+//! serving a request, is answered 503 (`too_many_connections`) and closed.
 
 mod auth;
 mod error;
@@ -80,6 +94,7 @@ mod health;
 mod leases;
 pub mod metrics;
 mod objects;
+pub mod serve;
 #[cfg(test)]
 mod tests;
 
@@ -87,15 +102,21 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
-use axum::extract::DefaultBodyLimit;
+use axum::body::{Body, HttpBody};
+use axum::extract::{DefaultBodyLimit, Request, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use chrono::{DateTime, SecondsFormat, Utc};
+use futures::StreamExt;
 
 use crate::authority::Authority;
 use crate::status::Status;
 use crate::store::Store;
 
 pub use error::ApiError;
+pub use serve::{ServeLimits, serve};
 
 /// Longest the readiness check waits for the database to answer. Short:
 /// a load balancer polling `/readyz` wants an answer, not a hung request,
@@ -163,10 +184,11 @@ pub fn router(state: ApiState) -> Router {
             timeout: READINESS_PROBE_TIMEOUT,
             max_age: READINESS_PROBE_MAX_AGE,
         },
+        crate::timeouts::HTTP_BODY_READ,
     )
 }
 
-fn build(state: ApiState, probe: ProbeSettings) -> Router {
+fn build(state: ApiState, probe: ProbeSettings, body_read: Duration) -> Router {
     let shared: AppState = Arc::new(Shared {
         api: state,
         probe: health::Probe::new(probe.timeout, probe.max_age),
@@ -183,15 +205,108 @@ fn build(state: ApiState, probe: ProbeSettings) -> Router {
             get(objects::get).put(objects::put).delete(objects::delete),
         )
         .route("/v1/events", get(events::list))
+        // Innermost: only a request that passed the token check has its
+        // body read.
+        .route_layer(axum::middleware::from_fn_with_state(
+            body_read,
+            read_body_within_deadline,
+        ))
         // Only matched routes: an unknown path is 404 whatever the token.
         .route_layer(axum::middleware::from_fn_with_state(
             shared.clone(),
             auth::require_token_for_writes,
         ))
+        .route_layer(axum::middleware::from_fn(refuse_repeated_authorization))
         .fallback(error::not_found)
         .method_not_allowed_fallback(error::method_not_allowed)
         .layer(DefaultBodyLimit::max(crate::limits::HTTP_BODY_BYTES))
         .with_state(shared)
+}
+
+/// Refuse a request with more than one `Authorization` header: servers and
+/// proxies disagree on which of them counts, so choosing one would let a
+/// request mean different things to different hops.
+async fn refuse_repeated_authorization(request: Request, next: Next) -> Response {
+    if request
+        .headers()
+        .get_all(header::AUTHORIZATION)
+        .iter()
+        .nth(1)
+        .is_some()
+    {
+        return ApiError::invalid(
+            "give the Authorization header once; a request with several is refused rather than \
+             one of them chosen",
+        )
+        .into_response();
+    }
+    next.run(request).await
+}
+
+/// Read the whole request body within `deadline` of the end of its header,
+/// before the handler runs, so a client that sends half a body cannot hold
+/// the handler (and the connection) for longer. Bodies are small
+/// ([`crate::limits::HTTP_BODY_BYTES`]) and every handler reads them whole
+/// anyway.
+async fn read_body_within_deadline(
+    State(deadline): State<Duration>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let (parts, body) = request.into_parts();
+    if body.size_hint().exact() == Some(0) {
+        return next.run(Request::from_parts(parts, body)).await;
+    }
+    let limit = crate::limits::HTTP_BODY_BYTES;
+    let too_large = || {
+        closing(ApiError::too_large(format!(
+            "the request body is larger than {limit} bytes"
+        )))
+    };
+    // A declared length over the limit is refused without reading.
+    if body.size_hint().lower() > limit as u64 {
+        return too_large();
+    }
+    let read = async {
+        let mut chunks = body.into_data_stream();
+        let mut bytes = Vec::new();
+        while let Some(chunk) = chunks.next().await {
+            let chunk = chunk?;
+            if bytes.len() + chunk.len() > limit {
+                return Ok(None);
+            }
+            bytes.extend_from_slice(&chunk);
+        }
+        Ok::<_, axum::Error>(Some(bytes))
+    };
+    match tokio::time::timeout(deadline, read).await {
+        Ok(Ok(Some(bytes))) => {
+            next.run(Request::from_parts(parts, Body::from(bytes)))
+                .await
+        }
+        Ok(Ok(None)) => too_large(),
+        Ok(Err(e)) => closing(ApiError::invalid(format!(
+            "cannot read the request body: {e}"
+        ))),
+        Err(_elapsed) => closing(ApiError {
+            status: StatusCode::REQUEST_TIMEOUT,
+            code: "request_timeout",
+            message: format!(
+                "the request body did not arrive within {}; send it at once after the header",
+                humantime::format_duration(deadline)
+            ),
+        }),
+    }
+}
+
+/// `error`, closing the connection after it: the rest of the request body
+/// was not read, so the next bytes on the connection are not a request.
+fn closing(error: ApiError) -> Response {
+    let mut response = error.into_response();
+    response
+        .headers_mut()
+        .insert(header::CONNECTION, HeaderValue::from_static("close"));
+    response
 }
 
 /// The one time format of the API: RFC 3339, UTC, microseconds (the

@@ -3,6 +3,14 @@
 //! Writes here are the "versioned API writes" of the store: not fenced
 //! (users hold no lease), but optionally conditional on the version read,
 //! which is how a user edits an object a controller may also be changing.
+//!
+//! Every failed precondition is 409 `conflict` (the project's contract; RFC
+//! 9110 would say 412), whether the object is at another version or absent:
+//! `If-Match: 7` on an absent object is a failed precondition, not a 404.
+//! Only a request without a precondition gets 404 for an absent object.
+//! `If-Match: *` means "must exist" and behaves the same on every backend
+//! under contention: writers racing on an existing object all succeed, one
+//! after the other, as they would without the header.
 
 use axum::Json;
 use axum::body::Bytes;
@@ -22,6 +30,13 @@ use crate::store::{Object, ObjectKey, StoreError};
 /// writer races it, before it writes without a precondition. The re-reads
 /// only serve to tell 201 from 200; the write itself never needs them.
 const PUT_ATTEMPTS: usize = 3;
+
+/// Longest an `If-Match: *` write keeps retrying while other writers keep
+/// changing the object. Each retry follows another writer's commit (so
+/// writers as a whole always progress), and the memory backend never
+/// retries at all; this only bounds one request under endless contention.
+/// The same bound as any single database statement.
+const EXISTS_RETRY_BUDGET: std::time::Duration = crate::timeouts::DATABASE_STATEMENT;
 
 /// An object as the API shows it: `value` is the stored JSON itself.
 #[derive(Debug, Serialize)]
@@ -227,22 +242,18 @@ pub(super) async fn put(
             created(object)
         }
         Precondition::Version(version) => {
-            let object = store.put(cluster, &key, &text, Some(version)).await?;
+            let object = store
+                .put(cluster, &key, &text, Some(version))
+                .await
+                .map_err(|e| absent_is_a_conflict(e, version))?;
             replaced(object)
         }
-        Precondition::Exists | Precondition::Any => {
+        Precondition::Exists => replaced(put_existing(store.as_ref(), cluster, &key, &text).await?),
+        Precondition::Any => {
             // Write conditionally on the version just read, so the answer
             // can say truthfully whether this request created the object.
             for _ in 0..PUT_ATTEMPTS {
-                let current = store.get(cluster, &key).await?.map(|o| o.version);
-                let expected = match (current, condition) {
-                    (None, Precondition::Exists) => {
-                        return Err(ApiError::conflict(format!(
-                            "{key} does not exist, and If-Match: * requires that it does"
-                        )));
-                    }
-                    (current, _) => current.unwrap_or(0),
-                };
+                let expected = store.get(cluster, &key).await?.map_or(0, |o| o.version);
                 match store.put(cluster, &key, &text, Some(expected)).await {
                     Ok(object) if expected == 0 => return created(object),
                     Ok(object) => return replaced(object),
@@ -251,14 +262,58 @@ pub(super) async fn put(
                     Err(e) => return Err(e.into()),
                 }
             }
-            if condition == Precondition::Exists {
-                return Err(ApiError::conflict(format!(
-                    "{key} kept changing while this write ran; try again"
-                )));
-            }
             let object = store.put(cluster, &key, &text, None).await?;
             replaced(object)
         }
+    }
+}
+
+/// `If-Match: *`: replace `key` only if it exists. Each attempt writes
+/// conditionally on the version just read, so the write that lands proves
+/// the object existed when it committed; a version conflict means another
+/// writer committed in between (the object still existed), so read again.
+/// Absent, now or at the write: 409.
+async fn put_existing(
+    store: &dyn crate::store::Store,
+    cluster: &str,
+    key: &ObjectKey,
+    text: &str,
+) -> Result<Object, ApiError> {
+    let absent = || {
+        ApiError::conflict(format!(
+            "{key} does not exist, and If-Match: * requires that it does; create it without \
+             If-Match (or with If-None-Match: *)"
+        ))
+    };
+    let started = tokio::time::Instant::now();
+    loop {
+        let Some(current) = store.get(cluster, key).await? else {
+            return Err(absent());
+        };
+        match store.put(cluster, key, text, Some(current.version)).await {
+            Ok(object) => return Ok(object),
+            Err(StoreError::NotFound { .. }) => return Err(absent()),
+            Err(StoreError::Conflict { .. }) if started.elapsed() < EXISTS_RETRY_BUDGET => {}
+            Err(StoreError::Conflict { .. }) => {
+                return Err(ApiError::conflict(format!(
+                    "{key} kept changing for {} while this If-Match: * write retried; try again",
+                    humantime::format_duration(EXISTS_RETRY_BUDGET)
+                )));
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+}
+
+/// A write conditional on `version` that found no object failed its
+/// precondition: 409 like any other, not 404.
+fn absent_is_a_conflict(error: StoreError, version: u64) -> ApiError {
+    match error {
+        StoreError::NotFound { key } => ApiError::conflict(format!(
+            "{key} does not exist, and If-Match: {version} requires version {version}; read it \
+             again (GET) before writing"
+        )),
+        other => other.into(),
     }
 }
 
@@ -268,7 +323,8 @@ pub(super) async fn delete(
     headers: HeaderMap,
 ) -> Result<StatusCode, ApiError> {
     let key = key(path)?;
-    let expected = match precondition(&headers)? {
+    let condition = precondition(&headers)?;
+    let expected = match condition {
         Precondition::Any | Precondition::Exists => None,
         Precondition::Version(0) => {
             return Err(ApiError::invalid(
@@ -277,12 +333,19 @@ pub(super) async fn delete(
         }
         Precondition::Version(version) => Some(version),
     };
-    shared
+    let deleted = shared
         .api
         .store
         .delete(&shared.api.cluster, &key, expected)
-        .await?;
-    Ok(StatusCode::NO_CONTENT)
+        .await;
+    match (deleted, condition) {
+        (Ok(()), _) => Ok(StatusCode::NO_CONTENT),
+        (Err(e), Precondition::Version(version)) => Err(absent_is_a_conflict(e, version)),
+        (Err(StoreError::NotFound { key }), Precondition::Exists) => Err(ApiError::conflict(
+            format!("{key} does not exist, and If-Match: * requires that it does"),
+        )),
+        (Err(e), _) => Err(e.into()),
+    }
 }
 
 #[cfg(test)]

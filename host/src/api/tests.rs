@@ -155,6 +155,22 @@ impl Drop for Host {
 }
 
 async fn host_with(token: Option<&str>, probe_max_age: Duration) -> Host {
+    host_limited(
+        token,
+        probe_max_age,
+        crate::timeouts::HTTP_BODY_READ,
+        ServeLimits::for_this_process().0,
+    )
+    .await
+}
+
+/// A host with its own body deadline and connection limits.
+async fn host_limited(
+    token: Option<&str>,
+    probe_max_age: Duration,
+    body_read: Duration,
+    limits: ServeLimits,
+) -> Host {
     let memory = MemoryAuthority::new();
     let authority = Arc::new(Switchable {
         inner: memory.clone(),
@@ -188,12 +204,9 @@ async fn host_with(token: Option<&str>, probe_max_age: Duration) -> Host {
             timeout: READINESS_PROBE_TIMEOUT,
             max_age: probe_max_age,
         },
+        body_read,
     );
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let server = tokio::spawn(async move {
-        axum::serve(listener, app).await.unwrap();
-    });
+    let (addr, server) = serve_on_loopback(app, limits).await;
     Host {
         addr,
         authority,
@@ -202,6 +215,17 @@ async fn host_with(token: Option<&str>, probe_max_age: Duration) -> Host {
         stop,
         server,
     }
+}
+
+/// Serve `app` the way the service does, on a loopback port.
+async fn serve_on_loopback(
+    app: axum::Router,
+    limits: ServeLimits,
+) -> (SocketAddr, tokio::task::JoinHandle<()>) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let server = tokio::spawn(serve(listener, app, limits, std::future::pending()));
+    (addr, server)
 }
 
 async fn host() -> Host {
@@ -1022,4 +1046,312 @@ async fn a_long_poll_without_events_ends_empty_after_its_wait() {
     assert_eq!(reply.status, 200);
     assert_eq!(reply.json(), json!([]));
     assert!(started.elapsed() >= Duration::from_millis(50));
+}
+
+#[tokio::test]
+async fn a_version_precondition_on_an_absent_object_is_a_conflict_not_a_404() {
+    let h = host().await;
+    let path = "/v1/objects/nodes/never";
+    for header in ["7", "\"7\"", "*"] {
+        put(h.addr, path, &[("If-Match", header)], "{}")
+            .await
+            .assert_error(409, "conflict");
+        call(h.addr, "DELETE", path, &[("If-Match", header)], b"")
+            .await
+            .assert_error(409, "conflict");
+    }
+    // Nothing was created by the refused writes.
+    get(h.addr, path).await.assert_error(404, "not_found");
+    // Without a precondition, an absent object is still simply not found.
+    call(h.addr, "DELETE", path, &[], b"")
+        .await
+        .assert_error(404, "not_found");
+    // Deleted in between: the same answer as never created.
+    let created = put(h.addr, path, &[], "{}").await;
+    let version = created.json()["version"].as_u64().unwrap().to_string();
+    assert_eq!(call(h.addr, "DELETE", path, &[], b"").await.status, 204);
+    put(h.addr, path, &[("If-Match", &version)], "{}")
+        .await
+        .assert_error(409, "conflict");
+    call(h.addr, "DELETE", path, &[("If-Match", &version)], b"")
+        .await
+        .assert_error(409, "conflict");
+}
+
+#[tokio::test]
+async fn two_authorization_headers_are_refused_whatever_they_say() {
+    let h = host_with(Some("s3cret-token"), READINESS_PROBE_MAX_AGE).await;
+    let path = "/v1/objects/nodes/n1";
+    for pair in [
+        ["Bearer s3cret-token", "Bearer wrong-token!"],
+        ["Bearer wrong-token!", "Bearer s3cret-token"],
+        ["Bearer s3cret-token", "Bearer s3cret-token"],
+    ] {
+        put(
+            h.addr,
+            path,
+            &[("Authorization", pair[0]), ("Authorization", pair[1])],
+            "{}",
+        )
+        .await
+        .assert_error(400, "invalid_request");
+        call(
+            h.addr,
+            "GET",
+            path,
+            &[("Authorization", pair[0]), ("Authorization", pair[1])],
+            b"",
+        )
+        .await
+        .assert_error(400, "invalid_request");
+    }
+    // None of them wrote anything.
+    get(h.addr, path).await.assert_error(404, "not_found");
+}
+
+/// How many of `n` concurrent `PUT`s with `headers` answered each status.
+async fn racing_puts(
+    addr: SocketAddr,
+    path: &'static str,
+    headers: &'static [(&'static str, &'static str)],
+    n: usize,
+) -> std::collections::BTreeMap<u16, usize> {
+    let start = Arc::new(tokio::sync::Barrier::new(n));
+    let writers: Vec<_> = (0..n)
+        .map(|i| {
+            let start = start.clone();
+            tokio::spawn(async move {
+                start.wait().await;
+                put(addr, path, headers, &format!("{{\"writer\": {i}}}"))
+                    .await
+                    .status
+            })
+        })
+        .collect();
+    let mut statuses = std::collections::BTreeMap::new();
+    for writer in writers {
+        *statuses.entry(writer.await.unwrap()).or_insert(0) += 1;
+    }
+    statuses
+}
+
+/// The API over `store` (and a memory authority), for comparing backends.
+async fn api_over(store: Arc<dyn Store>) -> (SocketAddr, tokio::task::JoinHandle<()>) {
+    let status = Arc::new(Status::new(CLUSTER.into(), HERE.into(), &[]));
+    let (_stop, stopping) = watch::channel(false);
+    let state = ApiState {
+        cluster: CLUSTER.into(),
+        holder: HERE.into(),
+        status,
+        authority: Arc::new(MemoryAuthority::new()),
+        store,
+        token: None,
+        stopping,
+    };
+    serve_on_loopback(router(state), ServeLimits::for_this_process().0).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn racing_if_match_star_puts_answer_alike_on_both_backends() {
+    const WRITERS: usize = 50;
+    const PATH: &str = "/v1/objects/nodes/contended";
+    let database = crate::testing::TestDatabase::create().await;
+    let postgres: Arc<dyn Store> = Arc::new(crate::store::postgres::PostgresStore::new(
+        database.database(8),
+    ));
+    let memory: Arc<dyn Store> = Arc::new(MemoryStore::new(Arc::new(MemoryAuthority::new())));
+    let mut outcomes = Vec::new();
+    for (backend, store) in [("memory", memory), ("postgres", postgres)] {
+        let (addr, server) = api_over(store).await;
+        // Absent: every `If-Match: *` write fails its precondition.
+        let absent = racing_puts(addr, PATH, &[("If-Match", "*")], WRITERS).await;
+        assert_eq!(absent, [(409, WRITERS)].into(), "{backend}: {absent:?}");
+        assert_eq!(put(addr, PATH, &[], "{}").await.status, 201);
+        // Present: "must exist" holds for every writer, so all succeed.
+        let present = racing_puts(addr, PATH, &[("If-Match", "*")], WRITERS).await;
+        // Every write landed: the version moved once per writer.
+        let version = get(addr, PATH).await.json()["version"].as_u64().unwrap();
+        server.abort();
+        outcomes.push((backend, absent, present, version));
+    }
+    let (_, _, memory_present, memory_version) = &outcomes[0];
+    let (_, _, postgres_present, postgres_version) = &outcomes[1];
+    assert_eq!(memory_present, &[(200, WRITERS)].into());
+    assert_eq!(postgres_present, memory_present, "{outcomes:?}");
+    assert_eq!(memory_version, postgres_version, "{outcomes:?}");
+}
+
+/// Limits short enough for a test to wait them out.
+fn short_limits(max_connections: usize) -> ServeLimits {
+    ServeLimits {
+        max_connections,
+        header_read: Duration::from_millis(300),
+        keep_alive_idle: Duration::from_millis(600),
+    }
+}
+
+/// Read from `stream` until the server closes it; what it sent, or a panic
+/// if it is still open after `limit`.
+async fn closed_within(stream: &mut TcpStream, limit: Duration, what: &str) -> Vec<u8> {
+    let mut raw = Vec::new();
+    match tokio::time::timeout(limit, stream.read_to_end(&mut raw)).await {
+        Ok(_) => raw,
+        Err(_) => panic!("{what}: the server kept the connection open for {limit:?}"),
+    }
+}
+
+#[tokio::test]
+async fn a_header_that_never_ends_is_cut_off() {
+    let limits = short_limits(16);
+    let h = host_limited(
+        None,
+        READINESS_PROBE_MAX_AGE,
+        Duration::from_secs(5),
+        limits,
+    )
+    .await;
+    let mut stream = TcpStream::connect(h.addr).await.unwrap();
+    stream
+        .write_all(b"GET /healthz HTTP/1.1\r\nHost: te")
+        .await
+        .unwrap();
+    let started = tokio::time::Instant::now();
+    closed_within(&mut stream, Duration::from_secs(5), "half a header").await;
+    // Closed by the header deadline, not by the (longer) idle one.
+    assert!(
+        started.elapsed() < limits.keep_alive_idle,
+        "{:?}",
+        started.elapsed()
+    );
+}
+
+#[tokio::test]
+async fn a_silent_connection_is_closed_after_the_idle_time() {
+    let h = host_limited(
+        None,
+        READINESS_PROBE_MAX_AGE,
+        Duration::from_secs(5),
+        short_limits(16),
+    )
+    .await;
+    let mut stream = TcpStream::connect(h.addr).await.unwrap();
+    // One request on a keep-alive connection, then silence.
+    stream
+        .write_all(b"GET /healthz HTTP/1.1\r\nHost: test\r\n\r\n")
+        .await
+        .unwrap();
+    let raw = closed_within(&mut stream, Duration::from_secs(5), "an idle keep-alive").await;
+    assert!(
+        raw.starts_with(b"HTTP/1.1 200"),
+        "{}",
+        String::from_utf8_lossy(&raw)
+    );
+}
+
+#[tokio::test]
+async fn a_body_that_never_ends_is_answered_408_and_closed() {
+    let body_read = Duration::from_millis(300);
+    let h = host_limited(None, READINESS_PROBE_MAX_AGE, body_read, short_limits(16)).await;
+    let mut stream = TcpStream::connect(h.addr).await.unwrap();
+    stream
+        .write_all(
+            b"PUT /v1/objects/nodes/n1 HTTP/1.1\r\nHost: test\r\nContent-Length: 100\r\n\r\n{\"half\":",
+        )
+        .await
+        .unwrap();
+    let raw = closed_within(&mut stream, Duration::from_secs(5), "half a body").await;
+    let reply = parse_reply(&raw);
+    reply.assert_error(408, "request_timeout");
+    assert_eq!(reply.header("connection"), Some("close"));
+    get(h.addr, "/v1/objects/nodes/n1")
+        .await
+        .assert_error(404, "not_found");
+}
+
+#[tokio::test]
+async fn past_the_cap_idle_connections_make_room_for_new_ones() {
+    const CAP: usize = 8;
+    let h = host_limited(
+        None,
+        READINESS_PROBE_MAX_AGE,
+        Duration::from_secs(5),
+        ServeLimits {
+            max_connections: CAP,
+            header_read: Duration::from_secs(60),
+            keep_alive_idle: Duration::from_secs(60),
+        },
+    )
+    .await;
+    // Twice the cap of idle sockets, half of them with half a header.
+    let mut idle = Vec::new();
+    for i in 0..2 * CAP {
+        let mut stream = TcpStream::connect(h.addr).await.unwrap();
+        if i % 2 == 0 {
+            stream
+                .write_all(b"GET /healthz HTTP/1.1\r\n")
+                .await
+                .unwrap();
+        }
+        idle.push(stream);
+    }
+    // Every request still gets through, at once.
+    for _ in 0..3 {
+        let reply = tokio::time::timeout(Duration::from_secs(2), get(h.addr, "/healthz"))
+            .await
+            .expect("/healthz answers while idle sockets fill the cap");
+        assert_eq!(reply.status, 200);
+    }
+    // The oldest idle sockets were the ones let go.
+    let mut first = idle.remove(0);
+    closed_within(&mut first, Duration::from_secs(2), "the oldest idle socket").await;
+}
+
+#[tokio::test]
+async fn past_the_cap_with_every_connection_busy_a_newcomer_is_refused_at_once() {
+    const CAP: usize = 2;
+    let h = host_limited(
+        None,
+        READINESS_PROBE_MAX_AGE,
+        Duration::from_secs(5),
+        ServeLimits {
+            max_connections: CAP,
+            header_read: Duration::from_secs(60),
+            keep_alive_idle: Duration::from_secs(60),
+        },
+    )
+    .await;
+    // Two long polls keep both connections busy; the store says when each
+    // has looked at the events (so its request is in flight).
+    let mut polls = Vec::new();
+    for _ in 0..CAP {
+        let reads = h.store.reads.load(Ordering::SeqCst);
+        let addr = h.addr;
+        polls.push(tokio::spawn(async move {
+            get(addr, "/v1/events?wait=30s").await
+        }));
+        while h.store.reads.load(Ordering::SeqCst) == reads {
+            tokio::time::timeout(Duration::from_secs(5), h.store.read.notified())
+                .await
+                .expect("the long poll reads the events");
+        }
+    }
+    let mut stream = TcpStream::connect(h.addr).await.unwrap();
+    let raw = closed_within(
+        &mut stream,
+        Duration::from_secs(2),
+        "a connection over the cap",
+    )
+    .await;
+    let reply = parse_reply(&raw);
+    reply.assert_error(503, "too_many_connections");
+    // The busy ones were not let go: they still answer, once the server
+    // stops.
+    let _ = h.stop.send(true);
+    for poll in polls {
+        let reply = tokio::time::timeout(Duration::from_secs(5), poll)
+            .await
+            .expect("the held poll answers when the server stops")
+            .unwrap();
+        assert_eq!(reply.status, 200, "{}", reply.text());
+    }
 }

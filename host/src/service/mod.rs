@@ -142,11 +142,30 @@ pub async fn check(config: &Config) -> Result<Vec<String>, Vec<String>> {
             }
         },
     }
+    if let Some(warning) = unauthenticated_listen_warning(config) {
+        notes.push(format!("WARNING: {warning}"));
+    }
     if problems.is_empty() {
         Ok(notes)
     } else {
         Err(problems)
     }
+}
+
+/// The warning for an API that anyone on the network can write to: a
+/// listen address other than loopback with no `[http] token`. A warning,
+/// not a refusal: a host behind a firewall or a private network may mean
+/// it, and refusing would break configs that run today.
+pub fn unauthenticated_listen_warning(config: &Config) -> Option<String> {
+    let listen = config.http.listen;
+    if listen.ip().is_loopback() || config.http.token.is_some() {
+        return None;
+    }
+    Some(format!(
+        "the HTTP API listens on {listen}, beyond this machine, and [http] token is not set: \
+         anyone who can reach it can write and delete objects. Set [http] token, or listen on \
+         127.0.0.1"
+    ))
 }
 
 /// Run the service until SIGTERM or SIGINT. With `path` (the file `config`
@@ -260,18 +279,23 @@ pub async fn run_until(
         token: config.http.token.clone(),
         stopping: http_stop_rx.clone(),
     });
+    let (limits, fd_limit) = crate::api::ServeLimits::for_this_process();
     let http = tokio::spawn(async move {
         let mut http_stop_rx = http_stop_rx;
-        axum::serve(listener, api)
-            .with_graceful_shutdown(async move {
-                let _ = http_stop_rx.wait_for(|s| *s).await;
-            })
-            .await
+        crate::api::serve(listener, api, limits, async move {
+            let _ = http_stop_rx.wait_for(|s| *s).await;
+        })
+        .await;
     });
+    if let Some(warning) = unauthenticated_listen_warning(&config) {
+        tracing::warn!(listen = %config.http.listen, "{warning}");
+    }
     tracing::info!(
         cluster = config.cluster,
         holder,
         listen = %config.http.listen,
+        max_connections = limits.max_connections,
+        open_files_limit = fd_limit,
         controllers = config.controllers.len(),
         "leasehold is running"
     );
@@ -301,8 +325,8 @@ pub async fn run_until(
     controllers.stop_all().await;
     identity_task.abort();
     let _ = http_stop_tx.send(true);
-    if let Ok(Err(e)) = http.await {
-        tracing::warn!(error = %e, "HTTP server stopped with an error");
+    if let Err(e) = http.await {
+        tracing::warn!(error = %e, "HTTP server task failed");
     }
     tracing::info!("leasehold stopped");
     Ok(())

@@ -1,1 +1,163 @@
-//! Hostile cases: logs.
+//! Hostile cases: logs. A user who can write an object a controller logs
+//! tries to forge host log lines through the guest's log import and its
+//! stdout: newlines, carriage returns, terminal escapes and Unicode line
+//! separators, in both log formats of a real `leasehold` process.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use leasehold_tests::process::{Replica, binary, eventually, free_port};
+use leasehold_tests::{guest_dir, http};
+
+/// The start of the line the guest tries to forge.
+const FORGED: &str = "2026-12-01T00:00:00Z  INFO leasehold: lease granted";
+
+/// The object value (a JSON string the `echo` command of the misbehaving
+/// fixture logs decoded): a forged line after a newline, another after a
+/// carriage return, a terminal escape that clears the line, and a Unicode
+/// line separator.
+fn payload() -> String {
+    let forged = serde_json::to_string(FORGED).unwrap();
+    let forged = forged.trim_matches('"');
+    format!("\"done\\n{forged} forged=1\\r{forged} forged=2\\u001b[2K\\u2028{forged} forged=3\"")
+}
+
+/// How long the host may take to start, compile the fixture and run the
+/// reconcile.
+const LIMIT: Duration = Duration::from_secs(60);
+
+/// A throwaway folder.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new() -> Self {
+        let dir = std::env::temp_dir().join(format!("leasehold-hostile-{}", uuid::Uuid::new_v4()));
+        std::fs::create_dir_all(&dir).unwrap();
+        Self(dir)
+    }
+    fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A script that runs `leasehold` with `args` before the subcommand.
+fn with_args(dir: &Path, args: &str) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let path = dir.join("leasehold-with-args");
+    std::fs::write(
+        &path,
+        format!("#!/bin/sh\nexec '{}' {args} \"$@\"\n", binary().display()),
+    )
+    .unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    path
+}
+
+/// Start a host running the misbehaving fixture (embedded backend) with
+/// `binary`, have it echo the forged text, and return its log once the
+/// echo is in it.
+async fn echo_forged_text(dir: &TempDir, binary: PathBuf) -> String {
+    let port = free_port();
+    let cache = guest_dir().join("../../leasehold-test-cache");
+    let config = format!(
+        "cluster = \"hostile\"\nholder = \"h\"\n\n[http]\nlisten = \"127.0.0.1:{port}\"\n\n\
+         [runtime]\ncache_dir = \"{}\"\n\n[[controllers]]\nname = \"echo\"\n\
+         component = \"{}\"\n",
+        cache.display(),
+        leasehold_tests::guest("misbehaving").display()
+    );
+    let replica = Replica::start_binary(binary, dir.path(), "echo", port, &config);
+    replica.wait_healthy(LIMIT).await;
+    let written = http::request(
+        &replica.addr,
+        "PUT",
+        "/v1/objects/cmd/echo",
+        &[],
+        Some(&payload()),
+    )
+    .await
+    .unwrap();
+    assert_eq!(written.status, 201, "{written:?}");
+    // Both the log import and stdout have echoed the third forged line
+    // (its marker is last in the text).
+    eventually("the guest echoed the forged text twice", LIMIT, || async {
+        let log = replica.log();
+        (log.matches("forged=3").count() >= 2).then_some(())
+    })
+    .await;
+    replica.log()
+}
+
+#[tokio::test]
+async fn a_guest_cannot_forge_a_host_log_line() {
+    let dir = TempDir::new();
+    let log = echo_forged_text(&dir, binary()).await;
+    let forged: Vec<&str> = log.lines().filter(|l| l.starts_with(FORGED)).collect();
+    assert!(
+        forged.is_empty(),
+        "forged lines in the host log: {forged:#?}\n{log}"
+    );
+    // No carriage return, line-clearing escape or line separator of the
+    // guest's reached the log raw (the host's own colours are not these).
+    for (raw, name) in [('\r', "carriage return"), ('\u{2028}', "line separator")] {
+        assert!(!log.contains(raw), "a raw {name} in the log:\n{log:?}");
+    }
+    assert!(
+        !log.contains("\u{1b}[2K"),
+        "a raw terminal escape in the log:\n{log:?}"
+    );
+    // It is all there, visibly escaped, on the lines the host began.
+    assert!(
+        log.contains(&format!("done\\n{FORGED} forged=1\\r{FORGED}")),
+        "the guest's text is not in the log escaped:\n{log}"
+    );
+}
+
+#[tokio::test]
+async fn json_logs_stay_one_object_per_line_with_host_chosen_fields() {
+    let dir = TempDir::new();
+    let log = echo_forged_text(&dir, with_args(dir.path(), "--log-format json")).await;
+    let mut echoed = 0;
+    for line in log.lines().filter(|l| !l.trim().is_empty()) {
+        let object: serde_json::Value = serde_json::from_str(line)
+            .unwrap_or_else(|e| panic!("a log line is not one JSON object ({e}): {line:?}"));
+        let fields = object
+            .as_object()
+            .unwrap_or_else(|| panic!("a log line is not a JSON object: {line:?}"));
+        let message = fields
+            .get("message")
+            .and_then(|m| m.as_str())
+            .unwrap_or_default();
+        if message.contains(FORGED) {
+            echoed += 1;
+            // The guest chose the message, never a field name.
+            for key in fields.keys() {
+                assert!(
+                    [
+                        "timestamp",
+                        "level",
+                        "target",
+                        "message",
+                        "controller",
+                        "epoch",
+                        "stream"
+                    ]
+                    .contains(&key.as_str()),
+                    "a field the host did not choose: {key:?} in {line}"
+                );
+            }
+            // One line, as printed: the controls arrive escaped.
+            assert!(
+                !message.contains(['\n', '\r', '\u{1b}', '\u{2028}']),
+                "{message:?}"
+            );
+        }
+    }
+    assert!(echoed >= 2, "the echo is missing from the JSON log:\n{log}");
+}

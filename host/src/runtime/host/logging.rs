@@ -1,5 +1,11 @@
 //! `leasehold:controller/logging`: guest log lines into the host's tracing
 //! output, tagged with the controller and epoch, bounded in length.
+//!
+//! Also owns [`escape`], the one escaping of untrusted text (guest log
+//! lines and output, user input) before it reaches any log format: a log
+//! line always ends where the host ended it, so nobody can forge one.
+
+use std::borrow::Cow;
 
 use crate::fence::Epoch;
 use crate::runtime::bindings::logging::{self, Level};
@@ -22,6 +28,39 @@ impl LoggingHost {
     }
 }
 
+/// `text` with every character that could end a log line, rewrite the
+/// terminal or reorder what a reader sees written out as an escape: `\n`,
+/// `\r`, `\t`, and `\u{..}` for the other C0 controls (ESC included), DEL,
+/// the C1 controls, the Unicode line and paragraph separators (U+2028,
+/// U+2029) and the bidirectional overrides and isolates (U+202A–U+202E,
+/// U+2066–U+2069). Everything else, backslashes included, is kept as it is:
+/// the result is for reading, not for decoding. Borrowed when there is
+/// nothing to escape, which is the common case.
+pub fn escape(text: &str) -> Cow<'_, str> {
+    if !text.chars().any(needs_escape) {
+        return Cow::Borrowed(text);
+    }
+    let mut escaped = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        match c {
+            '\n' => escaped.push_str("\\n"),
+            '\r' => escaped.push_str("\\r"),
+            '\t' => escaped.push_str("\\t"),
+            c if needs_escape(c) => escaped.extend(c.escape_unicode()),
+            c => escaped.push(c),
+        }
+    }
+    Cow::Owned(escaped)
+}
+
+fn needs_escape(c: char) -> bool {
+    c.is_control()
+        || matches!(
+            c,
+            '\u{2028}' | '\u{2029}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}'
+        )
+}
+
 /// Cut `message` to at most `max` bytes on a character boundary.
 pub(crate) fn truncate(message: &str, max: usize) -> &str {
     if message.len() <= max {
@@ -36,7 +75,7 @@ pub(crate) fn truncate(message: &str, max: usize) -> &str {
 
 impl logging::Host for LoggingHost {
     fn log(&mut self, level: Level, message: String) -> wasmtime::Result<()> {
-        let message = truncate(&message, self.max_line);
+        let message = escape(truncate(&message, self.max_line));
         let controller = self.controller.as_str();
         let epoch = self.epoch.0;
         match level {
@@ -52,7 +91,24 @@ impl logging::Host for LoggingHost {
 
 #[cfg(test)]
 mod tests {
-    use super::truncate;
+    use super::{escape, truncate};
+
+    #[test]
+    fn nothing_that_ends_or_rewrites_a_line_survives_escaping() {
+        let forged = "done\n2026-12-01T00:00:00Z  INFO leasehold: lease granted\r\u{1b}[2K\u{85}x\u{2028}y\u{2029}\u{202e}z\u{7f}\t";
+        let escaped = escape(forged);
+        assert_eq!(
+            escaped,
+            "done\\n2026-12-01T00:00:00Z  INFO leasehold: lease granted\\r\\u{1b}[2K\\u{85}x\\u{2028}y\\u{2029}\\u{202e}z\\u{7f}\\t"
+        );
+        assert!(!escaped.chars().any(super::needs_escape));
+    }
+
+    #[test]
+    fn plain_text_is_borrowed_as_it_is() {
+        let plain = "reconciled nodes/n1 in 3 ms: ok \\ \"quoted\" é 日本";
+        assert!(matches!(escape(plain), std::borrow::Cow::Borrowed(p) if p == plain));
+    }
 
     #[test]
     fn truncation_respects_char_boundaries() {

@@ -1,0 +1,617 @@
+//! Serving the API over TCP with the bounds `axum::serve` lacks, so slow,
+//! idle or numerous clients cannot make the API unreachable.
+//!
+//! Owns: the accept loop, the per-connection read deadlines before a
+//! request starts (headers, keep-alive idle), the connection cap and who is
+//! let go when it is reached, backoff on accept errors, and the graceful
+//! drain at shutdown. The body read deadline is the router's (see
+//! [`super::read_body_within_deadline`]): it needs the request.
+//!
+//! The cap holds connections, not requests. When it is reached, a new
+//! connection takes the place of the connection that has been idle the
+//! longest (waiting for its first request or for its next one, including a
+//! header that is still arriving); if every connection has a request in
+//! flight, the new one is answered `503` at once and closed. So a flood of
+//! idle sockets can delay nobody for longer than one accept, and the cap
+//! keeps the process well away from its file-descriptor limit, where
+//! `accept` itself would fail.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::io;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use axum::Router;
+use hyper::body::Incoming;
+use hyper::service::Service;
+use hyper_util::rt::TokioIo;
+use hyper_util::service::TowerToHyperService;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{Notify, watch};
+use tokio::task::JoinSet;
+use tokio::time::Instant;
+
+use crate::limits::{HTTP_CONNECTIONS_FD_SHARE_PERCENT, HTTP_MAX_CONNECTIONS};
+use crate::timeouts::{
+    HTTP_ACCEPT_BACKOFF_MAX, HTTP_ACCEPT_BACKOFF_MIN, HTTP_HEADER_READ, HTTP_KEEP_ALIVE_IDLE,
+    HTTP_OVERLOAD_LOG_EVERY,
+};
+
+/// The answer to a connection over the cap when nobody can make room:
+/// written in one non-blocking write to a fresh socket (whose send buffer
+/// is empty), then the socket is closed.
+const REFUSED: &[u8] = b"HTTP/1.1 503 Service Unavailable\r\n\
+content-type: application/json\r\n\
+connection: close\r\n\
+retry-after: 1\r\n\
+content-length: 105\r\n\
+\r\n\
+{\"error\":\"every connection is busy with a request; try again in a moment\",\"code\":\"too_many_connections\"}\n";
+
+/// The bounds one server applies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ServeLimits {
+    /// Most connections open at once.
+    pub max_connections: usize,
+    /// Longest time from a request's first byte to the end of its header.
+    pub header_read: Duration,
+    /// Longest a connection may stay open without a request in flight and
+    /// without sending a byte (a fresh one, or between keep-alive requests).
+    pub keep_alive_idle: Duration,
+}
+
+impl ServeLimits {
+    /// The defaults, with the connection cap lowered to
+    /// [`HTTP_CONNECTIONS_FD_SHARE_PERCENT`] of this process's
+    /// file-descriptor limit, so the rest stays for database connections,
+    /// guests and files. Also returns that limit (`None`: unknown or
+    /// unlimited) for the start-up log.
+    pub fn for_this_process() -> (Self, Option<u64>) {
+        let fd_limit = open_files_limit();
+        let limits = Self {
+            max_connections: connection_cap(HTTP_MAX_CONNECTIONS, fd_limit),
+            header_read: HTTP_HEADER_READ,
+            keep_alive_idle: HTTP_KEEP_ALIVE_IDLE,
+        };
+        (limits, fd_limit)
+    }
+}
+
+/// `configured`, lowered to the share of `fd_limit` connections may take;
+/// at least one, so a tiny limit still serves someone.
+pub fn connection_cap(configured: usize, fd_limit: Option<u64>) -> usize {
+    let Some(limit) = fd_limit else {
+        return configured.max(1);
+    };
+    let share = limit.saturating_mul(HTTP_CONNECTIONS_FD_SHARE_PERCENT) / 100;
+    let share = usize::try_from(share).unwrap_or(usize::MAX);
+    configured.min(share).max(1)
+}
+
+/// The soft `RLIMIT_NOFILE` of this process: the most file descriptors it
+/// may have open. `None` when unlimited or unreadable.
+pub fn open_files_limit() -> Option<u64> {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes one `rlimit` through a pointer to a live,
+    // properly aligned value and keeps no reference to it.
+    let status = unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) };
+    if status != 0 || limit.rlim_cur == libc::RLIM_INFINITY {
+        return None;
+    }
+    Some(limit.rlim_cur)
+}
+
+/// Serve `app` on `listener` within `limits` until `stop` resolves; then
+/// stop accepting, let each connection finish the request it is serving
+/// (idle ones close at once), and return when all are closed.
+pub async fn serve(
+    listener: TcpListener,
+    app: Router,
+    limits: ServeLimits,
+    stop: impl Future<Output = ()>,
+) {
+    let registry = Arc::new(Registry::default());
+    let (stopping_tx, stopping) = watch::channel(false);
+    let mut connections = JoinSet::new();
+    let mut overload = OverloadLog::default();
+    let mut backoff = HTTP_ACCEPT_BACKOFF_MIN;
+    tokio::pin!(stop);
+    loop {
+        // Reap finished connection tasks so the set does not grow.
+        while connections.try_join_next().is_some() {}
+        let accepted = tokio::select! {
+            () = &mut stop => break,
+            accepted = listener.accept() => accepted,
+        };
+        let stream = match accepted {
+            Ok((stream, _peer)) => {
+                backoff = HTTP_ACCEPT_BACKOFF_MIN;
+                stream
+            }
+            // The peer gave up before we accepted: nothing wrong here.
+            Err(e) if is_per_connection(&e) => continue,
+            Err(e) => {
+                // Out of file descriptors (EMFILE/ENFILE) or memory: retrying
+                // at once would spin. Make room if anyone is idle, then wait.
+                let evicted = registry.evict_longest_idle();
+                if overload.due() {
+                    tracing::warn!(
+                        error = %e,
+                        retry_in = ?backoff,
+                        evicted_idle = evicted,
+                        "HTTP accept failed; backing off"
+                    );
+                }
+                tokio::select! {
+                    () = &mut stop => break,
+                    () = tokio::time::sleep(backoff) => {}
+                }
+                backoff = (backoff * 2).min(HTTP_ACCEPT_BACKOFF_MAX);
+                continue;
+            }
+        };
+        let admission = registry.admit(limits.max_connections);
+        let Some(conn) = admission.admitted else {
+            overload.refused += 1;
+            // Best effort: the client may already have closed.
+            let _ = stream.try_write(REFUSED);
+            drop(stream);
+            overload.report(limits.max_connections);
+            continue;
+        };
+        if admission.evicted {
+            overload.evicted += 1;
+            overload.report(limits.max_connections);
+        }
+        // Small JSON answers: do not hold them back waiting for more.
+        let _ = stream.set_nodelay(true);
+        connections.spawn(serve_connection(
+            stream,
+            app.clone(),
+            conn,
+            registry.clone(),
+            limits,
+            stopping.clone(),
+        ));
+    }
+    drop(listener);
+    let _ = stopping_tx.send(true);
+    while connections.join_next().await.is_some() {}
+}
+
+/// Errors about one connection that failed between the handshake and the
+/// accept; the listener itself is fine.
+fn is_per_connection(error: &io::Error) -> bool {
+    matches!(
+        error.kind(),
+        io::ErrorKind::ConnectionAborted
+            | io::ErrorKind::ConnectionReset
+            | io::ErrorKind::ConnectionRefused
+            | io::ErrorKind::Interrupted
+    )
+}
+
+/// Counts refusals and evictions, and logs them at most once per
+/// [`HTTP_OVERLOAD_LOG_EVERY`]: a flood must not also flood the log.
+#[derive(Default)]
+struct OverloadLog {
+    last: Option<Instant>,
+    refused: u64,
+    evicted: u64,
+}
+
+impl OverloadLog {
+    fn due(&mut self) -> bool {
+        let now = Instant::now();
+        if self
+            .last
+            .is_some_and(|last| now.duration_since(last) < HTTP_OVERLOAD_LOG_EVERY)
+        {
+            return false;
+        }
+        self.last = Some(now);
+        true
+    }
+
+    fn report(&mut self, cap: usize) {
+        if self.due() {
+            tracing::warn!(
+                cap,
+                evicted_idle = self.evicted,
+                refused = self.refused,
+                "HTTP connection cap reached since the last report: `evicted_idle` idle \
+                 connections were closed to make room for new ones, `refused` new ones were \
+                 turned away while every connection was busy; if this is legitimate load, raise \
+                 the file-descriptor limit (ulimit -n)"
+            );
+            self.refused = 0;
+            self.evicted = 0;
+        }
+    }
+}
+
+/// Every open connection, so the accept loop can pick one to let go.
+#[derive(Default)]
+struct Registry {
+    next_id: AtomicU64,
+    open: Mutex<HashMap<u64, Arc<Conn>>>,
+}
+
+/// What [`Registry::admit`] decided.
+struct Admission {
+    /// The new connection's entry, unless it was refused.
+    admitted: Option<Arc<Conn>>,
+    /// Whether an idle connection was closed to make room.
+    evicted: bool,
+}
+
+impl Registry {
+    fn lock(&self) -> MutexGuard<'_, HashMap<u64, Arc<Conn>>> {
+        // Entries are inserted or removed whole: a panic elsewhere cannot
+        // leave the map half-changed.
+        self.open.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn admit(&self, cap: usize) -> Admission {
+        let mut open = self.lock();
+        let mut evicted = false;
+        if open.len() >= cap {
+            match Self::longest_idle(&open) {
+                Some(id) => {
+                    if let Some(victim) = open.remove(&id) {
+                        victim.evict();
+                    }
+                    evicted = true;
+                }
+                None => {
+                    return Admission {
+                        admitted: None,
+                        evicted: false,
+                    };
+                }
+            }
+        }
+        let conn = Arc::new(Conn::new(self.next_id.fetch_add(1, Ordering::Relaxed)));
+        open.insert(conn.id, conn.clone());
+        Admission {
+            admitted: Some(conn),
+            evicted,
+        }
+    }
+
+    /// Close the connection idle the longest; whether there was one.
+    fn evict_longest_idle(&self) -> bool {
+        let mut open = self.lock();
+        let Some(id) = Self::longest_idle(&open) else {
+            return false;
+        };
+        if let Some(victim) = open.remove(&id) {
+            victim.evict();
+        }
+        true
+    }
+
+    fn longest_idle(open: &HashMap<u64, Arc<Conn>>) -> Option<u64> {
+        open.values()
+            .filter_map(|c| c.idle_since().map(|since| (since, c.id)))
+            .min()
+            .map(|(_, id)| id)
+    }
+
+    fn remove(&self, id: u64) {
+        self.lock().remove(&id);
+    }
+}
+
+/// One connection's state as the watchdog and the accept loop see it.
+struct Conn {
+    id: u64,
+    phase: Mutex<Phase>,
+    /// Rung on every change that moves the connection's deadline, and on
+    /// eviction.
+    changed: Notify,
+    evicted: AtomicBool,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Phase {
+    /// Requests being served (more than one only while hyper pipelines).
+    in_flight: usize,
+    /// When the last request ended, or the connection opened.
+    idle_since: Instant,
+    /// When the first byte after `idle_since` arrived: a request header
+    /// has started.
+    header_started: Option<Instant>,
+}
+
+impl Conn {
+    fn new(id: u64) -> Self {
+        Self {
+            id,
+            phase: Mutex::new(Phase {
+                in_flight: 0,
+                idle_since: Instant::now(),
+                header_started: None,
+            }),
+            changed: Notify::new(),
+            evicted: AtomicBool::new(false),
+        }
+    }
+
+    fn phase(&self) -> MutexGuard<'_, Phase> {
+        // Plain fields, each write whole: safe to recover.
+        self.phase.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// When it became idle, if no request is in flight.
+    fn idle_since(&self) -> Option<Instant> {
+        let phase = self.phase();
+        (phase.in_flight == 0).then_some(phase.idle_since)
+    }
+
+    fn evict(&self) {
+        self.evicted.store(true, Ordering::SeqCst);
+        self.changed.notify_one();
+    }
+
+    fn received_bytes(&self) {
+        let mut phase = self.phase();
+        if phase.in_flight == 0 && phase.header_started.is_none() {
+            phase.header_started = Some(Instant::now());
+            drop(phase);
+            self.changed.notify_one();
+        }
+    }
+
+    fn request_started(self: &Arc<Self>) -> InFlight {
+        let mut phase = self.phase();
+        phase.in_flight += 1;
+        phase.header_started = None;
+        drop(phase);
+        self.changed.notify_one();
+        InFlight(self.clone())
+    }
+
+    /// When the connection must be closed unless something changes first;
+    /// `None` while a request is in flight (the body deadline and the
+    /// handlers' own bounds apply then).
+    fn deadline(&self, limits: &ServeLimits) -> Option<Instant> {
+        let phase = self.phase();
+        if phase.in_flight > 0 {
+            return None;
+        }
+        Some(match phase.header_started {
+            Some(started) => started + limits.header_read,
+            None => phase.idle_since + limits.keep_alive_idle,
+        })
+    }
+}
+
+/// A request being served; ends (and restarts the idle clock) when dropped,
+/// whether the response was sent or the connection died under it.
+struct InFlight(Arc<Conn>);
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        let mut phase = self.0.phase();
+        phase.in_flight -= 1;
+        if phase.in_flight == 0 {
+            phase.idle_since = Instant::now();
+            phase.header_started = None;
+        }
+        drop(phase);
+        self.0.changed.notify_one();
+    }
+}
+
+/// The socket, reporting the first byte of each request header to its
+/// [`Conn`].
+struct Watched {
+    stream: TcpStream,
+    conn: Arc<Conn>,
+}
+
+impl AsyncRead for Watched {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let before = buf.filled().len();
+        let polled = Pin::new(&mut self.stream).poll_read(cx, buf);
+        if matches!(polled, Poll::Ready(Ok(()))) && buf.filled().len() > before {
+            self.conn.received_bytes();
+        }
+        polled
+    }
+}
+
+impl AsyncWrite for Watched {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.stream).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.stream).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.stream.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.stream).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.stream).poll_shutdown(cx)
+    }
+}
+
+/// Why a connection ended early, for the debug log.
+#[derive(Debug, Clone, Copy)]
+enum Closed {
+    HeaderTimeout,
+    IdleTimeout,
+    Evicted,
+}
+
+async fn serve_connection(
+    stream: TcpStream,
+    app: Router,
+    conn: Arc<Conn>,
+    registry: Arc<Registry>,
+    limits: ServeLimits,
+    mut stopping: watch::Receiver<bool>,
+) {
+    let io = TokioIo::new(Watched {
+        stream,
+        conn: conn.clone(),
+    });
+    let tower = TowerToHyperService::new(app);
+    let tracker = conn.clone();
+    let service = hyper::service::service_fn(move |request: hyper::Request<Incoming>| {
+        let in_flight = tracker.request_started();
+        let response = tower.call(request);
+        async move {
+            let response = response.await;
+            drop(in_flight);
+            response
+        }
+    });
+    let connection = hyper::server::conn::http1::Builder::new()
+        .keep_alive(true)
+        .serve_connection(io, service);
+    tokio::pin!(connection);
+    let mut draining = false;
+    let closed = loop {
+        if conn.evicted.load(Ordering::SeqCst) {
+            break Some(Closed::Evicted);
+        }
+        let deadline = conn.deadline(&limits);
+        tokio::select! {
+            result = connection.as_mut() => {
+                if let Err(e) = result {
+                    tracing::debug!(error = %e, "HTTP connection ended with an error");
+                }
+                break None;
+            }
+            () = conn.changed.notified() => {}
+            () = sleep_until(deadline) => {
+                // Re-read: a request may have started since.
+                let phase = *conn.phase();
+                if phase.in_flight == 0 && conn.deadline(&limits).is_some_and(|d| d <= Instant::now()) {
+                    break Some(if phase.header_started.is_some() {
+                        Closed::HeaderTimeout
+                    } else {
+                        Closed::IdleTimeout
+                    });
+                }
+            }
+            _ = stopping.wait_for(|s| *s), if !draining => {
+                draining = true;
+                connection.as_mut().graceful_shutdown();
+            }
+        }
+    };
+    if let Some(reason) = closed {
+        tracing::debug!(?reason, "HTTP connection closed");
+    }
+    registry.remove(conn.id);
+}
+
+/// Sleep until `deadline`, or forever without one.
+async fn sleep_until(deadline: Option<Instant>) {
+    match deadline {
+        Some(deadline) => tokio::time::sleep_until(deadline).await,
+        None => std::future::pending().await,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_cap_leaves_most_file_descriptors_to_the_rest() {
+        assert_eq!(connection_cap(1024, None), 1024);
+        assert_eq!(connection_cap(1024, Some(1_048_576)), 1024);
+        assert_eq!(
+            connection_cap(1024, Some(1024)),
+            1024 * HTTP_CONNECTIONS_FD_SHARE_PERCENT as usize / 100
+        );
+        assert!(connection_cap(1024, Some(1024)) < 1024);
+        assert_eq!(connection_cap(1024, Some(1)), 1);
+        assert_eq!(connection_cap(0, None), 1);
+    }
+
+    #[test]
+    fn the_refusal_is_a_complete_response() {
+        let text = std::str::from_utf8(REFUSED).unwrap();
+        let (head, body) = text.split_once("\r\n\r\n").unwrap();
+        let length: usize = head
+            .lines()
+            .find_map(|l| l.strip_prefix("content-length: "))
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert_eq!(length, body.len());
+        let json: serde_json::Value = serde_json::from_str(body).unwrap();
+        assert_eq!(json["code"], "too_many_connections");
+    }
+
+    #[test]
+    fn the_longest_idle_connection_is_let_go_and_busy_ones_never() {
+        let registry = Registry::default();
+        let first = registry.admit(2).admitted.unwrap();
+        let second = registry.admit(2).admitted.unwrap();
+        let _busy = first.request_started();
+        // `second` is the only idle one: it makes room.
+        let third = registry.admit(2);
+        assert!(third.evicted);
+        assert!(second.evicted.load(Ordering::SeqCst));
+        assert!(!first.evicted.load(Ordering::SeqCst));
+        let third = third.admitted.unwrap();
+        let _also_busy = third.request_started();
+        // Everyone is busy: the newcomer is refused, nobody is let go.
+        let fourth = registry.admit(2);
+        assert!(fourth.admitted.is_none());
+        assert!(!first.evicted.load(Ordering::SeqCst));
+        assert!(!third.evicted.load(Ordering::SeqCst));
+    }
+
+    #[test]
+    fn a_started_header_has_its_own_deadline() {
+        let limits = ServeLimits {
+            max_connections: 1,
+            header_read: Duration::from_secs(1),
+            keep_alive_idle: Duration::from_secs(60),
+        };
+        let conn = Arc::new(Conn::new(0));
+        let idle = conn.deadline(&limits).unwrap();
+        conn.received_bytes();
+        let header = conn.deadline(&limits).unwrap();
+        assert!(header < idle);
+        let request = conn.request_started();
+        assert_eq!(conn.deadline(&limits), None);
+        drop(request);
+        let idle_again = conn.deadline(&limits).unwrap();
+        assert!(idle_again >= idle);
+    }
+}
