@@ -46,21 +46,443 @@ pub enum DbError {
     },
 }
 
-/// A URL with its password replaced by `***`. Unparseable input is reduced
-/// to its scheme so nothing secret leaks through an error message.
-pub fn redact(url: &str) -> String {
-    match url::Url::parse(url) {
-        Ok(mut parsed) => {
-            if parsed.password().is_some() {
-                let _ = parsed.set_password(Some("***"));
-            }
-            parsed.to_string()
-        }
-        Err(_) => match url.split_once("://") {
-            Some((scheme, _)) => format!("{scheme}://<unparseable>"),
-            None => "<unparseable database url>".to_string(),
-        },
+/// What a hidden secret (or a piece of text that may hold one) is shown as.
+pub const HIDDEN: &str = "***";
+
+/// Shown in place of connection-string text that could not be read: past
+/// that point nothing tells a secret from the rest.
+const UNREADABLE: &str = "<unparseable>";
+
+/// Connection options whose values are never secret, so a redacted
+/// endpoint may show them. Any other option is hidden whole, key included:
+/// a password holding a raw `&` or space splits into pieces that look like
+/// further options, and their "keys" are fragments of the password.
+const PLAIN_OPTIONS: &[&str] = &[
+    "application_name",
+    "channel_binding",
+    "connect_timeout",
+    "dbname",
+    "host",
+    "hostaddr",
+    "keepalives",
+    "keepalives_idle",
+    "keepalives_interval",
+    "keepalives_retries",
+    "load_balance_hosts",
+    "options",
+    "port",
+    "replication",
+    "sslcert",
+    "sslkey",
+    "sslmode",
+    "sslnegotiation",
+    "sslrootcert",
+    "target_session_attrs",
+    "tcp_user_timeout",
+    "user",
+];
+
+/// A connection string with every secret replaced by `***`, safe to show
+/// and to store. Both forms PostgreSQL clients accept are covered:
+///
+/// - URL (`postgres://user:PASSWORD@host/db?password=PASSWORD`): the
+///   password of the user part, and any query parameter whose key (percent-
+///   decoded, any case) names a password;
+/// - key-value (`host=h user=u password='p w'`): any key naming a
+///   password, quoted values with escapes included.
+///
+/// Options not known to be harmless are hidden whole, and whatever cannot
+/// be read is cut off, so malformed input never leaks its rest. Applying
+/// it to its own output changes nothing.
+pub fn redact(connection: &str) -> String {
+    let text = connection.trim();
+    match split_scheme(text) {
+        Some((scheme, rest)) => redact_url(scheme, rest),
+        None => redact_key_value(text),
     }
+}
+
+/// `(scheme, rest)` when `text` starts like a URL (`scheme://`).
+fn split_scheme(text: &str) -> Option<(&str, &str)> {
+    let (scheme, rest) = text.split_once("://")?;
+    let mut chars = scheme.chars();
+    let valid = chars.next().is_some_and(|c| c.is_ascii_alphabetic())
+        && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'));
+    valid.then_some((scheme, rest))
+}
+
+/// Whether an option key (already decoded) names a secret.
+fn is_secret_key(key: &str) -> bool {
+    key.to_ascii_lowercase().contains("pass")
+}
+
+/// Read the way tokio-postgres (like libpq) reads a URL: the user part
+/// ends at the first `@`, the host list at the first `/` or `?`, the
+/// database name at `?`, parameters are split at `&` and then at `=`.
+fn redact_url(scheme: &str, rest: &str) -> String {
+    let mut out = format!("{scheme}://");
+    let (credentials, after) = match rest.split_once('@') {
+        Some((credentials, after)) => (Some(credentials), after),
+        None => (None, rest),
+    };
+    let host_end = after.find(['/', '?']).unwrap_or(after.len());
+    let (mut hosts, tail) = after.split_at(host_end);
+    // A host name never holds `@`: one here means the password did, raw.
+    let mut password_spilled = false;
+    if let Some(at) = hosts.rfind('@') {
+        hosts = &hosts[at + 1..];
+        password_spilled = true;
+    }
+    if let Some(credentials) = credentials {
+        let (user, password) = match credentials.split_once(':') {
+            Some((user, _)) => (user, true),
+            None => (credentials, false),
+        };
+        // A user part with URL punctuation is not a user name but a
+        // misplaced `@` swallowing the path or query, parameters included.
+        if user.contains(['/', '?', '=', '&', '#']) || user.contains(char::is_whitespace) {
+            out.push_str(HIDDEN);
+        } else {
+            out.push_str(user);
+        }
+        if password || password_spilled {
+            out.push(':');
+            out.push_str(HIDDEN);
+        }
+        out.push('@');
+    }
+    let hosts: Vec<String> = hosts.split(',').map(redact_host).collect();
+    out.push_str(&hosts.join(","));
+    let (path, query) = match tail.split_once('?') {
+        Some((path, query)) => (path, Some(query)),
+        None => (tail, None),
+    };
+    out.push_str(path);
+    if let Some(query) = query {
+        out.push('?');
+        let params: Vec<String> = query.split('&').map(redact_url_param).collect();
+        out.push_str(&params.join("&"));
+    }
+    out
+}
+
+/// One `host[:port]` of a URL's host list. A port that is not a number is
+/// most likely a password whose `@` was forgotten (`postgres://user:pw`).
+fn redact_host(host: &str) -> String {
+    // `[v6]:port` keeps its colons inside the brackets.
+    let port_at = match host.rfind(']') {
+        Some(bracket) => host[bracket..].find(':').map(|i| bracket + i),
+        None => host.find(':'),
+    };
+    match port_at {
+        Some(colon) if !host[colon + 1..].bytes().all(|b| b.is_ascii_digit()) => {
+            format!("{}:{HIDDEN}", &host[..colon])
+        }
+        _ => host.to_string(),
+    }
+}
+
+/// `%XX` escapes decoded (invalid UTF-8 replaced): only to recognise a
+/// parameter's key, never shown.
+fn percent_decode(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = bytes
+            .get(i + 1..i + 3)
+            .filter(|h| h.iter().all(u8::is_ascii_hexdigit))
+            .and_then(|h| std::str::from_utf8(h).ok())
+            .and_then(|h| u8::from_str_radix(h, 16).ok());
+        match (bytes[i], hex) {
+            (b'%', Some(byte)) => {
+                out.push(byte);
+                i += 3;
+            }
+            (byte, _) => {
+                out.push(byte);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+fn redact_url_param(param: &str) -> String {
+    let Some((raw_key, _)) = param.split_once('=') else {
+        // Not an option at all: a piece of a value that held a raw `&`.
+        return HIDDEN.to_string();
+    };
+    let key = percent_decode(raw_key);
+    if is_secret_key(&key) {
+        format!("{raw_key}={HIDDEN}")
+    } else if PLAIN_OPTIONS.contains(&key.as_str()) {
+        param.to_string()
+    } else {
+        HIDDEN.to_string()
+    }
+}
+
+/// Read the way tokio-postgres reads `key = value` pairs: keys end at
+/// whitespace or `=`, values are either single-quoted (with backslash
+/// escapes) or run to the next whitespace (also with escapes).
+fn redact_key_value(text: &str) -> String {
+    let mut pieces: Vec<String> = Vec::new();
+    let mut rest = text.trim_start();
+    while !rest.is_empty() {
+        match next_pair(rest) {
+            Some((piece, after)) => {
+                pieces.push(piece);
+                rest = after.trim_start();
+            }
+            None => {
+                if pieces.is_empty() {
+                    return "<unparseable database url>".to_string();
+                }
+                pieces.push(UNREADABLE.to_string());
+                break;
+            }
+        }
+    }
+    if pieces.is_empty() {
+        return "<empty database url>".to_string();
+    }
+    pieces.join(" ")
+}
+
+/// The redacted form of the first pair of `text` and what follows it, or
+/// `None` when no complete pair starts there.
+fn next_pair(text: &str) -> Option<(String, &str)> {
+    // This function's own marker for a hidden pair, so redacting twice is
+    // harmless.
+    if let Some(after) = text.strip_prefix(HIDDEN)
+        && after.chars().next().is_none_or(char::is_whitespace)
+    {
+        return Some((HIDDEN.to_string(), after));
+    }
+    let key_end = text
+        .find(|c: char| c.is_whitespace() || c == '=')
+        .unwrap_or(text.len());
+    let key = &text[..key_end];
+    if key.is_empty() {
+        return None;
+    }
+    let after_key = text[key_end..].trim_start();
+    let value_text = after_key.strip_prefix('=')?.trim_start();
+    let value_len = value_length(value_text)?;
+    let (value, after) = value_text.split_at(value_len);
+    let piece = if is_secret_key(key) {
+        format!("{key}={HIDDEN}")
+    } else if PLAIN_OPTIONS.contains(&key.to_ascii_lowercase().as_str()) {
+        format!("{key}={value}")
+    } else {
+        HIDDEN.to_string()
+    };
+    Some((piece, after))
+}
+
+/// How many bytes of `text` the value at its start takes, quotes included,
+/// or `None` if it is empty or its quote is never closed.
+fn value_length(text: &str) -> Option<usize> {
+    let quoted = text.starts_with('\'');
+    let mut chars = text.char_indices().skip(usize::from(quoted));
+    while let Some((i, c)) = chars.next() {
+        match c {
+            '\\' => {
+                chars.next();
+            }
+            '\'' if quoted => return Some(i + 1),
+            c if !quoted && c.is_whitespace() => return (i > 0).then_some(i),
+            _ => {}
+        }
+    }
+    (!quoted && !text.is_empty()).then_some(text.len())
+}
+
+/// Free text (an error message, a server's message) with every connection
+/// string in it redacted by [`redact`] and the value of every
+/// `password=...` in it hidden. For text that only may hold a secret; a
+/// connection string on its own goes through [`redact`].
+pub fn scrub(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while !rest.is_empty() {
+        let word_end = rest.find(char::is_whitespace).unwrap_or(rest.len());
+        let (word, after) = rest.split_at(word_end);
+        out.push_str(&scrub_word(word));
+        let space_end = after
+            .find(|c: char| !c.is_whitespace())
+            .unwrap_or(after.len());
+        out.push_str(&after[..space_end]);
+        rest = &after[space_end..];
+    }
+    hide_password_values(&out)
+}
+
+/// A word with a URL in it, redacted; anything else as it is.
+fn scrub_word(word: &str) -> String {
+    let Some(sep) = word.find("://") else {
+        return word.to_string();
+    };
+    let start = word[..sep]
+        .rfind(|c: char| !(c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.')))
+        .map_or(0, |i| i + 1);
+    let url = &word[start..];
+    // Punctuation that ends a sentence or a quotation, not the URL.
+    let url_end = url
+        .trim_end_matches(|c: char| {
+            matches!(c, '.' | ',' | ';' | ':' | ')' | ']' | '"' | '\'' | '`')
+        })
+        .len();
+    if split_scheme(&url[..url_end]).is_none() {
+        return word.to_string();
+    }
+    format!(
+        "{}{}{}",
+        &word[..start],
+        redact(&url[..url_end]),
+        &url[url_end..]
+    )
+}
+
+/// `password = value` (any case, quoted or not) with the value hidden.
+fn hide_password_values(text: &str) -> String {
+    let lower = text.to_ascii_lowercase();
+    let mut out = String::with_capacity(text.len());
+    let mut copied = 0;
+    let mut search = 0;
+    while let Some(found) = lower[search..].find("password") {
+        let key_end = search + found + "password".len();
+        search = key_end;
+        let after_key = &text[key_end..];
+        let Some(value_text) = after_key.trim_start().strip_prefix('=') else {
+            continue;
+        };
+        let value_text = value_text.trim_start();
+        let value_start = text.len() - value_text.len();
+        let already_hidden = value_text.strip_prefix(HIDDEN).is_some_and(|after| {
+            after.chars().next().is_none_or(|c| {
+                c.is_whitespace() || matches!(c, '&' | '.' | ',' | ';' | ':' | ')' | '"' | '`')
+            })
+        });
+        let value_len = if already_hidden {
+            // Redacted already (a connection string in the text); keep the
+            // punctuation after it.
+            HIDDEN.len()
+        } else if value_text.starts_with('\'') {
+            // An unclosed quote hides everything after it.
+            value_length(value_text).unwrap_or(value_text.len())
+        } else {
+            value_text
+                .find(|c: char| c.is_whitespace() || c == '&')
+                .unwrap_or(value_text.len())
+        };
+        out.push_str(&text[copied..value_start]);
+        out.push_str(HIDDEN);
+        copied = value_start + value_len;
+        search = copied.max(search);
+    }
+    out.push_str(&text[copied..]);
+    out
+}
+
+/// A driver or pool failure as a person can act on it: the server's own
+/// SQLSTATE and message (`SQLSTATE 3D000: database "x" does not exist`)
+/// instead of tokio-postgres' bare "db error", and the causes of a
+/// connection failure instead of deadpool's "Error occurred while creating
+/// a new object". Connection strings and `password=` values in the text are
+/// hidden ([`scrub`]).
+pub fn describe(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    let mut next = Some(error);
+    while let Some(error) = next {
+        next = error.source();
+        if let Some(db) = error.downcast_ref::<tokio_postgres::error::DbError>() {
+            parts.push(server_message(db));
+            break;
+        }
+        let text = if let Some(pg) = error.downcast_ref::<tokio_postgres::Error>() {
+            // "db error" says nothing its source (the server's message)
+            // does not say better.
+            if pg.as_db_error().is_some() {
+                continue;
+            }
+            pg.to_string()
+        } else if let Some(pool) = error.downcast_ref::<deadpool_postgres::PoolError>() {
+            match pool {
+                // The source (the driver's error) says why.
+                deadpool_postgres::PoolError::Backend(_) => continue,
+                deadpool_postgres::PoolError::Timeout(kind) => format!(
+                    "no database connection within {} ({})",
+                    humantime::format_duration(crate::timeouts::DATABASE_CONNECT),
+                    match kind {
+                        deadpool_postgres::TimeoutType::Wait => "every pooled connection was busy",
+                        deadpool_postgres::TimeoutType::Create => "connecting took too long",
+                        deadpool_postgres::TimeoutType::Recycle => {
+                            "checking a pooled connection took too long"
+                        }
+                    }
+                ),
+                other => other.to_string(),
+            }
+        } else {
+            error.to_string()
+        };
+        // Many errors repeat their source's text in their own.
+        if !parts.last().is_some_and(|last| last.contains(&text)) {
+            parts.push(text);
+        }
+    }
+    scrub(&parts.join(": "))
+}
+
+/// [`describe`] for callers that hold any displayable failure: driver and
+/// pool errors are described, anything else is shown scrubbed.
+pub fn describe_any<E: std::fmt::Display + 'static>(error: &E) -> String {
+    let any: &dyn std::any::Any = error;
+    if let Some(e) = any.downcast_ref::<tokio_postgres::Error>() {
+        describe(e)
+    } else if let Some(e) = any.downcast_ref::<deadpool_postgres::PoolError>() {
+        describe(e)
+    } else if let Some(e) = any.downcast_ref::<DbError>() {
+        // Already described when it was made.
+        e.to_string()
+    } else {
+        scrub(&error.to_string())
+    }
+}
+
+/// The server's error: SQLSTATE, message, and its hint when it gave one.
+/// The detail is left out: it can quote row values.
+fn server_message(db: &tokio_postgres::error::DbError) -> String {
+    let mut text = format!("SQLSTATE {}: {}", db.code().code(), db.message());
+    if let Some(hint) = db.hint() {
+        text.push_str(&format!(" (hint: {hint})"));
+    }
+    text
+}
+
+/// What to do about a failure to reach or enter the database, for the
+/// SQLSTATEs whose fix is in the connection string or the server's setup.
+fn advice(error: &(dyn std::error::Error + 'static)) -> Option<&'static str> {
+    let mut next = Some(error);
+    while let Some(error) = next {
+        if let Some(db) = error.downcast_ref::<tokio_postgres::error::DbError>() {
+            use tokio_postgres::error::SqlState;
+            let code = db.code();
+            return if *code == SqlState::INVALID_CATALOG_NAME {
+                Some("create the database, or correct its name in the URL")
+            } else if *code == SqlState::INVALID_AUTHORIZATION_SPECIFICATION {
+                Some("create the role (CREATE ROLE ... LOGIN), or correct the user in the URL")
+            } else if *code == SqlState::INVALID_PASSWORD {
+                Some("correct the password for this role")
+            } else {
+                None
+            };
+        }
+        next = error.source();
+    }
+    None
 }
 
 /// A connection pool plus the endpoint it talks to.
@@ -88,7 +510,7 @@ impl Database {
             url.parse()
                 .map_err(|e: tokio_postgres::Error| DbError::InvalidUrl {
                     endpoint: endpoint.clone(),
-                    reason: e.to_string(),
+                    reason: describe(&e),
                 })?;
         if config.get_connect_timeout().is_none() {
             config.connect_timeout(crate::timeouts::DATABASE_CONNECT);
@@ -154,14 +576,29 @@ impl Database {
         self.pool.get().await.map_err(|e| self.unavailable(e))
     }
 
-    /// Wrap a failure with the (redacted) endpoint. A driver error that
+    /// Wrap a failure with the (redacted) endpoint and its cause as
+    /// [`describe`] gives it, plus what to do when the fix is in the
+    /// connection string or the server's setup. A driver error that
     /// leaves sessions unusable also retires the pooled sessions
     /// ([`crate::session`]).
     pub fn unavailable(&self, error: impl std::fmt::Display + 'static) -> DbError {
         self.sessions.observe(&error);
+        let mut reason = describe_any(&error);
+        let any: &dyn std::any::Any = &error;
+        let cause: Option<&(dyn std::error::Error + 'static)> =
+            match any.downcast_ref::<tokio_postgres::Error>() {
+                Some(e) => Some(e),
+                None => any
+                    .downcast_ref::<deadpool_postgres::PoolError>()
+                    .map(|e| e as _),
+            };
+        if let Some(advice) = cause.and_then(advice) {
+            reason.push_str("; ");
+            reason.push_str(advice);
+        }
         DbError::Unavailable {
             endpoint: self.endpoint.clone(),
-            reason: error.to_string(),
+            reason,
         }
     }
 
@@ -202,7 +639,7 @@ impl Database {
                 .await
                 .map_err(|e| DbError::Unavailable {
                     endpoint: self.endpoint.clone(),
-                    reason: format!("migration {version} failed: {e}"),
+                    reason: format!("migration {version} failed: {}", describe(&e)),
                 })?;
             tx.execute(
                 "INSERT INTO leasehold_migrations (version) VALUES ($1)",
@@ -245,8 +682,10 @@ pub async fn bounded_by<T, E: std::fmt::Display + 'static>(
 mod tests {
     use super::*;
 
+    /// Every form a password can take, with what the redacted endpoint
+    /// shows. The secret is always "s3cret" (or contains it).
     #[test]
-    fn redact_hides_passwords() {
+    fn redact_hides_the_password_of_the_user_part() {
         assert_eq!(
             redact("postgres://alice:s3cret@db:5432/x"),
             "postgres://alice:***@db:5432/x"
@@ -255,7 +694,133 @@ mod tests {
             redact("postgres://postgres@127.0.0.1:5432/postgres"),
             "postgres://postgres@127.0.0.1:5432/postgres"
         );
-        assert!(!redact("postgres://a:s3cret@[bad").contains("s3cret"));
-        assert!(!redact("host=x password=s3cret").contains("s3cret"));
+        // A raw `@` or `/` in the password (tokio-postgres splits at the
+        // first `@`).
+        assert_eq!(
+            redact("postgres://alice:s3/cr@et@db/x"),
+            "postgres://alice:***@db/x"
+        );
+        assert_eq!(
+            redact("postgresql://alice:s3%40cret@h1:5432,h2:5433/x"),
+            "postgresql://alice:***@h1:5432,h2:5433/x"
+        );
+    }
+
+    #[test]
+    fn redact_hides_a_password_parameter_of_a_url() {
+        assert_eq!(
+            redact("postgres://alice@db/x?password=s3cret"),
+            "postgres://alice@db/x?password=***"
+        );
+        assert_eq!(
+            redact("postgres://alice@db/x?sslmode=disable&PassWord=s3cret&application_name=a"),
+            "postgres://alice@db/x?sslmode=disable&PassWord=***&application_name=a"
+        );
+        // Percent-encoded key.
+        assert_eq!(
+            redact("postgres://db/x?pass%77ord=s3cret"),
+            "postgres://db/x?pass%77ord=***"
+        );
+        // A raw `&` in the password: the rest looks like more parameters.
+        assert_eq!(
+            redact("postgres://db/x?password=s3&cret&x=s3cret"),
+            "postgres://db/x?password=***&***&***"
+        );
+        // A misplaced `@` makes the query the "user part".
+        assert!(!redact("postgres://db/x?password=s3cret@h").contains("s3cret"));
+    }
+
+    #[test]
+    fn redact_hides_a_password_in_key_value_form() {
+        assert_eq!(
+            redact("host=db user=alice password=s3cret dbname=x"),
+            "host=db user=alice password=*** dbname=x"
+        );
+        assert_eq!(
+            redact(r"host=db password = 'two s3cret \' words' port=5432"),
+            "host=db password=*** port=5432"
+        );
+        assert_eq!(redact("PASSWORD=s3cret host=db"), "PASSWORD=*** host=db");
+        // An unquoted password with a space: its second word is no option.
+        assert_eq!(
+            redact("host=db password=s3 cret=s3cret"),
+            "host=db password=*** ***"
+        );
+    }
+
+    #[test]
+    fn redact_never_leaks_unparseable_input() {
+        for input in [
+            "host=db password='s3cret",
+            "host=db password=",
+            "host=db s3cret",
+            "s3cret",
+            "postgres://alice:s3cret",
+            "postgres://alice:s3cret@[bad",
+            "postgres://db/x?password",
+            "postgres://db/x?s3cret",
+            "postgres://db/x?unknown=s3cret",
+        ] {
+            let redacted = redact(input);
+            assert!(!redacted.contains("s3cret"), "{input} -> {redacted}");
+            assert!(!redacted.contains("cret"), "{input} -> {redacted}");
+        }
+    }
+
+    #[test]
+    fn redacting_twice_changes_nothing() {
+        for input in [
+            "postgres://alice:s3cret@db:5432/x?password=s3cret&sslmode=disable&x=y",
+            "host=db password='s 3' port=5432 odd=1",
+            "host=db password='s3cret",
+        ] {
+            let once = redact(input);
+            assert_eq!(redact(&once), once, "{input}");
+        }
+    }
+
+    #[test]
+    fn scrub_hides_connection_strings_and_password_values_in_text() {
+        let text = scrub(
+            "cannot reach postgres://alice:s3cret@db/x?password=s3cret: refused \
+             (conninfo host=db password='s 3cret' port=1, PASSWORD=s3cret&x)",
+        );
+        assert!(
+            !text.contains("s3cret") && !text.contains("3cret"),
+            "{text}"
+        );
+        assert!(
+            text.starts_with("cannot reach postgres://alice:***@db/x?password=***: refused"),
+            "{text}"
+        );
+        assert!(text.contains("port=1"), "{text}");
+        // Prose about passwords stays readable.
+        assert_eq!(
+            scrub(r#"password authentication failed for user "alice""#),
+            r#"password authentication failed for user "alice""#
+        );
+    }
+
+    #[test]
+    fn invalid_urls_name_the_cause_without_the_password() {
+        let error = Database::new("postgres://alice:s3cret@db:notaport/x", 1).unwrap_err();
+        let text = error.to_string();
+        assert!(!text.contains("s3cret"), "{text}");
+        assert!(text.contains("port"), "{text}");
+    }
+
+    /// A server error keeps its SQLSTATE and message through the pool.
+    #[tokio::test]
+    async fn connection_errors_carry_the_servers_sqlstate_and_message() {
+        let admin = std::env::var(URL_ENV).unwrap_or_else(|_| DEFAULT_URL.to_string());
+        let mut url = url::Url::parse(&admin).expect("admin url");
+        let name = format!("no_such_db_{}", uuid::Uuid::new_v4().simple());
+        url.set_path(&name);
+        let db = Database::new(url.as_str(), 1).unwrap();
+        let text = db.client().await.unwrap_err().to_string();
+        assert!(text.contains("SQLSTATE 3D000"), "{text}");
+        assert!(text.contains(&name), "{text}");
+        assert!(text.contains("create the database"), "{text}");
+        assert!(!text.contains("db error"), "{text}");
     }
 }
