@@ -226,15 +226,8 @@ fn send_due(
                     }
                 }
                 Err(e) => {
-                    let reason = e.to_string();
                     for (fence, tx) in &members {
-                        let _ = tx.send((
-                            sent,
-                            Err(AuthorityError::Unavailable {
-                                endpoint: String::new(),
-                                reason: format!("renewing {}: {reason}", fence.key),
-                            }),
-                        ));
+                        let _ = tx.send((sent, Err(for_member(&e, &fence.key))));
                     }
                 }
             }
@@ -242,6 +235,33 @@ fn send_due(
                 let _ = own.send(Command::BatchDone { cadence });
             }
         });
+    }
+}
+
+/// A failed batch's error as one member's outcome: the same kind of
+/// error, naming the member's lease and keeping the (redacted) endpoint the
+/// authority named, so the supervisor's warning says where it failed.
+fn for_member(error: &AuthorityError, key: &LeaseKey) -> AuthorityError {
+    let renewing = |reason: &str| format!("renewing {key}: {reason}");
+    match error {
+        AuthorityError::Unavailable { endpoint, reason } => AuthorityError::Unavailable {
+            endpoint: endpoint.clone(),
+            reason: renewing(reason),
+        },
+        AuthorityError::Schema { endpoint, reason } => AuthorityError::Schema {
+            endpoint: endpoint.clone(),
+            reason: renewing(reason),
+        },
+        AuthorityError::WrongDatabase { endpoint, problems } => AuthorityError::WrongDatabase {
+            endpoint: endpoint.clone(),
+            problems: renewing(problems),
+        },
+        // No endpoint to keep: a request the authority refused before it
+        // reached any database.
+        other => AuthorityError::Invalid {
+            key: key.clone(),
+            reason: renewing(&other.to_string()),
+        },
     }
 }
 
@@ -356,5 +376,32 @@ mod tests {
         assert_eq!(outcome.unwrap(), Renewed::Lost);
         // Round 1 renewed two fences, round 2 only the one still registered.
         assert_eq!(counting.fences.load(Ordering::SeqCst), 3);
+    }
+
+    /// A failed round trip reaches each supervisor as the authority's own
+    /// error, naming the endpoint (the warning used to say "unavailable at
+    /// : ...") and the member's lease.
+    #[tokio::test(start_paused = true)]
+    async fn a_failed_renewal_names_the_endpoint_and_the_lease() {
+        let authority = MemoryAuthority::new();
+        let renewer = Renewer::start(Arc::new(authority.clone()));
+        let fence = grant(&authority, "a").await;
+        let _failing = authority.faults().fail_renewals();
+        let mut registration = renewer.register(
+            fence.clone(),
+            Duration::from_secs(10),
+            Duration::from_secs(2),
+        );
+        let (_, outcome) = registration.next().await.expect("renewer alive");
+        match outcome {
+            Err(AuthorityError::Unavailable { endpoint, reason }) => {
+                assert_eq!(endpoint, crate::authority::memory::MEMORY_ENDPOINT);
+                assert!(
+                    reason.starts_with(&format!("renewing {}: ", fence.key)),
+                    "{reason}"
+                );
+            }
+            other => panic!("expected the authority's unavailable error, got {other:?}"),
+        }
     }
 }

@@ -2,8 +2,6 @@
 //! endpoint (password already redacted by [`crate::db::redact`]) and say
 //! what to do next. Nothing here ever sees or prints the URL itself.
 
-use std::error::Error as _;
-
 use deadpool_postgres::PoolError;
 use tokio_postgres::error::SqlState;
 
@@ -47,20 +45,12 @@ impl Failure {
     }
 }
 
-/// The driver's message plus its causes: tokio-postgres' own `Display`
-/// says only "db error" or "error connecting to server".
+/// The server's SQLSTATE and message, or the driver's message plus its
+/// causes: tokio-postgres' own `Display` says only "db error" or "error
+/// connecting to server". One formatter for the whole host
+/// ([`crate::db::describe`]), so the API, the log and the CLI say the same.
 fn describe(e: &tokio_postgres::Error) -> String {
-    if let Some(db) = e.as_db_error() {
-        return format!("{} (SQLSTATE {})", db.message(), db.code().code());
-    }
-    let mut text = e.to_string();
-    let mut source = e.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
+    crate::db::describe(e)
 }
 
 /// Classify a driver error raised while doing `what` against `endpoint`.
@@ -119,5 +109,28 @@ fn pool(endpoint: &str, what: &str, e: PoolError) -> AuthorityError {
             endpoint: endpoint.to_string(),
             reason: format!("{what}: {other}"),
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::db::{DEFAULT_URL, Database, URL_ENV};
+
+    /// A pool that cannot connect names the server's SQLSTATE and message,
+    /// not deadpool's "Error occurred while creating a new object: db
+    /// error".
+    #[tokio::test]
+    async fn a_refused_connection_names_the_servers_sqlstate() {
+        let admin = std::env::var(URL_ENV).unwrap_or_else(|_| DEFAULT_URL.to_string());
+        let mut url = url::Url::parse(&admin).expect("admin url");
+        let role = format!("no_such_role_{}", uuid::Uuid::new_v4().simple());
+        url.set_username(&role).expect("url with a user");
+        let db = Database::new(url.as_str(), 1).unwrap();
+        let failure = Failure::from(db.pool().get().await.unwrap_err());
+        let text = failure.name(db.endpoint(), "acquiring demo/x").to_string();
+        assert!(text.contains("SQLSTATE 28000"), "{text}");
+        assert!(text.contains(&role), "{text}");
+        assert!(!text.contains("db error"), "{text}");
     }
 }

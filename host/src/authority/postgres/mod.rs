@@ -687,7 +687,10 @@ impl Authority for PostgresAuthority {
             .map(|row| TenureRecord {
                 epoch: epoch_of(row.get(0)),
                 holder: row.get(1),
-                endpoint: row.get(2),
+                // Redacted again on the way out: rows written before
+                // redaction covered every password form keep what they
+                // stored.
+                endpoint: db::redact(row.get::<_, &str>(2)),
                 acquired_at: row.get(3),
                 ended_at: row.get(4),
                 end_reason: row.get::<_, Option<&str>>(5).and_then(parse_reason),
