@@ -470,7 +470,7 @@ mod tests {
     use crate::authority::memory::MemoryAuthority;
     use crate::authority::{AcquireRequest, Acquired, Authority};
     use crate::fence::LeaseKey;
-    use crate::store::{MemoryStore, ObjectKey};
+    use crate::store::{Committed, Event, MemoryStore, NewEvent, Object, ObjectKey, Page};
 
     fn at(start: Instant, ms: u64) -> Instant {
         start + Duration::from_millis(ms)
@@ -721,6 +721,99 @@ mod tests {
             "{fenced:?}"
         );
         assert_eq!(quota.bucket().available(Instant::now()), 1.0);
+    }
+
+    /// A store with only the required methods, so `count` is the trait's
+    /// default (paging through `list`), as in test wrappers.
+    struct ListOnly(Arc<MemoryStore>);
+
+    #[async_trait::async_trait]
+    impl Store for ListOnly {
+        async fn get(&self, c: &str, k: &ObjectKey) -> Result<Option<Object>, StoreError> {
+            self.0.get(c, k).await
+        }
+        async fn list(
+            &self,
+            c: &str,
+            kind: &str,
+            after: Option<&str>,
+            limit: usize,
+        ) -> Result<Page, StoreError> {
+            self.0.list(c, kind, after, limit).await
+        }
+        async fn commit_fenced(
+            &self,
+            f: &Fence,
+            ops: &[Op],
+            events: &[NewEvent],
+        ) -> Result<Committed, StoreError> {
+            self.0.commit_fenced(f, ops, events).await
+        }
+        async fn put(
+            &self,
+            c: &str,
+            k: &ObjectKey,
+            v: &str,
+            expected: Option<u64>,
+        ) -> Result<Object, StoreError> {
+            self.0.put(c, k, v, expected).await
+        }
+        async fn delete(
+            &self,
+            c: &str,
+            k: &ObjectKey,
+            expected: Option<u64>,
+        ) -> Result<(), StoreError> {
+            self.0.delete(c, k, expected).await
+        }
+        async fn events(
+            &self,
+            c: &str,
+            after: u64,
+            limit: usize,
+        ) -> Result<Vec<Event>, StoreError> {
+            self.0.events(c, after, limit).await
+        }
+        fn watch(&self, c: &str) -> tokio::sync::watch::Receiver<u64> {
+            self.0.watch(c)
+        }
+    }
+
+    #[tokio::test]
+    async fn the_default_count_pages_through_list_and_stops_at_its_limit() {
+        let rig = rig().await;
+        // More than one page of the largest listing.
+        let n = crate::limits::MAX_PAGE_SIZE as u32 + 20;
+        for chunk in (0..n)
+            .collect::<Vec<_>>()
+            .chunks(crate::limits::MAX_OPS_PER_COMMIT)
+        {
+            let ops = creates("marks", chunk[0]..chunk[chunk.len() - 1] + 1);
+            rig.store
+                .commit_fenced(&rig.fence, &ops, &[])
+                .await
+                .unwrap();
+        }
+        rig.store
+            .put(
+                "c1",
+                &ObjectKey {
+                    kind: "other".into(),
+                    name: "a".into(),
+                },
+                "1",
+                None,
+            )
+            .await
+            .unwrap();
+        let store = ListOnly(rig.store.clone());
+        assert_eq!(
+            store.count("c1", "marks", u64::MAX).await.unwrap(),
+            u64::from(n)
+        );
+        assert_eq!(store.count("c1", "marks", 7).await.unwrap(), 7);
+        assert_eq!(store.count("c1", "marks", 501).await.unwrap(), 501);
+        assert_eq!(store.count("c1", "none", 10).await.unwrap(), 0);
     }
 
     #[tokio::test]

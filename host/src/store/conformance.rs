@@ -76,6 +76,7 @@ macro_rules! conformance_suite {
             racing_unconditional_puts_all_succeed,
             watch_wakes_on_commit,
             values_are_stored_normalized,
+            counts_stop_at_their_limit,
         );
     };
     (@cases $make:path; $($case:ident),* $(,)?) => {
@@ -837,6 +838,40 @@ pub(super) async fn lists_page_in_name_order(b: &Backend) {
     assert_eq!(tail.next, None);
     let empty = store.list(CLUSTER, "none", None, 10).await.unwrap();
     assert!(empty.objects.is_empty() && empty.next.is_none());
+}
+
+/// The write quotas' count: one kind of one cluster only, bounded by its
+/// limit, exact below it.
+pub(super) async fn counts_stop_at_their_limit(b: &Backend) {
+    let store = &*b.store;
+    for i in 0..7 {
+        store
+            .put(CLUSTER, &key("tasks", &format!("t{i}")), "1", None)
+            .await
+            .unwrap();
+    }
+    store
+        .put(CLUSTER, &key("tasksx", "a"), "1", None)
+        .await
+        .unwrap();
+    store
+        .put(CLUSTER, &key("nodes", "a"), "1", None)
+        .await
+        .unwrap();
+    assert_eq!(store.count(CLUSTER, "tasks", 100).await.unwrap(), 7);
+    assert_eq!(store.count(CLUSTER, "tasks", 7).await.unwrap(), 7);
+    assert_eq!(store.count(CLUSTER, "tasks", 3).await.unwrap(), 3);
+    assert_eq!(store.count(CLUSTER, "none", 10).await.unwrap(), 0);
+    assert_eq!(store.count("other", "tasks", 10).await.unwrap(), 0);
+    store
+        .delete(CLUSTER, &key("tasks", "t0"), None)
+        .await
+        .unwrap();
+    assert_eq!(store.count(CLUSTER, "tasks", 100).await.unwrap(), 6);
+    assert!(matches!(
+        store.count(CLUSTER, "Bad_Kind", 10).await,
+        Err(StoreError::Invalid(_))
+    ));
 }
 
 pub(super) async fn page_sizes_are_capped(b: &Backend) {
