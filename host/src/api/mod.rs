@@ -56,11 +56,15 @@
 //! - `PUT /v1/objects/{kind}/{name}`: the body is the JSON value (any
 //!   content type). Preconditions: `If-Match: <version>` (or `"<version>"`)
 //!   replaces only that version; `If-Match: 0` or `If-None-Match: *`
-//!   creates only if absent; `If-Match: *` replaces only if present. A
-//!   failed precondition is 409. Answers the stored object: 201 when this
-//!   request created it, 200 when it replaced one.
-//! - `DELETE /v1/objects/{kind}/{name}`: optional `If-Match: <version>`;
-//!   204, 404 if absent, 409 on a version mismatch.
+//!   creates only if absent; `If-Match: *` replaces only if present
+//!   (concurrent `If-Match: *` writers on an existing object all succeed,
+//!   one after the other, on every backend). Every failed precondition is
+//!   409 `conflict` (not RFC 9110's 412), an absent object under
+//!   `If-Match: <version>` or `*` included. Answers the stored object: 201
+//!   when this request created it, 200 when it replaced one.
+//! - `DELETE /v1/objects/{kind}/{name}`: optional `If-Match: <version>` or
+//!   `*`; 204, 404 if absent without `If-Match`, 409 when `If-Match` fails
+//!   (another version, or absent).
 //! - `GET /v1/events?after=SEQ[&limit=N][&wait=DURATION]`: events with
 //!   `seq > SEQ` (default 0) in commit order, `[{"seq", "revision", "at",
 //!   "kind", "name", "reason", "message", "origin": {"by": "api"} | {"by":

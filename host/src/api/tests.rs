@@ -1152,7 +1152,7 @@ async fn api_over(store: Arc<dyn Store>) -> (SocketAddr, tokio::task::JoinHandle
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn racing_if_match_star_puts_answer_alike_on_both_backends() {
+async fn if_match_answers_alike_on_both_backends_also_under_contention() {
     const WRITERS: usize = 50;
     const PATH: &str = "/v1/objects/nodes/contended";
     let database = crate::testing::TestDatabase::create().await;
@@ -1163,6 +1163,15 @@ async fn racing_if_match_star_puts_answer_alike_on_both_backends() {
     let mut outcomes = Vec::new();
     for (backend, store) in [("memory", memory), ("postgres", postgres)] {
         let (addr, server) = api_over(store).await;
+        // A version or existence precondition on an absent object fails.
+        for header in ["7", "*"] {
+            put(addr, PATH, &[("If-Match", header)], "{}")
+                .await
+                .assert_error(409, "conflict");
+            call(addr, "DELETE", PATH, &[("If-Match", header)], b"")
+                .await
+                .assert_error(409, "conflict");
+        }
         // Absent: every `If-Match: *` write fails its precondition.
         let absent = racing_puts(addr, PATH, &[("If-Match", "*")], WRITERS).await;
         assert_eq!(absent, [(409, WRITERS)].into(), "{backend}: {absent:?}");
