@@ -355,12 +355,26 @@ impl ControllerConfig {
 
 /// What the process environment contributes to a config. Passed in
 /// explicitly so tests never have to change the real environment.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Clone, Default, PartialEq, Eq)]
 pub struct Environment {
     /// The value of `LEASEHOLD_DATABASE_URL`, if set.
     pub database_url: Option<String>,
     /// The value of `LEASEHOLD_GUEST_DIR`, if set.
     pub guest_dir: Option<PathBuf>,
+}
+
+// By hand, so a password in `LEASEHOLD_DATABASE_URL` never reaches a log
+// line through `{:?}`.
+impl fmt::Debug for Environment {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Environment")
+            .field(
+                "database_url",
+                &self.database_url.as_deref().map(crate::db::redact),
+            )
+            .field("guest_dir", &self.guest_dir)
+            .finish()
+    }
 }
 
 impl Environment {
@@ -394,6 +408,92 @@ impl fmt::Display for Problem {
             None => f.write_str(&self.message),
         }
     }
+}
+
+/// Where in the file a syntax error is, told without quoting the file:
+/// any line may hold a password or the token.
+struct SourcePlace {
+    /// 1-based, in characters.
+    column: usize,
+    /// The dotted key of the line (`database.url`), when the line starts
+    /// with a plain `key =` outside any multi-line string.
+    key: Option<String>,
+}
+
+impl SourcePlace {
+    /// The place of byte `offset` (a character boundary) of `text`.
+    fn of(text: &str, offset: usize) -> Self {
+        let line_start = text[..offset].rfind('\n').map_or(0, |i| i + 1);
+        let column = text[line_start..offset].chars().count() + 1;
+        let line = text[line_start..].lines().next().unwrap_or("");
+        // The key ends at the first `=`; a quoted key could be anything, so
+        // a line whose key part holds a quote names no key.
+        let equals = line
+            .find('=')
+            .filter(|&at| !line[..at].contains(['"', '\'']));
+        let inside_string = ["\"\"\"", "'''"]
+            .iter()
+            .any(|quotes| text[..line_start].matches(quotes).count() % 2 == 1);
+        let key = equals
+            .filter(|_| !inside_string)
+            .and_then(|at| plain_key(&line[..at]))
+            .map(|key| match table_of(&text[..line_start]) {
+                Some(table) => format!("{table}.{key}"),
+                None => key,
+            });
+        Self { column, key }
+    }
+}
+
+/// `written` as a dotted key of bare TOML keys (`a.b`), or `None` if it is
+/// anything else.
+fn plain_key(written: &str) -> Option<String> {
+    let parts: Vec<&str> = written.split('.').map(str::trim).collect();
+    let bare = |part: &&str| {
+        !part.is_empty()
+            && part
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+    };
+    parts.iter().all(bare).then(|| parts.join("."))
+}
+
+/// The table the last header in `before` opens (`http`, `controllers`).
+fn table_of(before: &str) -> Option<String> {
+    let header = before
+        .lines()
+        .rev()
+        .map(str::trim)
+        .find(|line| line.starts_with('['))?;
+    let inner = header.trim_start_matches('[');
+    plain_key(&inner[..inner.find(']')?])
+}
+
+/// A TOML reader message with the value it quotes cut out. Readers quote
+/// the offending value before `, expected ...` (`invalid type: string
+/// "VALUE", expected i64`); what follows comes from the program (expected
+/// types, key names) and stays.
+fn without_quoted_value(message: &str) -> String {
+    let (head, tail) = match message.rfind(", expected") {
+        Some(at) => message.split_at(at),
+        None => (message, ""),
+    };
+    let is_quote = |c: char| c == '"' || c == '`';
+    let Some(first) = head.find(is_quote) else {
+        return message.to_string();
+    };
+    let last = head.rfind(is_quote).filter(|&last| last > first);
+    let after = last.map_or("", |last| &head[last + 1..]);
+    format!("{}{after}{tail}", head[..first].trim_end())
+}
+
+/// The largest character boundary of `text` at or before `offset`.
+fn char_boundary_at_or_before(text: &str, offset: usize) -> usize {
+    let mut offset = offset.min(text.len());
+    while !text.is_char_boundary(offset) {
+        offset -= 1;
+    }
+    offset
 }
 
 /// Why a config could not be used.
@@ -607,5 +707,115 @@ impl Config {
             pooling: self.runtime.pooling,
             cache_dir: self.runtime.cache_dir.clone(),
         }
+    }
+}
+
+/// Syntax errors and `Debug` never show a secret; the rest of the
+/// config's tests are in `tests.rs`.
+#[cfg(test)]
+mod secret_tests {
+    use super::*;
+
+    const MARK: &str = "hunter2-0f3c";
+
+    /// The whole message of a config that fails to read.
+    fn refusal(text: &str) -> String {
+        let error = Config::parse_with(text, "/", &Environment::default())
+            .expect_err("the config is refused");
+        assert!(matches!(error, ConfigError::Syntax { .. }), "{error}");
+        error.to_string()
+    }
+
+    fn assert_hidden(message: &str) {
+        assert!(!message.contains(MARK), "the secret leaked: {message}");
+        assert!(!message.contains("hunter2"), "the secret leaked: {message}");
+    }
+
+    #[test]
+    fn a_broken_url_line_is_placed_by_line_column_and_key_only() {
+        for url in [
+            format!("\"postgres://u:{MARK}@h/db"),
+            format!("postgres://u:{MARK}@h/db"),
+            format!("\"postgres://u:{MARK}@h/db\" trailing"),
+        ] {
+            let message = refusal(&format!("cluster = \"c\"\n[database]\nurl = {url}\n"));
+            assert_hidden(&message);
+            assert!(message.contains("line 3:"), "{message}");
+            assert!(message.contains("column "), "{message}");
+            assert!(message.contains("key `database.url`"), "{message}");
+        }
+    }
+
+    #[test]
+    fn a_broken_token_line_is_placed_without_the_token() {
+        let message = refusal(&format!("cluster = \"c\"\n[http]\ntoken = '{MARK}\n"));
+        assert_hidden(&message);
+        assert!(message.contains("line 3:"), "{message}");
+        assert!(message.contains("key `http.token`"), "{message}");
+    }
+
+    #[test]
+    fn a_misspelt_key_is_named_without_its_value() {
+        let message = refusal(&format!("cluster = \"c\"\n[http]\ntokn = \"{MARK}\"\n"));
+        assert_hidden(&message);
+        assert!(message.contains("unknown field `tokn`"), "{message}");
+        assert!(message.contains("key `http.tokn`"), "{message}");
+        assert!(message.contains("line 3:"), "{message}");
+    }
+
+    #[test]
+    fn a_value_of_the_wrong_type_is_not_quoted() {
+        let message = refusal(&format!(
+            "cluster = \"c\"\n[database]\nmax_connections = \"{MARK}\"\n"
+        ));
+        assert_hidden(&message);
+        assert!(
+            message.contains("invalid type: string, expected i64"),
+            "{message}"
+        );
+        let message = refusal("cluster = \"c\"\n[http]\ntoken = 7355608123\n");
+        assert!(!message.contains("7355608123"), "{message}");
+        assert!(message.contains("key `http.token`"), "{message}");
+    }
+
+    #[test]
+    fn a_quoted_key_holding_a_connection_string_is_redacted() {
+        let message = refusal(&format!(
+            "cluster = \"c\"\n[http]\n\"postgres://u:{MARK}@h/db\" = 1\n"
+        ));
+        assert_hidden(&message);
+        assert!(message.contains("unknown field"), "{message}");
+    }
+
+    #[test]
+    fn a_secret_inside_a_multi_line_string_names_no_key() {
+        let message = refusal(&format!(
+            "cluster = \"c\"\n[http]\ntoken = \"\"\"\n{MARK} = \\q\n\"\"\"\n"
+        ));
+        // The reader stops inside the string, on a line that looks like a
+        // `key = value` line: its "key" is the secret.
+        assert!(message.contains("line 4:"), "{message}");
+        assert_hidden(&message);
+    }
+
+    #[test]
+    fn debug_shows_no_password_and_no_token() {
+        let env = Environment {
+            database_url: Some(format!("postgres://u@h/db?password={MARK}")),
+            guest_dir: None,
+        };
+        assert_hidden(&format!("{env:?}"));
+        let config = Config::parse_with(
+            &format!(
+                "cluster = \"c\"\n[database]\nurl = \"host=h password='{MARK} x'\"\n\
+                 [http]\ntoken = \"{MARK}\"\n"
+            ),
+            "/",
+            &Environment::default(),
+        )
+        .expect("a valid config");
+        let shown = format!("{config:?} {}", config.database.endpoint());
+        assert_hidden(&shown);
+        assert!(shown.contains("password=***"), "{shown}");
     }
 }

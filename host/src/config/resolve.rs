@@ -31,28 +31,40 @@ use crate::names::{check_holder, check_label};
 use crate::quota::QuotaLimits;
 use crate::timeouts;
 
-/// The problem the TOML reader stopped at, with its line and the text of
-/// that line, so the user sees which key it means.
+/// The problem the TOML reader stopped at, with its line, column and key
+/// (`http.token`) so the user sees where, but never the text of the line:
+/// the line may hold a password or the token, and a value the reader
+/// quotes in its message is cut out of it too (`invalid type: string
+/// "...", expected i64` reads `invalid type: string, expected i64`).
 pub(super) fn syntax_problem(text: &str, error: &toml::de::Error) -> Problem {
-    let message = error.message().trim().to_string();
-    match error.span() {
-        Some(span) => {
-            let line = line_of(text, span.start);
-            let source = text.lines().nth(line - 1).unwrap_or("").trim();
-            let message = if source.is_empty() || source.len() > 120 {
-                message
-            } else {
-                format!("{message} (at `{source}`)")
-            };
-            Problem {
-                line: Some(line),
-                message,
-            }
-        }
-        None => Problem {
+    let message = error.message().trim();
+    let Some(span) = error.span() else {
+        return Problem {
             line: None,
-            message,
-        },
+            message: crate::db::scrub(&super::without_quoted_value(message)),
+        };
+    };
+    let offset = super::char_boundary_at_or_before(text, span.start);
+    let line = line_of(text, offset);
+    let place = super::SourcePlace::of(text, offset);
+    // A span followed by `=` is a key, which the message may name (`unknown
+    // field `x``); anything else is (part of) a value.
+    let names_a_key = text
+        .get(span.end..)
+        .is_some_and(|rest| rest.trim_start_matches([' ', '\t']).starts_with('='));
+    let message = if names_a_key {
+        message.to_string()
+    } else {
+        super::without_quoted_value(message)
+    };
+    let mut message = format!("{message} (column {}", place.column);
+    if let Some(key) = &place.key {
+        message.push_str(&format!(", key `{key}`"));
+    }
+    message.push(')');
+    Problem {
+        line: Some(line),
+        message: crate::db::scrub(&message),
     }
 }
 
