@@ -63,8 +63,12 @@ impl ApiError {
 }
 
 impl IntoResponse for ApiError {
-    fn into_response(self) -> Response {
+    fn into_response(mut self) -> Response {
         if self.status.is_server_error() {
+            // Server errors carry backend text; a connection string in it
+            // (redacted at the source already) must not reach an
+            // unauthenticated caller even if some path forgot to.
+            self.message = crate::db::scrub(&self.message);
             tracing::warn!(status = %self.status, code = self.code, error = %self.message, "API request failed");
         }
         let mut response = (
@@ -141,4 +145,59 @@ pub(super) async fn method_not_allowed(
         "method_not_allowed",
         format!("{method} is not allowed on {}", uri.path()),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::{ObjectKey, PostgresStore, Store};
+    use crate::testing::TestDatabase;
+
+    /// A store error answers 503 with the server's SQLSTATE and message,
+    /// not tokio-postgres' bare "db error".
+    #[tokio::test]
+    async fn a_database_error_answers_503_with_its_sqlstate() {
+        let test = TestDatabase::create().await;
+        let db = test.database(2);
+        db.client()
+            .await
+            .unwrap()
+            .batch_execute("DROP TABLE leasehold_objects CASCADE")
+            .await
+            .unwrap();
+        let store = PostgresStore::new(db);
+        let key = ObjectKey {
+            kind: "nodes".into(),
+            name: "a".into(),
+        };
+        let error = ApiError::from(store.get("demo", &key).await.unwrap_err());
+        assert_eq!(error.status, StatusCode::SERVICE_UNAVAILABLE, "{error:?}");
+        assert!(
+            error.message.contains("SQLSTATE 42P01"),
+            "{}",
+            error.message
+        );
+        assert!(
+            error.message.contains("leasehold_objects"),
+            "{}",
+            error.message
+        );
+        assert!(!error.message.contains("db error"), "{}", error.message);
+    }
+
+    #[tokio::test]
+    async fn a_server_error_body_never_shows_a_password() {
+        let error = ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "unavailable",
+            "lease backend unavailable at postgres://u@h/db?password=s3cret: refused",
+        );
+        let response = error.into_response();
+        let body = axum::body::to_bytes(response.into_body(), 4096)
+            .await
+            .unwrap();
+        let body = String::from_utf8_lossy(&body);
+        assert!(!body.contains("s3cret"), "{body}");
+        assert!(body.contains("password=***"), "{body}");
+    }
 }
