@@ -110,8 +110,9 @@ pub fn open_files_limit() -> Option<u64> {
 }
 
 /// Serve `app` on `listener` within `limits` until `stop` resolves; then
-/// stop accepting, let each connection finish the request it is serving
-/// (idle ones close at once), and return when all are closed.
+/// stop accepting, close every connection without a request in flight at
+/// once, let the others finish the request they are serving, and return
+/// when all are closed.
 pub async fn serve(
     listener: TcpListener,
     app: Router,
@@ -470,6 +471,7 @@ enum Closed {
     HeaderTimeout,
     IdleTimeout,
     Evicted,
+    Stopping,
 }
 
 async fn serve_connection(
@@ -525,6 +527,12 @@ async fn serve_connection(
                 }
             }
             _ = stopping.wait_for(|s| *s), if !draining => {
+                // Nothing in flight: nothing to finish, and a silent socket
+                // or half a header must not hold the shutdown until its
+                // deadline.
+                if conn.idle_since().is_some() {
+                    break Some(Closed::Stopping);
+                }
                 draining = true;
                 connection.as_mut().graceful_shutdown();
             }

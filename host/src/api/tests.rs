@@ -1364,3 +1364,46 @@ async fn past_the_cap_with_every_connection_busy_a_newcomer_is_refused_at_once()
         assert_eq!(reply.status, 200, "{}", reply.text());
     }
 }
+
+#[tokio::test]
+async fn stopping_closes_connections_without_a_request_in_flight_at_once() {
+    let limits = ServeLimits {
+        max_connections: 8,
+        header_read: Duration::from_secs(60),
+        keep_alive_idle: Duration::from_secs(60),
+    };
+    let state = ApiState {
+        cluster: CLUSTER.into(),
+        holder: HERE.into(),
+        status: Arc::new(Status::new(CLUSTER.into(), HERE.into(), &[])),
+        authority: Arc::new(MemoryAuthority::new()),
+        store: Arc::new(MemoryStore::new(Arc::new(MemoryAuthority::new()))),
+        token: None,
+        stopping: watch::channel(false).1,
+    };
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(serve(listener, router(state), limits, async move {
+        let _ = stopped.await;
+    }));
+    // One silent, one with half a header, one after a keep-alive request.
+    let silent = TcpStream::connect(addr).await.unwrap();
+    let mut slow = TcpStream::connect(addr).await.unwrap();
+    slow.write_all(b"GET /healthz HTTP/1.1\r\nHost: sl")
+        .await
+        .unwrap();
+    let mut kept = TcpStream::connect(addr).await.unwrap();
+    kept.write_all(b"GET /healthz HTTP/1.1\r\nHost: test\r\n\r\n")
+        .await
+        .unwrap();
+    let mut answer = [0u8; 12];
+    kept.read_exact(&mut answer).await.unwrap();
+    assert_eq!(&answer, b"HTTP/1.1 200");
+    stop.send(()).unwrap();
+    tokio::time::timeout(Duration::from_secs(5), server)
+        .await
+        .expect("the server stopped without waiting out idle connections")
+        .unwrap();
+    drop(silent);
+}
