@@ -821,7 +821,9 @@ impl Store for PostgresStore {
         let client = self.client().await?;
         let row = bounded(&self.db, async {
             let statement = client.prepare_cached(COUNT_SQL).await?;
-            client.query_one(&statement, &[&cluster, &kind, &limit]).await
+            client
+                .query_one(&statement, &[&cluster, &kind, &limit])
+                .await
         })
         .await
         .map_err(unavailable)?;
