@@ -195,7 +195,10 @@ pub(crate) fn main() -> ExitCode {
     match runtime.block_on(dispatch(cli.command)) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            // Every error redacts its endpoint where it is made; this is
+            // the last line of defence for text that came from elsewhere
+            // (a server message, a parse error quoting its input).
+            eprintln!("error: {}", db::scrub(&format!("{e:#}")));
             ExitCode::FAILURE
         }
     }
@@ -273,11 +276,11 @@ async fn check(path: &Path) -> anyhow::Result<ExitCode> {
         Err(problems) => {
             // One problem reads as one line; several get one line each.
             match problems.as_slice() {
-                [one] => eprintln!("error: {one}"),
+                [one] => eprintln!("error: {}", db::scrub(one)),
                 many => {
                     eprintln!("error: {} problems in {}:", many.len(), path.display());
                     for problem in many {
-                        eprintln!("  {problem}");
+                        eprintln!("  {}", db::scrub(problem));
                     }
                 }
             }
