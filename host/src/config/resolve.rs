@@ -219,9 +219,10 @@ fn database(c: &mut Checker, raw: &RawDatabase, env: &Environment) -> DatabaseCo
         } else {
             url.parse::<tokio_postgres::Config>().err().map(|e| {
                 format!(
-                    "{} is not a PostgreSQL URL ({e}); write it like \
+                    "{} is not a PostgreSQL URL ({}); write it like \
                      postgres://USER:PASSWORD@HOST:5432/DATABASE",
-                    crate::db::redact(url)
+                    crate::db::redact(url),
+                    crate::db::describe(&e)
                 )
             })
         };

@@ -254,7 +254,7 @@ impl Session {
                         }
                     }
                     Ok(_) => {}
-                    Err(e) => return e.to_string(),
+                    Err(e) => return crate::db::describe(&e),
                 }
             }
             "the server closed the connection".to_string()

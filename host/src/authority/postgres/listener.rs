@@ -100,7 +100,7 @@ async fn session(
     let connected = tokio::time::timeout(DATABASE_CONNECT, config.connect(NoTls)).await;
     let (client, mut connection) = match connected {
         Ok(Ok(pair)) => pair,
-        Ok(Err(e)) => return (false, format!("connect: {e}")),
+        Ok(Err(e)) => return (false, format!("connect: {}", crate::db::describe(&e))),
         Err(_) => return (false, "connect: no answer in time".to_string()),
     };
     let mut established = false;
@@ -112,7 +112,7 @@ async fn session(
             .batch_execute(&format!("LISTEN {RELEASE_CHANNEL}"))
             .await
         {
-            return format!("LISTEN: {e}");
+            return format!("LISTEN: {}", crate::db::describe(&e));
         }
         established = true;
         // Wake first, then announce the session: whoever waits for the
@@ -126,7 +126,7 @@ async fn session(
             tokio::time::sleep(RENEW_INTERVAL).await;
             match tokio::time::timeout(DATABASE_STATEMENT, client.simple_query("")).await {
                 Ok(Ok(_)) => {}
-                Ok(Err(e)) => return format!("liveness query: {e}"),
+                Ok(Err(e)) => return format!("liveness query: {}", crate::db::describe(&e)),
                 Err(_) => return "liveness query: no answer in time".to_string(),
             }
         }
@@ -138,7 +138,7 @@ async fn session(
                     wakes.wake(n.payload());
                 }
                 Ok(_) => {}
-                Err(e) => return format!("connection: {e}"),
+                Err(e) => return format!("connection: {}", crate::db::describe(&e)),
             }
         }
         "connection closed by the server".to_string()
