@@ -239,7 +239,9 @@ mod tests {
             .await
             .unwrap();
         tokio::spawn(connection);
-        for code in ["25006", "57P01", "57P02", "57P03", "57P04", "57P05", "08006", "08P01"] {
+        for code in [
+            "25006", "57P01", "57P02", "57P03", "57P04", "57P05", "08006", "08P01",
+        ] {
             let e = raise(&client, code).await;
             assert_eq!(
                 unusable(&e).and_then(|u| u.sqlstate).as_deref(),
@@ -266,7 +268,10 @@ mod tests {
             .execute("SELECT pg_terminate_backend($1)", &[&pid])
             .await
             .unwrap();
-        let e = client.simple_query("SELECT 1").await.expect_err("terminated");
+        let e = client
+            .simple_query("SELECT 1")
+            .await
+            .expect_err("terminated");
         assert!(unusable(&e).is_some(), "{e:?}");
     }
 
@@ -311,7 +316,10 @@ mod tests {
             .await
             .unwrap();
         let refused = write(&db).await.expect_err("read-only");
-        assert!(format!("{refused:?}").contains("Unavailable"), "{refused:?}");
+        assert!(
+            format!("{refused:?}").contains("Unavailable"),
+            "{refused:?}"
+        );
         admin
             .batch_execute(&format!(
                 "ALTER DATABASE {name} RESET default_transaction_read_only"

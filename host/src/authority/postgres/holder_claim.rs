@@ -402,7 +402,10 @@ mod tests {
         .await;
         match reached {
             Ok(reached) => reached.expect("claim task alive"),
-            Err(_) => panic!("the claim never became {what}: {:?}", *claim.state().borrow()),
+            Err(_) => panic!(
+                "the claim never became {what}: {:?}",
+                *claim.state().borrow()
+            ),
         }
     }
 
