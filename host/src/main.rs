@@ -268,7 +268,11 @@ async fn check(path: &Path) -> anyhow::Result<ExitCode> {
             let mut out = std::io::stdout().lock();
             writeln!(out, "{summary}")?;
             for note in notes {
-                writeln!(out, "  ok: {note}")?;
+                // A warning is not a passed check: it stands on its own line.
+                match note.strip_prefix("WARNING: ") {
+                    Some(warning) => writeln!(out, "  warning: {warning}")?,
+                    None => writeln!(out, "  ok: {note}")?,
+                }
             }
             writeln!(out, "check passed")?;
             Ok(ExitCode::SUCCESS)

@@ -223,8 +223,9 @@ async fn removed_controller_releases_its_lease_and_keeps_nothing() {
         .query_one(
             "SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a USING (pid)
               WHERE a.datname = $1 AND a.pid <> pg_backend_pid()
-                AND (l.locktype = 'advisory' OR a.state LIKE 'idle in transaction%')",
-            &[&rig.database_name()],
+                AND ((l.locktype = 'advisory' AND a.application_name NOT LIKE $2 || '%')
+                     OR a.state LIKE 'idle in transaction%')",
+            &[&rig.database_name(), &CLAIM_APPLICATION],
         )
         .await
         .expect("pg_locks")
@@ -632,7 +633,9 @@ async fn clock_step(build: Build) -> checker::Report {
     let slow_renewer = Timing {
         ttl: ms(4000),
         renew_interval: ms(1500),
-        renew_deadline: ms(2500),
+        // At least twice the interval (a deadline always spans two
+        // renewals), and still a second below the ttl.
+        renew_deadline: ms(3000),
     };
     let quick_standby = Timing {
         ttl: ms(4000),

@@ -260,7 +260,10 @@ impl Worker {
                     epoch = guest.fence().epoch.0,
                     object = %key,
                     retry_in = ?delay,
-                    "reconcile failed: {message}"
+                    // The message is the guest's own text: escaped so it
+                    // cannot forge a log line.
+                    "reconcile failed: {}",
+                    crate::runtime::host::logging::escape(&message)
                 );
                 self.queue.add_at(key, now + delay);
             }

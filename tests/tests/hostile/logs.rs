@@ -84,12 +84,16 @@ async fn echo_forged_text(dir: &TempDir, binary: PathBuf) -> String {
     .await
     .unwrap();
     assert_eq!(written.status, 201, "{written:?}");
-    // Both the log import and stdout have echoed the third forged line
-    // (its marker is last in the text).
-    eventually("the guest echoed the forged text twice", LIMIT, || async {
-        let log = replica.log();
-        (log.matches("forged=3").count() >= 2).then_some(())
-    })
+    // The log import, stdout and the failed reconcile's reason have all
+    // echoed the third forged line (its marker is last in the text).
+    eventually(
+        "the guest echoed the forged text three times",
+        LIMIT,
+        || async {
+            let log = replica.log();
+            (log.matches("forged=3").count() >= 3).then_some(())
+        },
+    )
     .await;
     replica.log()
 }
@@ -146,7 +150,9 @@ async fn json_logs_stay_one_object_per_line_with_host_chosen_fields() {
                         "message",
                         "controller",
                         "epoch",
-                        "stream"
+                        "stream",
+                        "object",
+                        "retry_in"
                     ]
                     .contains(&key.as_str()),
                     "a field the host did not choose: {key:?} in {line}"
@@ -159,5 +165,5 @@ async fn json_logs_stay_one_object_per_line_with_host_chosen_fields() {
             );
         }
     }
-    assert!(echoed >= 2, "the echo is missing from the JSON log:\n{log}");
+    assert!(echoed >= 3, "the echo is missing from the JSON log:\n{log}");
 }
