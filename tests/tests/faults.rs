@@ -21,6 +21,7 @@
 
 use std::time::{Duration, Instant};
 
+use leasehold_host::authority::postgres::holder_claim::CLAIM_APPLICATION;
 use leasehold_host::testing::TestDatabase;
 use leasehold_tests::faults::checker::{self, Rule};
 use leasehold_tests::faults::rig::{Build, Rig, RigSpec, Timing};

@@ -1,6 +1,6 @@
 //! `GET /metrics`: the supervisors' counters in the Prometheus text
 //! exposition format (version 0.0.4). Every series carries
-//! `controller="<name>"` (DESIGN.md, point 6):
+//! `controller="<name>"` (docs/design.md, point 6):
 //!
 //! | series | type | extra labels |
 //! |---|---|---|

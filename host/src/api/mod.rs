@@ -1,5 +1,5 @@
 //! The HTTP surface of one replica: health, readiness, metrics, leases,
-//! objects and events (DESIGN.md, "The contract").
+//! objects and events (the public contract, `docs/contract.md`).
 //!
 //! Owns: paths, JSON shapes, status codes, the bearer-token check for
 //! writes and the request-size limit. Must never: change leases or run
@@ -17,10 +17,12 @@
 //! RFC 3339 in UTC with microseconds, e.g. `2025-01-31T12:00:00.123456Z`.
 //!
 //! - `GET /healthz`: `200 ok` (text) while the process serves.
-//! - `GET /readyz`: `200` when the database check passes (identity verified
-//!   and reachable now, or the embedded backend), else `503`. The body
-//!   names every check:
-//!   `{"ready": true, "cluster": "demo", "holder": "h",
+//! - `GET /readyz`: `200` when all four checks under `checks` pass, else
+//!   `503`; `failed` names those that do not (see [`health`]):
+//!   `{"ready": true, "cluster": "demo", "holder": "h", "failed": [],
+//!     "checks": {"database": {"ok": true, ...}, "writes": {"ok": true, ...},
+//!                "holder": {"ok": true, "state": "claimed"},
+//!                "controllers": {"ok": true, ...}},
 //!     "database": {"ok": true, "state": "verified", "database_id": "...",
 //!                  "system_identifier": "...", "endpoint": "..."},
 //!     "controllers": {"scheduler": {"state": "leading", "epoch": 3},
@@ -28,15 +30,16 @@
 //!   Database states: `verified`, `embedded` (with `"durable": false` and a
 //!   `warning`), `unknown` and `failing` (with a `reason`). Controller
 //!   states: `starting`, `leading` (`epoch`, and `problem` while its guest
-//!   is being restarted), `standby` (`holder`, may be
-//!   null), `failing` (`reason`), `stopped`. A verified database is
-//!   re-checked on each call (its identity, bounded by a 1 s timeout and
-//!   cached for 1 s), so readiness drops while the database is
-//!   unreachable and returns when it is back.
+//!   is being restarted), `standby` (`holder`, may be null), `failing`
+//!   (`reason`), `stopped`. The database is probed live on each call
+//!   (bounded by a 1 s timeout and cached for 1 s), so readiness drops
+//!   while the database is unreachable or refuses writes and returns when
+//!   it is back.
 //! - `GET /metrics`: Prometheus text; see [`metrics`].
 //! - `GET /v1/leases`: `[{"name", "holder", "epoch", "acquired_at",
 //!   "expires_at", "held_here", "active"}]` sorted by name. `held_here`:
-//!   this replica holds the lease now; `active`: someone does (not
+//!   this replica's own supervisor leads the lease now, at that epoch
+//!   (never decided by comparing holder names); `active`: someone does (not
 //!   released, not expired).
 //! - `GET /v1/leases/{name}/history[?limit=N]`: tenures newest first,
 //!   `[{"epoch", "holder", "endpoint", "acquired_at", "ended_at",
@@ -137,7 +140,7 @@ pub struct ApiState {
     /// The cluster this replica serves; every lease, object and event is
     /// read and written within it.
     pub cluster: String,
-    /// This replica's holder identity (decides `held_here`).
+    /// This replica's holder identity (shown by `/readyz`).
     pub holder: String,
     /// What the supervisors report.
     pub status: Arc<Status>,

@@ -1,7 +1,7 @@
 //! The embedded state backend: everything in this process's memory.
 //!
 //! For single-process development and tests only: two replicas each with a
-//! memory store serve different state (DESIGN.md, point 7), and nothing
+//! memory store serve different state (docs/design.md, point 7), and nothing
 //! survives a restart. Semantics are the PostgreSQL backend's: the same
 //! validation and precondition rules ([`super::validate`], [`super::plan`]),
 //! one revision per commit, gap-free event sequence numbers per cluster.

@@ -1,5 +1,5 @@
 //! The production lease backend: lease rows in PostgreSQL, judged by the
-//! database clock (L1–L6 in DESIGN.md).
+//! database clock (L1–L7 in ARCHITECTURE.md).
 //!
 //! Ownership of a lease is the row `(cluster, name)` showing this holder
 //! and epoch, not released and not expired by `clock_timestamp()`. No lock
@@ -7,7 +7,7 @@
 //! cancelled, crashes or loses its connection leaves nothing held but the
 //! row, which expires (or was released). Row locks taken here are
 //! transaction-scoped, so a connection handed back to the pool carries none
-//! (DESIGN.md, point 3).
+//! (docs/design.md, point 3).
 //!
 //! Identity (point 4): before its first grant, and again after any
 //! connection failure, the authority reads the `leasehold_database` row,
