@@ -8,8 +8,11 @@
 //! or "whoever leads the scheduler when the fault strikes", resolved when
 //! it strikes: faults aimed at the leader are the ones that exercise
 //! handover.
+//!
+//! Which seeds a run plays is [`super::seeds`]' business; this module must
+//! never pick a seed itself.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::time::Duration;
 
@@ -17,6 +20,22 @@ use tokio::time::Instant;
 
 use super::rig::Rig;
 use crate::proxy::Mode;
+
+/// Hosts a random schedule runs over: enough for a leader-aimed fault to
+/// leave two candidates, few enough for two busy cores.
+pub const HOSTS: usize = 3;
+
+/// The lease every random schedule watches: the rig's hosts run only the
+/// example scheduler.
+pub const LEASE: &str = "scheduler";
+
+/// Quiet time after the last fault heals, inside the fault phase.
+const TAIL: Duration = Duration::from_millis(200);
+
+/// Longest an orderly shutdown (SIGTERM) may take before a restart fault
+/// kills the host instead, as an operator would: the host's own shutdown
+/// grace plus start-up slack for a debug build.
+const ORDERLY_EXIT: Duration = Duration::from_secs(10);
 
 /// A small, fast, seedable generator (SplitMix64): enough for schedules,
 /// and identical on every platform, so a seed means the same schedule
@@ -66,7 +85,8 @@ pub enum FaultKind {
 }
 
 impl FaultKind {
-    const ALL: [FaultKind; 5] = [
+    /// Every kind, in the order a seed picks from.
+    pub const ALL: [FaultKind; 5] = [
         FaultKind::Kill,
         FaultKind::Stop,
         FaultKind::Partition,
@@ -86,7 +106,7 @@ pub enum Target {
 }
 
 /// One fault of a schedule.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Fault {
     /// Offset from the start of the fault phase.
     pub at: Duration,
@@ -99,7 +119,7 @@ pub struct Fault {
 }
 
 /// A seeded schedule.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Schedule {
     /// The seed it was generated from.
     pub seed: u64,
@@ -164,7 +184,7 @@ impl Schedule {
             .map(|f| f.at + f.lasts)
             .max()
             .unwrap_or_default()
-            + Duration::from_millis(200);
+            + TAIL;
         Self {
             seed,
             hosts,
@@ -210,6 +230,23 @@ impl fmt::Display for Schedule {
 pub struct Struck {
     /// The fault, and the host it struck, in order.
     pub faults: Vec<(FaultKind, usize)>,
+    /// Epochs of [`LEASE`] whose holder a kill or an orderly restart struck
+    /// while the database showed it holding the lease actively. Each of
+    /// these tenures certainly ends (killed, or released on SIGTERM), and a
+    /// grant needs the row released or expired (L2), so every one of them
+    /// is followed by a grant at a higher epoch before anyone leads again.
+    pub leader_epochs: BTreeSet<i64>,
+}
+
+impl Struck {
+    /// Handovers the faults that struck make certain: the epoch must
+    /// advance at least once per distinct epoch in
+    /// [`leader_epochs`](Self::leader_epochs) (with `k` of them, all at or
+    /// above the epoch when the faults began, the next leader's epoch is
+    /// above the highest, so at least `k` above the first).
+    pub fn certain_handovers(&self) -> i64 {
+        self.leader_epochs.len() as i64
+    }
 }
 
 enum Event {
@@ -241,6 +278,11 @@ pub async fn run(schedule: &Schedule, rig: &mut Rig) -> Struck {
                     Target::Host(h) => h,
                     Target::Leader => current_leader(rig).await.unwrap_or(i % schedule.hosts),
                 };
+                if matches!(fault.kind, FaultKind::Kill | FaultKind::Restart)
+                    && let Some(epoch) = held_by(rig, host).await
+                {
+                    struck.leader_epochs.insert(epoch);
+                }
                 strike(rig, fault.kind, host).await;
                 hit[i] = Some(host);
                 struck.faults.push((fault.kind, host));
@@ -255,9 +297,19 @@ pub async fn run(schedule: &Schedule, rig: &mut Rig) -> Struck {
     struck
 }
 
+/// The epoch at which running host `host` holds [`LEASE`] actively by the
+/// lease row, if it does.
+async fn held_by(rig: &mut Rig, host: usize) -> Option<i64> {
+    if !rig.hosts[host].replica.running() {
+        return None;
+    }
+    let row = rig.lease(LEASE).await?;
+    (row.active && row.holder == rig.hosts[host].holder).then_some(row.epoch)
+}
+
 /// Who leads the scheduler by the lease row, if anyone.
 async fn current_leader(rig: &Rig) -> Option<usize> {
-    let row = rig.lease("scheduler").await?;
+    let row = rig.lease(LEASE).await?;
     if row.active {
         rig.index_of(&row.holder)
     } else {
@@ -304,7 +356,7 @@ async fn heal(rig: &mut Rig, kind: FaultKind, host: usize) {
         FaultKind::Restart => {
             // An orderly shutdown finishes within its grace period; a host
             // that did not is killed, as an operator would.
-            if h.replica.exited(Duration::from_secs(10)).await.is_none() {
+            if h.replica.exited(ORDERLY_EXIT).await.is_none() {
                 h.replica.kill().await;
             }
             h.replica.restart();
@@ -316,21 +368,40 @@ async fn heal(rig: &mut Rig, kind: FaultKind, host: usize) {
 mod tests {
     use super::*;
 
+    use crate::faults::rig::Timing;
+    use crate::faults::seeds;
+
+    /// Seed 1 over [`HOSTS`] hosts with [`Timing::FAST`]'s ttl.
+    const PINNED_SEED_1: &str = "seed 1 (3 hosts, nodes [11, 17, 24], 7.908s): \
+        Terminate@217ms Host(0) for 0ms; Kill@384ms Host(1) for 228ms; \
+        Stop@1127ms Host(0) for 2334ms; Partition@3461ms Leader for 1625ms; \
+        Stop@5086ms Host(1) for 1882ms; Stop@6968ms Leader for 609ms; \
+        Terminate@7708ms Leader for 0ms;";
+
+    /// Replaying a seed (`LEASEHOLD_FAULT_SEED`) replays its schedule: for
+    /// every seed CI runs and a few fresh ones, generating twice gives the
+    /// same nodes, faults, targets, offsets and lengths, and so the same
+    /// printed line.
     #[test]
     fn a_seed_always_makes_the_same_schedule() {
-        let a = Schedule::generate(42, 3, Duration::from_secs(1));
-        let b = Schedule::generate(42, 3, Duration::from_secs(1));
-        assert_eq!(a.to_string(), b.to_string());
-        assert_ne!(
-            a.to_string(),
-            Schedule::generate(43, 3, Duration::from_secs(1)).to_string()
-        );
+        let ttl = Timing::FAST.ttl;
+        let fresh: Vec<u64> = (0..3).map(|_| seeds::fresh()).collect();
+        for &seed in seeds::FIXED.iter().chain(&fresh) {
+            let a = Schedule::generate(seed, HOSTS, ttl);
+            let b = Schedule::generate(seed, HOSTS, ttl);
+            assert_eq!(a, b, "seed {seed}");
+            assert_eq!(a.to_string(), b.to_string(), "seed {seed}");
+            assert_ne!(a, Schedule::generate(seed + 1, HOSTS, ttl), "seed {seed}");
+        }
+        // Pinned: the generator is the same on every platform and in every
+        // later version, or a recorded seed stops meaning what it found.
+        assert_eq!(Schedule::generate(1, HOSTS, ttl).to_string(), PINNED_SEED_1);
     }
 
     #[test]
     fn faults_on_one_host_never_overlap() {
         for seed in 0..200 {
-            let s = Schedule::generate(seed, 3, Duration::from_secs(1));
+            let s = Schedule::generate(seed, HOSTS, Timing::FAST.ttl);
             for (i, a) in s.faults.iter().enumerate() {
                 for b in &s.faults[i + 1..] {
                     let same = match (a.target, b.target) {
