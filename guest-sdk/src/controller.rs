@@ -7,9 +7,8 @@ use std::time::Duration;
 use serde::de::DeserializeOwned;
 
 use crate::error::Error;
-use crate::fence::Fence;
 use crate::object::Api;
-use crate::sys;
+use crate::sys::{self, Fence};
 use crate::transaction::Transaction;
 
 /// What a controller needs from the host: the kinds whose changes trigger
@@ -420,31 +419,5 @@ pub(crate) fn dispatch<C: Controller + ?Sized>(controller: &C, kind: &str, name:
                 retry_after,
             }
         }
-    }
-}
-
-/// A duration as WIT milliseconds. A positive duration never rounds down
-/// to zero (zero means "disabled" or "at once" on the wire), and absurd
-/// durations saturate rather than wrap.
-#[cfg_attr(not(target_arch = "wasm32"), allow(dead_code))]
-pub(crate) fn millis(duration: Duration) -> u64 {
-    let ms = u64::try_from(duration.as_millis()).unwrap_or(u64::MAX);
-    if ms == 0 && !duration.is_zero() {
-        1
-    } else {
-        ms
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn positive_durations_never_round_to_zero_millis() {
-        assert_eq!(millis(Duration::ZERO), 0);
-        assert_eq!(millis(Duration::from_micros(1)), 1);
-        assert_eq!(millis(Duration::from_millis(1500)), 1500);
-        assert_eq!(millis(Duration::MAX), u64::MAX);
     }
 }

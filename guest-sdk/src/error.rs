@@ -6,7 +6,7 @@
 use std::fmt;
 use std::time::Duration;
 
-use crate::object::ObjectKey;
+use crate::sys::{ObjectKey, WireError};
 
 /// Why a store call failed, as the host reports it.
 ///
@@ -236,6 +236,20 @@ impl StoreError {
         match QuotaExceeded::parse(&message) {
             Some(refusal) => StoreError::QuotaExceeded(refusal),
             None => StoreError::Invalid(message),
+        }
+    }
+
+    /// What a store call's wire error means to the author: the same
+    /// variants, with an `invalid` quota refusal typed (see
+    /// [`StoreError::from_invalid`]). Both the wasm imports and the native
+    /// fake come through here.
+    pub(crate) fn from_wire(error: WireError) -> StoreError {
+        match error {
+            WireError::Fenced(why) => StoreError::Fenced(why),
+            WireError::Conflict(key) => StoreError::Conflict(key),
+            WireError::NotFound(key) => StoreError::NotFound(key),
+            WireError::Invalid(why) => StoreError::from_invalid(why),
+            WireError::Unavailable(why) => StoreError::Unavailable(why),
         }
     }
 

@@ -84,6 +84,7 @@
 
 mod controller;
 mod error;
+mod export;
 mod fence;
 mod limits;
 mod log;
@@ -326,9 +327,9 @@ macro_rules! error {
 #[doc(hidden)]
 pub mod __private {
     #[cfg(target_arch = "wasm32")]
-    pub use crate::sys::wasm::{
-        Guest, WitDescription, WitOutcome, WitReconcileError, bindings, describe, reconcile,
-    };
+    pub use crate::export::{describe, reconcile};
+    #[cfg(target_arch = "wasm32")]
+    pub use crate::sys::wasm::{Guest, WitDescription, WitOutcome, WitReconcileError, bindings};
 }
 
 #[cfg(test)]

@@ -6,51 +6,13 @@ use std::marker::PhantomData;
 
 use serde::de::DeserializeOwned;
 
-use crate::error::Error;
+use crate::error::{Error, StoreError};
 use crate::limits::MAX_PAGE_SIZE;
-use crate::sys;
+use crate::sys::{self, RawObject};
 
-/// An object's address: its kind and its name within the kind.
-///
-/// # Example
-///
-/// ```
-/// use leasehold_guest::ObjectKey;
-///
-/// let key = ObjectKey::new("tasks", "build-42");
-/// assert_eq!(key.to_string(), "tasks/build-42");
-/// ```
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct ObjectKey {
-    /// The kind, e.g. `tasks`.
-    pub kind: String,
-    /// The name, unique within the kind.
-    pub name: String,
-}
-
-impl ObjectKey {
-    /// The key of `kind/name`.
-    ///
-    /// # Example
-    ///
-    /// ```
-    /// use leasehold_guest::ObjectKey;
-    ///
-    /// assert_eq!(ObjectKey::new("nodes", "n1").name, "n1");
-    /// ```
-    pub fn new(kind: impl Into<String>, name: impl Into<String>) -> Self {
-        Self {
-            kind: kind.into(),
-            name: name.into(),
-        }
-    }
-}
-
-impl fmt::Display for ObjectKey {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}/{}", self.kind, self.name)
-    }
-}
+// An object's address is a wire type; it is re-exported here, where the
+// author meets it.
+pub use crate::sys::ObjectKey;
 
 /// A stored object with its value decoded as `T` (by default, any JSON).
 ///
@@ -265,9 +227,9 @@ impl<T: DeserializeOwned> Api<T> {
     /// # Ok::<(), leasehold_guest::Error>(())
     /// ```
     pub fn get(&self, name: &str) -> Result<Option<Object<T>>, Error> {
-        match sys::get(&self.kind, name)? {
+        match sys::get(&self.kind, name).map_err(StoreError::from_wire)? {
             None => Ok(None),
-            Some(raw) => raw.decode().map(Some),
+            Some(raw) => decode(raw).map(Some),
         }
     }
 
@@ -295,11 +257,11 @@ impl<T: DeserializeOwned> Api<T> {
     /// # Ok::<(), leasehold_guest::Error>(())
     /// ```
     pub fn list(&self, after: Option<&str>, limit: u32) -> Result<Page<T>, Error> {
-        let page = sys::list(&self.kind, after, limit)?;
+        let page = sys::list(&self.kind, after, limit).map_err(StoreError::from_wire)?;
         let objects = page
             .objects
             .into_iter()
-            .map(sys::RawObject::decode)
+            .map(decode)
             .collect::<Result<Vec<_>, _>>()?;
         Ok(Page {
             objects,
@@ -353,5 +315,22 @@ impl<T: DeserializeOwned> Api<T> {
                 _ => return Ok(all),
             }
         }
+    }
+}
+
+/// Decode an object from the wire as `T`, naming the object if its value
+/// does not fit.
+fn decode<T: DeserializeOwned>(raw: RawObject) -> Result<Object<T>, Error> {
+    match serde_json::from_str(&raw.value) {
+        Ok(value) => Ok(Object {
+            kind: raw.kind,
+            name: raw.name,
+            version: raw.version,
+            value,
+        }),
+        Err(e) => Err(Error::Decode {
+            key: ObjectKey::new(raw.kind, raw.name),
+            message: e.to_string(),
+        }),
     }
 }

@@ -7,129 +7,9 @@ use crate::error::StoreError;
 use crate::object::{Object, ObjectKey};
 use crate::sys;
 
-/// One write of a commit, as sent to the host. Values are JSON text.
-///
-/// # Example
-///
-/// ```
-/// use leasehold_guest::{FakeHost, Op, Transaction};
-///
-/// let host = FakeHost::new();
-/// Transaction::new().create("tasks", "a", &serde_json::json!({ "status": "pending" })).commit()?;
-/// assert!(matches!(&host.commits()[0].ops[0], Op::Create { key, .. } if key.name == "a"));
-/// # Ok::<(), leasehold_guest::StoreError>(())
-/// ```
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Op {
-    /// Create an object that must not exist yet.
-    Create {
-        /// Where.
-        key: ObjectKey,
-        /// The new value as JSON text.
-        value: String,
-    },
-    /// Replace an object's value if its version is still `expected_version`.
-    Update {
-        /// Where.
-        key: ObjectKey,
-        /// The version read.
-        expected_version: u64,
-        /// The new value as JSON text.
-        value: String,
-    },
-    /// Delete an object if its version is still `expected_version`.
-    Delete {
-        /// Where.
-        key: ObjectKey,
-        /// The version read.
-        expected_version: u64,
-    },
-}
-
-impl Op {
-    /// The object this operation writes.
-    ///
-    /// # Example
-    ///
-    /// ```
-    /// use leasehold_guest::{ObjectKey, Op};
-    ///
-    /// let op = Op::Delete { key: ObjectKey::new("tasks", "a"), expected_version: 4 };
-    /// assert_eq!(op.key().name, "a");
-    /// ```
-    pub fn key(&self) -> &ObjectKey {
-        match self {
-            Op::Create { key, .. } | Op::Update { key, .. } | Op::Delete { key, .. } => key,
-        }
-    }
-
-    /// The value written, parsed, for assertions; `None` for a delete.
-    ///
-    /// # Example
-    ///
-    /// ```
-    /// use leasehold_guest::{ObjectKey, Op};
-    ///
-    /// let op = Op::Create { key: ObjectKey::new("tasks", "a"), value: r#"{"n":1}"#.into() };
-    /// assert_eq!(op.value_json(), Some(serde_json::json!({ "n": 1 })));
-    /// ```
-    pub fn value_json(&self) -> Option<serde_json::Value> {
-        match self {
-            Op::Create { value, .. } | Op::Update { value, .. } => serde_json::from_str(value).ok(),
-            Op::Delete { .. } => None,
-        }
-    }
-}
-
-/// An event appended with a commit.
-///
-/// # Example
-///
-/// ```
-/// use leasehold_guest::{FakeHost, Transaction};
-///
-/// let host = FakeHost::new();
-/// Transaction::new().event("tasks", "a", "Noticed", "saw tasks/a").commit()?;
-/// let event = &host.commits()[0].events[0];
-/// assert_eq!((event.reason.as_str(), event.message.as_str()), ("Noticed", "saw tasks/a"));
-/// # Ok::<(), leasehold_guest::StoreError>(())
-/// ```
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct NewEvent {
-    /// The object the event is about.
-    pub key: ObjectKey,
-    /// A short machine-readable reason in PascalCase, e.g. `Assigned`.
-    pub reason: String,
-    /// A human-readable message.
-    pub message: String,
-}
-
-/// What a successful commit produced.
-///
-/// # Example
-///
-/// ```
-/// use leasehold_guest::{Api, FakeHost, Transaction};
-///
-/// let host = FakeHost::new();
-/// let committed = Transaction::new()
-///     .create("counters", "hits", &0)
-///     .event("counters", "hits", "Created", "new counter")
-///     .commit()?;
-/// // The revision is the new version of every object the commit wrote.
-/// let hits = Api::<u32>::new("counters").get("hits").unwrap().unwrap();
-/// assert_eq!(hits.version, committed.revision);
-/// assert_eq!(committed.event_seqs.len(), 1);
-/// # Ok::<(), leasehold_guest::StoreError>(())
-/// ```
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Committed {
-    /// The commit's store revision: the new version of every object it
-    /// created or updated.
-    pub revision: u64,
-    /// The sequence numbers of the appended events, in the order given.
-    pub event_seqs: Vec<u64>,
-}
+// What a commit carries and returns are wire types; they are re-exported
+// here, where the author meets them.
+pub use crate::sys::{Committed, NewEvent, Op};
 
 /// A builder for one atomic, fenced commit: creates, conditional updates
 /// and deletes, and events. The host applies all of it or none of it, and
@@ -425,6 +305,6 @@ impl Transaction {
         if let Some(why) = self.unserializable {
             return Err(StoreError::Invalid(why));
         }
-        sys::commit(&self.ops, &self.events)
+        sys::commit(&self.ops, &self.events).map_err(StoreError::from_wire)
     }
 }

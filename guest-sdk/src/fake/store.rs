@@ -1,15 +1,13 @@
 //! The fake's object store: the real store's preconditions and limits,
 //! with none of its durability. Pure data and rules; faults, fences and
-//! records live in the parent module.
+//! records live in their own modules. Errors are the wire's, as the host
+//! sends them.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Bound;
 
-use crate::error::StoreError;
 use crate::limits::{DEFAULT_PAGE_SIZE, Limits, MAX_LABEL_LEN};
-use crate::object::ObjectKey;
-use crate::sys::{RawObject, RawPage};
-use crate::transaction::{NewEvent, Op};
+use crate::sys::{NewEvent, ObjectKey, Op, RawObject, RawPage, WireError};
 
 /// One stored value.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -31,9 +29,9 @@ pub(super) struct Objects {
 }
 
 /// Check a kind or object name against the DNS-label rules the host uses.
-pub(super) fn check_label(what: &str, value: &str) -> Result<(), StoreError> {
+pub(super) fn check_label(what: &str, value: &str) -> Result<(), WireError> {
     let invalid = |rule: &str| {
-        Err(StoreError::Invalid(format!(
+        Err(WireError::Invalid(format!(
             "invalid {what} {value:?}: {rule}"
         )))
     };
@@ -54,7 +52,7 @@ pub(super) fn check_label(what: &str, value: &str) -> Result<(), StoreError> {
     Ok(())
 }
 
-fn check_key(key: &ObjectKey) -> Result<(), StoreError> {
+fn check_key(key: &ObjectKey) -> Result<(), WireError> {
     check_label("object kind", &key.kind)?;
     check_label("object name", &key.name)
 }
@@ -66,9 +64,9 @@ pub(super) fn normalize_value(
     limits: &Limits,
     key: &ObjectKey,
     value: &str,
-) -> Result<String, StoreError> {
+) -> Result<String, WireError> {
     let too_large = |len: usize, how: &str| {
-        StoreError::Invalid(format!(
+        WireError::Invalid(format!(
             "the value of {key} is {len} bytes{how}; the limit is {}",
             limits.max_value_bytes
         ))
@@ -77,7 +75,7 @@ pub(super) fn normalize_value(
         return Err(too_large(value.len(), ""));
     }
     let parsed: serde_json::Value = serde_json::from_str(value)
-        .map_err(|e| StoreError::Invalid(format!("the value of {key} is not JSON: {e}")))?;
+        .map_err(|e| WireError::Invalid(format!("the value of {key} is not JSON: {e}")))?;
     let text = parsed.to_string();
     if text.len() > limits.max_value_bytes {
         return Err(too_large(text.len(), " once normalized"));
@@ -109,12 +107,12 @@ fn payload_size(ops: &[Op], events: &[NewEvent]) -> usize {
 /// Check an event: a well-formed object, a PascalCase reason (a
 /// machine-readable word such as `Assigned`), a bounded message without NUL
 /// (the durable backend's text cannot hold it).
-fn check_event(limits: &Limits, event: &NewEvent) -> Result<(), StoreError> {
+fn check_event(limits: &Limits, event: &NewEvent) -> Result<(), WireError> {
     check_key(&event.key)?;
     let key = &event.key;
     let reason = &event.reason;
     if reason.len() > limits.max_event_reason_bytes {
-        return Err(StoreError::Invalid(format!(
+        return Err(WireError::Invalid(format!(
             "the reason of an event about {key} is {} bytes; the limit is {}",
             reason.len(),
             limits.max_event_reason_bytes
@@ -126,20 +124,20 @@ fn check_event(limits: &Limits, event: &NewEvent) -> Result<(), StoreError> {
         .is_some_and(u8::is_ascii_uppercase)
         && reason.bytes().all(|b| b.is_ascii_alphanumeric());
     if !pascal {
-        return Err(StoreError::Invalid(format!(
+        return Err(WireError::Invalid(format!(
             "the reason {reason:?} of an event about {key} must be a PascalCase word \
              (A-Z first, then letters and digits)"
         )));
     }
     if event.message.len() > limits.max_event_message_bytes {
-        return Err(StoreError::Invalid(format!(
+        return Err(WireError::Invalid(format!(
             "the message of an event about {key} is {} bytes; the limit is {}",
             event.message.len(),
             limits.max_event_message_bytes
         )));
     }
     if event.message.contains('\0') {
-        return Err(StoreError::Invalid(format!(
+        return Err(WireError::Invalid(format!(
             "the message of an event about {key} contains a NUL character"
         )));
     }
@@ -153,30 +151,30 @@ pub(super) fn validate_commit(
     limits: &Limits,
     ops: &[Op],
     events: &[NewEvent],
-) -> Result<Vec<Op>, StoreError> {
+) -> Result<Vec<Op>, WireError> {
     let size = payload_size(ops, events);
     if size > limits.max_call_payload_bytes {
-        return Err(StoreError::Invalid(format!(
+        return Err(WireError::Invalid(format!(
             "host call payload of {size} bytes exceeds the limit of {} bytes",
             limits.max_call_payload_bytes
         )));
     }
     if ops.len() > limits.max_ops_per_commit {
-        return Err(StoreError::Invalid(format!(
+        return Err(WireError::Invalid(format!(
             "a commit has {} operations; the limit is {}",
             ops.len(),
             limits.max_ops_per_commit
         )));
     }
     if events.len() > limits.max_events_per_commit {
-        return Err(StoreError::Invalid(format!(
+        return Err(WireError::Invalid(format!(
             "a commit has {} events; the limit is {}",
             events.len(),
             limits.max_events_per_commit
         )));
     }
     if ops.is_empty() && events.is_empty() {
-        return Err(StoreError::Invalid(
+        return Err(WireError::Invalid(
             "a commit needs at least one operation or event".into(),
         ));
     }
@@ -188,7 +186,7 @@ pub(super) fn validate_commit(
         // The host allows one operation per object, so a commit's meaning
         // does not depend on the order its operations apply in.
         if !seen.insert(key) {
-            return Err(StoreError::Invalid(format!(
+            return Err(WireError::Invalid(format!(
                 "{key} appears in more than one operation of the commit"
             )));
         }
@@ -216,7 +214,7 @@ pub(super) fn validate_commit(
 }
 
 impl Objects {
-    pub(super) fn get(&self, kind: &str, name: &str) -> Result<Option<RawObject>, StoreError> {
+    pub(super) fn get(&self, kind: &str, name: &str) -> Result<Option<RawObject>, WireError> {
         let key = ObjectKey::new(kind, name);
         check_key(&key)?;
         Ok(self.map.get(&key).map(|stored| raw(&key, stored)))
@@ -228,7 +226,7 @@ impl Objects {
         kind: &str,
         after: Option<&str>,
         limit: u32,
-    ) -> Result<RawPage, StoreError> {
+    ) -> Result<RawPage, WireError> {
         check_label("object kind", kind)?;
         if let Some(after) = after {
             check_label("list cursor", after)?;
@@ -265,14 +263,14 @@ impl Objects {
     /// once) against the stored versions, the first failing operation in
     /// input order deciding the error, and apply them all under a new
     /// revision, or none of them.
-    pub(super) fn apply(&mut self, ops: &[Op]) -> Result<u64, StoreError> {
+    pub(super) fn apply(&mut self, ops: &[Op]) -> Result<u64, WireError> {
         for op in ops {
             let key = op.key();
             match (op, self.map.get(key)) {
-                (Op::Create { .. }, Some(_)) => return Err(StoreError::Conflict(key.clone())),
+                (Op::Create { .. }, Some(_)) => return Err(WireError::Conflict(key.clone())),
                 (Op::Create { .. }, None) => {}
                 (Op::Update { .. } | Op::Delete { .. }, None) => {
-                    return Err(StoreError::NotFound(key.clone()));
+                    return Err(WireError::NotFound(key.clone()));
                 }
                 (
                     Op::Update {
@@ -284,7 +282,7 @@ impl Objects {
                     Some(stored),
                 ) => {
                     if stored.version != *expected_version {
-                        return Err(StoreError::Conflict(key.clone()));
+                        return Err(WireError::Conflict(key.clone()));
                     }
                 }
             }

@@ -1,53 +1,25 @@
-//! The one seam between the public API and whatever answers its calls: the
-//! generated WIT imports on `wasm32`, the thread's [`crate::FakeHost`]
-//! elsewhere. Both sides speak the plain types below; nothing above this
-//! module knows which one runs.
-
-use serde::de::DeserializeOwned;
-
-use crate::error::Error;
-use crate::object::{Object, ObjectKey};
+//! The one seam between the SDK and whatever answers its calls: the
+//! generated WIT imports on `wasm32` (`wasm.rs`), the host a test installs
+//! on the calling thread elsewhere (`native.rs`; the crate's `FakeHost`
+//! installs itself there). Both sides speak the plain types of `wire.rs`;
+//! nothing above this module knows which one runs.
+//!
+//! Owns: the wire types, the five calls (`get`, `list`, `commit`, `fence`,
+//! `log`) and, on `wasm32`, the generated bindings. Must never: import a
+//! module of this crate above it (everything else builds on `sys`, so an
+//! import upward would be a cycle; `tests::layering` in `lib.rs` checks it),
+//! or decide anything for the author (typed decoding, error policy).
 
 #[cfg(not(target_arch = "wasm32"))]
-mod native;
+pub(crate) mod native;
 #[cfg(target_arch = "wasm32")]
 pub(crate) mod wasm;
+mod wire;
 
 #[cfg(not(target_arch = "wasm32"))]
 pub(crate) use native::{commit, fence, get, list, log};
 #[cfg(target_arch = "wasm32")]
 pub(crate) use wasm::{commit, fence, get, list, log};
 
-/// An object as it crosses the boundary: its value is JSON text.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct RawObject {
-    pub kind: String,
-    pub name: String,
-    pub version: u64,
-    pub value: String,
-}
-
-impl RawObject {
-    /// Decode the value as `T`, naming the object if it does not fit.
-    pub(crate) fn decode<T: DeserializeOwned>(self) -> Result<Object<T>, Error> {
-        match serde_json::from_str(&self.value) {
-            Ok(value) => Ok(Object {
-                kind: self.kind,
-                name: self.name,
-                version: self.version,
-                value,
-            }),
-            Err(e) => Err(Error::Decode {
-                key: ObjectKey::new(self.kind, self.name),
-                message: e.to_string(),
-            }),
-        }
-    }
-}
-
-/// A page as it crosses the boundary.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct RawPage {
-    pub objects: Vec<RawObject>,
-    pub next: Option<String>,
-}
+pub use wire::{Committed, Fence, Level, NewEvent, ObjectKey, Op};
+pub(crate) use wire::{RawObject, RawPage, WireError};

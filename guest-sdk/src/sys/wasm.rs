@@ -1,18 +1,13 @@
 //! `wasm32`: bindings generated from the WIT package (the only definition
-//! of the contract) and the conversions between them and the SDK's types.
+//! of the contract) and the conversions between the imports and the wire
+//! types.
 //!
 //! The bindings are generated once, here. Their export macro is public so
 //! that [`crate::export_controller!`], expanded in the controller's crate,
-//! can emit the component exports there.
+//! can emit the component exports there; the export glue that calls a
+//! `Controller` lives above this layer, in `export.rs`.
 
-use crate::controller::{Controller, Reply, dispatch, millis};
-use crate::error::StoreError;
-use crate::fence::Fence;
-use crate::log::Level;
-use crate::object::ObjectKey;
-use crate::transaction::{Committed, NewEvent, Op};
-
-use super::{RawObject, RawPage};
+use super::{Committed, Fence, Level, NewEvent, ObjectKey, Op, RawObject, RawPage, WireError};
 
 /// Generated bindings for the `leasehold:controller/controller` world.
 #[doc(hidden)]
@@ -31,8 +26,9 @@ pub mod bindings {
 use bindings::exports::leasehold::controller::reconciler as wit_reconciler;
 use bindings::leasehold::controller::{logging, store, tenure, types};
 
+// The export side's types, for the glue in `export.rs`.
 pub use wit_reconciler::{
-    Description as WitDescription, Guest, Outcome as WitOutcome,
+    Description as WitDescription, Failure as WitFailure, Guest, Outcome as WitOutcome,
     ReconcileError as WitReconcileError,
 };
 
@@ -40,13 +36,13 @@ fn key_from_wit(key: types::ObjectKey) -> ObjectKey {
     ObjectKey::new(key.kind, key.name)
 }
 
-fn error_from_wit(error: store::StoreError) -> StoreError {
+fn error_from_wit(error: store::StoreError) -> WireError {
     match error {
-        store::StoreError::Fenced(why) => StoreError::Fenced(why),
-        store::StoreError::Conflict(key) => StoreError::Conflict(key_from_wit(key)),
-        store::StoreError::NotFound(key) => StoreError::NotFound(key_from_wit(key)),
-        store::StoreError::Invalid(why) => StoreError::from_invalid(why),
-        store::StoreError::Unavailable(why) => StoreError::Unavailable(why),
+        store::StoreError::Fenced(why) => WireError::Fenced(why),
+        store::StoreError::Conflict(key) => WireError::Conflict(key_from_wit(key)),
+        store::StoreError::NotFound(key) => WireError::NotFound(key_from_wit(key)),
+        store::StoreError::Invalid(why) => WireError::Invalid(why),
+        store::StoreError::Unavailable(why) => WireError::Unavailable(why),
     }
 }
 
@@ -96,13 +92,13 @@ fn event_to_wit(event: &NewEvent) -> store::NewEvent {
     }
 }
 
-pub(crate) fn get(kind: &str, name: &str) -> Result<Option<RawObject>, StoreError> {
+pub(crate) fn get(kind: &str, name: &str) -> Result<Option<RawObject>, WireError> {
     store::get(kind, name)
         .map(|object| object.map(object_from_wit))
         .map_err(error_from_wit)
 }
 
-pub(crate) fn list(kind: &str, after: Option<&str>, limit: u32) -> Result<RawPage, StoreError> {
+pub(crate) fn list(kind: &str, after: Option<&str>, limit: u32) -> Result<RawPage, WireError> {
     let page = store::list(kind, after, limit).map_err(error_from_wit)?;
     Ok(RawPage {
         objects: page.objects.into_iter().map(object_from_wit).collect(),
@@ -110,7 +106,7 @@ pub(crate) fn list(kind: &str, after: Option<&str>, limit: u32) -> Result<RawPag
     })
 }
 
-pub(crate) fn commit(ops: &[Op], events: &[NewEvent]) -> Result<Committed, StoreError> {
+pub(crate) fn commit(ops: &[Op], events: &[NewEvent]) -> Result<Committed, WireError> {
     let ops: Vec<store::Op> = ops.iter().map(op_to_wit).collect();
     let events: Vec<store::NewEvent> = events.iter().map(event_to_wit).collect();
     let committed = store::commit(&ops, &events).map_err(error_from_wit)?;
@@ -139,33 +135,4 @@ pub(crate) fn log(level: Level, message: &str) {
         Level::Error => logging::Level::Error,
     };
     logging::log(level, message);
-}
-
-/// `describe`, for [`crate::export_controller!`].
-pub fn describe<C: Controller>(controller: &C) -> WitDescription {
-    let description = controller.describe();
-    WitDescription {
-        watches: description.watches,
-        resync_period_ms: description.resync.map_or(0, millis),
-    }
-}
-
-/// `reconcile`, for [`crate::export_controller!`].
-pub fn reconcile<C: Controller>(
-    controller: &C,
-    kind: &str,
-    name: &str,
-) -> Result<WitOutcome, WitReconcileError> {
-    match dispatch(controller, kind, name) {
-        Reply::Done => Ok(WitOutcome::Done),
-        Reply::RequeueAfter(delay) => Ok(WitOutcome::RequeueAfter(millis(delay))),
-        Reply::Fenced => Err(WitReconcileError::Fenced),
-        Reply::Failed {
-            message,
-            retry_after,
-        } => Err(WitReconcileError::Failed(wit_reconciler::Failure {
-            message,
-            retry_after_ms: retry_after.map(millis),
-        })),
-    }
 }

@@ -1,0 +1,126 @@
+//! Installing a fake as this thread's native `sys` host, and serving the
+//! calls the SDK makes through it.
+//!
+//! Owns: [`FakeHost::install`] and the fake's side of the seam
+//! ([`Host`]): counting each call, running the writes scheduled before it,
+//! admitting it (faults, fence, reachability), then answering from the
+//! store and recording what landed. Must never: answer a call without
+//! counting and admitting it first, or hold the fake's state borrowed
+//! while a scheduled write runs (it writes through this same fake).
+
+use std::rc::Rc;
+
+use crate::sys::native::{self, Host};
+use crate::sys::{Committed, Fence, Level, NewEvent, Op, RawObject, RawPage, WireError};
+
+use super::FakeHost;
+use super::faults::{Call, Fault, Hook, quota_message};
+use super::store;
+
+impl FakeHost {
+    /// Make this fake the one the SDK talks to on the current thread.
+    /// [`FakeHost::new`] and [`FakeHost::reconcile`] do it for you.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use leasehold_guest::FakeHost;
+    ///
+    /// let first = FakeHost::new();
+    /// let _second = FakeHost::new();
+    /// first.install();
+    /// leasehold_guest::info!("to the first");
+    /// assert_eq!(first.logs().len(), 1);
+    /// ```
+    pub fn install(&self) {
+        native::install(Rc::new(self.clone()));
+    }
+
+    /// Count a call, then run the writes scheduled just before it, with
+    /// the state released: they write through this same fake.
+    fn enter(&self, call: Call) {
+        let due: Vec<Hook> = {
+            let mut state = self.state.borrow_mut();
+            let counter = match call {
+                Call::Get => &mut state.calls.get,
+                Call::List => &mut state.calls.list,
+                Call::Commit => &mut state.calls.commit,
+            };
+            *counter += 1;
+            let (due, later): (Vec<_>, Vec<_>) = std::mem::take(&mut state.hooks)
+                .into_iter()
+                .partition(|(target, _)| target.is_now(&state.calls, call));
+            state.hooks = later;
+            due.into_iter().map(|(_, hook)| hook).collect()
+        };
+        for hook in due {
+            hook(self);
+        }
+    }
+}
+
+impl Host for FakeHost {
+    fn get(&self, kind: &str, name: &str) -> Result<Option<RawObject>, WireError> {
+        self.enter(Call::Get);
+        let mut state = self.state.borrow_mut();
+        state.admit(Call::Get)?;
+        state.objects.get(kind, name)
+    }
+
+    fn list(&self, kind: &str, after: Option<&str>, limit: u32) -> Result<RawPage, WireError> {
+        self.enter(Call::List);
+        let mut state = self.state.borrow_mut();
+        state.admit(Call::List)?;
+        let limits = state.limits;
+        state.objects.list(&limits, kind, after, limit)
+    }
+
+    fn commit(&self, ops: &[Op], events: &[NewEvent]) -> Result<Committed, WireError> {
+        self.enter(Call::Commit);
+        let mut state = self.state.borrow_mut();
+        let state = &mut *state;
+        let fault = state.admit(Call::Commit)?;
+        let ops = store::validate_commit(&state.limits, ops, events)?;
+        if fault == Some(Fault::Conflict) {
+            let key = ops
+                .first()
+                .map(|op| op.key().clone())
+                .or_else(|| events.first().map(|e| e.key.clone()))
+                .expect("a validated commit has an operation or an event");
+            return Err(WireError::Conflict(key));
+        }
+        if let Some(Fault::QuotaExceeded(quota)) = fault {
+            let kind = ops
+                .first()
+                .map(|op| op.key().kind.clone())
+                .or_else(|| events.first().map(|e| e.key.kind.clone()))
+                .expect("a validated commit has an operation or an event");
+            // The host sends a quota refusal as `invalid` text; the SDK's
+            // error layer types it, on this side of the seam as on wasm32.
+            return Err(WireError::Invalid(quota_message(
+                &state.fence.lease,
+                quota,
+                &kind,
+            )));
+        }
+        let revision = state.objects.apply(&ops)?;
+        let event_seqs = state.record_commit(revision, ops, events);
+        if fault == Some(Fault::LostReply) {
+            return Err(WireError::Unavailable(
+                "the connection dropped before the reply arrived (injected by FakeHost)".into(),
+            ));
+        }
+        Ok(Committed {
+            revision,
+            event_seqs,
+        })
+    }
+
+    fn fence(&self) -> Fence {
+        self.state.borrow().fence.clone()
+    }
+
+    fn log(&self, level: Level, message: &str) {
+        self.state.borrow_mut().record_log(level, message);
+    }
+}
