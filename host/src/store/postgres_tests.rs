@@ -7,7 +7,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use rand::Rng;
-use tokio::sync::{Barrier, Mutex, mpsc};
+use tokio::sync::{Barrier, Mutex, mpsc, oneshot};
+use tokio::task::JoinHandle;
 
 use crate::db::Database;
 use crate::fence::{Epoch, Fence, LeaseKey};
@@ -29,6 +30,24 @@ const LEASE: &str = "ctl";
 /// lease to the next epoch with `acquired_at` read *after* the lock, and
 /// record the tenures.
 async fn take_over(db: &Database, key: &LeaseKey, holder: &str) -> (Fence, u64) {
+    take_over_held(db, key, holder, None).await
+}
+
+/// A test's hold on a grant: told when the grant has locked the lease row,
+/// the grant goes on when `go` fires (or its sender is dropped).
+struct GrantHold {
+    locked: oneshot::Sender<()>,
+    go: oneshot::Receiver<()>,
+}
+
+/// [`take_over`], holding the lease row locked after its first statement
+/// until the test lets it go, if `hold` is given.
+async fn take_over_held(
+    db: &Database,
+    key: &LeaseKey,
+    holder: &str,
+    hold: Option<GrantHold>,
+) -> (Fence, u64) {
     let mut client = db.client().await.unwrap();
     let tx = client.transaction().await.unwrap();
     tx.query_one(
@@ -37,6 +56,10 @@ async fn take_over(db: &Database, key: &LeaseKey, holder: &str) -> (Fence, u64) 
     )
     .await
     .unwrap();
+    if let Some(GrantHold { locked, go }) = hold {
+        let _ = locked.send(());
+        let _ = go.await;
+    }
     let horizon: i64 = tx
         .query_opt(
             "SELECT last_seq FROM leasehold_feed WHERE cluster = $1",
@@ -182,63 +205,180 @@ async fn fixture() -> Fixture {
     }
 }
 
+/// Where a round of the race lets the takeover meet the commit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Meeting {
+    /// The commit has passed its fence check and holds the lease row
+    /// (paused just before `COMMIT`) when the takeover starts; it goes on
+    /// after a random number of yields, while the grant queues on the row
+    /// or is still on its way. It must land, below the grant's horizon.
+    CommitFirst,
+    /// The grant holds the lease row (locked, not yet updated) when the
+    /// commit starts; the grant goes on after a random number of yields,
+    /// while the commit waits on the row or is still on its way. It must be
+    /// refused.
+    GrantFirst,
+    /// Both start together, each after a random number of yields: either
+    /// outcome, decided by the server.
+    Free,
+}
+
+impl Meeting {
+    const ALL: [Meeting; 3] = [Meeting::CommitFirst, Meeting::GrantFirst, Meeting::Free];
+}
+
+/// Yields before one side of a round goes on: enough to vary which
+/// statement of the other side the server has reached.
+const MAX_YIELDS: u32 = 4;
+
+async fn random_yields() {
+    let yields = rand::rng().random_range(0..MAX_YIELDS);
+    for _ in 0..yields {
+        tokio::task::yield_now().await;
+    }
+}
+
+/// A task's result within [`WAIT`], or a failure naming it.
+async fn joined<T>(task: JoinHandle<T>, what: &str) -> T {
+    tokio::time::timeout(WAIT, task)
+        .await
+        .unwrap_or_else(|_| panic!("{what} did not finish within {WAIT:?}"))
+        .unwrap_or_else(|e| panic!("{what} failed: {e}"))
+}
+
+/// Either side of the race, each a fenced commit in flight while another
+/// holder takes over, over 200 rounds. Every round meets the two at a
+/// different point ([`Meeting`]): a third with the commit past its fence
+/// check, a third with the grant holding the lease row, a third racing
+/// freely. Both outcomes therefore happen (checked), and whichever happens,
+/// no write of the old epoch lands after the new epoch was granted.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_write_lands_after_a_takeover_over_many_races() {
     const ROUNDS: usize = 200;
     let f = fixture().await;
     let lease = LeaseKey::new(CLUSTER, LEASE);
+    let (paused_store, mut paused, resume) = paused_store(&f.db);
+    let paused_store = Arc::new(paused_store);
     let mut fence = Leases::grant(&f.leases, CLUSTER, LEASE, "holder-1").await;
     let mut horizons = HashMap::new();
     let (mut landed, mut refused) = (0, 0);
+    let mut free = (0, 0);
     for round in 0..ROUNDS {
-        let start = Arc::new(Barrier::new(2));
+        let meeting = Meeting::ALL[round % Meeting::ALL.len()];
         let object = key("tasks", &format!("t{round}"));
-        let writer = {
-            let (store, fence, start, object) = (
-                Arc::clone(&f.store),
-                fence.clone(),
-                Arc::clone(&start),
-                object.clone(),
-            );
+        let holder = format!("holder-{}", round + 2);
+        let commit = |store: Arc<PostgresStore>, start: Option<Arc<Barrier>>| {
+            let (fence, object) = (fence.clone(), object.clone());
             tokio::spawn(async move {
-                start.wait().await;
-                let yields = rand::rng().random_range(0..4);
-                for _ in 0..yields {
-                    tokio::task::yield_now().await;
+                if let Some(start) = start {
+                    start.wait().await;
+                    random_yields().await;
                 }
                 store
                     .commit_fenced(&fence, &[create(&object, "1")], &[event(&object, "Made")])
                     .await
             })
         };
-        let grant = {
-            let (db, lease, start) = (f.db.clone(), lease.clone(), Arc::clone(&start));
-            let holder = format!("holder-{}", round + 2);
+        let grant = |hold: Option<GrantHold>, start: Option<Arc<Barrier>>| {
+            let (db, lease, holder) = (f.db.clone(), lease.clone(), holder.clone());
             tokio::spawn(async move {
-                start.wait().await;
-                let yields = rand::rng().random_range(0..4);
-                for _ in 0..yields {
-                    tokio::task::yield_now().await;
+                if let Some(start) = start {
+                    start.wait().await;
+                    random_yields().await;
                 }
-                take_over(&db, &lease, &holder).await
+                take_over_held(&db, &lease, &holder, hold).await
             })
         };
-        let written = writer.await.unwrap();
-        let (next, horizon) = grant.await.unwrap();
+        let (written, (next, horizon)) = match meeting {
+            Meeting::CommitFirst => {
+                let writer = commit(Arc::clone(&paused_store), None);
+                tokio::time::timeout(WAIT, paused.recv())
+                    .await
+                    .unwrap_or_else(|_| panic!("round {round}: the commit never reached COMMIT"))
+                    .expect("the paused store is alive");
+                let granting = grant(None, None);
+                random_yields().await;
+                tokio::time::timeout(WAIT, resume.send(()))
+                    .await
+                    .expect("the paused commit takes its go")
+                    .expect("the paused commit waits for its go");
+                let written = joined(writer, "the commit").await;
+                (written, joined(granting, "the grant").await)
+            }
+            Meeting::GrantFirst => {
+                let (locked_tx, locked) = oneshot::channel();
+                let (go, go_rx) = oneshot::channel();
+                let granting = grant(
+                    Some(GrantHold {
+                        locked: locked_tx,
+                        go: go_rx,
+                    }),
+                    None,
+                );
+                tokio::time::timeout(WAIT, locked)
+                    .await
+                    .unwrap_or_else(|_| panic!("round {round}: the grant never locked the row"))
+                    .expect("the grant reports its lock");
+                let writer = commit(Arc::clone(&f.store), None);
+                random_yields().await;
+                let _ = go.send(());
+                let written = joined(writer, "the commit").await;
+                (written, joined(granting, "the grant").await)
+            }
+            Meeting::Free => {
+                let start = Arc::new(Barrier::new(2));
+                let writer = commit(Arc::clone(&f.store), Some(Arc::clone(&start)));
+                let granting = grant(None, Some(start));
+                let written = joined(writer, "the commit").await;
+                (written, joined(granting, "the grant").await)
+            }
+        };
         assert_eq!(next.epoch.0, fence.epoch.0 + 1);
         horizons.insert(next.epoch.0, horizon);
         match written {
-            Ok(_) => landed += 1,
+            Ok(committed) => {
+                assert_ne!(
+                    meeting,
+                    Meeting::GrantFirst,
+                    "round {round}: a commit of epoch {} started after epoch {} held the lease row, and landed",
+                    fence.epoch.0,
+                    next.epoch.0
+                );
+                assert!(
+                    committed.event_seqs.iter().all(|&seq| seq <= horizon),
+                    "round {round}: {committed:?} is beyond the horizon {horizon} of the grant it preceded"
+                );
+                landed += 1;
+                if meeting == Meeting::Free {
+                    free.0 += 1;
+                }
+            }
             Err(StoreError::Fenced { fence: stale, .. }) => {
+                assert_ne!(
+                    meeting,
+                    Meeting::CommitFirst,
+                    "round {round}: a commit past its fence check was refused (the grant did not wait for it)"
+                );
                 assert_eq!(stale, fence);
                 assert_eq!(f.store.get(CLUSTER, &object).await.unwrap(), None);
                 refused += 1;
+                if meeting == Meeting::Free {
+                    free.1 += 1;
+                }
             }
-            Err(e) => panic!("round {round}: {e}"),
+            Err(e) => panic!("round {round} ({meeting:?}): {e}"),
         }
         fence = next;
     }
-    println!("{ROUNDS} races: {landed} commits landed before the takeover, {refused} were fenced");
+    println!(
+        "{ROUNDS} races: {landed} commits landed before the takeover, {refused} were fenced \
+         (racing freely: {} landed, {} fenced)",
+        free.0, free.1
+    );
+    assert!(
+        landed > 0 && refused > 0,
+        "the race must show both outcomes: {landed} landed, {refused} fenced"
+    );
     let stale = stale_writes(&f.db, &horizons).await;
     assert!(stale.is_empty(), "{stale:#?}");
     let events = all_events(&*f.store, CLUSTER).await;
