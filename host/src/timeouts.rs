@@ -96,6 +96,16 @@ declare_timeouts! {
     /// Longest wait for recording the end of a tenure (the release); past
     /// it the lease simply expires.
     TENURE_END_RECORD = Duration::from_secs(3);
+    /// Longest delay a guest may ask for (requeue or retry-after) before
+    /// a key is reconciled again: a day is already "later"; the guest's
+    /// raw milliseconds could overflow the clock.
+    MAX_REQUEUE = Duration::from_secs(24 * 3600);
+    /// Slack on top of [`SHUTDOWN_GRACE`] and [`TENURE_END_RECORD`] when
+    /// waiting for a supervisor to stop (see
+    /// `service::controllers::stop_bound`): its scheduling and the guest's
+    /// abort. A supervisor that misses the bound is aborted, and the abort
+    /// is awaited for at most this long again.
+    SUPERVISOR_STOP_MARGIN = Duration::from_secs(1);
     /// Fallback poll of the change feed when no notification arrives
     /// (notifications can be lost across a reconnect).
     FEED_POLL = Duration::from_secs(1);

@@ -28,7 +28,9 @@ use crate::supervisor::{Renewer, Supervisor, SupervisorConfig};
 /// Longest wait for one supervisor to stop: its reconcile's grace, the
 /// tenure's end record, and a margin.
 pub(crate) fn stop_bound() -> Duration {
-    crate::timeouts::SHUTDOWN_GRACE + crate::timeouts::TENURE_END_RECORD + Duration::from_secs(1)
+    crate::timeouts::SHUTDOWN_GRACE
+        + crate::timeouts::TENURE_END_RECORD
+        + crate::timeouts::SUPERVISOR_STOP_MARGIN
 }
 
 /// What every supervisor of this host shares.
@@ -76,6 +78,38 @@ pub(crate) struct ReloadSummary {
     pub restarted: Vec<String>,
     /// Left running as they were.
     pub unchanged: Vec<String>,
+}
+
+/// Wait up to `bound` for a stopping supervisor's `task`; past it, abort
+/// the task (dropping its tenure revokes and aborts its guest, and its
+/// lease expires) and wait for the abort to land. Returns whether the
+/// supervisor stopped by itself.
+async fn end_supervisor(
+    name: &str,
+    holder: &str,
+    mut task: JoinHandle<()>,
+    bound: Duration,
+) -> bool {
+    if tokio::time::timeout(bound, &mut task).await.is_ok() {
+        return true;
+    }
+    tracing::error!(
+        controller = name,
+        holder,
+        "the controller did not stop in time; ending its supervisor (its lease will expire)"
+    );
+    task.abort();
+    if tokio::time::timeout(crate::timeouts::SUPERVISOR_STOP_MARGIN, &mut task)
+        .await
+        .is_err()
+    {
+        tracing::error!(
+            controller = name,
+            holder,
+            "the controller's supervisor did not end after its abort"
+        );
+    }
+    false
 }
 
 /// The supervised controllers of one host.
@@ -239,7 +273,10 @@ impl Controllers {
 
     /// Stop the named controllers together and wait for each (bounded by
     /// [`stop_bound`]): each finishes or aborts its reconcile and releases
-    /// its lease before its supervisor returns.
+    /// its lease before its supervisor returns. A supervisor that misses
+    /// the bound is ended, not left behind: its task is aborted, which
+    /// revokes and aborts its guest, and awaited, so a controller started
+    /// again under the same name never runs beside its old supervisor.
     pub(crate) async fn stop(&mut self, names: &[String]) {
         let stopping: Vec<(String, Running)> = names
             .iter()
@@ -249,16 +286,7 @@ impl Controllers {
             let _ = running.stop.send(true);
         }
         for (name, running) in stopping {
-            if tokio::time::timeout(stop_bound(), running.task)
-                .await
-                .is_err()
-            {
-                tracing::error!(
-                    controller = name,
-                    holder = self.shared.holder,
-                    "the controller did not stop in time; its lease will expire"
-                );
-            }
+            end_supervisor(&name, &self.shared.holder, running.task, stop_bound()).await;
         }
     }
 
@@ -334,6 +362,27 @@ impl Controllers {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn a_supervisor_that_misses_its_stop_bound_is_ended_not_detached() {
+        let (guard, mut dropped) = tokio::sync::oneshot::channel::<()>();
+        let stuck = tokio::spawn(async move {
+            let _guard = guard;
+            std::future::pending::<()>().await
+        });
+        let stopped = end_supervisor("c", "h", stuck, Duration::from_secs(1)).await;
+        assert!(!stopped, "a stuck supervisor reported as stopped");
+        // Its future (and the guard with it) was dropped before
+        // `end_supervisor` returned: nothing of it runs on.
+        assert_eq!(
+            dropped.try_recv(),
+            Err(tokio::sync::oneshot::error::TryRecvError::Closed),
+            "the stuck supervisor was left running"
+        );
+
+        let quick = tokio::spawn(async {});
+        assert!(end_supervisor("c", "h", quick, Duration::from_secs(1)).await);
+    }
 
     #[test]
     fn settings_fixed_at_start_up_are_named() {

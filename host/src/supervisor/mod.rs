@@ -3,7 +3,10 @@
 //!
 //! Owns: the lease cycle of one controller on this replica, the
 //! self-fencing deadline (L3), guest restarts inside a tenure (G4) and the
-//! graceful release on shutdown (L5).
+//! graceful release on shutdown (L5). A tenure is an explicit state
+//! machine: `Machine` decides (one handler per event, each returning the
+//! next `Phase`; its doc lists every transition against L3 and L5) and
+//! `Tenure` carries the decisions out.
 //!
 //! Must never: acquire before the gate ([`identity`]) passed — the
 //! database identity verified, the database accepting writes, this host's
@@ -83,6 +86,26 @@ struct RunningGuest {
     revocation: Revocation,
 }
 
+impl Drop for RunningGuest {
+    /// A guest never outlives its supervisor: when the supervisor's task
+    /// is itself aborted (a controller that did not stop in time, see
+    /// `service::controllers`), dropping its future drops this, which
+    /// revokes the fence and aborts the guest's task instead of detaching
+    /// it. A finished task is left alone (no spurious epoch bump).
+    fn drop(&mut self) {
+        if !self.task.is_finished() {
+            self.revocation.revoke();
+            self.task.abort();
+        }
+    }
+}
+
+/// Proof that a tenure's guest has stopped: made only by
+/// [`Supervisor::abort`] once the guest's task ended, or by
+/// [`Supervisor::run_tenure`] when no guest was running. Recording the end
+/// of a tenure (the release) takes one, so it cannot come first (L5).
+struct GuestStopped(());
+
 impl Supervisor {
     /// A supervisor for `controller`, reporting into `status`, gated by
     /// `identity`, stopping when `shutdown` becomes true. Its leases are
@@ -135,7 +158,9 @@ impl Supervisor {
             self.config.timing.renew_interval,
         );
         while !self.stopping() {
-            let refusal = self.identity.borrow().refusal();
+            // Read once and marked seen: a verdict published from here on
+            // wakes the tenure (or this loop) through `changed`.
+            let refusal = self.identity.borrow_and_update().refusal();
             if let Some(reason) = refusal {
                 self.status.set(ControllerState::Failing { reason });
                 tokio::select! {
@@ -245,11 +270,16 @@ impl Supervisor {
     /// CPU-bound code traps at its next epoch check), drop the task's future
     /// (a guest blocked in a host call is cancelled with its database
     /// work), and wait until the Store is gone.
-    async fn abort(&self, guest: RunningGuest, reason: &'static str) {
+    async fn abort(&self, mut guest: RunningGuest, reason: &'static str) -> GuestStopped {
         guest.revocation.revoke();
         guest.task.abort();
-        let _ = guest.task.await;
+        let _ = (&mut guest.task).await;
+        debug_assert!(
+            guest.task.is_finished(),
+            "L5: the guest's task ended before the release"
+        );
         self.status.metrics.aborted(reason);
+        GuestStopped(())
     }
 
     /// A grant that arrived after the renew deadline counted from its
@@ -276,150 +306,35 @@ impl Supervisor {
         }
     }
 
+    /// Run one tenure (see [`Tenure`] for its states and transitions),
+    /// then stop its guest and only then record its end (L5).
     async fn run_tenure(&mut self, grant: Grant, acquire_sent: Instant) -> TenureEnd {
-        let fence = grant.fence.clone();
-        let timing = self.config.timing;
-        let name = self.name().to_string();
-        let epoch = fence.epoch.0;
-        let holder = fence.holder.clone();
-        tracing::info!(controller = name, epoch, holder, "lease acquired; leading");
-        self.status.set(ControllerState::Leading {
-            epoch,
-            problem: None,
-        });
-
-        // L3: the lease counts as ours only until the last successful renew
-        // *sent* plus the deadline, which is below the ttl.
-        let mut valid_until = acquire_sent + timing.renew_deadline;
-        let mut renewals = self
-            .renewer
-            .register(fence.clone(), timing.ttl, timing.renew_interval);
-        let mut renewer_open = true;
-        let (stop_tx, stop_rx) = watch::channel(false);
-        let mut guest: Option<RunningGuest> = None;
-        let mut restarts = Backoff::new(self.config.backoff_min, self.config.backoff_max);
-        let mut restart_at: Option<Instant> = Some(Instant::now());
-        let mut grace_until: Option<Instant> = None;
-        let far = || Instant::now() + Duration::from_secs(3600);
-        let mut identity_open = true;
-        let mut shutdown_open = true;
-
-        let end = loop {
-            if guest.is_none()
-                && grace_until.is_none()
-                && restart_at.is_some_and(|t| t <= Instant::now())
-            {
-                restart_at = None;
-                guest = Some(self.start_guest(&fence, &stop_rx));
+        let fence = grant.fence;
+        let mut tenure = Tenure::begin(self, fence.clone(), acquire_sent);
+        let end = tenure.run().await;
+        let guest = tenure.finish();
+        let stopped = match guest {
+            Some(running) => {
+                let reason = match end {
+                    TenureEnd::Lost(_) => "lease_lost",
+                    TenureEnd::Released => "shutdown",
+                };
+                self.abort(running, reason).await
             }
-            let restart_wait = restart_at.unwrap_or_else(far);
-            let grace_wait = grace_until.unwrap_or_else(far);
-            tokio::select! {
-                biased;
-                _ = tokio::time::sleep_until(valid_until) => {
-                    tracing::error!(controller = name, epoch, holder, "renew deadline passed; the lease counts as lost");
-                    break TenureEnd::Lost("renew_deadline");
-                }
-                outcome = renewals.next(), if renewer_open => {
-                    let Some((sent, result)) = outcome else {
-                        // The renewer stopped (shutdown): the deadline
-                        // still bounds the tenure.
-                        renewer_open = false;
-                        continue;
-                    };
-                    self.status.metrics.renew_seconds.observe(sent.elapsed());
-                    match result {
-                        Ok(Renewed::Extended { .. }) => {
-                            valid_until = valid_until.max(sent + timing.renew_deadline);
-                        }
-                        Ok(Renewed::Lost) => {
-                            tracing::error!(controller = name, epoch, holder, "renew refused; the lease was lost");
-                            break TenureEnd::Lost("renew_refused");
-                        }
-                        Err(e) => {
-                            tracing::warn!(controller = name, epoch, holder, error = %e, "renew failed; retrying until the renew deadline");
-                        }
-                    }
-                }
-                changed = self.identity.changed(), if identity_open => {
-                    // A closed channel means the service is shutting down;
-                    // without this guard a closed watch would be ready on
-                    // every poll and starve the other branches.
-                    if changed.is_err() {
-                        identity_open = false;
-                        continue;
-                    }
-                    let verdict = self.identity.borrow().clone();
-                    if let Some((why, reason)) = verdict.ends_tenure() {
-                        tracing::error!(controller = name, epoch, holder, reason, "giving up the lease: {}", why.replace('_', " "));
-                        break TenureEnd::Lost(why);
-                    }
-                }
-                exit = async { (&mut guest.as_mut().expect("guarded").task).await }, if guest.is_some() => {
-                    let running = guest.take().expect("guarded");
-                    drop(running);
-                    match exit {
-                        Ok(WorkerExit::Stopped) => {
-                            if grace_until.is_some() {
-                                break TenureEnd::Released;
-                            }
-                        }
-                        Ok(WorkerExit::Fenced) => {
-                            tracing::error!(controller = name, epoch, holder, "the guest was fenced; the lease is no longer current");
-                            break TenureEnd::Lost("fenced");
-                        }
-                        Ok(WorkerExit::Guest(e)) => {
-                            let delay = restarts.next_delay();
-                            let label = guest_failure_label(&e);
-                            self.status.metrics.aborted(label);
-                            tracing::error!(controller = name, epoch, holder, error = %e, restart_in = ?delay, "guest torn down; restarting it in this tenure");
-                            self.status.set(ControllerState::Leading {
-                                epoch,
-                                problem: Some(format!("guest restarting: {e}")),
-                            });
-                            restart_at = Some(Instant::now() + delay);
-                        }
-                        Err(join) => {
-                            let delay = restarts.next_delay();
-                            self.status.metrics.aborted("trap");
-                            tracing::error!(controller = name, epoch, holder, error = %join, "guest task failed; restarting it");
-                            restart_at = Some(Instant::now() + delay);
-                        }
-                    }
-                }
-                _ = tokio::time::sleep_until(restart_wait), if guest.is_none() && restart_at.is_some() => {
-                    self.status.set(ControllerState::Leading {
-                epoch,
-                problem: None,
-            });
-                }
-                changed = self.shutdown.changed(), if grace_until.is_none() && shutdown_open => {
-                    // A dropped sender also means: stop.
-                    shutdown_open = changed.is_ok();
-                    if *self.shutdown.borrow() || !shutdown_open {
-                        tracing::info!(controller = name, epoch, holder, "shutting down: finishing the running reconcile");
-                        let _ = stop_tx.send(true);
-                        if guest.is_none() {
-                            break TenureEnd::Released;
-                        }
-                        grace_until = Some(Instant::now() + self.config.shutdown_grace);
-                    }
-                }
-                _ = tokio::time::sleep_until(grace_wait), if grace_until.is_some() => {
-                    tracing::warn!(controller = name, epoch, holder, "reconcile did not finish within the shutdown grace; aborting it");
-                    break TenureEnd::Released;
-                }
-            }
+            None => GuestStopped(()),
         };
+        self.record_end(&fence, end, stopped).await;
+        end
+    }
 
-        drop(renewals);
-        if let Some(running) = guest.take() {
-            let reason = match end {
-                TenureEnd::Lost(_) => "lease_lost",
-                TenureEnd::Released => "shutdown",
-            };
-            self.abort(running, reason).await;
-        }
+    /// Count and report how the tenure ended, then record its end and, if
+    /// the row is still ours, release it so a standby need not wait for
+    /// the ttl. Takes the proof that the guest stopped: L5 orders the
+    /// release after the guest, and this signature enforces it.
+    async fn record_end(&self, fence: &Fence, end: TenureEnd, _stopped: GuestStopped) {
+        let name = self.name();
+        let epoch = fence.epoch.0;
+        let holder = &fence.holder;
         let reason = match end {
             TenureEnd::Lost(why) => {
                 self.status.metrics.lost(why);
@@ -434,12 +349,9 @@ impl Supervisor {
             }
             TenureEnd::Released => EndReason::Released,
         };
-        // Recording the end (and, if the row is still ours, releasing it so
-        // a standby need not wait for the ttl) happens after the guest is
-        // gone (L5).
         let release = tokio::time::timeout(
             crate::timeouts::TENURE_END_RECORD,
-            self.authority.release(&fence, reason),
+            self.authority.release(fence, reason),
         )
         .await;
         match release {
@@ -463,7 +375,536 @@ impl Supervisor {
         if end == TenureEnd::Released {
             self.status.set(ControllerState::Stopped);
         }
-        end
+    }
+}
+
+/// Where a tenure is; [`Machine`] documents the transitions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    /// Granted (or restart due): a guest is to start now, if the renew
+    /// deadline has not passed.
+    Starting,
+    /// A guest runs.
+    Running,
+    /// The guest failed; a fresh one starts at `at`, inside the same
+    /// tenure (G4).
+    Restarting {
+        /// When the fresh guest starts.
+        at: Instant,
+    },
+    /// Stop requested: the running guest finishes its reconcile until
+    /// `grace_until`.
+    Stopping {
+        /// When the reconcile is aborted anyway.
+        grace_until: Instant,
+    },
+    /// Over. A guest still running is aborted, and only then is the end
+    /// recorded (L5).
+    Ended(TenureEnd),
+}
+
+/// A renewal outcome, as the tenure's decisions need it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Renewal {
+    /// Extended; the renewal was sent at `sent`.
+    Extended {
+        /// When the renewal was sent: L3 counts from here.
+        sent: Instant,
+    },
+    /// Refused: the lease is no longer this fence's.
+    Refused,
+    /// The round trip failed; the deadline still bounds the tenure.
+    Failed,
+}
+
+/// How a guest's task ended, as the tenure's decisions need it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum GuestEnd {
+    /// It stopped taking work (it was asked to).
+    Stopped,
+    /// It saw `fenced`: the lease is no longer current.
+    Fenced,
+    /// It failed and was torn down (trap, deadline, memory, panic).
+    Failed,
+}
+
+/// What [`Machine::advance`] decided before the next wait.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Advance {
+    /// Nothing to do now.
+    Wait,
+    /// Start a guest now (the phase is now `Running`).
+    StartGuest,
+    /// The renew deadline has passed: the tenure ended as lost (L3).
+    DeadlinePassed,
+}
+
+/// The decisions of one tenure, free of I/O so that each transition can
+/// be checked (and tested) on its own; [`Tenure`] performs them.
+///
+/// The lease counts as this holder's until `valid_until`: the send time
+/// of the last successful renewal (at first, of the acquire) plus
+/// `renew_deadline` (L3). Transitions (every handler returns the next
+/// phase; the deadline is checked first, before any guest starts):
+///
+/// | from | event | to |
+/// |---|---|---|
+/// | any but `Ended` | `valid_until` reached (deadline fired, or found passed before a start) | `Ended(Lost("renew_deadline"))` |
+/// | any but `Ended` | renewal refused | `Ended(Lost("renew_refused"))` |
+/// | any | renewal extended | same; `valid_until` = max(it, sent + deadline) |
+/// | any | renewal failed, renewer gone | same |
+/// | any but `Ended` | identity mismatch / holder name taken | `Ended(Lost("identity_changed" / "holder_taken"))` |
+/// | `Starting` | before `valid_until` | `Running` (a guest starts) |
+/// | `Running` | guest failed (or stopped unasked) | `Restarting { at: now + backoff }` |
+/// | `Running`, `Stopping` | guest fenced | `Ended(Lost("fenced"))` |
+/// | `Restarting` | `at` reached | `Starting` |
+/// | `Running` | stop requested | `Stopping { grace_until: now + grace }` |
+/// | `Starting`, `Restarting` | stop requested | `Ended(Released)` |
+/// | `Stopping` | guest stopped or failed | `Ended(Released)` |
+/// | `Stopping` | grace over | `Ended(Released)` (the guest is aborted) |
+///
+/// After `Ended`, [`Supervisor::run_tenure`] aborts a guest that still
+/// runs and waits for its task to end before it records the end and
+/// releases the lease (L5).
+#[derive(Debug, Clone)]
+struct Machine {
+    phase: Phase,
+    valid_until: Instant,
+    renew_deadline: Duration,
+    shutdown_grace: Duration,
+}
+
+impl Machine {
+    fn new(acquire_sent: Instant, renew_deadline: Duration, shutdown_grace: Duration) -> Self {
+        Self {
+            phase: Phase::Starting,
+            valid_until: acquire_sent + renew_deadline,
+            renew_deadline,
+            shutdown_grace,
+        }
+    }
+
+    fn ended(&self) -> bool {
+        matches!(self.phase, Phase::Ended(_))
+    }
+
+    /// Before each wait: the deadline first (L3: no guest starts, or keeps
+    /// running, once it passed), then a due start.
+    fn advance(&mut self, now: Instant) -> Advance {
+        if self.ended() {
+            return Advance::Wait;
+        }
+        if now >= self.valid_until {
+            self.phase = self.on_deadline();
+            return Advance::DeadlinePassed;
+        }
+        if self.phase == Phase::Starting {
+            debug_assert!(
+                now < self.valid_until,
+                "L3: a guest starts only before the renew deadline"
+            );
+            self.phase = Phase::Running;
+            return Advance::StartGuest;
+        }
+        Advance::Wait
+    }
+
+    /// The renew deadline fired.
+    fn on_deadline(&self) -> Phase {
+        match self.phase {
+            Phase::Ended(end) => Phase::Ended(end),
+            _ => Phase::Ended(TenureEnd::Lost("renew_deadline")),
+        }
+    }
+
+    /// A renewal outcome arrived.
+    fn on_renewal(&mut self, renewal: Renewal, now: Instant) -> Phase {
+        match renewal {
+            Renewal::Extended { sent } => {
+                // Counted from the send, never from the answer (L3): the
+                // deadline can only reach the answer's time + deadline.
+                self.valid_until = self.valid_until.max(sent + self.renew_deadline);
+                debug_assert!(
+                    sent <= now && self.valid_until <= now + self.renew_deadline,
+                    "L3: the deadline counts from a renewal already sent"
+                );
+                self.phase
+            }
+            Renewal::Refused if !self.ended() => Phase::Ended(TenureEnd::Lost("renew_refused")),
+            Renewal::Refused | Renewal::Failed => self.phase,
+        }
+    }
+
+    /// The gate's verdict changed; `ends` names why it ends tenures, if
+    /// it does.
+    fn on_identity(&self, ends: Option<&'static str>) -> Phase {
+        match ends {
+            Some(why) if !self.ended() => Phase::Ended(TenureEnd::Lost(why)),
+            _ => self.phase,
+        }
+    }
+
+    /// The guest's task ended; a fresh guest would start at `restart_at`.
+    fn on_guest_exit(&self, end: GuestEnd, restart_at: Instant) -> Phase {
+        match (self.phase, end) {
+            (Phase::Running | Phase::Stopping { .. }, GuestEnd::Fenced) => {
+                Phase::Ended(TenureEnd::Lost("fenced"))
+            }
+            // Nothing is left to wait for: the guest is gone.
+            (Phase::Stopping { .. }, GuestEnd::Stopped | GuestEnd::Failed) => {
+                Phase::Ended(TenureEnd::Released)
+            }
+            // A worker stops only when asked, which makes the phase
+            // `Stopping`; were it to stop unasked, the lease is still
+            // held, so it is restarted like a failed one.
+            (Phase::Running, GuestEnd::Failed | GuestEnd::Stopped) => {
+                Phase::Restarting { at: restart_at }
+            }
+            // No guest runs in the other phases.
+            (phase, _) => phase,
+        }
+    }
+
+    /// The restart timer fired.
+    fn on_restart_due(&self, now: Instant) -> Phase {
+        match self.phase {
+            Phase::Restarting { at } if at <= now => Phase::Starting,
+            phase => phase,
+        }
+    }
+
+    /// Stop was requested (shutdown, or the controller is removed).
+    fn on_stop_requested(&self, now: Instant) -> Phase {
+        match self.phase {
+            Phase::Running => Phase::Stopping {
+                grace_until: now + self.shutdown_grace,
+            },
+            Phase::Starting | Phase::Restarting { .. } => Phase::Ended(TenureEnd::Released),
+            phase => phase,
+        }
+    }
+
+    /// The shutdown grace is over: the reconcile is aborted.
+    fn on_grace_over(&self) -> Phase {
+        match self.phase {
+            Phase::Stopping { .. } => Phase::Ended(TenureEnd::Released),
+            phase => phase,
+        }
+    }
+}
+
+/// What woke the tenure.
+enum Event {
+    DeadlineFired,
+    /// `None`: the renewer stopped (shutdown); the deadline still bounds
+    /// the tenure.
+    Renewal(Option<renewer::Outcome>),
+    /// `open` is false once the gate's channel closed (shutdown).
+    IdentityChanged {
+        open: bool,
+    },
+    GuestExited(Result<WorkerExit, tokio::task::JoinError>),
+    RestartDue,
+    /// `open` is false once the stop channel's sender is gone, which
+    /// also means: stop.
+    StopRequested {
+        open: bool,
+    },
+    GraceOver,
+}
+
+/// One tenure in progress: the [`Machine`]'s decisions carried out (the
+/// guest started and stopped, renewals followed, the gate and the stop
+/// request watched), with the logs and metrics of each event.
+struct Tenure<'s> {
+    sup: &'s mut Supervisor,
+    fence: Fence,
+    machine: Machine,
+    /// Present exactly while the phase is `Running` or `Stopping` (and
+    /// after `Ended`, until [`Supervisor::run_tenure`] aborts it).
+    guest: Option<RunningGuest>,
+    renewals: Registration,
+    /// False once the renewer stopped: without this guard a closed
+    /// channel would be ready on every poll and starve the other events.
+    renewer_open: bool,
+    /// False once the gate's channel closed (same reason).
+    identity_open: bool,
+    /// False once the stop channel's sender is gone (same reason).
+    shutdown_open: bool,
+    /// Tells the worker to stop taking work.
+    stop_tx: watch::Sender<bool>,
+    stop_rx: watch::Receiver<bool>,
+    restarts: Backoff,
+}
+
+impl<'s> Tenure<'s> {
+    fn begin(sup: &'s mut Supervisor, fence: Fence, acquire_sent: Instant) -> Self {
+        let timing = sup.config.timing;
+        tracing::info!(
+            controller = sup.name(),
+            epoch = fence.epoch.0,
+            holder = fence.holder,
+            "lease acquired; leading"
+        );
+        sup.status.set(ControllerState::Leading {
+            epoch: fence.epoch.0,
+            problem: None,
+        });
+        let renewals = sup
+            .renewer
+            .register(fence.clone(), timing.ttl, timing.renew_interval);
+        let (stop_tx, stop_rx) = watch::channel(false);
+        let restarts = Backoff::new(sup.config.backoff_min, sup.config.backoff_max);
+        let machine = Machine::new(
+            acquire_sent,
+            timing.renew_deadline,
+            sup.config.shutdown_grace,
+        );
+        Self {
+            sup,
+            fence,
+            machine,
+            guest: None,
+            renewals,
+            renewer_open: true,
+            identity_open: true,
+            shutdown_open: true,
+            stop_tx,
+            stop_rx,
+            restarts,
+        }
+    }
+
+    /// Drive the machine until the tenure ended.
+    async fn run(&mut self) -> TenureEnd {
+        // A verdict published while the lease was being acquired counts
+        // before anything starts. Read once (and marked seen), so the
+        // decision and the log below see the same verdict.
+        let ends = self.read_gate();
+        self.machine.phase = self.machine.on_identity(ends);
+        loop {
+            match self.machine.advance(Instant::now()) {
+                Advance::StartGuest => {
+                    self.guest = Some(self.sup.start_guest(&self.fence, &self.stop_rx));
+                }
+                Advance::DeadlinePassed => {
+                    tracing::error!(
+                        controller = self.sup.name(),
+                        epoch = self.fence.epoch.0,
+                        holder = self.fence.holder,
+                        "renew deadline passed; the lease counts as lost"
+                    );
+                }
+                Advance::Wait => {}
+            }
+            if let Phase::Ended(end) = self.machine.phase {
+                return end;
+            }
+            debug_assert_eq!(
+                self.guest.is_some(),
+                matches!(self.machine.phase, Phase::Running | Phase::Stopping { .. }),
+                "a guest runs exactly in the Running and Stopping phases"
+            );
+            let event = self.next_event().await;
+            self.machine.phase = self.handle(event);
+        }
+    }
+
+    /// The guest still running after the tenure ended, if any, for the
+    /// supervisor to abort before it records the end. Renewals stop here.
+    fn finish(self) -> Option<RunningGuest> {
+        let Self {
+            guest, renewals, ..
+        } = self;
+        drop(renewals);
+        guest
+    }
+
+    /// The gate's verdict, read once and marked seen: why it ends this
+    /// tenure, if it does (logged here).
+    fn read_gate(&mut self) -> Option<&'static str> {
+        let verdict = self.sup.identity.borrow_and_update().clone();
+        let (why, reason) = verdict.ends_tenure()?;
+        tracing::error!(
+            controller = self.sup.name(),
+            epoch = self.fence.epoch.0,
+            holder = self.fence.holder,
+            reason,
+            "giving up the lease: {}",
+            why.replace('_', " ")
+        );
+        Some(why)
+    }
+
+    async fn next_event(&mut self) -> Event {
+        let restart_at = match self.machine.phase {
+            Phase::Restarting { at } => Some(at),
+            _ => None,
+        };
+        let grace_until = match self.machine.phase {
+            Phase::Stopping { grace_until } => Some(grace_until),
+            _ => None,
+        };
+        let watch_stop = self.shutdown_open && grace_until.is_none();
+        let guest = self.guest.as_mut().map(|g| &mut g.task);
+        tokio::select! {
+            // The deadline wins over every other ready event (L3).
+            biased;
+            _ = tokio::time::sleep_until(self.machine.valid_until) => Event::DeadlineFired,
+            outcome = self.renewals.next(), if self.renewer_open => Event::Renewal(outcome),
+            changed = self.sup.identity.changed(), if self.identity_open => {
+                Event::IdentityChanged { open: changed.is_ok() }
+            }
+            exit = join_guest(guest) => Event::GuestExited(exit),
+            _ = sleep_until_some(restart_at) => Event::RestartDue,
+            changed = self.sup.shutdown.changed(), if watch_stop => {
+                Event::StopRequested { open: changed.is_ok() }
+            }
+            _ = sleep_until_some(grace_until) => Event::GraceOver,
+        }
+    }
+
+    /// One handler per event: log, count, carry out the event's effects,
+    /// and return the machine's next phase.
+    fn handle(&mut self, event: Event) -> Phase {
+        let name = self.sup.name().to_string();
+        let epoch = self.fence.epoch.0;
+        let holder = self.fence.holder.clone();
+        let now = Instant::now();
+        match event {
+            Event::DeadlineFired => {
+                tracing::error!(
+                    controller = name,
+                    epoch,
+                    holder,
+                    "renew deadline passed; the lease counts as lost"
+                );
+                self.machine.on_deadline()
+            }
+            Event::Renewal(None) => {
+                self.renewer_open = false;
+                self.machine.phase
+            }
+            Event::Renewal(Some((sent, result))) => {
+                self.sup
+                    .status
+                    .metrics
+                    .renew_seconds
+                    .observe(sent.elapsed());
+                let renewal = match result {
+                    Ok(Renewed::Extended { .. }) => Renewal::Extended { sent },
+                    Ok(Renewed::Lost) => {
+                        tracing::error!(
+                            controller = name,
+                            epoch,
+                            holder,
+                            "renew refused; the lease was lost"
+                        );
+                        Renewal::Refused
+                    }
+                    Err(e) => {
+                        tracing::warn!(controller = name, epoch, holder, error = %e, "renew failed; retrying until the renew deadline");
+                        Renewal::Failed
+                    }
+                };
+                self.machine.on_renewal(renewal, now)
+            }
+            Event::IdentityChanged { open: false } => {
+                // The service is shutting down.
+                self.identity_open = false;
+                self.machine.phase
+            }
+            Event::IdentityChanged { open: true } => {
+                let ends = self.read_gate();
+                self.machine.on_identity(ends)
+            }
+            Event::GuestExited(exit) => {
+                // The task has ended: nothing is left to abort.
+                drop(self.guest.take());
+                let delay = match exit {
+                    Ok(WorkerExit::Fenced) => Duration::ZERO,
+                    _ => self.restarts.next_delay(),
+                };
+                let end = match exit {
+                    Ok(WorkerExit::Stopped) => GuestEnd::Stopped,
+                    Ok(WorkerExit::Fenced) => {
+                        tracing::error!(
+                            controller = name,
+                            epoch,
+                            holder,
+                            "the guest was fenced; the lease is no longer current"
+                        );
+                        GuestEnd::Fenced
+                    }
+                    Ok(WorkerExit::Guest(e)) => {
+                        self.sup.status.metrics.aborted(guest_failure_label(&e));
+                        tracing::error!(controller = name, epoch, holder, error = %e, restart_in = ?delay, "guest torn down; restarting it in this tenure");
+                        self.sup.status.set(ControllerState::Leading {
+                            epoch,
+                            problem: Some(format!("guest restarting: {e}")),
+                        });
+                        GuestEnd::Failed
+                    }
+                    Err(join) => {
+                        self.sup.status.metrics.aborted("trap");
+                        tracing::error!(controller = name, epoch, holder, error = %join, "guest task failed; restarting it");
+                        GuestEnd::Failed
+                    }
+                };
+                self.machine.on_guest_exit(end, now + delay)
+            }
+            Event::RestartDue => {
+                let next = self.machine.on_restart_due(now);
+                if next == Phase::Starting {
+                    self.sup.status.set(ControllerState::Leading {
+                        epoch,
+                        problem: None,
+                    });
+                }
+                next
+            }
+            Event::StopRequested { open } => {
+                self.shutdown_open = open;
+                if open && !*self.sup.shutdown.borrow() {
+                    return self.machine.phase;
+                }
+                tracing::info!(
+                    controller = name,
+                    epoch,
+                    holder,
+                    "shutting down: finishing the running reconcile"
+                );
+                let _ = self.stop_tx.send(true);
+                self.machine.on_stop_requested(now)
+            }
+            Event::GraceOver => {
+                tracing::warn!(
+                    controller = name,
+                    epoch,
+                    holder,
+                    "reconcile did not finish within the shutdown grace; aborting it"
+                );
+                self.machine.on_grace_over()
+            }
+        }
+    }
+}
+
+/// The guest task's end, or never when no guest runs.
+async fn join_guest(
+    task: Option<&mut JoinHandle<WorkerExit>>,
+) -> Result<WorkerExit, tokio::task::JoinError> {
+    match task {
+        Some(task) => task.await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Sleep until `at`, or forever when there is no `at`.
+async fn sleep_until_some(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
     }
 }
 
@@ -473,5 +914,145 @@ fn guest_failure_label(error: &GuestError) -> &'static str {
         GuestError::DeadlineExceeded { .. } => "deadline",
         GuestError::OutOfMemory { .. } => "memory",
         GuestError::Trap { .. } | GuestError::Poisoned { .. } => "trap",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const DEADLINE: Duration = Duration::from_millis(700);
+    const GRACE: Duration = Duration::from_secs(5);
+    /// Bound on the waits below; they end at once unless the behaviour broke.
+    const WAIT: Duration = Duration::from_secs(10);
+
+    fn machine(acquire_sent: Instant) -> Machine {
+        Machine::new(acquire_sent, DEADLINE, GRACE)
+    }
+
+    #[test]
+    fn a_grant_whose_deadline_already_passed_starts_no_guest() {
+        let now = Instant::now();
+        let mut m = machine(now - DEADLINE);
+        assert_eq!(m.advance(now), Advance::DeadlinePassed);
+        assert_eq!(m.phase, Phase::Ended(TenureEnd::Lost("renew_deadline")));
+        // Once ended, nothing starts either.
+        assert_eq!(m.advance(now), Advance::Wait);
+    }
+
+    #[test]
+    fn a_restart_that_falls_due_after_the_deadline_starts_no_guest() {
+        let sent = Instant::now();
+        let mut m = machine(sent);
+        assert_eq!(m.advance(sent), Advance::StartGuest);
+        assert_eq!(m.phase, Phase::Running);
+        let at = sent + DEADLINE;
+        m.phase = m.on_guest_exit(GuestEnd::Failed, at);
+        assert_eq!(m.phase, Phase::Restarting { at });
+        m.phase = m.on_restart_due(at);
+        assert_eq!(m.phase, Phase::Starting);
+        assert_eq!(m.advance(at), Advance::DeadlinePassed);
+        assert_eq!(m.phase, Phase::Ended(TenureEnd::Lost("renew_deadline")));
+    }
+
+    #[test]
+    fn the_deadline_counts_from_the_last_successful_renewal_sent() {
+        let sent = Instant::now();
+        let mut m = machine(sent);
+        m.advance(sent);
+        let later = sent + DEADLINE / 2;
+        assert_eq!(
+            m.on_renewal(Renewal::Extended { sent: later }, later),
+            Phase::Running
+        );
+        assert_eq!(m.valid_until, later + DEADLINE);
+        // An older renewal answered late never moves the deadline back.
+        assert_eq!(
+            m.on_renewal(Renewal::Extended { sent }, later),
+            Phase::Running
+        );
+        assert_eq!(m.valid_until, later + DEADLINE);
+        // A failed round trip extends nothing.
+        assert_eq!(m.on_renewal(Renewal::Failed, later), Phase::Running);
+        assert_eq!(m.valid_until, later + DEADLINE);
+        assert_eq!(
+            m.on_renewal(Renewal::Refused, later),
+            Phase::Ended(TenureEnd::Lost("renew_refused"))
+        );
+    }
+
+    #[test]
+    fn stop_lets_a_running_guest_finish_and_ends_at_once_without_one() {
+        let now = Instant::now();
+        let mut m = machine(now);
+        assert_eq!(
+            m.on_stop_requested(now),
+            Phase::Ended(TenureEnd::Released),
+            "no guest yet"
+        );
+        m.advance(now);
+        m.phase = m.on_stop_requested(now);
+        assert_eq!(
+            m.phase,
+            Phase::Stopping {
+                grace_until: now + GRACE
+            }
+        );
+        assert_eq!(
+            m.on_guest_exit(GuestEnd::Stopped, now),
+            Phase::Ended(TenureEnd::Released)
+        );
+        assert_eq!(m.on_grace_over(), Phase::Ended(TenureEnd::Released));
+        assert_eq!(
+            m.on_guest_exit(GuestEnd::Fenced, now),
+            Phase::Ended(TenureEnd::Lost("fenced"))
+        );
+        m.phase = Phase::Restarting { at: now + GRACE };
+        assert_eq!(m.on_stop_requested(now), Phase::Ended(TenureEnd::Released));
+    }
+
+    #[test]
+    fn a_gate_verdict_that_ends_tenures_ends_every_phase() {
+        let now = Instant::now();
+        let mut m = machine(now);
+        for phase in [
+            Phase::Starting,
+            Phase::Running,
+            Phase::Restarting { at: now },
+            Phase::Stopping { grace_until: now },
+        ] {
+            m.phase = phase;
+            assert_eq!(m.on_identity(None), phase);
+            assert_eq!(
+                m.on_identity(Some("holder_taken")),
+                Phase::Ended(TenureEnd::Lost("holder_taken")),
+                "{phase:?}"
+            );
+            assert_eq!(
+                m.on_deadline(),
+                Phase::Ended(TenureEnd::Lost("renew_deadline")),
+                "{phase:?}"
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn a_dropped_running_guest_is_revoked_and_aborted_not_detached() {
+        let (guard, dropped) = tokio::sync::oneshot::channel::<()>();
+        let task = tokio::spawn(async move {
+            let _guard = guard;
+            std::future::pending::<WorkerExit>().await
+        });
+        let revocation = Revocation::new(&wasmtime::Engine::default());
+        drop(RunningGuest {
+            task,
+            revocation: revocation.clone(),
+        });
+        assert!(revocation.is_revoked(), "the fence was not revoked");
+        // The guard goes when the task's future is dropped by the abort.
+        let closed = tokio::time::timeout(WAIT, dropped)
+            .await
+            .expect("the guest task still runs: it was detached, not aborted");
+        assert!(closed.is_err(), "the guard was never sent");
     }
 }

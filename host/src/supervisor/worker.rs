@@ -14,13 +14,13 @@ use tokio::time::Instant;
 
 use super::backoff::Backoff;
 use super::queue::WorkQueue;
+use super::sleep_until_some;
 use crate::limits::MAX_PAGE_SIZE;
 use crate::runtime::{GuestError, GuestInstance, Reconciled};
 use crate::status::ControllerStatus;
 use crate::store::{ObjectKey, Store};
 
-/// Longest delay a guest may ask for before a key is reconciled again.
-const MAX_REQUEUE: Duration = Duration::from_secs(24 * 3600);
+use crate::timeouts::MAX_REQUEUE;
 
 /// What the worker needs besides the guest.
 pub(crate) struct WorkerContext {
@@ -117,10 +117,9 @@ pub(crate) async fn run(mut guest: GuestInstance, ctx: WorkerContext) -> WorkerE
             }
             continue;
         }
-        let far = Instant::now() + Duration::from_secs(3600);
-        let next_due = worker.queue.next_due().unwrap_or(far);
-        let feed_retry = worker.feed_retry_at.unwrap_or(far);
-        let resync_at = next_resync.unwrap_or(far);
+        let next_due = worker.queue.next_due();
+        let feed_retry = worker.feed_retry_at;
+        let resync_at = next_resync;
         tokio::select! {
             changed = worker.ctx.stop.changed() => {
                 if changed.is_err() {
@@ -135,9 +134,9 @@ pub(crate) async fn run(mut guest: GuestInstance, ctx: WorkerContext) -> WorkerE
                 }
                 worker.read_feed().await;
             }
-            _ = tokio::time::sleep_until(next_due) => {}
-            _ = tokio::time::sleep_until(feed_retry) => worker.read_feed().await,
-            _ = tokio::time::sleep_until(resync_at) => {
+            _ = sleep_until_some(next_due) => {}
+            _ = sleep_until_some(feed_retry) => worker.read_feed().await,
+            _ = sleep_until_some(resync_at) => {
                 worker.resync_due = true;
                 next_resync = resync_period.map(|p| Instant::now() + p);
             }
