@@ -23,6 +23,7 @@ pub const URL_ENV: &str = "LEASEHOLD_DATABASE_URL";
 pub const MIGRATIONS: &[(i32, &str)] = &[
     (1, include_str!("../migrations/0001_init.sql")),
     (3, include_str!("../migrations/0003_store_collation.sql")),
+    (4, include_str!("../migrations/0004_tenure_snapshots.sql")),
 ];
 
 /// Database setup failures.

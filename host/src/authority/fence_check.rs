@@ -1,5 +1,18 @@
 //! The fence check that every fenced write runs inside its own transaction
-//! (L4). The store calls these; the authority owns what they mean.
+//! (L4), and the count of a tenure's writes (L6). The store calls these;
+//! the authority owns what they mean.
+//!
+//! Must never: let a fenced write commit without [`check_fence`] having
+//! seen its fence current inside the write's transaction (outside the
+//! test-only feature `unsafe-disable-fence`).
+//!
+//! The test-only build (`unsafe-disable-fence`) must be *truly* unfenced:
+//! nothing inside a write's transaction may touch a row that the next
+//! grant locks or updates (the lease row, the tenure rows), or the grant
+//! would wait for the write as if it were fenced and the fault suite could
+//! not tell the builds apart. So there the check is skipped and the write
+//! count runs after the commit, in its own statement
+//! ([`COUNTS_WRITES_IN_TRANSACTION`]).
 
 use std::sync::LazyLock;
 
@@ -102,6 +115,15 @@ pub async fn check_fence(
     judge(fence, view)
 }
 
+/// Whether [`record_write`] runs inside the write's transaction (the real
+/// build: the count and the write commit together) or after its commit, in
+/// its own statement (the unfenced test build: the count updates the tenure
+/// row, which the next grant updates too, so counting inside the
+/// transaction would make the grant wait for the write, a fence in all but
+/// name). After the commit, a host that dies between the two leaves a
+/// write uncounted: acceptable for a build that is never deployed.
+pub const COUNTS_WRITES_IN_TRANSACTION: bool = !cfg!(feature = "unsafe-disable-fence");
+
 /// Count one accepted write against the fence's tenure (L6), in the same
 /// transaction as the write.
 pub async fn record_write(
@@ -109,18 +131,37 @@ pub async fn record_write(
     statements: &FenceStatements,
     fence: &Fence,
 ) -> Result<(), AuthorityError> {
-    tx.execute(
-        &statements.record,
-        &[&fence.key.cluster, &fence.key.name, &(fence.epoch.0 as i64)],
-    )
-    .await
-    .map_err(|e| {
-        super::postgres::classify(
-            CALLER_TRANSACTION,
-            &format!("recording a write of {fence}"),
-            &e,
+    count_write(tx, statements, fence).await
+}
+
+/// [`record_write`] on the session, after the write committed: only where
+/// [`COUNTS_WRITES_IN_TRANSACTION`] is false (the unfenced test build).
+pub async fn record_write_after_commit(
+    client: &tokio_postgres::Client,
+    statements: &FenceStatements,
+    fence: &Fence,
+) -> Result<(), AuthorityError> {
+    count_write(client, statements, fence).await
+}
+
+async fn count_write(
+    client: &impl tokio_postgres::GenericClient,
+    statements: &FenceStatements,
+    fence: &Fence,
+) -> Result<(), AuthorityError> {
+    client
+        .execute(
+            &statements.record,
+            &[&fence.key.cluster, &fence.key.name, &(fence.epoch.0 as i64)],
         )
-    })?;
+        .await
+        .map_err(|e| {
+            super::postgres::classify(
+                CALLER_TRANSACTION,
+                &format!("recording a write of {fence}"),
+                &e,
+            )
+        })?;
     Ok(())
 }
 

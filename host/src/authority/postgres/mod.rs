@@ -79,15 +79,18 @@ const GRANT_FIRST: &str = "
         RETURNING epoch, acquired_at, expires_at
     ),
     opened AS (
-        INSERT INTO leasehold_tenures (cluster, lease, epoch, holder, endpoint, acquired_at)
-        SELECT $1, $2, epoch, $3, $5, acquired_at FROM granted
+        INSERT INTO leasehold_tenures (cluster, lease, epoch, holder, endpoint, acquired_at, granted_snapshot)
+        SELECT $1, $2, epoch, $3, $5, acquired_at, pg_current_snapshot() FROM granted
     )
     SELECT epoch, acquired_at, expires_at FROM granted";
 
 /// Next grant, on the row locked by [`LOCK_LEASE`]: previous epoch + 1
 /// (L1), only if released or expired by the database clock (L2). Every
 /// still-open earlier tenure is ended: `expired` at its expiry if the row
-/// had expired ($6, $7), else `superseded` now.
+/// had expired ($6, $7), else `superseded` now. The new tenure records
+/// this statement's snapshot, taken after [`LOCK_LEASE`] returned, so every
+/// fenced write of an earlier epoch that committed is visible in it (the
+/// fault suite's checker orders writes by it; migration 4).
 const GRANT_NEXT: &str = "
     WITH clock AS (SELECT clock_timestamp() AS t),
     granted AS (
@@ -108,8 +111,8 @@ const GRANT_NEXT: &str = "
          WHERE t.cluster = $1 AND t.lease = $2 AND t.epoch < g.epoch AND t.ended_at IS NULL
     ),
     opened AS (
-        INSERT INTO leasehold_tenures (cluster, lease, epoch, holder, endpoint, acquired_at)
-        SELECT $1, $2, epoch, $3, $5, acquired_at FROM granted
+        INSERT INTO leasehold_tenures (cluster, lease, epoch, holder, endpoint, acquired_at, granted_snapshot)
+        SELECT $1, $2, epoch, $3, $5, acquired_at, pg_current_snapshot() FROM granted
     )
     SELECT epoch, acquired_at, expires_at FROM granted";
 
@@ -129,11 +132,13 @@ const RENEW: &str = "
        AND NOT l.released AND l.expires_at > clock_timestamp()
     RETURNING l.cluster, l.name, l.epoch, l.holder, l.expires_at";
 
-/// Release in one statement (hence one transaction): mark the row released
-/// only while this fence is current (a stale holder never releases its
-/// successor), end this tenure if still open, and NOTIFY only if the row
-/// was released. The notification is delivered at commit, after the row is
-/// acquirable.
+/// Release in one statement, run after [`LOCK_LEASE`] in the same
+/// transaction: mark the row released only while this fence is current (a
+/// stale holder never releases its successor), end this tenure if still
+/// open, recording this statement's snapshot (taken after the lock, so
+/// every committed fenced write of the tenure is visible in it), and NOTIFY
+/// only if the row was released. The notification is delivered at commit,
+/// after the row is acquirable.
 const RELEASE: &str = "
     WITH released AS (
         UPDATE leasehold_leases SET released = true
@@ -141,7 +146,8 @@ const RELEASE: &str = "
         RETURNING cluster
     ),
     ended AS (
-        UPDATE leasehold_tenures SET ended_at = clock_timestamp(), end_reason = $5
+        UPDATE leasehold_tenures
+           SET ended_at = clock_timestamp(), end_reason = $5, released_snapshot = pg_current_snapshot()
          WHERE cluster = $1 AND lease = $2 AND epoch = $3 AND holder = $4 AND ended_at IS NULL
         RETURNING epoch
     ),
@@ -614,21 +620,34 @@ impl Authority for PostgresAuthority {
         let what = format!("releasing {fence} ({})", reason.as_str());
         let (released, ended, _notified): (i64, i64, i64) = self
             .run(&what, async {
-                let client = self.shared.db.pool().get().await?;
-                let release = client.prepare_cached(RELEASE).await?;
-                let row = client
-                    .query_one(
-                        &release,
-                        &[
-                            &fence.key.cluster,
-                            &fence.key.name,
-                            &epoch,
-                            &fence.holder,
-                            &reason.as_str(),
-                            &RELEASE_CHANNEL,
-                        ],
-                    )
-                    .await?;
+                let mut client = self.shared.db.pool().get().await?;
+                let tx = client.transaction().await?;
+                let lock = tx.prepare_cached(LOCK_LEASE).await?;
+                let release = tx.prepare_cached(RELEASE).await?;
+                // One flight, in this order: bound the idle time, lock the
+                // row (waiting for in-flight fenced writes), then release
+                // with a snapshot taken after the lock.
+                let key: [&(dyn tokio_postgres::types::ToSql + Sync); 2] =
+                    [&fence.key.cluster, &fence.key.name];
+                let reason = reason.as_str();
+                let params: [&(dyn tokio_postgres::types::ToSql + Sync); 6] = [
+                    &fence.key.cluster,
+                    &fence.key.name,
+                    &epoch,
+                    &fence.holder,
+                    &reason,
+                    &RELEASE_CHANNEL,
+                ];
+                let (bounded, locked, row) = tokio::join!(
+                    biased;
+                    tx.batch_execute(&BOUND_IDLE_TRANSACTION),
+                    tx.query_opt(&lock, &key),
+                    tx.query_one(&release, &params)
+                );
+                bounded?;
+                locked?;
+                let row = row?;
+                tx.commit().await?;
                 Ok((row.get(0), row.get(1), row.get(2)))
             })
             .await?;

@@ -648,3 +648,91 @@ async fn the_release_listener_reconnects_and_closes_its_own_session() {
     })
     .await;
 }
+
+/// Whether the snapshot in `column` of tenure `epoch` (east/scheduler)
+/// sees transaction `xid` as finished.
+async fn tenure_snapshot_sees(admin: &Database, column: &str, epoch: i64, xid: &str) -> bool {
+    admin
+        .client()
+        .await
+        .unwrap()
+        .query_one(
+            &format!(
+                "SELECT pg_visible_in_snapshot($1::text::xid8, {column}) FROM leasehold_tenures
+                  WHERE cluster = 'east' AND lease = 'scheduler' AND epoch = $2"
+            ),
+            &[&xid, &epoch],
+        )
+        .await
+        .unwrap()
+        .get::<_, Option<bool>>(0)
+        .unwrap_or_else(|| panic!("tenure {epoch} recorded no {column}"))
+}
+
+/// The fault suite's checker orders writes by the grant and release
+/// snapshots (migration 4); they must be taken after the lease row is
+/// locked, so a fenced write still in flight when the release (or grant)
+/// starts, and committed while it waits for the row, is visible in them.
+#[tokio::test]
+async fn grant_and_release_snapshots_see_every_fenced_write_committed_before_them() {
+    let test = TestDatabase::create().await;
+    let pool = test.database(3);
+    let holder = authority(pool.clone());
+    let standby = authority(test.database(2));
+    let admin = test.database(1);
+    let held = grant(&holder, &request("east", "scheduler", "host-a")).await;
+
+    // A fenced write, in flight: the lease row held FOR SHARE.
+    let mut client = pool.client().await.unwrap();
+    let statements = FenceStatements::cached(&client).await.unwrap();
+    let tx = client.transaction().await.unwrap();
+    check_fence(&tx, &statements, &held.fence).await.unwrap();
+    let xid: String = tx
+        .query_one("SELECT pg_current_xact_id()::text", &[])
+        .await
+        .unwrap()
+        .get(0);
+
+    // The release must wait for it; commit the write only once it does.
+    let release = tokio::spawn({
+        let holder = holder.clone();
+        let fence = held.fence.clone();
+        async move { holder.release(&fence, EndReason::Released).await }
+    });
+    eventually("the release waits for the fenced write's row lock", || {
+        let admin = admin.clone();
+        async move {
+            count(
+                &admin,
+                "SELECT count(*) FROM pg_stat_activity
+                  WHERE datname = current_database() AND wait_event_type = 'Lock'",
+                &[],
+            )
+            .await
+                > 0
+        }
+    })
+    .await;
+    tx.commit().await.unwrap();
+    tokio::time::timeout(PROMPT, release)
+        .await
+        .expect("the release finishes once the write committed")
+        .unwrap()
+        .unwrap();
+
+    assert!(
+        !tenure_snapshot_sees(&admin, "granted_snapshot", 1, &xid).await,
+        "epoch 1's grant snapshot sees a write made under epoch 1"
+    );
+    assert!(
+        tenure_snapshot_sees(&admin, "released_snapshot", 1, &xid).await,
+        "the release snapshot was taken before the release had the lease row: \
+         it misses a fenced write that committed while the release waited"
+    );
+    let next = grant(&standby, &request("east", "scheduler", "host-b")).await;
+    assert_eq!(next.fence.epoch, Epoch(2));
+    assert!(
+        tenure_snapshot_sees(&admin, "granted_snapshot", 2, &xid).await,
+        "epoch 2's grant snapshot misses a write of epoch 1 committed before it"
+    );
+}
