@@ -435,7 +435,6 @@ async fn sighup_reloads_the_controllers_while_the_host_keeps_running() {
     };
     let mut replica = Replica::start(dir.path(), "a", port, &config(&[("scheduler", "")]));
     replica.wait_healthy(Duration::from_secs(60)).await;
-    let pid = replica.pid();
     let limit = Duration::from_secs(20);
     let scheduler = held_epoch(&replica, "scheduler", limit).await;
 
@@ -539,8 +538,13 @@ async fn sighup_reloads_the_controllers_while_the_host_keeps_running() {
     let (_, ready) = replica.readyz().await.unwrap();
     assert!(ready["controllers"].get("scheduler").is_none(), "{ready}");
     assert_eq!(held_epoch(&replica, "rollout", limit).await, rollout);
-    assert_eq!(replica.pid(), pid);
-    assert!(replica.running());
+    // The same process all along: the test never restarted it, so a host
+    // that had exited on any SIGHUP would not be running now.
+    assert!(
+        replica.running(),
+        "the host exited while reloading:\n{}",
+        replica.log_tail(20)
+    );
 
     replica.signal("TERM");
     assert_eq!(replica.exited(Duration::from_secs(15)).await, Some(0));
