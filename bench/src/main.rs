@@ -10,8 +10,15 @@
 //! then runs `cargo run --release -p leasehold-bench -- [PART...]`. See
 //! `BENCHMARKS.md` at the repository root for the figures and what each
 //! part measures.
+//!
+//! `BENCHMARKS.md` is generated: with `--write` (which `cargo xtask bench`
+//! passes on a full run) the runner fills `bench/BENCHMARKS.template.md`
+//! with this run's machine, goals, table and timings and writes the whole
+//! file, so every figure in it comes from one run. Without `--write` a run
+//! only prints.
 
 mod abort;
+mod document;
 mod end_to_end;
 mod fencing;
 mod handover;
@@ -26,6 +33,7 @@ mod support;
 mod throughput;
 mod wasm_cost;
 
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
 
@@ -98,9 +106,12 @@ const PARTS: &[(&str, PartFn, &str)] = &[
 
 fn usage() -> String {
     let mut text = String::from(
-        "leasehold-bench [--quick] [PART...]\n\n\
+        "leasehold-bench [--quick] [--write] [--output FILE] [PART...]\n\n\
          Runs the named parts (default: all) and prints one table. --quick does few\n\
-         runs per part (a smoke test; its figures mean little).\n\nParts:\n",
+         runs per part (a smoke test; its figures mean little). --write writes the\n\
+         whole report (bench/BENCHMARKS.template.md filled with this run) to\n\
+         BENCHMARKS.md at the repository root, or to FILE with --output; a partial or\n\
+         quick run says so in the file. Without either, nothing is written.\n\nParts:\n",
     );
     for (name, _, about) in PARTS {
         text.push_str(&format!("  {name:<22} {about}\n"));
@@ -116,10 +127,22 @@ fn usage() -> String {
 
 fn main() -> ExitCode {
     let mut quick = false;
+    let mut output: Option<PathBuf> = None;
     let mut chosen: Vec<&'static str> = Vec::new();
-    for arg in std::env::args().skip(1) {
+    let mut args = std::env::args().skip(1);
+    while let Some(arg) = args.next() {
         match arg.as_str() {
             "--quick" => quick = true,
+            "--write" => {
+                output.get_or_insert_with(document::default_output);
+            }
+            "--output" => match args.next() {
+                Some(path) => output = Some(PathBuf::from(path)),
+                None => {
+                    eprintln!("leasehold-bench: --output needs a file\n\n{}", usage());
+                    return ExitCode::FAILURE;
+                }
+            },
             "-h" | "--help" | "help" => {
                 print!("{}", usage());
                 return ExitCode::SUCCESS;
@@ -133,35 +156,93 @@ fn main() -> ExitCode {
             },
         }
     }
+    let every_part = chosen.is_empty() || PARTS.iter().all(|(n, _, _)| chosen.contains(n));
     if chosen.is_empty() {
         chosen = PARTS.iter().map(|(n, _, _)| *n).collect();
     }
     let scale = Scale { quick };
-    println!("machine: {}", report::machine());
-    if let Some(version) = postgres_version() {
-        println!("PostgreSQL: {version}");
+    let started_at = chrono::Utc::now();
+    let started = Instant::now();
+    let machine = document::Machine::read();
+    let load_start = document::load_average();
+    let commit = document::git_commit();
+    let postgres = postgres_version();
+    println!("machine: {}", machine.line());
+    println!("load average (1 / 5 / 15 min) at the start: {load_start}");
+    println!("commit: {commit}");
+    match &postgres {
+        Some(version) => println!("PostgreSQL: {version}"),
+        None => println!("PostgreSQL: not answering"),
     }
     if quick {
         println!("--quick: few runs per part; the figures below mean little");
     }
     let mut report = Report::default();
+    let mut ran = Vec::new();
     for (name, run, _) in PARTS.iter().filter(|(n, _, _)| chosen.contains(n)) {
         println!("\n== {name}");
-        let started = Instant::now();
+        let part_started = Instant::now();
         let outcome = run(scale, &mut report)
-            .map(|()| started.elapsed())
+            .map(|()| part_started.elapsed())
             .map_err(|e| format!("{e:#}"));
         if let Err(e) = &outcome {
             eprintln!("leasehold-bench: part {name} could not run: {e}");
         }
         report.timed(name, outcome);
+        ran.push(*name);
     }
-    println!("\nload average at the end: {}\n", report::load_average());
+    let load_end = document::load_average();
+    println!("\nload average (1 / 5 / 15 min) at the end: {load_end}\n");
     println!("{}", report.markdown());
-    if report.all_ran() {
+    let run = document::Run {
+        machine,
+        postgres,
+        started: started_at,
+        commit,
+        load_start,
+        load_end,
+        parts: ran,
+        every_part,
+        quick,
+        elapsed: started.elapsed(),
+    };
+    let written = match output {
+        None => true,
+        Some(path) => write_report(&path, &run, &report),
+    };
+    if report.all_ran() && written {
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE
+    }
+}
+
+/// Write the whole report to `path`, unless a part could not run (the
+/// file must hold one run's complete figures); whether it was written.
+fn write_report(path: &std::path::Path, run: &document::Run, report: &Report) -> bool {
+    if !report.all_ran() {
+        eprintln!(
+            "leasehold-bench: not writing {}: a part could not run (see above)",
+            path.display()
+        );
+        return false;
+    }
+    let text = match document::render(document::TEMPLATE, run, report) {
+        Ok(text) => text,
+        Err(e) => {
+            eprintln!("leasehold-bench: {e}");
+            return false;
+        }
+    };
+    match std::fs::write(path, text) {
+        Ok(()) => {
+            println!("wrote {}", path.display());
+            true
+        }
+        Err(e) => {
+            eprintln!("leasehold-bench: writing {}: {e}", path.display());
+            false
+        }
     }
 }
 

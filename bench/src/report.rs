@@ -1,9 +1,12 @@
 //! What the benchmarks report: one table of rows (a measure, its figure,
 //! the goal it is held to, and whether it met it), the machine they ran on,
-//! and the arithmetic behind medians and tails.
+//! and the arithmetic behind medians, tails, spreads across repeats and the
+//! A/A noise control every ratio is printed with.
 //!
-//! Must never: fail the run because a goal was missed. A missed goal is a
-//! row that says so; only a part that could not run at all is an error.
+//! Must never: fail the run because a goal was missed (a missed goal is a
+//! row that says so; only a part that could not run at all is an error);
+//! report the best of several repeats as the figure (repeated parts print
+//! min / median / max).
 
 use std::fmt::Write as _;
 use std::time::Duration;
@@ -91,6 +94,31 @@ impl Report {
 
     /// The table in Markdown, then how long each part took.
     pub fn markdown(&self) -> String {
+        let mut out = self.table();
+        out.push('\n');
+        out.push_str(&self.timings_table());
+        out
+    }
+
+    /// Every goal row: what was held to what, the figure, and the verdict.
+    pub fn goals_table(&self) -> String {
+        let mut out = String::from("| part | goal | figure | met |\n|---|---|---|---|\n");
+        for row in self.rows.iter().filter(|r| r.verdict != Verdict::Info) {
+            let _ = writeln!(
+                out,
+                "| {} | {}: {} | {} | {} |",
+                row.part,
+                row.measure,
+                row.goal,
+                row.result,
+                verdict_text(row)
+            );
+        }
+        out
+    }
+
+    /// The table of every row.
+    pub fn table(&self) -> String {
         let mut out = String::new();
         out.push_str("| part | measure | result | goal | met |\n");
         out.push_str("|---|---|---:|---|---|\n");
@@ -105,8 +133,12 @@ impl Report {
                 verdict_text(row)
             );
         }
-        out.push('\n');
-        out.push_str("| part | time |\n|---|---:|\n");
+        out
+    }
+
+    /// How long each part took, or why it did not run.
+    pub fn timings_table(&self) -> String {
+        let mut out = String::from("| part | time |\n|---|---:|\n");
         for (part, outcome) in &self.timings {
             let text = match outcome {
                 Ok(d) => format!("{:.1} s", d.as_secs_f64()),
@@ -148,6 +180,11 @@ impl Samples {
 
     pub fn len(&self) -> usize {
         self.values.len()
+    }
+
+    /// Every sample, in no particular order.
+    pub fn values(&self) -> &[Duration] {
+        &self.values
     }
 
     /// The nearest-rank percentile (`p` in 0..=100); zero when empty.
@@ -201,6 +238,131 @@ pub fn median(values: &[f64]) -> f64 {
     }
 }
 
+/// Min, median and max of one figure measured in several repeats: what a
+/// repeated part prints instead of its best repeat.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Spread {
+    pub min: f64,
+    pub median: f64,
+    pub max: f64,
+    /// How many repeats.
+    pub n: usize,
+}
+
+impl Spread {
+    /// The spread of `values`; `None` when there are none (or one is NaN,
+    /// which no measurement should produce).
+    pub fn of(values: &[f64]) -> Option<Self> {
+        if values.is_empty() || values.iter().any(|v| v.is_nan()) {
+            return None;
+        }
+        let min = values.iter().copied().fold(f64::INFINITY, f64::min);
+        let max = values.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        Some(Self {
+            min,
+            median: median(values),
+            max,
+            n: values.len(),
+        })
+    }
+
+    /// Whether `x` lies within `min..=max`.
+    pub fn contains(&self, x: f64) -> bool {
+        self.min <= x && x <= self.max
+    }
+
+    /// How far from 1.0 the farthest repeat lies: for an A/A ratio, how
+    /// much noise alone moved it.
+    pub fn farthest_from_one(&self) -> f64 {
+        (self.min - 1.0).abs().max((self.max - 1.0).abs())
+    }
+
+    /// `min / median / max` as ratios, with the count.
+    pub fn ratios(&self) -> String {
+        format!(
+            "min {} / median {} / max {} (n={})",
+            ratio(self.min),
+            ratio(self.median),
+            ratio(self.max),
+            self.n
+        )
+    }
+
+    /// `min / median / max` with `unit` formatting each figure.
+    pub fn with(&self, unit: impl Fn(f64) -> String) -> String {
+        format!(
+            "min {} / median {} / max {} (n={})",
+            unit(self.min),
+            unit(self.median),
+            unit(self.max),
+            self.n
+        )
+    }
+}
+
+/// `numerators[i] / denominators[i]` for every repeat `i`: each repeat's
+/// ratio, so the spread of the ratio (not a ratio of pooled totals) is
+/// what gets reported. Repeats with a zero denominator are left out.
+pub fn ratios(numerators: &[f64], denominators: &[f64]) -> Vec<f64> {
+    numerators
+        .iter()
+        .zip(denominators)
+        .filter(|(_, d)| **d != 0.0)
+        .map(|(n, d)| n / d)
+        .collect()
+}
+
+/// An A/B ratio measured in interleaved repeats next to its A/A control:
+/// the same side measured twice, interleaved the same way, whose ratio
+/// would be exactly 1.0 without noise. Its spread shows how far from 1.0
+/// noise alone moves a ratio in this run.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Comparison {
+    /// B over A, one ratio per repeat.
+    pub ab: Spread,
+    /// A again over A, one ratio per repeat.
+    pub aa: Spread,
+}
+
+impl Comparison {
+    /// From each repeat's A/B and A/A ratios; `None` if either is empty.
+    pub fn new(ab: &[f64], aa: &[f64]) -> Option<Self> {
+        Some(Self {
+            ab: Spread::of(ab)?,
+            aa: Spread::of(aa)?,
+        })
+    }
+
+    /// Whether the A/B median lies outside the range the A/A control
+    /// spanned: the difference is larger than the noise this run showed.
+    pub fn beyond_noise(&self) -> bool {
+        !self.aa.contains(self.ab.median)
+    }
+
+    /// The A/A control as one cell: its spread and what it means.
+    pub fn control(&self) -> String {
+        format!(
+            "{}: noise alone moved the ratio up to {:.2} from 1.00; the A/B median is {}",
+            self.aa.ratios(),
+            self.aa.farthest_from_one(),
+            if self.beyond_noise() {
+                "outside that range"
+            } else {
+                "inside that range (not distinguishable from noise)"
+            }
+        )
+    }
+}
+
+/// `min / median / max` of durations.
+pub fn duration_spread(values: &[Duration]) -> String {
+    let secs: Vec<f64> = values.iter().map(Duration::as_secs_f64).collect();
+    match Spread::of(&secs) {
+        Some(spread) => spread.with(|s| duration(Duration::from_secs_f64(s))),
+        None => "no runs".into(),
+    }
+}
+
 /// A duration with a unit that keeps three significant digits.
 pub fn duration(d: Duration) -> String {
     let s = d.as_secs_f64();
@@ -241,46 +403,6 @@ pub fn mib(bytes: u64) -> String {
     format!("{:.1} MiB", bytes as f64 / (1024.0 * 1024.0))
 }
 
-/// The machine a run happened on, read from the kernel (Linux).
-pub fn machine() -> String {
-    let read = |path: &str| std::fs::read_to_string(path).unwrap_or_default();
-    let cpuinfo = read("/proc/cpuinfo");
-    let cpu = cpuinfo
-        .lines()
-        .find_map(|l| l.strip_prefix("model name"))
-        .and_then(|l| l.split_once(':'))
-        .map(|(_, v)| v.trim().to_string())
-        .unwrap_or_else(|| "unknown CPU".into());
-    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
-    let memory = read("/proc/meminfo")
-        .lines()
-        .find_map(|l| l.strip_prefix("MemTotal:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-        .map_or_else(
-            || "unknown".into(),
-            |kb| format!("{:.1} GiB", kb as f64 / 1048576.0),
-        );
-    let kernel = read("/proc/sys/kernel/osrelease").trim().to_string();
-    let build = if cfg!(debug_assertions) {
-        "DEBUG build (figures do not count; use the release build)"
-    } else {
-        "release build"
-    };
-    format!(
-        "{cpu}, {cores} logical CPUs available, {memory} RAM, Linux {kernel}, {build}, load average {}",
-        load_average()
-    )
-}
-
-/// The 1-minute load average: other work on the machine skews every
-/// figure, so each run says how busy the machine was.
-pub fn load_average() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .ok()
-        .and_then(|l| l.split_whitespace().next().map(str::to_string))
-        .unwrap_or_else(|| "unknown".into())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -302,5 +424,60 @@ mod tests {
         assert_eq!(thousands(999), "999");
         assert_eq!(duration(Duration::from_micros(42)), "42.0 µs");
         assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
+    }
+
+    #[test]
+    fn a_spread_reports_min_median_and_max_never_the_best_alone() {
+        let spread = Spread::of(&[0.91, 0.83, 0.87, 0.95, 0.85]).unwrap();
+        assert_eq!(spread.min, 0.83);
+        assert_eq!(spread.median, 0.87);
+        assert_eq!(spread.max, 0.95);
+        assert_eq!(spread.n, 5);
+        assert_eq!(
+            spread.ratios(),
+            "min 0.83x / median 0.87x / max 0.95x (n=5)"
+        );
+        // An even count takes the mean of the middle two.
+        let even = Spread::of(&[4.0, 1.0, 3.0, 2.0]).unwrap();
+        assert_eq!((even.min, even.median, even.max), (1.0, 2.5, 4.0));
+        assert_eq!(Spread::of(&[]), None);
+        assert_eq!(Spread::of(&[1.0, f64::NAN]), None);
+    }
+
+    #[test]
+    fn each_repeat_gives_its_own_ratio() {
+        assert_eq!(
+            ratios(&[90.0, 80.0, 50.0], &[100.0, 100.0, 0.0]),
+            vec![0.9, 0.8]
+        );
+    }
+
+    #[test]
+    fn the_a_a_control_shows_how_far_noise_moves_a_ratio() {
+        // A/B clearly below the A/A band: beyond noise.
+        let clear = Comparison::new(&[0.85, 0.86, 0.84], &[0.97, 1.02, 1.04]).unwrap();
+        assert!((clear.aa.farthest_from_one() - 0.04).abs() < 1e-9);
+        assert!(clear.beyond_noise());
+        assert!(clear.control().contains("up to 0.04 from 1.00"));
+        assert!(clear.control().contains("outside that range"));
+        // A/B median within the A/A band: not distinguishable.
+        let noisy = Comparison::new(&[0.95, 0.99, 1.01], &[0.90, 1.00, 1.08]).unwrap();
+        assert!(!noisy.beyond_noise());
+        assert!(noisy.control().contains("not distinguishable"));
+        assert_eq!(Comparison::new(&[], &[1.0]), None);
+    }
+
+    #[test]
+    fn duration_spreads_read_well() {
+        let values = [
+            Duration::from_millis(8_400),
+            Duration::from_millis(9_800),
+            Duration::from_millis(9_100),
+        ];
+        assert_eq!(
+            duration_spread(&values),
+            "min 8.40 s / median 9.10 s / max 9.80 s (n=3)"
+        );
+        assert_eq!(duration_spread(&[]), "no runs");
     }
 }
