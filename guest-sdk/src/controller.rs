@@ -1,5 +1,10 @@
 //! What a controller implements ([`Controller`]) and what the host hears
 //! back ([`Reply`]): the reconcile / error-policy split of kube-rs.
+//!
+//! Owns: the trait, [`Context`], and `dispatch`, the one mapping from a
+//! reconcile's result to a [`Reply`] that both the export glue and the fake
+//! use. Must never: let the error policy overrule a fenced error (the lease
+//! is gone), or know which host answers (it goes through `sys`).
 
 use std::cell::OnceCell;
 use std::time::Duration;

@@ -2,6 +2,11 @@
 //! about a store call, and [`Error`], what `reconcile` returns; and
 //! [`QuotaExceeded`], the refusal of a write quota, which the SDK derives
 //! from the host's message.
+//!
+//! Owns: the one conversion of a wire error into a [`StoreError`] (both
+//! the wasm imports and the native fake come through it) and the parsing of
+//! the host's quota message. Must never: turn a fenced error into anything
+//! else, or report a failure as fenced that the host did not.
 
 use std::fmt;
 use std::time::Duration;

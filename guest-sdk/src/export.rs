@@ -1,11 +1,11 @@
-//! The component's exports on `wasm32`: the glue [`crate::export_controller!`]
-//! expands to calls a [`Controller`] and turns its answers into the WIT
-//! `reconciler` interface's types.
+//! The component's exports on `wasm32`: the glue
+//! [`crate::export_controller!`] expands to calls a [`crate::Controller`]
+//! and turns its answers into the WIT `reconciler` interface's types.
 //!
-//! Owns: the mapping from [`Reply`] and [`crate::Description`] to the wire,
-//! and the duration-to-milliseconds rule of the contract. Must never: be
-//! imported by `sys` (the bindings live there; this layer sits above the
-//! controller, which sits above `sys`).
+//! Owns: the mapping from [`crate::Reply`] and [`crate::Description`] to
+//! the wire, and the duration-to-milliseconds rule of the contract. Must
+//! never: be imported by `sys` (the bindings live there; this layer sits
+//! above the controller, which sits above `sys`).
 
 use std::time::Duration;
 

@@ -1,4 +1,8 @@
 //! The fence of the tenure this guest runs in.
+//!
+//! Owns: [`fence`], reading it from the host. Must never: cache it (a
+//! native test moves tenures under the guest; on `wasm32` a new tenure is
+//! a new instance anyway) or let a guest change it (G2).
 
 use crate::sys;
 

@@ -79,6 +79,29 @@
 //! assert_eq!(host.reconcile(&Greeter, "greetings", "world"), Reply::Done);
 //! assert_eq!(host.commits().len(), 1);
 //! ```
+//!
+//! # Layers
+//!
+//! Everything above is re-exported at the crate root; the modules behind
+//! it are private and layered, each importing only modules below it, so
+//! there is no import cycle (`tests/layering.rs` reads the sources and
+//! fails on an upward import):
+//!
+//! | layer | module | owns |
+//! |---|---|---|
+//! | 0 | `limits` | the host's default sizes and counts |
+//! | 1 | `sys` | the seam: the wire types ([`ObjectKey`], [`Op`], [`NewEvent`], [`Committed`], [`Fence`], [`Level`], raw objects and pages, the wire's store errors) and the five calls, answered by the WIT imports on `wasm32` and by the host installed on the thread natively |
+//! | 2 | `error`, `fence`, `log` | typed errors (a wire error becomes a [`StoreError`], a quota refusal is recognized), the current fence, logging |
+//! | 3 | `object` | [`Api`], [`Object`], [`Page`]: typed reads decoded from the wire |
+//! | 4 | `transaction` | [`Transaction`]: fenced, atomic writes |
+//! | 5 | `controller` | the [`Controller`] trait, [`Context`], [`Reply`] and the one mapping of a reconcile's result to a reply |
+//! | 6 | `export` | the `wasm32` glue of [`export_controller!`] |
+//! | 7 | `fake` | [`FakeHost`]: a native host that installs itself into `sys` and drives controllers |
+//!
+//! `sys` imports nothing of the crate: the native side calls through a
+//! `Host` trait object that the fake installs, so `sys` never names the
+//! fake, and the wasm side's export glue lives in `export`, above the
+//! controller it calls.
 
 #![warn(missing_docs)]
 

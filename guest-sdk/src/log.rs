@@ -1,5 +1,9 @@
 //! Log lines that go to the host, which tags them with the controller and
 //! epoch. The level macros live at the crate root.
+//!
+//! Owns: [`log`], the one function the macros call. Must never: panic when
+//! no host is there (natively, a line logged outside a test's fake goes to
+//! stderr instead; see `sys/native.rs`).
 
 use crate::sys;
 

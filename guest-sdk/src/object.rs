@@ -1,5 +1,10 @@
 //! Typed reads: [`Object<T>`] is a stored object whose JSON value was
 //! decoded with serde, [`Api<T>`] reads the objects of one kind.
+//!
+//! Owns: decoding wire objects into typed ones (naming the object that
+//! does not decode) and bounded listing. Must never: read without a bound
+//! ([`Api::list_all`] stops at its `max` and at an empty page), or hide a
+//! store error behind a decode error.
 
 use std::fmt;
 use std::marker::PhantomData;

@@ -1,5 +1,10 @@
 //! Fenced, atomic writes: a [`Transaction`] collects operations and events
 //! and commits them together or not at all.
+//!
+//! Owns: building a commit (values serialized once, the first failure kept
+//! for `commit` to report) and sending it through `sys`. Must never: send a
+//! commit with a value that failed to serialize, or be resendable after a
+//! failure (it is consumed: a retry must be built from a re-read).
 
 use serde::Serialize;
 

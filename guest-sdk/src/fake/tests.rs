@@ -545,17 +545,19 @@ fn typed_reads_name_the_object_that_does_not_decode() {
 #[test]
 fn an_injected_quota_refusal_is_typed_and_writes_nothing() {
     let host = FakeHost::new();
-    host.fail_next_commit(Fault::QuotaExceeded(crate::Quota::CreatesPerSecond));
+    host.fail_next_commit(Fault::QuotaExceeded(crate::error::Quota::CreatesPerSecond));
     let result = Transaction::new().create("things", "a", &1).commit();
     let Err(StoreError::QuotaExceeded(refusal)) = result else {
         panic!("expected a quota refusal, got {result:?}");
     };
-    assert_eq!(refusal.quota, crate::Quota::CreatesPerSecond);
+    assert_eq!(refusal.quota, crate::error::Quota::CreatesPerSecond);
     assert_eq!(refusal.controller, host.fence().lease);
     assert_eq!(refusal.limit, 100);
     assert_eq!(refusal.retry_after, Some(Duration::from_millis(10)));
     assert!(
-        refusal.message.starts_with(crate::QUOTA_EXCEEDED_PREFIX),
+        refusal
+            .message
+            .starts_with(crate::error::QUOTA_EXCEEDED_PREFIX),
         "{}",
         refusal.message
     );
@@ -574,7 +576,7 @@ fn an_injected_quota_refusal_is_typed_and_writes_nothing() {
 fn quota_faults_cannot_be_aimed_at_reads() {
     FakeHost::new().fail(
         At::Call(1),
-        Fault::QuotaExceeded(crate::Quota::ObjectsPerKind),
+        Fault::QuotaExceeded(crate::error::Quota::ObjectsPerKind),
     );
 }
 
@@ -598,7 +600,7 @@ impl Controller for Creator {
 #[test]
 fn the_default_policy_waits_as_long_as_the_rate_refusal_asks() {
     let host = FakeHost::new();
-    host.fail_next_commit(Fault::QuotaExceeded(crate::Quota::CreatesPerSecond));
+    host.fail_next_commit(Fault::QuotaExceeded(crate::error::Quota::CreatesPerSecond));
     let reply = host.reconcile(&Creator, "things", "a");
     let Reply::Failed {
         message,
@@ -610,7 +612,7 @@ fn the_default_policy_waits_as_long_as_the_rate_refusal_asks() {
     assert!(message.starts_with("quota exceeded: "), "{message}");
     assert_eq!(retry_after, Some(Duration::from_millis(10)));
     // The cap on objects has no wait to give: the host backs off.
-    host.fail_next_commit(Fault::QuotaExceeded(crate::Quota::ObjectsPerKind));
+    host.fail_next_commit(Fault::QuotaExceeded(crate::error::Quota::ObjectsPerKind));
     let reply = host.reconcile(&Creator, "things", "a");
     assert!(
         matches!(

@@ -7,7 +7,7 @@
 //! Owns: the wire types, the five calls (`get`, `list`, `commit`, `fence`,
 //! `log`) and, on `wasm32`, the generated bindings. Must never: import a
 //! module of this crate above it (everything else builds on `sys`, so an
-//! import upward would be a cycle; `tests::layering` in `lib.rs` checks it),
+//! import upward would be a cycle; `tests/layering.rs` checks it),
 //! or decide anything for the author (typed decoding, error policy).
 
 #[cfg(not(target_arch = "wasm32"))]
