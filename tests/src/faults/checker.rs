@@ -6,16 +6,84 @@
 //!
 //! - **Tenures** ([`Rule::Tenures`], [`Rule::Overlap`]): each lease's
 //!   tenures carry epochs 1, 2, ... without a gap (L1), only the newest may
-//!   be open, the lease row shows the newest, and a tenure ends no later
-//!   than the next one is granted (L2), all in database time.
-//! - **Epoch current at commit** ([`Rule::StaleEpoch`]): every write a
-//!   guest made — each event and object stamped with a lease and epoch, and
-//!   each tenure's `last_write_at` — happened at or after its own epoch's
-//!   grant and strictly before the next epoch's grant, by the holder of that
-//!   epoch. The write's time is `clock_timestamp()` inside its own
-//!   transaction, before its `COMMIT`; a grant waits for in-flight fenced
-//!   writes (L4), so a write stamped at or after the next grant committed
-//!   after it: the one thing fencing exists to prevent.
+//!   be open, the lease row shows the newest, a tenure ends no later than
+//!   the next one is granted (L2), all in database time, and every tenure
+//!   records its grant's snapshot (below).
+//! - **Commit order** ([`Rule::CommittedAfterNextGrant`],
+//!   [`Rule::AfterRelease`], [`Rule::WrongTenure`]): every guest write —
+//!   each event and object stamped with a lease, epoch and holder — is
+//!   placed among the grants and releases of its lease by PostgreSQL's own
+//!   commit order, trusting neither a host's clock nor what L4 promises.
+//!
+//! # Why commit order, and why it is sound
+//!
+//! Each grant records `pg_current_snapshot()` in its tenure row
+//! (`granted_snapshot`, migration 4), taken by the grant's statement after
+//! an earlier statement of the same READ COMMITTED transaction locked the
+//! lease row `FOR UPDATE`; a release records one the same way
+//! (`released_snapshot`). A snapshot is PostgreSQL's own answer to "which
+//! transactions had finished when it was taken": `pg_visible_in_snapshot(x,
+//! s)` is true exactly when transaction `x` was no longer in progress when
+//! `s` was taken, so for a committed row's `xmin`, when the row's
+//! transaction committed before `s`. The checker reads each guest-written
+//! row's `xmin` (events are insert-only; an object keeps the `xmin` of the
+//! transaction that last wrote it, the same one whose lease, epoch and
+//! holder it shows), widens it to a 64-bit `xid8` against the server's
+//! current next xid (exact while the row is less than 2^32 transactions
+//! old, which PostgreSQL's own wraparound protection guarantees for any
+//! unfrozen row, and the throwaway test databases are never frozen), and
+//! asks the server which snapshots of the lease see it. The store uses no
+//! savepoints, so `xmin` is always a top-level transaction, the kind a
+//! snapshot lists.
+//!
+//! What a correct system must then show, for a write stamped with epoch
+//! `e` of lease `L` by holder `h`:
+//!
+//! - it is *visible* in the snapshot of grant `e+1`, if any
+//!   ([`Rule::CommittedAfterNextGrant`] otherwise): a fenced write holds the
+//!   lease row `FOR SHARE` until it ends, grant `e+1` takes it `FOR UPDATE`
+//!   before its snapshot, and PostgreSQL removes a transaction from the
+//!   running set before it releases its locks, so every write of epoch `e`
+//!   that committed at all committed before that snapshot. A write that
+//!   ran before the grant but committed after it — the stale write that
+//!   fencing exists to prevent — is invisible in it, whatever any clock
+//!   said;
+//! - it is *visible* in tenure `e`'s release snapshot, if its holder
+//!   released it ([`Rule::AfterRelease`] otherwise): the release locks the
+//!   row the same way, and a write that checks the fence after it finds the
+//!   lease released. This judges writes after a release with no successor
+//!   too;
+//! - it is *invisible* in the snapshot of grant `e`, and `h` held epoch `e`
+//!   ([`Rule::WrongTenure`] otherwise, also when epoch `e` or lease `L` was
+//!   never granted): a host learns epoch `e` only once grant `e` committed,
+//!   so a write made with it began after that snapshot.
+//!
+//! The tenure a write belongs to is derived from commit order alone: the
+//! newest epoch whose grant snapshot does not see it (grants of one lease
+//! are serialized by the row lock, so their snapshots only grow); every
+//! message names it next to what the host stamped. Only the lease of a
+//! write is taken from its stamp: nothing else in a row says which
+//! controller made it.
+//!
+//! What cannot be judged: a write that committed after its lease *expired*
+//! while no successor was granted yet. No statement runs at expiry, so
+//! there is no snapshot to compare with; the write's own
+//! `clock_timestamp()` is taken before its `COMMIT` (and after its fence
+//! check), so it dates neither the check nor the commit. Such a write is
+//! judged as soon as a successor is granted (it must be visible in that
+//! grant's snapshot); a lease that expires and is never granted again
+//! leaves its last writes unjudged. The tenure rows themselves are not
+//! dated either: their `xmin` is whichever statement last touched them (the
+//! write count, the next grant or the release), so `last_write_at` is
+//! shown, not judged.
+//!
+//! The time-based rule this checker used before (a write's
+//! `clock_timestamp()` against the next grant's) is gone: a write whose
+//! statement ran after the next grant's clock committed after that grant's
+//! snapshot, so commit order catches everything it caught, without
+//! assuming a clock that never steps. Time is still used where it is the
+//! record under test: the tenures' own grant and end times ([`Rule::Overlap`]).
+//!
 //! - **History is accurate** ([`Rule::WriteCount`]): a tenure's `writes`
 //!   counts at least the commits attributed to it (L6).
 //! - **Event log** ([`Rule::EventLog`]): sequence numbers are 1..n.
@@ -88,8 +156,17 @@ pub enum Rule {
     Tenures,
     /// A tenure ended after the next one was granted.
     Overlap,
-    /// A guest write whose epoch was not current when it was made.
-    StaleEpoch,
+    /// A guest write of epoch e that committed after epoch e+1 was granted
+    /// (invisible in the grant's snapshot): a stale write.
+    CommittedAfterNextGrant,
+    /// A guest write that committed after its own tenure was released
+    /// (invisible in the release's snapshot).
+    AfterRelease,
+    /// A guest write whose stamp disagrees with the tenure commit order
+    /// places it in: committed before its epoch was granted, an epoch or
+    /// lease never granted, a holder that did not hold the epoch, or a
+    /// partial stamp.
+    WrongTenure,
     /// A tenure's write count below the commits attributed to it.
     WriteCount,
     /// Event sequence numbers with a gap.
@@ -211,7 +288,10 @@ struct Tenure {
     ended_at: Option<At>,
     end_reason: Option<String>,
     writes: i64,
-    last_write_at: Option<At>,
+    /// Whether the grant recorded its snapshot (migration 4).
+    granted_snapshot: bool,
+    /// Whether the holder's release recorded its snapshot.
+    released_snapshot: bool,
 }
 
 #[derive(Debug)]
@@ -221,13 +301,62 @@ struct LeaseRow {
     acquired_at: At,
 }
 
+/// Where a guest-written row's transaction committed, by the server's
+/// own visibility rules (see the module documentation).
+#[derive(Debug, Clone)]
+struct CommitOrder {
+    /// The row's `xmin`, widened to `xid8` (for messages).
+    xid: String,
+    /// Epochs of the stamped lease whose grant snapshot sees the commit.
+    seen_by_grants: Vec<i64>,
+    /// Epochs of the stamped lease whose release snapshot sees it.
+    seen_by_releases: Vec<i64>,
+}
+
+/// Result columns, for a guest-written row of alias `row` (with columns
+/// `cluster`, `lease`, `xmin`), joined with `cur` from [`NEXT_XID`]: the
+/// row's transaction id as `xid8` text, and the epochs of its lease whose
+/// grant and release snapshots see it.
+fn commit_order_columns(row: &str) -> String {
+    // `xmin` is 32 bits; the widest committed xid is below our snapshot's
+    // xmax, and a live row's xmin is less than 2^31 transactions behind it.
+    let xid = format!(
+        "(cur.xmax - ((cur.xmax - {row}.xmin::text::int8) % 4294967296 + 4294967296) % 4294967296)::text::xid8"
+    );
+    let seen = |column: &str| {
+        format!(
+            "ARRAY(SELECT t.epoch FROM leasehold_tenures t
+                    WHERE t.cluster = {row}.cluster AND t.lease = {row}.lease
+                      AND pg_visible_in_snapshot({xid}, t.{column})
+                    ORDER BY t.epoch)"
+        )
+    };
+    format!(
+        "{xid}::text, {}, {}",
+        seen("granted_snapshot"),
+        seen("released_snapshot")
+    )
+}
+
+/// The checker's own snapshot's xmax (one past the newest completed
+/// transaction), as a bigint: what [`commit_order_columns`] widens against.
+const NEXT_XID: &str = "(SELECT pg_snapshot_xmax(pg_current_snapshot())::text::int8 AS xmax) cur";
+
+fn commit_order(row: &tokio_postgres::Row, first: usize) -> CommitOrder {
+    CommitOrder {
+        xid: row.get(first),
+        seen_by_grants: row.get(first + 1),
+        seen_by_releases: row.get(first + 2),
+    }
+}
+
 /// A write stamped with a lease and epoch.
 struct GuestWrite<'a> {
     what: String,
     lease: &'a str,
     epoch: i64,
     holder: &'a str,
-    at: &'a At,
+    order: &'a CommitOrder,
 }
 
 /// Check `cluster` in the database at `url` against everything in the
@@ -247,7 +376,6 @@ pub async fn check(url: &str, cluster: &str, acks: &[Ack]) -> Report {
 struct EventRow {
     seq: i64,
     revision: i64,
-    at: At,
     kind: String,
     name: String,
     reason: String,
@@ -255,6 +383,7 @@ struct EventRow {
     lease: Option<String>,
     epoch: Option<i64>,
     holder: Option<String>,
+    order: CommitOrder,
 }
 
 struct ObjectRow {
@@ -262,10 +391,10 @@ struct ObjectRow {
     name: String,
     version: i64,
     value: Value,
-    updated_at: At,
     lease: Option<String>,
     epoch: Option<i64>,
     holder: Option<String>,
+    order: CommitOrder,
 }
 
 struct Checker {
@@ -304,11 +433,11 @@ impl Checker {
         for r in client
             .query(
                 &format!(
-                    "SELECT lease, epoch, holder, {}, {}, end_reason, writes, {}
+                    "SELECT lease, epoch, holder, {}, {}, end_reason, writes,
+                            granted_snapshot IS NOT NULL, released_snapshot IS NOT NULL
                        FROM leasehold_tenures WHERE cluster = $1 ORDER BY lease, epoch",
                     time_columns("acquired_at"),
                     time_columns("ended_at"),
-                    time_columns("last_write_at"),
                 ),
                 &[&cluster],
             )
@@ -322,15 +451,16 @@ impl Checker {
                 ended_at: at_opt(&r, 5),
                 end_reason: r.get(7),
                 writes: r.get(8),
-                last_write_at: at_opt(&r, 9),
+                granted_snapshot: r.get(9),
+                released_snapshot: r.get(10),
             });
         }
         let events = client
             .query(
                 &format!(
-                    "SELECT seq, revision, {}, kind, name, reason, message, lease, epoch, holder
-                       FROM leasehold_events WHERE cluster = $1 ORDER BY seq",
-                    time_columns("at")
+                    "SELECT seq, revision, kind, name, reason, message, lease, epoch, holder, {}
+                       FROM leasehold_events e, {NEXT_XID} WHERE e.cluster = $1 ORDER BY seq",
+                    commit_order_columns("e")
                 ),
                 &[&cluster],
             )
@@ -340,22 +470,22 @@ impl Checker {
             .map(|r| EventRow {
                 seq: r.get(0),
                 revision: r.get(1),
-                at: at(r, 2),
-                kind: r.get(4),
-                name: r.get(5),
-                reason: r.get(6),
-                message: r.get(7),
-                lease: r.get(8),
-                epoch: r.get(9),
-                holder: r.get(10),
+                kind: r.get(2),
+                name: r.get(3),
+                reason: r.get(4),
+                message: r.get(5),
+                lease: r.get(6),
+                epoch: r.get(7),
+                holder: r.get(8),
+                order: commit_order(r, 9),
             })
             .collect();
         let objects = client
             .query(
                 &format!(
-                    "SELECT kind, name, version, value, {}, lease, epoch, holder
-                       FROM leasehold_objects WHERE cluster = $1 ORDER BY kind, name",
-                    time_columns("updated_at")
+                    "SELECT kind, name, version, value, lease, epoch, holder, {}
+                       FROM leasehold_objects o, {NEXT_XID} WHERE o.cluster = $1 ORDER BY kind, name",
+                    commit_order_columns("o")
                 ),
                 &[&cluster],
             )
@@ -367,10 +497,10 @@ impl Checker {
                 name: r.get(1),
                 version: r.get(2),
                 value: serde_json::from_str(r.get::<_, &str>(3)).unwrap_or(Value::Null),
-                updated_at: at(r, 4),
-                lease: r.get(6),
-                epoch: r.get(7),
-                holder: r.get(8),
+                lease: r.get(4),
+                epoch: r.get(5),
+                holder: r.get(6),
+                order: commit_order(r, 7),
             })
             .collect();
         Self {
@@ -406,6 +536,15 @@ impl Checker {
         let mut found = Vec::new();
         for (lease, tenures) in &self.tenures {
             for (i, t) in tenures.iter().enumerate() {
+                if !t.granted_snapshot {
+                    found.push((
+                        Rule::Tenures,
+                        format!(
+                            "lease {lease}: epoch {} ({}) recorded no grant snapshot: its writes cannot be placed in commit order",
+                            t.epoch, t.holder
+                        ),
+                    ));
+                }
                 if t.epoch != i as i64 + 1 {
                     found.push((
                         Rule::Tenures,
@@ -493,43 +632,78 @@ impl Checker {
         }
     }
 
-    /// Judge one guest write against the tenures of its lease.
-    fn judge(&self, write: &GuestWrite<'_>) -> Option<String> {
+    /// Judge one guest write against the tenures of its lease, by commit
+    /// order (see the module documentation).
+    fn judge(&self, write: &GuestWrite<'_>) -> Option<(Rule, String)> {
         let GuestWrite {
             what,
             lease,
             epoch,
             holder,
-            at,
+            order,
         } = write;
+        let what = format!(
+            "{what} by {lease} epoch {epoch} ({holder}), xid {}",
+            order.xid
+        );
         let Some(tenures) = self.tenures.get(*lease) else {
-            return Some(format!(
-                "{what} by {lease} epoch {epoch} ({holder}) at {at}: lease {lease} was never granted"
+            return Some((
+                Rule::WrongTenure,
+                format!("{what}: lease {lease} was never granted"),
             ));
+        };
+        let seen_by_grant = |t: &Tenure| order.seen_by_grants.contains(&t.epoch);
+        // Grant snapshots only grow: the newest grant that does not see the
+        // commit is the tenure current when it committed.
+        let derived = match tenures
+            .iter()
+            .filter(|t| t.granted_snapshot && !seen_by_grant(t))
+            .last()
+        {
+            Some(t) => format!("commit order places it in epoch {} ({})", t.epoch, t.holder),
+            None => "commit order places it before the first grant".to_string(),
         };
         let Some(tenure) = tenures.iter().find(|t| t.epoch == *epoch) else {
-            return Some(format!(
-                "{what} by {lease} epoch {epoch} ({holder}) at {at}: epoch {epoch} was never granted"
+            return Some((
+                Rule::WrongTenure,
+                format!("{what}: epoch {epoch} was never granted; {derived}"),
             ));
         };
-        if tenure.holder != *holder {
-            return Some(format!(
-                "{what} by {lease} epoch {epoch} at {at} is attributed to {holder}, but {} held epoch {epoch}",
-                tenure.holder
-            ));
-        }
-        if at.micros < tenure.acquired_at.micros {
-            return Some(format!(
-                "{what} by {lease} epoch {epoch} ({holder}) at {at}, before epoch {epoch} was granted at {}",
-                tenure.acquired_at
+        if tenure.granted_snapshot && seen_by_grant(tenure) {
+            return Some((
+                Rule::WrongTenure,
+                format!("{what} committed before epoch {epoch} was granted; {derived}"),
             ));
         }
         if let Some(next) = tenures.iter().find(|t| t.epoch == epoch + 1)
-            && at.micros >= next.acquired_at.micros
+            && next.granted_snapshot
+            && !seen_by_grant(next)
         {
-            return Some(format!(
-                "{what} by {lease} epoch {epoch} ({holder}) at {at}, after epoch {} was granted to {} at {}",
-                next.epoch, next.holder, next.acquired_at
+            return Some((
+                Rule::CommittedAfterNextGrant,
+                format!(
+                    "{what} committed after epoch {} was granted to {}; {derived}",
+                    next.epoch, next.holder
+                ),
+            ));
+        }
+        if tenure.released_snapshot && !order.seen_by_releases.contains(epoch) {
+            return Some((
+                Rule::AfterRelease,
+                format!(
+                    "{what} committed after {} released epoch {epoch} ({}); {derived}",
+                    tenure.holder,
+                    tenure.end_reason.as_deref().unwrap_or("?")
+                ),
+            ));
+        }
+        if tenure.holder != *holder {
+            return Some((
+                Rule::WrongTenure,
+                format!(
+                    "{what} is attributed to {holder}, but {} held epoch {epoch}; {derived}",
+                    tenure.holder
+                ),
             ));
         }
         None
@@ -555,12 +729,12 @@ impl Checker {
                         lease,
                         epoch,
                         holder,
-                        at: &e.at,
+                        order: &e.order,
                     });
                 }
                 (None, None, None) => {}
                 _ => found.push((
-                    Rule::StaleEpoch,
+                    Rule::WrongTenure,
                     format!("event {} has a partial attribution", e.seq),
                 )),
             }
@@ -577,29 +751,18 @@ impl Checker {
                         lease,
                         epoch,
                         holder,
-                        at: &o.updated_at,
+                        order: &o.order,
                     });
                 }
                 (None, None, None) => {}
                 _ => found.push((
-                    Rule::StaleEpoch,
+                    Rule::WrongTenure,
                     format!("object {}/{} has a partial attribution", o.kind, o.name),
                 )),
             }
         }
-        let mut tenure_writes = 0;
         for (lease, tenures) in &self.tenures {
             for t in tenures {
-                if let Some(last) = &t.last_write_at {
-                    tenure_writes += 1;
-                    writes.push(GuestWrite {
-                        what: format!("the last of {} write(s) counted for the tenure", t.writes),
-                        lease,
-                        epoch: t.epoch,
-                        holder: &t.holder,
-                        at: last,
-                    });
-                }
                 let attributed = commits
                     .get(&(lease.as_str(), t.epoch))
                     .map_or(0, BTreeSet::len);
@@ -614,11 +777,10 @@ impl Checker {
                 }
             }
         }
-        // Events and objects; the tenures' own counters came last.
-        self.report.guest_writes = writes.len() - tenure_writes;
+        self.report.guest_writes = writes.len();
         for write in &writes {
-            if let Some(detail) = self.judge(write) {
-                found.push((Rule::StaleEpoch, detail));
+            if let Some(violation) = self.judge(write) {
+                found.push(violation);
             }
         }
         drop(writes);
