@@ -626,3 +626,23 @@ fn the_default_policy_waits_as_long_as_the_rate_refusal_asks() {
     );
     assert_eq!(host.reconcile(&Creator, "things", "a"), Reply::Done);
 }
+
+/// The seam hands out the installed host without keeping it borrowed, so a
+/// write scheduled before a call can itself go through the SDK: here a
+/// competing reconcile (which re-installs the fake and commits) runs inside
+/// the guest's own commit, which then meets a real conflict.
+#[test]
+fn a_write_before_a_call_may_run_a_controller_through_the_sdk() {
+    let host = FakeHost::new();
+    host.before_commit(1, |host| {
+        assert_eq!(host.reconcile(&Creator, "things", "x"), Reply::Done);
+    });
+    let result = Transaction::new().create("made", "x", &1).commit();
+    assert_eq!(
+        result,
+        Err(StoreError::Conflict(ObjectKey::new("made", "x")))
+    );
+    assert_eq!(host.pending_faults(), 0);
+    assert_eq!(host.commits().len(), 1, "only the competing reconcile's");
+    assert_eq!(host.calls().commit, 2);
+}
