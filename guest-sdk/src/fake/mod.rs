@@ -15,6 +15,10 @@
 //! handle, its construction, seeding, fence and driving of a controller.
 //! The fake sits above every other module of the crate (it drives a
 //! [`Controller`]); nothing but the crate root imports it.
+//!
+//! Must never: be laxer than the host (a controller could pass its unit
+//! tests here and fail against the host), exist on `wasm32`, or need a
+//! host or database.
 
 mod faults;
 mod install;
@@ -40,6 +44,12 @@ pub use records::{CallCounts, CommitRecord, EventRecord, LogLine};
 use faults::{Hook, PendingFault, Target};
 use store::{Objects, Stored};
 
+/// Everything one fake knows, behind one `Rc<RefCell<_>>` so that clones,
+/// and the handle installed into `sys`, share it. `faults.rs` owns
+/// `revoked`, `unavailable`, `faults` and `hooks` (with the fence, the
+/// admission of a call); `records.rs` owns `commits`, `events`, `logs` and
+/// `calls` (counted by `install.rs` as each call comes in); `store.rs`
+/// owns `objects`.
 struct State {
     limits: Limits,
     fence: Fence,
