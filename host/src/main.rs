@@ -374,7 +374,8 @@ async fn leases(
             let key = LeaseKey::new(cluster, name);
             let tenures = authority.history(&key, MAX_HISTORY).await?;
             if json {
-                writeln!(out, "{}", serde_json::to_string_pretty(&tenures)?)?;
+                let views: Vec<TenureOutput> = tenures.iter().map(TenureOutput::from).collect();
+                writeln!(out, "{}", serde_json::to_string_pretty(&views)?)?;
             } else if tenures.is_empty() {
                 writeln!(out, "lease {key} was never granted")?;
             } else {
@@ -385,7 +386,8 @@ async fn leases(
             let mut records = authority.observe(&cluster).await?;
             records.sort_by(|a, b| a.name.cmp(&b.name));
             if json {
-                writeln!(out, "{}", serde_json::to_string_pretty(&records)?)?;
+                let views: Vec<LeaseOutput> = records.iter().map(LeaseOutput::from).collect();
+                writeln!(out, "{}", serde_json::to_string_pretty(&views)?)?;
             } else if records.is_empty() {
                 writeln!(out, "cluster {cluster} has no leases yet")?;
             } else {
@@ -394,6 +396,62 @@ async fn leases(
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// One lease in `leasehold leases --json`: the printed contract, apart
+/// from the authority's record so a rename inside cannot change it.
+#[derive(Debug, serde::Serialize)]
+struct LeaseOutput {
+    name: String,
+    holder: String,
+    epoch: u64,
+    acquired_at: chrono::DateTime<chrono::Utc>,
+    expires_at: chrono::DateTime<chrono::Utc>,
+    released: bool,
+    active: bool,
+}
+
+impl From<&LeaseRecord> for LeaseOutput {
+    fn from(r: &LeaseRecord) -> Self {
+        Self {
+            name: r.name.clone(),
+            holder: r.holder.clone(),
+            epoch: r.epoch.0,
+            acquired_at: r.acquired_at,
+            expires_at: r.expires_at,
+            released: r.released,
+            active: r.active,
+        }
+    }
+}
+
+/// One tenure in `leasehold leases --history NAME --json` (see
+/// [`LeaseOutput`]).
+#[derive(Debug, serde::Serialize)]
+struct TenureOutput {
+    epoch: u64,
+    holder: String,
+    endpoint: String,
+    acquired_at: chrono::DateTime<chrono::Utc>,
+    ended_at: Option<chrono::DateTime<chrono::Utc>>,
+    end_reason: Option<&'static str>,
+    writes: u64,
+    last_write_at: Option<chrono::DateTime<chrono::Utc>>,
+}
+
+impl From<&TenureRecord> for TenureOutput {
+    fn from(t: &TenureRecord) -> Self {
+        Self {
+            epoch: t.epoch.0,
+            holder: t.holder.clone(),
+            endpoint: t.endpoint.clone(),
+            acquired_at: t.acquired_at,
+            ended_at: t.ended_at,
+            end_reason: t.end_reason.map(|r| r.as_str()),
+            writes: t.writes,
+            last_write_at: t.last_write_at,
+        }
+    }
 }
 
 fn time(at: chrono::DateTime<chrono::Utc>) -> String {
@@ -519,6 +577,79 @@ mod tests {
         .unwrap();
         assert_eq!(cli.log_format, LogFormat::Json);
         assert!(matches!(cli.command, Command::Check { .. }));
+    }
+
+    /// The field names of a JSON object, in order.
+    fn keys(value: &serde_json::Value) -> Vec<&str> {
+        value
+            .as_object()
+            .expect("an object")
+            .keys()
+            .map(String::as_str)
+            .collect()
+    }
+
+    #[test]
+    fn leases_json_keeps_its_field_names() {
+        use leasehold_host::authority::EndReason;
+        use leasehold_host::fence::Epoch;
+        let at = chrono::DateTime::from_timestamp(1_700_000_000, 0).unwrap();
+        let lease = LeaseRecord {
+            name: "scheduler".into(),
+            holder: "host-a".into(),
+            epoch: Epoch(7),
+            acquired_at: at,
+            expires_at: at,
+            released: false,
+            active: true,
+        };
+        let json = serde_json::to_value(LeaseOutput::from(&lease)).unwrap();
+        let mut names = keys(&json);
+        names.sort_unstable();
+        assert_eq!(
+            names,
+            [
+                "acquired_at",
+                "active",
+                "epoch",
+                "expires_at",
+                "holder",
+                "name",
+                "released"
+            ]
+        );
+        assert_eq!(json["epoch"], 7);
+        assert_eq!(json["acquired_at"], "2023-11-14T22:13:20Z");
+
+        let tenure = TenureRecord {
+            epoch: Epoch(7),
+            holder: "host-a".into(),
+            endpoint: "postgres://u@db/x".into(),
+            acquired_at: at,
+            ended_at: Some(at),
+            end_reason: Some(EndReason::Superseded),
+            writes: 3,
+            last_write_at: None,
+        };
+        let json = serde_json::to_value(TenureOutput::from(&tenure)).unwrap();
+        let mut names = keys(&json);
+        names.sort_unstable();
+        assert_eq!(
+            names,
+            [
+                "acquired_at",
+                "end_reason",
+                "ended_at",
+                "endpoint",
+                "epoch",
+                "holder",
+                "last_write_at",
+                "writes"
+            ]
+        );
+        assert_eq!(json["end_reason"], "superseded");
+        assert_eq!(json["epoch"], 7);
+        assert_eq!(json["last_write_at"], serde_json::Value::Null);
     }
 
     #[test]

@@ -1,4 +1,9 @@
 //! `GET /v1/leases` and `GET /v1/leases/{name}/history`.
+//!
+//! The JSON shapes are their own types ([`LeaseView`], [`TenureView`]),
+//! apart from the authority's records, so renaming an internal field
+//! cannot change the documented contract (`docs/contract.md`); a test
+//! pins their field names.
 
 use axum::Json;
 use axum::extract::rejection::{PathRejection, QueryRejection};
@@ -109,4 +114,89 @@ pub(super) async fn history(
     let key = LeaseKey::new(shared.api.cluster.clone(), name);
     let tenures = shared.api.authority.history(&key, limit).await?;
     Ok(Json(tenures.into_iter().map(TenureView::from).collect()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::authority::EndReason;
+    use crate::fence::Epoch;
+
+    fn sorted_keys(value: &serde_json::Value) -> Vec<String> {
+        let mut keys: Vec<String> = value
+            .as_object()
+            .expect("an object")
+            .keys()
+            .cloned()
+            .collect();
+        keys.sort_unstable();
+        keys
+    }
+
+    #[test]
+    fn lease_and_history_json_keep_the_documented_field_names() {
+        let at = chrono::DateTime::from_timestamp(1_700_000_000, 0).unwrap();
+        let status = Status::new("east".into(), "host-a".into(), &["scheduler".to_string()]);
+        let lease = LeaseRecord {
+            name: "scheduler".into(),
+            holder: "host-a".into(),
+            epoch: Epoch(7),
+            acquired_at: at,
+            expires_at: at,
+            released: false,
+            active: true,
+        };
+        let json = serde_json::to_value(LeaseView::new(lease.clone(), &status)).unwrap();
+        assert_eq!(
+            sorted_keys(&json),
+            [
+                "acquired_at",
+                "active",
+                "epoch",
+                "expires_at",
+                "held_here",
+                "holder",
+                "name"
+            ]
+        );
+        assert_eq!(json["epoch"], 7);
+        // Not led by this replica's supervisor, whatever the holder name.
+        assert_eq!(json["held_here"], false);
+        status
+            .controller("scheduler")
+            .unwrap()
+            .set(crate::status::ControllerState::Leading {
+                epoch: 7,
+                problem: None,
+            });
+        let json = serde_json::to_value(LeaseView::new(lease.clone(), &status)).unwrap();
+        assert_eq!(json["held_here"], true);
+
+        let tenure = TenureRecord {
+            epoch: Epoch(7),
+            holder: "host-a".into(),
+            endpoint: "postgres://u@db/x".into(),
+            acquired_at: at,
+            ended_at: None,
+            end_reason: Some(EndReason::Lost),
+            writes: 3,
+            last_write_at: Some(at),
+        };
+        let json = serde_json::to_value(TenureView::from(tenure)).unwrap();
+        assert_eq!(
+            sorted_keys(&json),
+            [
+                "acquired_at",
+                "end_reason",
+                "ended_at",
+                "endpoint",
+                "epoch",
+                "holder",
+                "last_write_at",
+                "writes"
+            ]
+        );
+        assert_eq!(json["end_reason"], "lost");
+        assert_eq!(json["writes"], 3);
+    }
 }

@@ -1,0 +1,164 @@
+//! The guest SDK's copies of the host's limits equal the host's own.
+//!
+//! `leasehold-guest` states the bounds a guest meets (so a controller's
+//! native tests and its `FakeHost` refuse what the host would refuse), but
+//! cannot depend on the host crate. This test compiles the SDK's own
+//! `limits.rs` (the very file the SDK builds, not a copy) next to the
+//! host's tables and compares every constant, so changing a bound on one
+//! side only fails here.
+
+use leasehold_host::{limits as host, names};
+
+/// The SDK's limits module, compiled from its source file: this crate
+/// does not depend on `leasehold-guest`, and the module is self-contained.
+#[allow(dead_code)]
+#[path = "../../guest-sdk/src/limits.rs"]
+mod guest;
+
+/// The SDK's source of its limits, to find every constant it declares.
+const GUEST_SOURCE: &str = include_str!("../../guest-sdk/src/limits.rs");
+
+/// Every SDK constant with the host's value it copies, by the SDK's name.
+fn pairs() -> Vec<(&'static str, u64, u64)> {
+    let n = |v: usize| v as u64;
+    vec![
+        (
+            "MAX_LABEL_LEN",
+            n(guest::MAX_LABEL_LEN),
+            n(names::MAX_LABEL_LEN),
+        ),
+        (
+            "MAX_VALUE_BYTES",
+            n(guest::MAX_VALUE_BYTES),
+            n(host::MAX_VALUE_BYTES),
+        ),
+        (
+            "MAX_OPS_PER_COMMIT",
+            n(guest::MAX_OPS_PER_COMMIT),
+            n(host::MAX_OPS_PER_COMMIT),
+        ),
+        (
+            "MAX_EVENTS_PER_COMMIT",
+            n(guest::MAX_EVENTS_PER_COMMIT),
+            n(host::MAX_EVENTS_PER_COMMIT),
+        ),
+        (
+            "MAX_EVENT_REASON_BYTES",
+            n(guest::MAX_EVENT_REASON_BYTES),
+            n(host::MAX_EVENT_REASON_BYTES),
+        ),
+        (
+            "MAX_EVENT_MESSAGE_BYTES",
+            n(guest::MAX_EVENT_MESSAGE_BYTES),
+            n(host::MAX_EVENT_MESSAGE_BYTES),
+        ),
+        (
+            "DEFAULT_PAGE_SIZE",
+            u64::from(guest::DEFAULT_PAGE_SIZE),
+            n(host::DEFAULT_PAGE_SIZE),
+        ),
+        (
+            "MAX_PAGE_SIZE",
+            u64::from(guest::MAX_PAGE_SIZE),
+            n(host::MAX_PAGE_SIZE),
+        ),
+        (
+            "MAX_CALL_PAYLOAD_BYTES",
+            n(guest::MAX_CALL_PAYLOAD_BYTES),
+            n(host::HOST_CALL_PAYLOAD_BYTES),
+        ),
+        (
+            "LOG_LINE_BYTES",
+            n(guest::LOG_LINE_BYTES),
+            n(host::LOG_LINE_BYTES),
+        ),
+    ]
+}
+
+#[test]
+fn every_sdk_limit_equals_the_hosts() {
+    let mismatched: Vec<String> = pairs()
+        .into_iter()
+        .filter(|(_, guest, host)| guest != host)
+        .map(|(name, guest, host)| {
+            format!("{name}: the SDK says {guest}, the host enforces {host}")
+        })
+        .collect();
+    assert!(
+        mismatched.is_empty(),
+        "the guest SDK's limits disagree with the host's:\n{}",
+        mismatched.join("\n")
+    );
+}
+
+#[test]
+fn every_sdk_limit_is_compared() {
+    // A constant added to the SDK without a host counterpart here would
+    // go unchecked: name each `pub const` of the SDK's file.
+    let declared: Vec<&str> = GUEST_SOURCE
+        .lines()
+        .filter_map(|line| line.trim_start().strip_prefix("pub const "))
+        .filter_map(|rest| rest.split(':').next())
+        .map(str::trim)
+        .collect();
+    assert!(
+        !declared.is_empty(),
+        "no constants found in the SDK's limits.rs"
+    );
+    let compared: Vec<&str> = pairs().into_iter().map(|(name, _, _)| name).collect();
+    let unchecked: Vec<&&str> = declared.iter().filter(|d| !compared.contains(d)).collect();
+    assert!(
+        unchecked.is_empty(),
+        "SDK limits without a host comparison in this test: {unchecked:?}"
+    );
+}
+
+#[test]
+fn the_fake_hosts_default_limits_are_the_hosts() {
+    let limits = guest::Limits::default();
+    let fields = [
+        (
+            "max_value_bytes",
+            limits.max_value_bytes,
+            host::MAX_VALUE_BYTES,
+        ),
+        (
+            "max_ops_per_commit",
+            limits.max_ops_per_commit,
+            host::MAX_OPS_PER_COMMIT,
+        ),
+        (
+            "max_events_per_commit",
+            limits.max_events_per_commit,
+            host::MAX_EVENTS_PER_COMMIT,
+        ),
+        (
+            "max_event_reason_bytes",
+            limits.max_event_reason_bytes,
+            host::MAX_EVENT_REASON_BYTES,
+        ),
+        (
+            "max_event_message_bytes",
+            limits.max_event_message_bytes,
+            host::MAX_EVENT_MESSAGE_BYTES,
+        ),
+        (
+            "max_page_size",
+            limits.max_page_size as usize,
+            host::MAX_PAGE_SIZE,
+        ),
+        (
+            "max_call_payload_bytes",
+            limits.max_call_payload_bytes,
+            host::HOST_CALL_PAYLOAD_BYTES,
+        ),
+        (
+            "log_line_bytes",
+            limits.log_line_bytes,
+            host::LOG_LINE_BYTES,
+        ),
+    ];
+    for (field, sdk, host) in fields {
+        assert_eq!(sdk, host, "Limits::default().{field}");
+    }
+}
