@@ -1,10 +1,13 @@
 //! Support for Leasehold's integration tests: where the compiled guest
-//! components are, memory backends wired together, and a store wrapper
-//! whose calls a test can observe and hold.
+//! components are, memory backends wired together, a store wrapper whose
+//! calls a test can observe and hold, and bounded waits ([`within`],
+//! [`until`]) so a test that hangs fails with a message instead.
 
+use std::future::Future;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use leasehold_host::authority::memory::MemoryAuthority;
@@ -21,6 +24,33 @@ pub mod harness;
 pub mod http;
 pub mod process;
 pub mod proxy;
+
+/// Longest a test waits for something its own actions cause (a hook to
+/// fire, a task to finish, a counter to move): a hang detector, far beyond
+/// any healthy run of a debug build on two busy cores, never a timing
+/// claim.
+pub const TEST_WAIT: Duration = Duration::from_secs(30);
+
+/// `future`'s output, or a panic naming `what` once `limit` passed.
+pub async fn within<T>(limit: Duration, what: &str, future: impl Future<Output = T>) -> T {
+    tokio::time::timeout(limit, future)
+        .await
+        .unwrap_or_else(|_| panic!("timed out after {limit:?} waiting until {what}"))
+}
+
+/// Yield to the runtime until `done` holds, or panic naming `what` once
+/// `limit` passed. For in-process state that has no notification (an
+/// atomic counter).
+pub async fn until(limit: Duration, what: &str, mut done: impl FnMut() -> bool) {
+    let started = Instant::now();
+    while !done() {
+        assert!(
+            started.elapsed() < limit,
+            "timed out after {limit:?} waiting until {what}"
+        );
+        tokio::task::yield_now().await;
+    }
+}
 
 /// The folder holding the guest components built by `cargo xtask guests`.
 pub fn guest_dir() -> PathBuf {

@@ -1,5 +1,8 @@
 //! Real `leasehold` processes for multi-process tests: each replica gets
 //! its own config file, port and log file, and is killed when dropped.
+//! Every wait here on a process (its exit, its health, its state) has a
+//! bound and fails with a message naming what it waited for; none may
+//! block a test forever.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -70,23 +73,73 @@ pub fn free_port() -> u16 {
     panic!("no free loopback port between {low} and {high}");
 }
 
+/// Longest a one-shot command (`leasehold check`, `migrate`, `leases`) may
+/// run: `check` compiles every component, which takes seconds in a debug
+/// build on busy cores, so this only catches a command that hangs.
+const RUN_TO_END: Duration = Duration::from_secs(120);
+
+/// How often a bounded wait on a child process or on another process's
+/// observable state looks again.
+const CHILD_POLL: Duration = Duration::from_millis(20);
+
+/// How often [`eventually`] and [`Replica::exited`] look again: often
+/// enough that a measured handover is not rounded up much.
+const STATE_POLL: Duration = Duration::from_millis(10);
+
+/// Longest a SIGKILLed process takes to be reaped: the kernel ends it at
+/// once, so this only catches a process that cannot be killed.
+const KILLED_EXIT: Duration = Duration::from_secs(10);
+
 /// Run `leasehold` with `args` to completion; returns (exit code, stdout,
-/// stderr).
+/// stderr). A command still running after [`RUN_TO_END`] is killed and the
+/// test fails with what it printed so far.
 pub fn run_to_end(args: &[&str], env: &[(&str, &str)]) -> (i32, String, String) {
     let mut cmd = Command::new(binary());
     // The test's own database URL (CI exports one) would override the URL in
     // the config under test; only `env` may set it.
     cmd.args(args)
         .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
         .env_remove("LEASEHOLD_DATABASE_URL");
     for (k, v) in env {
         cmd.env(k, v);
     }
-    let out = cmd.output().expect("run leasehold");
+    let mut child = cmd.spawn().expect("run leasehold");
+    // Drained on their own threads: a command writing more than a pipe
+    // holds would otherwise block before it exits.
+    let drain = |pipe: Option<Box<dyn std::io::Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut text = Vec::new();
+            if let Some(mut pipe) = pipe {
+                let _ = pipe.read_to_end(&mut text);
+            }
+            String::from_utf8_lossy(&text).into_owned()
+        })
+    };
+    let stdout = drain(child.stdout.take().map(|p| Box::new(p) as _));
+    let stderr = drain(child.stderr.take().map(|p| Box::new(p) as _));
+    let started = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait for leasehold") {
+            break status;
+        }
+        if started.elapsed() > RUN_TO_END {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!(
+                "`leasehold {}` did not finish within {RUN_TO_END:?}; stdout:\n{}\nstderr:\n{}",
+                args.join(" "),
+                stdout.join().unwrap_or_default(),
+                stderr.join().unwrap_or_default()
+            );
+        }
+        std::thread::sleep(CHILD_POLL);
+    };
     (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
+        status.code().unwrap_or(-1),
+        stdout.join().expect("stdout reader"),
+        stderr.join().expect("stderr reader"),
     )
 }
 
@@ -190,7 +243,7 @@ impl Replica {
             if started.elapsed() > limit {
                 return None;
             }
-            tokio::time::sleep(Duration::from_millis(10)).await;
+            tokio::time::sleep(STATE_POLL).await;
         }
     }
 
@@ -198,7 +251,7 @@ impl Replica {
     pub async fn kill(&mut self) {
         if self.running() {
             self.signal("KILL");
-            self.exited(Duration::from_secs(10))
+            self.exited(KILLED_EXIT)
                 .await
                 .expect("a killed process exits");
         }
@@ -230,7 +283,7 @@ impl Replica {
             if started.elapsed() > limit {
                 return None;
             }
-            std::thread::sleep(Duration::from_millis(20));
+            std::thread::sleep(CHILD_POLL);
         }
     }
 
@@ -298,7 +351,7 @@ impl Replica {
                 self.name,
                 self.log()
             );
-            tokio::time::sleep(Duration::from_millis(20)).await;
+            tokio::time::sleep(CHILD_POLL).await;
         }
     }
 
@@ -346,6 +399,6 @@ where
             started.elapsed() < limit,
             "timed out after {limit:?} waiting until {what}"
         );
-        tokio::time::sleep(Duration::from_millis(10)).await;
+        tokio::time::sleep(STATE_POLL).await;
     }
 }

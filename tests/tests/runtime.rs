@@ -13,7 +13,7 @@ use leasehold_host::runtime::{
     Reconciled, Runtime,
 };
 use leasehold_host::store::{ObjectKey, Origin, Store};
-use leasehold_tests::{HookedStore, MemoryBackends, guest};
+use leasehold_tests::{HookedStore, MemoryBackends, TEST_WAIT, guest, until, within};
 
 const CLUSTER: &str = "rt";
 
@@ -143,7 +143,10 @@ async fn spinning_guest_is_aborted_by_revocation() {
         .unwrap();
     let call = tokio::spawn(async move { guest.reconcile("cmd", "spin").await });
     // The guest reads marks/spin right before it starts spinning.
-    assert_eq!(hooks.gets.recv().await, Some(mark("spin")));
+    assert_eq!(
+        within(TEST_WAIT, "the guest reads marks/spin", hooks.gets.recv()).await,
+        Some(mark("spin"))
+    );
     revocation.revoke();
     let result = tokio::time::timeout(PROMPT, call)
         .await
@@ -174,7 +177,13 @@ async fn guest_blocked_in_a_host_call_is_aborted_and_its_write_not_committed() {
         .await
         .unwrap();
     let call = tokio::spawn(async move { guest.reconcile("cmd", "block").await });
-    hooks.commit_entered.recv().await.expect("commit started");
+    within(
+        TEST_WAIT,
+        "the guest's commit starts",
+        hooks.commit_entered.recv(),
+    )
+    .await
+    .expect("commit started");
     revocation.revoke();
     let result = tokio::time::timeout(PROMPT, call)
         .await
@@ -185,11 +194,13 @@ async fn guest_blocked_in_a_host_call_is_aborted_and_its_write_not_committed() {
         "{result:?}"
     );
     // The host call's future was dropped, not left running.
-    hooks
-        .commit_dropped
-        .recv()
-        .await
-        .expect("held commit dropped");
+    within(
+        TEST_WAIT,
+        "the held commit is dropped",
+        hooks.commit_dropped.recv(),
+    )
+    .await
+    .expect("held commit dropped");
     assert!(
         backends
             .store
@@ -221,17 +232,19 @@ async fn writes_after_the_loss_are_all_refused() {
         .unwrap();
     let call = tokio::spawn(async move { guest.reconcile("cmd", "hammer").await });
     // Let some writes land, then take the lease away behind the guest's back.
-    while store.commits_ok.load(Ordering::SeqCst) < 5 {
-        tokio::task::yield_now().await;
-    }
+    until(TEST_WAIT, "5 of the guest's writes land", || {
+        store.commits_ok.load(Ordering::SeqCst) >= 5
+    })
+    .await;
     let key = LeaseKey::new(CLUSTER, "misbehaving");
     let successor = backends.authority.faults().steal(&key, "host-b");
     assert!(successor.epoch > grant.fence.epoch);
     let landed_before_loss = store.commits_ok.load(Ordering::SeqCst);
     // The guest keeps hammering; every attempt is now refused by the fence.
-    while counters.fenced.load(Ordering::SeqCst) < 5 {
-        tokio::task::yield_now().await;
-    }
+    until(TEST_WAIT, "5 of the guest's writes are refused", || {
+        counters.fenced.load(Ordering::SeqCst) >= 5
+    })
+    .await;
     revocation.revoke();
     let result = tokio::time::timeout(PROMPT, call)
         .await

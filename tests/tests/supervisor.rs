@@ -19,8 +19,8 @@ use tokio::task::JoinHandle;
 
 const CLUSTER: &str = "sup";
 const NAME: &str = "misbehaving";
-/// Bound on any single wait: generous, so a loaded machine does not flake.
-const WAIT: Duration = Duration::from_secs(10);
+/// Bound on any single wait: a hang detector, not a timing claim.
+const WAIT: Duration = leasehold_tests::TEST_WAIT;
 
 fn compiled() -> CompiledController {
     static SHARED: OnceLock<CompiledController> = OnceLock::new();
@@ -163,7 +163,7 @@ async fn lease_loss_is_observed_and_the_working_guest_is_aborted() {
     assert_eq!(
         tokio::time::timeout(WAIT, h.hooks.gets.recv())
             .await
-            .unwrap(),
+            .unwrap_or_else(|_| panic!("the guest read nothing within {WAIT:?}")),
         Some(mark_key("spin"))
     );
     // Loss injected behind the holder's back.
@@ -195,8 +195,8 @@ async fn lease_loss_is_observed_and_the_working_guest_is_aborted() {
     h.shutdown.send(true).unwrap();
     tokio::time::timeout(WAIT, &mut h.task)
         .await
-        .unwrap()
-        .unwrap();
+        .unwrap_or_else(|_| panic!("the supervisor did not stop within {WAIT:?} of shutdown"))
+        .expect("the supervisor task panicked");
 }
 
 #[tokio::test]
@@ -204,7 +204,9 @@ async fn holder_fences_itself_at_the_renew_deadline() {
     let mut h = Harness::start().await;
     let epoch = h.leading().await;
     let hold = h.backends.authority.faults().hold_renewals();
-    hold.parked(1).await;
+    tokio::time::timeout(WAIT, hold.parked(1))
+        .await
+        .unwrap_or_else(|_| panic!("no renewal was held within {WAIT:?}"));
     let state = h
         .wait_for("not leading", |s| {
             !matches!(s, ControllerState::Leading { .. })
@@ -222,8 +224,8 @@ async fn holder_fences_itself_at_the_renew_deadline() {
     h.shutdown.send(true).unwrap();
     tokio::time::timeout(WAIT, &mut h.task)
         .await
-        .unwrap()
-        .unwrap();
+        .unwrap_or_else(|_| panic!("the supervisor did not stop within {WAIT:?} of shutdown"))
+        .expect("the supervisor task panicked");
 }
 
 #[tokio::test]
@@ -269,8 +271,8 @@ async fn a_trapping_guest_is_restarted_inside_the_same_tenure() {
     h.shutdown.send(true).unwrap();
     tokio::time::timeout(WAIT, &mut h.task)
         .await
-        .unwrap()
-        .unwrap();
+        .unwrap_or_else(|_| panic!("the supervisor did not stop within {WAIT:?} of shutdown"))
+        .expect("the supervisor task panicked");
 }
 
 #[tokio::test]
@@ -295,8 +297,8 @@ async fn a_database_identity_change_ends_the_tenure_and_blocks_acquiring() {
     h.shutdown.send(true).unwrap();
     tokio::time::timeout(WAIT, &mut h.task)
         .await
-        .unwrap()
-        .unwrap();
+        .unwrap_or_else(|_| panic!("the supervisor did not stop within {WAIT:?} of shutdown"))
+        .expect("the supervisor task panicked");
 }
 
 #[tokio::test]
@@ -306,13 +308,13 @@ async fn shutdown_releases_the_lease_for_an_immediate_takeover() {
     h.command("ok").await;
     tokio::time::timeout(WAIT, h.hooks.commit_landed.recv())
         .await
-        .unwrap()
-        .unwrap();
+        .unwrap_or_else(|_| panic!("no commit of the guest landed within {WAIT:?}"))
+        .expect("the store's hooks are alive");
     h.shutdown.send(true).unwrap();
     tokio::time::timeout(WAIT, &mut h.task)
         .await
-        .unwrap()
-        .unwrap();
+        .unwrap_or_else(|_| panic!("the supervisor did not stop within {WAIT:?} of shutdown"))
+        .expect("the supervisor task panicked");
     assert_eq!(h.status.get(), ControllerState::Stopped);
     let history = h
         .backends
