@@ -4,6 +4,8 @@
 //! See `ARCHITECTURE.md` at the repository root for the map of modules and
 //! the invariants they keep.
 
+#![warn(missing_docs)]
+
 pub mod api;
 pub mod authority;
 pub mod config;
