@@ -10,6 +10,11 @@
 //! task returns only after it dropped the instance, Store included. The
 //! runtime is multi-threaded like the host's, so the revoking task and the
 //! guest run on different threads. The two cases alternate run by run.
+//!
+//! That figure starts at the revoke; [`crate::abort_loss`] adds the same
+//! two guests under a real supervisor, timed from the moment the loss is
+//! detected (the renew deadline passed, or a renewal was refused) to the
+//! guest stopped as the supervisor's status reports it.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -151,5 +156,5 @@ async fn measure(scale: Scale, report: &mut Report) -> Result<()> {
             ),
         );
     }
-    Ok(())
+    crate::abort_loss::measure(scale, report, &compiled).await
 }

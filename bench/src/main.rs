@@ -18,6 +18,7 @@
 //! only prints.
 
 mod abort;
+mod abort_loss;
 mod document;
 mod end_to_end;
 mod fencing;

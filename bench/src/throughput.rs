@@ -14,7 +14,7 @@ use anyhow::{Result, anyhow, bail};
 use leasehold_host::runtime::{CommitCounters, GuestInstance, Reconciled};
 
 use crate::Scale;
-use crate::report::{Report, Samples, median, rate};
+use crate::report::{Report, Samples, Spread, median, rate};
 use crate::support::{self, MemoryBackends};
 
 const PART: &str = "reconcile-throughput";
@@ -82,8 +82,6 @@ async fn measure(scale: Scale, report: &mut Report) -> Result<()> {
         reconcile(&mut guest).await?;
         latencies.push(started.elapsed());
     }
-    let best = rates.iter().copied().fold(f64::MIN, f64::max);
-    let worst = rates.iter().copied().fold(f64::MAX, f64::min);
     let typical = median(&rates);
     report.goal(
         PART,
@@ -95,11 +93,9 @@ async fn measure(scale: Scale, report: &mut Report) -> Result<()> {
         ">= 20,000/s",
         typical >= GOAL_PER_SECOND,
     );
-    report.info(
-        PART,
-        "batch range (slowest .. fastest)",
-        format!("{} .. {}", rate(worst), rate(best)),
-    );
+    if let Some(spread) = Spread::of(&rates) {
+        report.info(PART, "batches, reconciles per second", spread.with(rate));
+    }
     report.info(PART, "one no-op reconcile", latencies.summary());
     Ok(())
 }
