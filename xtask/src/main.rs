@@ -39,7 +39,8 @@ Commands:
                   extra ARGS are passed to `leasehold`
   bench [PART...] build the guests and the release binaries, then run the
                   benchmarks (all, or the named parts; `--quick` for a
-                  smoke run) and print a table; see BENCHMARKS.md
+                  smoke run) and print a table; a run of every part at
+                  full scale (no arguments) writes BENCHMARKS.md
   help            this text
 
 Environment:
@@ -277,6 +278,11 @@ fn bench(parts: &[String]) -> Result<(), String> {
     let mut cmd = cargo();
     cmd.args(["run", "--release", "--package", "leasehold-bench", "--"]);
     cmd.args(parts.iter().map(OsStr::new));
+    // BENCHMARKS.md must come from one full run: only a run of every part
+    // at full scale (no part named, no flag) writes it.
+    if parts.is_empty() {
+        cmd.arg("--write");
+    }
     cmd.env("LEASEHOLD_GUEST_DIR", guest_dir());
     status("running the benchmarks", &mut cmd)
 }
