@@ -74,3 +74,32 @@ pub const MAX_OBJECTS_PER_KIND: u64 = 10_000_000;
 /// host's holder-claim session (see
 /// [`crate::timeouts::HOLDER_CLAIM_KEEPALIVE_IDLE`]).
 pub const HOLDER_CLAIM_KEEPALIVE_COUNT: u32 = 3;
+
+// Relations between the bounds, checked when the crate compiles.
+
+// A listing's default page is one it may return.
+const _: () = assert!(DEFAULT_PAGE_SIZE <= MAX_PAGE_SIZE);
+// The largest value fits in one host call's payload, and in one API body.
+const _: () = assert!(MAX_VALUE_BYTES <= HOST_CALL_PAYLOAD_BYTES);
+const _: () = assert!(MAX_VALUE_BYTES < HTTP_BODY_BYTES);
+// A single log line fits in the stdio a tenure captures.
+const _: () = assert!(LOG_LINE_BYTES <= GUEST_STDIO_BYTES);
+// Every quota default is one the config accepts.
+const _: () = assert!(DEFAULT_CREATES_PER_SECOND <= MAX_CREATES_PER_SECOND);
+const _: () = assert!(DEFAULT_CREATE_BURST <= MAX_CREATE_BURST);
+const _: () = assert!(DEFAULT_OBJECTS_PER_KIND <= MAX_OBJECTS_PER_KIND);
+// The per-kind cap's default is the work queue's bound (see
+// DEFAULT_OBJECTS_PER_KIND).
+const _: () = assert!(DEFAULT_OBJECTS_PER_KIND == WORK_QUEUE_KEYS as u64);
+// The pool sized for a reload never exceeds the controllers a host runs.
+const _: () = assert!(POOLED_CONTROLLERS <= MAX_CONTROLLERS);
+// HTTP connections take a share of the descriptors, never all of them.
+const _: () =
+    assert!(HTTP_CONNECTIONS_FD_SHARE_PERCENT > 0 && HTTP_CONNECTIONS_FD_SHARE_PERCENT < 100);
+// The default guest memory is one the config accepts.
+const _: () = assert!(
+    crate::config::MIN_GUEST_MEMORY_BYTES <= GUEST_MEMORY_BYTES
+        && GUEST_MEMORY_BYTES <= crate::config::MAX_GUEST_MEMORY_BYTES
+);
+// A lease name is a label and must fit wherever a holder name would.
+const _: () = assert!(crate::names::MAX_LABEL_LEN <= crate::names::MAX_HOLDER_LEN);

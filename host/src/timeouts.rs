@@ -244,6 +244,23 @@ const _: () = assert!(
 const _: () = assert!(MIN_BACKOFF_MAX.as_nanos() <= MAX_BACKOFF.as_nanos());
 const _: () = assert!(MIN_RESYNC_PERIOD.as_nanos() < MAX_RESYNC_PERIOD.as_nanos());
 
+// The holder claim of a host that vanished is freed before its leases
+// expire (see HOLDER_CLAIM_KEEPALIVE_IDLE), so a replacement with the same
+// name is not held up longer than the leases are.
+const _: () = assert!(
+    HOLDER_CLAIM_KEEPALIVE_IDLE.as_nanos()
+        + HOLDER_CLAIM_KEEPALIVE_INTERVAL.as_nanos()
+            * (crate::limits::HOLDER_CLAIM_KEEPALIVE_COUNT as u128)
+        < LEASE_TTL.as_nanos()
+);
+// Rechecks come sooner while failing, never later.
+const _: () = assert!(IDENTITY_RECHECK_FAILING.as_nanos() <= IDENTITY_RECHECK.as_nanos());
+const _: () = assert!(HTTP_ACCEPT_BACKOFF_MIN.as_nanos() <= HTTP_ACCEPT_BACKOFF_MAX.as_nanos());
+// Above the 60 s idle timeout common in load balancers.
+const _: () = assert!(HTTP_KEEP_ALIVE_IDLE.as_secs() > 60);
+// A guest's requeue ceiling is at least its longest resync period.
+const _: () = assert!(MAX_RESYNC_PERIOD.as_nanos() <= MAX_REQUEUE.as_nanos());
+
 #[cfg(test)]
 mod tests {
     use super::*;

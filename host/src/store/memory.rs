@@ -113,6 +113,10 @@ impl MemoryStore {
         for write in &plan.writes {
             match *write {
                 Planned::Create { key, value } | Planned::Update { key, value } => {
+                    debug_assert!(
+                        state.objects.get(key).is_none_or(|o| o.version < revision),
+                        "object versions strictly increase"
+                    );
                     state.objects.insert(
                         key.clone(),
                         Stored {
@@ -142,6 +146,10 @@ impl MemoryStore {
             });
             event_seqs.push(seq);
         }
+        debug_assert!(
+            event_seqs.windows(2).all(|w| w[1] == w[0] + 1),
+            "a commit's sequence numbers are contiguous"
+        );
         state.revision = revision;
         if let Some(&last) = event_seqs.last() {
             state.feed.send_replace(last);

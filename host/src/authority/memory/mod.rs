@@ -150,6 +150,10 @@ impl State {
             _ => (EndReason::Superseded, now),
         };
         let tenures = self.tenures.entry(key.clone()).or_default();
+        debug_assert!(
+            tenures.iter().all(|t| t.epoch < epoch),
+            "L1: a grant's epoch is above every earlier tenure's"
+        );
         for open in tenures.iter_mut().filter(|t| t.ended.is_none()) {
             open.ended = Some((ended_at.max(open.acquired_at), end_reason));
         }
@@ -291,6 +295,7 @@ impl Authority for MemoryAuthority {
             let expires_at = self.expiry(&fence.key, now, ttl)?;
             let result = match state.leases.get_mut(&fence.key) {
                 Some(row) if row.is_current(fence) && row.live(now) => {
+                    debug_assert!(!row.released, "renew never extends a released tenure");
                     row.expires_at = expires_at;
                     Renewed::Extended {
                         expires_at: self.utc(expires_at),
