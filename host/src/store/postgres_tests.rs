@@ -445,7 +445,10 @@ async fn a_takeover_waits_for_a_fenced_commit_in_flight() {
                 .await
         })
     };
-    paused.recv().await.expect("the commit reached COMMIT");
+    tokio::time::timeout(WAIT, paused.recv())
+        .await
+        .unwrap_or_else(|_| panic!("the commit did not reach COMMIT within {WAIT:?}"))
+        .expect("the commit reached COMMIT");
 
     // While the commit holds the lease row FOR SHARE, a grant cannot
     // update it: with a lock timeout it gives up...
@@ -471,8 +474,10 @@ async fn a_takeover_waits_for_a_fenced_commit_in_flight() {
         tokio::spawn(async move { take_over(&db, &lease, "holder-2").await })
     };
     resume.send(()).await.unwrap();
-    let committed = commit.await.unwrap().expect("landed before the takeover");
-    let (new, horizon) = grant.await.unwrap();
+    let committed = joined(commit, "the paused commit")
+        .await
+        .expect("landed before the takeover");
+    let (new, horizon) = joined(grant, "the grant").await;
     assert_eq!(new.epoch.0, 2);
     assert!(committed.event_seqs[0] <= horizon);
     let stale = stale_writes(&f.db, &HashMap::from([(2, horizon)])).await;
@@ -538,7 +543,7 @@ async fn a_fenced_commit_waiting_on_a_grant_in_flight_is_refused() {
         tokio::task::yield_now().await;
     }
     grant.commit().await.unwrap();
-    match commit.await.unwrap() {
+    match joined(commit, "the commit behind the grant").await {
         Err(StoreError::Fenced { fence, .. }) => assert_eq!(fence, old),
         other => panic!("a write of epoch 1 landed after epoch 2 was granted: {other:?}"),
     }
@@ -588,7 +593,7 @@ async fn commits_locking_the_same_objects_in_any_order_do_not_deadlock() {
         })
         .collect();
     for task in tasks {
-        task.await.unwrap();
+        joined(task, "a writer of the deadlock test").await;
     }
 }
 
