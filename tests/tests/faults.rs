@@ -1067,3 +1067,87 @@ async fn the_checker_orders_writes_by_commit_and_reports_each_misplaced_one() {
     );
     assert_eq!(report.guest_writes, 7, "{report}");
 }
+
+/// The checker catches a build without the fence in the scenarios where
+/// only the fence stands between a stalled commit and the next grant: a
+/// partition, then a pause (SIGSTOP with the proxy holding the COMMIT),
+/// each striking while the leader's COMMIT is in flight. The real build's
+/// grant waits for such a commit (the lease row is held `FOR SHARE`) and
+/// its fence refuses it (scenarios 5 and 8b); the unfenced build's grant
+/// does not wait, and the COMMIT, delivered when the fault heals while the
+/// server still waits for it, lands after the successor's grant. Each
+/// stalled commit must be reported as committed after the next grant.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_checker_catches_stalled_commits_of_a_build_without_the_fence() {
+    let _serial = ONE_AT_A_TIME.lock().await;
+    let mut spec = RigSpec::scheduler(2);
+    spec.build = Build::Unfenced;
+    let rig = Rig::start(spec).await;
+    rig.nodes(&[("n1", 20), ("n2", 20)]).await;
+    let (mut leader, mut epoch) = rig.leader(SCHEDULER, secs(30)).await;
+    rig.task(1 - leader, "warm-up").await;
+    rig.settled(secs(15)).await;
+    let timing = rig.timing();
+    let tasks = [
+        (AtCommit::Partition, "partitioned-commit"),
+        (AtCommit::Hold, "paused-commit"),
+    ];
+    for (fault, task) in tasks {
+        let standby = 1 - leader;
+        let struck = rig.hosts[leader].proxy.arm(fault);
+        rig.task(standby, task).await;
+        tokio::time::timeout(secs(15), struck)
+            .await
+            .expect("the leader commits the assignment")
+            .expect("strike reported");
+        let stalled = Instant::now();
+        if fault == AtCommit::Hold {
+            rig.hosts[leader].replica.signal("STOP");
+        }
+        // Without the fence, the grant does not wait for the stalled commit.
+        let (next, next_epoch) = rig
+            .leader_after(SCHEDULER, epoch, timing.ttl + SLACK * 2)
+            .await;
+        assert_eq!((next, next_epoch), (standby, epoch + 1));
+        // The server ends the stalled transaction once it idled for
+        // STALLED_TRANSACTION; healing later would prove nothing.
+        let healed = stalled.elapsed();
+        assert!(
+            healed < STALLED_TRANSACTION,
+            "{fault:?}: the successor was granted {healed:?} after the stall, too late to deliver the COMMIT within {STALLED_TRANSACTION:?}"
+        );
+        match fault {
+            AtCommit::Hold => {
+                rig.hosts[leader].proxy.release();
+                rig.hosts[leader].replica.signal("CONT");
+            }
+            _ => rig.hosts[leader].proxy.set(Mode::Pass),
+        }
+        eprintln!(
+            "{fault:?}: epoch {next_epoch} granted and the fault healed {healed:?} after the stall"
+        );
+        wait_standby_behind(&rig, leader, &rig.hosts[next].holder, secs(20)).await;
+        wait_assigned(&rig, task, secs(15)).await;
+        (leader, epoch) = (next, next_epoch);
+    }
+    rig.settled(secs(20)).await;
+    let report = rig.check().await;
+    let stale = report
+        .violations
+        .iter()
+        .filter(|v| v.rule == Rule::CommittedAfterNextGrant)
+        .count();
+    eprintln!(
+        "stalled commits without the fence: {stale} write(s) committed after the next grant; {report}"
+    );
+    for (fault, task) in tasks {
+        assert!(
+            report
+                .violations
+                .iter()
+                .any(|v| v.rule == Rule::CommittedAfterNextGrant
+                    && v.detail.contains(&format!("tasks/{task}"))),
+            "{fault:?}: the stalled commit assigning {task} landed after the next grant, but the checker did not report it:\n{report}"
+        );
+    }
+}

@@ -61,6 +61,23 @@ pub enum Build {
     Unfenced,
 }
 
+/// Environment variable that, set to `unfenced`, makes every rig run the
+/// unfenced build whatever its spec says: a diagnostic, to see which
+/// scenarios and schedules catch a build without the fence (their
+/// assertions and checker then fail where they do). Never set in CI.
+pub const BUILD_ENV: &str = "LEASEHOLD_FAULT_BUILD";
+
+impl Build {
+    /// `wanted`, unless [`BUILD_ENV`] forces the unfenced build.
+    pub fn effective(wanted: Build) -> Build {
+        match std::env::var(BUILD_ENV).as_deref() {
+            Ok("unfenced") => Build::Unfenced,
+            Ok("") | Ok("fenced") | Err(_) => wanted,
+            Ok(other) => panic!("{BUILD_ENV}={other:?}: expected \"unfenced\" or \"fenced\""),
+        }
+    }
+}
+
 /// What a rig starts with.
 #[derive(Debug, Clone)]
 pub struct RigSpec {
@@ -231,7 +248,7 @@ impl Rig {
             controllers,
             timing,
         );
-        let binary = match self.spec.build {
+        let binary = match Build::effective(self.spec.build) {
             Build::Fenced => binary(),
             Build::Unfenced => unfenced_binary(),
         };
