@@ -1011,9 +1011,16 @@ async fn a_long_poll_wakes_for_a_commit_after_it_found_nothing() {
     let poll = tokio::spawn(call(h.addr, "GET", "/v1/events?after=1&wait=30s", &[], b""));
     // Write only once the poll has read and found nothing, so the answer
     // can only come from the wake-up path.
-    read.await;
+    tokio::time::timeout(Duration::from_secs(10), read)
+        .await
+        .expect("the long poll read the store within 10 s");
     put(h.addr, "/v1/objects/nodes/n2", &[], "{}").await;
-    let reply = poll.await.unwrap();
+    // Well inside the poll's own 30 s wait: an answer this late could only
+    // be the wait running out, not the wake-up.
+    let reply = tokio::time::timeout(Duration::from_secs(10), poll)
+        .await
+        .expect("the long poll answered within 10 s of the commit")
+        .unwrap();
     assert_eq!(reply.status, 200);
     let events = reply.json();
     assert_eq!(events.as_array().unwrap().len(), 1, "{events}");
