@@ -98,8 +98,48 @@ const _: () =
     assert!(HTTP_CONNECTIONS_FD_SHARE_PERCENT > 0 && HTTP_CONNECTIONS_FD_SHARE_PERCENT < 100);
 // The default guest memory is one the config accepts.
 const _: () = assert!(
-    crate::config::MIN_GUEST_MEMORY_BYTES <= GUEST_MEMORY_BYTES
-        && GUEST_MEMORY_BYTES <= crate::config::MAX_GUEST_MEMORY_BYTES
+    MIN_GUEST_MEMORY_BYTES <= GUEST_MEMORY_BYTES && GUEST_MEMORY_BYTES <= MAX_GUEST_MEMORY_BYTES
 );
 // A lease name is a label and must fit wherever a holder name would.
-const _: () = assert!(crate::names::MAX_LABEL_LEN <= crate::names::MAX_HOLDER_LEN);
+const _: () = assert!(MAX_LABEL_LEN <= MAX_HOLDER_LEN);
+
+/// Default `[database] max_connections`: enough for every supervisor's
+/// renewals plus API traffic on a small host.
+pub const DEFAULT_MAX_CONNECTIONS: usize = 16;
+
+/// Largest `[database] max_connections`: PostgreSQL's own default
+/// `max_connections` is 100 for the whole server; more than this from one
+/// host is a mistake, not a tuning choice.
+pub const MAX_DATABASE_CONNECTIONS: usize = 256;
+
+/// Largest config file read. A config is a few kilobytes; anything near
+/// this is not a config file.
+pub const MAX_CONFIG_BYTES: u64 = 1024 * 1024;
+
+/// Smallest `memory_limit`: a Rust guest needs several 64 KiB pages just
+/// to start.
+pub const MIN_GUEST_MEMORY_BYTES: usize = 1024 * 1024;
+
+/// Largest `memory_limit`: the whole 32-bit address space of a wasm32
+/// guest.
+pub const MAX_GUEST_MEMORY_BYTES: usize = 4 * 1024 * 1024 * 1024;
+
+/// Most directories granted to one controller.
+pub const MAX_DIRS: usize = 16;
+
+/// Longest guest path of a granted directory.
+pub const MAX_GUEST_PATH_BYTES: usize = 1024;
+
+/// Longest `[http] token`.
+pub const MAX_TOKEN_BYTES: usize = 1024;
+
+/// How often an unconditional `PUT` re-reads the version when another
+/// writer races it, before it writes without a precondition. The re-reads
+/// only serve to tell 201 from 200; the write itself never needs them.
+pub const PUT_ATTEMPTS: usize = 3;
+
+/// Longest kind, object, lease or cluster name.
+pub const MAX_LABEL_LEN: usize = 63;
+
+/// Longest holder identity.
+pub const MAX_HOLDER_LEN: usize = 253;

@@ -8,10 +8,7 @@
 
 use thiserror::Error;
 
-/// Longest kind, object, lease or cluster name.
-pub const MAX_LABEL_LEN: usize = 63;
-/// Longest holder identity.
-pub const MAX_HOLDER_LEN: usize = 253;
+pub use crate::limits::{MAX_HOLDER_LEN, MAX_LABEL_LEN};
 
 /// A name broke the syntax rules.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]

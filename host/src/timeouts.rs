@@ -261,6 +261,15 @@ const _: () = assert!(HTTP_KEEP_ALIVE_IDLE.as_secs() > 60);
 // A guest's requeue ceiling is at least its longest resync period.
 const _: () = assert!(MAX_RESYNC_PERIOD.as_nanos() <= MAX_REQUEUE.as_nanos());
 
+/// Longest the readiness check waits for the database to answer. Short:
+/// a load balancer polling `/readyz` wants an answer, not a hung request,
+/// and a database that needs longer than this is not healthy.
+pub const READINESS_PROBE_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// How long one readiness probe result is reused, so frequent polling (or
+/// many pollers) costs at most one database round trip per interval.
+pub const READINESS_PROBE_MAX_AGE: Duration = Duration::from_secs(1);
+
 #[cfg(test)]
 mod tests {
     use super::*;

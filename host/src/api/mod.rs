@@ -122,17 +122,9 @@ use crate::authority::Authority;
 use crate::status::Status;
 use crate::store::Store;
 
+pub use crate::timeouts::{READINESS_PROBE_MAX_AGE, READINESS_PROBE_TIMEOUT};
 pub use error::ApiError;
 pub use serve::{ServeLimits, serve};
-
-/// Longest the readiness check waits for the database to answer. Short:
-/// a load balancer polling `/readyz` wants an answer, not a hung request,
-/// and a database that needs longer than this is not healthy.
-pub const READINESS_PROBE_TIMEOUT: Duration = Duration::from_secs(1);
-
-/// How long one readiness probe result is reused, so frequent polling (or
-/// many pollers) costs at most one database round trip per interval.
-pub const READINESS_PROBE_MAX_AGE: Duration = Duration::from_secs(1);
 
 /// What the HTTP surface needs from the rest of the host.
 #[derive(Clone)]

@@ -22,14 +22,9 @@ use serde::{Deserialize, Serialize};
 
 use super::AppState;
 use super::error::ApiError;
-use crate::limits::{DEFAULT_PAGE_SIZE, HTTP_BODY_BYTES, MAX_PAGE_SIZE};
+use crate::limits::{DEFAULT_PAGE_SIZE, HTTP_BODY_BYTES, MAX_PAGE_SIZE, PUT_ATTEMPTS};
 use crate::names::check_label;
 use crate::store::{Object, ObjectKey, StoreError};
-
-/// How often an unconditional `PUT` re-reads the version when another
-/// writer races it, before it writes without a precondition. The re-reads
-/// only serve to tell 201 from 200; the write itself never needs them.
-const PUT_ATTEMPTS: usize = 3;
 
 /// Longest an `If-Match: *` write keeps retrying while other writers keep
 /// changing the object. Each retry follows another writer's commit (so

@@ -79,39 +79,13 @@ pub const GUEST_DIR_PLACEHOLDER: &str = "${LEASEHOLD_GUEST_DIR}";
 /// reachable from the network until someone decides it should be.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:8080";
 
-/// Default `[database] max_connections`: enough for every supervisor's
-/// renewals plus API traffic on a small host.
-pub const DEFAULT_MAX_CONNECTIONS: usize = 16;
-
-/// Largest `[database] max_connections`: PostgreSQL's own default
-/// `max_connections` is 100 for the whole server; more than this from one
-/// host is a mistake, not a tuning choice.
-pub const MAX_DATABASE_CONNECTIONS: usize = 256;
-
-/// Largest config file read. A config is a few kilobytes; anything near
-/// this is not a config file.
-pub const MAX_CONFIG_BYTES: u64 = 1024 * 1024;
-
 // Floors and ceilings of the durations, with their reasons, live with
 // every other duration.
+pub use crate::limits::{
+    DEFAULT_MAX_CONNECTIONS, MAX_CONFIG_BYTES, MAX_DATABASE_CONNECTIONS, MAX_DIRS,
+    MAX_GUEST_MEMORY_BYTES, MAX_GUEST_PATH_BYTES, MAX_TOKEN_BYTES, MIN_GUEST_MEMORY_BYTES,
+};
 pub use crate::timeouts::{MAX_BACKOFF, MAX_LEASE_TTL, MAX_RECONCILE_DEADLINE, MIN_LEASE_TTL};
-
-/// Smallest `memory_limit`: a Rust guest needs several 64 KiB pages just
-/// to start.
-pub const MIN_GUEST_MEMORY_BYTES: usize = 1024 * 1024;
-
-/// Largest `memory_limit`: the whole 32-bit address space of a wasm32
-/// guest.
-pub const MAX_GUEST_MEMORY_BYTES: usize = 4 * 1024 * 1024 * 1024;
-
-/// Most directories granted to one controller.
-pub const MAX_DIRS: usize = 16;
-
-/// Longest guest path of a granted directory.
-pub const MAX_GUEST_PATH_BYTES: usize = 1024;
-
-/// Longest `[http] token`.
-pub const MAX_TOKEN_BYTES: usize = 1024;
 
 /// The checked configuration of one host.
 #[derive(Debug, Clone, PartialEq, Eq)]
