@@ -657,8 +657,8 @@ impl Checker {
         // commit is the tenure current when it committed.
         let derived = match tenures
             .iter()
-            .filter(|t| t.granted_snapshot && !seen_by_grant(t))
-            .last()
+            .rev()
+            .find(|t| t.granted_snapshot && !seen_by_grant(t))
         {
             Some(t) => format!("commit order places it in epoch {} ({})", t.epoch, t.holder),
             None => "commit order places it before the first grant".to_string(),
