@@ -171,9 +171,9 @@ impl Run {
         };
         let _ = write!(
             out,
-            "{scope}, started {} at commit {} and taking {:.0} s, on: {}, \
-             **{} logical CPUs** ({} available to the run), {} RAM, Linux {}, {}, \
-             the {}. Load average (1 / 5 / 15 min): {} when the run started, {} when it ended.",
+            "{scope}. Started {} at commit {}; took {:.0} s. Machine: {}, **{} logical CPUs** \
+             ({} available to the run), {} RAM, Linux {}; {}; {}. Load average \
+             (1 / 5 / 15 min): {} when the run started, {} when it ended.",
             self.started.format("%Y-%m-%d %H:%M UTC"),
             self.commit,
             self.elapsed.as_secs_f64(),
@@ -183,8 +183,8 @@ impl Run {
             self.machine.memory,
             self.machine.kernel,
             match &self.postgres {
-                Some(v) => format!("PostgreSQL {v} server the database parts used"),
-                None => "PostgreSQL server did not answer (database parts could not run)".into(),
+                Some(v) => format!("PostgreSQL {v} for the database parts"),
+                None => "no PostgreSQL server answered (the database parts could not run)".into(),
             },
             self.machine.build,
             self.load_start,

@@ -297,10 +297,11 @@ async fn compare(
     );
     // The median over repeats of each side's per-repeat median.
     let extra = median(wasm) - median(native);
+    let difference = duration(std::time::Duration::from_secs_f64(extra.abs()));
     let result = format!(
-        "{}; component slower by {} per reconcile (medians)",
+        "{}; component {} by {difference} per reconcile (medians)",
         compared.ab.ratios(),
-        duration(std::time::Duration::from_secs_f64(extra.max(0.0)))
+        if extra >= 0.0 { "slower" } else { "faster" },
     );
     match goal {
         Some(limit) => report.goal(
@@ -321,7 +322,7 @@ async fn compare(
         PART,
         format!("{label}: native side's extra work the component does not do, per reconcile"),
         format!(
-            "at most {} (the native logic on the FakeHost mirror, p50, logic included),              of which stderr writes {} ({:.1} lines): the Wasm cost lies between the              difference above and that plus this",
+            "at most {} (the native logic on the FakeHost mirror, p50, logic included), of which stderr writes {} ({:.1} lines): the Wasm cost per reconcile lies between the difference above and that difference plus this",
             duration(tallies.fake_only.p50()),
             duration(stderr.per_reconcile),
             stderr.lines_per_reconcile
