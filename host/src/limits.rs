@@ -143,3 +143,8 @@ pub const MAX_LABEL_LEN: usize = 63;
 
 /// Longest holder identity.
 pub const MAX_HOLDER_LEN: usize = 253;
+
+/// How often an unconditional put is retried when the object it found
+/// absent was created by a concurrent commit before its own insert (it then
+/// exists and can be locked): a bound, not an expected path.
+pub const LOST_CREATE_RETRIES: usize = 3;

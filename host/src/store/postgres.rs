@@ -14,7 +14,10 @@
 //!    server notices the connection is gone;
 //! 1. the authority's fence check: lease row `FOR SHARE`, holder, epoch,
 //!    not released, not expired (guests only);
-//! 2. the authority's write count for the tenure (guests only);
+//! 2. the authority's write count for the tenure (guests only; the
+//!    test-only unfenced build skips steps 1 and 2 and counts the write
+//!    after `COMMIT` in its own statement, so nothing in its transaction
+//!    touches a row the next grant locks);
 //! 3. lock the rows of every object the commit names (`FOR UPDATE`, in key
 //!    order so concurrent commits cannot deadlock); the store then checks
 //!    each precondition against them ([`super::plan`]);
@@ -66,16 +69,12 @@ use crate::authority::fence_check::{
 };
 use crate::db::{Database, bounded};
 use crate::fence::{Epoch, Fence};
+use crate::limits::LOST_CREATE_RETRIES;
 
 use super::plan::{Batch, Intent, Plan, Planned};
 use super::postgres_feed::Feed;
 use super::validate::{check_cluster, check_key, page_limit};
 use super::{Committed, Event, NewEvent, Object, ObjectKey, Op, Origin, Page, Store, StoreError};
-
-/// How often an unconditional put is retried when the object it found
-/// absent was created by a concurrent commit before its own insert (it then
-/// exists and can be locked): a bound, not an expected path.
-const LOST_CREATE_RETRIES: usize = 3;
 
 /// Step 1: lock the named objects, in key order, and read their versions.
 const LOCK_SQL: &str = "
