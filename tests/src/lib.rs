@@ -72,6 +72,35 @@ pub fn guest(name: &str) -> PathBuf {
     path
 }
 
+/// A throwaway folder for a test's configs and logs, removed when dropped.
+pub struct TempDir(PathBuf);
+
+impl TempDir {
+    /// A new, empty folder under the system's temporary directory.
+    pub fn new() -> Self {
+        let dir = std::env::temp_dir().join(format!("leasehold-test-{}", uuid::Uuid::new_v4()));
+        std::fs::create_dir_all(&dir).expect("create a temporary folder");
+        Self(dir)
+    }
+
+    /// Its path.
+    pub fn path(&self) -> &std::path::Path {
+        &self.0
+    }
+}
+
+impl Default for TempDir {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
 /// A memory authority and a memory store fenced by it.
 pub struct MemoryBackends {
     /// The authority (with fault injection).

@@ -7,6 +7,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use leasehold_host::testing::TestDatabase;
+use leasehold_tests::TempDir;
 use leasehold_tests::process::{Replica, eventually, free_port, run_to_end};
 use leasehold_tests::proxy::{FaultProxy, Mode};
 use leasehold_tests::{guest_dir, http};
@@ -62,26 +63,6 @@ struct Pair {
     _dir: TempDir,
     a: Replica,
     b: Replica,
-}
-
-/// A throwaway folder.
-struct TempDir(std::path::PathBuf);
-
-impl TempDir {
-    fn new() -> Self {
-        let dir = std::env::temp_dir().join(format!("leasehold-test-{}", uuid::Uuid::new_v4()));
-        std::fs::create_dir_all(&dir).unwrap();
-        Self(dir)
-    }
-    fn path(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
 }
 
 async fn start_pair(db: &TestDatabase) -> Pair {

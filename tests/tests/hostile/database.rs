@@ -3,10 +3,10 @@
 //! holder name, each against real `leasehold` processes on a database of
 //! their own.
 
-use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use leasehold_host::testing::TestDatabase;
+use leasehold_tests::TempDir;
 use leasehold_tests::process::{Replica, eventually, free_port};
 use leasehold_tests::{guest_dir, http};
 use serde_json::Value;
@@ -42,26 +42,6 @@ fn cluster() -> String {
         "hostile-{}",
         &uuid::Uuid::new_v4().simple().to_string()[..12]
     )
-}
-
-/// A throwaway folder for configs and logs.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new() -> Self {
-        let dir = std::env::temp_dir().join(format!("leasehold-hostile-{}", uuid::Uuid::new_v4()));
-        std::fs::create_dir_all(&dir).unwrap();
-        Self(dir)
-    }
-    fn path(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
 }
 
 async fn start(

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use leasehold_host::timeouts::{HTTP_BODY_READ, HTTP_HEADER_READ};
+use leasehold_tests::TempDir;
 use leasehold_tests::http;
 use leasehold_tests::process::{Replica, binary, free_port, run_to_end};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -18,26 +19,6 @@ const MARGIN: Duration = Duration::from_secs(2);
 
 /// How long a start-up may take (no controllers, embedded backend).
 const START: Duration = Duration::from_secs(30);
-
-/// A throwaway folder.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new() -> Self {
-        let dir = std::env::temp_dir().join(format!("leasehold-hostile-{}", uuid::Uuid::new_v4()));
-        std::fs::create_dir_all(&dir).unwrap();
-        Self(dir)
-    }
-    fn path(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 /// A config without controllers on the embedded backend; `http` is the
 /// body of its `[http]` table.

@@ -10,32 +10,12 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use leasehold_host::testing::TestDatabase;
+use leasehold_tests::TempDir;
 use leasehold_tests::process::{Replica, eventually, free_port, run_to_end};
 use leasehold_tests::{guest_dir, http};
 
 /// How long a replica may take to start, lead, or show a refusal.
 const PATIENCE: Duration = Duration::from_secs(30);
-
-/// A throwaway folder.
-struct TempDir(std::path::PathBuf);
-
-impl TempDir {
-    fn new() -> Self {
-        let dir = std::env::temp_dir().join(format!("leasehold-limits-{}", uuid::Uuid::new_v4()));
-        std::fs::create_dir_all(&dir).unwrap();
-        Self(dir)
-    }
-
-    fn path(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 fn cluster() -> String {
     format!("lim-{}", &uuid::Uuid::new_v4().simple().to_string()[..12])

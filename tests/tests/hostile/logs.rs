@@ -6,6 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use leasehold_tests::TempDir;
 use leasehold_tests::process::{Replica, binary, eventually, free_port};
 use leasehold_tests::{guest_dir, http};
 
@@ -25,26 +26,6 @@ fn payload() -> String {
 /// How long the host may take to start, compile the fixture and run the
 /// reconcile.
 const LIMIT: Duration = Duration::from_secs(60);
-
-/// A throwaway folder.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new() -> Self {
-        let dir = std::env::temp_dir().join(format!("leasehold-hostile-{}", uuid::Uuid::new_v4()));
-        std::fs::create_dir_all(&dir).unwrap();
-        Self(dir)
-    }
-    fn path(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 /// A script that runs `leasehold` with `args` before the subcommand.
 fn with_args(dir: &Path, args: &str) -> PathBuf {

@@ -16,6 +16,7 @@ use std::time::Duration;
 
 use leasehold_host::db::{DEFAULT_URL, URL_ENV};
 use leasehold_host::testing::TestDatabase;
+use leasehold_tests::TempDir;
 use leasehold_tests::process::{binary, eventually, free_port, run_to_end};
 use leasehold_tests::{guest_dir, http};
 
@@ -36,26 +37,6 @@ fn admin_url() -> String {
 
 fn unique() -> String {
     uuid::Uuid::new_v4().simple().to_string()
-}
-
-/// A throwaway folder for configs and logs.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new() -> Self {
-        let dir = std::env::temp_dir().join(format!("leasehold-secrets-{}", unique()));
-        std::fs::create_dir_all(&dir).unwrap();
-        Self(dir)
-    }
-    fn path(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
 }
 
 /// Run one statement on the server as the admin, on a thread of its own
