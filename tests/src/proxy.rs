@@ -9,6 +9,9 @@
 //!   on the next `COMMIT` a host sends (lose the reply, lose the commit, or
 //!   partition with the commit in flight), and reports that it struck on a
 //!   channel, so the test orders itself on it instead of sleeping;
+//!   [`FaultProxy::arm_carrying`] fires only on the `COMMIT` of a
+//!   transaction that sent given bytes (a value only the guest writes), so
+//!   a test can aim at a guest's commit among the host's others;
 //! - point new sessions at another database on the same server
 //!   ([`FaultProxy::redirect_database`]), as if the host's connection
 //!   string now reached a different database;
@@ -71,20 +74,47 @@ pub enum AtCommit {
 struct Shared {
     upstream: std::net::SocketAddr,
     mode: watch::Sender<Mode>,
-    armed: Mutex<Option<(AtCommit, oneshot::Sender<()>)>>,
+    armed: Mutex<Option<Trigger>>,
     database: Mutex<Option<String>>,
     ports: Mutex<BTreeSet<u16>>,
     /// Bumped by [`FaultProxy::release`].
     released: watch::Sender<u64>,
 }
 
+/// An armed strike: what to do, at which `COMMIT`, and whom to tell.
+struct Trigger {
+    at: AtCommit,
+    /// Strike only at the `COMMIT` of a transaction that sent these bytes.
+    carrying: Option<Vec<u8>>,
+    struck: oneshot::Sender<()>,
+}
+
 impl Shared {
     /// Take the armed trigger, if any: exactly one connection strikes.
-    fn take_trigger(&self) -> Option<(AtCommit, oneshot::Sender<()>)> {
+    fn take_trigger(&self) -> Option<Trigger> {
         self.armed
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .take()
+    }
+
+    /// Take the armed trigger if it strikes at a `COMMIT` of a transaction
+    /// that did (`carried`) or did not send the trigger's bytes.
+    fn take_trigger_for(&self, carried: bool) -> Option<Trigger> {
+        let mut armed = self.armed.lock().unwrap_or_else(PoisonError::into_inner);
+        match &*armed {
+            Some(t) if t.carrying.is_none() || carried => armed.take(),
+            _ => None,
+        }
+    }
+
+    /// Whether `message` carries the armed trigger's bytes.
+    fn carries(&self, message: &[u8]) -> bool {
+        let armed = self.armed.lock().unwrap_or_else(PoisonError::into_inner);
+        match armed.as_ref().and_then(|t| t.carrying.as_deref()) {
+            Some(needle) => message.windows(needle.len()).any(|w| w == needle),
+            None => false,
+        }
     }
 }
 
@@ -151,12 +181,29 @@ impl FaultProxy {
     /// once). The receiver resolves when it struck. Arming again replaces
     /// a trigger that has not struck.
     pub fn arm(&self, at: AtCommit) -> oneshot::Receiver<()> {
-        let (tx, rx) = oneshot::channel();
+        self.arm_with(at, None)
+    }
+
+    /// [`FaultProxy::arm`], striking only at the `COMMIT` of a transaction
+    /// in which the host sent `carrying` (in any message since the
+    /// connection's previous `COMMIT` or `ROLLBACK`; non-empty): a value
+    /// only one writer writes picks out that writer's commits.
+    pub fn arm_carrying(&self, at: AtCommit, carrying: &[u8]) -> oneshot::Receiver<()> {
+        assert!(!carrying.is_empty(), "arm_carrying needs bytes to look for");
+        self.arm_with(at, Some(carrying.to_vec()))
+    }
+
+    fn arm_with(&self, at: AtCommit, carrying: Option<Vec<u8>>) -> oneshot::Receiver<()> {
+        let (struck, rx) = oneshot::channel();
         *self
             .shared
             .armed
             .lock()
-            .unwrap_or_else(PoisonError::into_inner) = Some((at, tx));
+            .unwrap_or_else(PoisonError::into_inner) = Some(Trigger {
+            at,
+            carrying,
+            struck,
+        });
         rx
     }
 
@@ -335,6 +382,8 @@ async fn frontend(
     let mut startup = true;
     // After AtCommit::LoseCommit struck: read and drop everything.
     let mut swallowing = false;
+    // This connection's open transaction sent the armed trigger's bytes.
+    let mut carried = false;
     while let Some(n) = read_chunk(&mut from, &mut buf, &mut mode).await {
         if swallowing {
             continue;
@@ -369,13 +418,20 @@ async fn frontend(
                 continue;
             }
             if !is_commit(&message) {
+                if is_rollback(&message) {
+                    carried = false;
+                } else if !carried {
+                    carried = shared.carries(&message);
+                }
                 out.extend(message);
                 continue;
             }
-            let Some((at, struck)) = shared.take_trigger() else {
+            let Some(Trigger { at, struck, .. }) = shared.take_trigger_for(carried) else {
+                carried = false;
                 out.extend(message);
                 continue;
             };
+            carried = false;
             match at {
                 AtCommit::LoseReply => {
                     // The reply may come back as soon as the COMMIT is
@@ -449,11 +505,21 @@ fn message_len(pending: &[u8], startup: bool) -> Option<usize> {
 
 /// A simple-protocol `COMMIT` (how the driver ends a transaction).
 fn is_commit(message: &[u8]) -> bool {
+    is_query(message, "commit")
+}
+
+/// A simple-protocol `ROLLBACK` (how the driver abandons one).
+fn is_rollback(message: &[u8]) -> bool {
+    is_query(message, "rollback")
+}
+
+/// A simple-protocol query whose whole text is `text` (any case).
+fn is_query(message: &[u8], text: &str) -> bool {
     message.first() == Some(&b'Q')
         && message.len() > 5
         && String::from_utf8_lossy(&message[5..])
             .trim_matches(|c: char| c == '\0' || c.is_whitespace() || c == ';')
-            .eq_ignore_ascii_case("commit")
+            .eq_ignore_ascii_case(text)
 }
 
 /// A protocol-3 startup message asking for `database` instead.

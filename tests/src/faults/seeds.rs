@@ -29,7 +29,20 @@ use std::fmt;
 /// schedules together strike every fault kind at the leader (a unit test
 /// below keeps that true). Add a seed that finds a bug here, with the
 /// commit that fixed it in a comment.
+///
+/// What these seeds mean changed once, deliberately: when the faults that
+/// strike at a guest's commit were added (every schedule's first fault is
+/// one of them since), each seed's schedule changed. No seed that found a
+/// bug was recorded, so nothing recorded lost its meaning; from now on a
+/// recorded seed pins the generator (the schedule module's pinned seed 1).
 pub const FIXED: [u64; 17] = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17];
+
+/// Seeds CI runs on the build without the fence
+/// (`the_checker_catches_a_build_without_the_fence_in_random_schedules`):
+/// among the fixed seeds, short schedules whose first fault (one of each
+/// kind at a commit) struck the leader's guest commit and was caught when
+/// the whole list ran on that build.
+pub const UNFENCED: [u64; 3] = [10, 11, 4];
 
 /// Schedules a plain run plays (CI's count): all of [`FIXED`] and
 /// [`DEFAULT_SCHEDULES`] − `FIXED.len()` fresh seeds. About 6 s each on a
@@ -246,7 +259,7 @@ mod tests {
     fn the_fixed_seeds_strike_every_fault_kind_at_the_leader() {
         let struck: BTreeSet<FaultKind> = FIXED
             .iter()
-            .flat_map(|&seed| Schedule::generate(seed, HOSTS, Timing::FAST.ttl).faults)
+            .flat_map(|&seed| Schedule::generate(seed, HOSTS, Timing::FAST).faults)
             .filter(|f| f.target == Target::Leader)
             .map(|f| f.kind)
             .collect();
