@@ -121,6 +121,19 @@ async fn finish(rig: &Rig, context: &str) -> checker::Report {
     report
 }
 
+/// Settle and run the checker before the assertions only the real build
+/// can pass (which write landed, at which epoch): on a build without the
+/// fence (`LEASEHOLD_FAULT_BUILD=unfenced`) the test then stops at the
+/// checker's verdict instead of at its own assertion; on the real build it
+/// is one more verdict that must be clean.
+async fn verdict_first(rig: &Rig, context: &str) {
+    finish(
+        rig,
+        &format!("{context} (before the fenced-only assertions)"),
+    )
+    .await;
+}
+
 // 1. Orderly release.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn orderly_release_hands_over_at_once_and_records_released() {
@@ -383,8 +396,14 @@ async fn a_partitioned_leader_aborts_and_its_in_flight_commit_is_refused() {
             timing.ttl + STALLED_TRANSACTION + SLACK * 2,
         )
         .await;
+    // Healed as soon as the successor leads: the real build's grant came
+    // only once the server had ended the stalled transaction, so the held
+    // COMMIT finds nothing to commit; a build without the fence grants
+    // without waiting, and the COMMIT, delivered while the server still
+    // waits for it, lands after the grant (the checker's verdict below).
+    rig.hosts[leader].proxy.set(Mode::Pass);
     eprintln!(
-        "partition: the standby leads after {:?}",
+        "partition: the standby leads, and the partition healed, {:?} after the strike",
         partitioned.elapsed()
     );
     assert_eq!((next, next_epoch), (standby, epoch + 1));
@@ -392,6 +411,7 @@ async fn a_partitioned_leader_aborts_and_its_in_flight_commit_is_refused() {
     // The in-flight assignment never landed under the old epoch: the task
     // is assigned once, by the successor.
     wait_assigned(&rig, "in-flight", secs(15)).await;
+    verdict_first(&rig, "network partition").await;
     let assigned = assignments(&rig, "in-flight").await;
     assert_eq!(
         assigned,
@@ -399,8 +419,7 @@ async fn a_partitioned_leader_aborts_and_its_in_flight_commit_is_refused() {
         "the in-flight commit of epoch {epoch} must be refused"
     );
 
-    // Healed, the old leader rejoins as a standby.
-    rig.hosts[leader].proxy.set(Mode::Pass);
+    // The old leader rejoins as a standby.
     wait_standby_behind(&rig, leader, &rig.hosts[standby].holder, secs(20)).await;
     load.wait_acknowledged(load.acknowledged() + 5, secs(20))
         .await;
@@ -510,10 +529,13 @@ async fn a_leader_dying_with_its_commit_in_flight_never_causes_a_double_assignme
     rig.settled(secs(15)).await;
 
     // First the COMMIT reaches the server and only the reply is lost; then
-    // the COMMIT itself is lost. Either way the leader dies not knowing.
+    // the COMMIT itself is lost; then it is delayed in the network (held
+    // by the proxy) past the leader's death and delivered once the
+    // successor leads. Either way the leader dies not knowing.
     for (at, task) in [
         (AtCommit::LoseReply, "reply-lost"),
         (AtCommit::LoseCommit, "commit-lost"),
+        (AtCommit::Hold, "commit-delayed"),
     ] {
         let standby = 1 - leader;
         let struck = rig.hosts[leader].proxy.arm(at);
@@ -522,17 +544,33 @@ async fn a_leader_dying_with_its_commit_in_flight_never_causes_a_double_assignme
             .await
             .expect("the leader commits the assignment")
             .expect("strike reported");
+        let died = Instant::now();
         rig.hosts[leader].replica.kill().await;
-        let (next, next_epoch) = rig
-            .leader_after(SCHEDULER, epoch, rig.timing().ttl + SLACK * 2)
-            .await;
+        // The real build's successor waits for a delayed commit's
+        // transaction (it holds the lease row) until the server ends it.
+        let limit = match at {
+            AtCommit::Hold => rig.timing().ttl + STALLED_TRANSACTION + SLACK * 2,
+            _ => rig.timing().ttl + SLACK * 2,
+        };
+        let (next, next_epoch) = rig.leader_after(SCHEDULER, epoch, limit).await;
+        if at == AtCommit::Hold {
+            // Delivered as soon as the successor leads: too late on the
+            // real build, after the grant without the fence.
+            rig.hosts[leader].proxy.release();
+            eprintln!(
+                "{at:?}: epoch {next_epoch} granted and the delayed COMMIT delivered {:?} after the leader died",
+                died.elapsed()
+            );
+        }
         assert_eq!((next, next_epoch), (standby, epoch + 1));
         wait_assigned(&rig, task, secs(15)).await;
+        verdict_first(&rig, &format!("uncertain completion, {at:?}")).await;
         let assigned = assignments(&rig, task).await;
         let expected = match at {
             // Committed before the leader died: the successor finds it done.
             AtCommit::LoseReply => vec![(epoch, rig.hosts[leader].holder.clone())],
-            // Rolled back when its session closed: the successor does it.
+            // Rolled back when its session closed (or, delayed, when the
+            // server ended it idle): the successor does it.
             _ => vec![(epoch + 1, rig.hosts[standby].holder.clone())],
         };
         assert_eq!(assigned, expected, "{at:?}");
@@ -596,12 +634,16 @@ async fn a_paused_leader_never_writes_with_its_old_epoch() {
             timing.ttl + STALLED_TRANSACTION + SLACK * 2,
         )
         .await;
-    assert_eq!((next, next_epoch), (1 - leader, epoch + 1));
-    wait_assigned(&rig, "paused-commit", secs(15)).await;
-    // Resumed: its COMMIT finally goes out, and must not land.
+    // Resumed as soon as the successor leads: its COMMIT finally goes out,
+    // and must not land. On the real build the grant came only once the
+    // server had ended the paused transaction; without the fence it came
+    // at once, and the COMMIT lands after it (the checker's verdict).
     rig.hosts[leader].proxy.release();
     rig.hosts[leader].replica.signal("CONT");
+    assert_eq!((next, next_epoch), (1 - leader, epoch + 1));
+    wait_assigned(&rig, "paused-commit", secs(15)).await;
     wait_standby_behind(&rig, leader, &rig.hosts[next].holder, secs(15)).await;
+    verdict_first(&rig, "process pause (b)").await;
     assert_eq!(
         assignments(&rig, "paused-commit").await,
         vec![(epoch + 1, rig.hosts[next].holder.clone())],
