@@ -45,8 +45,9 @@ pub const FIXED: [u64; 17] = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15,
 pub const UNFENCED: [u64; 3] = [10, 11, 4];
 
 /// Schedules a plain run plays (CI's count): all of [`FIXED`] and
-/// [`DEFAULT_SCHEDULES`] − `FIXED.len()` fresh seeds. About 6 s each on a
-/// debug build, so the run stays near two minutes.
+/// [`DEFAULT_SCHEDULES`] − `FIXED.len()` fresh seeds. About 10 s each on a
+/// debug build (the first fault, at a commit, keeps every host for about
+/// four seconds): 203 s measured for a run.
 pub const DEFAULT_SCHEDULES: usize = 20;
 
 /// Fresh seeds keep to 48 bits: short enough to copy from a log line.
