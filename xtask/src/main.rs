@@ -237,6 +237,7 @@ fn test() -> Result<(), String> {
     let mut cmd = cargo();
     cmd.args(["test", "--workspace"]);
     cmd.env("LEASEHOLD_GUEST_DIR", guest_dir());
+    announce_fault_seeds(&mut cmd)?;
     status("running the tests", &mut cmd)
 }
 
@@ -285,4 +286,74 @@ fn bench(parts: &[String]) -> Result<(), String> {
     }
     cmd.env("LEASEHOLD_GUEST_DIR", guest_dir());
     status("running the benchmarks", &mut cmd)
+}
+
+/// How many fresh random fault schedules a test run plays beside the fixed
+/// seeds (the fault suite's `seeds::DEFAULT_SCHEDULES` minus its fixed
+/// list).
+const FRESH_FAULT_SEEDS: usize = 3;
+
+/// Draw the fresh seeds of the fault suite's random schedules here and
+/// print them before any test runs: cargo hides the output of tests that
+/// pass, and CI output must still list every seed it ran so any of them
+/// can be replayed. A seed the caller already named, or a replay of one
+/// seed, is left as it is.
+fn announce_fault_seeds(cmd: &mut Command) -> Result<(), String> {
+    const REPLAY: &str =
+        "cargo test -p leasehold-tests --test faults random_fault_schedules -- --nocapture";
+    if let Some(seed) = env::var_os("LEASEHOLD_FAULT_SEED") {
+        println!(
+            "xtask: random fault schedules: replaying LEASEHOLD_FAULT_SEED={}",
+            seed.to_string_lossy()
+        );
+        return Ok(());
+    }
+    if env::var_os("LEASEHOLD_FAULT_FRESH_SEEDS").is_none() {
+        let mut bytes = [0u8; 6 * FRESH_FAULT_SEEDS];
+        std::fs::File::open("/dev/urandom")
+            .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut bytes))
+            .map_err(|e| format!("cannot draw fresh fault seeds from /dev/urandom: {e}"))?;
+        let seeds: Vec<String> = bytes
+            .chunks(6)
+            .map(|chunk| {
+                chunk
+                    .iter()
+                    .fold(0u64, |seed, byte| seed << 8 | u64::from(*byte))
+                    .to_string()
+            })
+            .collect();
+        cmd.env("LEASEHOLD_FAULT_FRESH_SEEDS", seeds.join(","));
+        println!(
+            "xtask: random fault schedules: fixed seeds {}, then fresh seeds {}",
+            fixed_fault_seeds(),
+            seeds.join(", ")
+        );
+    } else if let Some(named) = env::var_os("LEASEHOLD_FAULT_FRESH_SEEDS") {
+        println!(
+            "xtask: random fault schedules: fixed seeds {}, then fresh seeds {}",
+            fixed_fault_seeds(),
+            named.to_string_lossy()
+        );
+    }
+    println!("xtask: replay one with LEASEHOLD_FAULT_SEED=<seed> {REPLAY}");
+    Ok(())
+}
+
+/// The fault suite's fixed seeds as its source lists them (`pub const
+/// FIXED: [u64; N] = [...]` in `tests/src/faults/seeds.rs`), for the
+/// announcement only; the suite itself uses the constant.
+fn fixed_fault_seeds() -> String {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/src/faults/seeds.rs");
+    std::fs::read_to_string(&path)
+        .ok()
+        .and_then(|text| {
+            let line = text.lines().find(|l| l.starts_with("pub const FIXED:"))?;
+            let list = line.rsplit_once('=')?.1.trim();
+            Some(
+                list.trim_end_matches(';')
+                    .trim_matches(['[', ']'])
+                    .to_string(),
+            )
+        })
+        .unwrap_or_else(|| format!("(see {})", path.display()))
 }

@@ -8,7 +8,6 @@
 //! the lease row in the database, a host's own `/metrics` — polled with
 //! [`eventually`]; it never sleeps in place of an ordering.
 
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -103,34 +102,7 @@ impl RigSpec {
     }
 }
 
-/// A throwaway folder for configs and logs.
-pub struct TempDir(PathBuf);
-
-impl TempDir {
-    /// A new, empty folder.
-    pub fn new() -> Self {
-        let dir = std::env::temp_dir().join(format!("leasehold-faults-{}", uuid::Uuid::new_v4()));
-        std::fs::create_dir_all(&dir).expect("temp dir");
-        Self(dir)
-    }
-
-    /// Its path.
-    pub fn path(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl Default for TempDir {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
+pub use crate::TempDir;
 
 /// One host of the rig.
 pub struct Host {

@@ -16,6 +16,9 @@
 //! - `LEASEHOLD_FAULT_SEED=<seed>` plays exactly that one schedule;
 //! - `LEASEHOLD_FAULT_SCHEDULES=<n>` plays `n` schedules in all: the first
 //!   `n` of [`FIXED`], then fresh ones (default [`DEFAULT_SCHEDULES`]).
+//! - `LEASEHOLD_FAULT_FRESH_SEEDS=<a,b,...>` names the fresh seeds to play
+//!   (drawn as needed beyond them); `cargo xtask test` draws three and
+//!   prints them before the tests, so CI output lists every seed it ran.
 
 use std::fmt;
 
@@ -155,14 +158,38 @@ pub fn plan(
     Ok(fixed.chain(fresh).collect())
 }
 
-/// [`plan`] from the process environment and the operating system's
+/// Fresh seeds named in `LEASEHOLD_FAULT_FRESH_SEEDS` (comma-separated), in
+/// order. `cargo xtask test` draws them and prints them before any test
+/// runs, so the output of a run whose tests pass (and whose own output
+/// cargo therefore hides) still lists every seed it played.
+pub fn named_fresh(value: &str) -> Result<Vec<u64>, BadVariable> {
+    value
+        .split(',')
+        .map(str::trim)
+        .filter(|part| !part.is_empty())
+        .map(|part| {
+            part.parse().map_err(|_| BadVariable {
+                name: "LEASEHOLD_FAULT_FRESH_SEEDS",
+                value: value.to_string(),
+            })
+        })
+        .collect()
+}
+
+/// [`plan`] from the process environment: fresh seeds come from
+/// `LEASEHOLD_FAULT_FRESH_SEEDS` first, then from the operating system's
 /// random source.
 pub fn plan_from_env() -> Result<Vec<Planned>, BadVariable> {
     let var = |name| std::env::var(name).ok();
+    let mut named = match var("LEASEHOLD_FAULT_FRESH_SEEDS") {
+        Some(value) => named_fresh(&value)?,
+        None => Vec::new(),
+    }
+    .into_iter();
     plan(
         var("LEASEHOLD_FAULT_SEED").as_deref(),
         var("LEASEHOLD_FAULT_SCHEDULES").as_deref(),
-        fresh,
+        move || named.next().unwrap_or_else(fresh),
     )
 }
 
@@ -235,6 +262,22 @@ mod tests {
         let bad = plan(Some("12x"), None, counter()).unwrap_err();
         assert_eq!(bad.name, "LEASEHOLD_FAULT_SEED");
         assert!(plan(None, Some("-1"), counter()).is_err());
+    }
+
+    #[test]
+    fn fresh_seeds_named_by_the_build_helper_are_read_in_order() {
+        assert_eq!(named_fresh("7, 8,9").unwrap(), vec![7, 8, 9]);
+        assert_eq!(named_fresh("").unwrap(), Vec::<u64>::new());
+        let bad = named_fresh("7,x").unwrap_err();
+        assert_eq!(bad.name, "LEASEHOLD_FAULT_FRESH_SEEDS");
+        let mut named = vec![41, 42].into_iter();
+        let planned = plan(None, None, move || named.next().unwrap_or(99)).unwrap();
+        let fresh: Vec<u64> = planned
+            .iter()
+            .filter(|p| p.origin == Origin::Fresh)
+            .map(|p| p.seed)
+            .collect();
+        assert_eq!(fresh, vec![41, 42, 99]);
     }
 
     #[test]
