@@ -12,6 +12,8 @@
 //!   [`FaultProxy::arm_carrying`] fires only on the `COMMIT` of a
 //!   transaction that sent given bytes (a value only the guest writes), so
 //!   a test can aim at a guest's commit among the host's others;
+//!   [`FaultProxy::cut_host`] then closes the host's end of a held
+//!   `COMMIT`'s connection while the server's end still waits for it;
 //! - point new sessions at another database on the same server
 //!   ([`FaultProxy::redirect_database`]), as if the host's connection
 //!   string now reached a different database;
@@ -79,6 +81,8 @@ struct Shared {
     ports: Mutex<BTreeSet<u16>>,
     /// Bumped by [`FaultProxy::release`].
     released: watch::Sender<u64>,
+    /// Bumped by [`FaultProxy::cut_host`].
+    cut: watch::Sender<u64>,
 }
 
 /// An armed strike: what to do, at which `COMMIT`, and whom to tell.
@@ -137,6 +141,7 @@ impl FaultProxy {
             database: Mutex::new(None),
             ports: Mutex::new(BTreeSet::new()),
             released: watch::Sender::new(0),
+            cut: watch::Sender::new(0),
         });
         let task_shared = shared.clone();
         let task = tokio::spawn(async move {
@@ -212,6 +217,19 @@ impl FaultProxy {
         self.shared.released.send_modify(|n| *n += 1);
     }
 
+    /// Close the host's end of the connection whose `COMMIT` is held by
+    /// [`AtCommit::Hold`], and keep the server's end open, the `COMMIT`
+    /// still held until [`FaultProxy::release`] delivers it (or the server
+    /// ends the transaction): a connection reset that only the host saw,
+    /// with its `COMMIT` still on the way. The host learns at once that the
+    /// outcome is unknown, so it can stop its guest and release its lease
+    /// while the commit is still in flight; without this it would wait for
+    /// the reply until its own statement bound, which is also the server's
+    /// bound on the idle transaction.
+    pub fn cut_host(&self) {
+        self.shared.cut.send_modify(|n| *n += 1);
+    }
+
     /// Disarm a trigger that has not struck.
     pub fn disarm(&self) {
         self.shared.take_trigger();
@@ -280,12 +298,21 @@ async fn relay(client: TcpStream, shared: Arc<Shared>) {
     let (server_read, server_write) = server.into_split();
     // Set when this connection's replies are to be lost (AtCommit::LoseReply).
     let (lose_replies_tx, lose_replies) = watch::channel(false);
-    let up = frontend(client_read, server_write, shared.clone(), lose_replies_tx);
+    // Set when the host's end is cut (FaultProxy::cut_host).
+    let (host_cut_tx, host_cut) = watch::channel(false);
+    let up = frontend(
+        client_read,
+        server_write,
+        shared.clone(),
+        lose_replies_tx,
+        host_cut_tx,
+    );
     let down = backend(
         server_read,
         client_write,
         shared.mode.subscribe(),
         lose_replies,
+        host_cut,
     );
     // When either direction ends (or is reset), drop both halves.
     tokio::select! {
@@ -342,19 +369,33 @@ async fn read_chunk(
     }
 }
 
-/// Server to host: opaque bytes.
+/// Server to host: opaque bytes. Once the host's end is cut, its write
+/// half is dropped (with the frontend's read half, that closes the host's
+/// socket) and the server's replies are read and dropped, so the server's
+/// end stays open.
 async fn backend(
     mut from: OwnedReadHalf,
-    mut to: OwnedWriteHalf,
+    to: OwnedWriteHalf,
     mut mode: watch::Receiver<Mode>,
     lose_replies: watch::Receiver<bool>,
+    mut host_cut: watch::Receiver<bool>,
 ) {
+    let mut to = Some(to);
     let mut buf = vec![0u8; 16 * 1024];
-    while let Some(n) = read_chunk(&mut from, &mut buf, &mut mode).await {
+    loop {
+        let n = tokio::select! {
+            n = read_chunk(&mut from, &mut buf, &mut mode) => n,
+            _ = host_cut.wait_for(|cut| *cut), if to.is_some() => {
+                to = None;
+                continue;
+            }
+        };
+        let Some(n) = n else { return };
+        let Some(to) = to.as_mut() else { continue };
         if *lose_replies.borrow() {
             continue;
         }
-        if !deliver(&mut to, &buf[..n], &mut mode).await {
+        if !deliver(to, &buf[..n], &mut mode).await {
             return;
         }
     }
@@ -375,6 +416,7 @@ async fn frontend(
     mut to: OwnedWriteHalf,
     shared: Arc<Shared>,
     lose_replies: watch::Sender<bool>,
+    host_cut: watch::Sender<bool>,
 ) {
     let mut mode = shared.mode.subscribe();
     let mut buf = vec![0u8; 16 * 1024];
@@ -462,12 +504,22 @@ async fn frontend(
                     out.clear();
                     let mut released = shared.released.subscribe();
                     released.borrow_and_update();
+                    let mut cut = shared.cut.subscribe();
+                    cut.borrow_and_update();
                     let _ = struck.send(());
                     // Not reading from the host meanwhile: a paused host
                     // sends nothing either.
-                    tokio::select! {
-                        _ = released.changed() => {}
+                    let host_cut_now = tokio::select! {
+                        _ = released.changed() => false,
+                        _ = cut.changed() => true,
                         _ = mode.wait_for(|m| *m == Mode::Reset) => return,
+                    };
+                    if host_cut_now {
+                        // The host's socket closes once both halves are
+                        // gone: this one here, the other in `backend`.
+                        drop(from);
+                        host_cut.send_replace(true);
+                        return held_for_the_server(to, &message, released, mode).await;
                     }
                     out.extend(message);
                 }
@@ -487,6 +539,26 @@ async fn frontend(
             return;
         }
     }
+}
+
+/// The rest of a connection whose host end was cut with its `COMMIT`
+/// held: deliver the `COMMIT` once released, then keep the server's end
+/// open (its reply goes nowhere) until the server closes it or the proxy
+/// resets, so the server runs the `COMMIT` as it would a late packet's.
+async fn held_for_the_server(
+    mut to: OwnedWriteHalf,
+    commit: &[u8],
+    mut released: watch::Receiver<u64>,
+    mut mode: watch::Receiver<Mode>,
+) {
+    tokio::select! {
+        _ = released.changed() => {}
+        _ = mode.wait_for(|m| *m == Mode::Reset) => return,
+    }
+    if !deliver(&mut to, commit, &mut mode).await {
+        return;
+    }
+    let _ = mode.wait_for(|m| *m == Mode::Reset).await;
 }
 
 fn be_u32(bytes: &[u8]) -> u32 {

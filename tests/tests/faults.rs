@@ -1288,3 +1288,253 @@ async fn the_checker_catches_stalled_commits_of_a_build_without_the_fence() {
         );
     }
 }
+
+/// How scenarios 1b and 2b ask the leader to give its scheduler lease up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum OrderlyStop {
+    /// SIGTERM: the host shuts down (scenario 1's mechanism).
+    Shutdown,
+    /// SIGHUP with the scheduler removed from the config: the host stops
+    /// the scheduler and keeps running (scenario 2's mechanism).
+    Removal,
+}
+
+/// What an orderly release with a guest COMMIT in flight showed.
+struct InFlightRelease {
+    /// The checker's verdict once everything settled.
+    report: checker::Report,
+    /// The leader's epoch when the COMMIT was held.
+    epoch: i64,
+    /// Holders of the old leader and of its successor.
+    old: String,
+    successor: String,
+    /// The `Assigned` events of the task whose COMMIT was held.
+    assigned: Vec<(i64, String)>,
+    /// From the held COMMIT to the successor leading (when the COMMIT was
+    /// delivered).
+    granted_after: Duration,
+    /// How the old tenure ended, as recorded.
+    old_end: Option<String>,
+}
+
+/// The task whose assigning COMMIT is held in scenarios 1b and 2b.
+const IN_FLIGHT_TASK: &str = "in-flight";
+
+/// The line the leader logs when its scheduler's tenure is told to stop
+/// (SIGTERM or removal alike): the stop request has been taken, so the
+/// guest stops taking work once its running reconcile ends.
+const STOP_TAKEN: &str = "shutting down: finishing the running reconcile";
+
+/// Scenarios 1b and 2b: the leader is asked to stop (`how`) while its
+/// guest's assigning COMMIT is held in the network by the proxy, so the
+/// orderly release comes with a fenced transaction still open.
+///
+/// Once the host has taken the stop request, the proxy cuts the host's end
+/// of that connection (the server's end keeps waiting for the COMMIT): the
+/// guest's commit fails with its outcome unknown at once, the guest stops,
+/// and the host releases the lease. Without the cut the host would wait for
+/// the reply until its own statement bound, which equals the server's bound
+/// on the idle transaction, so the release and the end of the stalled
+/// transaction would race and neither build could be told apart.
+///
+/// The held COMMIT is delivered as soon as the successor leads. On the
+/// real build the release locks the lease row `FOR UPDATE` first (L5) and
+/// the grant does too, so both wait for the stalled transaction, which
+/// holds it `FOR SHARE`, until the server ends it: the successor leads only
+/// after that, and the COMMIT finds nothing to commit. Without the fence
+/// nothing in the transaction touches the lease row: the release and the
+/// grant go through at once and the COMMIT lands after both.
+async fn release_with_commit_in_flight(how: OrderlyStop, build: Build) -> InFlightRelease {
+    let mut spec = RigSpec::scheduler(2);
+    if how == OrderlyStop::Removal {
+        spec.controllers = vec![SCHEDULER, "rollout"];
+    }
+    spec.build = build;
+    let mut rig = Rig::start(spec).await;
+    rig.nodes(&[("n1", 20), ("n2", 20)]).await;
+    let (leader, epoch) = rig.leader(SCHEDULER, secs(30)).await;
+    let standby = 1 - leader;
+    rig.task(standby, "warm-up").await;
+    rig.settled(secs(15)).await;
+
+    // Only the guest's assigning commit, not a host write.
+    let struck = rig.hosts[leader]
+        .proxy
+        .arm_carrying(AtCommit::Hold, b"\"status\":\"assigned\"");
+    rig.task(standby, IN_FLIGHT_TASK).await;
+    tokio::time::timeout(secs(15), struck)
+        .await
+        .expect("the leader commits the assignment")
+        .expect("strike reported");
+    let held = Instant::now();
+    match how {
+        OrderlyStop::Shutdown => rig.hosts[leader].replica.signal("TERM"),
+        OrderlyStop::Removal => {
+            rig.set_controllers(leader, &["rollout"]);
+            rig.hosts[leader].replica.signal("HUP");
+        }
+    }
+    // The cut must come after the stop request: a guest whose commit
+    // failed before it would take the task again, and that commit would
+    // wait for the held one's row locks until the statement bound.
+    eventually(
+        &format!("{} takes the stop request", rig.hosts[leader].holder),
+        secs(5),
+        || async {
+            rig.hosts[leader]
+                .replica
+                .log()
+                .lines()
+                .any(|l| l.contains(STOP_TAKEN) && l.contains(SCHEDULER))
+                .then_some(())
+        },
+    )
+    .await;
+    rig.hosts[leader].proxy.cut_host();
+
+    let (next, next_epoch) = rig
+        .leader_after(
+            SCHEDULER,
+            epoch,
+            rig.timing().ttl + STALLED_TRANSACTION + SLACK * 2,
+        )
+        .await;
+    rig.hosts[leader].proxy.release();
+    let granted_after = held.elapsed();
+    eprintln!(
+        "{how:?} with a commit in flight ({build:?}): epoch {next_epoch} granted and the held COMMIT delivered {granted_after:?} after it was held"
+    );
+    assert_eq!((next, next_epoch), (standby, epoch + 1));
+    match how {
+        OrderlyStop::Shutdown => {
+            let code = rig.hosts[leader].replica.exited(secs(15)).await;
+            assert_eq!(code, Some(0), "SIGTERM is an orderly exit");
+        }
+        OrderlyStop::Removal => {
+            assert!(rig.hosts[leader].replica.running(), "the host stopped");
+            eventually(
+                "the reloaded host no longer runs the scheduler",
+                secs(15),
+                || async {
+                    let (_, ready) = rig.hosts[leader].replica.readyz().await?;
+                    ready["controllers"].get(SCHEDULER).is_none().then_some(())
+                },
+            )
+            .await;
+        }
+    }
+    wait_assigned(&rig, IN_FLIGHT_TASK, secs(15)).await;
+    rig.settled(secs(20)).await;
+    let report = rig.check().await;
+    let history = rig.history(SCHEDULER).await;
+    InFlightRelease {
+        report,
+        epoch,
+        old: rig.hosts[leader].holder.clone(),
+        successor: rig.hosts[standby].holder.clone(),
+        assigned: assignments(&rig, IN_FLIGHT_TASK).await,
+        granted_after,
+        old_end: history[epoch as usize - 1].end_reason.clone(),
+    }
+}
+
+/// The real build's verdict on 1b or 2b: the successor leads at the next
+/// epoch (asserted by the run), the checker is clean, and the held COMMIT
+/// was rolled back: the grant came only once the server had ended the
+/// stalled transaction, so the task is assigned once, by the successor.
+fn no_stale_write_landed(ran: &InFlightRelease, context: &str) {
+    eprintln!(
+        "{context}: the old tenure ended {:?}; {}",
+        ran.old_end, ran.report
+    );
+    ran.report.assert_clean(context);
+    // The grant waited for the stalled transaction (less the slack: the
+    // clock starts when the proxy reported the strike, a little after the
+    // server's idle clock did); without that wait it comes at the release.
+    assert!(
+        ran.granted_after >= STALLED_TRANSACTION - SLACK,
+        "{context}: the successor was granted {:?} after the COMMIT was held, before the server could end the stalled transaction ({STALLED_TRANSACTION:?}): the grant did not wait for it",
+        ran.granted_after
+    );
+    assert_eq!(
+        ran.assigned,
+        vec![(ran.epoch + 1, ran.successor.clone())],
+        "{context}: the held commit of epoch {} ({}) must not land",
+        ran.epoch,
+        ran.old
+    );
+}
+
+/// The unfenced build's verdict on 1b or 2b: the held COMMIT, delivered
+/// once the successor led, landed after the release and the next grant,
+/// and the checker says so. Returns how many violations it reported.
+fn caught_without_the_fence(ran: &InFlightRelease, context: &str) -> usize {
+    let stale: Vec<&checker::Violation> = ran
+        .report
+        .violations
+        .iter()
+        .filter(|v| matches!(v.rule, Rule::CommittedAfterNextGrant | Rule::AfterRelease))
+        .collect();
+    eprintln!(
+        "{context}: {} write(s) committed after the release or the next grant ({} violation(s) in all); the old tenure ended {:?}; {}",
+        stale.len(),
+        ran.report.violations.len(),
+        ran.old_end,
+        ran.report
+    );
+    // The server ends the stalled transaction once it idled this long; a
+    // grant after it would deliver the COMMIT to nobody and prove nothing.
+    assert!(
+        ran.granted_after < STALLED_TRANSACTION,
+        "{context}: the successor was granted {:?} after the COMMIT was held, too late to deliver it within {STALLED_TRANSACTION:?}",
+        ran.granted_after
+    );
+    assert_eq!(
+        ran.assigned.first(),
+        Some(&(ran.epoch, ran.old.clone())),
+        "{context}: without the fence the held commit of epoch {} lands",
+        ran.epoch
+    );
+    assert!(
+        stale
+            .iter()
+            .any(|v| v.detail.contains(&format!("tasks/{IN_FLIGHT_TASK} "))),
+        "{context}: the held commit assigning {IN_FLIGHT_TASK} landed after the release and the next grant, but the checker did not report it:\n{}",
+        ran.report
+    );
+    stale.len()
+}
+
+// 1b. Orderly release (SIGTERM) with a guest COMMIT in flight.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_with_a_commit_in_flight_lets_no_stale_write_land() {
+    let _serial = ONE_AT_A_TIME.lock().await;
+    let ran = release_with_commit_in_flight(OrderlyStop::Shutdown, Build::Fenced).await;
+    no_stale_write_landed(&ran, "SIGTERM with a commit in flight");
+}
+
+// 2b. Removed controller (SIGHUP) with a guest COMMIT in flight.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_dropping_the_controller_with_a_commit_in_flight_lets_no_stale_write_land() {
+    let _serial = ONE_AT_A_TIME.lock().await;
+    let ran = release_with_commit_in_flight(OrderlyStop::Removal, Build::Fenced).await;
+    no_stale_write_landed(&ran, "removal with a commit in flight");
+}
+
+/// 1b on the build without the fence: the checker must report the held
+/// commit that landed after the release and the next grant.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_checker_catches_a_commit_landing_after_a_sigterm_release_without_the_fence() {
+    let _serial = ONE_AT_A_TIME.lock().await;
+    let ran = release_with_commit_in_flight(OrderlyStop::Shutdown, Build::Unfenced).await;
+    caught_without_the_fence(&ran, "SIGTERM with a commit in flight, unfenced");
+}
+
+/// 2b on the build without the fence: the checker must report the held
+/// commit that landed after the release and the next grant.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_checker_catches_a_commit_landing_after_a_reload_release_without_the_fence() {
+    let _serial = ONE_AT_A_TIME.lock().await;
+    let ran = release_with_commit_in_flight(OrderlyStop::Removal, Build::Unfenced).await;
+    caught_without_the_fence(&ran, "removal with a commit in flight, unfenced");
+}
