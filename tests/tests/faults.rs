@@ -5,6 +5,11 @@
 //! `leasehold_tests::faults::checker`).
 //!
 //! - the eight scenarios of the fault suite, one test each;
+//! - 1b and 2b: the orderly release (SIGTERM) and the removed controller
+//!   (SIGHUP) with the guest's COMMIT held in the network, on the real
+//!   build (the held commit is rolled back, the checker is clean) and on
+//!   the unfenced one (the checker must report it landing after the next
+//!   grant);
 //! - a database clock step, on the real build (the fence refuses the old
 //!   leader's writes) and on the deliberately broken `leasehold-unfenced`
 //!   build (the checker must report the stale writes: proof it can fail
