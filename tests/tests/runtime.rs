@@ -319,7 +319,13 @@ async fn a_panicking_guest_traps_without_harming_the_host() {
     let grant = backends.grant(CLUSTER, "misbehaving", "host-a").await;
     let mut guest = start(&compiled, grant.fence.clone(), backends.store.clone()).await;
     let result = guest.reconcile("cmd", "panic").await;
-    assert!(matches!(result, Err(GuestError::Trap { .. })), "{result:?}");
+    let Err(GuestError::Trap { message, .. }) = &result else {
+        panic!("a panic must trap: {result:?}");
+    };
+    // The trap's report (a backtrace of guest function names) is host log
+    // text: one line, its line breaks escaped.
+    assert!(message.contains("\\n"), "{message}");
+    assert!(!message.contains(['\n', '\r']), "{message:?}");
     let mut fresh = start(&compiled, grant.fence, backends.store.clone()).await;
     assert_eq!(
         fresh.reconcile("cmd", "ok").await.unwrap(),

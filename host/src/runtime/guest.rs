@@ -526,10 +526,13 @@ impl GuestInstance {
                 fence: self.fence_text.clone(),
                 limit: self.memory_limit,
             },
+            // A trap's report names guest functions (from the guest's own
+            // name section) and spans lines: escaped once here, where it
+            // becomes host text, so no log line it reaches can be forged.
             None => GuestError::Trap {
                 controller: self.controller.clone(),
                 fence: self.fence_text.clone(),
-                message: format!("{error:?}"),
+                message: crate::runtime::host::logging::escape(&format!("{error:?}")).into_owned(),
             },
         }
     }
