@@ -168,37 +168,39 @@ async fn a_database_that_refused_writes_serves_again_without_a_restart() {
         "the refusal names the SQLSTATE: {}",
         refused.body
     );
-    // A burst of writes opens every session the pool may hold, each with
-    // the read-only default (as a busy host's pool would be by now).
-    let burst: Vec<_> = (0..POOL * 3)
-        .map(|i| {
-            let addr = replica.addr.clone();
-            tokio::spawn(async move {
-                http::put(
-                    &addr,
-                    &format!("/v1/objects/nodes/burst-{i}"),
-                    r#"{"capacity": 1}"#,
-                )
-                .await
+    // Bursts of writes open every session the pool may hold, each with the
+    // read-only default (as a busy host's pool would be by now). On a busy
+    // machine one burst may be served by fewer sessions, so burst until the
+    // pool is full.
+    eventually("the pool fills with sessions opened read-only", NOTICE, || async {
+        let burst: Vec<_> = (0..POOL * 3)
+            .map(|i| {
+                let addr = replica.addr.clone();
+                tokio::spawn(async move {
+                    http::put(
+                        &addr,
+                        &format!("/v1/objects/nodes/burst-{i}"),
+                        r#"{"capacity": 1}"#,
+                    )
+                    .await
+                })
             })
-        })
-        .collect();
-    for request in burst {
-        let reply = request.await.unwrap().expect("the API answers");
-        assert_eq!(reply.status, 503, "{reply:?}");
-    }
-    let read_only_sessions: i64 = admin
-        .query_one(
-            "SELECT count(*) FROM pg_stat_activity WHERE datname = $1 AND application_name = 'leasehold'",
-            &[&name],
-        )
-        .await
-        .unwrap()
-        .get(0);
-    assert_eq!(
-        read_only_sessions, POOL as i64,
-        "the pool is full of sessions opened read-only"
-    );
+            .collect();
+        for request in burst {
+            let reply = request.await.unwrap().expect("the API answers");
+            assert_eq!(reply.status, 503, "{reply:?}");
+        }
+        let sessions: i64 = admin
+            .query_one(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = $1 AND application_name = 'leasehold'",
+                &[&name],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        (sessions == POOL as i64).then_some(())
+    })
+    .await;
     let unready = readyz_until(&replica, "/readyz names the refused writes", 503, |body| {
         names_failed(body, "writes") && body["checks"]["writes"]["sqlstate"] == "25006"
     })
