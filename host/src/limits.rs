@@ -75,6 +75,22 @@ pub const MAX_OBJECTS_PER_KIND: u64 = 10_000_000;
 /// [`crate::timeouts::HOLDER_CLAIM_KEEPALIVE_IDLE`]).
 pub const HOLDER_CLAIM_KEEPALIVE_COUNT: u32 = 3;
 
+/// Largest request body a guest may send to an external service.
+pub const HTTP_OUT_REQUEST_BODY_BYTES: u64 = 1024 * 1024;
+/// Largest response body a guest may read from an external service; past
+/// it the body fails with `HTTP-response-body-size` (an endless body
+/// cannot fill the guest's memory or hold its reconcile).
+pub const HTTP_OUT_RESPONSE_BODY_BYTES: u64 = 4 * 1024 * 1024;
+/// Most outbound requests of one guest in flight at once.
+pub const HTTP_OUT_CONCURRENT_REQUESTS: usize = 16;
+/// Most outbound requests one reconcile (or describe) may send: a guest
+/// looping on a failing call is stopped long before its deadline.
+pub const HTTP_OUT_REQUESTS_PER_RECONCILE: u32 = 64;
+/// Most entries of one controller's `http_allow`.
+pub const MAX_HTTP_ALLOW_ENTRIES: usize = 64;
+/// Longest `http_allow` entry.
+pub const MAX_HTTP_ALLOW_ENTRY_BYTES: usize = 2048;
+
 // Relations between the bounds, checked when the crate compiles.
 
 // A listing's default page is one it may return.
@@ -91,6 +107,11 @@ const _: () = assert!(DEFAULT_OBJECTS_PER_KIND <= MAX_OBJECTS_PER_KIND);
 // The per-kind cap's default is the work queue's bound (see
 // DEFAULT_OBJECTS_PER_KIND).
 const _: () = assert!(DEFAULT_OBJECTS_PER_KIND == WORK_QUEUE_KEYS as u64);
+// An outbound request body may carry the largest object value.
+const _: () = assert!(MAX_VALUE_BYTES as u64 <= HTTP_OUT_REQUEST_BODY_BYTES);
+// Concurrency never exceeds what one reconcile may send.
+const _: () =
+    assert!(HTTP_OUT_CONCURRENT_REQUESTS as u64 <= HTTP_OUT_REQUESTS_PER_RECONCILE as u64);
 // The pool sized for a reload never exceeds the controllers a host runs.
 const _: () = assert!(POOLED_CONTROLLERS <= MAX_CONTROLLERS);
 // HTTP connections take a share of the descriptors, never all of them.

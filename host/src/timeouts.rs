@@ -27,6 +27,15 @@ declare_timeouts! {
     RENEW_DEADLINE = Duration::from_secs(7);
     /// Longest a single reconcile call may run before the guest is torn down.
     RECONCILE_DEADLINE = Duration::from_secs(30);
+    /// Longest a guest's outbound request may take to connect (TCP and
+    /// TLS). A guest may ask for less, never more.
+    HTTP_OUT_CONNECT = Duration::from_secs(5);
+    /// Longest a guest's outbound request waits for the response head once
+    /// sent. Below the reconcile deadline, so a receiver that never answers
+    /// fails the request with a typed error and the reconcile goes on.
+    HTTP_OUT_FIRST_BYTE = Duration::from_secs(10);
+    /// Longest silence between two chunks of an outbound response body.
+    HTTP_OUT_BETWEEN_BYTES = Duration::from_secs(10);
     /// First retry delay of a supervisor that failed to acquire or whose
     /// guest failed.
     BACKOFF_MIN = Duration::from_millis(100);
@@ -313,3 +322,9 @@ mod tests {
         assert!(!timing_keeps_floors(ms(1000), ms(150), ms(800)));
     }
 }
+
+// An outbound request that never answers fails before the reconcile's own
+// deadline, so the guest sees a typed timeout rather than being torn down.
+const _: () = assert!(
+    HTTP_OUT_CONNECT.as_nanos() + HTTP_OUT_FIRST_BYTE.as_nanos() < RECONCILE_DEADLINE.as_nanos()
+);

@@ -13,6 +13,13 @@ wasmtime::component::bindgen!({
     exports: {
         default: async,
     },
+    // Outbound HTTP is wasmtime-wasi-http's implementation of the standard
+    // interface; only its hooks are ours (`host::http`).
+    with: {
+        "wasi:http": wasmtime_wasi_http::p2::bindings::http,
+        "wasi:io": wasmtime_wasi::p2::bindings::io,
+        "wasi:clocks": wasmtime_wasi::p2::bindings::clocks,
+    },
 });
 
 pub use exports::leasehold::controller::reconciler;

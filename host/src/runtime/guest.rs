@@ -11,13 +11,19 @@ use wasmtime_wasi::{FsPerms, WasiCtxBuilder};
 
 use super::bindings::{Controller, ControllerPre, logging, reconciler, store, tenure};
 use super::engine::{self, EngineConfig};
-use super::host::{logging::LoggingHost, store::StoreHost, tenure::TenureHost};
+use super::host::{
+    http::{HttpHost, OutboundPolicy},
+    logging::LoggingHost,
+    store::StoreHost,
+    tenure::TenureHost,
+};
 use super::state::{GuestLimiter, GuestState, Interrupt, LoggingView, StoreView, TenureView};
 use super::stdio::CapturedOutput;
 use super::{
     CommitCounters, ComponentError, DirGrant, GuestError, GuestLimits, Revocation, RuntimeError,
 };
 use crate::fence::Fence;
+use crate::outbound::{OutboundCounters, TenureOutbound};
 use crate::quota::WriteQuota;
 use crate::store::Store as StoreBackend;
 
@@ -40,6 +46,9 @@ impl Runtime {
         let mut linker = Linker::<GuestState>::new(&built.engine);
         let link_err = |e: wasmtime::Error| RuntimeError::Engine(format!("linking host APIs: {e}"));
         wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(link_err)?;
+        // Only `wasi:http/outgoing-handler` and its types: the guest gets no
+        // incoming handler, and every request passes `host::http`'s hooks.
+        wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker).map_err(link_err)?;
         store::add_to_linker::<GuestState, StoreView>(&mut linker, |s| &mut s.store)
             .map_err(link_err)?;
         tenure::add_to_linker::<GuestState, TenureView>(&mut linker, |s| &mut s.tenure)
@@ -154,6 +163,7 @@ impl Runtime {
             pre,
             engine: self.engine.clone(),
             quota: Arc::new(WriteQuota::new(controller, limits.quota)),
+            outbound: Arc::default(),
             limits,
             grants,
         })
@@ -189,6 +199,8 @@ pub struct CompiledController {
     grants: Vec<DirGrant>,
     /// Shared by every instance and tenure made from this controller.
     quota: Arc<WriteQuota>,
+    /// Outbound request tallies of every instance and tenure.
+    outbound: Arc<OutboundCounters>,
 }
 
 /// What a controller says it needs.
@@ -244,6 +256,12 @@ impl CompiledController {
         &self.quota
     }
 
+    /// The outbound request tallies every instance of this controller
+    /// adds to (kept across [`with_limits`](Self::with_limits)).
+    pub fn outbound(&self) -> &Arc<OutboundCounters> {
+        &self.outbound
+    }
+
     /// A new revocation switch for an instance of this controller. Create
     /// it before [`instantiate`](Self::instantiate) so the tenure's owner
     /// can abort even an instantiation that hangs.
@@ -259,6 +277,20 @@ impl CompiledController {
         backend: Arc<dyn StoreBackend>,
         counters: Arc<CommitCounters>,
         revocation: Revocation,
+    ) -> Result<GuestInstance, GuestError> {
+        self.instantiate_with(fence, backend, counters, revocation, Arc::default())
+            .await
+    }
+
+    /// [`instantiate`](Self::instantiate), with the tally of the tenure's
+    /// outbound requests kept by the caller (for the tenure history).
+    pub async fn instantiate_with(
+        &self,
+        fence: Fence,
+        backend: Arc<dyn StoreBackend>,
+        counters: Arc<CommitCounters>,
+        revocation: Revocation,
+        tenure_outbound: Arc<TenureOutbound>,
     ) -> Result<GuestInstance, GuestError> {
         let limits = &self.limits;
         let fence_text = fence.to_string();
@@ -318,6 +350,17 @@ impl CompiledController {
             ),
             tenure: TenureHost::new(fence.clone()),
             logging: LoggingHost::new(self.name.clone(), fence.epoch, limits.log_line_bytes),
+            http: HttpHost::new(
+                self.name.clone(),
+                fence.clone(),
+                revocation.clone(),
+                OutboundPolicy {
+                    allow: limits.http_allow.clone(),
+                    limits: limits.http,
+                    counters: self.outbound.clone(),
+                },
+                tenure_outbound,
+            ),
             revocation: revocation.clone(),
             deadline: None,
         };
@@ -483,6 +526,7 @@ impl GuestInstance {
         }
         let deadline = self.deadline;
         self.store.data_mut().deadline = Some(Instant::now() + deadline);
+        self.store.data_mut().http.begin_call();
         let outcome = {
             let future = call(&mut self.store);
             tokio::select! {

@@ -51,6 +51,11 @@ pub struct GuestLimits {
     /// controller, not with an instance, so a restarted guest does not get
     /// a fresh budget.
     pub quota: crate::quota::QuotaLimits,
+    /// Where the guest may send HTTP requests (`http_allow`); empty: no
+    /// network at all.
+    pub http_allow: std::sync::Arc<crate::outbound::AllowList>,
+    /// The bounds of each outbound request.
+    pub http: crate::outbound::HttpLimits,
 }
 
 impl Default for GuestLimits {
@@ -67,6 +72,8 @@ impl Default for GuestLimits {
             log_line_bytes: limits::LOG_LINE_BYTES,
             stdio_bytes: limits::GUEST_STDIO_BYTES,
             quota: crate::quota::QuotaLimits::default(),
+            http_allow: Default::default(),
+            http: crate::outbound::HttpLimits::default(),
         }
     }
 }

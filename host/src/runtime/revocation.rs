@@ -6,7 +6,8 @@
 //! deadline check at once instead of at the next tick.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Instant;
 
 use tokio::sync::watch;
 use wasmtime::EngineWeak;
@@ -19,6 +20,10 @@ pub struct Revocation {
 
 struct Inner {
     flag: AtomicBool,
+    /// When the tenure's lease stops counting as held (L3), as nanoseconds
+    /// after `base`; `u64::MAX` until the owner sets it.
+    valid_until: AtomicU64,
+    base: Instant,
     tx: watch::Sender<bool>,
     engine: EngineWeak,
 }
@@ -29,6 +34,8 @@ impl Revocation {
         Self {
             inner: Arc::new(Inner {
                 flag: AtomicBool::new(false),
+                valid_until: AtomicU64::new(u64::MAX),
+                base: Instant::now(),
                 tx,
                 engine: engine.weak(),
             }),
@@ -52,6 +59,32 @@ impl Revocation {
     /// Whether the fence was revoked.
     pub fn is_revoked(&self) -> bool {
         self.inner.flag.load(Ordering::SeqCst)
+    }
+
+    /// Record until when the tenure's lease counts as held: the renew
+    /// deadline after the last renewal sent that succeeded (L3). The owner
+    /// revokes at that instant anyway; this lets effects that leave the
+    /// process (outbound requests) refuse on the clock itself, even if the
+    /// owner's timer fires late (a paused process, a busy executor).
+    pub fn set_valid_until(&self, until: Instant) {
+        let nanos = until
+            .checked_duration_since(self.inner.base)
+            .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX - 1));
+        self.inner.valid_until.store(nanos, Ordering::SeqCst);
+    }
+
+    /// Whether the tenure is over as of `now`: revoked, or past the instant
+    /// given to [`set_valid_until`](Self::set_valid_until).
+    pub fn is_lost_at(&self, now: Instant) -> bool {
+        if self.is_revoked() {
+            return true;
+        }
+        let until = self.inner.valid_until.load(Ordering::SeqCst);
+        if until == u64::MAX {
+            return false;
+        }
+        let elapsed = now.saturating_duration_since(self.inner.base).as_nanos();
+        elapsed >= u128::from(until)
     }
 
     /// Resolves once the fence is revoked (at once if it already is).

@@ -8,7 +8,7 @@ use wasmtime::component::{HasData, ResourceTable};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 use super::Revocation;
-use super::host::{logging::LoggingHost, store::StoreHost, tenure::TenureHost};
+use super::host::{http::HttpHost, logging::LoggingHost, store::StoreHost, tenure::TenureHost};
 
 /// Why the host interrupted a guest; carried as the trap's error so the
 /// caller can tell the cases apart.
@@ -81,6 +81,7 @@ pub struct GuestState {
     pub(crate) store: StoreHost,
     pub(crate) tenure: TenureHost,
     pub(crate) logging: LoggingHost,
+    pub(crate) http: HttpHost,
     pub(crate) revocation: Revocation,
     /// Deadline of the call in progress, checked at every epoch tick.
     pub(crate) deadline: Option<Instant>,
@@ -91,6 +92,16 @@ impl WasiView for GuestState {
         WasiCtxView {
             ctx: &mut self.wasi,
             table: &mut self.table,
+        }
+    }
+}
+
+impl wasmtime_wasi_http::WasiHttpView for GuestState {
+    fn http(&mut self) -> wasmtime_wasi_http::WasiHttpCtxView<'_> {
+        wasmtime_wasi_http::WasiHttpCtxView {
+            hooks: &mut self.http.hooks,
+            table: &mut self.table,
+            ctx: &mut self.http.ctx,
         }
     }
 }

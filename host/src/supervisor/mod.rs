@@ -238,8 +238,14 @@ impl Supervisor {
         }
     }
 
-    fn start_guest(&self, fence: &Fence, stop: &watch::Receiver<bool>) -> RunningGuest {
+    fn start_guest(
+        &self,
+        fence: &Fence,
+        stop: &watch::Receiver<bool>,
+        valid_until: Instant,
+    ) -> RunningGuest {
         let revocation = self.controller.revocation();
+        revocation.set_valid_until(valid_until.into_std());
         let controller = self.controller.clone();
         let store = self.store.clone();
         let counters = self.status.metrics.commits.clone();
@@ -685,7 +691,11 @@ impl<'s> Tenure<'s> {
         loop {
             match self.machine.advance(Instant::now()) {
                 Advance::StartGuest => {
-                    self.guest = Some(self.sup.start_guest(&self.fence, &self.stop_rx));
+                    self.guest = Some(self.sup.start_guest(
+                        &self.fence,
+                        &self.stop_rx,
+                        self.machine.valid_until,
+                    ));
                 }
                 Advance::DeadlinePassed => {
                     tracing::error!(
@@ -699,6 +709,14 @@ impl<'s> Tenure<'s> {
             }
             if let Phase::Ended(end) = self.machine.phase {
                 return end;
+            }
+            // The guest's effects that leave the process (outbound HTTP)
+            // refuse on this instant itself, should the deadline's timer
+            // below fire late.
+            if let Some(guest) = &self.guest {
+                guest
+                    .revocation
+                    .set_valid_until(self.machine.valid_until.into_std());
             }
             debug_assert_eq!(
                 self.guest.is_some(),
