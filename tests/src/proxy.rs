@@ -22,6 +22,13 @@
 //!   host's backends.
 //!
 //! The server-to-host direction is forwarded as opaque bytes.
+//!
+//! [`FaultProxy::start_opaque`] starts the same proxy for a protocol it
+//! does not parse (HTTP/1.1 between a host and an external service): the
+//! client-to-server direction is relayed chunk by chunk, and an armed
+//! strike fires at the first chunk of a connection that carries given bytes
+//! (`PUT /buckets/`), so a test can lose the reply to exactly one request
+//! after the server acted on it.
 
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -50,6 +57,13 @@ pub enum Mode {
 
 /// What an armed proxy does to the first `COMMIT` a host sends through it
 /// (see [`FaultProxy::arm`]).
+///
+/// On an opaque proxy ([`FaultProxy::start_opaque`]) "the `COMMIT`" is the
+/// chunk that carries the armed bytes: `LoseReply` delivers it and loses
+/// every reply on its connection (an HTTP request the server acts on whose
+/// response never arrives), `LoseCommit` drops it and everything after it,
+/// `Hold` holds it until [`FaultProxy::release`], and `Partition`
+/// black-holes the proxy with it in flight.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AtCommit {
     /// Deliver the `COMMIT`, then drop every reply on that connection: the
@@ -72,9 +86,27 @@ pub enum AtCommit {
     Hold,
 }
 
+/// What the proxy understands of the bytes it relays host to server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Protocol {
+    /// PostgreSQL's wire protocol, framed into messages: strikes fire at a
+    /// `COMMIT` ([`FaultProxy::start`]).
+    Postgres,
+    /// Bytes the proxy does not parse (HTTP/1.1 to an external service):
+    /// a strike fires at the first chunk the client sends that completes
+    /// the armed bytes, and "the `COMMIT`" of [`AtCommit`] means that
+    /// chunk ([`FaultProxy::start_opaque`]).
+    Opaque,
+}
+
+/// Longest `carrying` an opaque proxy looks for: it keeps this many bytes
+/// of a connection's previous chunks to find bytes split across two reads.
+pub const MAX_OPAQUE_CARRYING: usize = 1024;
+
 /// State shared by the listener, every relay and the test.
 struct Shared {
     upstream: std::net::SocketAddr,
+    protocol: Protocol,
     mode: watch::Sender<Mode>,
     armed: Mutex<Option<Trigger>>,
     database: Mutex<Option<String>>,
@@ -130,12 +162,29 @@ pub struct FaultProxy {
 }
 
 impl FaultProxy {
-    /// Listen on a free loopback port and forward to `upstream`.
+    /// Listen on a free loopback port and forward to `upstream`, a
+    /// PostgreSQL server.
     pub async fn start(upstream: std::net::SocketAddr) -> Self {
+        Self::start_with(upstream, Protocol::Postgres).await
+    }
+
+    /// Listen on a free loopback port and forward to `upstream` without
+    /// parsing what passes ([`Protocol::Opaque`]): for HTTP between a host
+    /// and an external service. Modes work as for PostgreSQL; an armed
+    /// strike fires at the first chunk a client sends that carries the
+    /// armed bytes (see [`AtCommit`] for what each strike does to it);
+    /// [`FaultProxy::cut_host`] and [`FaultProxy::redirect_database`] do
+    /// nothing here.
+    pub async fn start_opaque(upstream: std::net::SocketAddr) -> Self {
+        Self::start_with(upstream, Protocol::Opaque).await
+    }
+
+    async fn start_with(upstream: std::net::SocketAddr, protocol: Protocol) -> Self {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind proxy");
         let addr = listener.local_addr().unwrap();
         let shared = Arc::new(Shared {
             upstream,
+            protocol,
             mode: watch::Sender::new(Mode::Pass),
             armed: Mutex::new(None),
             database: Mutex::new(None),
@@ -162,6 +211,12 @@ impl FaultProxy {
     /// The address hosts should connect to.
     pub fn addr(&self) -> std::net::SocketAddr {
         self.addr
+    }
+
+    /// `http://127.0.0.1:PORT`: the base URL of an opaque proxy in front
+    /// of an HTTP service.
+    pub fn http_url(&self) -> String {
+        format!("http://{}", self.addr)
     }
 
     /// `url` (a PostgreSQL URL) rewritten to go through this proxy.
@@ -193,8 +248,15 @@ impl FaultProxy {
     /// in which the host sent `carrying` (in any message since the
     /// connection's previous `COMMIT` or `ROLLBACK`; non-empty): a value
     /// only one writer writes picks out that writer's commits.
+    ///
+    /// On an opaque proxy it strikes at the first chunk a client sends that
+    /// completes `carrying` (at most [`MAX_OPAQUE_CARRYING`] bytes).
     pub fn arm_carrying(&self, at: AtCommit, carrying: &[u8]) -> oneshot::Receiver<()> {
         assert!(!carrying.is_empty(), "arm_carrying needs bytes to look for");
+        assert!(
+            self.shared.protocol == Protocol::Postgres || carrying.len() <= MAX_OPAQUE_CARRYING,
+            "an opaque proxy looks for at most {MAX_OPAQUE_CARRYING} bytes"
+        );
         self.arm_with(at, Some(carrying.to_vec()))
     }
 
@@ -298,15 +360,9 @@ async fn relay(client: TcpStream, shared: Arc<Shared>) {
     let (server_read, server_write) = server.into_split();
     // Set when this connection's replies are to be lost (AtCommit::LoseReply).
     let (lose_replies_tx, lose_replies) = watch::channel(false);
-    // Set when the host's end is cut (FaultProxy::cut_host).
+    // Set when the host's end is cut (FaultProxy::cut_host). The sender
+    // lives as long as the relay: `backend` reads a closed channel as cut.
     let (host_cut_tx, host_cut) = watch::channel(false);
-    let up = frontend(
-        client_read,
-        server_write,
-        shared.clone(),
-        lose_replies_tx,
-        host_cut_tx,
-    );
     let down = backend(
         server_read,
         client_write,
@@ -315,9 +371,28 @@ async fn relay(client: TcpStream, shared: Arc<Shared>) {
         host_cut,
     );
     // When either direction ends (or is reset), drop both halves.
-    tokio::select! {
-        _ = up => {}
-        _ = down => {}
+    match shared.protocol {
+        Protocol::Postgres => {
+            let up = frontend(
+                client_read,
+                server_write,
+                shared.clone(),
+                lose_replies_tx,
+                host_cut_tx,
+            );
+            tokio::select! {
+                _ = up => {}
+                _ = down => {}
+            }
+        }
+        Protocol::Opaque => {
+            let up = frontend_opaque(client_read, server_write, shared.clone(), lose_replies_tx);
+            tokio::select! {
+                _ = up => {}
+                _ = down => {}
+            }
+            drop(host_cut_tx);
+        }
     }
 }
 
@@ -541,6 +616,71 @@ async fn frontend(
     }
 }
 
+/// Client to server for a protocol the proxy does not parse: chunks are
+/// forwarded as they come; the first chunk that completes the armed bytes
+/// (looked for across chunk boundaries) is where an armed strike fires.
+async fn frontend_opaque(
+    mut from: OwnedReadHalf,
+    mut to: OwnedWriteHalf,
+    shared: Arc<Shared>,
+    lose_replies: watch::Sender<bool>,
+) {
+    let mut mode = shared.mode.subscribe();
+    let mut buf = vec![0u8; 16 * 1024];
+    // The end of what this connection sent before the current chunk.
+    let mut tail: Vec<u8> = Vec::new();
+    while let Some(n) = read_chunk(&mut from, &mut buf, &mut mode).await {
+        let chunk = &buf[..n];
+        let mut window = std::mem::take(&mut tail);
+        window.extend_from_slice(chunk);
+        let carried = shared.carries(&window);
+        tail = window[window.len().saturating_sub(MAX_OPAQUE_CARRYING)..].to_vec();
+        let Some(Trigger { at, struck, .. }) = shared.take_trigger_for(carried) else {
+            if !deliver(&mut to, chunk, &mut mode).await {
+                return;
+            }
+            continue;
+        };
+        match at {
+            AtCommit::LoseReply => {
+                lose_replies.send_replace(true);
+                let delivered = deliver(&mut to, chunk, &mut mode).await;
+                let _ = struck.send(());
+                if !delivered {
+                    return;
+                }
+            }
+            AtCommit::LoseCommit => {
+                let _ = struck.send(());
+                // The server never sees this chunk or anything after it;
+                // the connection stays open until the client closes it.
+                while read_chunk(&mut from, &mut buf, &mut mode).await.is_some() {}
+                return;
+            }
+            AtCommit::Hold => {
+                let mut released = shared.released.subscribe();
+                released.borrow_and_update();
+                let _ = struck.send(());
+                tokio::select! {
+                    _ = released.changed() => {}
+                    _ = mode.wait_for(|m| *m == Mode::Reset) => return,
+                }
+                if !deliver(&mut to, chunk, &mut mode).await {
+                    return;
+                }
+            }
+            AtCommit::Partition => {
+                shared.mode.send_replace(Mode::Blackhole);
+                let _ = struck.send(());
+                // Held by the black-hole until the partition heals.
+                if !deliver(&mut to, chunk, &mut mode).await {
+                    return;
+                }
+            }
+        }
+    }
+}
+
 /// The rest of a connection whose host end was cut with its `COMMIT`
 /// held: deliver the `COMMIT` once released, then keep the server's end
 /// open (its reply goes nowhere) until the server closes it or the proxy
@@ -626,6 +766,97 @@ fn rewrite_database(message: &[u8], database: &str) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An upstream that reads one line per connection, reports it, answers
+    /// `got <line>` and closes; returns its address and the lines it read
+    /// (an empty one for a connection closed before a whole line).
+    async fn line_server() -> (
+        std::net::SocketAddr,
+        tokio::sync::mpsc::UnboundedReceiver<String>,
+    ) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        tokio::spawn(async move {
+            while let Ok((mut conn, _)) = listener.accept().await {
+                let tx = tx.clone();
+                tokio::spawn(async move {
+                    let mut line = Vec::new();
+                    let mut byte = [0u8; 1];
+                    while conn.read(&mut byte).await.unwrap_or(0) == 1 && byte[0] != b'\n' {
+                        line.push(byte[0]);
+                    }
+                    let line = String::from_utf8_lossy(&line).into_owned();
+                    let _ = tx.send(line.clone());
+                    let _ = conn.write_all(format!("got {line}").as_bytes()).await;
+                });
+            }
+        });
+        (addr, rx)
+    }
+
+    /// Send `parts` on one connection through `proxy`, then read the
+    /// answer to the end (the upstream closes after answering).
+    async fn exchange(proxy: &FaultProxy, parts: &[&str]) -> String {
+        let mut conn = TcpStream::connect(proxy.addr()).await.unwrap();
+        conn.set_nodelay(true).unwrap();
+        for part in parts {
+            conn.write_all(part.as_bytes()).await.unwrap();
+        }
+        let mut answer = Vec::new();
+        conn.read_to_end(&mut answer).await.unwrap();
+        String::from_utf8_lossy(&answer).into_owned()
+    }
+
+    const WAIT: Duration = Duration::from_secs(10);
+
+    #[tokio::test]
+    async fn an_opaque_proxy_loses_the_reply_to_the_one_request_carrying_the_bytes() {
+        let (upstream, mut lines) = line_server().await;
+        let proxy = FaultProxy::start_opaque(upstream).await;
+        let mut struck = proxy.arm_carrying(AtCommit::LoseReply, b"PUT /buckets/");
+        assert_eq!(
+            exchange(&proxy, &["GET /buckets/a\n"]).await,
+            "got GET /buckets/a"
+        );
+        assert!(
+            struck.try_recv().is_err(),
+            "struck at a request without the bytes"
+        );
+        // The bytes split across two writes still strike; the server acts
+        // on the request, the client hears nothing.
+        let lost = exchange(&proxy, &["PUT /buck", "ets/a\n"]).await;
+        assert_eq!(lost, "", "the reply reached the client");
+        tokio::time::timeout(WAIT, struck).await.unwrap().unwrap();
+        let mut seen = Vec::new();
+        while let Ok(line) = lines.try_recv() {
+            seen.push(line);
+        }
+        assert_eq!(seen, ["GET /buckets/a", "PUT /buckets/a"]);
+        // Once: the next request carrying the bytes is answered.
+        assert_eq!(
+            exchange(&proxy, &["PUT /buckets/b\n"]).await,
+            "got PUT /buckets/b"
+        );
+    }
+
+    #[tokio::test]
+    async fn an_opaque_proxy_can_lose_the_request_itself() {
+        let (upstream, mut lines) = line_server().await;
+        let proxy = FaultProxy::start_opaque(upstream).await;
+        let struck = proxy.arm_carrying(AtCommit::LoseCommit, b"DELETE ");
+        let mut conn = TcpStream::connect(proxy.addr()).await.unwrap();
+        conn.write_all(b"DELETE /buckets/a\n").await.unwrap();
+        tokio::time::timeout(WAIT, struck).await.unwrap().unwrap();
+        // The client gives up; the server saw nothing of the request.
+        drop(conn);
+        let line = tokio::time::timeout(WAIT, lines.recv()).await.unwrap();
+        assert_eq!(line.as_deref(), Some(""));
+        assert_eq!(
+            exchange(&proxy, &["DELETE /buckets/b\n"]).await,
+            "got DELETE /buckets/b"
+        );
+    }
 
     #[test]
     fn a_commit_is_recognised_in_any_case() {
