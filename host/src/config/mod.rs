@@ -43,7 +43,14 @@
 //! create_burst = 1000
 //! max_objects_per_kind = 100000
 //! dirs = [{ host = "data", guest = "/data", writable = false }]
+//! http_allow = ["https://api.example.com", "http://127.0.0.1:9000/hooks/"]
 //! ```
+//!
+//! `http_allow` lists where the controller's guest may send HTTP requests
+//! (`wasi:http/outgoing-handler`): each entry is `scheme://host[:port]`
+//! with an optional path prefix; absent or empty, the guest reaches no
+//! network at all. Entries never hold credentials (`user:password@` is
+//! refused, and no message quotes one).
 
 mod raw;
 mod resolve;
@@ -54,12 +61,13 @@ mod units;
 use std::fmt;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use thiserror::Error;
 
 use crate::authority::{ExpectedIdentity, LeaseTiming};
+use crate::outbound::AllowList;
 use crate::runtime::{DirGrant, EngineConfig, GuestLimits};
 
 /// Environment variable naming the folder that `${LEASEHOLD_GUEST_DIR}` in
@@ -279,6 +287,9 @@ pub struct ControllerConfig {
     /// The guest's write quotas (`max_creates_per_second`, `create_burst`,
     /// `max_objects_per_kind`).
     pub quota: crate::quota::QuotaLimits,
+    /// Where the guest may send HTTP requests (`http_allow`); empty (the
+    /// default): nowhere.
+    pub http_allow: AllowList,
 }
 
 /// One directory granted to a controller.
@@ -303,13 +314,14 @@ impl ControllerConfig {
         }
     }
 
-    /// The runtime limits of this controller's guest: the configured memory
-    /// and deadline, the rest at their defaults.
+    /// The runtime limits of this controller's guest: the configured memory,
+    /// deadline, quotas and `http_allow`, the rest at their defaults.
     pub fn guest_limits(&self) -> GuestLimits {
         GuestLimits {
             memory_bytes: self.memory_limit,
             reconcile_deadline: self.reconcile_deadline,
             quota: self.quota,
+            http_allow: Arc::new(self.http_allow.clone()),
             ..GuestLimits::default()
         }
     }

@@ -75,6 +75,8 @@ pub(super) struct RawController {
     pub max_objects_per_kind: Option<Spanned<i64>>,
     #[serde(default)]
     pub dirs: Vec<Spanned<RawDir>>,
+    /// Each entry spanned, so a bad one is reported on its own line.
+    pub http_allow: Option<Spanned<Vec<Spanned<String>>>>,
 }
 
 /// One `[[controllers.dirs]]` entry.

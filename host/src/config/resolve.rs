@@ -24,10 +24,11 @@ use super::{
 use crate::authority::LeaseTiming;
 use crate::limits::{
     DEFAULT_CREATE_BURST, DEFAULT_CREATES_PER_SECOND, DEFAULT_OBJECTS_PER_KIND, GUEST_MEMORY_BYTES,
-    MAX_CONTROLLERS, MAX_CREATE_BURST, MAX_CREATES_PER_SECOND, MAX_OBJECTS_PER_KIND,
-    WORK_QUEUE_KEYS,
+    MAX_CONTROLLERS, MAX_CREATE_BURST, MAX_CREATES_PER_SECOND, MAX_HTTP_ALLOW_ENTRIES,
+    MAX_OBJECTS_PER_KIND, WORK_QUEUE_KEYS,
 };
 use crate::names::{check_holder, check_label};
+use crate::outbound::{AllowEntry, AllowList};
 use crate::quota::QuotaLimits;
 use crate::timeouts;
 
@@ -633,6 +634,8 @@ fn controller(
         }
     }
 
+    let http_allow = http_allow(c, &who, &raw.http_allow);
+
     ControllerConfig {
         name,
         component,
@@ -646,6 +649,76 @@ fn controller(
         max_queue,
         dirs,
         quota,
+        http_allow,
+    }
+}
+
+/// `http_allow`, parsed by [`AllowList::parse`]. When it refuses the list,
+/// every bad entry is reported on its own line (`http_allow[2]: ...`), so
+/// one run shows them all; a problem of the whole list (too many entries)
+/// is reported on the key's line. On a problem the list is empty: a bad
+/// config never starts anyway, and no follow-on noise is reported.
+fn http_allow(c: &mut Checker, who: &str, raw: &Option<Spanned<Vec<Spanned<String>>>>) -> AllowList {
+    let Some(list) = raw else {
+        return AllowList::default();
+    };
+    let entries = list.get_ref();
+    let texts: Vec<&str> = entries.iter().map(|e| e.get_ref().as_str()).collect();
+    let whole = match AllowList::parse(&texts) {
+        Ok(allow) => return allow,
+        Err(problem) => problem,
+    };
+    let mut reported = false;
+    if entries.len() <= MAX_HTTP_ALLOW_ENTRIES {
+        for (i, entry) in entries.iter().enumerate() {
+            if let Err(problem) = AllowEntry::parse(entry.get_ref()) {
+                let problem = without_credentials(&problem, entry.get_ref());
+                c.at(entry, format!("{who}: http_allow[{i}]: {problem}"));
+                reported = true;
+            }
+        }
+    }
+    if !reported {
+        let problem = texts
+            .iter()
+            .fold(whole, |problem, text| without_credentials(&problem, text));
+        // `AllowList::parse` names an entry as `[i]: ...`.
+        let separator = if problem.starts_with('[') { "" } else { ": " };
+        c.at(list, format!("{who}: http_allow{separator}{problem}"));
+    }
+    AllowList::default()
+}
+
+/// `problem` (about the `http_allow` entry `entry`) with the entry left out
+/// when it may hold a credential: user information (`user:password@`), a
+/// query or a fragment. If any of those would still show, the whole
+/// message is replaced: a config error is printed and logged.
+fn without_credentials(problem: &str, entry: &str) -> String {
+    let after_scheme = entry.split_once("://").map_or(entry, |(_, rest)| rest);
+    let mut secrets: Vec<&str> = Vec::new();
+    if let Some((userinfo, _)) = after_scheme.rsplit_once('@') {
+        secrets.push(userinfo);
+    }
+    if let Some(at) = entry.find(['?', '#']) {
+        secrets.push(&entry[at + 1..]);
+    }
+    secrets.retain(|secret| !secret.is_empty());
+    if secrets.is_empty() {
+        return problem.to_string();
+    }
+    let problem = problem
+        .replace(&format!("{entry:?}"), "the entry")
+        .replace(entry, "the entry");
+    let shows = |secret: &str| {
+        let quoted = format!("{secret:?}");
+        problem.contains(secret) || problem.contains(quoted.trim_matches('"'))
+    };
+    if secrets.iter().any(|secret| shows(secret)) {
+        "the entry is not scheme://host[:port][/path-prefix] (it is not shown: it may hold a \
+         credential)"
+            .to_string()
+    } else {
+        problem
     }
 }
 

@@ -832,6 +832,163 @@ fn granted_directories_are_checked() {
     assert_has(&p, Some(4), "grants 17 directories; at most 16");
 }
 
+/// The `http_allow` of the one controller in `text`.
+fn allow_of(config: &Config) -> &crate::outbound::AllowList {
+    &config.controllers[0].http_allow
+}
+
+fn uri(text: &str) -> http::Uri {
+    text.parse().unwrap()
+}
+
+#[test]
+fn http_allow_is_read_and_reaches_the_guest_limits() {
+    let s = Scratch::new();
+    s.file("scheduler.wasm");
+    let config = s.parse(ONE).unwrap();
+    assert!(allow_of(&config).is_empty(), "absent: no network");
+    assert!(config.controllers[0].guest_limits().http_allow.is_empty());
+    let config = s.parse(&format!("{ONE}http_allow = []\n")).unwrap();
+    assert!(allow_of(&config).is_empty(), "empty: no network");
+
+    let text = format!(
+        "{ONE}http_allow = [\n  \"https://api.example.com\",\n  \"http://127.0.0.1:9000/hooks/\",\n]\n"
+    );
+    let config = s.parse(&text).unwrap();
+    let expected = crate::outbound::AllowList::parse(&[
+        "https://api.example.com",
+        "http://127.0.0.1:9000/hooks/",
+    ])
+    .unwrap();
+    assert_eq!(allow_of(&config), &expected);
+    let limits = config.controllers[0].guest_limits();
+    assert_eq!(*limits.http_allow, expected);
+    // What the runtime checks each request against.
+    assert!(limits.http_allow.check(&uri("https://api.example.com/v1/x")).is_ok());
+    assert!(limits.http_allow.check(&uri("http://127.0.0.1:9000/hooks/a")).is_ok());
+    assert!(limits.http_allow.check(&uri("http://127.0.0.1:9000/admin")).is_err());
+    assert!(limits.http_allow.check(&uri("https://other.example.com/")).is_err());
+}
+
+#[test]
+fn every_bad_http_allow_entry_is_reported_on_its_line() {
+    let s = Scratch::new();
+    s.file("scheduler.wasm");
+    let text = format!(
+        "{ONE}http_allow = [\n  \"api.example.com\",\n  \"https://ok.example.com\",\n  \"ftp://files.example.com\",\n  \"http://\",\n  \"http://x/a/../b\",\n]\n"
+    );
+    let p = problems(s.parse(&text).unwrap_err());
+    assert_has(
+        &p,
+        Some(8),
+        "controller \"scheduler\": http_allow[0]: \"api.example.com\" has no scheme",
+    );
+    assert_has(&p, Some(10), "http_allow[2]: \"ftp://files.example.com\" has scheme");
+    assert_has(&p, Some(11), "http_allow[3]: \"http://\" is not a URL");
+    assert_has(&p, Some(12), "http_allow[4]: \"http://x/a/../b\" has a `.` or `..` path segment");
+    assert_eq!(p.len(), 4, "{p:#?}");
+
+    // A controller whose name is unusable is named by its index.
+    let text = "cluster = \"demo\"\n[[controllers]]\nname = \"Bad Name\"\n\
+                component = \"scheduler.wasm\"\nhttp_allow = [\"nope\"]\n";
+    let p = problems(s.parse(text).unwrap_err());
+    assert_has(&p, Some(5), "controllers[0]: http_allow[0]: \"nope\" has no scheme");
+}
+
+#[test]
+fn http_allow_errors_never_show_a_credential() {
+    let s = Scratch::new();
+    s.file("scheduler.wasm");
+    const SECRET: &str = "hunter2-77d1";
+    for (entry, needle) in [
+        (format!("https://bob:{SECRET}@api.example.com"), "user information"),
+        (format!("bob:{SECRET}@api.example.com"), "has no scheme"),
+        (format!("ftp://bob:{SECRET}@files.example.com"), "has scheme"),
+        (format!("http://bob:{SECRET}@"), "the entry"),
+        (format!("https://api.example.com/?token={SECRET}"), "query"),
+        (format!("https://api.example.com/#{SECRET}"), "query or fragment"),
+        (format!("api.example.com/?key={SECRET}"), "has no scheme"),
+    ] {
+        let text = format!("{ONE}http_allow = [\"{entry}\"]\n");
+        let error = s.parse(&text).unwrap_err();
+        let shown = error.to_string();
+        assert!(!shown.contains(SECRET), "{entry}: the secret leaked: {shown}");
+        assert!(!shown.contains("hunter2"), "{entry}: the secret leaked: {shown}");
+        let p = problems(error);
+        assert_has(&p, Some(7), "http_allow[0]: ");
+        assert_has(&p, Some(7), needle);
+    }
+    // A value of the wrong type is not quoted either.
+    let text = format!("{ONE}http_allow = \"https://bob:{SECRET}@api.example.com\"\n");
+    let problem = syntax(s.parse(&text).unwrap_err());
+    assert!(!problem.message.contains(SECRET), "{problem}");
+    assert!(problem.message.contains("key `controllers.http_allow`"), "{problem}");
+    assert_eq!(problem.line, Some(7));
+}
+
+#[test]
+fn http_allow_has_a_bounded_number_of_entries() {
+    let s = Scratch::new();
+    s.file("scheduler.wasm");
+    let max = crate::limits::MAX_HTTP_ALLOW_ENTRIES;
+    let entries = |n: usize| {
+        (0..n)
+            .map(|i| format!("\"http://10.0.0.1:{}\"", 1000 + i))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let config = s
+        .parse(&format!("{ONE}http_allow = [{}]\n", entries(max)))
+        .unwrap();
+    assert_eq!(allow_of(&config).entries().len(), max);
+    let p = problems(
+        s.parse(&format!("{ONE}http_allow = [{}]\n", entries(max + 1)))
+            .unwrap_err(),
+    );
+    assert_has(
+        &p,
+        Some(7),
+        &format!("controller \"scheduler\": http_allow: {} entries; at most {max} are allowed", max + 1),
+    );
+    assert_eq!(p.len(), 1, "{p:#?}");
+}
+
+#[test]
+fn a_reload_that_changes_only_http_allow_is_a_change_of_the_controller() {
+    // A reload restarts a controller whose settings differ (see
+    // `service::controllers`); the new tenure's guest gets the new list.
+    let s = Scratch::new();
+    s.file("scheduler.wasm");
+    let before = s
+        .parse(&format!("{ONE}http_allow = [\"https://a.example.com\"]\n"))
+        .unwrap();
+    let same = s
+        .parse(&format!("{ONE}http_allow = [\"https://a.example.com\"]\n"))
+        .unwrap();
+    let after = s
+        .parse(&format!("{ONE}http_allow = [\"https://b.example.com\"]\n"))
+        .unwrap();
+    let removed = s.parse(ONE).unwrap();
+    assert_eq!(before.controllers, same.controllers);
+    assert_ne!(before.controllers, after.controllers);
+    assert_ne!(before.controllers, removed.controllers);
+    let (old, new) = (&before.controllers[0], &after.controllers[0]);
+    // Nothing else differs: the change is the list alone.
+    let mut unchanged = new.clone();
+    unchanged.http_allow = old.http_allow.clone();
+    assert_eq!(&unchanged, old);
+    let limits = new.guest_limits();
+    assert!(limits.http_allow.check(&uri("https://b.example.com/x")).is_ok());
+    assert!(limits.http_allow.check(&uri("https://a.example.com/x")).is_err());
+    assert!(
+        removed.controllers[0]
+            .guest_limits()
+            .http_allow
+            .check(&uri("https://a.example.com/x"))
+            .is_err()
+    );
+}
+
 #[test]
 fn too_many_controllers_are_refused() {
     let s = Scratch::new();
@@ -968,6 +1125,19 @@ fn the_example_configs_are_valid() {
     assert_eq!(a.cluster, b.cluster);
     assert_eq!(a.http.listen, "127.0.0.1:8080".parse().unwrap());
     assert_eq!(b.http.listen, "127.0.0.1:8081".parse().unwrap());
+
+    // The commented-out http_allow examples are valid once uncommented.
+    for file in ["leasehold.toml", "leasehold-postgres.toml"] {
+        let text = std::fs::read_to_string(examples.join(file)).unwrap();
+        assert!(text.contains("\n# http_allow = ["), "{file}");
+        let text = text.replacen("\n# http_allow = [", "\nhttp_allow = [", 1);
+        let config = Config::parse_with(&text, &examples, &env).unwrap();
+        assert_eq!(
+            config.controllers[0].http_allow.to_string(),
+            "[https://api.example.com, http://127.0.0.1:9000/hooks/]",
+            "{file}"
+        );
+    }
 }
 
 #[test]
