@@ -10,6 +10,7 @@ use std::time::Duration;
 use serde::Serialize;
 
 use crate::authority::claim::ClaimState;
+use crate::outbound::{LATENCY_BUCKETS as OUTBOUND_BUCKETS, OutboundCounters, Outcome};
 use crate::runtime::CommitCounters;
 
 /// Where a controller stands on this replica.
@@ -115,6 +116,130 @@ pub struct ControllerMetrics {
     pub renew_seconds: Histogram,
     /// Commit outcomes of every tenure on this replica.
     pub commits: Arc<CommitCounters>,
+    /// Outbound HTTP requests of every tenure on this replica.
+    pub outbound: OutboundMetrics,
+}
+
+/// A controller's outbound request tallies as `/metrics` shows them.
+///
+/// The runtime counts into the [`OutboundCounters`] of the compiled
+/// controller. A reload that recompiles the controller (its component
+/// changed) brings new counters; what the old ones counted is carried over
+/// here, so the exported counters never go back while the host runs.
+#[derive(Debug, Default)]
+pub struct OutboundMetrics {
+    inner: Mutex<OutboundInner>,
+}
+
+#[derive(Debug, Default)]
+struct OutboundInner {
+    /// The counters the controller's guests count into now.
+    current: Option<Arc<OutboundCounters>>,
+    /// The totals of the counters it used before.
+    carried: OutboundSnapshot,
+}
+
+/// Outbound request totals at one moment.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OutboundSnapshot {
+    /// Requests per outcome, in [`Outcome::ALL`] order.
+    pub outcomes: Vec<(Outcome, u64)>,
+    /// Cumulative counts per latency bucket bound in seconds, the last one
+    /// `+Inf` ([`f64::INFINITY`]).
+    pub buckets: Vec<(f64, u64)>,
+    /// The sum of the latencies, in seconds.
+    pub sum: f64,
+    /// How many latencies were observed.
+    pub count: u64,
+}
+
+impl Default for OutboundSnapshot {
+    fn default() -> Self {
+        Self {
+            outcomes: Outcome::ALL.iter().map(|o| (*o, 0)).collect(),
+            buckets: OUTBOUND_BUCKETS
+                .iter()
+                .copied()
+                .chain(std::iter::once(f64::INFINITY))
+                .map(|bound| (bound, 0))
+                .collect(),
+            sum: 0.0,
+            count: 0,
+        }
+    }
+}
+
+impl OutboundSnapshot {
+    /// What `counters` hold now.
+    pub fn of(counters: &OutboundCounters) -> Self {
+        let (buckets, sum, count) = counters.histogram();
+        Self {
+            outcomes: Outcome::ALL.iter().map(|o| (*o, counters.get(*o))).collect(),
+            buckets,
+            sum,
+            count,
+        }
+    }
+
+    /// Add `other` (taken over the same buckets) to this.
+    fn add(&mut self, other: &Self) {
+        for ((_, total), (_, more)) in self.outcomes.iter_mut().zip(&other.outcomes) {
+            *total += more;
+        }
+        for ((_, total), (_, more)) in self.buckets.iter_mut().zip(&other.buckets) {
+            *total += more;
+        }
+        self.sum += other.sum;
+        self.count += other.count;
+    }
+
+    /// Requests that ended with `outcome`.
+    pub fn get(&self, outcome: Outcome) -> u64 {
+        self.outcomes
+            .iter()
+            .find(|(o, _)| *o == outcome)
+            .map_or(0, |(_, n)| *n)
+    }
+}
+
+impl OutboundMetrics {
+    fn inner(&self) -> std::sync::MutexGuard<'_, OutboundInner> {
+        // Plain counters: a panic elsewhere cannot leave them half-written
+        // in a way that matters more than losing the metric.
+        self.inner
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Count from now on what `counters` count (the compiled controller's;
+    /// attaching the same counters again changes nothing). The totals of
+    /// the counters attached before are kept.
+    pub fn attach(&self, counters: Arc<OutboundCounters>) {
+        let mut inner = self.inner();
+        if let Some(previous) = &inner.current {
+            if Arc::ptr_eq(previous, &counters) {
+                return;
+            }
+            let previous = OutboundSnapshot::of(previous);
+            inner.carried.add(&previous);
+        }
+        inner.current = Some(counters);
+    }
+
+    /// The counters attached now, if any.
+    pub fn counters(&self) -> Option<Arc<OutboundCounters>> {
+        self.inner().current.clone()
+    }
+
+    /// The totals: everything carried over plus the current counters.
+    pub fn snapshot(&self) -> OutboundSnapshot {
+        let inner = self.inner();
+        let mut total = inner.carried.clone();
+        if let Some(current) = &inner.current {
+            total.add(&OutboundSnapshot::of(current));
+        }
+        total
+    }
 }
 
 impl Default for ControllerMetrics {
@@ -126,6 +251,7 @@ impl Default for ControllerMetrics {
             reconcile_seconds: Histogram::new(LATENCY_BUCKETS),
             renew_seconds: Histogram::new(LATENCY_BUCKETS),
             commits: Arc::new(CommitCounters::default()),
+            outbound: OutboundMetrics::default(),
         }
     }
 }
@@ -332,5 +458,45 @@ mod tests {
         assert_eq!(buckets, vec![(0.001, 1), (0.01, 2), (0.1, 3)]);
         assert_eq!(count, 4);
         assert!((sum - 1.0555).abs() < 1e-9);
+    }
+
+    #[test]
+    fn outbound_totals_survive_new_counters_and_ignore_a_repeated_attach() {
+        let metrics = OutboundMetrics::default();
+        let empty = metrics.snapshot();
+        assert_eq!(empty, OutboundSnapshot::default());
+        assert_eq!(empty.outcomes.len(), Outcome::ALL.len());
+        assert_eq!(empty.buckets.last(), Some(&(f64::INFINITY, 0)));
+
+        let first = Arc::new(OutboundCounters::default());
+        first.count(Outcome::Sent);
+        first.count(Outcome::Denied);
+        first.observe(Duration::from_millis(2));
+        metrics.attach(first.clone());
+        // The same counters again (a reload that kept the compiled
+        // controller) must not count them twice.
+        metrics.attach(first.clone());
+        assert_eq!(metrics.snapshot().get(Outcome::Sent), 1);
+        assert!(Arc::ptr_eq(&metrics.counters().unwrap(), &first));
+
+        // A recompiled controller: new counters, the old totals kept.
+        let second = Arc::new(OutboundCounters::default());
+        second.count(Outcome::Sent);
+        second.count(Outcome::TimedOut);
+        second.observe(Duration::from_secs(30));
+        metrics.attach(second.clone());
+        // Counted after the switch, the old counters no longer show.
+        first.count(Outcome::Sent);
+        let total = metrics.snapshot();
+        assert_eq!(total.get(Outcome::Sent), 2);
+        assert_eq!(total.get(Outcome::Denied), 1);
+        assert_eq!(total.get(Outcome::TimedOut), 1);
+        assert_eq!(total.get(Outcome::Error), 0);
+        assert_eq!(total.count, 2);
+        assert!((total.sum - 30.002).abs() < 1e-6, "{}", total.sum);
+        let at = |bound: f64| total.buckets.iter().find(|(b, _)| *b == bound).unwrap().1;
+        assert_eq!(at(0.0025), 1);
+        assert_eq!(at(10.0), 1);
+        assert_eq!(at(f64::INFINITY), 2);
     }
 }

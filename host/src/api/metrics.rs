@@ -13,9 +13,12 @@
 //! | `leasehold_commits_total` | counter | `result` = ok, fenced, conflict, failed |
 //! | `leasehold_renew_duration_seconds` | histogram | |
 //! | `leasehold_quota_refusals_total` | counter: commits a write quota refused | `quota` = max_creates_per_second, max_objects_per_kind |
+//! | `leasehold_outbound_requests_total` | counter: outbound HTTP requests of the guests, by what became of them | `outcome` = sent, denied, refused_after_loss, cancelled, timed_out, limited, error |
+//! | `leasehold_outbound_request_seconds` | histogram: from sending a request to its response head (or its failure on the wire) | |
 //!
-//! Known loss and abort reasons and every quota are always exported (at 0
-//! until they happen), so a rate query works before the first incident.
+//! Known loss and abort reasons, every quota and every outbound outcome are
+//! always exported (at 0 until they happen), so a rate query works before
+//! the first incident.
 
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -27,7 +30,7 @@ use axum::response::IntoResponse;
 
 use super::AppState;
 use crate::quota::Quota;
-use crate::status::{ControllerState, ControllerStatus, Histogram, Status};
+use crate::status::{ControllerState, ControllerStatus, Histogram, OutboundSnapshot, Status};
 
 /// The exposition format's content type.
 pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
@@ -272,6 +275,56 @@ pub fn render(status: &Status) -> String {
 
     header(
         &mut out,
+        "leasehold_outbound_requests_total",
+        "counter",
+        "Outbound HTTP requests of the guests, by outcome: sent (a response head arrived), denied \
+         (not in http_allow), refused_after_loss, cancelled (in flight when the lease was lost or \
+         the guest aborted), timed_out, limited (a host bound), error.",
+    );
+    let outbound: Vec<OutboundSnapshot> = controllers
+        .iter()
+        .map(|c| c.metrics.outbound.snapshot())
+        .collect();
+    for (c, totals) in controllers.iter().zip(&outbound) {
+        for (outcome, count) in &totals.outcomes {
+            sample(
+                &mut out,
+                "leasehold_outbound_requests_total",
+                &labels(&[("controller", &c.name), ("outcome", outcome.label())]),
+                count,
+            );
+        }
+    }
+
+    header(
+        &mut out,
+        "leasehold_outbound_request_seconds",
+        "histogram",
+        "Time from sending an outbound HTTP request to its response head (or its failure on the \
+         wire).",
+    );
+    for (c, totals) in controllers.iter().zip(&outbound) {
+        let name = "leasehold_outbound_request_seconds";
+        for (bound, cumulative) in &totals.buckets {
+            let le = if bound.is_finite() {
+                format!("{bound}")
+            } else {
+                "+Inf".to_string()
+            };
+            sample(
+                &mut out,
+                &format!("{name}_bucket"),
+                &labels(&[("controller", &c.name), ("le", &le)]),
+                cumulative,
+            );
+        }
+        let plain = labels(&[("controller", &c.name)]);
+        sample(&mut out, &format!("{name}_sum"), &plain, totals.sum);
+        sample(&mut out, &format!("{name}_count"), &plain, totals.count);
+    }
+
+    header(
+        &mut out,
         "leasehold_renew_duration_seconds",
         "histogram",
         "Round-trip time of lease renewals.",
@@ -318,6 +371,71 @@ mod tests {
             ),
             "{text}"
         );
+    }
+
+    #[test]
+    fn outbound_requests_are_exported_per_controller_and_outcome() {
+        use crate::outbound::{OutboundCounters, Outcome};
+        let status = Status::new(
+            "c1".into(),
+            "host-a".into(),
+            &["caller".to_string(), "quiet".to_string()],
+        );
+        let caller = status.controller("caller").expect("configured");
+        let counters = std::sync::Arc::new(OutboundCounters::default());
+        for _ in 0..3 {
+            counters.count(Outcome::Sent);
+        }
+        counters.count(Outcome::RefusedAfterLoss);
+        counters.observe(std::time::Duration::from_millis(3));
+        counters.observe(std::time::Duration::from_secs(20));
+        caller.metrics.outbound.attach(counters);
+        let text = render(&status);
+        let has = |line: &str| text.lines().any(|l| l == line);
+        for line in [
+            "# TYPE leasehold_outbound_requests_total counter",
+            "leasehold_outbound_requests_total{controller=\"caller\",outcome=\"sent\"} 3",
+            "leasehold_outbound_requests_total{controller=\"caller\",outcome=\"refused_after_loss\"} 1",
+            "# TYPE leasehold_outbound_request_seconds histogram",
+            "leasehold_outbound_request_seconds_bucket{controller=\"caller\",le=\"0.0025\"} 0",
+            "leasehold_outbound_request_seconds_bucket{controller=\"caller\",le=\"0.005\"} 1",
+            "leasehold_outbound_request_seconds_bucket{controller=\"caller\",le=\"10\"} 1",
+            "leasehold_outbound_request_seconds_bucket{controller=\"caller\",le=\"+Inf\"} 2",
+            "leasehold_outbound_request_seconds_sum{controller=\"caller\"} 20.003",
+            "leasehold_outbound_request_seconds_count{controller=\"caller\"} 2",
+            // A controller that never sent anything shows zeros, not nothing.
+            "leasehold_outbound_request_seconds_bucket{controller=\"quiet\",le=\"+Inf\"} 0",
+            "leasehold_outbound_request_seconds_count{controller=\"quiet\"} 0",
+        ] {
+            assert!(has(line), "missing {line:?} in\n{text}");
+        }
+        // Every outcome, zero included, for every controller.
+        for controller in ["caller", "quiet"] {
+            for outcome in Outcome::ALL {
+                let prefix = format!(
+                    "leasehold_outbound_requests_total{{controller=\"{controller}\",outcome=\"{}\"}} ",
+                    outcome.label()
+                );
+                assert_eq!(
+                    text.lines().filter(|l| l.starts_with(&prefix)).count(),
+                    1,
+                    "{prefix} in\n{text}"
+                );
+            }
+        }
+        assert!(has(
+            "leasehold_outbound_requests_total{controller=\"quiet\",outcome=\"denied\"} 0"
+        ));
+        // Exactly one +Inf bucket (the counters' own last bound).
+        assert_eq!(
+            text.lines()
+                .filter(|l| l.starts_with(
+                    "leasehold_outbound_request_seconds_bucket{controller=\"caller\",le=\"+Inf\"}"
+                ))
+                .count(),
+            1
+        );
+        assert!(!text.contains("le=\"inf\""), "{text}");
     }
 
     #[test]

@@ -3,7 +3,10 @@
 //! finishes within the grace period, its guest is dropped and its lease
 //! released, L5) while the others keep their tenures; an added one starts;
 //! a changed one (its settings or its component's bytes) is stopped and
-//! started again with the new ones.
+//! started again with the new ones. A change of settings alone (limits,
+//! quotas, `http_allow`, timing) keeps the compiled component and its
+//! outbound request counters; the next tenure's guest runs under the new
+//! settings.
 //!
 //! Must never: stop anything before every new or changed component has
 //! compiled (a reload that cannot be applied whole changes nothing), or
@@ -56,6 +59,11 @@ impl Prepared {
     pub(crate) fn name(&self) -> &str {
         &self.settings.name
     }
+
+    /// Where its guest may send HTTP requests.
+    pub(crate) fn http_allow(&self) -> &crate::outbound::AllowList {
+        &self.settings.http_allow
+    }
 }
 
 /// One supervised controller.
@@ -63,8 +71,25 @@ struct Running {
     settings: ControllerConfig,
     /// A hash of the component's bytes when it was loaded.
     digest: u64,
+    /// What it runs, kept so a change of settings alone need not compile
+    /// again (nor start its outbound counters over).
+    compiled: CompiledController,
     stop: watch::Sender<bool>,
     task: JoinHandle<()>,
+}
+
+/// Whether a controller running with `current` settings from a component
+/// hashing to `current_digest` can take `next` without compiling again:
+/// the bytes are the same, and so are the directory grants (linked into
+/// the compiled controller); everything else the guest runs under is in
+/// its limits ([`CompiledController::with_limits`]).
+fn keeps_compiled(
+    current: &ControllerConfig,
+    current_digest: u64,
+    next: &ControllerConfig,
+    next_digest: u64,
+) -> bool {
+    current_digest == next_digest && current.dirs == next.dirs
 }
 
 /// What a reload changed, by controller name.
@@ -241,6 +266,10 @@ impl Controllers {
             compiled,
         } = prepared;
         let (stop, stopping) = watch::channel(false);
+        let status = self.shared.status.add_controller(&settings.name);
+        // The status outlives restarts of the controller: /metrics keeps
+        // counting across them.
+        status.metrics.outbound.attach(compiled.outbound().clone());
         let supervisor = Supervisor::new(
             SupervisorConfig {
                 cluster: self.shared.cluster.clone(),
@@ -254,8 +283,8 @@ impl Controllers {
             self.shared.authority.clone(),
             self.shared.renewer.clone(),
             self.shared.store.clone(),
-            compiled,
-            self.shared.status.add_controller(&settings.name),
+            compiled.clone(),
+            status,
             self.shared.identity.clone(),
             stopping,
         );
@@ -265,6 +294,7 @@ impl Controllers {
             Running {
                 settings,
                 digest,
+                compiled,
                 stop,
                 task,
             },
@@ -321,9 +351,11 @@ impl Controllers {
         })?;
 
         // Restart a controller only when its settings or its component's
-        // bytes changed; compile only what will start.
+        // bytes changed; compile only what will start, and only when its
+        // settings alone cannot be applied to what runs now.
         let mut summary = ReloadSummary::default();
         let mut changed = Vec::new();
+        let mut reused = Vec::new();
         for source in read(next.controllers.clone())? {
             let name = source.settings.name.clone();
             match self.running.get(&name) {
@@ -334,11 +366,29 @@ impl Controllers {
                     summary.unchanged.push(name);
                     continue;
                 }
-                Some(_) => summary.restarted.push(name),
+                Some(running) => {
+                    summary.restarted.push(name);
+                    if keeps_compiled(
+                        &running.settings,
+                        running.digest,
+                        &source.settings,
+                        source.digest,
+                    ) {
+                        reused.push(Prepared {
+                            compiled: running
+                                .compiled
+                                .with_limits(source.settings.guest_limits()),
+                            settings: source.settings,
+                            digest: source.digest,
+                        });
+                        continue;
+                    }
+                }
             }
             changed.push(source);
         }
-        let to_start = compile(runtime, changed).await?;
+        let mut to_start = compile(runtime, changed).await?;
+        to_start.extend(reused);
         summary.removed = self
             .running
             .keys()
@@ -382,6 +432,36 @@ mod tests {
 
         let quick = tokio::spawn(async {});
         assert!(end_supervisor("c", "h", quick, Duration::from_secs(1)).await);
+    }
+
+    #[test]
+    fn a_change_of_settings_alone_keeps_the_compiled_component() {
+        let dir = std::env::temp_dir().join(format!("leasehold-reload-{}", uuid::Uuid::new_v4()));
+        std::fs::create_dir_all(dir.join("data")).unwrap();
+        std::fs::write(dir.join("c.wasm"), b"").unwrap();
+        let parse = |extra: &str| {
+            let text = format!(
+                "cluster = \"a\"\n[[controllers]]\nname = \"c\"\ncomponent = \"c.wasm\"\n{extra}\n"
+            );
+            let config = Config::parse_with(&text, &dir, &crate::config::Environment::default())
+                .unwrap();
+            config.controllers[0].clone()
+        };
+        let before = parse("http_allow = [\"https://a.example.com\"]");
+        for next in [
+            parse("http_allow = [\"https://b.example.com\"]"),
+            parse(""),
+            parse("memory_limit = \"32MiB\"\nmax_creates_per_second = 3"),
+            parse("lease_ttl = \"20s\""),
+        ] {
+            assert_ne!(before, next);
+            assert!(keeps_compiled(&before, 7, &next, 7), "{next:?}");
+        }
+        // New bytes, or other directories linked in: compile again.
+        assert!(!keeps_compiled(&before, 7, &before, 8));
+        let granted = parse("dirs = [{ host = \"data\", guest = \"/data\" }]");
+        assert!(!keeps_compiled(&before, 7, &granted, 7));
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

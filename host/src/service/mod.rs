@@ -119,6 +119,13 @@ pub async fn check(config: &Config) -> Result<Vec<String>, Vec<String>> {
                         "controller {}: component compiles and fits the world",
                         p.name()
                     ));
+                    if !p.http_allow().is_empty() {
+                        notes.push(format!(
+                            "controller {}: may send HTTP requests to {}",
+                            p.name(),
+                            p.http_allow()
+                        ));
+                    }
                 }
             }
             Err(mut p) => problems.append(&mut p),
