@@ -721,6 +721,7 @@ async fn clock_step(build: Build) -> (checker::Report, Refusals) {
         timing: slow_renewer,
         controllers: vec![SCHEDULER],
         build,
+        controller_config: Default::default(),
     })
     .await;
     rig.nodes(&[("n1", 500), ("n2", 500)]).await;
@@ -996,6 +997,7 @@ async fn run_schedule(schedule: &Schedule, build: Build) -> Ran {
         timing: Timing::FAST,
         controllers: vec![SCHEDULER],
         build,
+        controller_config: Default::default(),
     })
     .await;
     let nodes: Vec<(String, u64)> = schedule
@@ -1093,7 +1095,22 @@ async fn the_checker_reports_each_broken_guarantee() {
         version: 9,
         value: serde_json::json!({ "status": "pending" }),
     }];
-    let report = checker::check(db.url(), "chk", &acks).await;
+    // What a fenced receiver recorded: k1 applied twice (#2), epoch 1
+    // accepted after epoch 2 (#4), epoch 2 stamped with a holder that did
+    // not hold it (#5), an epoch never granted (#6), no fence at all (#7).
+    // Reads (#8) and another cluster's requests (#9) are not judged.
+    let record = [
+        effect(1, Some("chk/scheduler"), Some(1), "h1", "k1", "applied"),
+        effect(2, Some("chk/scheduler"), Some(1), "h1", "k1", "applied"),
+        effect(3, Some("chk/scheduler"), Some(2), "h2", "k2", "applied"),
+        effect(4, Some("chk/scheduler"), Some(1), "h1", "k3", "applied"),
+        effect(5, Some("chk/scheduler"), Some(2), "h1", "k4", "applied"),
+        effect(6, Some("chk/scheduler"), Some(7), "h2", "k5", "rejected"),
+        effect(7, None, None, "h2", "k6", "rejected"),
+        effect(8, None, None, "h2", "k7", "read"),
+        effect(9, Some("other/scheduler"), Some(9), "h9", "k8", "applied"),
+    ];
+    let report = checker::check_with_effects(db.url(), "chk", &acks, &record).await;
     eprintln!("{report}");
     for rule in [
         Rule::Tenures,
@@ -1104,9 +1121,68 @@ async fn the_checker_reports_each_broken_guarantee() {
         Rule::Assignment,
         Rule::Capacity,
         Rule::LostAck,
+        Rule::EffectAppliedTwice,
+        Rule::StaleEffect,
+        Rule::EffectWrongTenure,
     ] {
         assert!(report.breaks(rule), "{rule:?} was not reported:\n{report}");
     }
+    let effect_violations: Vec<String> = report
+        .violations
+        .iter()
+        .filter(|v| {
+            matches!(
+                v.rule,
+                Rule::EffectAppliedTwice | Rule::StaleEffect | Rule::EffectWrongTenure
+            )
+        })
+        .map(|v| v.detail.clone())
+        .collect();
+    let about = |seq: u64| {
+        effect_violations
+            .iter()
+            .any(|d| d.starts_with(&format!("receiver #{seq}:")))
+    };
+    for seq in [2, 4, 5, 6, 7] {
+        assert!(
+            about(seq),
+            "receiver entry #{seq} was not reported:\n{report}"
+        );
+    }
+    for seq in [1, 3, 8, 9] {
+        assert!(
+            !about(seq),
+            "receiver entry #{seq} was reported, but it keeps every rule:\n{report}"
+        );
+    }
+}
+
+/// A `PUT /buckets/b` the fenced receiver recorded as decided `outcome`.
+fn effect(
+    seq: u64,
+    lease: Option<&str>,
+    epoch: Option<u64>,
+    holder: &str,
+    key: &str,
+    outcome: &str,
+) -> leasehold_receiver::RecordEntry {
+    serde_json::from_value(serde_json::json!({
+        "seq": seq,
+        "arrived_at": "2030-01-01T00:00:00Z",
+        "method": if outcome == "read" { "GET" } else { "PUT" },
+        "path": "/buckets/b",
+        "lease": lease,
+        "epoch": epoch,
+        "holder": holder,
+        "idempotency_key": key,
+        "outcome": outcome,
+        "status": 200,
+        "resource": null,
+        "generation": null,
+        "detail": null,
+        "fault": null
+    }))
+    .expect("a record entry")
 }
 
 /// The checker places writes by commit order, not by what hosts stamped or

@@ -96,11 +96,23 @@
 //! - **Acknowledged writes** ([`Rule::LostAck`]): every API write the test
 //!   saw acknowledged is present, at its acknowledged version or later,
 //!   with every field it wrote except those the scheduler owns (`status`).
+//! - **Outbound effects**, when the test ran a fenced receiver
+//!   ([`check_with_effects`]): the receiver's own record, in its decision
+//!   order, keeps the fenced-receiver rule ([`leasehold_receiver::check`]):
+//!   no idempotency key applied twice ([`Rule::EffectAppliedTwice`]); per
+//!   lease, the epochs it accepted never go backwards and every request of
+//!   an epoch below one already accepted is refused as stale, and nothing
+//!   unfenced is accepted ([`Rule::StaleEffect`]). And every request that
+//!   reached it from this cluster carried a fence the database granted:
+//!   `Leasehold-Lease` names a lease of the cluster, and its holder held
+//!   its `Leasehold-Epoch` ([`Rule::EffectWrongTenure`]): the host stamps
+//!   every request with its tenure's fence, whatever the guest set.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
 use std::sync::{Arc, Mutex, PoisonError};
 
+use leasehold_receiver::{Outcome as EffectOutcome, RecordEntry, Violation as ReceiverViolation};
 use serde_json::Value;
 
 /// One API write the test saw acknowledged (`200` or `201`).
@@ -179,6 +191,17 @@ pub enum Rule {
     Capacity,
     /// An acknowledged API write is missing or was overwritten.
     LostAck,
+    /// The fenced receiver applied one idempotency key twice: an external
+    /// effect happened twice.
+    EffectAppliedTwice,
+    /// The fenced receiver accepted a request of an epoch below one it had
+    /// accepted for the same lease, did not refuse such a request as
+    /// stale, or accepted one without a fence.
+    StaleEffect,
+    /// A request reached the receiver with a fence no tenure of the
+    /// cluster had: a lease never granted, an epoch never granted, a holder
+    /// that did not hold that epoch, or no fence at all.
+    EffectWrongTenure,
 }
 
 /// One broken guarantee, with the rows that show it.
@@ -207,6 +230,9 @@ pub struct Report {
     pub assigned: usize,
     /// Acknowledged API writes checked.
     pub acks: usize,
+    /// Requests in the fenced receiver's record that were judged (reads
+    /// are not), and how many of them it applied.
+    pub effects: (usize, usize),
 }
 
 impl Report {
@@ -228,13 +254,15 @@ impl fmt::Display for Report {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(
             f,
-            "checked tenures {:?}, {} events, {} guest writes, {} tasks ({} assigned), {} acknowledged writes: {} violation(s)",
+            "checked tenures {:?}, {} events, {} guest writes, {} tasks ({} assigned), {} acknowledged writes, {} outbound requests ({} applied): {} violation(s)",
             self.tenures,
             self.events,
             self.guest_writes,
             self.tasks,
             self.assigned,
             self.acks,
+            self.effects.0,
+            self.effects.1,
             self.violations.len()
         )?;
         for v in &self.violations {
@@ -363,11 +391,22 @@ struct GuestWrite<'a> {
 /// module documentation; `acks` are the API writes the test saw
 /// acknowledged.
 pub async fn check(url: &str, cluster: &str, acks: &[Ack]) -> Report {
+    check_with_effects(url, cluster, acks, &[]).await
+}
+
+/// [`check`], and also `record`, what a fenced receiver the cluster's
+/// controllers called recorded (see the module documentation).
+pub async fn check_with_effects(
+    url: &str,
+    cluster: &str,
+    acks: &[Ack],
+    record: &[RecordEntry],
+) -> Report {
     let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
         .await
         .expect("the checker connects to the test database");
     let connection = tokio::spawn(connection);
-    let report = Checker::load(&client, cluster).await.run(acks);
+    let report = Checker::load(&client, cluster).await.run(acks, record);
     drop(client);
     let _ = connection.await;
     report
@@ -398,6 +437,7 @@ struct ObjectRow {
 }
 
 struct Checker {
+    cluster: String,
     leases: BTreeMap<String, LeaseRow>,
     tenures: BTreeMap<String, Vec<Tenure>>,
     events: Vec<EventRow>,
@@ -504,6 +544,7 @@ impl Checker {
             })
             .collect();
         Self {
+            cluster: cluster.to_string(),
             leases,
             tenures,
             events,
@@ -516,12 +557,13 @@ impl Checker {
         self.report.violations.push(Violation { rule, detail });
     }
 
-    fn run(mut self, acks: &[Ack]) -> Report {
+    fn run(mut self, acks: &[Ack], record: &[RecordEntry]) -> Report {
         self.check_tenures();
         self.check_writes();
         self.check_event_log();
         self.check_scheduler();
         self.check_acks(acks);
+        self.check_effects(record);
         self.report.tenures = self
             .tenures
             .iter()
@@ -978,6 +1020,83 @@ impl Checker {
         }
         for detail in found {
             self.violation(Rule::LostAck, detail);
+        }
+    }
+}
+
+impl Checker {
+    /// The fenced receiver's record: its own rule, then every request's
+    /// fence against the tenures (see the module documentation).
+    fn check_effects(&mut self, record: &[RecordEntry]) {
+        let judged: Vec<&RecordEntry> = record
+            .iter()
+            .filter(|e| e.outcome != EffectOutcome::Read)
+            .collect();
+        self.report.effects = (
+            judged.len(),
+            judged
+                .iter()
+                .filter(|e| e.outcome == EffectOutcome::Applied)
+                .count(),
+        );
+        let mut found = Vec::new();
+        // Every message starts with the entry it is about: `receiver #SEQ:`.
+        for violation in leasehold_receiver::check(record) {
+            let (rule, seq) = match violation {
+                ReceiverViolation::KeyAppliedTwice { seq, .. } => (Rule::EffectAppliedTwice, seq),
+                ReceiverViolation::AcceptedEpochWentBack { seq, .. }
+                | ReceiverViolation::StaleNotRefused { seq, .. }
+                | ReceiverViolation::AcceptedUnfenced { seq, .. } => (Rule::StaleEffect, seq),
+            };
+            found.push((rule, format!("receiver #{seq}: {violation}")));
+        }
+        let prefix = format!("{}/", self.cluster);
+        for entry in judged {
+            let what = format!(
+                "receiver #{}: {} {} ({}, key {:?})",
+                entry.seq,
+                entry.method,
+                entry.path,
+                entry.outcome,
+                entry.idempotency_key.as_deref().unwrap_or("")
+            );
+            let (Some(stamp), Some(epoch), Some(holder)) =
+                (entry.lease.as_deref(), entry.epoch, entry.holder.as_deref())
+            else {
+                found.push((
+                    Rule::EffectWrongTenure,
+                    format!(
+                        "{what} arrived without a whole fence (lease {:?}, epoch {:?}, holder {:?})",
+                        entry.lease, entry.epoch, entry.holder
+                    ),
+                ));
+                continue;
+            };
+            // Another cluster's requests are its own checker's business.
+            let Some(lease) = stamp.strip_prefix(&prefix) else {
+                continue;
+            };
+            let tenure = self
+                .tenures
+                .get(lease)
+                .and_then(|t| t.iter().find(|t| u64::try_from(t.epoch) == Ok(epoch)));
+            match tenure {
+                None => found.push((
+                    Rule::EffectWrongTenure,
+                    format!("{what} carries lease {stamp} epoch {epoch}, which was never granted"),
+                )),
+                Some(t) if t.holder != holder => found.push((
+                    Rule::EffectWrongTenure,
+                    format!(
+                        "{what} carries lease {stamp} epoch {epoch} of holder {holder}, but {} held that epoch",
+                        t.holder
+                    ),
+                )),
+                Some(_) => {}
+            }
+        }
+        for (rule, detail) in found {
+            self.violation(rule, detail);
         }
     }
 }

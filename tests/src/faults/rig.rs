@@ -8,11 +8,13 @@
 //! the lease row in the database, a host's own `/metrics` — polled with
 //! [`eventually`]; it never sleeps in place of an ordering.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use leasehold_host::testing::TestDatabase;
+use leasehold_receiver::RunningReceiver;
 use serde_json::{Value, json};
 
 use super::checker::{self, Ack, Acks, Report};
@@ -88,6 +90,10 @@ pub struct RigSpec {
     pub controllers: Vec<&'static str>,
     /// Which binary.
     pub build: Build,
+    /// Extra TOML lines for a controller's `[[controllers]]` table, by
+    /// controller name (e.g. `http_allow = ["http://127.0.0.1:9000"]` for
+    /// the provisioner).
+    pub controller_config: BTreeMap<String, String>,
 }
 
 impl RigSpec {
@@ -98,7 +104,19 @@ impl RigSpec {
             timing: Timing::SCENARIO,
             controllers: vec!["scheduler"],
             build: Build::Fenced,
+            controller_config: BTreeMap::new(),
         }
+    }
+
+    /// Add `lines` (TOML) to `controller`'s table in every host's config.
+    pub fn configure(mut self, controller: &str, lines: &str) -> Self {
+        let entry = self
+            .controller_config
+            .entry(controller.to_string())
+            .or_default();
+        entry.push_str(lines);
+        entry.push('\n');
+        self
     }
 }
 
@@ -154,6 +172,9 @@ pub struct Rig {
     pub acks: Acks,
     /// The cluster.
     pub cluster: String,
+    /// The fenced receiver the cluster's controllers call, if the test
+    /// runs one: [`Rig::check`] judges its record too.
+    pub receiver: Option<RunningReceiver>,
     spec: RigSpec,
     upstream: std::net::SocketAddr,
     dir: TempDir,
@@ -180,6 +201,7 @@ impl Rig {
             hosts: Vec::new(),
             acks: Acks::default(),
             cluster: format!("flt-{}", &uuid::Uuid::new_v4().simple().to_string()[..12]),
+            receiver: None,
             spec: spec.clone(),
             upstream,
             dir: TempDir::new(),
@@ -289,11 +311,16 @@ lease_ttl = "{ttl}ms"
 renew_interval = "{renew}ms"
 renew_deadline = "{deadline}ms"
 backoff_max = "1s"
-"#,
+{extra}"#,
                 guests = guests.display(),
                 ttl = ttl.as_millis(),
                 renew = renew_interval.as_millis(),
                 deadline = renew_deadline.as_millis(),
+                extra = self
+                    .spec
+                    .controller_config
+                    .get(*name)
+                    .map_or("", String::as_str),
             ));
         }
         config
@@ -512,9 +539,15 @@ backoff_max = "1s"
             .get(0)
     }
 
-    /// Run the invariant checker over the cluster.
+    /// Run the invariant checker over the cluster, and over the
+    /// receiver's record if the rig has one.
     pub async fn check(&self) -> Report {
-        checker::check(self.db.url(), &self.cluster, &self.acks.all()).await
+        let record = self
+            .receiver
+            .as_ref()
+            .map(RunningReceiver::record)
+            .unwrap_or_default();
+        checker::check_with_effects(self.db.url(), &self.cluster, &self.acks.all(), &record).await
     }
 
     /// A workload creating a pending task named `{prefix}-{n}` every
@@ -545,6 +578,25 @@ impl Drop for Rig {
                     host.holder,
                     host.replica.log_tail(60)
                 );
+            }
+            if let Some(receiver) = &self.receiver {
+                let record = receiver.record();
+                eprintln!("---- receiver record (last 40 of {}) ----", record.len());
+                for e in &record[record.len().saturating_sub(40)..] {
+                    eprintln!(
+                        "#{} {} {} {} {} lease {:?} epoch {:?} holder {:?} key {:?} fault {:?}",
+                        e.seq,
+                        e.arrived_at.format("%H:%M:%S%.3f"),
+                        e.method,
+                        e.path,
+                        e.outcome,
+                        e.lease,
+                        e.epoch,
+                        e.holder,
+                        e.idempotency_key,
+                        e.fault
+                    );
+                }
             }
         }
     }
