@@ -1,16 +1,19 @@
 //! The two error types an author meets: [`StoreError`], what the host says
-//! about a store call, and [`Error`], what `reconcile` returns; and
-//! [`QuotaExceeded`], the refusal of a write quota, which the SDK derives
-//! from the host's message.
+//! about a store call, and [`Error`], what `reconcile` returns (wrapping a
+//! store error, an outbound request's [`HttpError`], or the controller's
+//! own failure); and [`QuotaExceeded`], the refusal of a write quota, which
+//! the SDK derives from the host's message.
 //!
 //! Owns: the one conversion of a wire error into a [`StoreError`] (both
-//! the wasm imports and the native fake come through it) and the parsing of
-//! the host's quota message. Must never: turn a fenced error into anything
+//! the wasm imports and the native fake come through it), the parsing of
+//! the host's quota message, and which errors end a reconcile as fenced
+//! ([`Error::is_fenced`]). Must never: turn a fenced error into anything
 //! else, or report a failure as fenced that the host did not.
 
 use std::fmt;
 use std::time::Duration;
 
+use crate::http::HttpError;
 use crate::sys::{ObjectKey, WireError};
 
 /// Why a store call failed, as the host reports it.
@@ -322,9 +325,10 @@ impl std::error::Error for StoreError {}
 
 /// What [`crate::Controller::reconcile`] returns when it fails.
 ///
-/// Store failures convert into it with `?`. The export glue turns an error
-/// wrapping [`StoreError::Fenced`] into the WIT `fenced` reply (the guest
-/// stops); every other error is reported as failed, retried after the delay
+/// Store failures and outbound requests' failures convert into it with
+/// `?`. The export glue turns an error wrapping [`StoreError::Fenced`] or
+/// [`HttpError::Fenced`] into the WIT `fenced` reply (the guest stops);
+/// every other error is reported as failed, retried after the delay
 /// [`crate::Controller::error_policy`] chooses.
 ///
 /// # Example
@@ -349,6 +353,10 @@ impl std::error::Error for StoreError {}
 pub enum Error {
     /// A store call failed.
     Store(StoreError),
+    /// An outbound HTTP request failed. [`HttpError::Fenced`] ends the
+    /// reconcile as fenced, like [`StoreError::Fenced`]; the others are
+    /// failures, retried with the host's backoff by default.
+    Http(HttpError),
     /// A stored value did not match the type it was read as.
     Decode {
         /// The object whose value did not decode.
@@ -429,18 +437,45 @@ impl Error {
         }
     }
 
-    /// Whether this wraps [`StoreError::Fenced`]: the guest must stop.
+    /// The outbound request's error inside, if this is one.
     ///
     /// # Example
     ///
     /// ```
+    /// use leasehold_guest::Error;
+    /// use leasehold_guest::http::HttpError;
+    ///
+    /// let error = Error::from(HttpError::Timeout("slow".into()));
+    /// assert!(matches!(error.http_error(), Some(HttpError::Timeout(_))));
+    /// assert!(Error::failed("x").http_error().is_none());
+    /// ```
+    pub fn http_error(&self) -> Option<&HttpError> {
+        match self {
+            Error::Http(error) => Some(error),
+            _ => None,
+        }
+    }
+
+    /// Whether this wraps [`StoreError::Fenced`] or [`HttpError::Fenced`]:
+    /// the guest must stop.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use leasehold_guest::http::HttpError;
     /// use leasehold_guest::{Error, StoreError};
     ///
     /// assert!(Error::from(StoreError::Fenced("superseded".into())).is_fenced());
+    /// assert!(Error::from(HttpError::Fenced("lease lost".into())).is_fenced());
+    /// assert!(!Error::from(HttpError::Timeout("slow".into())).is_fenced());
     /// assert!(!Error::failed("x").is_fenced());
     /// ```
     pub fn is_fenced(&self) -> bool {
-        self.store_error().is_some_and(StoreError::is_fenced)
+        match self {
+            Error::Store(error) => error.is_fenced(),
+            Error::Http(error) => error.is_fenced(),
+            _ => false,
+        }
     }
 
     /// The retry delay carried by [`Error::Failed`], or by a
@@ -482,10 +517,31 @@ impl From<StoreError> for Error {
     }
 }
 
+impl From<HttpError> for Error {
+    /// Wrap an outbound request's error, so `?` works on
+    /// [`crate::http::Request::send`] inside `reconcile`: a fenced one
+    /// ends the reconcile as fenced, the others as failures.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use leasehold_guest::Error;
+    /// use leasehold_guest::http::HttpError;
+    ///
+    /// let error: Error = HttpError::Connection("refused".into()).into();
+    /// assert!(matches!(error, Error::Http(HttpError::Connection(_))));
+    /// assert_eq!(error.retry_hint(), None);
+    /// ```
+    fn from(error: HttpError) -> Self {
+        Error::Http(error)
+    }
+}
+
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Error::Store(error) => error.fmt(f),
+            Error::Http(error) => error.fmt(f),
             Error::Decode { key, message } => {
                 write!(f, "{key} does not have the expected shape: {message}")
             }
@@ -502,6 +558,7 @@ impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             Error::Store(error) => Some(error),
+            Error::Http(error) => Some(error),
             _ => None,
         }
     }

@@ -13,6 +13,9 @@
 //! - atomic, fenced writes through the [`Transaction`] builder, whose
 //!   [`StoreError`] tells *fenced* (stop) from *conflict* (re-read, retry);
 //! - the current [`Fence`] for idempotency keys;
+//! - outbound HTTP under the lease ([`http`]): deny by default, stamped by
+//!   the host with the lease's epoch, refused once the lease is lost, with
+//!   [`http::IdempotencyKey`] for receivers that deduplicate;
 //! - logging macros ([`info!`], [`warn!`], ...) that end up in the host's
 //!   log with the controller name and epoch attached;
 //! - [`export_controller!`], the one line that turns a crate into a
@@ -90,13 +93,14 @@
 //! | layer | module | owns |
 //! |---|---|---|
 //! | 0 | `limits` | the host's default sizes and counts |
-//! | 1 | `sys` | the seam: the wire types ([`ObjectKey`], [`Op`], [`NewEvent`], [`Committed`], [`Fence`], [`Level`], raw objects and pages, the wire's store errors) and the five calls, answered by the WIT imports on `wasm32` and by the host installed on the thread natively |
-//! | 2 | `error`, `fence`, `log` | typed errors (a wire error becomes a [`StoreError`], a quota refusal is recognized), the current fence, logging |
-//! | 3 | `object` | [`Api`], [`Object`], [`Page`]: typed reads decoded from the wire |
-//! | 4 | `transaction` | [`Transaction`]: fenced, atomic writes |
-//! | 5 | `controller` | the [`Controller`] trait, [`Context`], [`Reply`] and the one mapping of a reconcile's result to a reply |
-//! | 6 | `export` | the `wasm32` glue of [`export_controller!`] |
-//! | 7 | `fake` | [`FakeHost`]: a native host that installs itself into `sys` and drives controllers |
+//! | 1 | `sys` | the seam: the wire types ([`ObjectKey`], [`Op`], [`NewEvent`], [`Committed`], [`Fence`], [`Level`], [`http::Method`], raw objects and pages, the wire's store errors, outbound requests and responses and `wasi:http`'s `error-code`) and the six calls, answered by the WIT imports (and `wasi:http/outgoing-handler`) on `wasm32` and by the host installed on the thread natively |
+//! | 2 | `http` | outbound requests: the builder, the URL taken apart, the classification of `error-code`s into [`http::HttpError`], responses, idempotency keys |
+//! | 3 | `error`, `fence`, `log` | typed errors (a wire error becomes a [`StoreError`], a quota refusal is recognized, a fenced store or HTTP error ends the reconcile as fenced), the current fence, logging |
+//! | 4 | `object` | [`Api`], [`Object`], [`Page`]: typed reads decoded from the wire |
+//! | 5 | `transaction` | [`Transaction`]: fenced, atomic writes |
+//! | 6 | `controller` | the [`Controller`] trait, [`Context`], [`Reply`] and the one mapping of a reconcile's result to a reply |
+//! | 7 | `export` | the `wasm32` glue of [`export_controller!`] |
+//! | 8 | `fake` | [`FakeHost`]: a native host that installs itself into `sys` and drives controllers |
 //!
 //! `sys` imports nothing of the crate: the native side calls through a
 //! `Host` trait object that the fake installs, so `sys` never names the
@@ -111,6 +115,7 @@ mod controller;
 mod error;
 mod export;
 mod fence;
+pub mod http;
 mod limits;
 mod log;
 mod object;
@@ -125,15 +130,19 @@ pub use error::{Error, QUOTA_EXCEEDED_PREFIX, Quota, QuotaExceeded, StoreError};
 pub use fence::{Fence, fence};
 pub use limits::{
     DEFAULT_PAGE_SIZE, LOG_LINE_BYTES, Limits, MAX_CALL_PAYLOAD_BYTES, MAX_EVENT_MESSAGE_BYTES,
-    MAX_EVENT_REASON_BYTES, MAX_EVENTS_PER_COMMIT, MAX_LABEL_LEN, MAX_OPS_PER_COMMIT,
-    MAX_PAGE_SIZE, MAX_VALUE_BYTES,
+    MAX_EVENT_REASON_BYTES, MAX_EVENTS_PER_COMMIT, MAX_HTTP_REQUEST_BODY_BYTES,
+    MAX_HTTP_REQUESTS_PER_RECONCILE, MAX_HTTP_RESPONSE_BODY_BYTES, MAX_LABEL_LEN,
+    MAX_OPS_PER_COMMIT, MAX_PAGE_SIZE, MAX_VALUE_BYTES,
 };
 pub use log::{Level, log};
 pub use object::{Api, Object, ObjectKey, Page};
 pub use transaction::{Committed, NewEvent, Op, Transaction};
 
 #[cfg(not(target_arch = "wasm32"))]
-pub use fake::{At, CallCounts, CommitRecord, EventRecord, FakeHost, Fault, LogLine};
+pub use fake::{
+    At, CallCounts, CommitRecord, EventRecord, FakeHost, Fault, HttpFault, HttpRecord, HttpReply,
+    LogLine,
+};
 
 /// Export a [`Controller`] as the component's `reconciler`.
 ///

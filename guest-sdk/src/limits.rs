@@ -104,6 +104,35 @@ pub const MAX_CALL_PAYLOAD_BYTES: usize = 4 * 1024 * 1024;
 /// ```
 pub const LOG_LINE_BYTES: usize = 8 * 1024;
 
+/// Most outbound HTTP requests one reconcile may send; past it the host
+/// refuses with a `leasehold-limit` error (a guest looping on a failing
+/// call is stopped long before its deadline).
+///
+/// # Example
+///
+/// ```
+/// assert_eq!(leasehold_guest::MAX_HTTP_REQUESTS_PER_RECONCILE, 64);
+/// ```
+pub const MAX_HTTP_REQUESTS_PER_RECONCILE: u32 = 64;
+
+/// Largest outbound HTTP request body, in bytes.
+///
+/// # Example
+///
+/// ```
+/// assert_eq!(leasehold_guest::MAX_HTTP_REQUEST_BODY_BYTES, 1024 * 1024);
+/// ```
+pub const MAX_HTTP_REQUEST_BODY_BYTES: usize = 1024 * 1024;
+
+/// Largest HTTP response body a guest may read, in bytes.
+///
+/// # Example
+///
+/// ```
+/// assert_eq!(leasehold_guest::MAX_HTTP_RESPONSE_BODY_BYTES, 4 * 1024 * 1024);
+/// ```
+pub const MAX_HTTP_RESPONSE_BODY_BYTES: usize = 4 * 1024 * 1024;
+
 /// The limits a [`crate::FakeHost`] enforces. [`Limits::default`] is the
 /// host's defaults (the constants of this crate); a test can shrink them to
 /// reach a limit cheaply.
@@ -138,6 +167,12 @@ pub struct Limits {
     pub max_call_payload_bytes: usize,
     /// Longest log line in bytes.
     pub log_line_bytes: usize,
+    /// Most outbound HTTP requests per reconcile.
+    pub http_requests_per_reconcile: u32,
+    /// Largest outbound HTTP request body in bytes.
+    pub http_request_body_bytes: usize,
+    /// Largest HTTP response body in bytes.
+    pub http_response_body_bytes: usize,
 }
 
 impl Default for Limits {
@@ -160,6 +195,9 @@ impl Default for Limits {
             max_page_size: MAX_PAGE_SIZE,
             max_call_payload_bytes: MAX_CALL_PAYLOAD_BYTES,
             log_line_bytes: LOG_LINE_BYTES,
+            http_requests_per_reconcile: MAX_HTTP_REQUESTS_PER_RECONCILE,
+            http_request_body_bytes: MAX_HTTP_REQUEST_BODY_BYTES,
+            http_response_body_bytes: MAX_HTTP_RESPONSE_BODY_BYTES,
         }
     }
 }

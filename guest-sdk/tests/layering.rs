@@ -17,14 +17,15 @@ use std::path::{Path, PathBuf};
 const LAYERS: &[(&str, u32)] = &[
     ("limits", 0),
     ("sys", 1),
-    ("error", 2),
-    ("fence", 2),
-    ("log", 2),
-    ("object", 3),
-    ("transaction", 4),
-    ("controller", 5),
-    ("export", 6),
-    ("fake", 7),
+    ("http", 2),
+    ("error", 3),
+    ("fence", 3),
+    ("log", 3),
+    ("object", 4),
+    ("transaction", 5),
+    ("controller", 6),
+    ("export", 7),
+    ("fake", 8),
 ];
 
 fn layer(module: &str) -> Option<u32> {

@@ -335,7 +335,8 @@ impl FakeHost {
         self.before(At::Commit(n), write);
     }
 
-    /// How many injected faults and [`FakeHost::before`] writes have not
+    /// How many injected faults (store faults and
+    /// [`FakeHost::fail_http`]'s) and [`FakeHost::before`] writes have not
     /// fired yet. A test that injects a fault can assert this is zero to
     /// prove the fault was actually met.
     ///
@@ -350,6 +351,6 @@ impl FakeHost {
     /// ```
     pub fn pending_faults(&self) -> usize {
         let state = self.state.borrow();
-        state.faults.len() + state.hooks.len()
+        state.faults.len() + state.hooks.len() + state.http.pending_faults()
     }
 }

@@ -11,7 +11,10 @@
 use std::rc::Rc;
 
 use crate::sys::native::{self, Host};
-use crate::sys::{Committed, Fence, Level, NewEvent, Op, RawObject, RawPage, WireError};
+use crate::sys::{
+    Committed, Fence, Level, NewEvent, Op, RawObject, RawPage, WireError, WireHttpError,
+    WireRequest, WireResponse,
+};
 
 use super::FakeHost;
 use super::faults::{Call, Fault, Hook, quota_message};
@@ -122,5 +125,9 @@ impl Host for FakeHost {
 
     fn log(&self, level: Level, message: &str) {
         self.state.borrow_mut().record_log(level, message);
+    }
+
+    fn http_send(&self, request: &WireRequest) -> Result<WireResponse, WireHttpError> {
+        self.serve_http(request)
     }
 }

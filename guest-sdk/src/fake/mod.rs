@@ -11,7 +11,9 @@
 //! Split by concern: `install.rs` makes the fake this thread's native
 //! `sys` host and serves the SDK's calls, `faults.rs` schedules and
 //! applies faults, `records.rs` keeps what the fake saw, `store.rs` holds
-//! the objects under the real store's rules; this file is the [`FakeHost`]
+//! the objects under the real store's rules, `http.rs` is the outbound
+//! HTTP side (the host's rules for what may leave, a scripted receiver,
+//! wire faults and the requests sent); this file is the [`FakeHost`]
 //! handle, its construction, seeding, fence and driving of a controller.
 //! The fake sits above every other module of the crate (it drives a
 //! [`Controller`]); nothing but the crate root imports it.
@@ -21,6 +23,7 @@
 //! host or database.
 
 mod faults;
+mod http;
 mod install;
 mod records;
 mod store;
@@ -39,9 +42,11 @@ use crate::limits::Limits;
 use crate::object::{Object, ObjectKey};
 
 pub use faults::{At, Fault};
+pub use http::{HttpFault, HttpRecord, HttpReply};
 pub use records::{CallCounts, CommitRecord, EventRecord, LogLine};
 
 use faults::{Hook, PendingFault, Target};
+use http::HttpState;
 use store::{Objects, Stored};
 
 /// Everything one fake knows, behind one `Rc<RefCell<_>>` so that clones,
@@ -49,7 +54,7 @@ use store::{Objects, Stored};
 /// `revoked`, `unavailable`, `faults` and `hooks` (with the fence, the
 /// admission of a call); `records.rs` owns `commits`, `events`, `logs` and
 /// `calls` (counted by `install.rs` as each call comes in); `store.rs`
-/// owns `objects`.
+/// owns `objects`; `http.rs` owns `http`.
 struct State {
     limits: Limits,
     fence: Fence,
@@ -62,6 +67,7 @@ struct State {
     calls: CallCounts,
     faults: Vec<PendingFault>,
     hooks: Vec<(Target, Hook)>,
+    http: HttpState,
 }
 
 /// An in-memory host for native unit tests of a controller.
@@ -80,8 +86,13 @@ struct State {
 ///   and [`FakeHost::before`] / [`FakeHost::before_commit`] to slip a
 ///   concurrent write in just before a given call;
 /// - **moves tenures**: [`FakeHost::new_tenure`], [`FakeHost::set_fence`];
+/// - **scripts outbound HTTP**: [`FakeHost::allow_http`] (every request is
+///   denied until then, as by the host), [`FakeHost::respond`],
+///   [`FakeHost::respond_once`], [`FakeHost::respond_with`], and
+///   [`FakeHost::fail_http`] with an [`HttpFault`];
 /// - **asserts** on [`FakeHost::object`], [`FakeHost::commits`],
-///   [`FakeHost::events`], [`FakeHost::logs`], [`FakeHost::calls`].
+///   [`FakeHost::events`], [`FakeHost::logs`], [`FakeHost::calls`],
+///   [`FakeHost::http_requests`].
 ///
 /// Versions follow the host: a per-fake revision counter that every commit
 /// (and every seed or removal) advances, and that becomes the version of
@@ -195,6 +206,7 @@ impl FakeHost {
                 calls: CallCounts::default(),
                 faults: Vec::new(),
                 hooks: Vec::new(),
+                http: HttpState::default(),
             })),
         };
         host.install();
@@ -433,7 +445,10 @@ impl FakeHost {
     // ----- driving a controller ------------------------------------------
 
     /// Reconcile `kind/name` with `controller` as the host would, and
-    /// return what the host would hear. Installs this fake first.
+    /// return what the host would hear. Installs this fake first. Each
+    /// call has a fresh budget of outbound requests
+    /// ([`Limits::http_requests_per_reconcile`]), as each reconcile has in
+    /// the host; requests made outside it share one budget.
     ///
     /// # Example
     ///
@@ -462,6 +477,7 @@ impl FakeHost {
         name: &str,
     ) -> Reply {
         self.install();
+        self.state.borrow_mut().http.begin_reconcile();
         dispatch(controller, kind, name)
     }
 
@@ -507,6 +523,7 @@ impl FakeHost {
                     .collect()
             };
             for key in keys {
+                self.state.borrow_mut().http.begin_reconcile();
                 let reply = dispatch(controller, &key.kind, &key.name);
                 replies.push((key, reply));
             }

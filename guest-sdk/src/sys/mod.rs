@@ -4,11 +4,13 @@
 //! installs itself there). Both sides speak the plain types of `wire.rs`;
 //! nothing above this module knows which one runs.
 //!
-//! Owns: the wire types, the five calls (`get`, `list`, `commit`, `fence`,
-//! `log`) and, on `wasm32`, the generated bindings. Must never: import a
-//! module of this crate above it (everything else builds on `sys`, so an
-//! import upward would be a cycle; `tests/layering.rs` checks it),
-//! or decide anything for the author (typed decoding, error policy).
+//! Owns: the wire types, the six calls (`get`, `list`, `commit`, `fence`,
+//! `log`, and `http_send`, one outbound request through
+//! `wasi:http/outgoing-handler`) and, on `wasm32`, the generated bindings.
+//! Must never: import a module of this crate above it (everything else
+//! builds on `sys`, so an import upward would be a cycle;
+//! `tests/layering.rs` checks it), or decide anything for the author (typed
+//! decoding, error policy, the meaning of an HTTP `error-code`).
 
 #[cfg(not(target_arch = "wasm32"))]
 pub(crate) mod native;
@@ -17,9 +19,13 @@ pub(crate) mod wasm;
 mod wire;
 
 #[cfg(not(target_arch = "wasm32"))]
-pub(crate) use native::{commit, fence, get, list, log};
+pub(crate) use native::{commit, fence, get, http_send, list, log};
 #[cfg(target_arch = "wasm32")]
-pub(crate) use wasm::{commit, fence, get, list, log};
+pub(crate) use wasm::{commit, fence, get, http_send, list, log};
 
-pub use wire::{Committed, Fence, Level, NewEvent, ObjectKey, Op};
-pub(crate) use wire::{RawObject, RawPage, WireError};
+#[cfg(any(target_arch = "wasm32", test))]
+pub(crate) use wire::FieldSize;
+pub use wire::{Committed, Fence, Level, Method, NewEvent, ObjectKey, Op};
+pub(crate) use wire::{
+    ErrorCode, RawObject, RawPage, Scheme, WireError, WireHttpError, WireRequest, WireResponse,
+};

@@ -6,7 +6,10 @@
 use std::cell::RefCell;
 use std::rc::Rc;
 
-use super::{Committed, Fence, Level, NewEvent, Op, RawObject, RawPage, WireError};
+use super::{
+    Committed, Fence, Level, NewEvent, Op, RawObject, RawPage, WireError, WireHttpError,
+    WireRequest, WireResponse,
+};
 
 /// What answers the SDK's calls on a native target: the host side of the
 /// WIT imports, in the wire types.
@@ -21,6 +24,9 @@ pub(crate) trait Host {
     fn fence(&self) -> Fence;
     /// `logging.log`.
     fn log(&self, level: Level, message: &str);
+    /// One request through `wasi:http/outgoing-handler.handle`, its
+    /// response read to the end.
+    fn http_send(&self, request: &WireRequest) -> Result<WireResponse, WireHttpError>;
 }
 
 thread_local! {
@@ -68,6 +74,10 @@ pub(crate) fn commit(ops: &[Op], events: &[NewEvent]) -> Result<Committed, WireE
 
 pub(crate) fn fence() -> Fence {
     current().fence()
+}
+
+pub(crate) fn http_send(request: &WireRequest) -> Result<WireResponse, WireHttpError> {
+    current().http_send(request)
 }
 
 pub(crate) fn log(level: Level, message: &str) {

@@ -1,13 +1,17 @@
 //! `wasm32`: bindings generated from the WIT package (the only definition
 //! of the contract) and the conversions between the imports and the wire
-//! types.
+//! types; and one outbound request driven through
+//! `wasi:http/outgoing-handler` (`http_send`).
 //!
 //! The bindings are generated once, here. Their export macro is public so
 //! that [`crate::export_controller!`], expanded in the controller's crate,
 //! can emit the component exports there; the export glue that calls a
 //! `Controller` lives above this layer, in `export.rs`.
 
-use super::{Committed, Fence, Level, NewEvent, ObjectKey, Op, RawObject, RawPage, WireError};
+use super::{
+    Committed, ErrorCode, Fence, FieldSize, Level, Method, NewEvent, ObjectKey, Op, RawObject,
+    RawPage, Scheme, WireError, WireHttpError, WireRequest, WireResponse,
+};
 
 /// Generated bindings for the `leasehold:controller/controller` world.
 #[doc(hidden)]
@@ -20,11 +24,18 @@ pub mod bindings {
         pub_export_macro: true,
         export_macro_name: "__export",
         default_bindings_module: "leasehold_guest::__private::bindings",
+        // The world imports `wasi:http/outgoing-handler` and, through it,
+        // `wasi:http/types`, `wasi:io` and `wasi:clocks`: generate those
+        // here too, so the SDK depends on no other bindings crate. Only
+        // what a guest calls ends up imported by its component.
+        generate_all,
     });
 }
 
 use bindings::exports::leasehold::controller::reconciler as wit_reconciler;
 use bindings::leasehold::controller::{logging, store, tenure, types};
+use bindings::wasi::http::{outgoing_handler, types as http};
+use bindings::wasi::io::streams::{InputStream, OutputStream, StreamError};
 
 // The export side's types, for the glue in `export.rs`.
 pub use wit_reconciler::{
@@ -135,4 +146,249 @@ pub(crate) fn log(level: Level, message: &str) {
         Level::Error => logging::Level::Error,
     };
     logging::log(level, message);
+}
+
+/// The most `blocking-write-and-flush` takes at once (`wasi:io/streams`).
+const WRITE_CHUNK: usize = 4096;
+
+/// The most asked of one `blocking-read`; the host may return less.
+const READ_CHUNK: u64 = 64 * 1024;
+
+/// Send `request` through `wasi:http/outgoing-handler` and read the
+/// response to its end.
+///
+/// The order matters: `handle` is called before the body is written,
+/// because the host's body channel holds only a chunk or two and is
+/// drained only once the request is on its way; writing a larger body
+/// first would wait forever.
+pub(crate) fn http_send(request: &WireRequest) -> Result<WireResponse, WireHttpError> {
+    let outgoing = build_request(request)?;
+    let body = match request.body {
+        Some(_) => Some(
+            outgoing
+                .body()
+                .map_err(|()| build_error("the request's body was already taken"))?,
+        ),
+        None => None,
+    };
+    let options = request_options(request);
+    let future = outgoing_handler::handle(outgoing, options).map_err(code)?;
+    if let (Some(body), Some(bytes)) = (body, &request.body) {
+        // A body that cannot be written whole is not the final word, so
+        // its failure is not returned: the host may have refused the
+        // request (it then drops the body, which closes the stream), or
+        // the server may have answered before reading it all. The
+        // response future says which; an unfinished body is dropped, so
+        // the host never sends it as if it were whole.
+        let _ = send_body(body, bytes);
+    }
+    let response = wait(&future);
+    drop(future);
+    read_response(response?)
+}
+
+fn build_error(why: impl Into<String>) -> WireHttpError {
+    WireHttpError::Build(why.into())
+}
+
+fn build_request(request: &WireRequest) -> Result<http::OutgoingRequest, WireHttpError> {
+    let headers = http::Fields::new();
+    for (name, value) in &request.headers {
+        headers
+            .append(name, value.as_bytes())
+            .map_err(|error| build_error(format!("header {name:?}: {}", header_error(&error))))?;
+    }
+    let outgoing = http::OutgoingRequest::new(headers);
+    let method = match request.method {
+        Method::Get => http::Method::Get,
+        Method::Head => http::Method::Head,
+        Method::Post => http::Method::Post,
+        Method::Put => http::Method::Put,
+        Method::Patch => http::Method::Patch,
+        Method::Delete => http::Method::Delete,
+    };
+    outgoing
+        .set_method(&method)
+        .map_err(|()| build_error(format!("the method {} was refused", request.method)))?;
+    let scheme = match request.scheme {
+        Scheme::Http => http::Scheme::Http,
+        Scheme::Https => http::Scheme::Https,
+    };
+    outgoing
+        .set_scheme(Some(&scheme))
+        .map_err(|()| build_error("the scheme was refused"))?;
+    outgoing
+        .set_authority(Some(&request.authority))
+        .map_err(|()| build_error("the URL's host and port were refused"))?;
+    outgoing
+        .set_path_with_query(Some(&request.path_with_query))
+        .map_err(|()| build_error("the URL's path or query was refused"))?;
+    Ok(outgoing)
+}
+
+fn header_error(error: &http::HeaderError) -> &'static str {
+    match error {
+        http::HeaderError::InvalidSyntax => "invalid syntax",
+        http::HeaderError::Forbidden => "forbidden by wasi:http",
+        http::HeaderError::Immutable => "the headers are immutable",
+    }
+}
+
+/// The asked first-byte timeout, if any. A host that cannot honour it
+/// refuses to set it; its own bound then applies, which is what the guest
+/// gets anyway when it asks for more than the host allows.
+fn request_options(request: &WireRequest) -> Option<http::RequestOptions> {
+    let timeout = request.first_byte_timeout?;
+    let options = http::RequestOptions::new();
+    let nanos = u64::try_from(timeout.as_nanos()).unwrap_or(u64::MAX);
+    let _ = options.set_first_byte_timeout(Some(nanos));
+    Some(options)
+}
+
+/// Write `bytes` through the body's stream in chunks the stream accepts,
+/// then finish the body.
+fn send_body(body: http::OutgoingBody, bytes: &[u8]) -> Result<(), WireHttpError> {
+    let stream = body
+        .write()
+        .map_err(|()| build_error("the request's body stream was already taken"))?;
+    let written = write_all(&stream, bytes);
+    // The stream is the body's child: it goes before the body is finished.
+    drop(stream);
+    match written {
+        Ok(()) => http::OutgoingBody::finish(body, None).map_err(code),
+        // Dropping an unfinished body tells the host the request is
+        // incomplete, so no server takes a truncated body for a whole one.
+        Err(error) => {
+            drop(body);
+            Err(error)
+        }
+    }
+}
+
+fn write_all(stream: &OutputStream, bytes: &[u8]) -> Result<(), WireHttpError> {
+    for chunk in bytes.chunks(WRITE_CHUNK) {
+        stream
+            .blocking_write_and_flush(chunk)
+            .map_err(stream_error)?;
+    }
+    Ok(())
+}
+
+/// Block until the response's head arrived, or the request failed.
+fn wait(future: &http::FutureIncomingResponse) -> Result<http::IncomingResponse, WireHttpError> {
+    loop {
+        match future.get() {
+            Some(Ok(Ok(response))) => return Ok(response),
+            Some(Ok(Err(error))) => return Err(code(error)),
+            Some(Err(())) => {
+                return Err(WireHttpError::Stream(
+                    "the response was already taken".into(),
+                ));
+            }
+            None => future.subscribe().block(),
+        }
+    }
+}
+
+fn read_response(response: http::IncomingResponse) -> Result<WireResponse, WireHttpError> {
+    let status = response.status();
+    let headers = response.headers().entries();
+    let body = response
+        .consume()
+        .map_err(|()| WireHttpError::Stream("the response body was already taken".into()))?;
+    let stream = body
+        .stream()
+        .map_err(|()| WireHttpError::Stream("the response body stream was already taken".into()))?;
+    let read = read_all(&stream);
+    // Children before parents: the stream, the body, then the response.
+    drop(stream);
+    drop(body);
+    drop(response);
+    Ok(WireResponse {
+        status,
+        headers,
+        body: read?,
+    })
+}
+
+fn read_all(stream: &InputStream) -> Result<Vec<u8>, WireHttpError> {
+    let mut body = Vec::new();
+    loop {
+        match stream.blocking_read(READ_CHUNK) {
+            Ok(chunk) => body.extend_from_slice(&chunk),
+            Err(StreamError::Closed) => return Ok(body),
+            Err(error) => return Err(stream_error(error)),
+        }
+    }
+}
+
+/// A stream's failure: the `error-code` behind it when the host gives one
+/// (a body over its bound, a connection dropped on lease loss), otherwise
+/// the I/O error's description.
+fn stream_error(error: StreamError) -> WireHttpError {
+    match error {
+        StreamError::Closed => WireHttpError::Stream("the stream was closed".into()),
+        StreamError::LastOperationFailed(error) => match http::http_error_code(&error) {
+            Some(error) => code(error),
+            None => WireHttpError::Stream(error.to_debug_string()),
+        },
+    }
+}
+
+fn field_size(size: http::FieldSizePayload) -> FieldSize {
+    FieldSize {
+        name: size.field_name,
+        size: size.field_size,
+    }
+}
+
+fn code(error: http::ErrorCode) -> WireHttpError {
+    use http::ErrorCode as H;
+    WireHttpError::Code(match error {
+        H::DnsTimeout => ErrorCode::DnsTimeout,
+        H::DnsError(payload) => ErrorCode::DnsError {
+            rcode: payload.rcode,
+            info_code: payload.info_code,
+        },
+        H::DestinationNotFound => ErrorCode::DestinationNotFound,
+        H::DestinationUnavailable => ErrorCode::DestinationUnavailable,
+        H::DestinationIpProhibited => ErrorCode::DestinationIpProhibited,
+        H::DestinationIpUnroutable => ErrorCode::DestinationIpUnroutable,
+        H::ConnectionRefused => ErrorCode::ConnectionRefused,
+        H::ConnectionTerminated => ErrorCode::ConnectionTerminated,
+        H::ConnectionTimeout => ErrorCode::ConnectionTimeout,
+        H::ConnectionReadTimeout => ErrorCode::ConnectionReadTimeout,
+        H::ConnectionWriteTimeout => ErrorCode::ConnectionWriteTimeout,
+        H::ConnectionLimitReached => ErrorCode::ConnectionLimitReached,
+        H::TlsProtocolError => ErrorCode::TlsProtocolError,
+        H::TlsCertificateError => ErrorCode::TlsCertificateError,
+        H::TlsAlertReceived(payload) => ErrorCode::TlsAlertReceived {
+            alert_id: payload.alert_id,
+            alert_message: payload.alert_message,
+        },
+        H::HttpRequestDenied => ErrorCode::HttpRequestDenied,
+        H::HttpRequestLengthRequired => ErrorCode::HttpRequestLengthRequired,
+        H::HttpRequestBodySize(n) => ErrorCode::HttpRequestBodySize(n),
+        H::HttpRequestMethodInvalid => ErrorCode::HttpRequestMethodInvalid,
+        H::HttpRequestUriInvalid => ErrorCode::HttpRequestUriInvalid,
+        H::HttpRequestUriTooLong => ErrorCode::HttpRequestUriTooLong,
+        H::HttpRequestHeaderSectionSize(n) => ErrorCode::HttpRequestHeaderSectionSize(n),
+        H::HttpRequestHeaderSize(size) => ErrorCode::HttpRequestHeaderSize(size.map(field_size)),
+        H::HttpRequestTrailerSectionSize(n) => ErrorCode::HttpRequestTrailerSectionSize(n),
+        H::HttpRequestTrailerSize(size) => ErrorCode::HttpRequestTrailerSize(field_size(size)),
+        H::HttpResponseIncomplete => ErrorCode::HttpResponseIncomplete,
+        H::HttpResponseHeaderSectionSize(n) => ErrorCode::HttpResponseHeaderSectionSize(n),
+        H::HttpResponseHeaderSize(size) => ErrorCode::HttpResponseHeaderSize(field_size(size)),
+        H::HttpResponseBodySize(n) => ErrorCode::HttpResponseBodySize(n),
+        H::HttpResponseTrailerSectionSize(n) => ErrorCode::HttpResponseTrailerSectionSize(n),
+        H::HttpResponseTrailerSize(size) => ErrorCode::HttpResponseTrailerSize(field_size(size)),
+        H::HttpResponseTransferCoding(coding) => ErrorCode::HttpResponseTransferCoding(coding),
+        H::HttpResponseContentCoding(coding) => ErrorCode::HttpResponseContentCoding(coding),
+        H::HttpResponseTimeout => ErrorCode::HttpResponseTimeout,
+        H::HttpUpgradeFailed => ErrorCode::HttpUpgradeFailed,
+        H::HttpProtocolError => ErrorCode::HttpProtocolError,
+        H::LoopDetected => ErrorCode::LoopDetected,
+        H::ConfigurationError => ErrorCode::ConfigurationError,
+        H::InternalError(message) => ErrorCode::InternalError(message),
+    })
 }

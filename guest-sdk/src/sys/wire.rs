@@ -1,7 +1,8 @@
 //! The plain types that cross the boundary between the SDK and whatever
 //! answers its calls: keys, objects as JSON text, operations, events,
 //! commit results, the fence, log levels and the host's store errors as
-//! the WIT contract spells them.
+//! the WIT contract spells them; for outbound HTTP, a request taken apart
+//! as `wasi:http` wants it, the response, and `wasi:http`'s `error-code`.
 //!
 //! Owns: data and the trivial helpers every layer needs (constructors,
 //! `Display`). Must never: import another module of this crate, or carry
@@ -9,6 +10,7 @@
 //! the layers above, which re-export the public types from here.
 
 use std::fmt;
+use std::time::Duration;
 
 /// An object's address: its kind and its name within the kind.
 ///
@@ -309,4 +311,299 @@ pub(crate) enum WireError {
     Invalid(String),
     /// `unavailable(string)`: the backend failed; outcome unknown.
     Unavailable(String),
+}
+
+/// The HTTP methods a controller can send.
+///
+/// # Example
+///
+/// ```
+/// use leasehold_guest::http::Method;
+///
+/// assert_eq!(Method::Patch.as_str(), "PATCH");
+/// assert!(Method::Post.has_body());
+/// assert!(!Method::Get.has_body());
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Method {
+    /// `GET`: read a resource.
+    Get,
+    /// `HEAD`: a `GET` without the response body.
+    Head,
+    /// `POST`: create, or run an action.
+    Post,
+    /// `PUT`: replace a resource.
+    Put,
+    /// `PATCH`: change part of a resource.
+    Patch,
+    /// `DELETE`: remove a resource.
+    Delete,
+}
+
+impl Method {
+    /// The method's name on the wire.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// assert_eq!(leasehold_guest::http::Method::Delete.as_str(), "DELETE");
+    /// ```
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Method::Get => "GET",
+            Method::Head => "HEAD",
+            Method::Post => "POST",
+            Method::Put => "PUT",
+            Method::Patch => "PATCH",
+            Method::Delete => "DELETE",
+        }
+    }
+
+    /// Whether a request of this method carries a body even when it is
+    /// empty (`POST`, `PUT`, `PATCH`): the SDK then sends
+    /// `Content-Length: 0`, which some servers require.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// assert!(leasehold_guest::http::Method::Put.has_body());
+    /// ```
+    pub fn has_body(self) -> bool {
+        matches!(self, Method::Post | Method::Put | Method::Patch)
+    }
+}
+
+impl fmt::Display for Method {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The schemes outbound requests may use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Scheme {
+    Http,
+    Https,
+}
+
+impl Scheme {
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            Scheme::Http => "http",
+            Scheme::Https => "https",
+        }
+    }
+
+    pub(crate) fn default_port(self) -> u16 {
+        match self {
+            Scheme::Http => 80,
+            Scheme::Https => 443,
+        }
+    }
+}
+
+/// An outbound request as `wasi:http` takes it: the URL already taken
+/// apart, headers in the order the guest set them (the SDK's own
+/// `content-length` among them).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct WireRequest {
+    pub method: Method,
+    pub scheme: Scheme,
+    /// `host[:port]` as written in the URL.
+    pub authority: String,
+    /// Starts with `/`; the query, if any, included; never a fragment.
+    pub path_with_query: String,
+    pub headers: Vec<(String, String)>,
+    /// `None`: no body at all (the request's `body` is never opened).
+    pub body: Option<Vec<u8>>,
+    /// The first-byte timeout the guest asks for; the host caps it.
+    pub first_byte_timeout: Option<Duration>,
+}
+
+impl WireRequest {
+    /// `scheme://authority/path?query`: what goes on the wire. The fake
+    /// matches and records requests by it.
+    #[cfg_attr(target_arch = "wasm32", allow(dead_code))]
+    pub(crate) fn url(&self) -> String {
+        format!(
+            "{}://{}{}",
+            self.scheme.as_str(),
+            self.authority,
+            self.path_with_query
+        )
+    }
+}
+
+/// A response as it crosses the boundary: header values are bytes, as
+/// `wasi:http` gives them; the body is read to its end.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct WireResponse {
+    pub status: u16,
+    pub headers: Vec<(String, Vec<u8>)>,
+    pub body: Vec<u8>,
+}
+
+/// `wasi:http/types.field-size-payload`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct FieldSize {
+    pub name: Option<String>,
+    pub size: Option<u32>,
+}
+
+/// `wasi:http/types.error-code` (WASI 0.2.12), variant for variant, so the
+/// classification above this layer sees exactly what the host said.
+// Natively only the fake's few codes are built; the wasm side builds them all.
+#[cfg_attr(not(target_arch = "wasm32"), allow(dead_code))]
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum ErrorCode {
+    DnsTimeout,
+    DnsError {
+        rcode: Option<String>,
+        info_code: Option<u16>,
+    },
+    DestinationNotFound,
+    DestinationUnavailable,
+    DestinationIpProhibited,
+    DestinationIpUnroutable,
+    ConnectionRefused,
+    ConnectionTerminated,
+    ConnectionTimeout,
+    ConnectionReadTimeout,
+    ConnectionWriteTimeout,
+    ConnectionLimitReached,
+    TlsProtocolError,
+    TlsCertificateError,
+    TlsAlertReceived {
+        alert_id: Option<u8>,
+        alert_message: Option<String>,
+    },
+    HttpRequestDenied,
+    HttpRequestLengthRequired,
+    HttpRequestBodySize(Option<u64>),
+    HttpRequestMethodInvalid,
+    HttpRequestUriInvalid,
+    HttpRequestUriTooLong,
+    HttpRequestHeaderSectionSize(Option<u32>),
+    HttpRequestHeaderSize(Option<FieldSize>),
+    HttpRequestTrailerSectionSize(Option<u32>),
+    HttpRequestTrailerSize(FieldSize),
+    HttpResponseIncomplete,
+    HttpResponseHeaderSectionSize(Option<u32>),
+    HttpResponseHeaderSize(FieldSize),
+    HttpResponseBodySize(Option<u64>),
+    HttpResponseTrailerSectionSize(Option<u32>),
+    HttpResponseTrailerSize(FieldSize),
+    HttpResponseTransferCoding(Option<String>),
+    HttpResponseContentCoding(Option<String>),
+    HttpResponseTimeout,
+    HttpUpgradeFailed,
+    HttpProtocolError,
+    LoopDetected,
+    ConfigurationError,
+    InternalError(Option<String>),
+}
+
+/// `Some(n)` as ` (n)`, for messages.
+fn detail<T: fmt::Display>(value: &Option<T>) -> String {
+    value
+        .as_ref()
+        .map(|v| format!(" ({v})"))
+        .unwrap_or_default()
+}
+
+impl fmt::Display for FieldSize {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match (&self.name, self.size) {
+            (Some(name), Some(size)) => write!(f, "{name}: {size} bytes"),
+            (Some(name), None) => f.write_str(name),
+            (None, Some(size)) => write!(f, "{size} bytes"),
+            (None, None) => f.write_str("unknown field"),
+        }
+    }
+}
+
+impl fmt::Display for ErrorCode {
+    /// The WIT case's name, and its payload when it has one.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        use ErrorCode as E;
+        match self {
+            E::DnsTimeout => f.write_str("DNS-timeout"),
+            E::DnsError { rcode, info_code } => {
+                write!(f, "DNS-error{}{}", detail(rcode), detail(info_code))
+            }
+            E::DestinationNotFound => f.write_str("destination-not-found"),
+            E::DestinationUnavailable => f.write_str("destination-unavailable"),
+            E::DestinationIpProhibited => f.write_str("destination-IP-prohibited"),
+            E::DestinationIpUnroutable => f.write_str("destination-IP-unroutable"),
+            E::ConnectionRefused => f.write_str("connection-refused"),
+            E::ConnectionTerminated => f.write_str("connection-terminated"),
+            E::ConnectionTimeout => f.write_str("connection-timeout"),
+            E::ConnectionReadTimeout => f.write_str("connection-read-timeout"),
+            E::ConnectionWriteTimeout => f.write_str("connection-write-timeout"),
+            E::ConnectionLimitReached => f.write_str("connection-limit-reached"),
+            E::TlsProtocolError => f.write_str("TLS-protocol-error"),
+            E::TlsCertificateError => f.write_str("TLS-certificate-error"),
+            E::TlsAlertReceived {
+                alert_id,
+                alert_message,
+            } => write!(
+                f,
+                "TLS-alert-received{}{}",
+                detail(alert_id),
+                detail(alert_message)
+            ),
+            E::HttpRequestDenied => f.write_str("HTTP-request-denied"),
+            E::HttpRequestLengthRequired => f.write_str("HTTP-request-length-required"),
+            E::HttpRequestBodySize(n) => write!(f, "HTTP-request-body-size{}", detail(n)),
+            E::HttpRequestMethodInvalid => f.write_str("HTTP-request-method-invalid"),
+            E::HttpRequestUriInvalid => f.write_str("HTTP-request-URI-invalid"),
+            E::HttpRequestUriTooLong => f.write_str("HTTP-request-URI-too-long"),
+            E::HttpRequestHeaderSectionSize(n) => {
+                write!(f, "HTTP-request-header-section-size{}", detail(n))
+            }
+            E::HttpRequestHeaderSize(s) => write!(f, "HTTP-request-header-size{}", detail(s)),
+            E::HttpRequestTrailerSectionSize(n) => {
+                write!(f, "HTTP-request-trailer-section-size{}", detail(n))
+            }
+            E::HttpRequestTrailerSize(s) => write!(f, "HTTP-request-trailer-size ({s})"),
+            E::HttpResponseIncomplete => f.write_str("HTTP-response-incomplete"),
+            E::HttpResponseHeaderSectionSize(n) => {
+                write!(f, "HTTP-response-header-section-size{}", detail(n))
+            }
+            E::HttpResponseHeaderSize(s) => write!(f, "HTTP-response-header-size ({s})"),
+            E::HttpResponseBodySize(n) => write!(f, "HTTP-response-body-size{}", detail(n)),
+            E::HttpResponseTrailerSectionSize(n) => {
+                write!(f, "HTTP-response-trailer-section-size{}", detail(n))
+            }
+            E::HttpResponseTrailerSize(s) => write!(f, "HTTP-response-trailer-size ({s})"),
+            E::HttpResponseTransferCoding(c) => {
+                write!(f, "HTTP-response-transfer-coding{}", detail(c))
+            }
+            E::HttpResponseContentCoding(c) => {
+                write!(f, "HTTP-response-content-coding{}", detail(c))
+            }
+            E::HttpResponseTimeout => f.write_str("HTTP-response-timeout"),
+            E::HttpUpgradeFailed => f.write_str("HTTP-upgrade-failed"),
+            E::HttpProtocolError => f.write_str("HTTP-protocol-error"),
+            E::LoopDetected => f.write_str("loop-detected"),
+            E::ConfigurationError => f.write_str("configuration-error"),
+            E::InternalError(message) => write!(f, "internal-error{}", detail(message)),
+        }
+    }
+}
+
+/// Why an outbound request failed, below any classification: the host's
+/// `error-code` (from `handle`, the response future, a body stream or
+/// `finish`), or a failure on the guest's side of `wasi:http`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum WireHttpError {
+    /// The host's `error-code`.
+    Code(ErrorCode),
+    /// The request could not be built: `wasi:http` refused a header, the
+    /// method, the authority or the path. Nothing was sent.
+    Build(String),
+    /// A body stream failed without an `error-code`; the I/O error's
+    /// description. Only the wasm side meets streams.
+    #[cfg_attr(not(target_arch = "wasm32"), allow(dead_code))]
+    Stream(String),
 }
