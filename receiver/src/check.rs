@@ -185,7 +185,8 @@ pub fn check(record: &[RecordEntry]) -> Vec<Violation> {
                 });
             }
         }
-        if entry.outcome.is_accepted() && mark.is_none_or(|(highest_epoch, _)| epoch > highest_epoch)
+        if entry.outcome.is_accepted()
+            && mark.is_none_or(|(highest_epoch, _)| epoch > highest_epoch)
         {
             highest.insert(lease, (epoch, entry.seq));
         }

@@ -59,6 +59,15 @@ impl Fault {
         }
     }
 
+    /// The fields of its JSON form besides `kind`.
+    fn fields(&self) -> &'static [&'static str] {
+        match self {
+            Fault::Delay { .. } => &["delay_ms"],
+            Fault::EndlessBody { .. } => &["chunk_interval_ms"],
+            Fault::Hang | Fault::DropAfterApply => &[],
+        }
+    }
+
     fn check(&self) -> Result<(), String> {
         let too_long = |ms: u64| Duration::from_millis(ms) > MAX_FAULT_DELAY;
         match *self {
@@ -81,6 +90,7 @@ impl Fault {
 /// e.g. `{"kind": "hang", "requests": 1}` or `{"kind": "delay",
 /// "delay_ms": 500, "requests": 3}`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "serde_json::Map<String, serde_json::Value>")]
 pub struct FaultSpec {
     /// The fault.
     #[serde(flatten)]
@@ -92,6 +102,36 @@ pub struct FaultSpec {
 
 fn one() -> u32 {
     1
+}
+
+impl TryFrom<serde_json::Map<String, serde_json::Value>> for FaultSpec {
+    type Error = String;
+
+    /// `requests` is taken out and the rest must be exactly one [`Fault`]:
+    /// serde's `flatten` would let a misspelt field through silently.
+    fn try_from(mut fields: serde_json::Map<String, serde_json::Value>) -> Result<Self, String> {
+        let requests = match fields.remove("requests") {
+            None => one(),
+            Some(value) => value
+                .as_u64()
+                .and_then(|n| u32::try_from(n).ok())
+                .ok_or_else(|| format!("requests must be a count, not {value}"))?,
+        };
+        let fault: Fault = serde_json::from_value(serde_json::Value::Object(fields.clone()))
+            .map_err(|error| error.to_string())?;
+        // serde ignores extra fields next to a unit variant's tag.
+        let known = fault.fields();
+        if let Some(unknown) = fields
+            .keys()
+            .find(|k| k.as_str() != "kind" && !known.contains(&k.as_str()))
+        {
+            return Err(format!(
+                "unknown field {unknown:?} for a {} fault (it takes {known:?} and requests)",
+                fault.name()
+            ));
+        }
+        Ok(Self { fault, requests })
+    }
 }
 
 impl FaultSpec {
@@ -183,13 +223,24 @@ mod tests {
             }
         );
         assert!(serde_json::from_str::<FaultSpec>(r#"{"kind":"explode"}"#).is_err());
+        // A field of another fault, or a misspelt one, is refused.
+        assert!(serde_json::from_str::<FaultSpec>(r#"{"kind":"hang","delay_ms":5}"#).is_err());
+        assert!(serde_json::from_str::<FaultSpec>(r#"{"kind":"delay","delay":5}"#).is_err());
+        assert!(serde_json::from_str::<FaultSpec>(r#"{"kind":"hang","requests":-1}"#).is_err());
+        // What is serialized reads back.
+        let spec = FaultSpec::times(
+            Fault::EndlessBody {
+                chunk_interval_ms: 7,
+            },
+            4,
+        );
+        let text = serde_json::to_string(&spec).unwrap();
+        assert_eq!(serde_json::from_str::<FaultSpec>(&text).unwrap(), spec);
         assert!(FaultSpec::times(Fault::Hang, 0).validate().is_err());
         assert!(
-            FaultSpec::once(Fault::Delay {
-                delay_ms: u64::MAX
-            })
-            .validate()
-            .is_err()
+            FaultSpec::once(Fault::Delay { delay_ms: u64::MAX })
+                .validate()
+                .is_err()
         );
     }
 }

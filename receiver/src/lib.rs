@@ -180,12 +180,13 @@ impl Receiver {
             }
             None => None,
         };
-        let listener = TcpListener::bind(config.addr)
-            .await
-            .map_err(|source| ReceiverError::Bind {
-                addr: config.addr,
-                source,
-            })?;
+        let listener =
+            TcpListener::bind(config.addr)
+                .await
+                .map_err(|source| ReceiverError::Bind {
+                    addr: config.addr,
+                    source,
+                })?;
         let local_addr = listener
             .local_addr()
             .map_err(|source| ReceiverError::Bind {

@@ -58,7 +58,9 @@ impl Shared {
     /// in a way that matters more than stopping would (each decision
     /// appends its entry last), so a poisoned lock is taken over.
     pub(crate) fn lock(&self) -> MutexGuard<'_, ReceiverState> {
-        self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 }
 
@@ -144,7 +146,11 @@ async fn read_body(body: AxumBody) -> Body {
 }
 
 /// Send the decided answer, shaped by the fault, if any.
-async fn deliver(answer: Answer, fault: Option<Fault>, dropper: Option<DropConnection>) -> Response {
+async fn deliver(
+    answer: Answer,
+    fault: Option<Fault>,
+    dropper: Option<DropConnection>,
+) -> Response {
     match fault {
         None => respond(answer),
         Some(Fault::Delay { delay_ms }) => {
@@ -233,7 +239,10 @@ async fn effects(State(shared): State<Arc<Shared>>) -> Response {
 fn json_response(body: Result<Vec<u8>, serde_json::Error>) -> Response {
     match body {
         Ok(body) => (
-            [(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))],
+            [(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/json"),
+            )],
             body,
         )
             .into_response(),
@@ -264,7 +273,11 @@ async fn set_fault(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
     if let Err(why) = spec.validate() {
         return (StatusCode::BAD_REQUEST, axum::Json(json!({ "error": why }))).into_response();
     }
-    tracing::warn!(fault = spec.fault.name(), requests = spec.requests, "test fault set");
+    tracing::warn!(
+        fault = spec.fault.name(),
+        requests = spec.requests,
+        "test fault set"
+    );
     shared.lock().faults.set(spec);
     axum::Json(json!({ "pending": spec })).into_response()
 }

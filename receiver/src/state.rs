@@ -223,7 +223,9 @@ impl State {
                 single(request.headers, headers::LEASE).ok().flatten(),
                 single(request.headers, headers::EPOCH).ok().flatten(),
                 single(request.headers, headers::HOLDER).ok().flatten(),
-                single(request.headers, headers::IDEMPOTENCY_KEY).ok().flatten(),
+                single(request.headers, headers::IDEMPOTENCY_KEY)
+                    .ok()
+                    .flatten(),
             );
             entry.lease = lease.map(str::to_string);
             entry.epoch = epoch.and_then(|e| parse_epoch(e).ok());
@@ -297,7 +299,9 @@ impl State {
             None => &[][..],
         };
         if let Some(stored) = self.keys.get(&key) {
-            if stored.method != method.as_str() || stored.path != request.path || stored.body != body
+            if stored.method != method.as_str()
+                || stored.path != request.path
+                || stored.body != body
             {
                 let message = format!(
                     "idempotency key {key:?} was used for {} {} with a different body or target; \
@@ -378,7 +382,10 @@ impl State {
             generation,
             applied_epoch: fence.epoch,
         };
-        let created = self.buckets.insert(name.to_string(), bucket.clone()).is_none();
+        let created = self
+            .buckets
+            .insert(name.to_string(), bucket.clone())
+            .is_none();
         tracing::debug!(bucket = name, generation, holder = %fence.holder, "bucket applied");
         let status = if created { 201 } else { 200 };
         (Answer::json(status, &to_value(&bucket)), generation)
@@ -523,11 +530,19 @@ mod tests {
         headers.insert(headers::LEASE, HeaderValue::from_str(lease).unwrap());
         headers.insert(headers::EPOCH, HeaderValue::from(epoch));
         headers.insert(headers::HOLDER, HeaderValue::from_static("host-a"));
-        headers.insert(headers::IDEMPOTENCY_KEY, HeaderValue::from_str(key).unwrap());
+        headers.insert(
+            headers::IDEMPOTENCY_KEY,
+            HeaderValue::from_str(key).unwrap(),
+        );
         headers
     }
 
-    fn put(state: &mut State, headers: &HeaderMap, name: &str, body: &str) -> (Answer, RecordEntry) {
+    fn put(
+        state: &mut State,
+        headers: &HeaderMap,
+        name: &str,
+        body: &str,
+    ) -> (Answer, RecordEntry) {
         let path = format!("/buckets/{name}");
         let (answer, _, entry) = state.decide(Incoming {
             method: &Method::PUT,
@@ -567,7 +582,15 @@ mod tests {
 
     #[test]
     fn malformed_epochs_are_refused() {
-        for bad in ["", "+1", "-1", " 1", "1.0", "0x1", "99999999999999999999999"] {
+        for bad in [
+            "",
+            "+1",
+            "-1",
+            " 1",
+            "1.0",
+            "0x1",
+            "99999999999999999999999",
+        ] {
             assert!(parse_epoch(bad).is_err(), "{bad:?}");
         }
         assert_eq!(parse_epoch("0"), Ok(0));
