@@ -323,15 +323,23 @@ fn read_all(stream: &InputStream) -> Result<Vec<u8>, WireHttpError> {
 }
 
 /// A stream's failure: the `error-code` behind it when the host gives one
-/// (a body over its bound, a connection dropped on lease loss), otherwise
-/// the I/O error's description.
+/// (a body over its bound, a between-bytes timeout, a connection dropped on
+/// lease loss), through `http-error-code` or, where the host's
+/// implementation leaves that empty, its error's text; otherwise the I/O
+/// error's description.
 fn stream_error(error: StreamError) -> WireHttpError {
     match error {
         StreamError::Closed => WireHttpError::Stream("the stream was closed".into()),
-        StreamError::LastOperationFailed(error) => match http::http_error_code(&error) {
-            Some(error) => code(error),
-            None => WireHttpError::Stream(error.to_debug_string()),
-        },
+        StreamError::LastOperationFailed(error) => {
+            if let Some(error) = http::http_error_code(&error) {
+                return code(error);
+            }
+            let text = error.to_debug_string();
+            match ErrorCode::from_host_text(&text) {
+                Some(code) => WireHttpError::Code(code),
+                None => WireHttpError::Stream(text.lines().next().unwrap_or("").trim().to_string()),
+            }
+        }
     }
 }
 

@@ -592,6 +592,53 @@ impl fmt::Display for ErrorCode {
     }
 }
 
+impl ErrorCode {
+    /// The `error-code` that the text of a body stream's I/O error names,
+    /// if it is one wasmtime-wasi-http writes.
+    ///
+    /// `http-error-code` should recover the code behind a stream error, but
+    /// wasmtime-wasi-http 48 keeps a response body's failure as its own
+    /// error type, which that function does not recognize: a body over the
+    /// host's bound, a between-bytes timeout or a connection dropped on
+    /// lease loss reach the guest only as text. Only the first line is
+    /// read (a host with backtraces enabled appends them); text that is not
+    /// exactly one of these stays unrecognized.
+    #[cfg_attr(not(any(target_arch = "wasm32", test)), allow(dead_code))]
+    pub(crate) fn from_host_text(text: &str) -> Option<ErrorCode> {
+        let line = text.lines().next().unwrap_or("").trim();
+        // "…exceeds limit" or "…exceeds limit: N bytes".
+        let size = |prefix: &str| -> Option<Option<u64>> {
+            let rest = line.strip_prefix(prefix)?;
+            if rest.is_empty() {
+                return Some(None);
+            }
+            let n = rest.strip_prefix(": ")?.strip_suffix(" bytes")?;
+            n.parse().ok().map(Some)
+        };
+        if let Some(n) = size("HTTP response body size exceeds limit") {
+            return Some(ErrorCode::HttpResponseBodySize(n));
+        }
+        if let Some(n) = size("HTTP request body size exceeds limit") {
+            return Some(ErrorCode::HttpRequestBodySize(n));
+        }
+        if let Some(message) = line.strip_prefix("internal error: ") {
+            return Some(ErrorCode::InternalError(Some(message.to_string())));
+        }
+        Some(match line {
+            "internal error" => ErrorCode::InternalError(None),
+            "connection refused" => ErrorCode::ConnectionRefused,
+            "connection terminated" => ErrorCode::ConnectionTerminated,
+            "connection timeout" => ErrorCode::ConnectionTimeout,
+            "connection read timeout" => ErrorCode::ConnectionReadTimeout,
+            "connection write timeout" => ErrorCode::ConnectionWriteTimeout,
+            "HTTP response timeout" => ErrorCode::HttpResponseTimeout,
+            "incomplete HTTP response" => ErrorCode::HttpResponseIncomplete,
+            "HTTP protocol error" => ErrorCode::HttpProtocolError,
+            _ => return None,
+        })
+    }
+}
+
 /// Why an outbound request failed, below any classification: the host's
 /// `error-code` (from `handle`, the response future, a body stream or
 /// `finish`), or a failure on the guest's side of `wasi:http`.
@@ -606,4 +653,56 @@ pub(crate) enum WireHttpError {
     /// description. Only the wasm side meets streams.
     #[cfg_attr(not(target_arch = "wasm32"), allow(dead_code))]
     Stream(String),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The texts are wasmtime-wasi-http 48's `Display` of its errors, as
+    /// a guest reads them through `error.to-debug-string`.
+    #[test]
+    fn the_hosts_stream_error_texts_are_recognized() {
+        for (text, code) in [
+            (
+                "HTTP response body size exceeds limit: 65536 bytes",
+                ErrorCode::HttpResponseBodySize(Some(65536)),
+            ),
+            (
+                "HTTP response body size exceeds limit",
+                ErrorCode::HttpResponseBodySize(None),
+            ),
+            (
+                "HTTP request body size exceeds limit: 9 bytes",
+                ErrorCode::HttpRequestBodySize(Some(9)),
+            ),
+            (
+                "internal error: leasehold-fenced: controller c: lost",
+                ErrorCode::InternalError(Some("leasehold-fenced: controller c: lost".into())),
+            ),
+            ("internal error", ErrorCode::InternalError(None)),
+            ("connection read timeout", ErrorCode::ConnectionReadTimeout),
+            ("connection timeout", ErrorCode::ConnectionTimeout),
+            ("connection terminated", ErrorCode::ConnectionTerminated),
+            ("HTTP response timeout", ErrorCode::HttpResponseTimeout),
+            (
+                "incomplete HTTP response",
+                ErrorCode::HttpResponseIncomplete,
+            ),
+            (
+                "connection read timeout\n\nStack backtrace:\n   0: ...",
+                ErrorCode::ConnectionReadTimeout,
+            ),
+        ] {
+            assert_eq!(ErrorCode::from_host_text(text), Some(code), "{text:?}");
+        }
+        for text in [
+            "hyper error: connection closed before message completed",
+            "HTTP response body size exceeds limit: many bytes",
+            "connection read timeout, and more",
+            "",
+        ] {
+            assert_eq!(ErrorCode::from_host_text(text), None, "{text:?}");
+        }
+    }
 }
