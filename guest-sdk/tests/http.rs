@@ -251,10 +251,7 @@ fn a_successor_re_running_the_decision_sends_the_same_key() {
 
     // The leader changes before anyone learns the outcome.
     host.new_tenure();
-    assert_eq!(
-        host.reconcile(&Invoicer::default(), "orders", "o1"),
-        Reply::Done
-    );
+    assert_eq!(host.reconcile(&Invoicer, "orders", "o1"), Reply::Done);
 
     let delivered = deliveries(&host);
     assert_eq!(delivered.len(), 2);
