@@ -17,6 +17,7 @@ use std::time::Duration;
 const GUESTS: &[&str] = &[
     "scheduler",
     "rollout",
+    "provisioner",
     "misbehaving",
     "admission",
     "start-trap",
