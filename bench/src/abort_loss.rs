@@ -194,6 +194,15 @@ impl Authority for Recording {
         self.inner.history(key, limit).await
     }
 
+    async fn record_outbound(
+        &self,
+        fence: &Fence,
+        requests: u64,
+        last_at: Option<chrono::DateTime<chrono::Utc>>,
+    ) -> Result<(), AuthorityError> {
+        self.inner.record_outbound(fence, requests, last_at).await
+    }
+
     fn released(&self, cluster: &str) -> watch::Receiver<u64> {
         self.inner.released(cluster)
     }

@@ -352,6 +352,15 @@ impl Authority for Counting {
         self.inner.history(key, limit).await
     }
 
+    async fn record_outbound(
+        &self,
+        fence: &Fence,
+        requests: u64,
+        last_at: Option<chrono::DateTime<chrono::Utc>>,
+    ) -> Result<(), AuthorityError> {
+        self.inner.record_outbound(fence, requests, last_at).await
+    }
+
     fn released(&self, cluster: &str) -> tokio::sync::watch::Receiver<u64> {
         self.inner.released(cluster)
     }

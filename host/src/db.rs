@@ -24,6 +24,7 @@ pub const MIGRATIONS: &[(i32, &str)] = &[
     (1, include_str!("../migrations/0001_init.sql")),
     (3, include_str!("../migrations/0003_store_collation.sql")),
     (4, include_str!("../migrations/0004_tenure_snapshots.sql")),
+    (5, include_str!("../migrations/0005_tenure_outbound.sql")),
 ];
 
 /// Database setup failures.

@@ -437,6 +437,8 @@ struct TenureOutput {
     end_reason: Option<&'static str>,
     writes: u64,
     last_write_at: Option<chrono::DateTime<chrono::Utc>>,
+    outbound_requests: u64,
+    last_outbound_at: Option<chrono::DateTime<chrono::Utc>>,
 }
 
 impl From<&TenureRecord> for TenureOutput {
@@ -450,6 +452,8 @@ impl From<&TenureRecord> for TenureOutput {
             end_reason: t.end_reason.map(|r| r.as_str()),
             writes: t.writes,
             last_write_at: t.last_write_at,
+            outbound_requests: t.outbound_requests,
+            last_outbound_at: t.last_outbound_at,
         }
     }
 }
@@ -521,6 +525,8 @@ fn tenure_table(tenures: &[TenureRecord]) -> String {
                     .to_string(),
                 t.writes.to_string(),
                 t.last_write_at.map_or_else(|| "-".to_string(), time),
+                t.outbound_requests.to_string(),
+                t.last_outbound_at.map_or_else(|| "-".to_string(), time),
                 t.endpoint.clone(),
             ]
         })
@@ -534,6 +540,8 @@ fn tenure_table(tenures: &[TenureRecord]) -> String {
             "REASON",
             "WRITES",
             "LAST WRITE",
+            "OUTBOUND",
+            "LAST OUTBOUND",
             "ENDPOINT",
         ],
         rows,
@@ -630,6 +638,8 @@ mod tests {
             end_reason: Some(EndReason::Superseded),
             writes: 3,
             last_write_at: None,
+            outbound_requests: 2,
+            last_outbound_at: Some(at),
         };
         let json = serde_json::to_value(TenureOutput::from(&tenure)).unwrap();
         let mut names = keys(&json);
@@ -643,13 +653,30 @@ mod tests {
                 "endpoint",
                 "epoch",
                 "holder",
+                "last_outbound_at",
                 "last_write_at",
+                "outbound_requests",
                 "writes"
             ]
         );
         assert_eq!(json["end_reason"], "superseded");
         assert_eq!(json["epoch"], 7);
         assert_eq!(json["last_write_at"], serde_json::Value::Null);
+        assert_eq!(json["outbound_requests"], 2);
+        assert_eq!(json["last_outbound_at"], "2023-11-14T22:13:20Z");
+
+        let text = tenure_table(std::slice::from_ref(&tenure));
+        let mut lines = text.lines();
+        let header = lines.next().unwrap();
+        assert!(
+            header.contains("WRITES  LAST WRITE  OUTBOUND  LAST OUTBOUND"),
+            "{header}"
+        );
+        let row = lines.next().unwrap();
+        assert!(
+            row.contains(" 3  -  2  2023-11-14T22:13:20.000Z  "),
+            "{row}"
+        );
     }
 
     #[test]

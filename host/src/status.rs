@@ -174,7 +174,10 @@ impl OutboundSnapshot {
     pub fn of(counters: &OutboundCounters) -> Self {
         let (buckets, sum, count) = counters.histogram();
         Self {
-            outcomes: Outcome::ALL.iter().map(|o| (*o, counters.get(*o))).collect(),
+            outcomes: Outcome::ALL
+                .iter()
+                .map(|o| (*o, counters.get(*o)))
+                .collect(),
             buckets,
             sum,
             count,

@@ -70,6 +70,8 @@ pub(super) struct TenureView {
     end_reason: Option<&'static str>,
     writes: u64,
     last_write_at: Option<String>,
+    outbound_requests: u64,
+    last_outbound_at: Option<String>,
 }
 
 impl From<TenureRecord> for TenureView {
@@ -83,6 +85,8 @@ impl From<TenureRecord> for TenureView {
             end_reason: t.end_reason.map(|r| r.as_str()),
             writes: t.writes,
             last_write_at: t.last_write_at.map(rfc3339),
+            outbound_requests: t.outbound_requests,
+            last_outbound_at: t.last_outbound_at.map(rfc3339),
         }
     }
 }
@@ -181,6 +185,8 @@ mod tests {
             end_reason: Some(EndReason::Lost),
             writes: 3,
             last_write_at: Some(at),
+            outbound_requests: 4,
+            last_outbound_at: Some(at),
         };
         let json = serde_json::to_value(TenureView::from(tenure)).unwrap();
         assert_eq!(
@@ -192,11 +198,16 @@ mod tests {
                 "endpoint",
                 "epoch",
                 "holder",
+                "last_outbound_at",
                 "last_write_at",
+                "outbound_requests",
                 "writes"
             ]
         );
         assert_eq!(json["end_reason"], "lost");
         assert_eq!(json["writes"], 3);
+        assert_eq!(json["outbound_requests"], 4);
+        assert_eq!(json["last_outbound_at"], json["last_write_at"]);
+        assert!(json["last_outbound_at"].is_string());
     }
 }

@@ -43,8 +43,12 @@
 //!   released, not expired).
 //! - `GET /v1/leases/{name}/history[?limit=N]`: tenures newest first,
 //!   `[{"epoch", "holder", "endpoint", "acquired_at", "ended_at",
-//!   "end_reason", "writes", "last_write_at"}]`; `ended_at`, `end_reason`
-//!   and `last_write_at` are null while unknown. A lease that was never
+//!   "end_reason", "writes", "last_write_at", "outbound_requests",
+//!   "last_outbound_at"}]`; `ended_at`, `end_reason`, `last_write_at` and
+//!   `last_outbound_at` are null while unknown. `outbound_requests` (the
+//!   guests' HTTP requests that left the host) and `last_outbound_at` (by
+//!   the sending host's clock) are recorded when the tenure ends: 0 and
+//!   null while it runs, or if its host died first. A lease that was never
 //!   granted has no tenures: `200 []`, not 404 (a configured controller
 //!   that has not run yet is not an error). `limit` defaults to and is at
 //!   most [`crate::limits::MAX_HISTORY`].

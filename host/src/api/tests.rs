@@ -66,6 +66,14 @@ impl Authority for Switchable {
     ) -> Result<Vec<TenureRecord>, AuthorityError> {
         self.inner.history(key, limit).await
     }
+    async fn record_outbound(
+        &self,
+        fence: &Fence,
+        requests: u64,
+        last_at: Option<chrono::DateTime<chrono::Utc>>,
+    ) -> Result<(), AuthorityError> {
+        self.inner.record_outbound(fence, requests, last_at).await
+    }
     fn released(&self, cluster: &str) -> watch::Receiver<u64> {
         self.inner.released(cluster)
     }
@@ -669,6 +677,8 @@ async fn history_lists_tenures_newest_first() {
     assert!(is_rfc3339_utc(&tenures[1]["acquired_at"]));
     assert_eq!(tenures[1]["writes"], 0);
     assert_eq!(tenures[1]["last_write_at"], Value::Null);
+    assert_eq!(tenures[1]["outbound_requests"], 0);
+    assert_eq!(tenures[1]["last_outbound_at"], Value::Null);
     assert!(tenures[1]["endpoint"].is_string());
     let keys: Vec<&String> = tenures[1].as_object().unwrap().keys().collect();
     assert_eq!(
@@ -680,7 +690,9 @@ async fn history_lists_tenures_newest_first() {
             "endpoint",
             "epoch",
             "holder",
+            "last_outbound_at",
             "last_write_at",
+            "outbound_requests",
             "writes"
         ]
     );

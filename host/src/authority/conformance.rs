@@ -412,6 +412,97 @@ pub(super) async fn history_records_every_tenure_with_its_end_reason(b: &dyn Bac
     );
 }
 
+pub(super) async fn outbound_statistics_are_recorded_per_tenure_and_never_lowered(b: &dyn Backend) {
+    let a = request("east", "scheduler", "host-a");
+    let other = request("east", "scheduler", "host-b");
+    let at = |secs: i64| chrono::DateTime::from_timestamp(1_700_000_000 + secs, 0).unwrap();
+
+    let first = grant(b.first(), &a).await;
+    let history = b.first().history(&a.key, 10).await.unwrap();
+    assert_eq!(history[0].outbound_requests, 0, "nothing recorded yet");
+    assert_eq!(history[0].last_outbound_at, None);
+
+    // Recorded after the release, as the supervisor does: not fenced.
+    b.first()
+        .release(&first.fence, EndReason::Released)
+        .await
+        .unwrap();
+    b.first()
+        .record_outbound(&first.fence, 5, Some(at(10)))
+        .await
+        .unwrap();
+    // A successor's tenure is another row.
+    let second = grant(b.second(), &other).await;
+    b.second()
+        .record_outbound(&second.fence, 1, None)
+        .await
+        .unwrap();
+    // A late or repeated write never lowers a value, nor clears a time.
+    b.second()
+        .record_outbound(&first.fence, 3, Some(at(5)))
+        .await
+        .unwrap();
+    b.second()
+        .record_outbound(&first.fence, 0, None)
+        .await
+        .unwrap();
+
+    let history = b.first().history(&a.key, 10).await.unwrap();
+    let summary: Vec<(u64, u64, Option<chrono::DateTime<chrono::Utc>>)> = history
+        .iter()
+        .map(|t| (t.epoch.0, t.outbound_requests, t.last_outbound_at))
+        .collect();
+    assert_eq!(summary, vec![(2, 1, None), (1, 5, Some(at(10)))]);
+
+    // A higher value does replace a lower one.
+    b.first()
+        .record_outbound(&first.fence, 7, Some(at(20)))
+        .await
+        .unwrap();
+    let history = b.second().history(&a.key, 10).await.unwrap();
+    assert_eq!(history[1].outbound_requests, 7);
+    assert_eq!(history[1].last_outbound_at, Some(at(20)));
+    // Nothing else of the tenure changed.
+    assert_eq!(history[1].end_reason, Some(EndReason::Released));
+    assert_eq!(history[1].writes, 0);
+
+    // A fence that names no tenure (another holder at that epoch, or an
+    // epoch never granted) changes nothing and is no error.
+    let stranger = Fence {
+        holder: "host-c".into(),
+        ..first.fence.clone()
+    };
+    b.first()
+        .record_outbound(&stranger, 99, Some(at(30)))
+        .await
+        .unwrap();
+    let never = Fence {
+        epoch: Epoch(9),
+        ..first.fence.clone()
+    };
+    b.first()
+        .record_outbound(&never, 99, Some(at(30)))
+        .await
+        .unwrap();
+    let history = b.first().history(&a.key, 10).await.unwrap();
+    assert_eq!(
+        history
+            .iter()
+            .map(|t| (t.outbound_requests, t.last_outbound_at))
+            .collect::<Vec<_>>(),
+        vec![(1, None), (7, Some(at(20)))]
+    );
+    // Names are checked like every other call's.
+    let bad = Fence {
+        holder: String::new(),
+        ..first.fence.clone()
+    };
+    assert!(matches!(
+        b.first().record_outbound(&bad, 1, None).await,
+        Err(AuthorityError::InvalidName(_))
+    ));
+}
+
 pub(super) async fn a_stale_release_never_releases_the_successor(b: &dyn Backend) {
     let a = request("east", "scheduler", "host-a");
     let old = grant(b.first(), &a).await;
@@ -583,6 +674,7 @@ conformance_suite!(
     released_leases_are_immediately_acquirable,
     release_wakes_only_its_own_cluster,
     history_records_every_tenure_with_its_end_reason,
+    outbound_statistics_are_recorded_per_tenure_and_never_lowered,
     a_stale_release_never_releases_the_successor,
     fenced_writes_are_refused_once_the_fence_is_stale,
     bad_input_gets_a_clear_error,

@@ -197,6 +197,11 @@ pub struct TenureRecord {
     pub writes: u64,
     /// When its last fenced commit landed.
     pub last_write_at: Option<DateTime<Utc>>,
+    /// How many outbound HTTP requests its guests sent (recorded when the
+    /// tenure ends; 0 while it runs, or if its host died first).
+    pub outbound_requests: u64,
+    /// When the last of them left, by the sending host's clock.
+    pub last_outbound_at: Option<DateTime<Utc>>,
 }
 
 /// What the database says it is. Checked before any acquisition (point 4 of
@@ -374,6 +379,19 @@ pub trait Authority: Send + Sync + 'static {
         key: &LeaseKey,
         limit: usize,
     ) -> Result<Vec<TenureRecord>, AuthorityError>;
+
+    /// Record the outbound HTTP requests of the tenure `fence`: how many
+    /// left the host and when the last did. Not fenced: it is a statistic
+    /// of a tenure that may already have ended (it is written after the
+    /// guest stopped), so it only needs the tenure's row. Each value only
+    /// grows (`greatest`): a late or repeated call never lowers it. A
+    /// tenure no longer in the history is left alone.
+    async fn record_outbound(
+        &self,
+        fence: &Fence,
+        requests: u64,
+        last_at: Option<DateTime<Utc>>,
+    ) -> Result<(), AuthorityError>;
 
     /// A receiver woken whenever a lease of `cluster` is released (NOTIFY
     /// for PostgreSQL). Wakes may be spurious or coalesced; candidates

@@ -658,7 +658,11 @@ fn controller(
 /// one run shows them all; a problem of the whole list (too many entries)
 /// is reported on the key's line. On a problem the list is empty: a bad
 /// config never starts anyway, and no follow-on noise is reported.
-fn http_allow(c: &mut Checker, who: &str, raw: &Option<Spanned<Vec<Spanned<String>>>>) -> AllowList {
+fn http_allow(
+    c: &mut Checker,
+    who: &str,
+    raw: &Option<Spanned<Vec<Spanned<String>>>>,
+) -> AllowList {
     let Some(list) = raw else {
         return AllowList::default();
     };

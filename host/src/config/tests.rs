@@ -864,10 +864,30 @@ fn http_allow_is_read_and_reaches_the_guest_limits() {
     let limits = config.controllers[0].guest_limits();
     assert_eq!(*limits.http_allow, expected);
     // What the runtime checks each request against.
-    assert!(limits.http_allow.check(&uri("https://api.example.com/v1/x")).is_ok());
-    assert!(limits.http_allow.check(&uri("http://127.0.0.1:9000/hooks/a")).is_ok());
-    assert!(limits.http_allow.check(&uri("http://127.0.0.1:9000/admin")).is_err());
-    assert!(limits.http_allow.check(&uri("https://other.example.com/")).is_err());
+    assert!(
+        limits
+            .http_allow
+            .check(&uri("https://api.example.com/v1/x"))
+            .is_ok()
+    );
+    assert!(
+        limits
+            .http_allow
+            .check(&uri("http://127.0.0.1:9000/hooks/a"))
+            .is_ok()
+    );
+    assert!(
+        limits
+            .http_allow
+            .check(&uri("http://127.0.0.1:9000/admin"))
+            .is_err()
+    );
+    assert!(
+        limits
+            .http_allow
+            .check(&uri("https://other.example.com/"))
+            .is_err()
+    );
 }
 
 #[test]
@@ -883,16 +903,28 @@ fn every_bad_http_allow_entry_is_reported_on_its_line() {
         Some(8),
         "controller \"scheduler\": http_allow[0]: \"api.example.com\" has no scheme",
     );
-    assert_has(&p, Some(10), "http_allow[2]: \"ftp://files.example.com\" has scheme");
+    assert_has(
+        &p,
+        Some(10),
+        "http_allow[2]: \"ftp://files.example.com\" has scheme",
+    );
     assert_has(&p, Some(11), "http_allow[3]: \"http://\" is not a URL");
-    assert_has(&p, Some(12), "http_allow[4]: \"http://x/a/../b\" has a `.` or `..` path segment");
+    assert_has(
+        &p,
+        Some(12),
+        "http_allow[4]: \"http://x/a/../b\" has a `.` or `..` path segment",
+    );
     assert_eq!(p.len(), 4, "{p:#?}");
 
     // A controller whose name is unusable is named by its index.
     let text = "cluster = \"demo\"\n[[controllers]]\nname = \"Bad Name\"\n\
                 component = \"scheduler.wasm\"\nhttp_allow = [\"nope\"]\n";
     let p = problems(s.parse(text).unwrap_err());
-    assert_has(&p, Some(5), "controllers[0]: http_allow[0]: \"nope\" has no scheme");
+    assert_has(
+        &p,
+        Some(5),
+        "controllers[0]: http_allow[0]: \"nope\" has no scheme",
+    );
 }
 
 #[test]
@@ -901,19 +933,34 @@ fn http_allow_errors_never_show_a_credential() {
     s.file("scheduler.wasm");
     const SECRET: &str = "hunter2-77d1";
     for (entry, needle) in [
-        (format!("https://bob:{SECRET}@api.example.com"), "user information"),
+        (
+            format!("https://bob:{SECRET}@api.example.com"),
+            "user information",
+        ),
         (format!("bob:{SECRET}@api.example.com"), "has no scheme"),
-        (format!("ftp://bob:{SECRET}@files.example.com"), "has scheme"),
+        (
+            format!("ftp://bob:{SECRET}@files.example.com"),
+            "has scheme",
+        ),
         (format!("http://bob:{SECRET}@"), "the entry"),
         (format!("https://api.example.com/?token={SECRET}"), "query"),
-        (format!("https://api.example.com/#{SECRET}"), "query or fragment"),
+        (
+            format!("https://api.example.com/#{SECRET}"),
+            "query or fragment",
+        ),
         (format!("api.example.com/?key={SECRET}"), "has no scheme"),
     ] {
         let text = format!("{ONE}http_allow = [\"{entry}\"]\n");
         let error = s.parse(&text).unwrap_err();
         let shown = error.to_string();
-        assert!(!shown.contains(SECRET), "{entry}: the secret leaked: {shown}");
-        assert!(!shown.contains("hunter2"), "{entry}: the secret leaked: {shown}");
+        assert!(
+            !shown.contains(SECRET),
+            "{entry}: the secret leaked: {shown}"
+        );
+        assert!(
+            !shown.contains("hunter2"),
+            "{entry}: the secret leaked: {shown}"
+        );
         let p = problems(error);
         assert_has(&p, Some(7), "http_allow[0]: ");
         assert_has(&p, Some(7), needle);
@@ -922,7 +969,10 @@ fn http_allow_errors_never_show_a_credential() {
     let text = format!("{ONE}http_allow = \"https://bob:{SECRET}@api.example.com\"\n");
     let problem = syntax(s.parse(&text).unwrap_err());
     assert!(!problem.message.contains(SECRET), "{problem}");
-    assert!(problem.message.contains("key `controllers.http_allow`"), "{problem}");
+    assert!(
+        problem.message.contains("key `controllers.http_allow`"),
+        "{problem}"
+    );
     assert_eq!(problem.line, Some(7));
 }
 
@@ -948,7 +998,10 @@ fn http_allow_has_a_bounded_number_of_entries() {
     assert_has(
         &p,
         Some(7),
-        &format!("controller \"scheduler\": http_allow: {} entries; at most {max} are allowed", max + 1),
+        &format!(
+            "controller \"scheduler\": http_allow: {} entries; at most {max} are allowed",
+            max + 1
+        ),
     );
     assert_eq!(p.len(), 1, "{p:#?}");
 }
@@ -978,8 +1031,18 @@ fn a_reload_that_changes_only_http_allow_is_a_change_of_the_controller() {
     unchanged.http_allow = old.http_allow.clone();
     assert_eq!(&unchanged, old);
     let limits = new.guest_limits();
-    assert!(limits.http_allow.check(&uri("https://b.example.com/x")).is_ok());
-    assert!(limits.http_allow.check(&uri("https://a.example.com/x")).is_err());
+    assert!(
+        limits
+            .http_allow
+            .check(&uri("https://b.example.com/x"))
+            .is_ok()
+    );
+    assert!(
+        limits
+            .http_allow
+            .check(&uri("https://a.example.com/x"))
+            .is_err()
+    );
     assert!(
         removed.controllers[0]
             .guest_limits()

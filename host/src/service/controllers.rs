@@ -375,9 +375,7 @@ impl Controllers {
                         source.digest,
                     ) {
                         reused.push(Prepared {
-                            compiled: running
-                                .compiled
-                                .with_limits(source.settings.guest_limits()),
+                            compiled: running.compiled.with_limits(source.settings.guest_limits()),
                             settings: source.settings,
                             digest: source.digest,
                         });
@@ -443,8 +441,8 @@ mod tests {
             let text = format!(
                 "cluster = \"a\"\n[[controllers]]\nname = \"c\"\ncomponent = \"c.wasm\"\n{extra}\n"
             );
-            let config = Config::parse_with(&text, &dir, &crate::config::Environment::default())
-                .unwrap();
+            let config =
+                Config::parse_with(&text, &dir, &crate::config::Environment::default()).unwrap();
             config.controllers[0].clone()
         };
         let before = parse("http_allow = [\"https://a.example.com\"]");

@@ -35,6 +35,7 @@ use crate::authority::{
     AcquireRequest, Acquired, Authority, EndReason, Grant, LeaseTiming, Renewed,
 };
 use crate::fence::{Fence, LeaseKey};
+use crate::outbound::TenureOutbound;
 use crate::runtime::{CompiledController, GuestError, Revocation};
 use crate::status::{ControllerState, ControllerStatus};
 use crate::store::Store;
@@ -243,6 +244,7 @@ impl Supervisor {
         fence: &Fence,
         stop: &watch::Receiver<bool>,
         valid_until: Instant,
+        tenure_outbound: Arc<TenureOutbound>,
     ) -> RunningGuest {
         let revocation = self.controller.revocation();
         revocation.set_valid_until(valid_until.into_std());
@@ -262,7 +264,7 @@ impl Supervisor {
         let guest_revocation = revocation.clone();
         let task = tokio::spawn(async move {
             match controller
-                .instantiate(fence, store, counters, guest_revocation)
+                .instantiate_with(fence, store, counters, guest_revocation, tenure_outbound)
                 .await
             {
                 Ok(guest) => worker::run(guest, ctx).await,
@@ -318,7 +320,7 @@ impl Supervisor {
         let fence = grant.fence;
         let mut tenure = Tenure::begin(self, fence.clone(), acquire_sent);
         let end = tenure.run().await;
-        let guest = tenure.finish();
+        let (guest, outbound) = tenure.finish();
         let stopped = match guest {
             Some(running) => {
                 let reason = match end {
@@ -329,15 +331,22 @@ impl Supervisor {
             }
             None => GuestStopped(()),
         };
-        self.record_end(&fence, end, stopped).await;
+        self.record_end(&fence, end, &outbound, stopped).await;
         end
     }
 
-    /// Count and report how the tenure ended, then record its end and, if
-    /// the row is still ours, release it so a standby need not wait for
-    /// the ttl. Takes the proof that the guest stopped: L5 orders the
-    /// release after the guest, and this signature enforces it.
-    async fn record_end(&self, fence: &Fence, end: TenureEnd, _stopped: GuestStopped) {
+    /// Count and report how the tenure ended, then record its outbound
+    /// requests and its end and, if the row is still ours, release it so a
+    /// standby need not wait for the ttl. Takes the proof that the guest
+    /// stopped: L5 orders the release after the guest, and this signature
+    /// enforces it (and no request of the tenure can follow its tally).
+    async fn record_end(
+        &self,
+        fence: &Fence,
+        end: TenureEnd,
+        outbound: &TenureOutbound,
+        _stopped: GuestStopped,
+    ) {
         let name = self.name();
         let epoch = fence.epoch.0;
         let holder = &fence.holder;
@@ -355,11 +364,23 @@ impl Supervisor {
             }
             TenureEnd::Released => EndReason::Released,
         };
-        let release = tokio::time::timeout(
-            crate::timeouts::TENURE_END_RECORD,
-            self.authority.release(fence, reason),
+        // One bound for the whole end record, so a stop still fits in
+        // `service::controllers::stop_bound`. The statistics come first, so
+        // a tenure seen ended already shows them, but may take only a share
+        // of the bound: the release matters more.
+        let deadline = Instant::now() + crate::timeouts::TENURE_END_RECORD;
+        let statistics_until =
+            (Instant::now() + crate::timeouts::TENURE_END_RECORD / 3).min(deadline);
+        record_outbound(
+            self.authority.as_ref(),
+            self.name(),
+            fence,
+            outbound,
+            statistics_until,
         )
         .await;
+        let release =
+            tokio::time::timeout_at(deadline, self.authority.release(fence, reason)).await;
         match release {
             Ok(Ok(())) => tracing::info!(
                 controller = name,
@@ -381,6 +402,45 @@ impl Supervisor {
         if end == TenureEnd::Released {
             self.status.set(ControllerState::Stopped);
         }
+    }
+}
+
+/// Write the tenure's outbound tally into its history row, best effort
+/// and bounded by `until`: a statistic is never worth holding the release
+/// up for. A tenure that sent nothing needs no write (the row says 0
+/// already).
+async fn record_outbound(
+    authority: &dyn Authority,
+    name: &str,
+    fence: &Fence,
+    outbound: &TenureOutbound,
+    until: Instant,
+) {
+    let (requests, last) = outbound.tally();
+    if requests == 0 && last.is_none() {
+        return;
+    }
+    let last_at = last.map(chrono::DateTime::<chrono::Utc>::from);
+    let recorded =
+        tokio::time::timeout_at(until, authority.record_outbound(fence, requests, last_at)).await;
+    let (epoch, holder) = (fence.epoch.0, &fence.holder);
+    match recorded {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => tracing::warn!(
+            controller = name,
+            epoch,
+            holder,
+            requests,
+            error = %e,
+            "could not record the tenure's outbound requests in its history"
+        ),
+        Err(_) => tracing::warn!(
+            controller = name,
+            epoch,
+            holder,
+            requests,
+            "recording the tenure's outbound requests timed out; its history shows fewer"
+        ),
     }
 }
 
@@ -641,6 +701,9 @@ struct Tenure<'s> {
     stop_tx: watch::Sender<bool>,
     stop_rx: watch::Receiver<bool>,
     restarts: Backoff,
+    /// The tenure's outbound requests: one tally for every guest the
+    /// tenure (re)starts, written to its history when it ends.
+    outbound: Arc<TenureOutbound>,
 }
 
 impl<'s> Tenure<'s> {
@@ -678,6 +741,7 @@ impl<'s> Tenure<'s> {
             stop_tx,
             stop_rx,
             restarts,
+            outbound: Arc::default(),
         }
     }
 
@@ -695,6 +759,7 @@ impl<'s> Tenure<'s> {
                         &self.fence,
                         &self.stop_rx,
                         self.machine.valid_until,
+                        self.outbound.clone(),
                     ));
                 }
                 Advance::DeadlinePassed => {
@@ -729,13 +794,17 @@ impl<'s> Tenure<'s> {
     }
 
     /// The guest still running after the tenure ended, if any, for the
-    /// supervisor to abort before it records the end. Renewals stop here.
-    fn finish(self) -> Option<RunningGuest> {
+    /// supervisor to abort before it records the end, and the tenure's
+    /// outbound tally. Renewals stop here.
+    fn finish(self) -> (Option<RunningGuest>, Arc<TenureOutbound>) {
         let Self {
-            guest, renewals, ..
+            guest,
+            renewals,
+            outbound,
+            ..
         } = self;
         drop(renewals);
-        guest
+        (guest, outbound)
     }
 
     /// The gate's verdict, read once and marked seen: why it ends this
@@ -1052,6 +1121,124 @@ mod tests {
                 "{phase:?}"
             );
         }
+    }
+
+    /// The memory authority, with `record_outbound` answering never.
+    struct Unanswered(crate::authority::memory::MemoryAuthority);
+
+    #[async_trait::async_trait]
+    impl Authority for Unanswered {
+        async fn identity(
+            &self,
+        ) -> Result<crate::authority::DatabaseIdentity, crate::authority::AuthorityError> {
+            self.0.identity().await
+        }
+        async fn acquire(
+            &self,
+            r: &AcquireRequest,
+        ) -> Result<Acquired, crate::authority::AuthorityError> {
+            self.0.acquire(r).await
+        }
+        async fn renew(
+            &self,
+            f: &[Fence],
+            ttl: Duration,
+        ) -> Result<Vec<Renewed>, crate::authority::AuthorityError> {
+            self.0.renew(f, ttl).await
+        }
+        async fn release(
+            &self,
+            f: &Fence,
+            r: EndReason,
+        ) -> Result<(), crate::authority::AuthorityError> {
+            self.0.release(f, r).await
+        }
+        async fn observe(
+            &self,
+            c: &str,
+        ) -> Result<Vec<crate::authority::LeaseRecord>, crate::authority::AuthorityError> {
+            self.0.observe(c).await
+        }
+        async fn history(
+            &self,
+            k: &LeaseKey,
+            l: usize,
+        ) -> Result<Vec<crate::authority::TenureRecord>, crate::authority::AuthorityError> {
+            self.0.history(k, l).await
+        }
+        async fn record_outbound(
+            &self,
+            _: &Fence,
+            _: u64,
+            _: Option<chrono::DateTime<chrono::Utc>>,
+        ) -> Result<(), crate::authority::AuthorityError> {
+            std::future::pending().await
+        }
+        fn released(&self, c: &str) -> watch::Receiver<u64> {
+            self.0.released(c)
+        }
+    }
+
+    async fn granted(authority: &dyn Authority) -> Fence {
+        let request = AcquireRequest {
+            key: LeaseKey::new("east", "caller"),
+            holder: "host-a".into(),
+            ttl: Duration::from_secs(10),
+        };
+        match authority.acquire(&request).await.unwrap() {
+            Acquired::Granted(grant) => grant.fence,
+            Acquired::Held { .. } => panic!("held"),
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_tenures_outbound_tally_reaches_its_history() {
+        let authority = crate::authority::memory::MemoryAuthority::new();
+        let fence = granted(&authority).await;
+        let tally = TenureOutbound::default();
+        // Nothing sent: nothing written, the row keeps 0 and null.
+        record_outbound(&authority, "caller", &fence, &tally, Instant::now() + WAIT).await;
+        let history = authority.history(&fence.key, 1).await.unwrap();
+        assert_eq!(
+            (history[0].outbound_requests, history[0].last_outbound_at),
+            (0, None)
+        );
+
+        let before = chrono::Utc::now();
+        tally.note();
+        tally.note();
+        tally.note();
+        record_outbound(&authority, "caller", &fence, &tally, Instant::now() + WAIT).await;
+        let history = authority.history(&fence.key, 1).await.unwrap();
+        assert_eq!(history[0].outbound_requests, 3);
+        let last = history[0].last_outbound_at.expect("a last request time");
+        assert!(
+            last >= before - chrono::TimeDelta::seconds(1),
+            "{last} < {before}"
+        );
+        assert!(last <= chrono::Utc::now(), "{last}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn recording_the_outbound_tally_never_outlasts_its_bound() {
+        let authority = Unanswered(crate::authority::memory::MemoryAuthority::new());
+        let fence = granted(&authority).await;
+        let tally = TenureOutbound::default();
+        tally.note();
+        let bound = crate::timeouts::TENURE_END_RECORD / 3;
+        let start = Instant::now();
+        tokio::time::timeout(
+            WAIT,
+            record_outbound(&authority, "caller", &fence, &tally, start + bound),
+        )
+        .await
+        .expect("the record waited past its bound for a database that never answers");
+        assert_eq!(start.elapsed(), bound);
+        // And the release is still possible afterwards.
+        authority
+            .release(&fence, EndReason::Released)
+            .await
+            .unwrap();
     }
 
     #[tokio::test]

@@ -314,6 +314,14 @@ mod tests {
         ) -> Result<Vec<TenureRecord>, AuthorityError> {
             self.inner.history(k, l).await
         }
+        async fn record_outbound(
+            &self,
+            f: &Fence,
+            n: u64,
+            at: Option<chrono::DateTime<chrono::Utc>>,
+        ) -> Result<(), AuthorityError> {
+            self.inner.record_outbound(f, n, at).await
+        }
         fn released(&self, c: &str) -> tokio::sync::watch::Receiver<u64> {
             self.inner.released(c)
         }

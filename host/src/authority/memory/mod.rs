@@ -127,6 +127,9 @@ struct TenureRow {
     ended: Option<(Instant, EndReason)>,
     writes: u64,
     last_write_at: Option<Instant>,
+    outbound_requests: u64,
+    /// The sending host's clock, as recorded (not this backend's).
+    last_outbound_at: Option<DateTime<Utc>>,
 }
 
 impl State {
@@ -167,6 +170,8 @@ impl State {
             ended: None,
             writes: 0,
             last_write_at: None,
+            outbound_requests: 0,
+            last_outbound_at: None,
         });
         self.leases.insert(
             key.clone(),
@@ -380,8 +385,28 @@ impl Authority for MemoryAuthority {
                 end_reason: t.ended.map(|(_, reason)| reason),
                 writes: t.writes,
                 last_write_at: t.last_write_at.map(|at| self.utc(at)),
+                outbound_requests: t.outbound_requests,
+                last_outbound_at: t.last_outbound_at,
             })
             .collect())
+    }
+
+    async fn record_outbound(
+        &self,
+        fence: &Fence,
+        requests: u64,
+        last_at: Option<DateTime<Utc>>,
+    ) -> Result<(), AuthorityError> {
+        validate_fence(fence)?;
+        self.shared.faults.check_partition(&fence.holder)?;
+        let mut state = self.state();
+        if let Some(tenure) = state.tenure_mut(&fence.key, fence.epoch)
+            && tenure.holder == fence.holder
+        {
+            tenure.outbound_requests = tenure.outbound_requests.max(requests);
+            tenure.last_outbound_at = tenure.last_outbound_at.max(last_at);
+        }
+        Ok(())
     }
 
     fn released(&self, cluster: &str) -> watch::Receiver<u64> {

@@ -163,11 +163,22 @@ const OBSERVE: &str = "
      LIMIT $2";
 
 const HISTORY: &str = "
-    SELECT epoch, holder, endpoint, acquired_at, ended_at, end_reason, writes, last_write_at
+    SELECT epoch, holder, endpoint, acquired_at, ended_at, end_reason, writes, last_write_at,
+           outbound_requests, last_outbound_at
       FROM leasehold_tenures
      WHERE cluster = $1 AND lease = $2
      ORDER BY epoch DESC
      LIMIT $3";
+
+/// A tenure's outbound statistics (migration 5). Not fenced and locking
+/// only the tenure's own row, never the lease row: it waits for no grant
+/// and no grant waits for it. `greatest` ignores NULL, so a recorded time
+/// is never cleared, and neither value is ever lowered.
+const RECORD_OUTBOUND: &str = "
+    UPDATE leasehold_tenures
+       SET outbound_requests = greatest(outbound_requests, $5),
+           last_outbound_at = greatest(last_outbound_at, $6)
+     WHERE cluster = $1 AND lease = $2 AND epoch = $3 AND holder = $4";
 
 /// The schema version this host needs.
 fn required_schema_version() -> i32 {
@@ -715,8 +726,45 @@ impl Authority for PostgresAuthority {
                 end_reason: row.get::<_, Option<&str>>(5).and_then(parse_reason),
                 writes: u64::try_from(row.get::<_, i64>(6)).unwrap_or_default(),
                 last_write_at: row.get(7),
+                outbound_requests: u64::try_from(row.get::<_, i64>(8)).unwrap_or_default(),
+                last_outbound_at: row.get(9),
             })
             .collect())
+    }
+
+    async fn record_outbound(
+        &self,
+        fence: &Fence,
+        requests: u64,
+        last_at: Option<DateTime<Utc>>,
+    ) -> Result<(), AuthorityError> {
+        validate_fence(fence)?;
+        let epoch = epoch_param(fence)?;
+        // A count beyond bigint cannot happen in practice; saturate
+        // rather than fail a statistic.
+        let requests = i64::try_from(requests).unwrap_or(i64::MAX);
+        self.run(
+            &format!("recording the outbound requests of {fence}"),
+            async {
+                let client = self.shared.db.pool().get().await?;
+                let record = client.prepare_cached(RECORD_OUTBOUND).await?;
+                client
+                    .execute(
+                        &record,
+                        &[
+                            &fence.key.cluster,
+                            &fence.key.name,
+                            &epoch,
+                            &fence.holder,
+                            &requests,
+                            &last_at,
+                        ],
+                    )
+                    .await?;
+                Ok(())
+            },
+        )
+        .await
     }
 
     fn claim_holder(&self, cluster: &str, holder: &str) -> Option<super::claim::HolderClaim> {
