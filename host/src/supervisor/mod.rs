@@ -366,11 +366,11 @@ impl Supervisor {
         };
         // One bound for the whole end record, so a stop still fits in
         // `service::controllers::stop_bound`. The statistics come first, so
-        // a tenure seen ended already shows them, but may take only a share
-        // of the bound: the release matters more.
-        let deadline = Instant::now() + crate::timeouts::TENURE_END_RECORD;
-        let statistics_until =
-            (Instant::now() + crate::timeouts::TENURE_END_RECORD / 3).min(deadline);
+        // a tenure its holder released already shows them, but may take
+        // only a share of the bound: the release matters more.
+        let now = Instant::now();
+        let deadline = now + crate::timeouts::TENURE_END_RECORD;
+        let statistics_until = now + crate::timeouts::TENURE_END_RECORD / 3;
         record_outbound(
             self.authority.as_ref(),
             self.name(),
