@@ -12,7 +12,7 @@
 //! - typed reads through [`Api`] and [`Object<T>`] (serde);
 //! - atomic, fenced writes through the [`Transaction`] builder, whose
 //!   [`StoreError`] tells *fenced* (stop) from *conflict* (re-read, retry);
-//! - the current [`Fence`] for idempotency keys;
+//! - the current [`Fence`] (cluster, lease, epoch, holder);
 //! - outbound HTTP under the lease ([`http`]): deny by default, stamped by
 //!   the host with the lease's epoch, refused once the lease is lost, with
 //!   [`http::IdempotencyKey`] for receivers that deduplicate;

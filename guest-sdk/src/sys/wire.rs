@@ -181,9 +181,12 @@ pub struct Committed {
 /// The fence every write of this guest is stamped with: the lease, its
 /// epoch and the replica holding it. Read-only: the host owns it.
 ///
-/// `epoch` strictly increases with each new tenure of the lease, which
-/// makes it the natural ingredient of idempotency keys for anything a
-/// controller does outside the store (see [`Fence::idempotency_key`]).
+/// `epoch` strictly increases with each new tenure of the lease: it tells
+/// who did something ([`Fence::idempotency_key`] stamps it). The host sends
+/// it with every outbound request (`Leasehold-Epoch`), so a receiver can
+/// refuse a deposed leader's late request; an effect that must happen once
+/// whoever leads is keyed without it
+/// ([`crate::http::IdempotencyKey::for_action`]).
 ///
 /// # Example
 ///
@@ -208,10 +211,16 @@ pub struct Fence {
 }
 
 impl Fence {
-    /// A key naming one action of this tenure, `cluster/lease/epoch/action`,
-    /// for external systems that deduplicate requests. Two tenures never
-    /// produce the same key, and a retry inside one tenure produces the same
-    /// key again.
+    /// A key naming one action of this tenure, `cluster/lease/epoch/action`:
+    /// a stamp of who did it. Two tenures never produce the same key, and a
+    /// retry inside one tenure produces the same key again.
+    ///
+    /// Because it changes with the tenure, it does not deduplicate an
+    /// external effect across a change of leader: a successor re-running
+    /// the decision would send a new key and the receiver would apply the
+    /// effect twice. For the `Idempotency-Key` of an outbound request use
+    /// [`crate::http::IdempotencyKey::for_action`], which names the
+    /// decision instead.
     ///
     /// # Example
     ///
