@@ -21,6 +21,7 @@ const GUESTS: &[&str] = &[
     "misbehaving",
     "admission",
     "start-trap",
+    "caller",
 ];
 /// The target guests are built for.
 const TARGET: &str = "wasm32-wasip2";

@@ -251,6 +251,19 @@ impl CompiledController {
         }
     }
 
+    /// The same compiled component as another controller `name`, with
+    /// `limits` and state of its own (write quotas, outbound tallies): no
+    /// recompilation, nothing shared with `self` but the code.
+    pub fn as_controller(&self, name: &str, limits: GuestLimits) -> Self {
+        Self {
+            name: name.to_string(),
+            quota: Arc::new(WriteQuota::new(name, limits.quota)),
+            outbound: Arc::default(),
+            limits,
+            ..self.clone()
+        }
+    }
+
     /// The write quota state every instance of this controller shares.
     pub fn quota(&self) -> &Arc<WriteQuota> {
         &self.quota

@@ -1,0 +1,550 @@
+//! Fenced outbound HTTP through the runtime, against a local server that
+//! records every arrival: deny by default, the allow-list, the fence on the
+//! wire (never forgeable), refusal after loss, cancellation on abort, and
+//! every bound as a typed error rather than a hang.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use leasehold_host::fence::Fence;
+use leasehold_host::outbound::{AllowList, HttpLimits, Outcome};
+use leasehold_host::runtime::{
+    CompiledController, EngineConfig, GuestError, GuestInstance, GuestLimits, Reconciled, Runtime,
+};
+use leasehold_host::store::{ObjectKey, Store};
+use leasehold_tests::{MemoryBackends, TEST_WAIT, guest, until, within};
+use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+const CLUSTER: &str = "out";
+
+/// Generous bound for "promptly": the goals are milliseconds, but a loaded
+/// CI machine must not make the tests flaky.
+const PROMPT: Duration = Duration::from_secs(2);
+
+/// What the recording server does with a request once it has read it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Reply {
+    /// 200 with a short body.
+    Ok,
+    /// Never answer; note when the client closes the connection.
+    Hang,
+    /// 200 with a chunked body that never ends.
+    Endless,
+}
+
+#[derive(Debug, Clone)]
+struct Arrival {
+    method: String,
+    path: String,
+    headers: Vec<(String, String)>,
+    body_len: usize,
+}
+
+impl Arrival {
+    fn header(&self, name: &str) -> Vec<&str> {
+        self.headers
+            .iter()
+            .filter(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+            .collect()
+    }
+}
+
+/// A local HTTP/1.1 server that records every request that reaches it.
+struct Recorder {
+    addr: std::net::SocketAddr,
+    arrivals: Arc<Mutex<Vec<Arrival>>>,
+    accepted: Arc<AtomicUsize>,
+    /// Connections whose client closed them while the server held the reply.
+    closed_while_held: Arc<AtomicUsize>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Recorder {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl Recorder {
+    async fn start(reply: Reply) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let arrivals = Arc::new(Mutex::new(Vec::new()));
+        let accepted = Arc::new(AtomicUsize::new(0));
+        let closed_while_held = Arc::new(AtomicUsize::new(0));
+        let task = {
+            let (arrivals, accepted, closed) = (
+                arrivals.clone(),
+                accepted.clone(),
+                closed_while_held.clone(),
+            );
+            tokio::spawn(async move {
+                loop {
+                    let Ok((stream, _)) = listener.accept().await else {
+                        return;
+                    };
+                    accepted.fetch_add(1, Ordering::SeqCst);
+                    let (arrivals, closed) = (arrivals.clone(), closed.clone());
+                    tokio::spawn(serve(stream, reply, arrivals, closed));
+                }
+            })
+        };
+        Self {
+            addr,
+            arrivals,
+            accepted,
+            closed_while_held,
+            task,
+        }
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr)
+    }
+
+    fn origin(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    fn arrivals(&self) -> Vec<Arrival> {
+        self.arrivals.lock().expect("arrivals").clone()
+    }
+
+    fn accepted(&self) -> usize {
+        self.accepted.load(Ordering::SeqCst)
+    }
+}
+
+async fn serve(
+    mut stream: TcpStream,
+    reply: Reply,
+    arrivals: Arc<Mutex<Vec<Arrival>>>,
+    closed: Arc<AtomicUsize>,
+) {
+    let mut buffer = Vec::new();
+    let mut chunk = [0u8; 8192];
+    let head_end = loop {
+        if let Some(at) = buffer.windows(4).position(|w| w == b"\r\n\r\n") {
+            break at + 4;
+        }
+        match stream.read(&mut chunk).await {
+            Ok(0) | Err(_) => return,
+            Ok(n) => buffer.extend_from_slice(&chunk[..n]),
+        }
+    };
+    let head = String::from_utf8_lossy(&buffer[..head_end]).to_string();
+    let mut lines = head.split("\r\n");
+    let request_line = lines.next().unwrap_or_default();
+    let mut parts = request_line.split(' ');
+    let method = parts.next().unwrap_or_default().to_string();
+    let path = parts.next().unwrap_or_default().to_string();
+    let headers: Vec<(String, String)> = lines
+        .filter_map(|line| line.split_once(':'))
+        .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_string()))
+        .collect();
+    let length: usize = headers
+        .iter()
+        .find(|(k, _)| k == "content-length")
+        .and_then(|(_, v)| v.parse().ok())
+        .unwrap_or(0);
+    let mut body_len = buffer.len() - head_end;
+    while body_len < length {
+        match stream.read(&mut chunk).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => body_len += n,
+        }
+    }
+    arrivals.lock().expect("arrivals").push(Arrival {
+        method,
+        path,
+        headers,
+        body_len,
+    });
+    match reply {
+        Reply::Ok => {
+            let _ = stream
+                .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\nconnection: close\r\n\r\nok")
+                .await;
+        }
+        Reply::Hang => {
+            // Hold the reply; a read of 0 bytes is the client's close.
+            loop {
+                match stream.read(&mut chunk).await {
+                    Ok(0) | Err(_) => {
+                        closed.fetch_add(1, Ordering::SeqCst);
+                        return;
+                    }
+                    Ok(_) => {}
+                }
+            }
+        }
+        Reply::Endless => {
+            let _ = stream
+                .write_all(b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n")
+                .await;
+            let piece = format!("{:x}\r\n{}\r\n", 4096, "y".repeat(4096));
+            while stream.write_all(piece.as_bytes()).await.is_ok() {}
+        }
+    }
+}
+
+fn runtime() -> Runtime {
+    static RUNTIME: std::sync::OnceLock<Runtime> = std::sync::OnceLock::new();
+    RUNTIME
+        .get_or_init(|| {
+            Runtime::new(&EngineConfig {
+                max_guests: 16,
+                memory_bytes: 64 << 20,
+                pooling: true,
+                cache_dir: None,
+            })
+            .expect("engine")
+        })
+        .clone()
+}
+
+/// The `caller` component, compiled once per test binary; each test runs
+/// it as a controller of its own (own limits, own tallies).
+fn caller(name: &str, allow: &[String], http: HttpLimits) -> CompiledController {
+    static COMPILED: std::sync::OnceLock<CompiledController> = std::sync::OnceLock::new();
+    let compiled = COMPILED.get_or_init(|| {
+        runtime()
+            .load(
+                "caller",
+                &guest("caller"),
+                GuestLimits::default(),
+                Vec::new(),
+            )
+            .expect("load caller")
+    });
+    let limits = GuestLimits {
+        http_allow: Arc::new(AllowList::parse(allow).expect("allow list")),
+        http,
+        ..GuestLimits::default()
+    };
+    compiled.as_controller(name, limits)
+}
+
+struct Setup {
+    backends: MemoryBackends,
+    compiled: CompiledController,
+    fence: Fence,
+}
+
+impl Setup {
+    async fn new(lease: &str, allow: &[String], http: HttpLimits) -> Self {
+        let backends = MemoryBackends::new();
+        let compiled = caller(lease, allow, http);
+        let fence = backends.grant(CLUSTER, lease, "host-a").await.fence;
+        Self {
+            backends,
+            compiled,
+            fence,
+        }
+    }
+
+    async fn guest(&self) -> GuestInstance {
+        self.compiled
+            .instantiate(
+                self.fence.clone(),
+                self.backends.store.clone(),
+                Default::default(),
+                self.compiled.revocation(),
+            )
+            .await
+            .expect("instantiate")
+    }
+
+    async fn call(&self, name: &str, call: Value) {
+        self.backends
+            .store
+            .put(CLUSTER, &key("calls", name), &call.to_string(), None)
+            .await
+            .expect("seed call");
+    }
+
+    async fn result(&self, name: &str) -> Value {
+        let object = self
+            .backends
+            .store
+            .get(CLUSTER, &key("results", name))
+            .await
+            .expect("read result")
+            .unwrap_or_else(|| panic!("no result for call {name}"));
+        serde_json::from_str(&object.value).expect("result json")
+    }
+
+    fn count(&self, outcome: Outcome) -> u64 {
+        self.compiled.outbound().get(outcome)
+    }
+}
+
+fn key(kind: &str, name: &str) -> ObjectKey {
+    ObjectKey {
+        kind: kind.into(),
+        name: name.into(),
+    }
+}
+
+fn error_of(result: &Value) -> String {
+    result["error"].as_str().unwrap_or_default().to_string()
+}
+
+#[tokio::test]
+async fn without_http_allow_a_guest_reaches_nothing() {
+    let server = Recorder::start(Reply::Ok).await;
+    let setup = Setup::new("no-allow", &[], HttpLimits::default()).await;
+    let mut guest = setup.guest().await;
+    setup.call("c", json!({"url": server.url("/x")})).await;
+    assert_eq!(
+        guest.reconcile("calls", "c").await.expect("reconcile"),
+        Reconciled::Done
+    );
+    let result = setup.result("c").await;
+    assert!(error_of(&result).starts_with("Denied"), "{result}");
+    // Refused before any connection is opened: nothing ever reached it.
+    assert_eq!(server.accepted(), 0);
+    assert_eq!(setup.count(Outcome::Denied), 1);
+    assert_eq!(setup.count(Outcome::Sent), 0);
+}
+
+#[tokio::test]
+async fn http_allow_admits_only_what_it_lists() {
+    let server = Recorder::start(Reply::Ok).await;
+    let other = Recorder::start(Reply::Ok).await;
+    let allow = vec![format!("{}/allowed/", server.origin())];
+    let setup = Setup::new("allow", &allow, HttpLimits::default()).await;
+    let mut guest = setup.guest().await;
+    for (name, url) in [
+        ("in", server.url("/allowed/x?y=1")),
+        ("path", server.url("/other")),
+        ("escape", server.url("/allowed/../admin")),
+        ("port", other.url("/allowed/x")),
+        (
+            "https",
+            server.url("/allowed/x").replace("http://", "https://"),
+        ),
+    ] {
+        setup.call(name, json!({"url": url})).await;
+        assert_eq!(
+            guest.reconcile("calls", name).await.expect("reconcile"),
+            Reconciled::Done
+        );
+    }
+    let admitted = setup.result("in").await;
+    assert_eq!(admitted["status"], 200, "{admitted}");
+    for name in ["path", "escape", "port", "https"] {
+        let result = setup.result(name).await;
+        assert!(error_of(&result).starts_with("Denied"), "{name}: {result}");
+    }
+    let arrivals = server.arrivals();
+    assert_eq!(arrivals.len(), 1, "{arrivals:?}");
+    assert_eq!(arrivals[0].path, "/allowed/x?y=1");
+    assert_eq!(other.accepted(), 0);
+    assert_eq!(setup.count(Outcome::Denied), 4);
+    assert_eq!(setup.count(Outcome::Sent), 1);
+}
+
+#[tokio::test]
+async fn every_request_carries_the_true_fence_and_the_guest_cannot_forge_it() {
+    let server = Recorder::start(Reply::Ok).await;
+    let setup = Setup::new("fence", &[server.origin()], HttpLimits::default()).await;
+    let mut guest = setup.guest().await;
+    setup
+        .call(
+            "forged",
+            json!({
+                "url": server.url("/hooks"),
+                "headers": [
+                    ["Leasehold-Epoch", "999999"],
+                    ["leasehold-lease", "other/lease"],
+                    ["LEASEHOLD-HOLDER", "mallory"],
+                    ["x-own", "kept"],
+                ],
+            }),
+        )
+        .await;
+    guest.reconcile("calls", "forged").await.expect("reconcile");
+    let arrivals = server.arrivals();
+    assert_eq!(arrivals.len(), 1);
+    let arrival = &arrivals[0];
+    assert_eq!(arrival.method, "POST");
+    let fence = &setup.fence;
+    assert_eq!(
+        arrival.header("leasehold-lease"),
+        [format!("{CLUSTER}/fence")]
+    );
+    assert_eq!(
+        arrival.header("leasehold-epoch"),
+        [fence.epoch.0.to_string()]
+    );
+    assert_eq!(arrival.header("leasehold-holder"), [fence.holder.as_str()]);
+    assert_eq!(arrival.header("x-own"), ["kept"]);
+}
+
+#[tokio::test]
+async fn past_the_renew_deadline_nothing_is_sent_even_before_the_revocation() {
+    let server = Recorder::start(Reply::Ok).await;
+    let setup = Setup::new("late", &[server.origin()], HttpLimits::default()).await;
+    let revocation = setup.compiled.revocation();
+    let mut guest = setup
+        .compiled
+        .instantiate(
+            setup.fence.clone(),
+            setup.backends.store.clone(),
+            Default::default(),
+            revocation.clone(),
+        )
+        .await
+        .expect("instantiate");
+    // The deadline passed, but the owner's timer has not fired (a paused
+    // process, a busy executor): the clock alone refuses.
+    revocation.set_valid_until(Instant::now() - Duration::from_millis(1));
+    assert!(!revocation.is_revoked());
+    setup.call("c", json!({"url": server.url("/x")})).await;
+    let reconciled = guest.reconcile("calls", "c").await.expect("reconcile");
+    assert_eq!(reconciled, Reconciled::Fenced);
+    assert_eq!(server.accepted(), 0);
+    assert_eq!(setup.count(Outcome::RefusedAfterLoss), 1);
+}
+
+#[tokio::test]
+async fn aborting_a_guest_blocked_in_a_call_drops_the_connection_without_waiting() {
+    let server = Recorder::start(Reply::Hang).await;
+    let setup = Setup::new("abort", &[server.origin()], HttpLimits::default()).await;
+    let mut guest = setup.guest().await;
+    let revocation = guest.revocation();
+    setup.call("c", json!({"url": server.url("/slow")})).await;
+    let call = tokio::spawn(async move {
+        let result = guest.reconcile("calls", "c").await;
+        // Keep the instance (its store and resource table) alive: the
+        // connection must close because of the revocation, not because the
+        // store was dropped.
+        (result, guest)
+    });
+    until(TEST_WAIT, "the request to reach the server", || {
+        !server.arrivals().is_empty()
+    })
+    .await;
+    let revoked_at = Instant::now();
+    revocation.revoke();
+    let (result, guest) = within(PROMPT, "the aborted reconcile", call)
+        .await
+        .expect("join");
+    assert!(
+        matches!(result, Err(GuestError::Aborted { .. })),
+        "{result:?}"
+    );
+    let aborted_in = revoked_at.elapsed();
+    until(PROMPT, "the server to see the connection closed", || {
+        server.closed_while_held.load(Ordering::SeqCst) == 1
+    })
+    .await;
+    drop(guest);
+    assert!(aborted_in < PROMPT, "abort took {aborted_in:?}");
+    assert_eq!(setup.count(Outcome::Cancelled), 1);
+}
+
+#[tokio::test]
+async fn a_receiver_that_never_answers_is_a_timeout_and_other_controllers_go_on() {
+    let hanging = Recorder::start(Reply::Hang).await;
+    let healthy = Recorder::start(Reply::Ok).await;
+    let limits = HttpLimits {
+        first_byte_timeout: Duration::from_millis(300),
+        ..HttpLimits::default()
+    };
+    let stuck = Setup::new("stuck", &[hanging.origin()], limits).await;
+    let fine = Setup::new("fine", &[healthy.origin()], HttpLimits::default()).await;
+    let mut stuck_guest = stuck.guest().await;
+    let mut fine_guest = fine.guest().await;
+    stuck.call("c", json!({"url": hanging.url("/never")})).await;
+    fine.call("c", json!({"url": healthy.url("/ok")})).await;
+    let started = Instant::now();
+    let (stuck_result, fine_result) = tokio::join!(
+        stuck_guest.reconcile("calls", "c"),
+        fine_guest.reconcile("calls", "c")
+    );
+    assert_eq!(stuck_result.expect("stuck reconcile"), Reconciled::Done);
+    assert_eq!(fine_result.expect("fine reconcile"), Reconciled::Done);
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+    let result = stuck.result("c").await;
+    assert!(error_of(&result).starts_with("Timeout"), "{result}");
+    assert_eq!(fine.result("c").await["status"], 200);
+    assert_eq!(stuck.count(Outcome::TimedOut), 1);
+}
+
+#[tokio::test]
+async fn an_endless_body_is_cut_at_the_bound() {
+    let server = Recorder::start(Reply::Endless).await;
+    let limits = HttpLimits {
+        response_body_bytes: 64 * 1024,
+        ..HttpLimits::default()
+    };
+    let setup = Setup::new("endless", &[server.origin()], limits).await;
+    let mut guest = setup.guest().await;
+    setup.call("c", json!({"url": server.url("/stream")})).await;
+    let reconciled = within(TEST_WAIT, "the endless body", guest.reconcile("calls", "c"))
+        .await
+        .expect("reconcile");
+    assert_eq!(reconciled, Reconciled::Done);
+    let result = setup.result("c").await;
+    assert!(error_of(&result).starts_with("BodyTooLarge"), "{result}");
+}
+
+#[tokio::test]
+async fn an_oversized_request_body_is_refused() {
+    let server = Recorder::start(Reply::Ok).await;
+    let limits = HttpLimits {
+        request_body_bytes: 1024,
+        ..HttpLimits::default()
+    };
+    let setup = Setup::new("big", &[server.origin()], limits).await;
+    let mut guest = setup.guest().await;
+    setup
+        .call(
+            "c",
+            json!({"url": server.url("/up"), "body_bytes": 64 * 1024}),
+        )
+        .await;
+    guest.reconcile("calls", "c").await.expect("reconcile");
+    let result = setup.result("c").await;
+    assert!(error_of(&result).starts_with("BodyTooLarge"), "{result}");
+    // Whatever part of the body left before the bound, the server never
+    // received a whole request.
+    assert!(
+        server.arrivals().iter().all(|a| a.body_len < 64 * 1024),
+        "{:?}",
+        server.arrivals()
+    );
+}
+
+#[tokio::test]
+async fn requests_per_reconcile_are_bounded_and_the_budget_is_per_call() {
+    let server = Recorder::start(Reply::Ok).await;
+    let limits = HttpLimits {
+        requests_per_reconcile: 5,
+        ..HttpLimits::default()
+    };
+    let setup = Setup::new("loop", &[server.origin()], limits).await;
+    let mut guest = setup.guest().await;
+    setup
+        .call("c", json!({"url": server.url("/n"), "repeat": 8}))
+        .await;
+    guest.reconcile("calls", "c").await.expect("reconcile");
+    let result = setup.result("c").await;
+    assert_eq!(result["ok"], 5, "{result}");
+    assert!(error_of(&result).starts_with("Limit"), "{result}");
+    // The next reconcile has a fresh budget.
+    guest.reconcile("calls", "c").await.expect("reconcile");
+    assert_eq!(setup.result("c").await["ok"], 5);
+    assert_eq!(server.arrivals().len(), 10);
+    assert_eq!(setup.count(Outcome::Limited), 2);
+}
