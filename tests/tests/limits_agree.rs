@@ -23,6 +23,21 @@ fn pairs() -> Vec<(&'static str, u64, u64)> {
     let n = |v: usize| v as u64;
     vec![
         (
+            "MAX_HTTP_REQUESTS_PER_RECONCILE",
+            u64::from(guest::MAX_HTTP_REQUESTS_PER_RECONCILE),
+            u64::from(host::HTTP_OUT_REQUESTS_PER_RECONCILE),
+        ),
+        (
+            "MAX_HTTP_REQUEST_BODY_BYTES",
+            n(guest::MAX_HTTP_REQUEST_BODY_BYTES),
+            host::HTTP_OUT_REQUEST_BODY_BYTES,
+        ),
+        (
+            "MAX_HTTP_RESPONSE_BODY_BYTES",
+            n(guest::MAX_HTTP_RESPONSE_BODY_BYTES),
+            host::HTTP_OUT_RESPONSE_BODY_BYTES,
+        ),
+        (
             "MAX_LABEL_LEN",
             n(guest::MAX_LABEL_LEN),
             n(names::MAX_LABEL_LEN),
