@@ -25,10 +25,12 @@
 //! sleeps are the ones a fault is made of (a pause or partition that must
 //! outlast a ttl) and the random schedule's own clock.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use leasehold_host::authority::postgres::holder_claim::CLAIM_APPLICATION;
 use leasehold_host::testing::TestDatabase;
+use leasehold_receiver::{Receiver, ReceiverConfig};
 use leasehold_tests::faults::checker::{self, Rule};
 use leasehold_tests::faults::rig::{Build, Rig, RigSpec, Timing};
 use leasehold_tests::faults::schedule::{self, FaultKind, Schedule};
@@ -38,6 +40,15 @@ use leasehold_tests::process::eventually;
 use leasehold_tests::proxy::{AtCommit, Mode};
 
 const SCHEDULER: &str = "scheduler";
+
+/// The controller that calls out: the random schedules run it next to the
+/// scheduler, against a fenced receiver.
+const PROVISIONER: &str = "provisioner";
+
+/// How often the random schedules create a bucket for the provisioner: a
+/// steady trickle of outbound requests (one in three with an uncertain
+/// outcome) that adds little load to the scheduler's hosts.
+const BUCKET_EVERY: Duration = Duration::from_millis(250);
 
 fn secs(n: u64) -> Duration {
     Duration::from_secs(n)
@@ -992,14 +1003,22 @@ struct Ran {
 async fn run_schedule(schedule: &Schedule, build: Build) -> Ran {
     let seed = schedule.seed;
     let replay = format!("replay with: {}", seeds::replay_command(seed));
-    let mut rig = Rig::start(RigSpec {
+    // The provisioner calls a fenced receiver in this process; the
+    // checker judges its record with the database's.
+    let receiver = Receiver::start(ReceiverConfig::default().with_test_hooks(true))
+        .await
+        .expect("start the fenced receiver");
+    let endpoint = receiver.url();
+    let spec = RigSpec {
         hosts: schedule.hosts,
         timing: Timing::FAST,
-        controllers: vec![SCHEDULER],
+        controllers: vec![SCHEDULER, PROVISIONER],
         build,
         controller_config: Default::default(),
-    })
-    .await;
+    }
+    .configure(PROVISIONER, &format!("http_allow = [\"{endpoint}\"]"));
+    let mut rig = Rig::start(spec).await;
+    rig.receiver = Some(Arc::new(receiver));
     let nodes: Vec<(String, u64)> = schedule
         .nodes
         .iter()
@@ -1010,14 +1029,17 @@ async fn run_schedule(schedule: &Schedule, build: Build) -> Ran {
     rig.nodes(&nodes).await;
     let (_, first_epoch) = rig.leader(SCHEDULER, secs(30)).await;
     let load = rig.workload("t", ms(80));
+    let buckets = rig.bucket_workload("b", &endpoint, BUCKET_EVERY);
     let struck = schedule::run(schedule, &mut rig).await;
     let created = load.stop().await;
+    buckets.stop().await;
     // Every fault is healed: the cluster must converge.
     rig.wait_healthy().await;
     let limit = Timing::FAST.ttl + STALLED_TRANSACTION + secs(10);
     let converged = tokio::time::timeout(limit, async {
         rig.leader(SCHEDULER, limit).await;
         rig.settled(limit).await;
+        rig.provisioned(limit).await;
     })
     .await;
     assert!(
@@ -1075,7 +1097,9 @@ async fn the_checker_reports_each_broken_guarantee() {
                ('chk', 'nodes', 'n1', 1, '{\"capacity\":1}', pg_temp.t(1), NULL, NULL, NULL),
                ('chk', 'tasks', 'a', 3, '{\"status\":\"assigned\",\"node\":\"n1\"}', pg_temp.t(5), 'scheduler', 1, 'h1'),
                ('chk', 'tasks', 'b', 5, '{\"status\":\"assigned\",\"node\":\"n1\"}', pg_temp.t(11), 'scheduler', 1, 'h1'),
-               ('chk', 'tasks', 'c', 6, '{\"status\":\"pending\"}', pg_temp.t(15), 'scheduler', 2, 'h2');
+               ('chk', 'tasks', 'c', 6, '{\"status\":\"pending\"}', pg_temp.t(15), 'scheduler', 2, 'h2'),
+               ('chk', 'buckets', 'b', 7, '{\"status\":{\"phase\":\"Ready\",\"observed_generation\":9}}', pg_temp.t(16), NULL, NULL, NULL),
+               ('chk', 'buckets', 'ok', 8, '{\"status\":{\"phase\":\"Ready\",\"observed_generation\":1}}', pg_temp.t(16), NULL, NULL, NULL);
              -- b is assigned by epoch 1 after epoch 2's grant; c twice, and
              -- still shows pending; seq 7 is missing.
              INSERT INTO leasehold_events VALUES
@@ -1085,7 +1109,8 @@ async fn the_checker_reports_each_broken_guarantee() {
                ('chk', 4, 4, pg_temp.t(6), 'tasks', 'b', 'Created', '', NULL, NULL, NULL),
                ('chk', 5, 5, pg_temp.t(11), 'tasks', 'b', 'Assigned', 'assigned to node n1 (2 of 1 slots) at epoch 1', 'scheduler', 1, 'h1'),
                ('chk', 6, 6, pg_temp.t(15), 'tasks', 'c', 'Assigned', 'assigned to node n1 (1 of 1 slots) at epoch 2', 'scheduler', 2, 'h2'),
-               ('chk', 8, 6, pg_temp.t(15), 'tasks', 'c', 'Assigned', 'assigned to node n1 (1 of 1 slots) at epoch 2', 'scheduler', 2, 'h2');",
+               ('chk', 8, 6, pg_temp.t(15), 'tasks', 'c', 'Assigned', 'assigned to node n1 (1 of 1 slots) at epoch 2', 'scheduler', 2, 'h2'),
+               ('chk', 9, 7, pg_temp.t(16), 'buckets', 'ok', 'Created', '', NULL, NULL, NULL);",
         )
         .await
         .expect("write the broken record");
@@ -1098,7 +1123,13 @@ async fn the_checker_reports_each_broken_guarantee() {
     // What a fenced receiver recorded: k1 applied twice (#2), epoch 1
     // accepted after epoch 2 (#4), epoch 2 stamped with a holder that did
     // not hold it (#5), an epoch never granted (#6), no fence at all (#7).
-    // Reads (#8) and another cluster's requests (#9) are not judged.
+    // Reads (#8) and another cluster's requests (#9) are not judged. Bucket
+    // b's PUT is applied five times though the API never wrote it, and it
+    // shows Ready at a generation no PUT produced; bucket ok, created once
+    // by the API, is applied once (#10) at the generation it shows.
+    let mut ok = effect(10, Some("chk/scheduler"), Some(2), "h2", "k9", "applied");
+    ok.path = "/buckets/ok".into();
+    ok.generation = Some(1);
     let record = [
         effect(1, Some("chk/scheduler"), Some(1), "h1", "k1", "applied"),
         effect(2, Some("chk/scheduler"), Some(1), "h1", "k1", "applied"),
@@ -1109,8 +1140,9 @@ async fn the_checker_reports_each_broken_guarantee() {
         effect(7, None, None, "h2", "k6", "rejected"),
         effect(8, None, None, "h2", "k7", "read"),
         effect(9, Some("other/scheduler"), Some(9), "h9", "k8", "applied"),
+        ok,
     ];
-    let report = checker::check_with_effects(db.url(), "chk", &acks, &record).await;
+    let report = checker::check_with_effects(db.url(), "chk", &acks, &|| record.to_vec()).await;
     eprintln!("{report}");
     for rule in [
         Rule::Tenures,
@@ -1124,8 +1156,22 @@ async fn the_checker_reports_each_broken_guarantee() {
         Rule::EffectAppliedTwice,
         Rule::StaleEffect,
         Rule::EffectWrongTenure,
+        Rule::EffectRepeated,
+        Rule::UnbackedStatus,
     ] {
         assert!(report.breaks(rule), "{rule:?} was not reported:\n{report}");
+    }
+    for (rule, what) in [
+        (Rule::EffectRepeated, "bucket ok"),
+        (Rule::UnbackedStatus, "bucket ok"),
+    ] {
+        assert!(
+            !report
+                .violations
+                .iter()
+                .any(|v| v.rule == rule && v.detail.contains(what)),
+            "{what} keeps the provisioner's rules, but was reported as {rule:?}:\n{report}"
+        );
     }
     let effect_violations: Vec<String> = report
         .violations
@@ -1149,7 +1195,7 @@ async fn the_checker_reports_each_broken_guarantee() {
             "receiver entry #{seq} was not reported:\n{report}"
         );
     }
-    for seq in [1, 3, 8, 9] {
+    for seq in [1, 3, 8, 9, 10] {
         assert!(
             !about(seq),
             "receiver entry #{seq} was reported, but it keeps every rule:\n{report}"

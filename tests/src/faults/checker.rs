@@ -107,6 +107,14 @@
 //!   `Leasehold-Lease` names a lease of the cluster, and its holder held
 //!   its `Leasehold-Epoch` ([`Rule::EffectWrongTenure`]): the host stamps
 //!   every request with its tenure's fence, whatever the guest set.
+//! - **Provisioner**, with a receiver's record ([`Rule::EffectRepeated`],
+//!   [`Rule::UnbackedStatus`]): a bucket's `PUT` is applied at the receiver
+//!   at most once per API write of its object (each write asks for at most
+//!   one new spec, and every retry or successor of one decision re-sends
+//!   its key, so a second application means a key that was not stable);
+//!   and a bucket shown `Ready` reports a generation the receiver produced
+//!   by applying a `PUT` of that bucket (status is recorded only from the
+//!   cloud's answer).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
@@ -202,6 +210,12 @@ pub enum Rule {
     /// cluster had: a lease never granted, an epoch never granted, a holder
     /// that did not hold that epoch, or no fence at all.
     EffectWrongTenure,
+    /// A bucket's `PUT` was applied at the receiver more often than the API
+    /// wrote its object.
+    EffectRepeated,
+    /// A bucket is shown `Ready` at a generation no applied `PUT` of it
+    /// produced at the receiver.
+    UnbackedStatus,
 }
 
 /// One broken guarantee, with the rows that show it.
@@ -391,22 +405,34 @@ struct GuestWrite<'a> {
 /// module documentation; `acks` are the API writes the test saw
 /// acknowledged.
 pub async fn check(url: &str, cluster: &str, acks: &[Ack]) -> Report {
-    check_with_effects(url, cluster, acks, &[]).await
+    check_with_effects(url, cluster, acks, &Vec::new).await
 }
 
-/// [`check`], and also `record`, what a fenced receiver the cluster's
-/// controllers called recorded (see the module documentation).
+/// [`check`], and also what a fenced receiver the cluster's controllers
+/// called recorded (see the module documentation); `record` reads its
+/// record as it is now.
+///
+/// The record is read twice, because the controllers may still be working
+/// while the checker reads: once before the database, to judge requests
+/// against the tenures (a request of epoch `e` is sent only after grant
+/// `e` committed, so the database read later shows that grant) and to
+/// count applications per API write (each object was written before its
+/// `PUT`); and once after, to back the statuses the database shows (a
+/// status is recorded only after its effect was applied).
 pub async fn check_with_effects(
     url: &str,
     cluster: &str,
     acks: &[Ack],
-    record: &[RecordEntry],
+    record: &dyn Fn() -> Vec<RecordEntry>,
 ) -> Report {
     let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
         .await
         .expect("the checker connects to the test database");
     let connection = tokio::spawn(connection);
-    let report = Checker::load(&client, cluster).await.run(acks, record);
+    let before = record();
+    let checker = Checker::load(&client, cluster).await;
+    let after = record();
+    let report = checker.run(acks, &before, &after);
     drop(client);
     let _ = connection.await;
     report
@@ -557,13 +583,16 @@ impl Checker {
         self.report.violations.push(Violation { rule, detail });
     }
 
-    fn run(mut self, acks: &[Ack], record: &[RecordEntry]) -> Report {
+    fn run(mut self, acks: &[Ack], record: &[RecordEntry], later: &[RecordEntry]) -> Report {
         self.check_tenures();
         self.check_writes();
         self.check_event_log();
         self.check_scheduler();
         self.check_acks(acks);
         self.check_effects(record);
+        if !later.is_empty() {
+            self.check_buckets(record, later);
+        }
         self.report.tenures = self
             .tenures
             .iter()
@@ -1093,6 +1122,79 @@ impl Checker {
                     ),
                 )),
                 Some(_) => {}
+            }
+        }
+        for (rule, detail) in found {
+            self.violation(rule, detail);
+        }
+    }
+}
+
+impl Checker {
+    /// The provisioner's buckets against the receiver's record (see the
+    /// module documentation): `record` was read before the database,
+    /// `later` after it.
+    fn check_buckets(&mut self, record: &[RecordEntry], later: &[RecordEntry]) {
+        let prefix = format!("{}/", self.cluster);
+        // Applied PUTs per bucket: the generations they produced.
+        let applied_puts = |record: &'_ [RecordEntry]| {
+            let mut applied: BTreeMap<String, Vec<(u64, Option<u64>)>> = BTreeMap::new();
+            for e in record {
+                if e.method == "PUT"
+                    && e.lease.as_deref().is_some_and(|l| l.starts_with(&prefix))
+                    && e.outcome == EffectOutcome::Applied
+                    && let Some(name) = e.path.strip_prefix("/buckets/")
+                {
+                    applied
+                        .entry(name.to_string())
+                        .or_default()
+                        .push((e.seq, e.generation));
+                }
+            }
+            applied
+        };
+        let applied = applied_puts(record);
+        let mut api_writes: HashMap<&str, usize> = HashMap::new();
+        for e in &self.events {
+            if e.kind == "buckets" && e.lease.is_none() && e.reason != "Deleted" {
+                *api_writes.entry(e.name.as_str()).or_default() += 1;
+            }
+        }
+        let mut found = Vec::new();
+        for (name, puts) in &applied {
+            let writes = api_writes.get(name.as_str()).copied().unwrap_or(0);
+            if puts.len() > writes {
+                found.push((
+                    Rule::EffectRepeated,
+                    format!(
+                        "bucket {name}: its PUT was applied {} times at the receiver (#{}), but the API wrote the object {writes} time(s)",
+                        puts.len(),
+                        puts.iter()
+                            .map(|(seq, _)| seq.to_string())
+                            .collect::<Vec<_>>()
+                            .join(", #")
+                    ),
+                ));
+            }
+        }
+        let applied = applied_puts(later);
+        for o in self.objects.iter().filter(|o| o.kind == "buckets") {
+            let status = &o.value["status"];
+            if status["phase"] != "Ready" {
+                continue;
+            }
+            let generation = status["observed_generation"].as_u64();
+            let backed = applied
+                .get(o.name.as_str())
+                .is_some_and(|puts| puts.iter().any(|(_, g)| g.is_some() && *g == generation));
+            if !backed {
+                found.push((
+                    Rule::UnbackedStatus,
+                    format!(
+                        "bucket {} (version {}, by {:?} epoch {:?}) shows Ready at generation {generation:?}, but no PUT the receiver applied produced it",
+                        o.name, o.version, o.holder, o.epoch
+                    ),
+                ));
             }
         }
         for (rule, detail) in found {

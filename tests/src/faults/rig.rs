@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use leasehold_host::testing::TestDatabase;
-use leasehold_receiver::RunningReceiver;
+use leasehold_receiver::{Fault, FaultSpec, RunningReceiver};
 use serde_json::{Value, json};
 
 use super::checker::{self, Ack, Acks, Report};
@@ -174,7 +174,7 @@ pub struct Rig {
     pub cluster: String,
     /// The fenced receiver the cluster's controllers call, if the test
     /// runs one: [`Rig::check`] judges its record too.
-    pub receiver: Option<RunningReceiver>,
+    pub receiver: Option<Arc<RunningReceiver>>,
     spec: RigSpec,
     upstream: std::net::SocketAddr,
     dir: TempDir,
@@ -515,6 +515,27 @@ backoff_max = "1s"
         .await;
     }
 
+    /// Wait until the provisioner recorded a status in every bucket
+    /// object: it has caught up.
+    pub async fn provisioned(&self, limit: Duration) {
+        eventually("every bucket's status is recorded", limit, || async {
+            let waiting: i64 = self
+                .sql()
+                .await
+                .query_one(
+                    "SELECT count(*) FROM leasehold_objects
+                          WHERE cluster = $1 AND kind = 'buckets'
+                            AND coalesce(value::jsonb -> 'status', 'null') = 'null'",
+                    &[&self.cluster],
+                )
+                .await
+                .expect("read buckets")
+                .get(0);
+            (waiting == 0).then_some(())
+        })
+        .await;
+    }
+
     /// Terminate every backend of host `i` (its sessions through its
     /// proxy: the pool, the change feed and the release listener);
     /// returns how many.
@@ -542,11 +563,8 @@ backoff_max = "1s"
     /// Run the invariant checker over the cluster, and over the
     /// receiver's record if the rig has one.
     pub async fn check(&self) -> Report {
-        let record = self
-            .receiver
-            .as_ref()
-            .map(RunningReceiver::record)
-            .unwrap_or_default();
+        let receiver = self.receiver.clone();
+        let record = move || receiver.as_ref().map(|r| r.record()).unwrap_or_default();
         checker::check_with_effects(self.db.url(), &self.cluster, &self.acks.all(), &record).await
     }
 
@@ -564,9 +582,64 @@ backoff_max = "1s"
             .iter()
             .map(|&i| self.hosts[i].replica.addr.clone())
             .collect();
-        Workload::start(addrs, self.acks.clone(), prefix.to_string(), every)
+        let next: NextObject = Arc::new(|_, name| json!({ "status": "pending", "id": name }));
+        Workload::start(addrs, self.acks.clone(), "tasks", prefix, every, next)
+    }
+
+    /// A workload creating bucket `{prefix}-{n}` every `every` through the
+    /// hosts in turn, each naming `endpoint` (the provisioner calls it), and
+    /// recording acknowledgements, until stopped. Before every
+    /// [`UNCERTAIN_EVERY`]th bucket it sets a one-shot fault on the rig's
+    /// receiver, alternating a reply lost after the effect
+    /// (`drop_after_apply`) and a slow reply (`delay`), so the provisioner
+    /// keeps retrying effects whose outcome it does not know, and keeps
+    /// requests in flight when faults strike.
+    pub fn bucket_workload(&self, prefix: &str, endpoint: &str, every: Duration) -> Workload {
+        let addrs: Vec<String> = self.hosts.iter().map(|h| h.replica.addr.clone()).collect();
+        let receiver = self.receiver.clone();
+        let endpoint = endpoint.to_string();
+        let next: NextObject = Arc::new(move |n, name| {
+            if let Some(receiver) = &receiver
+                && n % UNCERTAIN_EVERY == UNCERTAIN_EVERY - 1
+            {
+                let fault = if (n / UNCERTAIN_EVERY).is_multiple_of(2) {
+                    Fault::DropAfterApply
+                } else {
+                    Fault::Delay {
+                        delay_ms: SLOW_REPLY.as_millis() as u64,
+                    }
+                };
+                receiver
+                    .set_fault(FaultSpec::once(fault))
+                    .expect("the rig's receiver has its test hooks on");
+            }
+            bucket(name, &endpoint)
+        });
+        Workload::start(addrs, self.acks.clone(), "buckets", prefix, every, next)
     }
 }
+
+/// How often [`Rig::bucket_workload`] makes the next request's outcome
+/// uncertain at the receiver: one bucket in this many.
+pub const UNCERTAIN_EVERY: usize = 3;
+
+/// The slow replies of [`Rig::bucket_workload`]: long enough that a fault
+/// can strike a request in flight, short against the provisioner's
+/// timeouts.
+pub const SLOW_REPLY: Duration = Duration::from_millis(300);
+
+/// The value of bucket object `name`, provisioned at `endpoint` (a base
+/// URL in the provisioner's `http_allow`).
+pub fn bucket(name: &str, endpoint: &str) -> Value {
+    json!({
+        "spec": { "size_gb": 1 + name.len() % 50, "region": "eu-1" },
+        "endpoint": endpoint,
+    })
+}
+
+/// Makes the `n`th object of a workload, named `name`; it may prepare the
+/// world for it first (a receiver fault).
+type NextObject = Arc<dyn Fn(usize, &str) -> Value + Send + Sync>;
 
 impl Drop for Rig {
     fn drop(&mut self) {
@@ -651,7 +724,8 @@ async fn put_any(
     None
 }
 
-/// Tasks created in the background while faults strike.
+/// Objects (tasks, or buckets) created in the background while faults
+/// strike.
 pub struct Workload {
     stop: Arc<AtomicBool>,
     created: Arc<AtomicU64>,
@@ -659,20 +733,28 @@ pub struct Workload {
 }
 
 impl Workload {
-    fn start(addrs: Vec<String>, acks: Acks, prefix: String, every: Duration) -> Self {
+    fn start(
+        addrs: Vec<String>,
+        acks: Acks,
+        kind: &'static str,
+        prefix: &str,
+        every: Duration,
+        next: NextObject,
+    ) -> Self {
         let stop = Arc::new(AtomicBool::new(false));
         let created = Arc::new(AtomicU64::new(0));
         let (task_stop, task_created) = (stop.clone(), created.clone());
+        let prefix = prefix.to_string();
         let task = tokio::spawn(async move {
             let mut names = Vec::new();
             let mut n = 0usize;
             while !task_stop.load(Ordering::SeqCst) {
                 let started = Instant::now();
                 let name = format!("{prefix}-{n:04}");
-                let value = json!({ "status": "pending", "id": name });
+                let value = next(n, &name);
                 // Unacknowledged writes may still have landed; the checker
                 // only holds the acknowledged ones to account.
-                if put_any(&addrs, n, &acks, "tasks", &name, value)
+                if put_any(&addrs, n, &acks, kind, &name, value)
                     .await
                     .is_some()
                 {
@@ -692,22 +774,22 @@ impl Workload {
         }
     }
 
-    /// Tasks acknowledged so far.
+    /// Objects acknowledged so far.
     pub fn acknowledged(&self) -> u64 {
         self.created.load(Ordering::SeqCst)
     }
 
-    /// Wait until at least `n` tasks were acknowledged.
+    /// Wait until at least `n` objects were acknowledged.
     pub async fn wait_acknowledged(&self, n: u64, limit: Duration) {
         eventually(
-            &format!("{n} workload tasks are acknowledged"),
+            &format!("{n} workload objects are acknowledged"),
             limit,
             || async { (self.acknowledged() >= n).then_some(()) },
         )
         .await;
     }
 
-    /// Stop and return the name of every task it tried to create.
+    /// Stop and return the name of every object it tried to create.
     pub async fn stop(self) -> Vec<String> {
         self.stop.store(true, Ordering::SeqCst);
         self.task.await.expect("workload task")

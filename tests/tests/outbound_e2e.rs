@@ -1,0 +1,639 @@
+//! Fenced outbound effects end to end: real `leasehold` processes against
+//! real PostgreSQL run the `provisioner` controller, which creates buckets
+//! in a fenced receiver (`leasehold-receiver`, an external "cloud" API run
+//! in this test process) under its lease.
+//!
+//! - **Uncertain external completion**: the receiver applies a leader's
+//!   `PUT` and the leader never learns it (the receiver drops the
+//!   connection, hangs, or a proxy loses the reply); the leader retries,
+//!   or dies, or loses its lease, and whoever completes the work repeats
+//!   the request with the same idempotency key. The effect is applied
+//!   exactly once (one `applied`, then `replayed`), and the bucket's
+//!   status is recorded by the tenure that learned the outcome.
+//! - **Stale leader**: a leader paused past its ttl (SIGSTOP) sends nothing
+//!   after it resumes, and nothing of its epoch reaches the receiver after
+//!   its successor's first request; a leader cut off from the database but
+//!   not from the receiver stops calling out by its renew deadline, by the
+//!   receiver's own clock.
+//!
+//! Each test also runs the fault suite's invariant checker over the
+//! database and the receiver's record (`Rig::check`).
+//!
+//! The fenced-receiver rule these tests rely on: a receiver keeps the
+//! highest epoch it has accepted per lease and refuses a lower one with
+//! 409, and deduplicates by `Idempotency-Key` (a repeated key returns the
+//! stored result without applying the effect again).
+//!
+//! Ordering comes from observable state (lease rows, a host's `/metrics`,
+//! the receiver's record, the proxy's strike channel); the only sleeps are
+//! the ones a fault is made of and the workload's pacing.
+
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use leasehold_receiver::{Fault, FaultSpec, Outcome, Receiver, ReceiverConfig, RecordEntry};
+use leasehold_tests::faults::rig::{Rig, RigSpec, Timing, bucket};
+use leasehold_tests::process::eventually;
+use leasehold_tests::proxy::{AtCommit, FaultProxy, Mode};
+use serde_json::Value;
+
+const PROVISIONER: &str = "provisioner";
+
+/// Slack for a debug build on a busy two-core machine.
+const SLACK: Duration = Duration::from_millis(1500);
+
+/// How late, after its renew deadline, a request of a leader cut off from
+/// the database may still reach the receiver: one admitted just before the
+/// deadline is still being connected and written (loopback, a few
+/// milliseconds on an idle machine; a debug build on two busy cores can
+/// be descheduled for longer).
+const SEND_MARGIN: Duration = Duration::from_millis(300);
+
+/// The tests of this file run one at a time: each starts several debug
+/// builds of the host, and their timing assertions must not measure
+/// another test's load.
+static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+fn secs(n: u64) -> Duration {
+    Duration::from_secs(n)
+}
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+/// Microseconds since the Unix epoch, the receiver's clock (the same
+/// machine's).
+fn micros(at: SystemTime) -> i64 {
+    at.duration_since(UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_micros()).unwrap_or(i64::MAX))
+}
+
+/// A rig of `hosts` hosts running the provisioner, allowed to reach
+/// `allow` (base URLs), with a fenced receiver (test hooks on) attached.
+async fn start(
+    hosts: usize,
+    allow: &[String],
+    receiver: leasehold_receiver::RunningReceiver,
+) -> Rig {
+    let list = allow
+        .iter()
+        .map(|url| format!("\"{url}\""))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let spec = RigSpec {
+        hosts,
+        timing: Timing::SCENARIO,
+        controllers: vec![PROVISIONER],
+        ..RigSpec::scheduler(hosts)
+    }
+    .configure(PROVISIONER, &format!("http_allow = [{list}]"));
+    let mut rig = Rig::start(spec).await;
+    rig.receiver = Some(std::sync::Arc::new(receiver));
+    rig
+}
+
+async fn receiver() -> leasehold_receiver::RunningReceiver {
+    Receiver::start(ReceiverConfig::default().with_test_hooks(true))
+        .await
+        .expect("start the fenced receiver")
+}
+
+fn the_receiver(rig: &Rig) -> &leasehold_receiver::RunningReceiver {
+    rig.receiver.as_ref().expect("the rig has a receiver")
+}
+
+/// Create bucket object `name` through host `first` (or the next that
+/// answers), acknowledged.
+async fn create_bucket(rig: &Rig, first: usize, name: &str, endpoint: &str) {
+    rig.create(first, "buckets", name, bucket(name, endpoint))
+        .await
+        .unwrap_or_else(|| panic!("no host acknowledged bucket {name}"));
+}
+
+/// The receiver's mutations (every request but reads) of bucket `name`,
+/// in decision order.
+fn mutations(rig: &Rig, name: &str) -> Vec<RecordEntry> {
+    let path = format!("/buckets/{name}");
+    the_receiver(rig)
+        .record()
+        .into_iter()
+        .filter(|e| e.path == path && e.outcome != Outcome::Read)
+        .collect()
+}
+
+/// One line per entry, for assertion messages.
+fn show(entries: &[RecordEntry]) -> String {
+    entries
+        .iter()
+        .map(|e| {
+            format!(
+                "#{} {} {} {} epoch {:?} holder {:?} key {:?}{}",
+                e.seq,
+                e.method,
+                e.path,
+                e.outcome,
+                e.epoch,
+                e.holder,
+                e.idempotency_key,
+                e.fault
+                    .as_deref()
+                    .map(|f| format!(" fault {f}"))
+                    .unwrap_or_default()
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The bucket object as stored: its value and the fence stamped on its
+/// last write (lease, epoch, holder; all `None` for an API write).
+#[derive(Debug)]
+struct Stored {
+    value: Value,
+    epoch: Option<i64>,
+    holder: Option<String>,
+}
+
+async fn stored(rig: &Rig, name: &str) -> Option<Stored> {
+    let row = rig
+        .sql()
+        .await
+        .query_opt(
+            "SELECT value, epoch, holder FROM leasehold_objects
+              WHERE cluster = $1 AND kind = 'buckets' AND name = $2",
+            &[&rig.cluster, &name],
+        )
+        .await
+        .expect("read a bucket object")?;
+    Some(Stored {
+        value: serde_json::from_str(row.get::<_, &str>(0)).unwrap_or(Value::Null),
+        epoch: row.get(1),
+        holder: row.get(2),
+    })
+}
+
+/// Wait until the provisioner recorded a status for bucket `name`.
+async fn wait_status(rig: &Rig, name: &str, limit: Duration) -> Stored {
+    eventually(
+        &format!("the provisioner records bucket {name}'s status"),
+        limit,
+        || async {
+            let s = stored(rig, name).await?;
+            status_recorded(&s.value).then_some(s)
+        },
+    )
+    .await
+}
+
+/// Whether the provisioner recorded the bucket as applied (phase
+/// `Ready`) in its value.
+fn status_recorded(value: &Value) -> bool {
+    value["status"]["phase"] == "Ready"
+}
+
+/// Wait until the receiver has decided a request of bucket `name` that
+/// `pick` accepts; returns it.
+async fn wait_arrival(
+    rig: &Rig,
+    name: &str,
+    what: &str,
+    limit: Duration,
+    pick: impl Fn(&RecordEntry) -> bool,
+) -> RecordEntry {
+    eventually(what, limit, || async {
+        mutations(rig, name).into_iter().find(|e| pick(e))
+    })
+    .await
+}
+
+/// Wait until host `i` says it does not lead the provisioner.
+async fn wait_not_leading(rig: &Rig, i: usize, limit: Duration) {
+    eventually(
+        &format!("{} stops leading the provisioner", rig.hosts[i].holder),
+        limit,
+        || async { (!rig.hosts[i].replica.leads(PROVISIONER).await?).then_some(()) },
+    )
+    .await;
+}
+
+/// The receiver's record for one bucket shows the effect applied exactly
+/// once, by `first` at `epoch`, and then only replays, the last of them by
+/// `last` at `last_epoch`; every request used one idempotency key.
+fn applied_once_then_replayed(
+    entries: &[RecordEntry],
+    (first, epoch): (&str, i64),
+    (last, last_epoch): (&str, i64),
+    context: &str,
+) {
+    let shown = show(entries);
+    let applied: Vec<&RecordEntry> = entries
+        .iter()
+        .filter(|e| e.outcome == Outcome::Applied)
+        .collect();
+    assert_eq!(
+        applied.len(),
+        1,
+        "{context}: the effect must be applied exactly once:\n{shown}"
+    );
+    let applied = applied[0];
+    assert_eq!(
+        (applied.epoch, applied.holder.as_deref()),
+        (Some(epoch as u64), Some(first)),
+        "{context}: the first tenure's request applied it:\n{shown}"
+    );
+    assert!(
+        entries
+            .iter()
+            .all(|e| e.idempotency_key == applied.idempotency_key && e.idempotency_key.is_some()),
+        "{context}: every attempt carries the same idempotency key:\n{shown}"
+    );
+    assert!(
+        entries
+            .iter()
+            .all(|e| matches!(e.outcome, Outcome::Applied | Outcome::Replayed)),
+        "{context}: every attempt is accepted (applied once, then replayed):\n{shown}"
+    );
+    let last_entry = entries.last().expect("at least one entry");
+    assert_eq!(
+        (
+            last_entry.outcome,
+            last_entry.epoch,
+            last_entry.holder.as_deref()
+        ),
+        (Outcome::Replayed, Some(last_epoch as u64), Some(last)),
+        "{context}: the tenure that completed the work got the stored result:\n{shown}"
+    );
+}
+
+/// Run the checker over the database and the receiver's record; panics on
+/// any violation.
+async fn clean(rig: &Rig, context: &str) {
+    let report = rig.check().await;
+    eprintln!("{context}: {report}");
+    report.assert_clean(context);
+}
+
+// 1. Uncertain external completion: the receiver applies and the answer
+// never arrives.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_effect_whose_answer_is_lost_is_applied_exactly_once() {
+    let _serial = ONE_AT_A_TIME.lock().await;
+    let cloud = receiver().await;
+    let endpoint = cloud.url();
+    let mut rig = start(2, std::slice::from_ref(&endpoint), cloud).await;
+    let (a, epoch) = rig.leader(PROVISIONER, secs(30)).await;
+    let b = 1 - a;
+    let (holder_a, holder_b) = (rig.hosts[a].holder.clone(), rig.hosts[b].holder.clone());
+    create_bucket(&rig, b, "warm-up", &endpoint).await;
+    wait_status(&rig, "warm-up", secs(20)).await;
+
+    // a) The receiver applies the PUT and closes the connection without
+    // answering: the leader sees a connection error, retries with the same
+    // key, and gets the stored result.
+    the_receiver(&rig)
+        .set_fault(FaultSpec::once(Fault::DropAfterApply))
+        .expect("set a fault");
+    create_bucket(&rig, b, "dropped", &endpoint).await;
+    let done = wait_status(&rig, "dropped", secs(20)).await;
+    let entries = mutations(&rig, "dropped");
+    eprintln!("dropped after apply:\n{}", show(&entries));
+    assert_eq!(
+        entries.first().and_then(|e| e.fault.as_deref()),
+        Some("drop_after_apply"),
+        "the first attempt met the fault:\n{}",
+        show(&entries)
+    );
+    applied_once_then_replayed(
+        &entries,
+        (&holder_a, epoch),
+        (&holder_a, epoch),
+        "dropped after apply",
+    );
+    assert_eq!(
+        (done.epoch, done.holder.as_deref()),
+        (Some(epoch), Some(holder_a.as_str())),
+        "the leader records the status: {done:?}"
+    );
+
+    // b) The receiver applies the PUT and never answers; the leader dies
+    // waiting. Its successor repeats the request with the same key.
+    the_receiver(&rig)
+        .set_fault(FaultSpec::once(Fault::Hang))
+        .expect("set a fault");
+    create_bucket(&rig, b, "hung", &endpoint).await;
+    let applied = wait_arrival(
+        &rig,
+        "hung",
+        "the leader's PUT of bucket hung is applied",
+        secs(20),
+        |e| e.outcome == Outcome::Applied,
+    )
+    .await;
+    let killed = Instant::now();
+    rig.hosts[a].replica.kill().await;
+    assert_eq!(applied.fault.as_deref(), Some("hang"), "{applied:?}");
+    let before = stored(&rig, "hung").await.expect("bucket hung");
+    assert!(
+        !status_recorded(&before.value),
+        "the leader recorded a status it cannot have learned: {before:?}"
+    );
+    let (next, next_epoch) = rig
+        .leader_after(PROVISIONER, epoch, rig.timing().ttl + SLACK * 2)
+        .await;
+    assert_eq!((next, next_epoch), (b, epoch + 1));
+    let done = wait_status(&rig, "hung", secs(20)).await;
+    eprintln!(
+        "hung: the successor recorded the status {:?} after the leader was killed",
+        killed.elapsed()
+    );
+    let entries = mutations(&rig, "hung");
+    eprintln!("hung, leader killed:\n{}", show(&entries));
+    applied_once_then_replayed(
+        &entries,
+        (&holder_a, epoch),
+        (&holder_b, epoch + 1),
+        "leader killed with its effect applied",
+    );
+    assert_eq!(
+        (done.epoch, done.holder.as_deref()),
+        (Some(epoch + 1), Some(holder_b.as_str())),
+        "the successor records the status: {done:?}"
+    );
+    // Applied once at the receiver: one generation.
+    let bucket = the_receiver(&rig)
+        .bucket("hung")
+        .expect("bucket hung exists");
+    assert_eq!(bucket.generation, 1, "{bucket:?}");
+    clean(&rig, "uncertain completion at the receiver").await;
+}
+
+// 1b. Uncertain external completion: the reply is lost in the network,
+// and the leader loses its lease while it waits.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reply_lost_in_the_network_then_a_lost_lease_applies_the_effect_exactly_once() {
+    let _serial = ONE_AT_A_TIME.lock().await;
+    let cloud = receiver().await;
+    let proxy = FaultProxy::start_opaque(cloud.local_addr()).await;
+    // Every host reaches the receiver through the proxy: the objects name
+    // it as their endpoint.
+    let endpoint = proxy.http_url();
+    let rig = start(2, std::slice::from_ref(&endpoint), cloud).await;
+    let (a, epoch) = rig.leader(PROVISIONER, secs(30)).await;
+    let b = 1 - a;
+    let (holder_a, holder_b) = (rig.hosts[a].holder.clone(), rig.hosts[b].holder.clone());
+    create_bucket(&rig, b, "warm-up", &endpoint).await;
+    wait_status(&rig, "warm-up", secs(20)).await;
+
+    let struck = proxy.arm_carrying(AtCommit::LoseReply, b"PUT /buckets/lost-reply");
+    create_bucket(&rig, b, "lost-reply", &endpoint).await;
+    tokio::time::timeout(secs(20), struck)
+        .await
+        .expect("the leader sends the PUT")
+        .expect("strike reported");
+    // The leader is cut off from the database (not from the receiver)
+    // while it waits for the reply: it loses the lease by its renew
+    // deadline, which drops the request in flight.
+    rig.hosts[a].proxy.set(Mode::Blackhole);
+    let partitioned = Instant::now();
+    wait_arrival(
+        &rig,
+        "lost-reply",
+        "the receiver applies the PUT whose reply is lost",
+        secs(10),
+        |e| e.outcome == Outcome::Applied,
+    )
+    .await;
+    let timing = rig.timing();
+    wait_not_leading(&rig, a, timing.renew_deadline + SLACK * 2).await;
+    eprintln!(
+        "lost reply: the leader stopped leading {:?} after the partition",
+        partitioned.elapsed()
+    );
+    let (next, next_epoch) = rig
+        .leader_after(PROVISIONER, epoch, timing.ttl + SLACK * 2)
+        .await;
+    assert_eq!((next, next_epoch), (b, epoch + 1));
+    let done = wait_status(&rig, "lost-reply", secs(20)).await;
+    rig.hosts[a].proxy.set(Mode::Pass);
+
+    let entries = mutations(&rig, "lost-reply");
+    eprintln!("reply lost, lease lost:\n{}", show(&entries));
+    applied_once_then_replayed(
+        &entries,
+        (&holder_a, epoch),
+        (&holder_b, epoch + 1),
+        "reply lost, then the lease",
+    );
+    assert_eq!(
+        (done.epoch, done.holder.as_deref()),
+        (Some(epoch + 1), Some(holder_b.as_str())),
+        "the successor records the status: {done:?}"
+    );
+    clean(&rig, "reply lost in the network").await;
+}
+
+/// Buckets created in the background, one every `every`, through host
+/// `via`'s API, until stopped; returns how many were acknowledged.
+struct Buckets {
+    stop: tokio::sync::watch::Sender<bool>,
+    task: tokio::task::JoinHandle<usize>,
+}
+
+impl Buckets {
+    fn start(rig: &Rig, via: usize, prefix: &str, endpoint: &str, every: Duration) -> Self {
+        let addr = rig.hosts[via].replica.addr.clone();
+        let acks = rig.acks.clone();
+        let (stop, mut stopped) = tokio::sync::watch::channel(false);
+        let (prefix, endpoint) = (prefix.to_string(), endpoint.to_string());
+        let task = tokio::spawn(async move {
+            let mut n = 0usize;
+            let mut acknowledged = 0usize;
+            while !*stopped.borrow_and_update() {
+                let name = format!("{prefix}-{n:04}");
+                let value = bucket(&name, &endpoint);
+                let path = format!("/v1/objects/buckets/{name}");
+                let body = value.to_string();
+                if let Ok(r) = leasehold_tests::http::request_within(
+                    secs(2),
+                    &addr,
+                    "PUT",
+                    &path,
+                    &[("If-None-Match", "*")],
+                    Some(&body),
+                )
+                .await
+                    && r.status == 201
+                {
+                    let version = serde_json::from_str::<Value>(&r.body)
+                        .ok()
+                        .and_then(|v| v["version"].as_u64())
+                        .expect("an acknowledged write names its version");
+                    acks.record(leasehold_tests::faults::checker::Ack {
+                        kind: "buckets".into(),
+                        name,
+                        version,
+                        value,
+                    });
+                    acknowledged += 1;
+                }
+                n += 1;
+                // Pacing, not ordering.
+                let _ = tokio::time::timeout(every, stopped.changed()).await;
+            }
+            acknowledged
+        });
+        Self { stop, task }
+    }
+
+    async fn stop(self) -> usize {
+        self.stop.send_replace(true);
+        self.task.await.expect("bucket workload")
+    }
+}
+
+/// The receiver's fenced requests (reads excluded) of epoch `epoch` of the
+/// provisioner's lease.
+fn of_epoch(rig: &Rig, epoch: i64) -> Vec<RecordEntry> {
+    let lease = format!("{}/{PROVISIONER}", rig.cluster);
+    the_receiver(rig)
+        .record()
+        .into_iter()
+        .filter(|e| {
+            e.outcome != Outcome::Read
+                && e.lease.as_deref() == Some(lease.as_str())
+                && e.epoch == Some(epoch as u64)
+        })
+        .collect()
+}
+
+// 2a. Stale leader: paused past its ttl while calling out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paused_leader_sends_nothing_once_it_resumes() {
+    let _serial = ONE_AT_A_TIME.lock().await;
+    let cloud = receiver().await;
+    let endpoint = cloud.url();
+    let rig = start(2, std::slice::from_ref(&endpoint), cloud).await;
+    let (a, epoch) = rig.leader(PROVISIONER, secs(30)).await;
+    let b = 1 - a;
+    // A steady stream of buckets through the standby's API: the leader
+    // calls out for each, and keeps finding new ones while it is paused.
+    let load = Buckets::start(&rig, b, "b", &endpoint, ms(100));
+    eventually("the leader calls out steadily", secs(20), || async {
+        (of_epoch(&rig, epoch).len() >= 5).then_some(())
+    })
+    .await;
+
+    rig.hosts[a].replica.signal("STOP");
+    let (next, next_epoch) = rig
+        .leader_after(PROVISIONER, epoch, rig.timing().ttl + SLACK * 2)
+        .await;
+    assert_eq!((next, next_epoch), (b, epoch + 1));
+    eventually("the successor calls out", secs(20), || async {
+        (of_epoch(&rig, epoch + 1).len() >= 3).then_some(())
+    })
+    .await;
+    let resumed = SystemTime::now();
+    rig.hosts[a].replica.signal("CONT");
+    wait_not_leading(&rig, a, secs(10)).await;
+    // The resumed host had new buckets to act on; give it the time to
+    // (wrongly) do so while the successor keeps working.
+    let seen = of_epoch(&rig, epoch + 1).len();
+    eventually(
+        "the successor calls out after the resume",
+        secs(20),
+        || async { (of_epoch(&rig, epoch + 1).len() >= seen + 5).then_some(()) },
+    )
+    .await;
+    let created = load.stop().await;
+
+    let old = of_epoch(&rig, epoch);
+    let late: Vec<RecordEntry> = old
+        .iter()
+        .filter(|e| e.arrived_at.timestamp_micros() >= micros(resumed))
+        .cloned()
+        .collect();
+    assert!(
+        late.is_empty(),
+        "the resumed leader sent requests with its old epoch {epoch} after SIGCONT:\n{}",
+        show(&late)
+    );
+    let first_new = of_epoch(&rig, epoch + 1)
+        .first()
+        .map(|e| e.seq)
+        .expect("the successor called out");
+    let after: Vec<RecordEntry> = old.into_iter().filter(|e| e.seq > first_new).collect();
+    assert!(
+        after.is_empty(),
+        "requests of epoch {epoch} reached the receiver after the successor's first (#{first_new}):\n{}",
+        show(&after)
+    );
+    eprintln!(
+        "paused leader: {created} buckets created, {} requests of epoch {epoch}, {} of epoch {}",
+        of_epoch(&rig, epoch).len(),
+        of_epoch(&rig, epoch + 1).len(),
+        epoch + 1
+    );
+    clean(&rig, "paused leader").await;
+}
+
+// 2b. Stale leader: cut off from the database, not from the receiver.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_cut_off_from_the_database_stops_calling_out_by_its_renew_deadline() {
+    let _serial = ONE_AT_A_TIME.lock().await;
+    let cloud = receiver().await;
+    let endpoint = cloud.url();
+    let rig = start(2, std::slice::from_ref(&endpoint), cloud).await;
+    let (a, epoch) = rig.leader(PROVISIONER, secs(30)).await;
+    let b = 1 - a;
+    // A partitioned host sees no new objects, so what keeps it calling out
+    // is retrying: every answer is lost after the receiver decided it, and
+    // the provisioner retries each bucket with backoff.
+    the_receiver(&rig)
+        .set_fault(FaultSpec::times(
+            Fault::DropAfterApply,
+            leasehold_receiver::MAX_FAULT_REQUESTS,
+        ))
+        .expect("set a fault");
+    for n in 0..5 {
+        create_bucket(&rig, b, &format!("retried-{n}"), &endpoint).await;
+    }
+    eventually("the leader retries steadily", secs(20), || async {
+        (of_epoch(&rig, epoch).len() >= 15).then_some(())
+    })
+    .await;
+
+    let partitioned = SystemTime::now();
+    rig.hosts[a].proxy.set(Mode::Blackhole);
+    let timing = rig.timing();
+    wait_not_leading(&rig, a, timing.renew_deadline + SLACK * 2).await;
+    let (next, next_epoch) = rig
+        .leader_after(PROVISIONER, epoch, timing.ttl + SLACK * 2)
+        .await;
+    assert_eq!((next, next_epoch), (b, epoch + 1));
+    let seen = of_epoch(&rig, epoch + 1).len();
+    eventually("the successor retries too", secs(20), || async {
+        (of_epoch(&rig, epoch + 1).len() >= seen + 5).then_some(())
+    })
+    .await;
+    rig.hosts[a].proxy.set(Mode::Pass);
+    the_receiver(&rig).clear_fault().expect("clear the fault");
+
+    let old = of_epoch(&rig, epoch);
+    let last = old.last().expect("the leader called out");
+    let bound = micros(partitioned)
+        + i64::try_from((timing.renew_deadline + SEND_MARGIN).as_micros()).unwrap_or(i64::MAX);
+    let last_at = last.arrived_at.timestamp_micros();
+    eprintln!(
+        "partitioned leader: its last request arrived {} ms after the partition (renew deadline {:?}); {} requests of epoch {epoch}",
+        (last_at - micros(partitioned)) / 1000,
+        timing.renew_deadline,
+        old.len()
+    );
+    assert!(
+        last_at <= bound,
+        "the leader cut off from the database kept calling out past its renew deadline ({:?} + {SEND_MARGIN:?} after the partition):\n{}",
+        timing.renew_deadline,
+        show(&old[old.len().saturating_sub(5)..])
+    );
+    clean(&rig, "partitioned leader").await;
+}
