@@ -62,6 +62,8 @@
 //! The record and all state are in memory and grow with every request:
 //! this is a test and demo service.
 
+#![warn(missing_docs)]
+
 mod check;
 mod faults;
 mod record;

@@ -83,6 +83,8 @@
 //! cloud behind the provisioner's back is not corrected. Changing
 //! `endpoint` alone does not move a bucket.
 
+#![warn(missing_docs)]
+
 use std::time::Duration;
 
 use leasehold_guest::http::{HttpError, IdempotencyKey, Request, Response};
