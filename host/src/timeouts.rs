@@ -279,6 +279,12 @@ pub const READINESS_PROBE_TIMEOUT: Duration = Duration::from_secs(1);
 /// many pollers) costs at most one database round trip per interval.
 pub const READINESS_PROBE_MAX_AGE: Duration = Duration::from_secs(1);
 
+// An outbound request that never answers fails before the reconcile's own
+// deadline, so the guest sees a typed timeout rather than being torn down.
+const _: () = assert!(
+    HTTP_OUT_CONNECT.as_nanos() + HTTP_OUT_FIRST_BYTE.as_nanos() < RECONCILE_DEADLINE.as_nanos()
+);
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -322,9 +328,3 @@ mod tests {
         assert!(!timing_keeps_floors(ms(1000), ms(150), ms(800)));
     }
 }
-
-// An outbound request that never answers fails before the reconcile's own
-// deadline, so the guest sees a typed timeout rather than being torn down.
-const _: () = assert!(
-    HTTP_OUT_CONNECT.as_nanos() + HTTP_OUT_FIRST_BYTE.as_nanos() < RECONCILE_DEADLINE.as_nanos()
-);

@@ -901,30 +901,22 @@ fn every_bad_http_allow_entry_is_reported_on_its_line() {
     assert_has(
         &p,
         Some(8),
-        "controller \"scheduler\": http_allow[0]: \"api.example.com\" has no scheme",
+        "controller \"scheduler\": http_allow[0]: no scheme",
     );
     assert_has(
         &p,
         Some(10),
-        "http_allow[2]: \"ftp://files.example.com\" has scheme",
+        "http_allow[2]: a scheme other than http or https",
     );
-    assert_has(&p, Some(11), "http_allow[3]: \"http://\" is not a URL");
-    assert_has(
-        &p,
-        Some(12),
-        "http_allow[4]: \"http://x/a/../b\" has a `.` or `..` path segment",
-    );
+    assert_has(&p, Some(11), "http_allow[3]: not a URL");
+    assert_has(&p, Some(12), "http_allow[4]: a `.` or `..` path segment");
     assert_eq!(p.len(), 4, "{p:#?}");
 
     // A controller whose name is unusable is named by its index.
     let text = "cluster = \"demo\"\n[[controllers]]\nname = \"Bad Name\"\n\
                 component = \"scheduler.wasm\"\nhttp_allow = [\"nope\"]\n";
     let p = problems(s.parse(text).unwrap_err());
-    assert_has(
-        &p,
-        Some(5),
-        "controllers[0]: http_allow[0]: \"nope\" has no scheme",
-    );
+    assert_has(&p, Some(5), "controllers[0]: http_allow[0]: no scheme");
 }
 
 #[test]
@@ -937,18 +929,18 @@ fn http_allow_errors_never_show_a_credential() {
             format!("https://bob:{SECRET}@api.example.com"),
             "user information",
         ),
-        (format!("bob:{SECRET}@api.example.com"), "has no scheme"),
+        (format!("bob:{SECRET}@api.example.com"), "no scheme"),
         (
             format!("ftp://bob:{SECRET}@files.example.com"),
-            "has scheme",
+            "other than http or https",
         ),
-        (format!("http://bob:{SECRET}@"), "the entry"),
+        (format!("http://bob:{SECRET}@"), "not a URL"),
         (format!("https://api.example.com/?token={SECRET}"), "query"),
         (
             format!("https://api.example.com/#{SECRET}"),
             "query or fragment",
         ),
-        (format!("api.example.com/?key={SECRET}"), "has no scheme"),
+        (format!("api.example.com/?key={SECRET}"), "no scheme"),
     ] {
         let text = format!("{ONE}http_allow = [\"{entry}\"]\n");
         let error = s.parse(&text).unwrap_err();
