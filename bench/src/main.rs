@@ -27,6 +27,7 @@ mod http;
 mod instantiate;
 mod lease_scale;
 mod memory;
+mod outbound;
 mod process;
 mod proxy;
 mod report;
@@ -82,6 +83,11 @@ const PARTS: &[(&str, PartFn, &str)] = &[
         "fencing",
         fencing::run,
         "fenced vs unfenced commit throughput (PostgreSQL)",
+    ),
+    (
+        "outbound",
+        outbound::run,
+        "guest HTTP call vs native, refusal after loss, abort while blocked in a call",
     ),
     (
         "lease-scale",
