@@ -18,7 +18,13 @@
 //! - seeded random fault schedules over three hosts: a fixed list of
 //!   seeds, then fresh ones, each printed with its replay command
 //!   (`LEASEHOLD_FAULT_SCHEDULES`, default 20, sets the total;
-//!   `LEASEHOLD_FAULT_SEED` replays one schedule).
+//!   `LEASEHOLD_FAULT_SEED` replays one schedule). The hosts run the
+//!   scheduler and the provisioner, which calls a fenced receiver in this
+//!   process (a bucket every 250 ms, one in three with a lost or slow
+//!   answer); the checker judges the receiver's record with the
+//!   database's: no effect applied twice, no stale epoch accepted, every
+//!   request's fence granted, and every bucket shown `Ready` backed by an
+//!   applied `PUT`.
 //!
 //! Ordering comes from observable state (lease rows, a host's own
 //! `/metrics` and `/readyz`) and from the proxy's strike channel; the only

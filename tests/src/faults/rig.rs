@@ -2,7 +2,11 @@
 //! several real `leasehold` processes, each reaching PostgreSQL through
 //! its own [`FaultProxy`] (so the test can partition, slow down, reset or
 //! terminate exactly one host's sessions), plus the API writes the test
-//! saw acknowledged, for the [checker](super::checker).
+//! saw acknowledged, for the [checker](super::checker). A rig may also
+//! hold the fenced receiver (`leasehold-receiver`, in this process) its
+//! controllers call out to ([`Rig::receiver`]); the checker then judges
+//! the receiver's record too. Controllers get extra config lines (their
+//! `http_allow`) through [`RigSpec::configure`].
 //!
 //! Everything the rig waits on is observable state of another process —
 //! the lease row in the database, a host's own `/metrics` — polled with

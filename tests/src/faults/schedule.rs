@@ -37,8 +37,9 @@ use crate::proxy::{AtCommit, Mode};
 /// leave two candidates, few enough for two busy cores.
 pub const HOSTS: usize = 3;
 
-/// The lease every random schedule watches: the rig's hosts run only the
-/// example scheduler.
+/// The lease every random schedule watches (faults aimed at "the leader"
+/// strike its holder): the example scheduler's. The rig's hosts also run
+/// the provisioner, whose lease moves with the faults but is not aimed at.
 pub const LEASE: &str = "scheduler";
 
 /// Quiet time after the last fault heals, inside the fault phase.
