@@ -14,7 +14,10 @@
 //!   after it resumes, and nothing of its epoch reaches the receiver after
 //!   its successor's first request; a leader cut off from the database but
 //!   not from the receiver stops calling out by its renew deadline, by the
-//!   receiver's own clock.
+//!   receiver's own clock. Besides the provisioner, these run the `caller`
+//!   test fixture, which sends a long series of requests inside one
+//!   reconcile without touching the store: a guest that is mid-call when
+//!   its host resumes or is cut off, which only the host can stop.
 //!
 //! Each test also runs the fault suite's invariant checker over the
 //! database and the receiver's record (`Rig::check`).
