@@ -555,6 +555,14 @@ impl GuestInstance {
             }
         };
         self.store.data_mut().deadline = None;
+        // A guest can finish in the same poll as the revocation (e.g. it got
+        // the error of its cancelled outbound request and returned): the
+        // tenure is over either way, so the call reports the abort, not
+        // whatever the guest made of it.
+        let outcome = match outcome {
+            Ok(_) if revocation.is_revoked() => Err(Interrupt::Revoked.into()),
+            other => other,
+        };
         outcome.map_err(|error| {
             self.poisoned = true;
             self.classify(error)
