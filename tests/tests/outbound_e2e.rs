@@ -732,3 +732,38 @@ async fn a_leader_cut_off_from_the_database_stops_calling_out_by_its_renew_deadl
     the_receiver(&rig).clear_fault().expect("clear the fault");
     clean(&rig, "partitioned leader").await;
 }
+
+// 3. The history: each tenure counts the requests its guests sent, as the
+// receiver saw them arrive, once the tenure has ended.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tenure_history_counts_the_requests_its_guests_sent() {
+    let _serial = ONE_AT_A_TIME.lock().await;
+    let cloud = receiver().await;
+    let endpoint = cloud.url();
+    let mut rig = start(1, PROVISIONER, std::slice::from_ref(&endpoint), cloud).await;
+    let (a, epoch) = rig.leader(PROVISIONER, secs(30)).await;
+    for name in ["h-1", "h-2", "h-3"] {
+        create_bucket(&rig, a, name, &endpoint).await;
+    }
+    for name in ["h-1", "h-2", "h-3"] {
+        wait_status(&rig, name, secs(20)).await;
+    }
+    // An orderly stop: the guest stops, the tenure's tally is recorded,
+    // then the lease is released.
+    rig.hosts[a].replica.signal("TERM");
+    let exit = rig.hosts[a].replica.exited(secs(20)).await;
+    assert_eq!(exit, Some(0), "the host exits cleanly");
+    let sent = of_epoch(&rig, PROVISIONER, epoch).len();
+    assert!(sent >= 3, "each bucket's PUT arrived: {sent}");
+    let history = rig.history(PROVISIONER).await;
+    let tenure = history
+        .iter()
+        .find(|t| t.epoch == epoch)
+        .unwrap_or_else(|| panic!("no tenure {epoch} in {history:?}"));
+    assert_eq!(tenure.end_reason.as_deref(), Some("released"), "{tenure:?}");
+    assert_eq!(
+        tenure.outbound_requests,
+        i64::try_from(sent).expect("count"),
+        "the history counts what arrived: {tenure:?}"
+    );
+}

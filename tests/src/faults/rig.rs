@@ -164,6 +164,9 @@ pub struct TenureView {
     pub end_reason: Option<String>,
     /// Writes counted.
     pub writes: i64,
+    /// Outbound HTTP requests counted (recorded when the tenure ends on its
+    /// host).
+    pub outbound_requests: i64,
 }
 
 /// A database, a cluster and its hosts. Dropping it kills the hosts, stops
@@ -396,7 +399,7 @@ backoff_max = "1s"
         self.sql()
             .await
             .query(
-                "SELECT epoch, holder, end_reason, writes FROM leasehold_tenures
+                "SELECT epoch, holder, end_reason, writes, outbound_requests FROM leasehold_tenures
                   WHERE cluster = $1 AND lease = $2 ORDER BY epoch",
                 &[&self.cluster, &lease],
             )
@@ -408,6 +411,7 @@ backoff_max = "1s"
                 holder: r.get(1),
                 end_reason: r.get(2),
                 writes: r.get(3),
+                outbound_requests: r.get(4),
             })
             .collect()
     }
