@@ -25,6 +25,12 @@ declare_timeouts! {
     /// has aborted its guest before anyone else can be granted the lease;
     /// the gap (3 s by default) absorbs clock-rate drift and scheduling delay.
     RENEW_DEADLINE = Duration::from_secs(7);
+    /// Longest a renewal waits for the lease row's lock (its `lock_timeout`;
+    /// a tenth of the ttl when that is less). It waits only behind a grant
+    /// or a release of the same lease, which hold the lock for one round
+    /// trip; past this the renewal fails and the next one, one interval
+    /// later, tries again.
+    RENEW_LOCK_TIMEOUT = Duration::from_millis(500);
     /// Longest a single reconcile call may run before the guest is torn down.
     RECONCILE_DEADLINE = Duration::from_secs(30);
     /// Longest a guest's outbound request may take to connect (TCP and
@@ -203,6 +209,17 @@ pub const fn derived_renew_deadline(ttl: Duration) -> Duration {
 const fn scale(value: Duration, part: Duration, whole: Duration) -> Duration {
     let nanos = value.as_nanos() * part.as_nanos() / whole.as_nanos();
     Duration::from_nanos(nanos as u64)
+}
+
+/// How long a renewal of a lease with `ttl` waits for the row's lock: a
+/// tenth of the ttl, at most [`RENEW_LOCK_TIMEOUT`].
+pub const fn renew_lock_timeout(ttl: Duration) -> Duration {
+    let tenth = ttl.as_nanos() / 10;
+    if tenth < RENEW_LOCK_TIMEOUT.as_nanos() {
+        Duration::from_nanos(tenth as u64)
+    } else {
+        RENEW_LOCK_TIMEOUT
+    }
 }
 
 /// Whether a lease timing keeps every floor and ratio above; `const` so the

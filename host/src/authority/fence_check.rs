@@ -22,7 +22,7 @@ use crate::timeouts::DATABASE_STATEMENT;
 use super::AuthorityError;
 
 /// Sent first in every transaction that may lock the lease row (a fenced
-/// write, whose check holds it `FOR SHARE`; a grant, which holds it `FOR
+/// write, whose check holds it `FOR KEY SHARE`; a grant, which holds it `FOR
 /// UPDATE`): the server ends the transaction, freeing the row, once it has
 /// waited this long for the host's next statement.
 ///
@@ -82,13 +82,17 @@ pub(crate) fn judge(fence: &Fence, row: Option<RowView<'_>>) -> Result<(), Autho
 /// transaction does not know its URL, and the caller (the store) adds it.
 const CALLER_TRANSACTION: &str = "the write's transaction";
 
-/// Lock the lease row `FOR SHARE` and fail with [`AuthorityError::Fenced`]
-/// unless it still shows this holder and epoch, is not released, and has not
-/// expired by the database clock.
+/// Lock the lease row `FOR KEY SHARE` and fail with
+/// [`AuthorityError::Fenced`] unless it still shows this holder and epoch, is
+/// not released, and has not expired by the database clock.
 ///
-/// Holding the share lock until the transaction ends makes a concurrent
-/// grant (which updates the row) wait for this write to commit or roll back:
-/// no write of epoch e can commit after epoch e+1 was granted.
+/// Holding the lock until the transaction ends makes a concurrent grant
+/// (which locks the row `FOR UPDATE` before it changes it) wait for this
+/// write to commit or roll back: no write of epoch e can commit after epoch
+/// e+1 was granted. `KEY SHARE`, the weakest row lock, because it does not
+/// conflict with the holder's renewals (an `UPDATE` of non-key columns,
+/// `FOR NO KEY UPDATE`): a write held open, by a slow guest or a stalled
+/// network, never delays the renewal of this or any other lease.
 pub async fn check_fence(
     tx: &tokio_postgres::Transaction<'_>,
     statements: &FenceStatements,
@@ -169,7 +173,7 @@ const CHECK_FENCE_SQL: &str = "
     SELECT holder, epoch, released, expires_at > clock_timestamp() AS live
       FROM leasehold_leases
      WHERE cluster = $1 AND name = $2
-       FOR SHARE";
+       FOR KEY SHARE";
 
 const RECORD_WRITE_SQL: &str = "
     UPDATE leasehold_tenures

@@ -12,7 +12,7 @@
 //!    (paused, partitioned) loses the transaction and its locks — the lease
 //!    row above all — after that long, instead of holding them until the
 //!    server notices the connection is gone;
-//! 1. the authority's fence check: lease row `FOR SHARE`, holder, epoch,
+//! 1. the authority's fence check: lease row `FOR KEY SHARE`, holder, epoch,
 //!    not released, not expired (guests only);
 //! 2. the authority's write count for the tenure (guests only; the
 //!    test-only unfenced build skips steps 1 and 2 and counts the write
@@ -27,8 +27,8 @@
 //!    `NOTIFY leasehold_feed, '<cluster>'`;
 //! 5. `COMMIT`, sent only once the fence check has answered "current".
 //!
-//! Fencing (L4) rests on the lease row being held `FOR SHARE` from the
-//! check to `COMMIT`: a grant must update that row, so it waits for this
+//! Fencing (L4) rests on the lease row being held `FOR KEY SHARE` from the
+//! check to `COMMIT`: a grant locks that row `FOR UPDATE`, so it waits for this
 //! commit or, if it came first, the check sees the new epoch and nothing is
 //! written. The objects are locked in the same network flight as the
 //! check (below); locking rows is not writing them, and a stale commit's

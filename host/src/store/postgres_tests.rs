@@ -450,12 +450,15 @@ async fn a_takeover_waits_for_a_fenced_commit_in_flight() {
         .unwrap_or_else(|_| panic!("the commit did not reach COMMIT within {WAIT:?}"))
         .expect("the commit reached COMMIT");
 
-    // While the commit holds the lease row FOR SHARE, a grant cannot
-    // update it: with a lock timeout it gives up...
+    // While the commit holds the lease row FOR KEY SHARE, a grant (which
+    // locks the row FOR UPDATE first, as the authority's does) cannot take
+    // it: with a lock timeout it gives up...
     let client = f.db.client().await.unwrap();
     let blocked = client
         .batch_execute(&format!(
             "BEGIN; SET LOCAL lock_timeout = '100ms';
+             SELECT 1 FROM leasehold_leases
+              WHERE cluster = '{CLUSTER}' AND name = '{LEASE}' FOR UPDATE;
              UPDATE leasehold_leases SET epoch = epoch + 1, holder = 'thief'
               WHERE cluster = '{CLUSTER}' AND name = '{LEASE}';
              COMMIT;"
@@ -499,9 +502,17 @@ async fn assert_fenced_now(store: &PostgresStore, old: &Fence, t: &super::Object
 async fn a_fenced_commit_waiting_on_a_grant_in_flight_is_refused() {
     let f = fixture().await;
     let old = Leases::grant(&f.leases, CLUSTER, LEASE, "holder-1").await;
-    // A grant holds the lease row, not yet committed.
+    // A grant holds the lease row, not yet committed: locked FOR UPDATE
+    // first, as the authority's grant does.
     let mut granting = f.db.client().await.unwrap();
     let grant = granting.transaction().await.unwrap();
+    grant
+        .execute(
+            "SELECT 1 FROM leasehold_leases WHERE cluster = $1 AND name = $2 FOR UPDATE",
+            &[&CLUSTER, &LEASE],
+        )
+        .await
+        .unwrap();
     grant
         .execute(
             "UPDATE leasehold_leases SET epoch = epoch + 1, holder = 'holder-2'

@@ -202,7 +202,23 @@ fn send_due(
         tokio::spawn(async move {
             let fences: Vec<Fence> = members.iter().map(|(f, _)| f.clone()).collect();
             let sent = Instant::now();
-            let result = authority.renew(&fences, cadence.0).await;
+            // One interval at most: a renewal that has not answered by the
+            // time the next is due is given up (its outcome unknown), so the
+            // next one goes out on time. Waiting longer (the database bound
+            // is 5 s, the default slack too) made a lease's survival a race
+            // of one round trip.
+            let result =
+                match tokio::time::timeout(cadence.1, authority.renew(&fences, cadence.0)).await {
+                    Ok(result) => result,
+                    Err(_) => Err(AuthorityError::Unavailable {
+                        endpoint: "the database".into(),
+                        reason: format!(
+                            "renewal: no answer within one renew interval ({}); the outcome is \
+                         unknown and the next renewal is sent now",
+                            humantime::format_duration(cadence.1)
+                        ),
+                    }),
+                };
             match result {
                 Ok(outcomes) if outcomes.len() == members.len() => {
                     for ((_, tx), outcome) in members.iter().zip(outcomes) {
@@ -282,6 +298,9 @@ mod tests {
         inner: MemoryAuthority,
         calls: AtomicUsize,
         fences: AtomicUsize,
+        /// Renew calls still to leave unanswered forever (a database that
+        /// took the statement and never replied).
+        hang: AtomicUsize,
     }
 
     #[async_trait]
@@ -299,6 +318,13 @@ mod tests {
         ) -> Result<Vec<Renewed>, AuthorityError> {
             self.calls.fetch_add(1, Ordering::SeqCst);
             self.fences.fetch_add(fences.len(), Ordering::SeqCst);
+            let hang = self
+                .hang
+                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+                .is_ok();
+            if hang {
+                std::future::pending::<()>().await;
+            }
             self.inner.renew(fences, ttl).await
         }
         async fn release(&self, f: &Fence, r: EndReason) -> Result<(), AuthorityError> {
@@ -345,6 +371,7 @@ mod tests {
             inner: MemoryAuthority::new(),
             calls: AtomicUsize::new(0),
             fences: AtomicUsize::new(0),
+            hang: AtomicUsize::new(0),
         });
         let renewer = Renewer::start(counting.clone());
         let interval = Duration::from_secs(2);
@@ -369,6 +396,7 @@ mod tests {
             inner: MemoryAuthority::new(),
             calls: AtomicUsize::new(0),
             fences: AtomicUsize::new(0),
+            hang: AtomicUsize::new(0),
         });
         let renewer = Renewer::start(counting.clone());
         let ttl = Duration::from_secs(10);
@@ -384,6 +412,32 @@ mod tests {
         assert_eq!(outcome.unwrap(), Renewed::Lost);
         // Round 1 renewed two fences, round 2 only the one still registered.
         assert_eq!(counting.fences.load(Ordering::SeqCst), 3);
+    }
+
+    /// A renewal that never answers is given up after one interval, and the
+    /// next goes out then: a hung round trip costs one renewal, never the
+    /// slack until the deadline.
+    #[tokio::test(start_paused = true)]
+    async fn a_renewal_that_never_answers_is_given_up_after_one_interval() {
+        let counting = Arc::new(Counting {
+            inner: MemoryAuthority::new(),
+            calls: AtomicUsize::new(0),
+            fences: AtomicUsize::new(0),
+            hang: AtomicUsize::new(1),
+        });
+        let renewer = Renewer::start(counting.clone());
+        let interval = Duration::from_secs(2);
+        let fence = grant(counting.as_ref(), "a").await;
+        let mut registration = renewer.register(fence, Duration::from_secs(10), interval);
+        let (first_sent, first) = registration.next().await.expect("renewer alive");
+        assert!(
+            matches!(first, Err(AuthorityError::Unavailable { .. })),
+            "{first:?}"
+        );
+        let (second_sent, second) = registration.next().await.expect("renewer alive");
+        assert!(matches!(second, Ok(Renewed::Extended { .. })), "{second:?}");
+        assert_eq!(second_sent - first_sent, interval);
+        assert_eq!(counting.calls.load(Ordering::SeqCst), 2);
     }
 
     /// A failed round trip reaches each supervisor as the authority's own

@@ -59,14 +59,26 @@ const IDENTITY: &str = "
            current_setting('transaction_read_only')::boolean
       FROM leasehold_database d";
 
-/// Locks the row for the rest of the acquire transaction: grants of one
-/// lease serialize here, and a grant waits for in-flight fenced writes
-/// (which hold the row `FOR SHARE`) to finish (L4).
+/// Locks the row for the rest of the acquire (or release) transaction:
+/// grants of one lease serialize here, and a grant waits for in-flight
+/// fenced writes (which hold the row `FOR KEY SHARE`) to finish (L4).
+/// Renewals (a plain `UPDATE` of non-key columns, `FOR NO KEY UPDATE`) do
+/// not wait for those writes, but do conflict with this lock: so an acquire
+/// takes it only once [`PEEK_LEASE`] showed the lease grantable, never on a
+/// lease that is held (a standby paused with the lock would starve the
+/// holder's renewals).
 const LOCK_LEASE: &str = "
     SELECT holder, epoch, released, expires_at, expires_at <= clock_timestamp() AS expired
       FROM leasehold_leases
      WHERE cluster = $1 AND name = $2
        FOR UPDATE";
+
+/// [`LOCK_LEASE`] without the lock: what an acquire reads first. A held
+/// lease is answered from it, without locking anything.
+const PEEK_LEASE: &str = "
+    SELECT holder, epoch, released, expires_at, expires_at <= clock_timestamp() AS expired
+      FROM leasehold_leases
+     WHERE cluster = $1 AND name = $2";
 
 /// First grant of a lease: epoch 1. `DO NOTHING` on a concurrent first
 /// grant, which then wins.
@@ -474,16 +486,18 @@ impl Authority for PostgresAuthority {
             let mut client = self.shared.db.pool().get().await?;
             let tx = client.transaction().await?;
             let lock = tx.prepare_cached(LOCK_LEASE).await?;
+            let peek = tx.prepare_cached(PEEK_LEASE).await?;
             let read_identity = tx.prepare_cached(IDENTITY).await?;
             // One flight: bound the transaction's idle time, read the
             // identity of the database this very session reaches (a
-            // reconnect since `verify` may have reached another one), lock.
+            // reconnect since `verify` may have reached another one), and
+            // read the lease without locking it.
             let params: [&(dyn tokio_postgres::types::ToSql + Sync); 2] = [&key.cluster, &key.name];
-            let (bounded, identity, current) = tokio::join!(
+            let (bounded, identity, peeked) = tokio::join!(
                 biased;
                 tx.batch_execute(&BOUND_IDLE_TRANSACTION),
                 tx.query_opt(&read_identity, &[]),
-                tx.query_opt(&lock, &params)
+                tx.query_opt(&peek, &params)
             );
             bounded?;
             if let Err(refused) =
@@ -502,7 +516,22 @@ impl Authority for PostgresAuthority {
                 tx.rollback().await?;
                 return Err(refused.into());
             }
-            let current = current?;
+            let current = match peeked? {
+                // Held: answered without locking the row (item: a probe
+                // never blocks the holder's renewals).
+                Some(row) if !row.get::<_, bool>(2) && !row.get::<_, bool>(4) => {
+                    tx.rollback().await?;
+                    return Ok(Acquired::Held {
+                        holder: row.get(0),
+                        epoch: epoch_of(row.get(1)),
+                        expires_at: row.get(3),
+                    });
+                }
+                // Looks grantable: lock it, waiting for in-flight fenced
+                // writes, and judge it again under the lock.
+                Some(_) => tx.query_opt(&lock, &params).await?,
+                None => None,
+            };
             let granted = match current {
                 Some(row) => {
                     let released: bool = row.get(2);
@@ -590,13 +619,31 @@ impl Authority for PostgresAuthority {
         } else {
             format!("renewing {} leases ({first}, ...)", fences.len())
         };
+        let bound_lock_wait = format!(
+            "SET LOCAL lock_timeout = {}",
+            crate::timeouts::renew_lock_timeout(ttl).as_millis().max(1)
+        );
         let rows = self
             .run(&what, async {
-                let client = self.shared.db.pool().get().await?;
-                let renew = client.prepare_cached(RENEW).await?;
-                Ok(client
-                    .query(&renew, &[&clusters, &names, &epochs, &holders, &micros])
-                    .await?)
+                let mut client = self.shared.db.pool().get().await?;
+                let tx = client.transaction().await?;
+                let renew = tx.prepare_cached(RENEW).await?;
+                // One flight: the lock wait is bounded before the UPDATE
+                // runs. A renewal waits on the lease row only behind a grant
+                // or release (never behind fenced writes, which hold it
+                // `FOR KEY SHARE`); past the bound it fails and the next
+                // renewal, well inside the slack, tries again.
+                let params: [&(dyn tokio_postgres::types::ToSql + Sync); 5] =
+                    [&clusters, &names, &epochs, &holders, &micros];
+                let (bounded, rows) = tokio::join!(
+                    biased;
+                    tx.batch_execute(&bound_lock_wait),
+                    tx.query(&renew, &params)
+                );
+                bounded?;
+                let rows = rows?;
+                tx.commit().await?;
+                Ok(rows)
             })
             .await?;
         // Matched by value, not position: the same fence given twice is

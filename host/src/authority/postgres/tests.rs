@@ -736,3 +736,53 @@ async fn grant_and_release_snapshots_see_every_fenced_write_committed_before_the
         "epoch 2's grant snapshot misses a write of epoch 1 committed before it"
     );
 }
+
+/// A fenced write held open (a slow guest, a `COMMIT` stalled in the
+/// network) must delay neither the holder's renewals nor a standby's
+/// probe of the held lease, while a grant still waits for it (L4): writes
+/// lock the row `FOR KEY SHARE`, renewals take `FOR NO KEY UPDATE`, and a
+/// probe reads the row without locking it unless the lease is grantable.
+#[tokio::test]
+async fn a_write_held_open_delays_no_renewal_and_no_probe() {
+    // Well below the 5 s a blocked renewal would wait (the idle bound of
+    // the write's transaction, and the database statement bound).
+    const QUICK: Duration = Duration::from_secs(1);
+    let test = TestDatabase::create().await;
+    let pool = test.database(3);
+    let holder = authority(pool.clone());
+    let standby = authority(test.database(2));
+    let held = grant(&holder, &request("east", "scheduler", "host-a")).await;
+
+    let mut client = pool.client().await.unwrap();
+    let statements = FenceStatements::cached(&client).await.unwrap();
+    let tx = client.transaction().await.unwrap();
+    check_fence(&tx, &statements, &held.fence).await.unwrap();
+
+    // Renewals while the write is open: each answers at once.
+    for _ in 0..3 {
+        let renewed =
+            tokio::time::timeout(QUICK, holder.renew(std::slice::from_ref(&held.fence), TTL))
+                .await
+                .expect("a renewal must not wait for a fenced write")
+                .unwrap();
+        assert!(
+            matches!(renewed.as_slice(), [Renewed::Extended { .. }]),
+            "{renewed:?}"
+        );
+    }
+    // A standby's probe of the held lease answers at once too, locking
+    // nothing: a renewal right after it is not queued behind it.
+    let probed = tokio::time::timeout(
+        QUICK,
+        standby.acquire(&request("east", "scheduler", "host-b")),
+    )
+    .await
+    .expect("a probe of a held lease must not wait for a fenced write")
+    .unwrap();
+    assert!(matches!(probed, Acquired::Held { .. }), "{probed:?}");
+    tokio::time::timeout(QUICK, holder.renew(std::slice::from_ref(&held.fence), TTL))
+        .await
+        .expect("a renewal after a probe")
+        .unwrap();
+    tx.commit().await.unwrap();
+}
