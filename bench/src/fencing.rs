@@ -4,7 +4,7 @@
 //! Both shapes are the store's one transaction (lock the object, take the
 //! cluster's counter, write the object and an event, notify, commit); the
 //! fenced one (`Store::commit_fenced`) adds the authority's fence check
-//! (the lease row `FOR SHARE`) and the tenure's write count, the unfenced
+//! (the lease row `FOR KEY SHARE`) and the tenure's write count, the unfenced
 //! one is `PostgresStore::commit_api`. Short rounds interleave the shapes
 //! and rotate which goes first, so drift in the machine's load hits them
 //! alike; a third shape, the unfenced commit again on other objects, is the

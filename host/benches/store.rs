@@ -3,7 +3,7 @@
 //!
 //! Both shapes are the store's one transaction (lock the object, take the
 //! counter, write the object and an event, notify, commit); the fenced one
-//! adds the authority's fence check (lease row `FOR SHARE`) and the
+//! adds the authority's fence check (lease row `FOR KEY SHARE`) and the
 //! tenure's write count. Many short rounds interleave the shapes and rotate
 //! which goes first, so drift in the machine's load hits them alike. A third
 //! shape, the unfenced commit again on other objects, is a control: its

@@ -1342,7 +1342,7 @@ async fn the_checker_orders_writes_by_commit_and_reports_each_misplaced_one() {
 /// only the fence stands between a stalled commit and the next grant: a
 /// partition, then a pause (SIGSTOP with the proxy holding the COMMIT),
 /// each striking while the leader's COMMIT is in flight. The real build's
-/// grant waits for such a commit (the lease row is held `FOR SHARE`) and
+/// grant waits for such a commit (the lease row is held `FOR KEY SHARE`) and
 /// its fence refuses it (scenarios 5 and 8b); the unfenced build's grant
 /// does not wait, and the COMMIT, delivered when the fault heals while the
 /// server still waits for it, lands after the successor's grant. Each
@@ -1473,7 +1473,7 @@ const STOP_TAKEN: &str = "shutting down: finishing the running reconcile";
 /// The held COMMIT is delivered as soon as the successor leads. On the
 /// real build the release locks the lease row `FOR UPDATE` first (L5) and
 /// the grant does too, so both wait for the stalled transaction, which
-/// holds it `FOR SHARE`, until the server ends it: the successor leads only
+/// holds it `FOR KEY SHARE`, until the server ends it: the successor leads only
 /// after that, and the COMMIT finds nothing to commit. Without the fence
 /// nothing in the transaction touches the lease row: the release and the
 /// grant go through at once and the COMMIT lands after both.

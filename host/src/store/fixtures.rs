@@ -121,7 +121,7 @@ impl Leases for TestLeases {
 }
 
 /// Lease rows written with the SQL the PostgreSQL authority's grant uses:
-/// the lease row first (so a grant waits on a fenced commit's `FOR SHARE`),
+/// the lease row first (so a grant waits on a fenced commit's `FOR KEY SHARE`),
 /// then the tenure records.
 pub(super) struct PgLeases {
     pub db: crate::db::Database,

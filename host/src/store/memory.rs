@@ -7,7 +7,7 @@
 //! one revision per commit, gap-free event sequence numbers per cluster.
 //!
 //! Fenced commits run inside the memory authority's lock
-//! ([`FenceLock::while_fenced`]), which is what a `FOR SHARE` lease row is
+//! ([`FenceLock::while_fenced`]), which is what a `FOR KEY SHARE` lease row is
 //! to PostgreSQL: no grant can interleave between the fence check and the
 //! write. Lock order is always authority, then store; the store never
 //! calls the authority while holding its own lock.

@@ -248,7 +248,7 @@ pub trait Store: Send + Sync + 'static {
     ) -> Result<Page, StoreError>;
 
     /// Apply `ops` and append `events` in one transaction that first checks
-    /// `fence` (lease row FOR SHARE: holder, epoch, unexpired), and records
+    /// `fence` (lease row FOR KEY SHARE: holder, epoch, unexpired), and records
     /// the write against the tenure. All or nothing.
     async fn commit_fenced(
         &self,

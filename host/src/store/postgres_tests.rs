@@ -24,7 +24,7 @@ const CLUSTER: &str = "c1";
 const LEASE: &str = "ctl";
 
 /// A grant as the authority makes it, in one transaction: lock the lease
-/// row first (this waits for every fenced commit holding it `FOR SHARE`),
+/// row first (this waits for every fenced commit holding it `FOR KEY SHARE`),
 /// note the newest event seq visible at that moment (the grant's horizon:
 /// every write of the old epoch must be at or below it), then move the
 /// lease to the next epoch with `acquired_at` read *after* the lock, and

@@ -41,7 +41,7 @@
 //!
 //! - it is *visible* in the snapshot of grant `e+1`, if any
 //!   ([`Rule::CommittedAfterNextGrant`] otherwise): a fenced write holds the
-//!   lease row `FOR SHARE` until it ends, grant `e+1` takes it `FOR UPDATE`
+//!   lease row `FOR KEY SHARE` until it ends, grant `e+1` takes it `FOR UPDATE`
 //!   before its snapshot, and PostgreSQL removes a transaction from the
 //!   running set before it releases its locks, so every write of epoch `e`
 //!   that committed at all committed before that snapshot. A write that

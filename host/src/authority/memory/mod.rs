@@ -424,7 +424,7 @@ impl FenceLock for MemoryAuthority {
         let now = self.shared.clock.now();
         // The state lock is held across `write`: no grant, renewal or
         // release can interleave, which is the memory form of L4's
-        // `FOR SHARE` on the lease row.
+        // `FOR KEY SHARE` on the lease row.
         let mut state = self.state();
         let view = state.leases.get(&fence.key).map(|row| RowView {
             holder: &row.holder,

@@ -104,7 +104,7 @@ async fn a_cancelled_holder_leaves_nothing_held_and_another_pool_takes_over_at_o
             let tx = client.transaction().await.unwrap();
             check_fence(&tx, &statements, &fence).await.unwrap();
             locked_tx.send(()).unwrap();
-            // Holds the lease row FOR SHARE until cancelled.
+            // Holds the lease row FOR KEY SHARE until cancelled.
             std::future::pending::<()>().await;
         }
     });
@@ -682,7 +682,7 @@ async fn grant_and_release_snapshots_see_every_fenced_write_committed_before_the
     let admin = test.database(1);
     let held = grant(&holder, &request("east", "scheduler", "host-a")).await;
 
-    // A fenced write, in flight: the lease row held FOR SHARE.
+    // A fenced write, in flight: the lease row held FOR KEY SHARE.
     let mut client = pool.client().await.unwrap();
     let statements = FenceStatements::cached(&client).await.unwrap();
     let tx = client.transaction().await.unwrap();
