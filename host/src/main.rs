@@ -240,6 +240,7 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
 }
 
 async fn run(path: &Path) -> anyhow::Result<ExitCode> {
+    refuse_an_undeclared_unfenced_build()?;
     let config = Config::load(path)?;
     tracing::info!(
         config = %path.display(),
@@ -250,6 +251,17 @@ async fn run(path: &Path) -> anyhow::Result<ExitCode> {
     );
     leasehold_host::service::run(config, Some(path.to_path_buf())).await?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// A build with the fence check compiled out leads nothing unless it is the
+/// fault suite's `leasehold-unfenced` fixture, and that one says what it is
+/// in the log too (see `leasehold_host::testing`).
+fn refuse_an_undeclared_unfenced_build() -> anyhow::Result<()> {
+    leasehold_host::testing::refuse_undeclared_unfenced_build()?;
+    if leasehold_host::testing::FENCE_CHECK_COMPILED_OUT {
+        tracing::warn!("{}", leasehold_host::testing::UNFENCED_TEST_BUILD_WARNING);
+    }
+    Ok(())
 }
 
 async fn check(path: &Path) -> anyhow::Result<ExitCode> {

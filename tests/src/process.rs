@@ -16,24 +16,26 @@ pub fn binary() -> PathBuf {
 }
 
 /// The deliberately broken `leasehold-unfenced` binary: the same program
-/// with the fence check inside fenced commits disabled (feature
-/// `unsafe-disable-fence`). Only the fault suite runs it, to prove its
-/// invariant checker catches stale-epoch writes.
+/// with the fence check compiled out of fenced commits, built by the
+/// test-fixture package of that name (tests/fixtures/unfenced-host, which
+/// enables leasehold-host's feature `unsafe-disable-fence`). Only the
+/// fault suite runs it, to prove its invariant checker catches stale-epoch
+/// writes.
 pub fn unfenced_binary() -> PathBuf {
-    binary_named("leasehold-unfenced")
+    built_binary("leasehold-unfenced", "cargo build -p leasehold-unfenced")
 }
 
 /// A binary of the host package, next to the test executable.
 pub fn binary_named(name: &str) -> PathBuf {
+    built_binary(name, &format!("cargo build -p leasehold-host --bin {name}"))
+}
+
+/// The binary `name` next to the test executable, which `build` builds.
+fn built_binary(name: &str, build: &str) -> PathBuf {
     let exe = std::env::current_exe().expect("test executable path");
     // target/<profile>/deps/<test> -> target/<profile>/<name>
     let dir = exe.parent().and_then(Path::parent).expect("target dir");
     let path = dir.join(name);
-    let build = if name == "leasehold" {
-        "cargo build -p leasehold-host --bin leasehold".to_string()
-    } else {
-        format!("cargo build -p leasehold-host --bin {name} --features unsafe-disable-fence")
-    };
     assert!(
         path.is_file(),
         "{} is missing: build it with `{build}` (`cargo xtask test` does)",
