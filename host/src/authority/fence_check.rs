@@ -13,6 +13,12 @@
 //! not tell the builds apart. So there the check is skipped and the write
 //! count runs after the commit, in its own statement
 //! ([`COUNTS_WRITES_IN_TRANSACTION`]).
+//!
+//! Only one program enables that feature: the test fixture
+//! `leasehold-unfenced` (tests/fixtures/unfenced-host), built on its own
+//! for the fault suite. The `leasehold` binary has no such variant, and one
+//! built with the feature anyway refuses to run
+//! ([`crate::testing::refuse_undeclared_unfenced_build`]).
 
 use std::sync::LazyLock;
 
