@@ -1,5 +1,7 @@
-//! PostgreSQL connections shared by the authority and the store: the pool,
-//! the redacted endpoint, and versioned migrations.
+//! PostgreSQL connections of the authority and the store: the pools (the
+//! main one of `[database] max_connections`, and the authority's own small
+//! one beside it, [`Database::sibling`]), the redacted endpoint, and
+//! versioned migrations.
 //!
 //! Must never: log or return a URL with its password; hand a connection
 //! back to the pool while a transaction on it may still be open (callers
@@ -17,6 +19,11 @@ pub const DEFAULT_URL: &str = "postgres://postgres@127.0.0.1:5432/postgres";
 
 /// Environment variable that overrides the configured database URL.
 pub const URL_ENV: &str = "LEASEHOLD_DATABASE_URL";
+
+/// `application_name` of the lease authority's own pool (see
+/// [`Database::sibling`]); the main pool's sessions show the URL's
+/// `application_name`, or `leasehold`.
+pub const AUTHORITY_APPLICATION: &str = "leasehold-authority";
 
 /// Migrations, in order. Each runs once, in its own transaction, under an
 /// advisory transaction lock so concurrent hosts do not race.
@@ -520,6 +527,35 @@ impl Database {
         if config.get_application_name().is_none() {
             config.application_name("leasehold");
         }
+        let sessions = std::sync::Arc::new(crate::session::Sessions::new());
+        Self::build(config, endpoint, max_connections, sessions)
+    }
+
+    /// A second pool of at most `max_connections` to the same database, for
+    /// one kind of work that must not wait behind this pool's (the lease
+    /// authority's: [`crate::limits::AUTHORITY_POOL_CONNECTIONS`]). Its
+    /// sessions carry `application_name` = `application` (whatever the URL
+    /// set), so operators can tell the pools apart in `pg_stat_activity`.
+    /// Both pools share one session retirement ([`crate::session`]): a
+    /// failure that leaves sessions unusable, seen through either pool,
+    /// retires the sessions of both, as it did when there was one pool.
+    pub fn sibling(&self, max_connections: usize, application: &str) -> Result<Self, DbError> {
+        let mut config = self.config.clone();
+        config.application_name(application);
+        Self::build(
+            config,
+            self.endpoint.clone(),
+            max_connections,
+            self.sessions.clone(),
+        )
+    }
+
+    fn build(
+        config: tokio_postgres::Config,
+        endpoint: String,
+        max_connections: usize,
+        sessions: std::sync::Arc<crate::session::Sessions>,
+    ) -> Result<Self, DbError> {
         let manager = Manager::from_config(
             config.clone(),
             NoTls,
@@ -531,7 +567,6 @@ impl Database {
                 recycling_method: RecyclingMethod::Verified,
             },
         );
-        let sessions = std::sync::Arc::new(crate::session::Sessions::new());
         let pool = Pool::builder(manager)
             .pre_recycle(sessions.clone().pre_recycle())
             .max_size(max_connections.max(1))

@@ -169,3 +169,53 @@ pub const MAX_HOLDER_LEN: usize = 253;
 /// absent was created by a concurrent commit before its own insert (it then
 /// exists and can be locked): a bound, not an expected path.
 pub const LOST_CREATE_RETRIES: usize = 3;
+
+/// Connections of the lease authority's own pool: renewals, grants,
+/// releases, tenure records and identity checks, never the store's guest
+/// writes or the HTTP API, which share `[database] max_connections`. So a
+/// flood of API reads or a burst of guest writes cannot make a renewal
+/// wait for a connection. Small on purpose: the host renews every lease of
+/// one timing in one statement per interval, a grant or release is one
+/// short transaction, and each connection is a server backend.
+pub const AUTHORITY_POOL_CONNECTIONS: usize = 4;
+/// Most HTTP API requests served at once, events excepted (see
+/// [`HTTP_MAX_EVENT_REQUESTS`]); `/healthz`, `/readyz` and `/metrics` are
+/// exempt: they never wait on the database beyond the shared, cached
+/// readiness probe. Four times the default pool: enough to keep every
+/// pooled connection busy, few enough that the requests waiting for one
+/// cannot hold the host's memory or the pool's queue for long.
+pub const HTTP_MAX_IN_FLIGHT: usize = 64;
+/// Most API requests waiting for one of the [`HTTP_MAX_IN_FLIGHT`] slots;
+/// beyond it a request is answered 503 `overloaded` at once.
+pub const HTTP_MAX_QUEUED: usize = 64;
+/// Longest an API request waits in that queue before it is answered 503
+/// `overloaded`: a client that retries after [`HTTP_OVERLOADED_RETRY_AFTER`]
+/// loses less than one that waits on a host that is not catching up.
+pub const HTTP_QUEUE_WAIT: std::time::Duration = std::time::Duration::from_millis(500);
+/// What an `overloaded` answer asks the client to wait (`Retry-After`,
+/// whole seconds: HTTP has no finer unit).
+pub const HTTP_OVERLOADED_RETRY_AFTER: std::time::Duration = std::time::Duration::from_secs(1);
+/// Most `GET /v1/events` requests served at once, a budget of their own:
+/// a long poll holds its slot for up to its whole wait while costing
+/// nothing but a task, so counting it with the other requests would let a
+/// few dozen held polls answer every other client 503. Beyond it an events
+/// request is answered 503 `overloaded` at once (a poll would wait seconds
+/// for a slot).
+pub const HTTP_MAX_EVENT_REQUESTS: usize = 256;
+
+// A renewal given up after one interval may still hold its connection
+// while the next one goes out, and a grant or release may run beside them.
+const _: () = assert!(AUTHORITY_POOL_CONNECTIONS >= 3);
+// The request limits refuse with 503 `overloaded` before the connection cap
+// has to refuse connections: every request they admit or queue fits under
+// it, with room for health checks and idle keep-alive connections.
+const _: () =
+    assert!(HTTP_MAX_IN_FLIGHT + HTTP_MAX_QUEUED + HTTP_MAX_EVENT_REQUESTS < HTTP_MAX_CONNECTIONS);
+// The API can keep every connection of the default pool busy.
+const _: () = assert!(HTTP_MAX_IN_FLIGHT >= DEFAULT_MAX_CONNECTIONS);
+// A queued request never waits longer than it is told to stay away after.
+const _: () = assert!(HTTP_QUEUE_WAIT.as_nanos() < HTTP_OVERLOADED_RETRY_AFTER.as_nanos());
+// `Retry-After` is whole seconds, at least one.
+const _: () = assert!(
+    HTTP_OVERLOADED_RETRY_AFTER.as_secs() >= 1 && HTTP_OVERLOADED_RETRY_AFTER.subsec_nanos() == 0
+);

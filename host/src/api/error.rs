@@ -1,6 +1,7 @@
 //! Every error the API answers, as `{"error": "...", "code": "..."}` with
 //! a status that says whose move it is: 4xx the caller's, 5xx the
-//! operator's.
+//! operator's. A refusal for load (`overloaded`, 503) also says when to
+//! come back (`Retry-After`, seconds).
 
 use axum::Json;
 use axum::http::{HeaderValue, StatusCode, header};
@@ -10,6 +11,10 @@ use serde_json::json;
 use crate::authority::AuthorityError;
 use crate::names::NameError;
 use crate::store::StoreError;
+
+/// The code of a request refused because the API serves as many as it
+/// takes at once (see [`super::serve::Limiter`]).
+pub const OVERLOADED: &str = "overloaded";
 
 /// An error response.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -56,6 +61,13 @@ impl ApiError {
         Self::new(StatusCode::PAYLOAD_TOO_LARGE, "too_large", message)
     }
 
+    /// 503 `overloaded`, answered with `Retry-After`
+    /// ([`crate::limits::HTTP_OVERLOADED_RETRY_AFTER`]): too many requests
+    /// at once; nothing was done.
+    pub fn overloaded(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::SERVICE_UNAVAILABLE, OVERLOADED, message)
+    }
+
     /// 500: a bug or corrupt state; the message says what.
     pub fn internal(message: impl Into<String>) -> Self {
         Self::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", message)
@@ -64,18 +76,29 @@ impl ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(mut self) -> Response {
+        let overloaded = self.code == OVERLOADED;
         if self.status.is_server_error() {
             // Server errors carry backend text; a connection string in it
             // (redacted at the source already) must not reach an
             // unauthenticated caller even if some path forgot to.
             self.message = crate::db::scrub(&self.message);
-            tracing::warn!(status = %self.status, code = self.code, error = %self.message, "API request failed");
+            // Refusals for load are logged by their limiter, once per
+            // interval: one line each would flood the log with the flood.
+            if !overloaded {
+                tracing::warn!(status = %self.status, code = self.code, error = %self.message, "API request failed");
+            }
         }
         let mut response = (
             self.status,
             Json(json!({ "error": self.message, "code": self.code })),
         )
             .into_response();
+        if overloaded {
+            response.headers_mut().insert(
+                header::RETRY_AFTER,
+                HeaderValue::from(crate::limits::HTTP_OVERLOADED_RETRY_AFTER.as_secs()),
+            );
+        }
         if self.status == StatusCode::UNAUTHORIZED {
             response.headers_mut().insert(
                 header::WWW_AUTHENTICATE,

@@ -1,6 +1,7 @@
 //! `GET /metrics`: the supervisors' counters in the Prometheus text
 //! exposition format (version 0.0.4). Every series carries
-//! `controller="<name>"` (docs/design.md, point 6):
+//! `controller="<name>"` (docs/design.md, point 6), but the API's own,
+//! which belongs to the whole host:
 //!
 //! | series | type | extra labels |
 //! |---|---|---|
@@ -15,9 +16,10 @@
 //! | `leasehold_quota_refusals_total` | counter: commits a write quota refused | `quota` = max_creates_per_second, max_objects_per_kind |
 //! | `leasehold_outbound_requests_total` | counter: outbound HTTP requests of the guests, by what became of them | `outcome` = sent, denied, refused_after_loss, cancelled, timed_out, limited, error |
 //! | `leasehold_outbound_request_seconds` | histogram: from sending a request to its response head (or its failure on the wire) | |
+//! | `leasehold_http_overloaded_total` | counter: API requests answered 503 `overloaded` (no `controller` label) | `budget` = requests, events |
 //!
-//! Known loss and abort reasons, every quota and every outbound outcome are
-//! always exported (at 0 until they happen), so a rate query works before
+//! Known loss and abort reasons, every quota, every outbound outcome and
+//! every request budget are always exported (at 0 until they happen), so a rate query works before
 //! the first incident.
 
 use std::collections::BTreeMap;
@@ -49,10 +51,28 @@ const LOSS_REASONS: &[&str] = &[
 const ABORT_REASONS: &[&str] = &["lease_lost", "trap", "deadline", "memory", "shutdown"];
 
 pub(super) async fn handler(State(shared): State<AppState>) -> impl IntoResponse {
-    (
-        [(header::CONTENT_TYPE, CONTENT_TYPE)],
-        render(&shared.api.status),
-    )
+    let mut text = render(&shared.api.status);
+    render_overloaded(&mut text, &[&shared.requests, &shared.events]);
+    ([(header::CONTENT_TYPE, CONTENT_TYPE)], text)
+}
+
+/// `leasehold_http_overloaded_total`: the refusals of each request budget.
+fn render_overloaded(out: &mut String, budgets: &[&super::serve::Limiter]) {
+    header(
+        out,
+        "leasehold_http_overloaded_total",
+        "counter",
+        "HTTP API requests answered 503 overloaded (with Retry-After) because their budget of \
+         requests at once was spent, by budget: requests (every /v1 request but events), events.",
+    );
+    for budget in budgets {
+        sample(
+            out,
+            "leasehold_http_overloaded_total",
+            &labels(&[("budget", budget.name())]),
+            budget.refused(),
+        );
+    }
 }
 
 /// Escape a label value: backslash, double quote and newline.

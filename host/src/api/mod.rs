@@ -13,7 +13,8 @@
 //! "<machine-readable>"}` with codes `invalid_request` (400),
 //! `unauthorized` (401), `not_found` (404), `method_not_allowed` (405),
 //! `conflict` (409), `too_large` (413), `unavailable` / `wrong_database` /
-//! `schema` (503) and `internal` (500). Times are
+//! `schema` (503), `overloaded` (503 with `Retry-After`, see below) and
+//! `internal` (500). Times are
 //! RFC 3339 in UTC with microseconds, e.g. `2025-01-31T12:00:00.123456Z`.
 //!
 //! - `GET /healthz`: `200 ok` (text) while the process serves.
@@ -97,6 +98,19 @@
 //! file-descriptor limit) are open at once: a new connection past the cap
 //! replaces the connection idle the longest, or, when every connection is
 //! serving a request, is answered 503 (`too_many_connections`) and closed.
+//!
+//! Requests ([`serve::Limiter`]): at most [`crate::limits::HTTP_MAX_IN_FLIGHT`]
+//! `/v1` requests are served at once, events aside; up to
+//! [`crate::limits::HTTP_MAX_QUEUED`] more wait their turn, each for at most
+//! [`crate::limits::HTTP_QUEUE_WAIT`]. `GET /v1/events` has a budget of its
+//! own, [`crate::limits::HTTP_MAX_EVENT_REQUESTS`] at once and no queue (a
+//! held long poll costs a task, not a database connection, and must not
+//! crowd out other reads). Beyond a budget a request is answered 503
+//! `overloaded` with `Retry-After: 1` and nothing done, counted in
+//! `leasehold_http_overloaded_total{budget}`. `/healthz`, `/readyz` and
+//! `/metrics` are exempt. None of this touches leases: the lease authority
+//! has its own database connections, apart from the pool the API and the
+//! store share.
 
 mod auth;
 mod error;
@@ -174,6 +188,11 @@ struct ProbeSettings {
 struct Shared {
     api: ApiState,
     probe: health::Probe,
+    /// The budget of every `/v1` request but events.
+    requests: serve::Limiter,
+    /// The budget of `GET /v1/events` (long polls hold a slot while they
+    /// wait, at no other cost).
+    events: serve::Limiter,
 }
 
 type AppState = Arc<Shared>;
@@ -192,14 +211,30 @@ pub fn router(state: ApiState) -> Router {
 }
 
 fn build(state: ApiState, probe: ProbeSettings, body_read: Duration) -> Router {
+    build_limited(
+        state,
+        probe,
+        body_read,
+        serve::RequestLimits::REQUESTS,
+        serve::RequestLimits::EVENTS,
+    )
+}
+
+/// [`build`] with the request budgets given (tests make them small).
+fn build_limited(
+    state: ApiState,
+    probe: ProbeSettings,
+    body_read: Duration,
+    requests: serve::RequestLimits,
+    events: serve::RequestLimits,
+) -> Router {
     let shared: AppState = Arc::new(Shared {
         api: state,
         probe: health::Probe::new(probe.timeout, probe.max_age),
+        requests: serve::Limiter::new("requests", requests),
+        events: serve::Limiter::new("events", events),
     });
     Router::new()
-        .route("/healthz", get(health::healthz))
-        .route("/readyz", get(health::readyz))
-        .route("/metrics", get(metrics::handler))
         .route("/v1/leases", get(leases::list))
         .route("/v1/leases/{name}/history", get(leases::history))
         .route("/v1/objects/{kind}", get(objects::list))
@@ -208,8 +243,24 @@ fn build(state: ApiState, probe: ProbeSettings, body_read: Duration) -> Router {
             get(objects::get).put(objects::put).delete(objects::delete),
         )
         .route("/v1/events", get(events::list))
-        // Innermost: only a request that passed the token check has its
-        // body read.
+        // Only the routes above (`route_layer` wraps the routes added so
+        // far), innermost: a request refused for its token or its body
+        // takes no slot, and one refused here had its body read, so its
+        // connection stays usable.
+        .route_layer(axum::middleware::from_fn_with_state(
+            shared.clone(),
+            limit_requests,
+        ))
+        // Exempt from the request budgets: no database work beyond the one
+        // shared, cached readiness probe, so they cannot add load that
+        // grows with a flood, and they are what orchestrators and
+        // monitoring read to judge a host under load (a busy host must not
+        // look dead, and its overload counter must stay readable).
+        .route("/healthz", get(health::healthz))
+        .route("/readyz", get(health::readyz))
+        .route("/metrics", get(metrics::handler))
+        // Innermost of the rest: only a request that passed the token
+        // check has its body read.
         .route_layer(axum::middleware::from_fn_with_state(
             body_read,
             read_body_within_deadline,
@@ -224,6 +275,40 @@ fn build(state: ApiState, probe: ProbeSettings, body_read: Duration) -> Router {
         .method_not_allowed_fallback(error::method_not_allowed)
         .layer(DefaultBodyLimit::max(crate::limits::HTTP_BODY_BYTES))
         .with_state(shared)
+}
+
+/// Serve the request within its budget ([`serve::Limiter`]): events in
+/// theirs, every other `/v1` request in the shared one; beyond it, 503
+/// `overloaded` with `Retry-After`. The slot is held until the handler
+/// answered (responses are built whole, so that is when the work is done).
+async fn limit_requests(State(shared): State<AppState>, request: Request, next: Next) -> Response {
+    let budget = if request.uri().path() == "/v1/events" {
+        &shared.events
+    } else {
+        &shared.requests
+    };
+    match budget.admit().await {
+        Ok(slot) => {
+            let response = next.run(request).await;
+            drop(slot);
+            response
+        }
+        Err(why) => {
+            let limits = budget.limits();
+            let reason = match why {
+                serve::Overloaded::QueueFull if limits.queued == 0 => "every slot is taken",
+                serve::Overloaded::QueueFull => "every slot is taken and the queue is full",
+                serve::Overloaded::WaitedTooLong => "no slot came free in time",
+            };
+            ApiError::overloaded(format!(
+                "the API is at its limit of {} requests at once (budget {}): {reason}; try \
+                 again after the Retry-After delay",
+                limits.in_flight,
+                budget.name()
+            ))
+            .into_response()
+        }
+    }
 }
 
 /// Refuse a request with more than one `Authorization` header: servers and

@@ -15,12 +15,18 @@
 //! idle sockets can delay nobody for longer than one accept, and the cap
 //! keeps the process well away from its file-descriptor limit, where
 //! `accept` itself would fail.
+//!
+//! Requests have their own bound ([`Limiter`], applied by the router): at
+//! most so many served at once, a short bounded queue for a turn, and 503
+//! `overloaded` with `Retry-After` beyond it, so a flood of requests on
+//! few connections cannot hold every pooled database connection, the
+//! host's memory and its CPU either.
 
 use std::collections::HashMap;
 use std::future::Future;
 use std::io;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -32,11 +38,14 @@ use hyper_util::rt::TokioIo;
 use hyper_util::service::TowerToHyperService;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{Notify, watch};
+use tokio::sync::{Notify, Semaphore, SemaphorePermit, watch};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
-use crate::limits::{HTTP_CONNECTIONS_FD_SHARE_PERCENT, HTTP_MAX_CONNECTIONS};
+use crate::limits::{
+    HTTP_CONNECTIONS_FD_SHARE_PERCENT, HTTP_MAX_CONNECTIONS, HTTP_MAX_EVENT_REQUESTS,
+    HTTP_MAX_IN_FLIGHT, HTTP_MAX_QUEUED, HTTP_QUEUE_WAIT,
+};
 use crate::timeouts::{
     HTTP_ACCEPT_BACKOFF_MAX, HTTP_ACCEPT_BACKOFF_MIN, HTTP_HEADER_READ, HTTP_KEEP_ALIVE_IDLE,
     HTTP_OVERLOAD_LOG_EVERY,
@@ -79,6 +88,163 @@ impl ServeLimits {
             keep_alive_idle: HTTP_KEEP_ALIVE_IDLE,
         };
         (limits, fd_limit)
+    }
+}
+
+/// How many requests of one budget are served at once, and how many may
+/// wait for a turn, for how long.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RequestLimits {
+    /// Most requests served at once.
+    pub in_flight: usize,
+    /// Most requests waiting for a turn; beyond it a request is refused at
+    /// once.
+    pub queued: usize,
+    /// Longest a request waits for a turn before it is refused.
+    pub queue_wait: Duration,
+}
+
+impl RequestLimits {
+    /// The API's requests ([`HTTP_MAX_IN_FLIGHT`], [`HTTP_MAX_QUEUED`],
+    /// [`HTTP_QUEUE_WAIT`]).
+    pub const REQUESTS: Self = Self {
+        in_flight: HTTP_MAX_IN_FLIGHT,
+        queued: HTTP_MAX_QUEUED,
+        queue_wait: HTTP_QUEUE_WAIT,
+    };
+
+    /// `GET /v1/events` ([`HTTP_MAX_EVENT_REQUESTS`]), no queue: a slot
+    /// held by a long poll frees up only when its wait ends.
+    pub const EVENTS: Self = Self {
+        in_flight: HTTP_MAX_EVENT_REQUESTS,
+        queued: 0,
+        queue_wait: Duration::ZERO,
+    };
+}
+
+/// Why [`Limiter::admit`] turned a request away.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Overloaded {
+    /// Every slot was taken and the queue was full.
+    QueueFull,
+    /// It waited its whole [`RequestLimits::queue_wait`] for a slot.
+    WaitedTooLong,
+}
+
+/// One budget of requests: at most [`RequestLimits::in_flight`] served at
+/// once, at most [`RequestLimits::queued`] more waiting (first come, first
+/// served) for at most [`RequestLimits::queue_wait`]; every other request
+/// is refused at once, and counted.
+#[derive(Debug)]
+pub struct Limiter {
+    name: &'static str,
+    limits: RequestLimits,
+    slots: Semaphore,
+    waiting: AtomicUsize,
+    refused: AtomicU64,
+    log: Mutex<RefusalLog>,
+}
+
+/// Refusals since the last warning, and when that was.
+#[derive(Debug, Default)]
+struct RefusalLog {
+    last: Option<Instant>,
+    refused: u64,
+}
+
+impl Limiter {
+    /// A budget called `name` (in logs and the `budget` label of
+    /// `leasehold_http_overloaded_total`).
+    pub fn new(name: &'static str, limits: RequestLimits) -> Self {
+        Self {
+            name,
+            limits,
+            slots: Semaphore::new(limits.in_flight.max(1)),
+            waiting: AtomicUsize::new(0),
+            refused: AtomicU64::new(0),
+            log: Mutex::new(RefusalLog::default()),
+        }
+    }
+
+    /// The budget's name.
+    pub fn name(&self) -> &'static str {
+        self.name
+    }
+
+    /// Its bounds.
+    pub fn limits(&self) -> RequestLimits {
+        self.limits
+    }
+
+    /// Requests refused so far.
+    pub fn refused(&self) -> u64 {
+        self.refused.load(Ordering::Relaxed)
+    }
+
+    /// A slot, held until the returned permit drops; or why not. A caller
+    /// that gives up while queued (its client went away) leaves the queue.
+    pub async fn admit(&self) -> Result<SemaphorePermit<'_>, Overloaded> {
+        // The semaphore is fair: a free slot exists only while nobody is
+        // queued, so this never jumps the queue.
+        if let Ok(slot) = self.slots.try_acquire() {
+            return Ok(slot);
+        }
+        let queued = Queued::join(&self.waiting);
+        if queued.ahead >= self.limits.queued {
+            return Err(self.refuse(Overloaded::QueueFull));
+        }
+        match tokio::time::timeout(self.limits.queue_wait, self.slots.acquire()).await {
+            Ok(Ok(slot)) => Ok(slot),
+            // Never closed; treated as waiting too long all the same.
+            Ok(Err(_)) | Err(_) => Err(self.refuse(Overloaded::WaitedTooLong)),
+        }
+    }
+
+    fn refuse(&self, why: Overloaded) -> Overloaded {
+        self.refused.fetch_add(1, Ordering::Relaxed);
+        // A flood must not also flood the log: one line per interval.
+        let mut log = self.log.lock().unwrap_or_else(|e| e.into_inner());
+        log.refused += 1;
+        let now = Instant::now();
+        if log
+            .last
+            .is_none_or(|last| now.duration_since(last) >= HTTP_OVERLOAD_LOG_EVERY)
+        {
+            tracing::warn!(
+                budget = self.name,
+                in_flight = self.limits.in_flight,
+                queued = self.limits.queued,
+                queue_wait = ?self.limits.queue_wait,
+                refused = log.refused,
+                last = ?why,
+                "HTTP API overloaded since the last report: `refused` requests were answered 503 \
+                 (overloaded, Retry-After) while `in_flight` were being served and `queued` \
+                 waited for a turn"
+            );
+            log.last = Some(now);
+            log.refused = 0;
+        }
+        why
+    }
+}
+
+/// A place in a [`Limiter`]'s queue, left when dropped.
+struct Queued<'a> {
+    waiting: &'a AtomicUsize,
+    /// How many were waiting before this one joined.
+    ahead: usize,
+}
+
+impl<'a> Queued<'a> {
+    fn join(waiting: &'a AtomicUsize) -> Self {
+        let ahead = waiting.fetch_add(1, Ordering::SeqCst);
+        Self { waiting, ahead }
+    }
+}
+
+impl Drop for Queued<'_> {
+    fn drop(&mut self) {
+        self.waiting.fetch_sub(1, Ordering::SeqCst);
     }
 }
 

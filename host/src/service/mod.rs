@@ -57,8 +57,16 @@ pub enum ServiceError {
 
 /// The lease and state backends chosen by the config.
 pub struct Backends {
-    /// The lease authority.
+    /// The lease authority: the supervisors' and the renewer's. On
+    /// PostgreSQL it has a pool of its own
+    /// ([`crate::limits::AUTHORITY_POOL_CONNECTIONS`]), so neither guest
+    /// writes nor API traffic can make a renewal wait for a connection.
     pub authority: Arc<dyn Authority>,
+    /// What the HTTP API reads leases, history and the readiness probe
+    /// through: the same database over the main pool (the store's), so an
+    /// API flood queues for the connections it shares with the store, never
+    /// for the authority's. The same instance as `authority` in memory.
+    pub api_authority: Arc<dyn Authority>,
     /// The state store.
     pub store: Arc<dyn Store>,
     /// Whether these are the embedded in-memory backends.
@@ -78,6 +86,7 @@ pub async fn open_backends(config: &Config) -> Result<Backends, ServiceError> {
             let authority = Arc::new(MemoryAuthority::new());
             let store = Arc::new(MemoryStore::new(authority.clone()));
             Ok(Backends {
+                api_authority: authority.clone(),
                 authority,
                 store,
                 embedded: true,
@@ -89,14 +98,25 @@ pub async fn open_backends(config: &Config) -> Result<Backends, ServiceError> {
             if !applied.is_empty() {
                 tracing::info!(endpoint = db.endpoint(), ?applied, "applied migrations");
             }
+            // Renewals get connections of their own (issue 16, item 6).
+            let lease_db = db.sibling(
+                crate::limits::AUTHORITY_POOL_CONNECTIONS,
+                crate::db::AUTHORITY_APPLICATION,
+            )?;
             let authority =
-                PostgresAuthority::connect(db.clone(), config.database.expected_identity()).await?;
+                PostgresAuthority::connect(lease_db, config.database.expected_identity()).await?;
             // Writes land only in the database just verified (no round
             // trip: `connect` remembered the identity).
             let identity = authority.verify().await?;
+            // Reads only (leases, history, identity): it never acquires, so
+            // it needs no verification of its own; the readiness probe
+            // compares what it reads with the identity verified above.
+            let api_authority =
+                PostgresAuthority::new(db.clone(), config.database.expected_identity());
             let store = PostgresStore::new(db);
             store.pin_database(identity.database_id);
             Ok(Backends {
+                api_authority: Arc::new(api_authority),
                 authority: Arc::new(authority),
                 store: Arc::new(store),
                 embedded: false,
@@ -281,7 +301,7 @@ pub async fn run_until(
         cluster: config.cluster.clone(),
         holder: holder.clone(),
         status: status.clone(),
-        authority: backends.authority.clone(),
+        authority: backends.api_authority.clone(),
         store: backends.store.clone(),
         token: config.http.token.clone(),
         stopping: http_stop_rx.clone(),
