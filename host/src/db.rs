@@ -846,6 +846,55 @@ mod tests {
         assert!(text.contains("port"), "{text}");
     }
 
+    /// The authority's pool has connections of its own: every connection of
+    /// the main pool busy, it still gets one at once, named apart; and it
+    /// shares the main pool's retirement of unusable sessions.
+    #[tokio::test]
+    async fn a_sibling_pool_has_its_own_connections_and_shares_retirement() {
+        let test = crate::testing::TestDatabase::create().await;
+        let main = test.database(1);
+        let authority = main.sibling(2, AUTHORITY_APPLICATION).unwrap();
+        assert_eq!(authority.endpoint(), main.endpoint());
+        // The main pool's one connection is taken (as an API flood takes
+        // them all).
+        let busy = main.client().await.unwrap();
+        let started = std::time::Instant::now();
+        let client = authority.client().await.unwrap();
+        assert!(
+            started.elapsed() < crate::timeouts::DATABASE_CONNECT / 2,
+            "waited {:?} for a connection of the authority's pool",
+            started.elapsed()
+        );
+        let name: String = client
+            .query_one("SELECT current_setting('application_name')", &[])
+            .await
+            .unwrap()
+            .get(0);
+        assert_eq!(name, AUTHORITY_APPLICATION);
+        let main_name: String = busy
+            .query_one("SELECT current_setting('application_name')", &[])
+            .await
+            .unwrap()
+            .get(0);
+        assert_eq!(main_name, "leasehold");
+        async fn pid(client: &deadpool_postgres::Object) -> i32 {
+            client
+                .query_one("SELECT pg_backend_pid()", &[])
+                .await
+                .unwrap()
+                .get(0)
+        }
+        let before = pid(&client).await;
+        drop(client);
+        assert_eq!(pid(&authority.client().await.unwrap()).await, before);
+        // A failure that leaves sessions unusable, seen through the main
+        // pool, retires the authority's sessions too.
+        main.sessions()
+            .retire(&crate::session::Unusable::read_only());
+        let after = pid(&authority.client().await.unwrap()).await;
+        assert_ne!(after, before, "a retired session was handed out again");
+    }
+
     /// A server error keeps its SQLSTATE and message through the pool.
     #[tokio::test]
     async fn connection_errors_carry_the_servers_sqlstate_and_message() {

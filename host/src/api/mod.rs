@@ -189,10 +189,10 @@ struct Shared {
     api: ApiState,
     probe: health::Probe,
     /// The budget of every `/v1` request but events.
-    requests: serve::Limiter,
+    requests: Arc<serve::Limiter>,
     /// The budget of `GET /v1/events` (long polls hold a slot while they
     /// wait, at no other cost).
-    events: serve::Limiter,
+    events: Arc<serve::Limiter>,
 }
 
 type AppState = Arc<Shared>;
@@ -215,24 +215,27 @@ fn build(state: ApiState, probe: ProbeSettings, body_read: Duration) -> Router {
         state,
         probe,
         body_read,
-        serve::RequestLimits::REQUESTS,
-        serve::RequestLimits::EVENTS,
+        Arc::new(serve::Limiter::new(
+            "requests",
+            serve::RequestLimits::REQUESTS,
+        )),
+        Arc::new(serve::Limiter::new("events", serve::RequestLimits::EVENTS)),
     )
 }
 
-/// [`build`] with the request budgets given (tests make them small).
+/// [`build`] with the request budgets given (tests hold their slots).
 fn build_limited(
     state: ApiState,
     probe: ProbeSettings,
     body_read: Duration,
-    requests: serve::RequestLimits,
-    events: serve::RequestLimits,
+    requests: Arc<serve::Limiter>,
+    events: Arc<serve::Limiter>,
 ) -> Router {
     let shared: AppState = Arc::new(Shared {
         api: state,
         probe: health::Probe::new(probe.timeout, probe.max_age),
-        requests: serve::Limiter::new("requests", requests),
-        events: serve::Limiter::new("events", events),
+        requests,
+        events,
     });
     Router::new()
         .route("/v1/leases", get(leases::list))
@@ -401,4 +404,222 @@ fn closing(error: ApiError) -> Response {
 /// database's precision), `Z` suffix.
 fn rfc3339(at: DateTime<Utc>) -> String {
     at.to_rfc3339_opts(SecondsFormat::Micros, true)
+}
+
+#[cfg(test)]
+mod limit_tests {
+    //! The request budgets as a client sees them, on a real listener over
+    //! the memory backends.
+
+    use std::net::SocketAddr;
+
+    use serde_json::Value;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::{TcpListener, TcpStream};
+
+    use super::serve::{Limiter, RequestLimits};
+    use super::*;
+    use crate::authority::memory::MemoryAuthority;
+    use crate::status::DatabaseState;
+    use crate::store::memory::MemoryStore;
+
+    /// Longest any step of these tests may take.
+    const PATIENCE: Duration = Duration::from_secs(10);
+
+    struct Reply {
+        status: u16,
+        headers: Vec<(String, String)>,
+        body: String,
+    }
+
+    impl Reply {
+        fn header(&self, name: &str) -> Option<&str> {
+            self.headers
+                .iter()
+                .find(|(n, _)| n.eq_ignore_ascii_case(name))
+                .map(|(_, v)| v.as_str())
+        }
+
+        fn json(&self) -> Value {
+            serde_json::from_str(&self.body).expect("a JSON body")
+        }
+    }
+
+    /// One request on its own connection (`Connection: close`), read whole.
+    async fn get(addr: SocketAddr, path: &str) -> Reply {
+        tokio::time::timeout(PATIENCE, async {
+            let mut stream = TcpStream::connect(addr).await.expect("connect");
+            let head = format!("GET {path} HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n");
+            stream.write_all(head.as_bytes()).await.expect("send");
+            let mut raw = Vec::new();
+            stream.read_to_end(&mut raw).await.expect("read");
+            let text = String::from_utf8(raw).expect("UTF-8");
+            let (head, body) = text.split_once("\r\n\r\n").expect("a header end");
+            let mut lines = head.lines();
+            let status = lines
+                .next()
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|s| s.parse().ok())
+                .expect("a status");
+            let headers = lines
+                .filter_map(|l| l.split_once(':'))
+                .map(|(n, v)| (n.trim().to_string(), v.trim().to_string()))
+                .collect();
+            Reply {
+                status,
+                headers,
+                body: body.to_string(),
+            }
+        })
+        .await
+        .unwrap_or_else(|_| panic!("GET {path} took longer than {PATIENCE:?}"))
+    }
+
+    /// Poll `done` until it holds, at most [`PATIENCE`].
+    async fn until(what: &str, done: impl Fn() -> bool) {
+        let started = tokio::time::Instant::now();
+        while !done() {
+            assert!(
+                started.elapsed() < PATIENCE,
+                "timed out waiting until {what}"
+            );
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+    }
+
+    /// The API over the memory backends with the given budgets, served on
+    /// a loopback port.
+    async fn api(requests: Arc<Limiter>, events: Arc<Limiter>) -> SocketAddr {
+        let authority = Arc::new(MemoryAuthority::new());
+        let store = Arc::new(MemoryStore::new(authority.clone()));
+        let status = Arc::new(Status::new("demo".into(), "here".into(), &[]));
+        status.set_database(DatabaseState::Embedded);
+        let (stop, stopping) = tokio::sync::watch::channel(false);
+        // Never stopped: the server runs until the test's runtime ends.
+        std::mem::forget(stop);
+        let app = build_limited(
+            ApiState {
+                cluster: "demo".into(),
+                holder: "here".into(),
+                status,
+                authority,
+                store,
+                token: None,
+                stopping,
+            },
+            ProbeSettings {
+                timeout: READINESS_PROBE_TIMEOUT,
+                max_age: READINESS_PROBE_MAX_AGE,
+            },
+            crate::timeouts::HTTP_BODY_READ,
+            requests,
+            events,
+        );
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("address");
+        tokio::spawn(serve(
+            listener,
+            app,
+            ServeLimits::for_this_process().0,
+            std::future::pending(),
+        ));
+        addr
+    }
+
+    fn budget(name: &'static str, in_flight: usize, queued: usize, wait: Duration) -> Arc<Limiter> {
+        Arc::new(Limiter::new(
+            name,
+            RequestLimits {
+                in_flight,
+                queued,
+                queue_wait: wait,
+            },
+        ))
+    }
+
+    fn overloaded_metric(metrics: &str, budget: &str) -> Option<u64> {
+        let prefix = format!("leasehold_http_overloaded_total{{budget=\"{budget}\"}} ");
+        metrics
+            .lines()
+            .find_map(|l| l.strip_prefix(&prefix))
+            .and_then(|v| v.parse().ok())
+    }
+
+    #[tokio::test]
+    async fn past_its_budget_a_request_is_answered_503_overloaded_with_retry_after() {
+        let requests = budget("requests", 1, 0, Duration::ZERO);
+        let events = budget("events", 1, 0, Duration::ZERO);
+        let addr = api(requests.clone(), events.clone()).await;
+        assert_eq!(get(addr, "/v1/objects/nodes").await.status, 200);
+
+        // Every slot busy (held here as a slow request would hold it).
+        let held = requests.admit().await.expect("the one slot");
+        let refused = get(addr, "/v1/objects/nodes").await;
+        assert_eq!(refused.status, 503, "{}", refused.body);
+        assert_eq!(refused.header("retry-after"), Some("1"));
+        let body = refused.json();
+        assert_eq!(body["code"], "overloaded", "{body}");
+        let message = body["error"].as_str().expect("a message");
+        assert!(message.contains("try again"), "{message}");
+        assert_eq!(get(addr, "/v1/leases").await.status, 503);
+
+        // Health, readiness and metrics answer all the same, and the
+        // other budget is untouched.
+        assert_eq!(get(addr, "/healthz").await.status, 200);
+        assert_eq!(get(addr, "/readyz").await.status, 200);
+        assert_eq!(get(addr, "/v1/events").await.status, 200);
+        let metrics = get(addr, "/metrics").await;
+        assert_eq!(metrics.status, 200);
+        assert_eq!(
+            overloaded_metric(&metrics.body, "requests"),
+            Some(2),
+            "{}",
+            metrics.body
+        );
+        assert_eq!(
+            overloaded_metric(&metrics.body, "events"),
+            Some(0),
+            "{}",
+            metrics.body
+        );
+        // An unknown path is a 404, not a refusal.
+        assert_eq!(get(addr, "/nowhere").await.status, 404);
+
+        drop(held);
+        assert_eq!(get(addr, "/v1/objects/nodes").await.status, 200);
+        assert_eq!(requests.refused(), 2);
+    }
+
+    #[tokio::test]
+    async fn a_queued_request_is_served_when_a_slot_comes_free() {
+        let requests = budget("requests", 1, 1, PATIENCE);
+        let addr = api(requests.clone(), budget("events", 1, 0, Duration::ZERO)).await;
+        let held = requests.admit().await.expect("the one slot");
+        let queued = tokio::spawn(async move { get(addr, "/v1/objects/nodes").await });
+        until("the request is queued", || requests.queued() == 1).await;
+        // The queue is full: the next is refused at once.
+        assert_eq!(get(addr, "/v1/objects/nodes").await.status, 503);
+        drop(held);
+        let served = queued.await.expect("the queued request");
+        assert_eq!(served.status, 200, "{}", served.body);
+        assert_eq!(requests.refused(), 1);
+    }
+
+    #[tokio::test]
+    async fn long_polls_spend_their_own_budget_not_the_other_requests() {
+        let requests = budget("requests", 1, 0, Duration::ZERO);
+        let events = budget("events", 1, 0, Duration::ZERO);
+        let addr = api(requests.clone(), events.clone()).await;
+        let poll = tokio::spawn(async move { get(addr, "/v1/events?wait=30s").await });
+        until("the long poll holds its slot", || events.serving() == 1).await;
+        let refused = get(addr, "/v1/events").await;
+        assert_eq!(refused.status, 503, "{}", refused.body);
+        assert_eq!(refused.json()["code"], "overloaded");
+        // Objects and leases are served beside the held poll.
+        assert_eq!(get(addr, "/v1/objects/nodes").await.status, 200);
+        assert_eq!(get(addr, "/v1/leases").await.status, 200);
+        assert_eq!(requests.refused(), 0);
+        assert_eq!(events.refused(), 1);
+        poll.abort();
+    }
 }

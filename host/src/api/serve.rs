@@ -181,6 +181,19 @@ impl Limiter {
         self.refused.load(Ordering::Relaxed)
     }
 
+    /// Requests being served now.
+    pub fn serving(&self) -> usize {
+        self.limits
+            .in_flight
+            .max(1)
+            .saturating_sub(self.slots.available_permits())
+    }
+
+    /// Requests waiting for a slot now.
+    pub fn queued(&self) -> usize {
+        self.waiting.load(Ordering::SeqCst)
+    }
+
     /// A slot, held until the returned permit drops; or why not. A caller
     /// that gives up while queued (its client went away) leaves the queue.
     pub async fn admit(&self) -> Result<SemaphorePermit<'_>, Overloaded> {
@@ -721,6 +734,80 @@ async fn sleep_until(deadline: Option<Instant>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn limiter(in_flight: usize, queued: usize, queue_wait: Duration) -> Limiter {
+        Limiter::new(
+            "test",
+            RequestLimits {
+                in_flight,
+                queued,
+                queue_wait,
+            },
+        )
+    }
+
+    /// Whether `future` is still pending after every other task ran.
+    async fn pending<F: Future + Unpin>(future: &mut F) -> bool {
+        tokio::task::yield_now().await;
+        futures::poll!(future).is_pending()
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_limiter_serves_so_many_at_once_and_queues_the_next_in_order() {
+        let limiter = limiter(2, 2, Duration::from_secs(1));
+        let first = limiter.admit().await.expect("a free slot");
+        let _second = limiter.admit().await.expect("a free slot");
+        // Both slots taken: the next two queue, in arrival order.
+        let mut third = Box::pin(limiter.admit());
+        let mut fourth = Box::pin(limiter.admit());
+        assert!(pending(&mut third).await);
+        assert!(pending(&mut fourth).await);
+        // The queue is full: the fifth is refused at once, and counted.
+        assert_eq!(limiter.admit().await.err(), Some(Overloaded::QueueFull));
+        assert_eq!(limiter.refused(), 1);
+        // A slot frees up: it goes to the first in the queue, not the second.
+        drop(first);
+        let third = third.await.expect("the first queued gets the slot");
+        assert!(pending(&mut fourth).await);
+        drop(third);
+        let _fourth = fourth.await.expect("then the second");
+        assert_eq!(limiter.refused(), 1);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_queued_request_is_refused_after_its_wait_and_leaves_the_queue() {
+        let wait = Duration::from_millis(500);
+        let limiter = limiter(1, 1, wait);
+        let _held = limiter.admit().await.expect("a free slot");
+        let started = Instant::now();
+        assert_eq!(limiter.admit().await.err(), Some(Overloaded::WaitedTooLong));
+        assert_eq!(started.elapsed(), wait);
+        assert_eq!(limiter.refused(), 1);
+        // It left the queue: the next one may queue again (it would be
+        // refused at once if the place were still taken).
+        let mut next = Box::pin(limiter.admit());
+        assert!(pending(&mut next).await);
+        // A client that goes away while queued leaves its place too.
+        drop(next);
+        let mut again = Box::pin(limiter.admit());
+        assert!(pending(&mut again).await);
+        assert_eq!(limiter.refused(), 1);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn without_a_queue_a_request_past_the_slots_is_refused_at_once() {
+        let limiter = Limiter::new("events", RequestLimits::EVENTS);
+        let mut held = Vec::new();
+        for _ in 0..RequestLimits::EVENTS.in_flight {
+            held.push(limiter.admit().await.expect("a free slot"));
+        }
+        let started = Instant::now();
+        assert_eq!(limiter.admit().await.err(), Some(Overloaded::QueueFull));
+        assert_eq!(started.elapsed(), Duration::ZERO);
+        held.pop();
+        let _freed = limiter.admit().await.expect("a freed slot");
+        assert_eq!(limiter.refused(), 1);
+    }
 
     #[test]
     fn the_cap_leaves_most_file_descriptors_to_the_rest() {
