@@ -202,6 +202,11 @@ pub const HTTP_OVERLOADED_RETRY_AFTER: std::time::Duration = std::time::Duration
 /// request is answered 503 `overloaded` at once (a poll would wait seconds
 /// for a slot).
 pub const HTTP_MAX_EVENT_REQUESTS: usize = 256;
+/// Share (percent) of the machine's cores the HTTP API's own runtime has
+/// threads for (at least one; `service::http`). The rest run the
+/// supervisors, the renewer and the guests, which a flood of requests then
+/// cannot crowd out.
+pub const HTTP_RUNTIME_CORES_PERCENT: usize = 50;
 
 // A renewal given up after one interval may still hold its connection
 // while the next one goes out, and a grant or release may run beside them.
@@ -213,6 +218,8 @@ const _: () =
     assert!(HTTP_MAX_IN_FLIGHT + HTTP_MAX_QUEUED + HTTP_MAX_EVENT_REQUESTS < HTTP_MAX_CONNECTIONS);
 // The API can keep every connection of the default pool busy.
 const _: () = assert!(HTTP_MAX_IN_FLIGHT >= DEFAULT_MAX_CONNECTIONS);
+// The API's runtime leaves cores to the rest, and has some.
+const _: () = assert!(HTTP_RUNTIME_CORES_PERCENT > 0 && HTTP_RUNTIME_CORES_PERCENT < 100);
 // A queued request never waits longer than it is told to stay away after.
 const _: () = assert!(HTTP_QUEUE_WAIT.as_nanos() < HTTP_OVERLOADED_RETRY_AFTER.as_nanos());
 // `Retry-After` is whole seconds, at least one.

@@ -27,6 +27,7 @@ use crate::supervisor::Renewer;
 use crate::supervisor::identity::{self, IdentityCheck};
 
 mod controllers;
+mod http;
 
 use controllers::Controllers;
 
@@ -307,13 +308,9 @@ pub async fn run_until(
         stopping: http_stop_rx.clone(),
     });
     let (limits, fd_limit) = crate::api::ServeLimits::for_this_process();
-    let http = tokio::spawn(async move {
-        let mut http_stop_rx = http_stop_rx;
-        crate::api::serve(listener, api, limits, async move {
-            let _ = http_stop_rx.wait_for(|s| *s).await;
-        })
-        .await;
-    });
+    // On a runtime of its own: a flood of requests cannot delay the
+    // supervisors and the renewer on this one.
+    let http = http::start(listener, config.http.listen, api, limits, http_stop_rx)?;
     if let Some(warning) = unauthenticated_listen_warning(&config) {
         tracing::warn!(listen = %config.http.listen, "{warning}");
     }
@@ -322,6 +319,7 @@ pub async fn run_until(
         holder,
         listen = %config.http.listen,
         max_connections = limits.max_connections,
+        http_threads = http.threads(),
         open_files_limit = fd_limit,
         controllers = config.controllers.len(),
         "leasehold is running"
@@ -352,9 +350,7 @@ pub async fn run_until(
     controllers.stop_all().await;
     identity_task.abort();
     let _ = http_stop_tx.send(true);
-    if let Err(e) = http.await {
-        tracing::warn!(error = %e, "HTTP server task failed");
-    }
+    http.stopped().await;
     tracing::info!("leasehold stopped");
     Ok(())
 }
