@@ -488,15 +488,16 @@ mod limit_tests {
     }
 
     /// The API over the memory backends with the given budgets, served on
-    /// a loopback port.
-    async fn api(requests: Arc<Limiter>, events: Arc<Limiter>) -> SocketAddr {
+    /// a loopback port; it counts as stopping once the sender is dropped.
+    async fn api(
+        requests: Arc<Limiter>,
+        events: Arc<Limiter>,
+    ) -> (SocketAddr, tokio::sync::watch::Sender<bool>) {
         let authority = Arc::new(MemoryAuthority::new());
         let store = Arc::new(MemoryStore::new(authority.clone()));
         let status = Arc::new(Status::new("demo".into(), "here".into(), &[]));
         status.set_database(DatabaseState::Embedded);
         let (stop, stopping) = tokio::sync::watch::channel(false);
-        // Never stopped: the server runs until the test's runtime ends.
-        std::mem::forget(stop);
         let app = build_limited(
             ApiState {
                 cluster: "demo".into(),
@@ -523,7 +524,7 @@ mod limit_tests {
             ServeLimits::for_this_process().0,
             std::future::pending(),
         ));
-        addr
+        (addr, stop)
     }
 
     fn budget(name: &'static str, in_flight: usize, queued: usize, wait: Duration) -> Arc<Limiter> {
@@ -549,7 +550,7 @@ mod limit_tests {
     async fn past_its_budget_a_request_is_answered_503_overloaded_with_retry_after() {
         let requests = budget("requests", 1, 0, Duration::ZERO);
         let events = budget("events", 1, 0, Duration::ZERO);
-        let addr = api(requests.clone(), events.clone()).await;
+        let (addr, _stop) = api(requests.clone(), events.clone()).await;
         assert_eq!(get(addr, "/v1/objects/nodes").await.status, 200);
 
         // Every slot busy (held here as a slow request would hold it).
@@ -593,7 +594,7 @@ mod limit_tests {
     #[tokio::test]
     async fn a_queued_request_is_served_when_a_slot_comes_free() {
         let requests = budget("requests", 1, 1, PATIENCE);
-        let addr = api(requests.clone(), budget("events", 1, 0, Duration::ZERO)).await;
+        let (addr, _stop) = api(requests.clone(), budget("events", 1, 0, Duration::ZERO)).await;
         let held = requests.admit().await.expect("the one slot");
         let queued = tokio::spawn(async move { get(addr, "/v1/objects/nodes").await });
         until("the request is queued", || requests.queued() == 1).await;
@@ -609,7 +610,7 @@ mod limit_tests {
     async fn long_polls_spend_their_own_budget_not_the_other_requests() {
         let requests = budget("requests", 1, 0, Duration::ZERO);
         let events = budget("events", 1, 0, Duration::ZERO);
-        let addr = api(requests.clone(), events.clone()).await;
+        let (addr, _stop) = api(requests.clone(), events.clone()).await;
         let poll = tokio::spawn(async move { get(addr, "/v1/events?wait=30s").await });
         until("the long poll holds its slot", || events.serving() == 1).await;
         let refused = get(addr, "/v1/events").await;
