@@ -32,6 +32,7 @@ pub const MIGRATIONS: &[(i32, &str)] = &[
     (3, include_str!("../migrations/0003_store_collation.sql")),
     (4, include_str!("../migrations/0004_tenure_snapshots.sql")),
     (5, include_str!("../migrations/0005_tenure_outbound.sql")),
+    (6, include_str!("../migrations/0006_hosts.sql")),
 ];
 
 /// Database setup failures.

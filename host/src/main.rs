@@ -421,6 +421,18 @@ struct LeaseOutput {
     expires_at: chrono::DateTime<chrono::Utc>,
     released: bool,
     active: bool,
+    /// `"session"` or `"ttl"`: how the current tenure may be taken over if
+    /// its holder dies.
+    crash_detection: &'static str,
+    /// The holder's liveness session the grant was made under, if known.
+    holder_session: Option<SessionOutput>,
+}
+
+/// A holder's liveness session in `leasehold leases --json`.
+#[derive(Debug, serde::Serialize)]
+struct SessionOutput {
+    pid: i32,
+    backend_start: Option<chrono::DateTime<chrono::Utc>>,
 }
 
 impl From<&LeaseRecord> for LeaseOutput {
@@ -433,6 +445,11 @@ impl From<&LeaseRecord> for LeaseOutput {
             expires_at: r.expires_at,
             released: r.released,
             active: r.active,
+            crash_detection: r.crash_detection.as_str(),
+            holder_session: r.holder_session.as_ref().map(|s| SessionOutput {
+                pid: s.pid,
+                backend_start: s.backend_start,
+            }),
         }
     }
 }
@@ -507,6 +524,13 @@ fn lease_table(records: &[LeaseRecord]) -> String {
             } else {
                 "expired"
             };
+            let session = match &r.holder_session {
+                Some(s) => match s.backend_start {
+                    Some(start) => format!("pid {} since {}", s.pid, time(start)),
+                    None => format!("pid {}", s.pid),
+                },
+                None => "-".to_string(),
+            };
             vec![
                 r.name.clone(),
                 state.to_string(),
@@ -514,11 +538,22 @@ fn lease_table(records: &[LeaseRecord]) -> String {
                 r.epoch.to_string(),
                 time(r.acquired_at),
                 time(r.expires_at),
+                r.crash_detection.as_str().to_string(),
+                session,
             ]
         })
         .collect();
     table(
-        &["LEASE", "STATE", "HOLDER", "EPOCH", "ACQUIRED", "EXPIRES"],
+        &[
+            "LEASE",
+            "STATE",
+            "HOLDER",
+            "EPOCH",
+            "ACQUIRED",
+            "EXPIRES",
+            "DETECTION",
+            "SESSION",
+        ],
         rows,
     )
 }
@@ -611,7 +646,7 @@ mod tests {
 
     #[test]
     fn leases_json_keeps_its_field_names() {
-        use leasehold_host::authority::EndReason;
+        use leasehold_host::authority::{CrashDetection, EndReason, HolderSession};
         use leasehold_host::fence::Epoch;
         let at = chrono::DateTime::from_timestamp(1_700_000_000, 0).unwrap();
         let lease = LeaseRecord {
@@ -622,6 +657,11 @@ mod tests {
             expires_at: at,
             released: false,
             active: true,
+            crash_detection: CrashDetection::Session,
+            holder_session: Some(HolderSession {
+                pid: 4242,
+                backend_start: Some(at),
+            }),
         };
         let json = serde_json::to_value(LeaseOutput::from(&lease)).unwrap();
         let mut names = keys(&json);
@@ -631,15 +671,45 @@ mod tests {
             [
                 "acquired_at",
                 "active",
+                "crash_detection",
                 "epoch",
                 "expires_at",
                 "holder",
+                "holder_session",
                 "name",
                 "released"
             ]
         );
         assert_eq!(json["epoch"], 7);
         assert_eq!(json["acquired_at"], "2023-11-14T22:13:20Z");
+        assert_eq!(json["crash_detection"], "session");
+        let mut session = keys(&json["holder_session"]);
+        session.sort_unstable();
+        assert_eq!(session, ["backend_start", "pid"]);
+        assert_eq!(json["holder_session"]["pid"], 4242);
+        assert_eq!(
+            json["holder_session"]["backend_start"],
+            "2023-11-14T22:13:20Z"
+        );
+        let table = lease_table(std::slice::from_ref(&lease));
+        let mut lines = table.lines();
+        assert!(
+            lines.next().unwrap().ends_with("DETECTION  SESSION"),
+            "{table}"
+        );
+        let row = lines.next().unwrap();
+        assert!(
+            row.ends_with("session    pid 4242 since 2023-11-14T22:13:20.000Z"),
+            "{table}"
+        );
+        let ttl = LeaseRecord {
+            crash_detection: CrashDetection::Ttl,
+            holder_session: None,
+            ..lease.clone()
+        };
+        let json = serde_json::to_value(LeaseOutput::from(&ttl)).unwrap();
+        assert_eq!(json["crash_detection"], "ttl");
+        assert!(json["holder_session"].is_null(), "{json}");
 
         let tenure = TenureRecord {
             epoch: Epoch(7),

@@ -105,7 +105,8 @@ pub struct ControllerMetrics {
     /// Leases acquired.
     pub acquisitions: AtomicU64,
     /// Leases lost, by reason (`renew_refused`, `renew_deadline`,
-    /// `identity_changed`, `holder_taken`, `fenced`).
+    /// `identity_changed`, `holder_taken`, `claim_lost` (this host's
+    /// liveness session ended), `fenced`).
     pub losses: Mutex<BTreeMap<&'static str, u64>>,
     /// Guest instances hard-aborted or torn down, by reason (`lease_lost`,
     /// `trap`, `deadline`, `memory`, `shutdown`).
@@ -362,23 +363,46 @@ pub struct Status {
     holder_claim: Mutex<Option<ClaimState>>,
     /// Controllers by name; a config reload adds and removes them.
     controllers: RwLock<BTreeMap<String, Arc<ControllerStatus>>>,
+    /// The names of `controllers`, in name order, for whoever registers
+    /// them (the holder claim's host row).
+    names: tokio::sync::watch::Sender<Vec<String>>,
 }
 
 impl Status {
     /// A status for `controllers`, all `Starting`.
     pub fn new(cluster: String, holder: String, controllers: &[String]) -> Self {
+        let controllers: BTreeMap<String, Arc<ControllerStatus>> = controllers
+            .iter()
+            .map(|name| (name.clone(), Arc::new(ControllerStatus::new(name))))
+            .collect();
+        let names = tokio::sync::watch::Sender::new(controllers.keys().cloned().collect());
         Self {
             cluster,
             holder,
             database: Mutex::new(DatabaseState::Unknown),
             holder_claim: Mutex::new(None),
-            controllers: RwLock::new(
-                controllers
-                    .iter()
-                    .map(|name| (name.clone(), Arc::new(ControllerStatus::new(name))))
-                    .collect(),
-            ),
+            controllers: RwLock::new(controllers),
+            names,
         }
+    }
+
+    /// The names of the controllers this replica runs, in name order;
+    /// subscribers are woken when a reload changes them.
+    pub fn controller_names(&self) -> tokio::sync::watch::Receiver<Vec<String>> {
+        self.names.subscribe()
+    }
+
+    /// Publish the controller names after `controllers` changed.
+    fn publish_names(&self, controllers: &BTreeMap<String, Arc<ControllerStatus>>) {
+        let names: Vec<String> = controllers.keys().cloned().collect();
+        self.names.send_if_modified(|current| {
+            if *current == names {
+                false
+            } else {
+                *current = names;
+                true
+            }
+        });
     }
 
     /// Every controller this replica runs, in name order.
@@ -403,17 +427,20 @@ impl Status {
     /// The status of `name`: the one already reported, or a new one in
     /// state `Starting`.
     pub fn add_controller(&self, name: &str) -> Arc<ControllerStatus> {
-        self.controllers
-            .write()
-            .expect("status lock")
+        let mut controllers = self.controllers.write().expect("status lock");
+        let status = controllers
             .entry(name.to_string())
             .or_insert_with(|| Arc::new(ControllerStatus::new(name)))
-            .clone()
+            .clone();
+        self.publish_names(&controllers);
+        status
     }
 
     /// Stop reporting `name` (it no longer runs here).
     pub fn remove_controller(&self, name: &str) {
-        self.controllers.write().expect("status lock").remove(name);
+        let mut controllers = self.controllers.write().expect("status lock");
+        controllers.remove(name);
+        self.publish_names(&controllers);
     }
 
     /// Set the database state.
@@ -449,6 +476,21 @@ impl Status {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn controller_names_follow_added_and_removed_controllers() {
+        let status = Status::new("east".into(), "a".into(), &["b".into(), "a".into()]);
+        let mut names = status.controller_names();
+        assert_eq!(*names.borrow_and_update(), ["a", "b"]);
+        status.add_controller("c");
+        assert!(names.has_changed().unwrap());
+        assert_eq!(*names.borrow_and_update(), ["a", "b", "c"]);
+        // Adding one already there changes nothing.
+        status.add_controller("a");
+        assert!(!names.has_changed().unwrap());
+        status.remove_controller("b");
+        assert_eq!(*names.borrow_and_update(), ["a", "c"]);
+    }
 
     #[test]
     fn histogram_buckets_are_cumulative() {

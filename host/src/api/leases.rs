@@ -32,6 +32,22 @@ pub(super) struct LeaseView {
     held_here: bool,
     /// Someone holds it now: not released and not expired.
     active: bool,
+    /// How the current tenure may be taken over if its holder dies:
+    /// `"session"` or `"ttl"`.
+    crash_detection: &'static str,
+    /// The holder's liveness session the current grant was made under;
+    /// `null` when unknown (a `ttl` grant, or one made before hosts
+    /// recorded it).
+    holder_session: Option<SessionView>,
+}
+
+/// A holder's liveness session in `GET /v1/leases`.
+#[derive(Debug, Serialize)]
+pub(super) struct SessionView {
+    /// The session's server process id.
+    pid: i32,
+    /// When it started; `null` unless its host registered that session.
+    backend_start: Option<String>,
 }
 
 impl LeaseView {
@@ -44,6 +60,11 @@ impl LeaseView {
             epoch: record.epoch.0,
             acquired_at: rfc3339(record.acquired_at),
             expires_at: rfc3339(record.expires_at),
+            crash_detection: record.crash_detection.as_str(),
+            holder_session: record.holder_session.map(|session| SessionView {
+                pid: session.pid,
+                backend_start: session.backend_start.map(rfc3339),
+            }),
         }
     }
 }
@@ -123,7 +144,7 @@ pub(super) async fn history(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::authority::EndReason;
+    use crate::authority::{CrashDetection, EndReason, HolderSession};
     use crate::fence::Epoch;
 
     fn sorted_keys(value: &serde_json::Value) -> Vec<String> {
@@ -149,6 +170,11 @@ mod tests {
             expires_at: at,
             released: false,
             active: true,
+            crash_detection: CrashDetection::Session,
+            holder_session: Some(HolderSession {
+                pid: 4242,
+                backend_start: Some(at),
+            }),
         };
         let json = serde_json::to_value(LeaseView::new(lease.clone(), &status)).unwrap();
         assert_eq!(
@@ -156,14 +182,31 @@ mod tests {
             [
                 "acquired_at",
                 "active",
+                "crash_detection",
                 "epoch",
                 "expires_at",
                 "held_here",
                 "holder",
+                "holder_session",
                 "name"
             ]
         );
         assert_eq!(json["epoch"], 7);
+        assert_eq!(json["crash_detection"], "session");
+        assert_eq!(
+            sorted_keys(&json["holder_session"]),
+            ["backend_start", "pid"]
+        );
+        assert_eq!(json["holder_session"]["pid"], 4242);
+        assert_eq!(json["holder_session"]["backend_start"], json["acquired_at"]);
+        let ttl = LeaseRecord {
+            crash_detection: CrashDetection::Ttl,
+            holder_session: None,
+            ..lease.clone()
+        };
+        let json = serde_json::to_value(LeaseView::new(ttl, &status)).unwrap();
+        assert_eq!(json["crash_detection"], "ttl");
+        assert!(json["holder_session"].is_null(), "{json}");
         // Not led by this replica's supervisor, whatever the holder name.
         assert_eq!(json["held_here"], false);
         status

@@ -38,10 +38,15 @@
 //!   it is back.
 //! - `GET /metrics`: Prometheus text; see [`metrics`].
 //! - `GET /v1/leases`: `[{"name", "holder", "epoch", "acquired_at",
-//!   "expires_at", "held_here", "active"}]` sorted by name. `held_here`:
-//!   this replica's own supervisor leads the lease now, at that epoch
-//!   (never decided by comparing holder names); `active`: someone does (not
-//!   released, not expired).
+//!   "expires_at", "held_here", "active", "crash_detection",
+//!   "holder_session"}]` sorted by name. `held_here`: this replica's own
+//!   supervisor leads the lease now, at that epoch (never decided by
+//!   comparing holder names); `active`: someone does (not released, not
+//!   expired); `crash_detection`: how the current tenure may be taken over
+//!   if its holder dies (`"session"` or `"ttl"`); `holder_session`:
+//!   `{"pid", "backend_start"}` of the holder's liveness session the grant
+//!   was made under (`backend_start` null unless its host registered that
+//!   session), or null when unknown.
 //! - `GET /v1/leases/{name}/history[?limit=N]`: tenures newest first,
 //!   `[{"epoch", "holder", "endpoint", "acquired_at", "ended_at",
 //!   "end_reason", "writes", "last_write_at", "outbound_requests",

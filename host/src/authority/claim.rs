@@ -5,7 +5,15 @@
 //! the other's leases for its own. A backend that spans processes
 //! (PostgreSQL) claims the name for the life of the process; the memory
 //! backend is one process and needs no claim.
+//!
+//! The claim's session is also the host's **liveness session**: the lock
+//! dies with it, so its absence is the database's verdict that the host is
+//! gone (crash detection `session`). A host whose claim session ended
+//! therefore ends every tenure at once, as at the renew deadline, before
+//! it claims again on a new session: no tenure continues under a session
+//! other than the one it was granted under ([`ClaimSession::generation`]).
 
+use chrono::{DateTime, Utc};
 use tokio::sync::watch;
 
 /// Where this host's claim on its holder name stands.
@@ -36,22 +44,86 @@ impl ClaimState {
     }
 }
 
+/// The session a claim is held on (while it is held).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClaimSession {
+    /// Counts the sessions this process claimed the name on, from 1: each
+    /// new session (after a loss) has a new number, so a tenure can tell
+    /// the session it was granted under from a later one.
+    pub generation: u64,
+    /// The session's server process id (`pg_backend_pid()`).
+    pub pid: i32,
+    /// When the session started, as the server reports it to itself.
+    pub backend_start: Option<DateTime<Utc>>,
+    /// The advisory lock key the session holds.
+    pub key: i64,
+}
+
+/// A claim as its subscribers see it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClaimView {
+    /// Where the claim stands.
+    pub state: ClaimState,
+    /// The session holding it: `Some` exactly while `state` is `Claimed`.
+    pub session: Option<ClaimSession>,
+}
+
+impl ClaimView {
+    /// Not claimed yet.
+    pub fn pending() -> Self {
+        Self {
+            state: ClaimState::Pending,
+            session: None,
+        }
+    }
+}
+
+/// What a host registers about itself with its claim (PostgreSQL: the
+/// `leasehold_hosts` row), for operators and the lease listing.
+#[derive(Debug, Clone)]
+pub struct HostInfo {
+    /// When this process started.
+    pub started_at: DateTime<Utc>,
+    /// The host's version.
+    pub version: String,
+    /// The controllers it runs now; a change (a config reload) is
+    /// registered again.
+    pub controllers: watch::Receiver<Vec<String>>,
+}
+
+impl HostInfo {
+    /// This process, running the controllers `controllers` shows.
+    pub fn this_process(controllers: watch::Receiver<Vec<String>>) -> Self {
+        Self {
+            started_at: process_started_at(),
+            version: env!("CARGO_PKG_VERSION").to_string(),
+            controllers,
+        }
+    }
+}
+
+/// When this process started (first asked; the host asks at start-up).
+pub fn process_started_at() -> DateTime<Utc> {
+    static STARTED: std::sync::OnceLock<DateTime<Utc>> = std::sync::OnceLock::new();
+    *STARTED.get_or_init(Utc::now)
+}
+
 /// A running claim: dropping it gives the name up (its session closes).
 #[derive(Debug)]
 pub struct HolderClaim {
-    state: watch::Receiver<ClaimState>,
+    view: watch::Receiver<ClaimView>,
     task: tokio::task::JoinHandle<()>,
 }
 
 impl HolderClaim {
-    /// A claim kept by `task`, which publishes on the sender of `state`.
-    pub fn new(state: watch::Receiver<ClaimState>, task: tokio::task::JoinHandle<()>) -> Self {
-        Self { state, task }
+    /// A claim kept by `task`, which publishes on the sender of `view`.
+    pub fn new(view: watch::Receiver<ClaimView>, task: tokio::task::JoinHandle<()>) -> Self {
+        Self { view, task }
     }
 
-    /// The claim's state; subscribers are woken on every change.
-    pub fn state(&self) -> watch::Receiver<ClaimState> {
-        self.state.clone()
+    /// The claim and its session; subscribers are woken on every change.
+    pub fn view(&self) -> watch::Receiver<ClaimView> {
+        self.view.clone()
     }
 }
 

@@ -108,6 +108,55 @@ impl EndReason {
     }
 }
 
+/// How a tenure may be taken over when its holder dies without releasing
+/// it: configured per controller (`crash_detection`), recorded with each
+/// grant, and judged by the backend at the next grant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CrashDetection {
+    /// Also when the holder's liveness session is gone (PostgreSQL: no
+    /// session with the pid the grant recorded holds the holder's claim
+    /// lock any more), judged by the database inside the grant: a standby
+    /// leads within a fraction of a second of a crash. The ttl still
+    /// covers what the server cannot see (a partition that leaves the
+    /// holder's session open). The default.
+    #[default]
+    Session,
+    /// Only once the grant was released or expired (the ttl after its
+    /// last renewal).
+    Ttl,
+}
+
+impl CrashDetection {
+    /// Every mode, in the order the config lists them.
+    pub const ALL: [CrashDetection; 2] = [CrashDetection::Session, CrashDetection::Ttl];
+
+    /// The name in the config, the database and the API.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CrashDetection::Session => "session",
+            CrashDetection::Ttl => "ttl",
+        }
+    }
+
+    /// The mode named `name`, if any.
+    pub fn parse(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|mode| mode.as_str() == name)
+    }
+}
+
+/// The liveness session a lease's grant recorded, as the API shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct HolderSession {
+    /// The server process id of the holder's liveness session when the
+    /// lease was granted.
+    pub pid: i32,
+    /// When that session started, from the holder's own registration
+    /// (`None` if its host never registered, or registered another
+    /// session since).
+    pub backend_start: Option<DateTime<Utc>>,
+}
+
 /// A request for a lease.
 #[derive(Debug, Clone)]
 pub struct AcquireRequest {
@@ -176,6 +225,12 @@ pub struct LeaseRecord {
     pub released: bool,
     /// Whether a tenure is running now: not released and not expired.
     pub active: bool,
+    /// How the current tenure may be taken over if its holder dies
+    /// (recorded by its grant; `ttl` for grants made before it was).
+    pub crash_detection: CrashDetection,
+    /// The liveness session the current grant was made under, when the
+    /// backend knows one.
+    pub holder_session: Option<HolderSession>,
 }
 
 /// One tenure in the history (L6).
@@ -356,10 +411,26 @@ pub trait Authority: Send + Sync + 'static {
     async fn identity(&self) -> Result<DatabaseIdentity, AuthorityError>;
 
     /// Try to take the lease. Grants only if the row is absent, released or
-    /// expired by the backend's clock (L2); a grant's epoch is previous + 1
-    /// (L1) and opens a tenure record; a still-open previous tenure is ended
-    /// as `expired` (or `superseded`).
+    /// expired by the backend's clock, or its holder's liveness session is
+    /// gone and its grant asked for [`CrashDetection::Session`] (L2); a
+    /// grant's epoch is previous + 1 (L1) and opens a tenure record; a
+    /// still-open previous tenure is ended as `expired` (or `superseded`).
+    /// The new grant may only be taken over once released or expired
+    /// ([`CrashDetection::Ttl`]); see [`Authority::acquire_detected`].
     async fn acquire(&self, request: &AcquireRequest) -> Result<Acquired, AuthorityError>;
+
+    /// [`Authority::acquire`], with the grant recording `detection`: how
+    /// the new tenure may be taken over if this host dies. A backend (or
+    /// wrapper) without liveness sessions grants as [`CrashDetection::Ttl`]
+    /// (the default here): slower takeover, never a wrong one.
+    async fn acquire_detected(
+        &self,
+        request: &AcquireRequest,
+        detection: CrashDetection,
+    ) -> Result<Acquired, AuthorityError> {
+        let _ = detection;
+        self.acquire(request).await
+    }
 
     /// Extend every given lease by `ttl` in one round trip, if holder and
     /// epoch still match and it has not expired. Results are in input order.
@@ -398,11 +469,30 @@ pub trait Authority: Send + Sync + 'static {
     /// simply retry acquiring.
     fn released(&self, cluster: &str) -> tokio::sync::watch::Receiver<u64>;
 
+    /// A receiver woken when the lease `key`, which this host waits for,
+    /// is held under a [`CrashDetection::Session`] grant whose holder's
+    /// liveness session is gone, so an acquire now would succeed. Looked
+    /// for in one batched query per interval for all the leases with a
+    /// live receiver (PostgreSQL: [`crate::timeouts::TAKEOVER_SCAN`]);
+    /// dropping the receiver stops looking. Wakes may be spurious;
+    /// candidates simply retry acquiring. `None`: the backend cannot tell
+    /// (one process: a holder's session is the process itself).
+    fn dead_holder(&self, key: &LeaseKey) -> Option<tokio::sync::watch::Receiver<u64>> {
+        let _ = key;
+        None
+    }
+
     /// Claim `holder` of `cluster` among the live hosts for as long as the
-    /// returned claim is kept (see [`claim`]). `None`: this backend serves
-    /// one process, so no other host can run as the same holder.
-    fn claim_holder(&self, cluster: &str, holder: &str) -> Option<claim::HolderClaim> {
-        let _ = (cluster, holder);
+    /// returned claim is kept (see [`claim`]), registering `host` with the
+    /// claim's session. `None`: this backend serves one process, so no
+    /// other host can run as the same holder.
+    fn claim_holder(
+        &self,
+        cluster: &str,
+        holder: &str,
+        host: claim::HostInfo,
+    ) -> Option<claim::HolderClaim> {
+        let _ = (cluster, holder, host);
         None
     }
 }

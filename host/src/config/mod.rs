@@ -13,9 +13,11 @@
 //! ```toml
 //! cluster = "demo"                 # required: a DNS label
 //! holder = "replica-a"             # optional: default <hostname>-<pid>-<4 hex>
+//! crash_detection = "session"      # default of every controller: "session" or "ttl"
 //!
 //! [database]
 //! url = "postgres://postgres@127.0.0.1:5432/postgres"  # absent: embedded, single process
+//! session_url = "postgres://…"     # optional: the dedicated sessions, never via a pooler
 //! max_connections = 16
 //! expected_database_id = "…uuid…"  # optional: refuse any other database
 //! expected_system_identifier = "…" # optional: refuse any other server
@@ -44,7 +46,17 @@
 //! max_objects_per_kind = 100000
 //! dirs = [{ host = "data", guest = "/data", writable = false }]
 //! http_allow = ["https://api.example.com", "http://127.0.0.1:9000/hooks/"]
+//! crash_detection = "session"      # or "ttl"; default: the top-level key
 //! ```
+//!
+//! `crash_detection` says how a controller's lease is taken over when the
+//! host holding it dies without releasing it. `"session"` (the default):
+//! as soon as the database sees the host's liveness session gone (a
+//! SIGKILL, a crash, a terminated backend: well under a second), and by
+//! expiry otherwise (a partition that leaves the session open). `"ttl"`:
+//! only once the lease expired, `lease_ttl` after its last renewal. Safety
+//! never rests on either: every write of an old tenure is refused inside
+//! its own transaction, whichever way the next one was granted.
 //!
 //! `http_allow` lists where the controller's guest may send HTTP requests
 //! (`wasi:http/outgoing-handler`): each entry is `scheme://host[:port]`
@@ -66,7 +78,7 @@ use std::time::Duration;
 
 use thiserror::Error;
 
-use crate::authority::{ExpectedIdentity, LeaseTiming};
+use crate::authority::{CrashDetection, ExpectedIdentity, LeaseTiming};
 use crate::outbound::AllowList;
 use crate::runtime::{DirGrant, EngineConfig, GuestLimits};
 
@@ -128,6 +140,12 @@ pub struct DatabaseConfig {
     /// `LEASEHOLD_DATABASE_URL` overrides it (see
     /// [`DatabaseConfig::apply_url_override`]).
     pub url: Option<String>,
+    /// Where the host's dedicated, never-pooled sessions connect: the
+    /// liveness session holding the holder claim, and the release
+    /// listener. `None`: `url`. Set it when `url` goes through a
+    /// transaction-pooling proxy: these sessions need PostgreSQL itself
+    /// (a session lock, the backend pid, LISTEN).
+    pub session_url: Option<String>,
     /// Pool size (1 to [`MAX_DATABASE_CONNECTIONS`], default
     /// [`DEFAULT_MAX_CONNECTIONS`]).
     pub max_connections: usize,
@@ -146,6 +164,10 @@ impl fmt::Debug for DatabaseConfig {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("DatabaseConfig")
             .field("url", &self.url.as_deref().map(crate::db::redact))
+            .field(
+                "session_url",
+                &self.session_url.as_deref().map(crate::db::redact),
+            )
             .field("max_connections", &self.max_connections)
             .field("expected_database_id", &self.expected_database_id)
             .field(
@@ -160,6 +182,7 @@ impl Default for DatabaseConfig {
     fn default() -> Self {
         Self {
             url: None,
+            session_url: None,
             max_connections: DEFAULT_MAX_CONNECTIONS,
             expected_database_id: None,
             expected_system_identifier: None,
@@ -290,6 +313,9 @@ pub struct ControllerConfig {
     /// Where the guest may send HTTP requests (`http_allow`); empty (the
     /// default): nowhere.
     pub http_allow: AllowList,
+    /// How the lease is taken over if this host dies (`crash_detection`;
+    /// default: the top-level key, else `session`).
+    pub crash_detection: CrashDetection,
 }
 
 /// One directory granted to a controller.

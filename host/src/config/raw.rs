@@ -20,6 +20,8 @@ use toml::Spanned;
 pub(super) struct RawConfig {
     pub cluster: Option<Spanned<String>>,
     pub holder: Option<Spanned<String>>,
+    /// The default of every controller's `crash_detection`.
+    pub crash_detection: Option<Spanned<String>>,
     #[serde(default)]
     pub database: RawDatabase,
     #[serde(default)]
@@ -35,6 +37,7 @@ pub(super) struct RawConfig {
 #[serde(deny_unknown_fields)]
 pub(super) struct RawDatabase {
     pub url: Option<Spanned<String>>,
+    pub session_url: Option<Spanned<String>>,
     pub max_connections: Option<Spanned<i64>>,
     pub expected_database_id: Option<Spanned<String>>,
     pub expected_system_identifier: Option<Spanned<IntOrText>>,
@@ -73,6 +76,7 @@ pub(super) struct RawController {
     pub max_creates_per_second: Option<Spanned<i64>>,
     pub create_burst: Option<Spanned<i64>>,
     pub max_objects_per_kind: Option<Spanned<i64>>,
+    pub crash_detection: Option<Spanned<String>>,
     #[serde(default)]
     pub dirs: Vec<Spanned<RawDir>>,
     /// Each entry spanned, so a bad one is reported on its own line.

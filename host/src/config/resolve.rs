@@ -21,7 +21,7 @@ use super::{
     MAX_LEASE_TTL, MAX_RECONCILE_DEADLINE, MAX_TOKEN_BYTES, MIN_GUEST_MEMORY_BYTES, MIN_LEASE_TTL,
     Problem, RuntimeConfig, default_holder,
 };
-use crate::authority::LeaseTiming;
+use crate::authority::{CrashDetection, LeaseTiming};
 use crate::limits::{
     DEFAULT_CREATE_BURST, DEFAULT_CREATES_PER_SECOND, DEFAULT_OBJECTS_PER_KIND, GUEST_MEMORY_BYTES,
     MAX_CONTROLLERS, MAX_CREATE_BURST, MAX_CREATES_PER_SECOND, MAX_HTTP_ALLOW_ENTRIES,
@@ -147,6 +147,12 @@ pub(super) fn resolve(
 
     let database = database(&mut c, &raw.database, env);
     let http = http(&mut c, &raw);
+    let default_detection = crash_detection(
+        &mut c,
+        "crash_detection",
+        &raw.crash_detection,
+        CrashDetection::default(),
+    );
     let runtime = RuntimeConfig {
         pooling: raw.runtime.pooling.unwrap_or(true),
         cache_dir: raw.runtime.cache_dir.as_ref().and_then(|value| {
@@ -172,7 +178,14 @@ pub(super) fn resolve(
     let mut controllers = Vec::with_capacity(raw.controllers.len());
     let mut first_line_of_name: BTreeMap<String, usize> = BTreeMap::new();
     for (index, entry) in raw.controllers.iter().enumerate() {
-        let controller = controller(&mut c, index, entry, base_dir, &guest_dir);
+        let controller = controller(
+            &mut c,
+            index,
+            entry,
+            base_dir,
+            &guest_dir,
+            default_detection,
+        );
         if let Some(name) = entry.get_ref().name.as_ref() {
             let line = c.line(name);
             match first_line_of_name.get(name.get_ref()) {
@@ -208,11 +221,72 @@ pub(super) fn resolve(
     })
 }
 
+/// A `crash_detection` value (`key` names where it is, for the message);
+/// on a problem, report it and use `default`.
+fn crash_detection(
+    c: &mut Checker,
+    key: &str,
+    raw: &Option<Spanned<String>>,
+    default: CrashDetection,
+) -> CrashDetection {
+    let Some(value) = raw else {
+        return default;
+    };
+    match CrashDetection::parse(value.get_ref().trim()) {
+        Some(mode) => mode,
+        None => {
+            let allowed: Vec<String> = CrashDetection::ALL
+                .iter()
+                .map(|mode| format!("{:?}", mode.as_str()))
+                .collect();
+            c.at(
+                value,
+                format!(
+                    "{key} is {:?}; it must be one of {}: \"session\" takes a dead host's \
+                     leases over as soon as the database sees its session gone, \"ttl\" only \
+                     once they expired",
+                    value.get_ref(),
+                    allowed.join(", ")
+                ),
+            );
+            default
+        }
+    }
+}
+
 fn database(c: &mut Checker, raw: &RawDatabase, env: &Environment) -> DatabaseConfig {
     let mut config = DatabaseConfig {
         url: raw.url.as_ref().map(|u| u.get_ref().clone()),
         ..DatabaseConfig::default()
     };
+    if let Some(value) = &raw.session_url {
+        let url = value.get_ref();
+        if url.trim().is_empty() {
+            c.at(
+                value,
+                "database.session_url is empty; remove it to open the dedicated sessions at \
+                 database.url",
+            );
+        } else if let Err(e) = url.parse::<tokio_postgres::Config>() {
+            c.at(
+                value,
+                format!(
+                    "database.session_url {} is not a PostgreSQL URL ({}); write it like \
+                     postgres://USER:PASSWORD@HOST:5432/DATABASE",
+                    crate::db::redact(url),
+                    crate::db::describe(&e)
+                ),
+            );
+        } else if raw.url.is_none() && env.database_url.is_none() {
+            c.at(
+                value,
+                "database.session_url is set but database.url is not: the embedded backend \
+                 has no sessions; set database.url too, or remove session_url",
+            );
+        } else {
+            config.session_url = Some(url.clone());
+        }
+    }
     let overridden = config.apply_url_override(env.database_url.clone());
     if let Some(url) = &config.url {
         let problem = if url.trim().is_empty() {
@@ -402,6 +476,7 @@ fn controller(
     entry: &Spanned<RawController>,
     base_dir: &Path,
     guest_dir: &Path,
+    default_detection: CrashDetection,
 ) -> ControllerConfig {
     let raw = entry.get_ref();
     let name = match &raw.name {
@@ -635,6 +710,12 @@ fn controller(
     }
 
     let http_allow = http_allow(c, &who, &raw.http_allow);
+    let crash_detection = crash_detection(
+        c,
+        &format!("{who}: crash_detection"),
+        &raw.crash_detection,
+        default_detection,
+    );
 
     ControllerConfig {
         name,
@@ -650,6 +731,7 @@ fn controller(
         dirs,
         quota,
         http_allow,
+        crash_detection,
     }
 }
 

@@ -119,6 +119,116 @@ fn a_minimal_config_gets_every_default() {
     assert!(c.dirs.is_empty());
     assert_eq!(c.quota, crate::quota::QuotaLimits::default());
     assert_eq!(c.guest_limits().quota, crate::quota::QuotaLimits::default());
+    // Fast crash detection is on unless a config says otherwise.
+    assert_eq!(c.crash_detection, crate::authority::CrashDetection::Session);
+    assert_eq!(config.database.session_url, None);
+}
+
+#[test]
+fn crash_detection_defaults_at_the_top_and_is_set_per_controller() {
+    use crate::authority::CrashDetection;
+    let s = Scratch::new();
+    s.file("a.wasm");
+    let text = r#"
+cluster = "demo"
+crash_detection = "ttl"
+
+[[controllers]]
+name = "a"
+component = "a.wasm"
+
+[[controllers]]
+name = "b"
+component = "a.wasm"
+crash_detection = "session"
+"#;
+    let config = s.parse(text).unwrap();
+    assert_eq!(config.controllers[0].crash_detection, CrashDetection::Ttl);
+    assert_eq!(
+        config.controllers[1].crash_detection,
+        CrashDetection::Session
+    );
+    // Without the top-level key, a controller's own key still decides.
+    let text = text.replace("crash_detection = \"ttl\"\n", "");
+    let config = s.parse(&text).unwrap();
+    assert_eq!(
+        config.controllers[0].crash_detection,
+        CrashDetection::Session
+    );
+}
+
+#[test]
+fn a_bad_crash_detection_names_the_key_and_the_allowed_values() {
+    let s = Scratch::new();
+    s.file("a.wasm");
+    let text = r#"cluster = "demo"
+crash_detection = "fast"
+
+[[controllers]]
+name = "a"
+component = "a.wasm"
+crash_detection = "lease"
+"#;
+    let problems = problems(s.parse(text).unwrap_err());
+    assert_has(
+        &problems,
+        Some(2),
+        "crash_detection is \"fast\"; it must be one of \"session\", \"ttl\"",
+    );
+    assert_has(
+        &problems,
+        Some(7),
+        "controller \"a\": crash_detection is \"lease\"; it must be one of \"session\", \"ttl\"",
+    );
+    // A wrong type is the reader's own error, naming the key.
+    let problem = syntax(
+        s.parse("cluster = \"demo\"\ncrash_detection = 1\n")
+            .unwrap_err(),
+    );
+    assert!(problem.message.contains("crash_detection"), "{problem}");
+}
+
+#[test]
+fn a_session_url_is_checked_and_kept_apart_from_the_pool_url() {
+    let s = Scratch::new();
+    let text = r#"cluster = "demo"
+[database]
+url = "postgres://app:pw@pgbouncer:6432/db"
+session_url = "postgres://app:hunter2@db:5432/db"
+"#;
+    let config = s.parse(text).unwrap();
+    assert_eq!(
+        config.database.session_url.as_deref(),
+        Some("postgres://app:hunter2@db:5432/db")
+    );
+    assert!(!format!("{:?}", config.database).contains("hunter2"));
+    let problems = problems(
+        s.parse("cluster = \"demo\"\n[database]\nsession_url = \"postgres://x@db/y\"\n")
+            .unwrap_err(),
+    );
+    assert_has(
+        &problems,
+        Some(3),
+        "session_url is set but database.url is not",
+    );
+    let problems = problems_of(
+        &s,
+        "cluster = \"demo\"\n[database]\nurl = \"postgres://x@db/y\"\nsession_url = \"\"\n",
+    );
+    assert_has(&problems, Some(4), "database.session_url is empty");
+    let problems = problems_of(
+        &s,
+        "cluster = \"demo\"\n[database]\nurl = \"postgres://x@db/y\"\nsession_url = \"postgres://u:hunter2@db:notaport/y\"\n",
+    );
+    assert_has(&problems, Some(4), "is not a PostgreSQL URL");
+    assert!(
+        problems.iter().all(|p| !p.message.contains("hunter2")),
+        "{problems:?}"
+    );
+}
+
+fn problems_of(s: &Scratch, text: &str) -> Vec<Problem> {
+    problems(s.parse(text).unwrap_err())
 }
 
 #[test]

@@ -287,7 +287,8 @@ impl Controllers {
             status,
             self.shared.identity.clone(),
             stopping,
-        );
+        )
+        .with_crash_detection(settings.crash_detection);
         let task = tokio::spawn(supervisor.run());
         self.running.insert(
             settings.name.clone(),

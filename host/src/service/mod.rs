@@ -106,6 +106,11 @@ pub async fn open_backends(config: &Config) -> Result<Backends, ServiceError> {
             )?;
             let authority =
                 PostgresAuthority::connect(lease_db, config.database.expected_identity()).await?;
+            // The liveness (claim) session and the release listener reach
+            // PostgreSQL itself, never a pooler (issue 16, item 1).
+            if let Some(session_url) = &config.database.session_url {
+                authority.use_session_url(session_url)?;
+            }
             // Writes land only in the database just verified (no round
             // trip: `connect` remembered the identity).
             let identity = authority.verify().await?;
@@ -159,13 +164,26 @@ pub async fn check(config: &Config) -> Result<Vec<String>, Vec<String>> {
         Some(url) => match Database::new(url, 1) {
             Err(e) => problems.push(e.to_string()),
             Ok(db) => {
-                let authority = PostgresAuthority::new(db, config.database.expected_identity());
+                let authority =
+                    PostgresAuthority::new(db.clone(), config.database.expected_identity());
                 match authority.verify().await {
                     Ok(id) => notes.push(format!(
                         "database {}: identity verified (database id {}, system identifier {})",
                         id.endpoint, id.database_id, id.system_identifier
                     )),
                     Err(e) => problems.push(e.to_string()),
+                }
+                // Crash detection `session` reads pg_locks inside grants.
+                let session = crate::authority::CrashDetection::Session;
+                if config
+                    .controllers
+                    .iter()
+                    .any(|c| c.crash_detection == session)
+                {
+                    match crate::authority::postgres::holder_claim::check_liveness(&db).await {
+                        Ok(note) => notes.push(note),
+                        Err(problem) => problems.push(problem),
+                    }
                 }
             }
         },

@@ -8,10 +8,17 @@
 //! next `Phase`; its doc lists every transition against L3 and L5) and
 //! `Tenure` carries the decisions out.
 //!
+//! Crash detection (`crash_detection`, [`CrashDetection`]): under
+//! `session` (the default) a grant records this host's liveness session, a
+//! standby also wakes when the backend finds the holder's liveness session
+//! gone ([`Authority::dead_holder`]), and a tenure ends the moment this
+//! host's own liveness (claim) session ends, or once the gate shows a
+//! later session than the one it was granted under.
+//!
 //! Must never: acquire before the gate ([`identity`]) passed — the
 //! database identity verified, the database accepting writes, this host's
-//! holder name claimed; let a guest run past the renew deadline; write to
-//! the store itself.
+//! holder name claimed; let a guest run past the renew deadline, or into a
+//! liveness session other than its tenure's; write to the store itself.
 
 mod backoff;
 pub mod identity;
@@ -32,7 +39,7 @@ pub use queue::WorkQueue;
 pub use renewer::{Registration, Renewer};
 
 use crate::authority::{
-    AcquireRequest, Acquired, Authority, EndReason, Grant, LeaseTiming, Renewed,
+    AcquireRequest, Acquired, Authority, CrashDetection, EndReason, Grant, LeaseTiming, Renewed,
 };
 use crate::fence::{Fence, LeaseKey};
 use crate::outbound::TenureOutbound;
@@ -70,6 +77,8 @@ pub struct Supervisor {
     status: Arc<ControllerStatus>,
     identity: watch::Receiver<IdentityCheck>,
     shutdown: watch::Receiver<bool>,
+    /// How this controller's tenures may be taken over if this host dies.
+    crash_detection: CrashDetection,
 }
 
 /// How a tenure ended.
@@ -131,7 +140,15 @@ impl Supervisor {
             status,
             identity,
             shutdown,
+            crash_detection: CrashDetection::default(),
         }
+    }
+
+    /// This supervisor with crash detection `mode` (the controller's
+    /// `crash_detection`; [`CrashDetection::Session`] unless set).
+    pub fn with_crash_detection(mut self, mode: CrashDetection) -> Self {
+        self.crash_detection = mode;
+        self
     }
 
     fn name(&self) -> &str {
@@ -158,11 +175,20 @@ impl Supervisor {
             self.config.timing.renew_interval,
             self.config.timing.renew_interval,
         );
+        // While standing by under crash detection `session`: woken when the
+        // holder's liveness session is found gone. Dropped otherwise, so a
+        // host looks for dead holders only while it waits for one.
+        let mut dead_holder: Option<watch::Receiver<u64>> = None;
         while !self.stopping() {
             // Read once and marked seen: a verdict published from here on
-            // wakes the tenure (or this loop) through `changed`.
-            let refusal = self.identity.borrow_and_update().refusal();
+            // wakes the tenure (or this loop) through `changed`. The claim
+            // session it names is the one an acquire now is made under.
+            let (refusal, claim_session) = {
+                let verdict = self.identity.borrow_and_update();
+                (verdict.refusal(), verdict.claim_session())
+            };
             if let Some(reason) = refusal {
+                dead_holder = None;
                 self.status.set(ControllerState::Failing { reason });
                 tokio::select! {
                     changed = self.identity.changed() => {
@@ -187,15 +213,23 @@ impl Supervisor {
             };
             let sent = Instant::now();
             released.borrow_and_update();
-            match self.authority.acquire(&request).await {
+            if let Some(dead) = &mut dead_holder {
+                dead.borrow_and_update();
+            }
+            match self
+                .authority
+                .acquire_detected(&request, self.crash_detection)
+                .await
+            {
                 Ok(Acquired::Granted(grant)) => {
+                    dead_holder = None;
                     backoff.reset();
                     self.status
                         .metrics
                         .acquisitions
                         .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                     let sent = self.confirm_late_grant(&grant, sent).await;
-                    let end = self.run_tenure(grant, sent).await;
+                    let end = self.run_tenure(grant, sent, claim_session).await;
                     if let TenureEnd::Lost(_) = end {
                         // Give a successor the chance to take over before we
                         // try again.
@@ -206,11 +240,17 @@ impl Supervisor {
                     self.status.set(ControllerState::Standby {
                         holder: Some(holder),
                     });
+                    if dead_holder.is_none() && self.crash_detection == CrashDetection::Session {
+                        dead_holder = self.authority.dead_holder(&self.key());
+                    }
                     let wait = standby_poll.next_delay();
                     tokio::select! {
                         // A closed release channel is only a lost wake-up
                         // source; the poll below still runs.
                         Ok(()) = released.changed() => {}
+                        // The holder's liveness session is gone: try now.
+                        Some(()) = async { dead_holder.as_mut()?.changed().await.ok() },
+                            if dead_holder.is_some() => {}
                         _ = tokio::time::sleep(wait) => {}
                         changed = self.shutdown.changed() => {
                             if changed.is_err() {
@@ -220,6 +260,7 @@ impl Supervisor {
                     }
                 }
                 Err(e) => {
+                    dead_holder = None;
                     let delay = backoff.next_delay();
                     tracing::warn!(controller = self.name(), holder = self.config.holder, error = %e, retry_in = ?delay, "cannot acquire the lease");
                     self.status.set(ControllerState::Failing {
@@ -316,9 +357,16 @@ impl Supervisor {
 
     /// Run one tenure (see [`Tenure`] for its states and transitions),
     /// then stop its guest and only then record its end (L5).
-    async fn run_tenure(&mut self, grant: Grant, acquire_sent: Instant) -> TenureEnd {
+    /// `claim_session`: the liveness session the acquire was made under
+    /// (from the gate), if the gate names one.
+    async fn run_tenure(
+        &mut self,
+        grant: Grant,
+        acquire_sent: Instant,
+        claim_session: Option<u64>,
+    ) -> TenureEnd {
         let fence = grant.fence;
-        let mut tenure = Tenure::begin(self, fence.clone(), acquire_sent);
+        let mut tenure = Tenure::begin(self, fence.clone(), acquire_sent, claim_session);
         let end = tenure.run().await;
         let (guest, outbound) = tenure.finish();
         let stopped = match guest {
@@ -519,7 +567,7 @@ enum Advance {
 /// | any but `Ended` | renewal refused | `Ended(Lost("renew_refused"))` |
 /// | any | renewal extended | same; `valid_until` = max(it, sent + deadline) |
 /// | any | renewal failed, renewer gone | same |
-/// | any but `Ended` | identity mismatch / holder name taken | `Ended(Lost("identity_changed" / "holder_taken"))` |
+/// | any but `Ended` | identity mismatch / holder name taken / liveness session ended or replaced | `Ended(Lost("identity_changed" / "holder_taken" / "claim_lost"))` |
 /// | `Starting` | before `valid_until` | `Running` (a guest starts) |
 /// | `Running` | guest failed (or stopped unasked) | `Restarting { at: now + backoff }` |
 /// | `Running`, `Stopping` | guest fenced | `Ended(Lost("fenced"))` |
@@ -704,10 +752,18 @@ struct Tenure<'s> {
     /// The tenure's outbound requests: one tally for every guest the
     /// tenure (re)starts, written to its history when it ends.
     outbound: Arc<TenureOutbound>,
+    /// The liveness session the tenure was granted under, if the gate
+    /// named one: a gate naming another ends the tenure.
+    claim_session: Option<u64>,
 }
 
 impl<'s> Tenure<'s> {
-    fn begin(sup: &'s mut Supervisor, fence: Fence, acquire_sent: Instant) -> Self {
+    fn begin(
+        sup: &'s mut Supervisor,
+        fence: Fence,
+        acquire_sent: Instant,
+        claim_session: Option<u64>,
+    ) -> Self {
         let timing = sup.config.timing;
         tracing::info!(
             controller = sup.name(),
@@ -742,6 +798,7 @@ impl<'s> Tenure<'s> {
             stop_rx,
             restarts,
             outbound: Arc::default(),
+            claim_session,
         }
     }
 
@@ -811,7 +868,23 @@ impl<'s> Tenure<'s> {
     /// tenure, if it does (logged here).
     fn read_gate(&mut self) -> Option<&'static str> {
         let verdict = self.sup.identity.borrow_and_update().clone();
-        let (why, reason) = verdict.ends_tenure()?;
+        let replaced;
+        let (why, reason) = match (verdict.ends_tenure(), verdict.claim_session()) {
+            (Some(ends), _) => ends,
+            // The name is held on a later session than the tenure's: the
+            // tenure's own session ended in between (a loss this tenure
+            // did not see), and its lease may already be another's.
+            (None, Some(now)) if Some(now) != self.claim_session => {
+                replaced = format!(
+                    "this host's liveness session changed since the lease was granted \
+                     (session {now}, granted under {})",
+                    self.claim_session
+                        .map_or_else(|| "none".to_string(), |s| s.to_string())
+                );
+                ("claim_lost", replaced.as_str())
+            }
+            (None, _) => return None,
+        };
         tracing::error!(
             controller = self.sup.name(),
             epoch = self.fence.epoch.0,

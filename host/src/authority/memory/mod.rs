@@ -12,6 +12,11 @@
 //!
 //! [`Faults`] injects loss, expiry, held renewals and partitions, for tests.
 //!
+//! Crash detection: a holder's liveness session is this very process, so
+//! it is alive whenever anyone can ask. A grant records the mode it was
+//! asked for (shown by `observe`), but only release or expiry ever frees a
+//! lease here; a crash ends every holder at once anyway.
+//!
 //! Must never: await while holding the state lock (a paused-time test would
 //! deadlock), or call back into a store from inside [`FenceLock::while_fenced`].
 
@@ -33,9 +38,9 @@ pub use faults::{Faults, Partition, RenewalHold};
 use super::fence_check::{FenceLock, RowView, judge};
 use super::wakes::ReleaseWakes;
 use super::{
-    AcquireRequest, Acquired, Authority, AuthorityError, DatabaseIdentity, EndReason, Grant,
-    LeaseRecord, Renewed, TenureRecord, validate_fence, validate_key, validate_request,
-    validate_ttl,
+    AcquireRequest, Acquired, Authority, AuthorityError, CrashDetection, DatabaseIdentity,
+    EndReason, Grant, LeaseRecord, Renewed, TenureRecord, validate_fence, validate_key,
+    validate_request, validate_ttl,
 };
 use crate::fence::{Epoch, Fence, LeaseKey};
 use crate::limits::MAX_HISTORY;
@@ -108,6 +113,8 @@ struct LeaseRow {
     acquired_at: Instant,
     expires_at: Instant,
     released: bool,
+    /// The mode the grant asked for (display only, see the module doc).
+    crash_detection: CrashDetection,
 }
 
 impl LeaseRow {
@@ -181,6 +188,7 @@ impl State {
                 acquired_at: now,
                 expires_at,
                 released: false,
+                crash_detection: CrashDetection::Ttl,
             },
         );
         epoch
@@ -255,6 +263,14 @@ impl Authority for MemoryAuthority {
     }
 
     async fn acquire(&self, request: &AcquireRequest) -> Result<Acquired, AuthorityError> {
+        self.acquire_detected(request, CrashDetection::Ttl).await
+    }
+
+    async fn acquire_detected(
+        &self,
+        request: &AcquireRequest,
+        detection: CrashDetection,
+    ) -> Result<Acquired, AuthorityError> {
         validate_request(request)?;
         self.shared.faults.check_partition(&request.holder)?;
         let now = self.shared.clock.now();
@@ -270,6 +286,9 @@ impl Authority for MemoryAuthority {
             });
         }
         let epoch = state.grant(&request.key, &request.holder, now, expires_at);
+        if let Some(row) = state.leases.get_mut(&request.key) {
+            row.crash_detection = detection;
+        }
         Ok(Acquired::Granted(Grant {
             fence: Fence {
                 key: request.key.clone(),
@@ -358,6 +377,8 @@ impl Authority for MemoryAuthority {
                 expires_at: self.utc(row.expires_at),
                 released: row.released,
                 active: row.live(now),
+                crash_detection: row.crash_detection,
+                holder_session: None,
             })
             .collect())
     }

@@ -22,8 +22,21 @@
 //! migration lock's key. Stable across builds and platforms on purpose:
 //! every host version must compute the same key for the same name.
 //!
+//! The claim session is also the host's **liveness session** (crash
+//! detection `session`): each grant records the pid of the session it was
+//! made under, and a standby's grant may take a lease over once no session
+//! with that pid holds the claim key (see `leasehold_leases.holder_pid`,
+//! migration 6). Because the lock's absence is read from `pg_locks`, which
+//! every role may read, this needs no privilege beyond the tables
+//! ([`check_liveness`] tells `leasehold check` when `pg_locks` cannot be
+//! read). Once claimed, the session registers the host in
+//! `leasehold_hosts` (its pid and `backend_start`, the process start,
+//! version and controllers; again whenever the controllers change), best
+//! effort: the registry is for display, never for a grant's decision.
+//!
 //! Must never: take the lock on a pooled session; keep running as the
-//! holder after its claim session ended without claiming again.
+//! holder after its claim session ended without claiming again; publish a
+//! session as claimed before the server granted its lock.
 
 use std::time::Duration;
 
@@ -31,7 +44,7 @@ use chrono::{DateTime, Utc};
 use tokio::sync::watch;
 use tokio_postgres::{Client, NoTls};
 
-use crate::authority::claim::{ClaimState, HolderClaim};
+use crate::authority::claim::{ClaimSession, ClaimState, ClaimView, HolderClaim, HostInfo};
 use crate::limits::HOLDER_CLAIM_KEEPALIVE_COUNT;
 use crate::timeouts::{
     DATABASE_STATEMENT, HOLDER_CLAIM_CHECK, HOLDER_CLAIM_KEEPALIVE_IDLE,
@@ -83,20 +96,39 @@ const WHO_HOLDS: &str = "
        AND l.objid = ($1::bigint & 4294967295)::oid
      LIMIT 1";
 
-/// Start claiming `holder` of `cluster` on sessions opened from `config`;
-/// the claim is kept (and re-made after a reconnect) until the returned
-/// handle is dropped.
+/// Claim the key on this session, and say which session holds it.
+const TRY_CLAIM: &str = "
+    SELECT pg_try_advisory_lock($1), pg_backend_pid(),
+           (SELECT backend_start FROM pg_stat_activity WHERE pid = pg_backend_pid())";
+
+/// The host's registration, written on its claim session once claimed.
+const REGISTER: &str = "
+    INSERT INTO leasehold_hosts AS h (cluster, holder, claim_key, session_pid, session_started_at,
+                                      process_started_at, version, controllers, updated_at)
+    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, clock_timestamp())
+    ON CONFLICT (cluster, holder) DO UPDATE
+       SET claim_key = EXCLUDED.claim_key, session_pid = EXCLUDED.session_pid,
+           session_started_at = EXCLUDED.session_started_at,
+           process_started_at = EXCLUDED.process_started_at, version = EXCLUDED.version,
+           controllers = EXCLUDED.controllers, updated_at = EXCLUDED.updated_at";
+
+/// Start claiming `holder` of `cluster` on sessions opened from `config`
+/// (never a pooler's: the lock and the pid must be the server's own
+/// session's), registering `host` with each claimed session; the claim is
+/// kept (and re-made after a reconnect) until the returned handle is
+/// dropped.
 pub(super) fn start(
     config: &tokio_postgres::Config,
     endpoint: &str,
     cluster: &str,
     holder: &str,
+    host: HostInfo,
 ) -> HolderClaim {
     let instance = uuid::Uuid::new_v4().simple().to_string();
     let application = format!("{CLAIM_APPLICATION}-{instance}");
     let mut config = config.clone();
     config.application_name(&application);
-    let (tx, rx) = watch::channel(ClaimState::Pending);
+    let (tx, rx) = watch::channel(ClaimView::pending());
     let claimer = Claimer {
         config,
         application,
@@ -105,6 +137,8 @@ pub(super) fn start(
         holder: holder.to_string(),
         key: claim_key(cluster, holder),
         state: tx,
+        host,
+        generation: std::sync::atomic::AtomicU64::new(0),
     };
     HolderClaim::new(rx, tokio::spawn(claimer.run()))
 }
@@ -116,14 +150,17 @@ struct Claimer {
     cluster: String,
     holder: String,
     key: i64,
-    state: watch::Sender<ClaimState>,
+    state: watch::Sender<ClaimView>,
+    host: HostInfo,
+    /// Sessions claimed so far (see [`ClaimSession::generation`]).
+    generation: std::sync::atomic::AtomicU64,
 }
 
 /// Why a claim session stopped serving.
 struct Lost(String);
 
 impl Claimer {
-    async fn run(self) {
+    async fn run(mut self) {
         loop {
             let lost = match self.connect().await {
                 Ok((client, driver)) => {
@@ -135,7 +172,7 @@ impl Claimer {
                 }
                 Err(lost) => lost,
             };
-            if self.state.borrow().claimed() {
+            if self.state.borrow().state.claimed() {
                 tracing::warn!(
                     cluster = self.cluster,
                     holder = self.holder,
@@ -155,12 +192,20 @@ impl Claimer {
         }
     }
 
+    /// Publish `state` (no session: not claimed).
     fn publish(&self, state: ClaimState) {
+        self.publish_view(ClaimView {
+            state,
+            session: None,
+        });
+    }
+
+    fn publish_view(&self, view: ClaimView) {
         self.state.send_if_modified(|current| {
-            if *current == state {
+            if *current == view {
                 false
             } else {
-                *current = state;
+                *current = view;
                 true
             }
         });
@@ -199,30 +244,43 @@ impl Claimer {
     /// Claim the name on `client`, retrying while another host holds it;
     /// once claimed, keep checking the session until it fails.
     async fn claim_and_keep(
-        &self,
+        &mut self,
         client: &Client,
         mut driver: tokio::task::JoinHandle<()>,
     ) -> Lost {
         let lost = loop {
             let claimed = bounded(async {
-                let row = client
-                    .query_one("SELECT pg_try_advisory_lock($1)", &[&self.key])
-                    .await?;
-                Ok::<bool, tokio_postgres::Error>(row.get(0))
+                let row = client.query_one(TRY_CLAIM, &[&self.key]).await?;
+                Ok::<_, tokio_postgres::Error>((row.get::<_, bool>(0), row.get(1), row.get(2)))
             })
             .await;
             match claimed {
                 Err(lost) => break lost,
-                Ok(true) => {
+                Ok((true, pid, backend_start)) => {
+                    let generation = self
+                        .generation
+                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+                        + 1;
+                    let session = ClaimSession {
+                        generation,
+                        pid,
+                        backend_start,
+                        key: self.key,
+                    };
                     tracing::info!(
                         cluster = self.cluster,
                         holder = self.holder,
-                        "holder name claimed: no other live host runs as this holder"
+                        session_pid = pid,
+                        "holder name claimed: no other live host runs as this holder; this \
+                         session is the host's liveness session"
                     );
-                    self.publish(ClaimState::Claimed);
-                    break self.keep(client, &mut driver).await;
+                    self.publish_view(ClaimView {
+                        state: ClaimState::Claimed,
+                        session: Some(session.clone()),
+                    });
+                    break self.keep(client, &mut driver, &session).await;
                 }
-                Ok(false) => {}
+                Ok((false, _, _)) => {}
             }
             match self.who_holds(client).await {
                 Err(lost) => break lost,
@@ -237,7 +295,7 @@ impl Claimer {
                 }
                 Ok(other) => {
                     let reason = self.taken_reason(other.as_ref());
-                    if !matches!(*self.state.borrow(), ClaimState::Taken { .. }) {
+                    if !matches!(self.state.borrow().state, ClaimState::Taken { .. }) {
                         tracing::error!(
                             cluster = self.cluster,
                             holder = self.holder,
@@ -256,17 +314,80 @@ impl Claimer {
         lost
     }
 
-    /// Hold the claim: the session must keep answering.
-    async fn keep(&self, client: &Client, driver: &mut tokio::task::JoinHandle<()>) -> Lost {
+    /// Hold the claim: the session must keep answering. Registers the
+    /// host now and again whenever its controllers change.
+    async fn keep(
+        &mut self,
+        client: &Client,
+        driver: &mut tokio::task::JoinHandle<()>,
+        session: &ClaimSession,
+    ) -> Lost {
+        let mut register = true;
+        let mut controllers_open = true;
         loop {
+            if register {
+                register = false;
+                if let Err(lost) = self.register(client, session).await {
+                    return lost;
+                }
+            }
             tokio::select! {
                 _ = &mut *driver => return Lost("the claim session closed".into()),
+                changed = self.host.controllers.changed(), if controllers_open => {
+                    match changed {
+                        Ok(()) => register = true,
+                        // Nobody reports controllers any more (shutdown).
+                        Err(_) => controllers_open = false,
+                    }
+                }
                 _ = tokio::time::sleep(HOLDER_CLAIM_CHECK) => {
                     if let Err(lost) = bounded(client.simple_query("")).await {
                         return lost;
                     }
                 }
             }
+        }
+    }
+
+    /// Write this host's row in `leasehold_hosts`. Best effort: a refused
+    /// statement (a missing privilege, an older schema) is logged and the
+    /// claim goes on; only a session that stopped answering is lost.
+    async fn register(&mut self, client: &Client, session: &ClaimSession) -> Result<(), Lost> {
+        let controllers = self.host.controllers.borrow_and_update().clone();
+        let written = tokio::time::timeout(
+            DATABASE_STATEMENT,
+            client.execute(
+                REGISTER,
+                &[
+                    &self.cluster,
+                    &self.holder,
+                    &self.key,
+                    &session.pid,
+                    &session.backend_start,
+                    &self.host.started_at,
+                    &self.host.version,
+                    &controllers,
+                ],
+            ),
+        )
+        .await;
+        match written {
+            Ok(Ok(_)) => Ok(()),
+            Ok(Err(e)) if e.as_db_error().is_some() => {
+                tracing::warn!(
+                    cluster = self.cluster,
+                    holder = self.holder,
+                    error = describe(&e),
+                    "could not register this host in leasehold_hosts; leases show no session \
+                     start for it (crash detection does not depend on it)"
+                );
+                Ok(())
+            }
+            Ok(Err(e)) => Err(Lost(describe(&e))),
+            Err(_) => Err(Lost(format!(
+                "registering the host: no answer within {}",
+                humantime::format_duration(DATABASE_STATEMENT)
+            ))),
         }
     }
 
@@ -344,6 +465,67 @@ fn describe(e: &tokio_postgres::Error) -> String {
     }
 }
 
+/// What `leasehold check` reports about crash detection on `db`: `Ok` with
+/// a note when this role can read `pg_locks` (every `session` grant judges
+/// a holder's liveness there; readable by every role unless an
+/// administrator revoked it) and write its row in `leasehold_hosts`;
+/// `Err` naming what is missing and what to do.
+pub async fn check_liveness(db: &crate::db::Database) -> Result<String, String> {
+    let endpoint = db.endpoint();
+    let checked = tokio::time::timeout(DATABASE_STATEMENT, async {
+        let client = db.pool().get().await.map_err(|e| e.to_string())?;
+        let locks = client
+            .query_one(
+                "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'",
+                &[],
+            )
+            .await;
+        if let Err(e) = locks {
+            return Err(format!(
+                "crash detection: this role cannot read pg_locks at {endpoint} ({}); \
+                 crash_detection = \"session\" judges a holder's liveness there. Let it \
+                 read pg_locks again (GRANT EXECUTE ON FUNCTION pg_catalog.pg_lock_status() \
+                 TO the role, and GRANT SELECT ON pg_catalog.pg_locks), or set \
+                 crash_detection = \"ttl\"",
+                describe(&e)
+            ));
+        }
+        let may_register = client
+            .query_one(
+                "SELECT has_table_privilege('leasehold_hosts', 'INSERT')
+                        AND has_table_privilege('leasehold_hosts', 'UPDATE')",
+                &[],
+            )
+            .await
+            .map_err(|e| {
+                format!(
+                    "crash detection: cannot check the host registry at {endpoint} ({}); \
+                     run `leasehold migrate`",
+                    describe(&e)
+                )
+            })?;
+        if !may_register.get::<_, bool>(0) {
+            return Err(format!(
+                "crash detection: this role may not write leasehold_hosts at {endpoint}; \
+                 GRANT INSERT, UPDATE ON leasehold_hosts TO the role (hosts register their \
+                 liveness session there for display)"
+            ));
+        }
+        Ok(format!(
+            "crash detection: pg_locks is readable and leasehold_hosts writable at {endpoint}: \
+             a standby can take over a lease whose holder's liveness session ended without \
+             waiting for its ttl (controllers with crash_detection = \"session\")"
+        ))
+    })
+    .await;
+    checked.unwrap_or_else(|_| {
+        Err(format!(
+            "crash detection: no answer from {endpoint} within {}",
+            humantime::format_duration(DATABASE_STATEMENT)
+        ))
+    })
+}
+
 /// How long the server takes, at most, to drop the claim of a host that
 /// vanished without closing its socket.
 pub const fn dead_host_release() -> Duration {
@@ -392,25 +574,44 @@ mod tests {
         what: &str,
         want: impl Fn(&ClaimState) -> bool,
     ) -> ClaimState {
-        let mut state = claim.state();
+        reaches_view(claim, what, |v| want(&v.state)).await.state
+    }
+
+    async fn reaches_view(
+        claim: &HolderClaim,
+        what: &str,
+        want: impl Fn(&ClaimView) -> bool,
+    ) -> ClaimView {
+        let mut view = claim.view();
         let reached = tokio::time::timeout(Duration::from_secs(10), async {
-            state.wait_for(|s| want(s)).await.map(|s| s.clone())
+            view.wait_for(|v| want(v)).await.map(|v| v.clone())
         })
         .await;
         match reached {
             Ok(reached) => reached.expect("claim task alive"),
             Err(_) => panic!(
                 "the claim never became {what}: {:?}",
-                *claim.state().borrow()
+                *claim.view().borrow()
             ),
         }
+    }
+
+    /// Host information for a test claim, with the sender of its
+    /// controller list.
+    fn host(controllers: &[&str]) -> (HostInfo, watch::Sender<Vec<String>>) {
+        let (tx, rx) = watch::channel(controllers.iter().map(|c| c.to_string()).collect());
+        (HostInfo::this_process(rx), tx)
+    }
+
+    fn start_test(db: &crate::db::Database, cluster: &str, holder: &str) -> HolderClaim {
+        start(db.config(), db.endpoint(), cluster, holder, host(&[]).0)
     }
 
     #[tokio::test]
     async fn a_live_holder_name_is_refused_until_its_host_lets_go() {
         let test = crate::testing::TestDatabase::create().await;
         let db = test.database(1);
-        let claim = |holder: &str| start(db.config(), db.endpoint(), "east", holder);
+        let claim = |holder: &str| start_test(&db, "east", holder);
         let first = claim("replica-a");
         reaches(&first, "claimed", ClaimState::claimed).await;
 
@@ -425,7 +626,7 @@ mod tests {
         );
         // Another name, or the same name in another cluster, is free.
         reaches(&claim("replica-b"), "claimed", ClaimState::claimed).await;
-        let west = start(db.config(), db.endpoint(), "west", "replica-a");
+        let west = start_test(&db, "west", "replica-a");
         reaches(&west, "claimed", ClaimState::claimed).await;
 
         drop(first);
@@ -436,9 +637,9 @@ mod tests {
     async fn a_terminated_claim_session_claims_the_name_again() {
         let test = crate::testing::TestDatabase::create().await;
         let db = test.database(1);
-        let claim = start(db.config(), db.endpoint(), "east", "replica-a");
-        reaches(&claim, "claimed", ClaimState::claimed).await;
-        let mut state = claim.state();
+        let claim = start_test(&db, "east", "replica-a");
+        let first = reaches_view(&claim, "claimed", |v| v.state.claimed()).await;
+        let mut state = claim.view();
         state.borrow_and_update();
         let (admin, connection) = tokio_postgres::connect(test.url(), NoTls).await.unwrap();
         tokio::spawn(connection);
@@ -452,11 +653,313 @@ mod tests {
             .unwrap()
             .get(0);
         assert_eq!(ended, 1, "one claim session");
-        tokio::time::timeout(Duration::from_secs(10), state.wait_for(|s| !s.claimed()))
+        let lost = tokio::time::timeout(
+            Duration::from_secs(10),
+            state.wait_for(|v| !v.state.claimed()),
+        )
+        .await
+        .expect("the loss is noticed")
+        .unwrap()
+        .clone();
+        assert_eq!(lost.session, None, "a lost claim shows no session");
+        let again = reaches_view(&claim, "claimed again", |v| v.state.claimed()).await;
+        let (first, again) = (first.session.unwrap(), again.session.unwrap());
+        assert_eq!(again.generation, first.generation + 1, "a new session");
+        assert_ne!(again.pid, first.pid);
+    }
+
+    /// The session a claim shows is the server's session holding the lock,
+    /// and the host registers it, with its controllers, again when they
+    /// change and when it claims on a new session.
+    #[tokio::test]
+    async fn a_claimed_session_is_the_one_holding_the_lock_and_registers_the_host() {
+        let test = crate::testing::TestDatabase::create().await;
+        test.database(1).migrate().await.unwrap();
+        let db = test.database(1);
+        let (info, controllers) = host(&["scheduler"]);
+        let claim = start(db.config(), db.endpoint(), "east", "replica-a", info);
+        let view = reaches_view(&claim, "claimed", |v| v.state.claimed()).await;
+        let session = view.session.expect("a claimed view names its session");
+        assert_eq!(session.key, claim_key("east", "replica-a"));
+        let (admin, connection) = tokio_postgres::connect(test.url(), NoTls).await.unwrap();
+        tokio::spawn(connection);
+        let holder: i32 = admin
+            .query_one(
+                "SELECT pid FROM pg_locks
+                  WHERE locktype = 'advisory' AND granted AND objsubid = 1
+                    AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
+                    AND classid = (($1::bigint >> 32) & 4294967295)::oid
+                    AND objid = ($1::bigint & 4294967295)::oid",
+                &[&session.key],
+            )
             .await
-            .expect("the loss is noticed")
+            .unwrap()
+            .get(0);
+        assert_eq!(holder, session.pid);
+
+        let registered = |want: Vec<String>, pid: i32| {
+            let admin = &admin;
+            async move {
+                for _ in 0..200 {
+                    let row = admin
+                        .query_opt(
+                            "SELECT session_pid, session_started_at IS NOT NULL, controllers,
+                                    claim_key, version
+                               FROM leasehold_hosts WHERE cluster = 'east' AND holder = 'replica-a'",
+                            &[],
+                        )
+                        .await
+                        .unwrap();
+                    if let Some(row) = row
+                        && row.get::<_, i32>(0) == pid
+                        && row.get::<_, Vec<String>>(2) == want
+                    {
+                        assert!(row.get::<_, bool>(1), "backend_start recorded");
+                        assert_eq!(row.get::<_, i64>(3), claim_key("east", "replica-a"));
+                        assert_eq!(row.get::<_, String>(4), env!("CARGO_PKG_VERSION"));
+                        return;
+                    }
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+                panic!("the host row never showed pid {pid} running {want:?}");
+            }
+        };
+        registered(vec!["scheduler".into()], session.pid).await;
+        controllers
+            .send(vec!["rollout".into(), "scheduler".into()])
             .unwrap();
-        reaches(&claim, "claimed again", ClaimState::claimed).await;
+        registered(vec!["rollout".into(), "scheduler".into()], session.pid).await;
+
+        admin
+            .execute("SELECT pg_terminate_backend($1)", &[&session.pid])
+            .await
+            .unwrap();
+        let again = reaches_view(&claim, "claimed on a new session", |v| {
+            v.session.as_ref().is_some_and(|s| s.pid != session.pid)
+        })
+        .await
+        .session
+        .unwrap();
+        registered(vec!["rollout".into(), "scheduler".into()], again.pid).await;
+    }
+
+    #[tokio::test]
+    async fn check_liveness_reports_a_role_that_cannot_read_pg_locks() {
+        let test = crate::testing::TestDatabase::create().await;
+        let db = test.database(1);
+        db.migrate().await.unwrap();
+        let note = check_liveness(&db).await.expect("the owner may");
+        assert!(note.contains("pg_locks is readable"), "{note}");
+
+        // A role without the registry's privileges is told what to grant.
+        let role = format!("lh_probe_{}", uuid::Uuid::new_v4().simple());
+        let (admin, connection) = tokio_postgres::connect(test.url(), NoTls).await.unwrap();
+        tokio::spawn(connection);
+        admin
+            .batch_execute(&format!("CREATE ROLE {role} LOGIN"))
+            .await
+            .unwrap();
+        let mut url = url::Url::parse(test.url()).unwrap();
+        url.set_username(&role).unwrap();
+        let probe = crate::db::Database::new(url.as_str(), 1).unwrap();
+        let problem = check_liveness(&probe).await.expect_err("no privileges");
+        assert!(
+            problem.contains("GRANT INSERT, UPDATE ON leasehold_hosts"),
+            "{problem}"
+        );
+        drop(probe);
+        admin
+            .batch_execute(&format!(
+                "REASSIGN OWNED BY {role} TO CURRENT_USER; DROP OWNED BY {role}; DROP ROLE {role}"
+            ))
+            .await
+            .unwrap();
+    }
+
+    /// Two hosts on one migrated database: `a` claims its name and holds
+    /// `east/scheduler` under crash detection `mode`; `b` waits for it.
+    struct Takeover {
+        test: crate::testing::TestDatabase,
+        a: super::super::PostgresAuthority,
+        b: super::super::PostgresAuthority,
+        _claim: HolderClaim,
+        session: ClaimSession,
+        epoch: crate::fence::Epoch,
+        admin: Client,
+    }
+
+    const TTL: Duration = Duration::from_secs(30);
+
+    fn request(holder: &str) -> crate::authority::AcquireRequest {
+        crate::authority::AcquireRequest {
+            key: crate::fence::LeaseKey::new("east", "scheduler"),
+            holder: holder.to_string(),
+            ttl: TTL,
+        }
+    }
+
+    impl Takeover {
+        async fn start(mode: crate::authority::CrashDetection) -> Self {
+            use crate::authority::{Acquired, Authority, ExpectedIdentity};
+            let test = crate::testing::TestDatabase::create().await;
+            test.database(1).migrate().await.unwrap();
+            let a =
+                super::super::PostgresAuthority::new(test.database(2), ExpectedIdentity::default());
+            let b =
+                super::super::PostgresAuthority::new(test.database(2), ExpectedIdentity::default());
+            let claim = a
+                .claim_holder("east", "host-a", host(&["scheduler"]).0)
+                .expect("PostgreSQL claims holder names");
+            let session = reaches_view(&claim, "claimed", |v| v.state.claimed())
+                .await
+                .session
+                .unwrap();
+            let epoch = match a.acquire_detected(&request("host-a"), mode).await.unwrap() {
+                Acquired::Granted(grant) => grant.fence.epoch,
+                Acquired::Held { .. } => panic!("a fresh lease is held"),
+            };
+            let (admin, connection) = tokio_postgres::connect(test.url(), NoTls).await.unwrap();
+            tokio::spawn(connection);
+            Self {
+                test,
+                a,
+                b,
+                _claim: claim,
+                session,
+                epoch,
+                admin,
+            }
+        }
+
+        /// What `b` gets when it asks now, under crash detection `session`.
+        async fn b_asks(&self) -> crate::authority::Acquired {
+            use crate::authority::{Authority, CrashDetection};
+            self.b
+                .acquire_detected(&request("host-b"), CrashDetection::Session)
+                .await
+                .unwrap()
+        }
+
+        /// End `a`'s liveness session from the server side.
+        async fn terminate_a(&self) {
+            let ended: bool = self
+                .admin
+                .query_one("SELECT pg_terminate_backend($1)", &[&self.session.pid])
+                .await
+                .unwrap()
+                .get(0);
+            assert!(ended, "a's liveness session was running");
+        }
+
+        /// Wait until the server no longer shows `a`'s old session.
+        async fn session_gone(&self) {
+            for _ in 0..500 {
+                let alive: i64 = self
+                    .admin
+                    .query_one(
+                        "SELECT count(*) FROM pg_stat_activity WHERE pid = $1",
+                        &[&self.session.pid],
+                    )
+                    .await
+                    .unwrap()
+                    .get(0);
+                if alive == 0 {
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            panic!("the terminated session is still there");
+        }
+    }
+
+    /// A `session` grant records its holder's liveness session; while that
+    /// session lives the lease is held, and once it is gone a standby's
+    /// grant takes it over at the next epoch without waiting for the ttl,
+    /// ending the old tenure as superseded. The standby's scan wakes it.
+    #[tokio::test]
+    async fn a_session_grant_is_taken_over_once_its_liveness_session_is_gone() {
+        use crate::authority::{Acquired, Authority, CrashDetection, EndReason};
+        let t = Takeover::start(CrashDetection::Session).await;
+        let key = request("host-a").key;
+        let leases = t.b.observe("east").await.unwrap();
+        assert_eq!(leases[0].crash_detection, CrashDetection::Session);
+        let shown = leases[0]
+            .holder_session
+            .clone()
+            .expect("the session is shown");
+        assert_eq!(shown.pid, t.session.pid);
+        assert!(
+            matches!(t.b_asks().await, Acquired::Held { .. }),
+            "a is alive"
+        );
+
+        let mut woken =
+            t.b.dead_holder(&key)
+                .expect("PostgreSQL looks for dead holders");
+        woken.borrow_and_update();
+        t.terminate_a().await;
+        tokio::time::timeout(Duration::from_secs(5), woken.changed())
+            .await
+            .expect("the scan wakes the standby when the holder's session is gone")
+            .unwrap();
+        t.session_gone().await;
+        let Acquired::Granted(grant) = t.b_asks().await else {
+            panic!("the lease of a dead session is taken over");
+        };
+        assert_eq!(grant.fence.epoch.0, t.epoch.0 + 1);
+        assert!(
+            grant.expires_at - grant.acquired_at == chrono::TimeDelta::from_std(TTL).unwrap(),
+            "a fresh grant"
+        );
+        let history = t.b.history(&key, 2).await.unwrap();
+        assert_eq!(history[1].end_reason, Some(EndReason::Superseded));
+        // a claims its name again on a new session; that session does not
+        // revive the old tenure: a's renewal is refused.
+        let renewed =
+            t.a.renew(
+                &[crate::fence::Fence {
+                    key,
+                    epoch: t.epoch,
+                    holder: "host-a".into(),
+                }],
+                TTL,
+            )
+            .await
+            .unwrap();
+        assert_eq!(renewed, [crate::authority::Renewed::Lost]);
+        drop(t.test);
+    }
+
+    /// The same, but `a` reclaims its name on a new session before anyone
+    /// asks: the lease still records the old session, so it is free.
+    #[tokio::test]
+    async fn a_new_session_of_the_same_holder_does_not_keep_its_old_leases() {
+        use crate::authority::{Acquired, CrashDetection};
+        let t = Takeover::start(CrashDetection::Session).await;
+        let mut view = t._claim.view();
+        view.borrow_and_update();
+        t.terminate_a().await;
+        tokio::time::timeout(
+            Duration::from_secs(10),
+            view.wait_for(|v| v.session.as_ref().is_some_and(|s| s.pid != t.session.pid)),
+        )
+        .await
+        .expect("a claims again")
+        .unwrap();
+        assert!(matches!(t.b_asks().await, Acquired::Granted(_)));
+    }
+
+    /// A `ttl` grant is never taken over by session: only expiry frees it.
+    #[tokio::test]
+    async fn a_ttl_grant_outlives_its_holders_session_until_it_expires() {
+        use crate::authority::{Acquired, CrashDetection};
+        let t = Takeover::start(CrashDetection::Ttl).await;
+        t.terminate_a().await;
+        t.session_gone().await;
+        let Acquired::Held { epoch, .. } = t.b_asks().await else {
+            panic!("a ttl lease was taken over before it expired");
+        };
+        assert_eq!(epoch, t.epoch);
     }
 
     #[test]

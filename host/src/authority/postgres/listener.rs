@@ -9,8 +9,19 @@
 //! Notifications sent while the session is down are lost, so every
 //! (re)established session wakes all waiters once; candidates then retry
 //! acquiring, which is always safe.
+//!
+//! The same session looks for dead holders (crash detection `session`):
+//! while any standby of this host waits for a lease
+//! ([`ReleaseWakes::waited_leases`]), it asks every
+//! [`TAKEOVER_SCAN`] (jittered) in one statement which of those leases an
+//! acquire would take now — released, expired, or held under a `session`
+//! grant whose holder's liveness session is gone — and wakes their
+//! standbys. One statement per host per interval, whatever the number of
+//! leases; none while nobody waits. Its answer doubles as the session's
+//! liveness check.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use futures::StreamExt;
 use rand::Rng;
@@ -19,9 +30,22 @@ use tokio::task::JoinHandle;
 use tokio_postgres::{AsyncMessage, NoTls};
 
 use crate::authority::wakes::ReleaseWakes;
+use crate::fence::LeaseKey;
 use crate::timeouts::{
-    BACKOFF_MAX, BACKOFF_MIN, DATABASE_CONNECT, DATABASE_STATEMENT, RENEW_INTERVAL,
+    BACKOFF_MAX, BACKOFF_MIN, DATABASE_CONNECT, DATABASE_STATEMENT, RENEW_INTERVAL, TAKEOVER_SCAN,
 };
+
+/// Which of the waited-for leases ($1 clusters, $2 names) an acquire would
+/// take now: released, expired, or its holder's liveness session gone.
+const TAKEOVER_CANDIDATES: &str = concat!(
+    "
+    SELECT l.cluster, l.name
+      FROM leasehold_leases l
+      JOIN unnest($1::text[], $2::text[]) AS w(cluster, name)
+        ON w.cluster = l.cluster AND w.name = l.name
+     WHERE l.released OR l.expires_at <= clock_timestamp() OR ",
+    holder_session_gone!()
+);
 
 /// The NOTIFY channel; the payload is the cluster name.
 pub(crate) const RELEASE_CHANNEL: &str = "leasehold_release";
@@ -120,15 +144,41 @@ async fn session(
         wakes.wake_all();
         sessions.send_modify(|n| *n += 1);
         // A half-open TCP connection never errors by itself; a periodic
-        // empty query finds it within one renewal interval, the cadence at
-        // which holders find a dead database.
+        // empty query (or scan) finds it within one renewal interval, the
+        // cadence at which holders find a dead database.
+        let mut last_answer = tokio::time::Instant::now();
+        let mut scan = None;
         loop {
-            tokio::time::sleep(RENEW_INTERVAL).await;
-            match tokio::time::timeout(DATABASE_STATEMENT, client.simple_query("")).await {
-                Ok(Ok(_)) => {}
-                Ok(Err(e)) => return format!("liveness query: {}", crate::db::describe(&e)),
-                Err(_) => return "liveness query: no answer in time".to_string(),
+            tokio::time::sleep(scan_pause()).await;
+            let waited = wakes.waited_leases();
+            if waited.is_empty() {
+                if last_answer.elapsed() < RENEW_INTERVAL {
+                    continue;
+                }
+                match tokio::time::timeout(DATABASE_STATEMENT, client.simple_query("")).await {
+                    Ok(Ok(_)) => {}
+                    Ok(Err(e)) => return format!("liveness query: {}", crate::db::describe(&e)),
+                    Err(_) => return "liveness query: no answer in time".to_string(),
+                }
+            } else {
+                let found = tokio::time::timeout(DATABASE_STATEMENT, async {
+                    let statement = match &scan {
+                        Some(statement) => statement,
+                        None => scan.insert(client.prepare(TAKEOVER_CANDIDATES).await?),
+                    };
+                    takeover_candidates(&client, statement, &waited).await
+                });
+                match found.await {
+                    Ok(Ok(found)) => {
+                        for key in &found {
+                            wakes.wake_lease(key);
+                        }
+                    }
+                    Ok(Err(e)) => return format!("takeover scan: {}", crate::db::describe(&e)),
+                    Err(_) => return "takeover scan: no answer in time".to_string(),
+                }
             }
+            last_answer = tokio::time::Instant::now();
         }
     };
     let forward = async {
@@ -148,4 +198,25 @@ async fn session(
         error = forward => error,
     };
     (established, error)
+}
+
+/// The pause before the next scan: [`TAKEOVER_SCAN`] jittered by half
+/// either way, so hosts started together do not scan in lockstep.
+fn scan_pause() -> Duration {
+    rand::rng().random_range(TAKEOVER_SCAN / 2..=TAKEOVER_SCAN * 3 / 2)
+}
+
+/// The leases among `waited` an acquire would take now.
+async fn takeover_candidates(
+    client: &tokio_postgres::Client,
+    statement: &tokio_postgres::Statement,
+    waited: &[LeaseKey],
+) -> Result<Vec<LeaseKey>, tokio_postgres::Error> {
+    let clusters: Vec<&str> = waited.iter().map(|k| k.cluster.as_str()).collect();
+    let names: Vec<&str> = waited.iter().map(|k| k.name.as_str()).collect();
+    let rows = client.query(statement, &[&clusters, &names]).await?;
+    Ok(rows
+        .iter()
+        .map(|row| LeaseKey::new(row.get::<_, String>(0), row.get::<_, String>(1)))
+        .collect())
 }

@@ -15,8 +15,40 @@
 //! acquire if they differ from the pinned [`ExpectedIdentity`] or from the
 //! identity it verified first.
 //!
+//! Crash detection (migration 6): a grant made with
+//! [`CrashDetection::Session`] records the pid and claim key of its
+//! holder's liveness session (the holder claim's session,
+//! [`holder_claim`]); the next grant may then also succeed while the row is
+//! neither released nor expired if that session no longer holds the claim
+//! lock, judged from `pg_locks` inside the grant's own statements
+//! ([`holder_session_gone`]) and re-checked under the row lock. Standbys
+//! learn of such leases from the listener's batched scan
+//! ([`Authority::dead_holder`]).
+//!
 //! Must never: take a session-level lock on a pooled connection; print a
 //! URL with its password; compare host clocks.
+
+/// SQL condition on the lease row `l`: its grant asked for crash detection
+/// `session` and no session with the pid it recorded holds its holder's
+/// claim lock any more: the holder's liveness session is gone (it crashed,
+/// or its session was terminated, and it has revoked its guests the moment
+/// it noticed). A bigint advisory key shows in `pg_locks` split into
+/// `classid` (high half) and `objid` (low half) with `objsubid` 1.
+/// `pg_locks` is readable by every role. One definition for the acquire's
+/// peek and lock, the grant's re-check and the standby scan.
+macro_rules! holder_session_gone {
+    () => {
+        "(l.crash_detection = 'session' AND l.holder_pid IS NOT NULL
+          AND l.holder_claim_key IS NOT NULL
+          AND NOT EXISTS (
+              SELECT 1 FROM pg_locks k
+               WHERE k.locktype = 'advisory' AND k.granted AND k.objsubid = 1
+                 AND k.pid = l.holder_pid
+                 AND k.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+                 AND k.classid = ((l.holder_claim_key >> 32) & 4294967295)::oid
+                 AND k.objid = (l.holder_claim_key & 4294967295)::oid))"
+    };
+}
 
 mod errors;
 pub mod holder_claim;
@@ -37,12 +69,13 @@ pub(crate) use errors::classify;
 pub use listener::LISTENER_APPLICATION;
 use listener::{Listener, RELEASE_CHANNEL};
 
+use super::claim::{ClaimSession, ClaimView, HolderClaim, HostInfo};
 use super::fence_check::BOUND_IDLE_TRANSACTION;
 use super::wakes::ReleaseWakes;
 use super::{
-    AcquireRequest, Acquired, Authority, AuthorityError, DatabaseIdentity, EndReason,
-    ExpectedIdentity, Grant, LeaseRecord, Renewed, TenureRecord, validate_fence, validate_key,
-    validate_request, validate_ttl,
+    AcquireRequest, Acquired, Authority, AuthorityError, CrashDetection, DatabaseIdentity,
+    EndReason, ExpectedIdentity, Grant, HolderSession, LeaseRecord, Renewed, TenureRecord,
+    validate_fence, validate_key, validate_request, validate_ttl,
 };
 use crate::db::{self, Database};
 use crate::fence::{Epoch, Fence, LeaseKey};
@@ -66,27 +99,41 @@ const IDENTITY: &str = "
 /// not wait for those writes, but do conflict with this lock: so an acquire
 /// takes it only once [`PEEK_LEASE`] showed the lease grantable, never on a
 /// lease that is held (a standby paused with the lock would starve the
-/// holder's renewals).
-const LOCK_LEASE: &str = "
-    SELECT holder, epoch, released, expires_at, expires_at <= clock_timestamp() AS expired
-      FROM leasehold_leases
+/// holder's renewals). The last column: the holder's liveness session is
+/// gone ([`holder_session_gone`]), for a row neither released nor expired.
+const LOCK_LEASE: &str = concat!(
+    "
+    SELECT holder, epoch, released, expires_at, expires_at <= clock_timestamp() AS expired,
+           NOT released AND expires_at > clock_timestamp() AND ",
+    holder_session_gone!(),
+    " AS gone
+      FROM leasehold_leases l
      WHERE cluster = $1 AND name = $2
-       FOR UPDATE";
+       FOR UPDATE"
+);
 
 /// [`LOCK_LEASE`] without the lock: what an acquire reads first. A held
-/// lease is answered from it, without locking anything.
-const PEEK_LEASE: &str = "
-    SELECT holder, epoch, released, expires_at, expires_at <= clock_timestamp() AS expired
-      FROM leasehold_leases
-     WHERE cluster = $1 AND name = $2";
+/// lease whose holder's session is alive is answered from it, without
+/// locking anything.
+const PEEK_LEASE: &str = concat!(
+    "
+    SELECT holder, epoch, released, expires_at, expires_at <= clock_timestamp() AS expired,
+           NOT released AND expires_at > clock_timestamp() AND ",
+    holder_session_gone!(),
+    " AS gone
+      FROM leasehold_leases l
+     WHERE cluster = $1 AND name = $2"
+);
 
 /// First grant of a lease: epoch 1. `DO NOTHING` on a concurrent first
-/// grant, which then wins.
+/// grant, which then wins. $6–$8: the grant's crash detection and its
+/// holder's liveness session (pid and claim key; NULL under `ttl`).
 const GRANT_FIRST: &str = "
     WITH clock AS (SELECT clock_timestamp() AS t),
     granted AS (
-        INSERT INTO leasehold_leases (cluster, name, holder, epoch, acquired_at, renewed_at, expires_at)
-        SELECT $1, $2, $3, 1, t, t, t + $4::bigint * interval '1 microsecond' FROM clock
+        INSERT INTO leasehold_leases (cluster, name, holder, epoch, acquired_at, renewed_at, expires_at,
+                                      crash_detection, holder_pid, holder_claim_key)
+        SELECT $1, $2, $3, 1, t, t, t + $4::bigint * interval '1 microsecond', $6, $7, $8 FROM clock
         ON CONFLICT (cluster, name) DO NOTHING
         RETURNING epoch, acquired_at, expires_at
     ),
@@ -97,20 +144,29 @@ const GRANT_FIRST: &str = "
     SELECT epoch, acquired_at, expires_at FROM granted";
 
 /// Next grant, on the row locked by [`LOCK_LEASE`]: previous epoch + 1
-/// (L1), only if released or expired by the database clock (L2). Every
-/// still-open earlier tenure is ended: `expired` at its expiry if the row
-/// had expired ($6, $7), else `superseded` now. The new tenure records
+/// (L1), only if released or expired by the database clock, or its
+/// holder's liveness session is gone under a `session` grant (L2; judged
+/// again here, under the lock). Every still-open earlier tenure is ended:
+/// `expired` at its expiry if the row had expired ($6, $7), else
+/// `superseded` now (a released tenure was ended by its release; a tenure
+/// whose holder's session is gone is superseded). The new tenure records
 /// this statement's snapshot, taken after [`LOCK_LEASE`] returned, so every
 /// fenced write of an earlier epoch that committed is visible in it (the
-/// fault suite's checker orders writes by it; migration 4).
-const GRANT_NEXT: &str = "
+/// fault suite's checker orders writes by it; migration 4). $8–$10: as
+/// $6–$8 of [`GRANT_FIRST`].
+const GRANT_NEXT: &str = concat!(
+    "
     WITH clock AS (SELECT clock_timestamp() AS t),
     granted AS (
         UPDATE leasehold_leases l
            SET holder = $3, epoch = l.epoch + 1, acquired_at = clock.t, renewed_at = clock.t,
-               expires_at = clock.t + $4::bigint * interval '1 microsecond', released = false
+               expires_at = clock.t + $4::bigint * interval '1 microsecond', released = false,
+               crash_detection = $8, holder_pid = $9, holder_claim_key = $10
           FROM clock
-         WHERE l.cluster = $1 AND l.name = $2 AND (l.released OR l.expires_at <= clock.t)
+         WHERE l.cluster = $1 AND l.name = $2
+           AND (l.released OR l.expires_at <= clock.t OR ",
+    holder_session_gone!(),
+    ")
         RETURNING l.epoch, l.acquired_at, l.expires_at
     ),
     ended AS (
@@ -126,7 +182,8 @@ const GRANT_NEXT: &str = "
         INSERT INTO leasehold_tenures (cluster, lease, epoch, holder, endpoint, acquired_at, granted_snapshot)
         SELECT $1, $2, epoch, $3, $5, acquired_at, pg_current_snapshot() FROM granted
     )
-    SELECT epoch, acquired_at, expires_at FROM granted";
+    SELECT epoch, acquired_at, expires_at FROM granted"
+);
 
 /// Who holds a lease, read after losing a first-grant race.
 const CURRENT: &str = "
@@ -166,12 +223,17 @@ const RELEASE: &str = "
     notified AS (SELECT pg_notify($6, cluster) FROM released)
     SELECT (SELECT count(*) FROM released), (SELECT count(*) FROM ended), (SELECT count(*) FROM notified)";
 
+/// Every lease of a cluster, with the liveness session its grant recorded
+/// and, when its host registered that very session, the session's start.
 const OBSERVE: &str = "
-    SELECT name, holder, epoch, acquired_at, expires_at, released,
-           NOT released AND expires_at > clock_timestamp() AS active
-      FROM leasehold_leases
-     WHERE cluster = $1
-     ORDER BY name
+    SELECT l.name, l.holder, l.epoch, l.acquired_at, l.expires_at, l.released,
+           NOT l.released AND l.expires_at > clock_timestamp() AS active,
+           l.crash_detection, l.holder_pid, h.session_started_at
+      FROM leasehold_leases l
+      LEFT JOIN leasehold_hosts h
+        ON h.cluster = l.cluster AND h.holder = l.holder AND h.session_pid = l.holder_pid
+     WHERE l.cluster = $1
+     ORDER BY l.name
      LIMIT $2";
 
 const HISTORY: &str = "
@@ -225,9 +287,25 @@ struct Shared {
     /// supervisors' periodic identity re-check caught up.)
     first: Mutex<Option<DatabaseIdentity>>,
     wakes: Arc<ReleaseWakes>,
-    /// Started on the first `released` call; stopped when the last clone
-    /// of the authority is dropped.
+    /// Started on the first `released` (or `dead_holder`) call; stopped
+    /// when the last clone of the authority is dropped.
     listener: Mutex<Option<Listener>>,
+    /// Where the dedicated sessions (the holder claim, which is the
+    /// liveness session, and the release listener) connect; `None`: the
+    /// pool's own configuration. Never a pooler's address: a session lock,
+    /// a backend pid and LISTEN only mean something on the server's own
+    /// session.
+    session_config: Mutex<Option<tokio_postgres::Config>>,
+    /// The holder claims this authority started, so a grant can record
+    /// the liveness session of its holder.
+    claims: Mutex<Vec<ClaimWatch>>,
+}
+
+/// A holder claim started by this authority, as its grants need it.
+struct ClaimWatch {
+    cluster: String,
+    holder: String,
+    view: watch::Receiver<ClaimView>,
 }
 
 impl PostgresAuthority {
@@ -243,8 +321,56 @@ impl PostgresAuthority {
                 first: Mutex::new(None),
                 wakes: Arc::new(ReleaseWakes::new()),
                 listener: Mutex::new(None),
+                session_config: Mutex::new(None),
+                claims: Mutex::new(Vec::new()),
             }),
         }
+    }
+
+    /// Open the dedicated sessions (the liveness session holding the
+    /// holder claim, and the release listener) at `url` instead of the
+    /// pool's URL (`[database] session_url`): for a pool reached through a
+    /// transaction-pooling proxy, `url` must reach PostgreSQL itself. Call
+    /// before the first claim or `released`.
+    pub fn use_session_url(&self, url: &str) -> Result<(), AuthorityError> {
+        let config =
+            url.parse::<tokio_postgres::Config>()
+                .map_err(|e| AuthorityError::Unavailable {
+                    endpoint: db::redact(url),
+                    reason: format!("session_url is not a PostgreSQL URL: {}", db::describe(&e)),
+                })?;
+        *self
+            .shared
+            .session_config
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(config);
+        Ok(())
+    }
+
+    /// The configuration the dedicated sessions connect with.
+    fn session_config(&self) -> tokio_postgres::Config {
+        self.shared
+            .session_config
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+            .unwrap_or_else(|| self.shared.db.config().clone())
+    }
+
+    /// The liveness session `holder` of `cluster` holds its claim on now,
+    /// if this authority claimed that name and the claim is held.
+    fn claim_session(&self, cluster: &str, holder: &str) -> Option<ClaimSession> {
+        let mut claims = self
+            .shared
+            .claims
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        // A claim whose task ended (its handle dropped) holds nothing.
+        claims.retain(|claim| claim.view.has_changed().is_ok());
+        claims
+            .iter()
+            .find(|claim| claim.cluster == cluster && claim.holder == holder)
+            .and_then(|claim| claim.view.borrow().session.clone())
     }
 
     /// [`PostgresAuthority::new`], then verify the identity now, so a host
@@ -349,7 +475,7 @@ impl PostgresAuthority {
             };
             *listener = Some(Listener::start(
                 &handle,
-                self.shared.db.config().clone(),
+                self.session_config(),
                 self.endpoint().to_string(),
                 self.shared.wakes.clone(),
             ));
@@ -476,10 +602,32 @@ impl Authority for PostgresAuthority {
     }
 
     async fn acquire(&self, request: &AcquireRequest) -> Result<Acquired, AuthorityError> {
+        self.acquire_detected(request, CrashDetection::Ttl).await
+    }
+
+    async fn acquire_detected(
+        &self,
+        request: &AcquireRequest,
+        detection: CrashDetection,
+    ) -> Result<Acquired, AuthorityError> {
         validate_request(request)?;
         let micros = ttl_micros(&request.key, request.ttl)?;
         self.verify().await?;
         let key = &request.key;
+        // A `session` grant records the liveness session of its holder;
+        // without one (the name is not claimed here right now) it can only
+        // be taken over by expiry, so it is granted as `ttl`.
+        let session = match detection {
+            CrashDetection::Session => self.claim_session(&key.cluster, &request.holder),
+            CrashDetection::Ttl => None,
+        };
+        let recorded = match &session {
+            Some(_) => CrashDetection::Session,
+            None => CrashDetection::Ttl,
+        }
+        .as_str();
+        let holder_pid = session.as_ref().map(|s| s.pid);
+        let holder_claim_key = session.as_ref().map(|s| s.key);
         let what = format!("acquiring lease {key} for {}", request.holder);
         let endpoint = self.endpoint();
         self.run(&what, async {
@@ -519,7 +667,11 @@ impl Authority for PostgresAuthority {
             let current = match peeked? {
                 // Held: answered without locking the row (item: a probe
                 // never blocks the holder's renewals).
-                Some(row) if !row.get::<_, bool>(2) && !row.get::<_, bool>(4) => {
+                Some(row)
+                    if !row.get::<_, bool>(2)
+                        && !row.get::<_, bool>(4)
+                        && !row.get::<_, bool>(5) =>
+                {
                     tx.rollback().await?;
                     return Ok(Acquired::Held {
                         holder: row.get(0),
@@ -536,7 +688,8 @@ impl Authority for PostgresAuthority {
                 Some(row) => {
                     let released: bool = row.get(2);
                     let expired: bool = row.get(4);
-                    if !released && !expired {
+                    let gone: bool = row.get(5);
+                    if !released && !expired && !gone {
                         tx.rollback().await?;
                         return Ok(Acquired::Held {
                             holder: row.get(0),
@@ -556,6 +709,9 @@ impl Authority for PostgresAuthority {
                             &endpoint,
                             &(expired && !released),
                             &previous_expiry,
+                            &recorded,
+                            &holder_pid,
+                            &holder_claim_key,
                         ],
                     )
                     .await?
@@ -564,7 +720,16 @@ impl Authority for PostgresAuthority {
                     let grant = tx.prepare_cached(GRANT_FIRST).await?;
                     tx.query_opt(
                         &grant,
-                        &[&key.cluster, &key.name, &request.holder, &micros, &endpoint],
+                        &[
+                            &key.cluster,
+                            &key.name,
+                            &request.holder,
+                            &micros,
+                            &endpoint,
+                            &recorded,
+                            &holder_pid,
+                            &holder_claim_key,
+                        ],
                     )
                     .await?
                 }
@@ -739,6 +904,11 @@ impl Authority for PostgresAuthority {
                 expires_at: row.get(4),
                 released: row.get(5),
                 active: row.get(6),
+                crash_detection: CrashDetection::parse(row.get(7)).unwrap_or(CrashDetection::Ttl),
+                holder_session: row.get::<_, Option<i32>>(8).map(|pid| HolderSession {
+                    pid,
+                    backend_start: row.get(9),
+                }),
             })
             .collect())
     }
@@ -814,14 +984,26 @@ impl Authority for PostgresAuthority {
         .await
     }
 
-    fn claim_holder(&self, cluster: &str, holder: &str) -> Option<super::claim::HolderClaim> {
-        let config = self.shared.db.config();
-        Some(holder_claim::start(
-            config,
+    fn claim_holder(&self, cluster: &str, holder: &str, host: HostInfo) -> Option<HolderClaim> {
+        let claim = holder_claim::start(
+            &self.session_config(),
             self.endpoint(),
             cluster,
             holder,
-        ))
+            host,
+        );
+        let mut claims = self
+            .shared
+            .claims
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        claims.retain(|claim| claim.view.has_changed().is_ok());
+        claims.push(ClaimWatch {
+            cluster: cluster.to_string(),
+            holder: holder.to_string(),
+            view: claim.view(),
+        });
+        Some(claim)
     }
 
     fn released(&self, cluster: &str) -> watch::Receiver<u64> {
@@ -830,5 +1012,12 @@ impl Authority for PostgresAuthority {
         let receiver = self.shared.wakes.subscribe(cluster);
         self.start_listener();
         receiver
+    }
+
+    fn dead_holder(&self, key: &LeaseKey) -> Option<watch::Receiver<u64>> {
+        // The listener's session scans for the leases subscribed here.
+        let receiver = self.shared.wakes.subscribe_takeover(key);
+        self.start_listener();
+        Some(receiver)
     }
 }
