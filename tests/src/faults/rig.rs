@@ -17,6 +17,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use leasehold_host::authority::postgres::holder_claim::CLAIM_APPLICATION;
 use leasehold_host::testing::TestDatabase;
 use leasehold_receiver::{Fault, FaultSpec, RunningReceiver};
 use serde_json::{Value, json};
@@ -565,6 +566,34 @@ backoff_max = "1s"
             )
             .await
             .expect("terminate backends")
+            .get(0)
+    }
+
+    /// Terminate host `i`'s liveness (claim) session only, found by its
+    /// `application_name` (`leasehold-claim-<instance>`) among the sessions
+    /// through host `i`'s own proxy (every host claims through its proxy,
+    /// so the port tells the hosts apart); its pool, change feed and
+    /// listener go on. Returns how many were terminated: 1, or 0 while the
+    /// host is down or has not claimed its name again after an earlier
+    /// fault.
+    pub async fn terminate_liveness(&self, i: usize) -> i64 {
+        let ports: Vec<i32> = self.hosts[i]
+            .proxy
+            .upstream_ports()
+            .into_iter()
+            .map(i32::from)
+            .collect();
+        let datname = self.database_name();
+        self.sql()
+            .await
+            .query_one(
+                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+                  WHERE datname = $1 AND client_port = ANY($2)
+                    AND application_name LIKE $3 || '-%' AND pid <> pg_backend_pid()",
+                &[&datname, &ports, &CLAIM_APPLICATION],
+            )
+            .await
+            .expect("terminate the liveness session")
             .get(0)
     }
 

@@ -136,6 +136,12 @@ pub enum FaultKind {
     Partition,
     /// `pg_terminate_backend` on every session of the host (instant).
     Terminate,
+    /// `pg_terminate_backend` on the host's liveness (claim) session only
+    /// (instant): the process, its pool and its other sessions go on, and
+    /// under `crash_detection = "session"` (the default) a standby may be
+    /// granted its leases at once while it still runs, so the host must
+    /// end every tenure as its session ends, never continue one.
+    TerminateLiveness,
     /// SIGTERM (orderly shutdown); started again when the fault ends.
     Restart,
     /// Black-hole the leader's proxy the moment its guest's `COMMIT` is in
@@ -151,11 +157,12 @@ pub enum FaultKind {
 
 impl FaultKind {
     /// Every kind.
-    pub const ALL: [FaultKind; 7] = [
+    pub const ALL: [FaultKind; 8] = [
         FaultKind::Kill,
         FaultKind::Stop,
         FaultKind::Partition,
         FaultKind::Terminate,
+        FaultKind::TerminateLiveness,
         FaultKind::Restart,
         FaultKind::PartitionAtCommit,
         FaultKind::PauseAtCommit,
@@ -163,11 +170,12 @@ impl FaultKind {
 
     /// The kinds that strike at any moment: every fault after a
     /// schedule's first.
-    pub const ANY_TIME: [FaultKind; 5] = [
+    pub const ANY_TIME: [FaultKind; 6] = [
         FaultKind::Kill,
         FaultKind::Stop,
         FaultKind::Partition,
         FaultKind::Terminate,
+        FaultKind::TerminateLiveness,
         FaultKind::Restart,
     ];
 
@@ -255,7 +263,7 @@ impl Schedule {
                 FaultKind::PartitionAtCommit | FaultKind::PauseAtCommit => {
                     ARM_WINDOW + heal_at_commit(timing)
                 }
-                FaultKind::Terminate => Duration::ZERO,
+                FaultKind::Terminate | FaultKind::TerminateLiveness => Duration::ZERO,
                 // Past the ttl about half of the time.
                 FaultKind::Stop | FaultKind::Partition => rng.millis(ttl_ms / 3, ttl_ms * 5 / 2),
                 FaultKind::Kill | FaultKind::Restart => rng.millis(100, ttl_ms * 2),
@@ -329,11 +337,14 @@ impl fmt::Display for Schedule {
 pub struct Struck {
     /// The fault, and the host it struck, in order.
     pub faults: Vec<(FaultKind, usize)>,
-    /// Epochs of [`LEASE`] whose holder a kill or an orderly restart struck
+    /// Epochs of [`LEASE`] whose holder a kill, an orderly restart or the
+    /// end of its liveness session (one that was there to end) struck
     /// while the database showed it holding the lease actively. Each of
-    /// these tenures certainly ends (killed, or released on SIGTERM), and a
-    /// grant needs the row released or expired (L2), so every one of them
-    /// is followed by a grant at a higher epoch before anyone leads again.
+    /// these tenures certainly ends (killed, released on SIGTERM, or ended
+    /// by its host as its liveness session ends: a tenure never continues
+    /// into a later session), and a grant is the only way to lead again
+    /// (L2), so every one of them is followed by a grant at a higher epoch
+    /// before anyone leads again.
     pub leader_epochs: BTreeSet<i64>,
     /// Faults at a commit that struck a guest's commit in flight.
     pub commits_struck: usize,
@@ -382,11 +393,16 @@ pub async fn run(schedule: &Schedule, rig: &mut Rig) -> Struck {
                     Target::Host(h) => h,
                     Target::Leader => current_leader(rig).await.unwrap_or(i % schedule.hosts),
                 };
-                if matches!(fault.kind, FaultKind::Kill | FaultKind::Restart)
-                    && let Some(epoch) = held_by(rig, host).await
-                {
-                    struck.leader_epochs.insert(epoch);
-                }
+                // Read before the strike: after it the row may show a
+                // successor already.
+                let held = if matches!(
+                    fault.kind,
+                    FaultKind::Kill | FaultKind::Restart | FaultKind::TerminateLiveness
+                ) {
+                    held_by(rig, host).await
+                } else {
+                    None
+                };
                 if fault.kind.at_commit() {
                     // Struck and healed here: the heal is timed from the
                     // strike, not from the schedule's offsets.
@@ -398,7 +414,10 @@ pub async fn run(schedule: &Schedule, rig: &mut Rig) -> Struck {
                     }
                     continue;
                 }
-                strike(rig, fault.kind, host).await;
+                let ended = strike(rig, fault.kind, host).await;
+                if ended && let Some(epoch) = held {
+                    struck.leader_epochs.insert(epoch);
+                }
                 hit[i] = Some(host);
                 struck.faults.push((fault.kind, host));
             }
@@ -470,26 +489,42 @@ async fn strike_at_commit(rig: &mut Rig, kind: FaultKind, host: usize) -> bool {
     true
 }
 
-async fn strike(rig: &mut Rig, kind: FaultKind, host: usize) {
+/// Strike `kind` at host `host`. Whether it certainly ends the host's
+/// tenures (for [`Struck::leader_epochs`]): a kill, an orderly restart of
+/// a running host, or a liveness session that was there to terminate (none
+/// is while the host reconnects after an earlier fault; it then holds no
+/// tenure it could continue anyway).
+async fn strike(rig: &mut Rig, kind: FaultKind, host: usize) -> bool {
     let h = &mut rig.hosts[host];
     match kind {
-        FaultKind::Kill => h.replica.kill().await,
+        FaultKind::Kill => {
+            h.replica.kill().await;
+            true
+        }
         FaultKind::Stop => {
             if h.replica.running() {
                 h.replica.signal("STOP");
             }
+            false
         }
-        FaultKind::Partition => h.proxy.set(Mode::Blackhole),
+        FaultKind::Partition => {
+            h.proxy.set(Mode::Blackhole);
+            false
+        }
         FaultKind::Terminate => {
             rig.terminate_backends(host).await;
+            false
         }
+        FaultKind::TerminateLiveness => rig.terminate_liveness(host).await > 0,
         FaultKind::Restart => {
-            if h.replica.running() {
+            let running = h.replica.running();
+            if running {
                 h.replica.signal("TERM");
             }
+            running
         }
         // Struck and healed by `strike_at_commit`.
-        FaultKind::PartitionAtCommit | FaultKind::PauseAtCommit => {}
+        FaultKind::PartitionAtCommit | FaultKind::PauseAtCommit => false,
     }
 }
 
@@ -507,7 +542,7 @@ async fn heal(rig: &mut Rig, kind: FaultKind, host: usize) {
             }
         }
         FaultKind::Partition => h.proxy.set(Mode::Pass),
-        FaultKind::Terminate => {}
+        FaultKind::Terminate | FaultKind::TerminateLiveness => {}
         FaultKind::Restart => {
             // An orderly shutdown finishes within its grace period; a host
             // that did not is killed, as an operator would.
@@ -528,14 +563,16 @@ mod tests {
     use crate::faults::seeds;
 
     /// Seed 1 over [`HOSTS`] hosts with [`Timing::FAST`]. Re-pinned
-    /// deliberately when the kinds that strike at a commit were added (the
-    /// first fault of every schedule is one of them since): no seed that
-    /// found a bug was recorded, so no recorded seed changed meaning.
-    const PINNED_SEED_1: &str = "seed 1 (3 hosts, nodes [11, 17, 24], 13.056s): \
+    /// deliberately twice: when the kinds that strike at a commit were
+    /// added (the first fault of every schedule is one of them since), and
+    /// when the liveness session's termination joined the kinds that strike
+    /// at any moment (issue 16). Neither time had a seed that found a bug
+    /// been recorded, so no recorded seed changed meaning.
+    const PINNED_SEED_1: &str = "seed 1 (3 hosts, nodes [11, 17, 24], 8.651s): \
         PartitionAtCommit@217ms Leader for 4150ms; Terminate@4367ms Leader for 0ms; \
-        Partition@4641ms Leader for 1765ms; Stop@6406ms Host(0) for 2334ms; \
-        Partition@8740ms Leader for 1625ms; Stop@10365ms Host(1) for 1882ms; \
-        Stop@12247ms Leader for 609ms;";
+        Terminate@4641ms Leader for 0ms; TerminateLiveness@5439ms Leader for 0ms; \
+        Terminate@5641ms Host(2) for 0ms; TerminateLiveness@5854ms Leader for 0ms; \
+        Partition@6569ms Host(1) for 1882ms;";
 
     /// Replaying a seed (`LEASEHOLD_FAULT_SEED`) replays its schedule: for
     /// every seed CI runs and a few fresh ones, generating twice gives the
