@@ -30,6 +30,7 @@ mod memory;
 mod outbound;
 mod process;
 mod proxy;
+mod renew_load;
 mod report;
 mod support;
 mod throughput;
@@ -97,7 +98,12 @@ const PARTS: &[(&str, PartFn, &str)] = &[
     (
         "handover",
         handover::run,
-        "release, SIGKILL and partition handover between two processes (PostgreSQL, minutes)",
+        "release, SIGKILL (session and ttl detection) and partition handover between two processes (PostgreSQL, minutes)",
+    ),
+    (
+        "renew-under-load",
+        renew_load::run,
+        "renew latency while fenced writes hold the lease row and the API is flooded (PostgreSQL)",
     ),
     (
         "end-to-end",
