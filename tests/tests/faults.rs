@@ -890,6 +890,7 @@ async fn random_fault_schedules_keep_every_invariant() {
     let mut mix: std::collections::BTreeMap<FaultKind, usize> = Default::default();
     let (mut handovers, mut certain) = (0, 0);
     let (mut struck_commits, mut missed_commits) = (0, 0);
+    let mut liveness_ended = 0;
     let mut caught: Vec<u64> = Vec::new();
     for (n, planned) in plan.iter().enumerate() {
         let seed = planned.seed;
@@ -907,6 +908,7 @@ async fn random_fault_schedules_keep_every_invariant() {
         certain += ran.certain;
         struck_commits += ran.struck.commits_struck;
         missed_commits += ran.struck.commits_missed;
+        liveness_ended += ran.struck.liveness_ended;
         for (kind, count) in schedule.mix() {
             *mix.entry(kind).or_default() += count;
         }
@@ -919,7 +921,7 @@ async fn random_fault_schedules_keep_every_invariant() {
             format!("{} violation(s)", ran.report.violations.len())
         };
         eprintln!(
-            "[{}/{}] seed {seed}: {verdict} in {:?}; {} handover(s), {} certain; {} of {} fault(s) at a commit struck; {}",
+            "[{}/{}] seed {seed}: {verdict} in {:?}; {} handover(s), {} certain; {} of {} fault(s) at a commit struck; {} of {} liveness session(s) ended; {}",
             n + 1,
             plan.len(),
             at.elapsed(),
@@ -927,12 +929,19 @@ async fn random_fault_schedules_keep_every_invariant() {
             ran.certain,
             ran.struck.commits_struck,
             ran.struck.commits_struck + ran.struck.commits_missed,
+            ran.struck.liveness_ended,
+            schedule
+                .mix()
+                .get(&FaultKind::TerminateLiveness)
+                .copied()
+                .unwrap_or(0),
             ran.report
         );
     }
     let schedules = plan.len() as i64;
     eprintln!(
-        "random fault schedules ({build:?} build): {schedules} schedule(s), fault mix {mix:?}, {struck_commits} commit(s) struck in flight ({missed_commits} fault(s) at a commit found none), {handovers} scheduler handovers ({certain} certain), {} schedule(s) with writes out of commit order, {:?}",
+        "random fault schedules ({build:?} build): {schedules} schedule(s), fault mix {mix:?}, {struck_commits} commit(s) struck in flight ({missed_commits} fault(s) at a commit found none), {liveness_ended} of {} liveness-session termination(s) ended a session, {handovers} scheduler handovers ({certain} certain), {} schedule(s) with writes out of commit order, {:?}",
+        mix.get(&FaultKind::TerminateLiveness).copied().unwrap_or(0),
         caught.len(),
         started.elapsed()
     );
@@ -949,6 +958,14 @@ async fn random_fault_schedules_keep_every_invariant() {
         return;
     }
     if schedules >= AVERAGE_FROM {
+        // A rig that stopped finding the liveness session (a renamed
+        // session, a session that bypasses the proxy) would strike nothing
+        // while the mix still counts the kind.
+        assert!(
+            liveness_ended > 0 || !mix.contains_key(&FaultKind::TerminateLiveness),
+            "{schedules} schedules struck {:?} liveness-session terminations, and none found a session to end",
+            mix.get(&FaultKind::TerminateLiveness)
+        );
         assert!(
             handovers >= schedules,
             "{schedules} schedules handed the scheduler's lease over only {handovers} time(s): fewer than one per schedule"

@@ -348,6 +348,10 @@ pub struct Struck {
     pub leader_epochs: BTreeSet<i64>,
     /// Faults at a commit that struck a guest's commit in flight.
     pub commits_struck: usize,
+    /// Liveness-session terminations that ended a session (the others
+    /// found none: the host was down, or had not claimed its name again
+    /// since an earlier fault).
+    pub liveness_ended: usize,
     /// Faults at a commit given up after [`ARM_WINDOW`]: the leader made no
     /// guest commit (no node had room).
     pub commits_missed: usize,
@@ -415,6 +419,9 @@ pub async fn run(schedule: &Schedule, rig: &mut Rig) -> Struck {
                     continue;
                 }
                 let ended = strike(rig, fault.kind, host).await;
+                if ended && fault.kind == FaultKind::TerminateLiveness {
+                    struck.liveness_ended += 1;
+                }
                 if ended && let Some(epoch) = held {
                     struck.leader_epochs.insert(epoch);
                 }
