@@ -857,15 +857,17 @@ async fn the_checker_catches_stale_writes_of_a_build_without_the_fence() {
 /// replays one; `LEASEHOLD_FAULT_SCHEDULES` sets the total, default 20).
 ///
 /// Besides every invariant, the run must hand the lease over: each schedule
-/// at least once per tenure its faults certainly ended (a kill or orderly
-/// restart of the active leader, see `Struck::leader_epochs`), and a run of
-/// [`AVERAGE_FROM`] schedules or more at least once per schedule on
-/// average. That second bound is not a certainty, it is a margin: with a
-/// strike at the leader's COMMIT first, then 4 to 7 faults per schedule,
-/// about two thirds of them striking the leader, 20 schedules gave 70
-/// handovers (3.5 per schedule, 26 of them certain, no schedule without
-/// one), and a run below one per schedule means the faults stopped reaching
-/// the leader.
+/// at least once per tenure its faults certainly ended (a kill, an orderly
+/// restart or the end of the liveness session of the active leader, see
+/// `Struck::leader_epochs`), and a run of [`AVERAGE_FROM`] schedules or
+/// more at least once per schedule on average. That second bound is not a
+/// certainty, it is a margin: with a strike at the leader's COMMIT first,
+/// then 4 to 7 faults per schedule, about two thirds of them striking the
+/// leader, 20 schedules gave 73 handovers (3.65 per schedule, 25 of them
+/// certain, no schedule without two), and a run below one per schedule
+/// means the faults stopped reaching the leader. Such a run must also have
+/// ended at least one liveness session if it drew that kind (a rig that no
+/// longer finds the session would strike nothing).
 ///
 /// With `LEASEHOLD_FAULT_BUILD=unfenced` (a diagnostic, never in CI) every
 /// schedule runs on the build without the fence and the run counts the
