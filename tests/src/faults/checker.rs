@@ -430,7 +430,20 @@ pub async fn check_with_effects(
         .expect("the checker connects to the test database");
     let connection = tokio::spawn(connection);
     let before = record();
+    // One snapshot for every table: controllers may still be committing
+    // while the checker reads, and statements each with a snapshot of
+    // their own would see a tenure's write count before a commit and the
+    // objects after it (a false `WriteCount`), or a task assigned and its
+    // event not yet (a false `Assignment`).
+    client
+        .batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+        .await
+        .expect("the checker opens its snapshot");
     let checker = Checker::load(&client, cluster).await;
+    client
+        .batch_execute("COMMIT")
+        .await
+        .expect("the checker closes its snapshot");
     let after = record();
     let report = checker.run(acks, &before, &after);
     drop(client);
