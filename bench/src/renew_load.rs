@@ -380,13 +380,19 @@ async fn measure(scale: Scale, report: &mut Report) -> Result<()> {
         .windows(2)
         .map(|w| (w[1] - w[0]).to_std().unwrap_or_default())
         .collect();
-    let longest = gaps.iter().max().copied().unwrap_or_default();
+    let (longest_at, longest) = gaps
+        .iter()
+        .copied()
+        .enumerate()
+        .max_by_key(|(_, gap)| *gap)
+        .unwrap_or_default();
     report.info(
         PART,
         "gaps between renewals on the database's clock (renewed_at), and the least time left before expiry",
         format!(
-            "longest {} over {} gaps (interval {}); least left {}",
+            "longest {} (gap {} of {} in the window; interval {}); least left {}",
             duration(longest),
+            longest_at + 1,
             gaps.len(),
             duration(RENEW_INTERVAL),
             duration(least_left)
