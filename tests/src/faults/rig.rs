@@ -549,24 +549,7 @@ backoff_max = "1s"
     /// proxy: the pool, the change feed and the release listener);
     /// returns how many.
     pub async fn terminate_backends(&self, i: usize) -> i64 {
-        let ports: Vec<i32> = self.hosts[i]
-            .proxy
-            .upstream_ports()
-            .into_iter()
-            .map(i32::from)
-            .collect();
-        let datname = self.database_name();
-        self.sql()
-            .await
-            .query_one(
-                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
-                  WHERE datname = $1 AND client_port = ANY($2) AND application_name LIKE 'leasehold%'
-                    AND pid <> pg_backend_pid()",
-                &[&datname, &ports],
-            )
-            .await
-            .expect("terminate backends")
-            .get(0)
+        self.terminate_sessions(i, "leasehold%").await
     }
 
     /// Terminate host `i`'s liveness (claim) session only, found by its
@@ -577,6 +560,13 @@ backoff_max = "1s"
     /// host is down or has not claimed its name again after an earlier
     /// fault.
     pub async fn terminate_liveness(&self, i: usize) -> i64 {
+        self.terminate_sessions(i, &format!("{CLAIM_APPLICATION}-%"))
+            .await
+    }
+
+    /// Terminate the sessions through host `i`'s proxy whose
+    /// `application_name` is `LIKE` `application`; returns how many.
+    async fn terminate_sessions(&self, i: usize, application: &str) -> i64 {
         let ports: Vec<i32> = self.hosts[i]
             .proxy
             .upstream_ports()
@@ -588,12 +578,12 @@ backoff_max = "1s"
             .await
             .query_one(
                 "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
-                  WHERE datname = $1 AND client_port = ANY($2)
-                    AND application_name LIKE $3 || '-%' AND pid <> pg_backend_pid()",
-                &[&datname, &ports, &CLAIM_APPLICATION],
+                  WHERE datname = $1 AND client_port = ANY($2) AND application_name LIKE $3
+                    AND pid <> pg_backend_pid()",
+                &[&datname, &ports, &application],
             )
             .await
-            .expect("terminate the liveness session")
+            .expect("terminate sessions")
             .get(0)
     }
 
