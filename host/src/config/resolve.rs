@@ -758,54 +758,18 @@ fn http_allow(
     if entries.len() <= MAX_HTTP_ALLOW_ENTRIES {
         for (i, entry) in entries.iter().enumerate() {
             if let Err(problem) = AllowEntry::parse(entry.get_ref()) {
-                let problem = without_credentials(&problem, entry.get_ref());
                 c.at(entry, format!("{who}: http_allow[{i}]: {problem}"));
                 reported = true;
             }
         }
     }
     if !reported {
-        let problem = texts
-            .iter()
-            .fold(whole, |problem, text| without_credentials(&problem, text));
-        // `AllowList::parse` names an entry as `[i]: ...`.
-        let separator = if problem.starts_with('[') { "" } else { ": " };
-        c.at(list, format!("{who}: http_allow{separator}{problem}"));
+        // `AllowList::parse` names an entry as `[i]: ...`; it never quotes
+        // an entry, since any part of one may be a secret.
+        let separator = if whole.starts_with('[') { "" } else { ": " };
+        c.at(list, format!("{who}: http_allow{separator}{whole}"));
     }
     AllowList::default()
-}
-
-/// `problem` (about the `http_allow` entry `entry`) with the entry left out
-/// when it may hold a credential: user information (`user:password@`), a
-/// query or a fragment. If any of those would still show, the whole
-/// message is replaced: a config error is printed and logged.
-fn without_credentials(problem: &str, entry: &str) -> String {
-    let after_scheme = entry.split_once("://").map_or(entry, |(_, rest)| rest);
-    let mut secrets: Vec<&str> = Vec::new();
-    if let Some((userinfo, _)) = after_scheme.rsplit_once('@') {
-        secrets.push(userinfo);
-    }
-    if let Some(at) = entry.find(['?', '#']) {
-        secrets.push(&entry[at + 1..]);
-    }
-    secrets.retain(|secret| !secret.is_empty());
-    if secrets.is_empty() {
-        return problem.to_string();
-    }
-    let problem = problem
-        .replace(&format!("{entry:?}"), "the entry")
-        .replace(entry, "the entry");
-    let shows = |secret: &str| {
-        let quoted = format!("{secret:?}");
-        problem.contains(secret) || problem.contains(quoted.trim_matches('"'))
-    };
-    if secrets.iter().any(|secret| shows(secret)) {
-        "the entry is not scheme://host[:port][/path-prefix] (it is not shown: it may hold a \
-         credential)"
-            .to_string()
-    } else {
-        problem
-    }
 }
 
 /// The rules a lease timing keeps besides each key's own bounds, each
