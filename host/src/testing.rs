@@ -96,6 +96,14 @@ impl TestDatabase {
     /// `LEASEHOLD_DATABASE_URL` (default: local PostgreSQL).
     pub async fn create() -> Self {
         let admin_url = std::env::var(URL_ENV).unwrap_or_else(|_| DEFAULT_URL.to_string());
+        Self::create_on(&admin_url).await
+    }
+
+    /// Create and migrate a fresh database on the server `admin_url` names
+    /// (a test's own PostgreSQL cluster, say); it is dropped with this
+    /// value.
+    pub async fn create_on(admin_url: &str) -> Self {
+        let admin_url = admin_url.to_string();
         let name = format!("leasehold_test_{}", uuid::Uuid::new_v4().simple());
         let (client, conn) = tokio_postgres::connect(&admin_url, tokio_postgres::NoTls)
             .await

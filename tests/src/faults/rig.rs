@@ -194,7 +194,12 @@ impl Rig {
     /// Create the database and start `spec.hosts` hosts; returns once every
     /// host answers `/healthz`.
     pub async fn start(spec: RigSpec) -> Self {
-        let db = TestDatabase::create().await;
+        Self::start_on(spec, TestDatabase::create().await).await
+    }
+
+    /// [`Rig::start`] on a database the test created itself (on its own
+    /// PostgreSQL cluster, for instance).
+    pub async fn start_on(spec: RigSpec, db: TestDatabase) -> Self {
         let url = url::Url::parse(db.url()).expect("database url");
         let host = url.host_str().unwrap_or("127.0.0.1");
         let host = if host == "localhost" {
