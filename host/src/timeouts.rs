@@ -31,6 +31,17 @@ declare_timeouts! {
     /// trip; past this the renewal fails and the next one, one interval
     /// later, tries again.
     RENEW_LOCK_TIMEOUT = Duration::from_millis(500);
+    /// Longest an acquire waits for the lease row's lock once the lease
+    /// looked grantable (its `lock_timeout`). It waits behind fenced writes
+    /// still in flight (L4); one left open by a partitioned holder lasts
+    /// until the server ends it, and the acquire must not hold one of the
+    /// authority's few connections meanwhile. Past this the lease counts as
+    /// still held and the standby asks again at its next poll.
+    GRANT_LOCK_TIMEOUT = Duration::from_millis(250);
+    /// How long the host registry keeps the row of a host that is gone (no
+    /// liveness session, no lease held in its name) before a registering
+    /// host deletes it.
+    HOST_ROW_RETENTION = Duration::from_secs(24 * 3600);
     /// Longest a single reconcile call may run before the guest is torn down.
     RECONCILE_DEADLINE = Duration::from_secs(30);
     /// Longest a guest's outbound request may take to connect (TCP and

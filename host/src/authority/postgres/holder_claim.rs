@@ -48,7 +48,7 @@ use crate::authority::claim::{ClaimSession, ClaimState, ClaimView, HolderClaim, 
 use crate::limits::HOLDER_CLAIM_KEEPALIVE_COUNT;
 use crate::timeouts::{
     DATABASE_STATEMENT, HOLDER_CLAIM_CHECK, HOLDER_CLAIM_KEEPALIVE_IDLE,
-    HOLDER_CLAIM_KEEPALIVE_INTERVAL, HOLDER_CLAIM_RETRY,
+    HOLDER_CLAIM_KEEPALIVE_INTERVAL, HOLDER_CLAIM_RETRY, HOST_ROW_RETENTION,
 };
 
 /// The key `db::Database::migrate` serializes migrators on
@@ -111,6 +111,27 @@ const REGISTER: &str = "
            session_started_at = EXCLUDED.session_started_at,
            process_started_at = EXCLUDED.process_started_at, version = EXCLUDED.version,
            controllers = EXCLUDED.controllers, updated_at = EXCLUDED.updated_at";
+
+/// Forget hosts of the cluster that are gone for good: no session holds
+/// their claim key, no lease is held in their name, and their row was last
+/// written more than $3 seconds ago ([`HOST_ROW_RETENTION`]). Run by each
+/// host after it registers, so the registry stays as large as the set of
+/// hosts seen within the retention. A host that comes back simply writes
+/// its row again.
+const PRUNE: &str = "
+    DELETE FROM leasehold_hosts h
+     WHERE h.cluster = $1 AND h.holder <> $2
+       AND h.updated_at < clock_timestamp() - make_interval(secs => $3::float8)
+       AND NOT EXISTS (
+           SELECT 1 FROM pg_locks k
+            WHERE k.locktype = 'advisory' AND k.granted AND k.objsubid = 1
+              AND k.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+              AND k.classid = ((h.claim_key >> 32) & 4294967295)::oid
+              AND k.objid = (h.claim_key & 4294967295)::oid)
+       AND NOT EXISTS (
+           SELECT 1 FROM leasehold_leases x
+            WHERE x.cluster = h.cluster AND x.holder = h.holder
+              AND NOT x.released AND x.expires_at > clock_timestamp())";
 
 /// Start claiming `holder` of `cluster` on sessions opened from `config`
 /// (never a pooler's: the lock and the pid must be the server's own
@@ -372,7 +393,10 @@ impl Claimer {
         )
         .await;
         match written {
-            Ok(Ok(_)) => Ok(()),
+            Ok(Ok(_)) => {
+                self.prune(client).await;
+                Ok(())
+            }
             Ok(Err(e)) if e.as_db_error().is_some() => {
                 tracing::warn!(
                     cluster = self.cluster,
@@ -388,6 +412,33 @@ impl Claimer {
                 "registering the host: no answer within {}",
                 humantime::format_duration(DATABASE_STATEMENT)
             ))),
+        }
+    }
+
+    /// Delete the rows of hosts gone for good ([`PRUNE`]). Best effort: a
+    /// failure is logged at debug level and retried at the next
+    /// registration.
+    async fn prune(&self, client: &Client) {
+        let retention = HOST_ROW_RETENTION.as_secs_f64();
+        let pruned = tokio::time::timeout(
+            DATABASE_STATEMENT,
+            client.execute(PRUNE, &[&self.cluster, &self.holder, &retention]),
+        )
+        .await;
+        match pruned {
+            Ok(Ok(0)) => {}
+            Ok(Ok(n)) => tracing::info!(
+                cluster = self.cluster,
+                pruned = n,
+                "forgot hosts gone for more than {}",
+                humantime::format_duration(HOST_ROW_RETENTION)
+            ),
+            Ok(Err(e)) => tracing::debug!(
+                cluster = self.cluster,
+                error = describe(&e),
+                "could not prune leasehold_hosts"
+            ),
+            Err(_) => tracing::debug!(cluster = self.cluster, "pruning leasehold_hosts timed out"),
         }
     }
 
@@ -741,6 +792,71 @@ mod tests {
         .session
         .unwrap();
         registered(vec!["rollout".into(), "scheduler".into()], again.pid).await;
+    }
+
+    #[tokio::test]
+    async fn a_registering_host_forgets_only_hosts_gone_for_good() {
+        use crate::authority::Authority;
+        let test = crate::testing::TestDatabase::create().await;
+        let db = test.database(2);
+        let (admin, connection) = tokio_postgres::connect(test.url(), NoTls).await.unwrap();
+        tokio::spawn(connection);
+        // Four rows of other hosts: gone for good; written recently; old
+        // but its liveness session still holds its claim; old, no session,
+        // but a lease is held in its name.
+        for (holder, age_hours) in [("gone", 48), ("recent", 0), ("locked", 48), ("leading", 48)] {
+            admin
+                .execute(
+                    "INSERT INTO leasehold_hosts (cluster, holder, claim_key, session_pid,
+                                                  process_started_at, version, updated_at)
+                     VALUES ('east', $1, $2, 1, clock_timestamp(), 'old',
+                             clock_timestamp() - make_interval(hours => $3))",
+                    &[&holder, &claim_key("east", holder), &age_hours],
+                )
+                .await
+                .unwrap();
+        }
+        let (locker, connection) = tokio_postgres::connect(test.url(), NoTls).await.unwrap();
+        tokio::spawn(connection);
+        locker
+            .execute("SELECT pg_advisory_lock($1)", &[&claim_key("east", "locked")])
+            .await
+            .unwrap();
+        let leases = crate::authority::postgres::PostgresAuthority::new(
+            test.database(1),
+            crate::authority::ExpectedIdentity::default(),
+        );
+        assert!(matches!(
+            leases
+                .acquire(&crate::authority::conformance::request("east", "rollout", "leading"))
+                .await
+                .unwrap(),
+            crate::authority::Acquired::Granted(_)
+        ));
+
+        let (info, _controllers) = host(&["scheduler"]);
+        let claim = start(db.config(), db.endpoint(), "east", "replica-a", info);
+        reaches_view(&claim, "claimed", |v| v.state.claimed()).await;
+        let hosts = || async {
+            admin
+                .query(
+                    "SELECT holder FROM leasehold_hosts WHERE cluster = 'east' ORDER BY holder",
+                    &[],
+                )
+                .await
+                .unwrap()
+                .iter()
+                .map(|r| r.get::<_, String>(0))
+                .collect::<Vec<_>>()
+        };
+        let want = ["leading", "locked", "recent", "replica-a"];
+        for _ in 0..200 {
+            if hosts().await == want {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        panic!("the registry should keep {want:?}, it holds {:?}", hosts().await);
     }
 
     #[tokio::test]

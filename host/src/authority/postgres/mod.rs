@@ -57,12 +57,13 @@ mod listener;
 mod tests;
 
 use std::future::Future;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, LazyLock, Mutex, PoisonError};
 use std::time::Duration;
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use tokio::sync::watch;
+use tokio_postgres::error::SqlState;
 
 use errors::Failure;
 pub(crate) use errors::classify;
@@ -82,7 +83,7 @@ use crate::fence::{Epoch, Fence, LeaseKey};
 use crate::limits::{MAX_CONTROLLERS, MAX_HISTORY};
 use crate::names::check_label;
 use crate::session::Unusable;
-use crate::timeouts::DATABASE_STATEMENT;
+use crate::timeouts::{DATABASE_STATEMENT, GRANT_LOCK_TIMEOUT};
 
 const IDENTITY: &str = "
     SELECT d.id,
@@ -111,6 +112,15 @@ const LOCK_LEASE: &str = concat!(
      WHERE cluster = $1 AND name = $2
        FOR UPDATE"
 );
+
+/// The acquire's bound on waiting for [`LOCK_LEASE`] (its `lock_timeout`,
+/// [`GRANT_LOCK_TIMEOUT`]).
+static BOUND_GRANT_LOCK_WAIT: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "SET LOCAL lock_timeout = {}",
+        GRANT_LOCK_TIMEOUT.as_millis().max(1)
+    )
+});
 
 /// [`LOCK_LEASE`] without the lock: what an acquire reads first. A held
 /// lease whose holder's session is alive is answered from it, without
@@ -680,8 +690,27 @@ impl Authority for PostgresAuthority {
                     });
                 }
                 // Looks grantable: lock it, waiting for in-flight fenced
-                // writes, and judge it again under the lock.
-                Some(_) => tx.query_opt(&lock, &params).await?,
+                // writes, and judge it again under the lock. The wait is
+                // bounded (GRANT_LOCK_TIMEOUT): a write left open by a
+                // partitioned holder keeps the row until the server ends
+                // its transaction, and a grant must not hold one of the
+                // authority's few connections that long. Past the bound
+                // the lease is still held, by those writes; the standby
+                // asks again at its next poll.
+                Some(row) => {
+                    tx.batch_execute(&BOUND_GRANT_LOCK_WAIT).await?;
+                    match tx.query_opt(&lock, &params).await {
+                        Err(e) if e.code() == Some(&SqlState::LOCK_NOT_AVAILABLE) => {
+                            tx.rollback().await?;
+                            return Ok(Acquired::Held {
+                                holder: row.get(0),
+                                epoch: epoch_of(row.get(1)),
+                                expires_at: row.get(3),
+                            });
+                        }
+                        locked => locked?,
+                    }
+                }
                 None => None,
             };
             let granted = match current {

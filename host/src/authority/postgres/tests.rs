@@ -786,3 +786,64 @@ async fn a_write_held_open_delays_no_renewal_and_no_probe() {
         .unwrap();
     tx.commit().await.unwrap();
 }
+
+/// A grant that waits behind a fenced write the holder left open (a
+/// partition, say) gives up within its bound instead of holding one of the
+/// authority's connections until the server ends that write; once the
+/// write ends, the lease is granted at the next epoch.
+#[tokio::test]
+async fn a_grant_behind_an_open_fenced_write_gives_up_within_its_bound() {
+    let test = TestDatabase::create().await;
+    let holder = authority(test.database(2));
+    let standby = authority(test.database(2));
+    let admin = test.database(2);
+    let held = grant(&holder, &request("east", "scheduler", "host-a")).await;
+
+    // The holder's write in flight: the row locked the way a fenced write
+    // locks it, and left open. The lease then expires.
+    let mut writer = admin.client().await.unwrap();
+    let write = writer.transaction().await.unwrap();
+    write
+        .execute(
+            "SELECT 1 FROM leasehold_leases WHERE cluster = 'east' AND name = 'scheduler'
+                FOR KEY SHARE",
+            &[],
+        )
+        .await
+        .unwrap();
+    admin
+        .client()
+        .await
+        .unwrap()
+        .execute(
+            "UPDATE leasehold_leases SET expires_at = clock_timestamp()",
+            &[],
+        )
+        .await
+        .unwrap();
+
+    let started = Instant::now();
+    let answer = tokio::time::timeout(
+        Duration::from_secs(3),
+        standby.acquire(&request("east", "scheduler", "host-b")),
+    )
+    .await
+    .expect("the grant must give up on the lock within its bound, not wait for the write")
+    .unwrap();
+    let waited = started.elapsed();
+    match answer {
+        Acquired::Held { holder, epoch, .. } => {
+            assert_eq!((holder.as_str(), epoch), ("host-a", held.fence.epoch));
+        }
+        other => panic!("granted while a fenced write of the old tenure is open: {other:?}"),
+    }
+    assert!(
+        waited >= crate::timeouts::GRANT_LOCK_TIMEOUT,
+        "gave up after {waited:?}, before the bound: it did not wait for the lock"
+    );
+
+    // The write ends: the standby is granted the next epoch.
+    write.rollback().await.unwrap();
+    let next = grant(&standby, &request("east", "scheduler", "host-b")).await;
+    assert_eq!(next.fence.epoch, Epoch(held.fence.epoch.0 + 1));
+}
