@@ -7,10 +7,11 @@
 //! is gone), or know which host answers (it goes through `sys`).
 
 use std::cell::OnceCell;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use serde::de::DeserializeOwned;
 
+use crate::clock;
 use crate::error::Error;
 use crate::object::Api;
 use crate::sys::{self, Fence};
@@ -99,12 +100,47 @@ impl Description {
 /// };
 /// assert_eq!(outcome, Outcome::RequeueAfter(Duration::from_secs(5)));
 /// ```
+///
+/// # The timer
+///
+/// [`Outcome::RequeueAfter`] is the controller's timer: "wake me after
+/// this delay for this key". The host reconciles the same `kind/name`
+/// again once the delay has passed, whether or not the object changed
+/// ([`Outcome::wake_at`] computes the delay for a wall-clock time). A key
+/// has one timer: an earlier one wins; a change of the object before the
+/// time reconciles it at once and consumes the timer (return the requeue
+/// again to keep waiting); delays are capped at a day; and a new tenure
+/// starts with a full resync of the watched kinds instead of the old
+/// tenure's timers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Outcome {
     /// Nothing more to do until the object changes (or the next resync).
     Done,
-    /// Reconcile this object again after the delay.
+    /// Reconcile this object again after the delay: the timer.
     RequeueAfter(Duration),
+}
+
+impl Outcome {
+    /// Reconcile this object again at the wall-clock time `at` (at once if
+    /// it has passed): [`Outcome::RequeueAfter`] the time left until `at`
+    /// by [`crate::clock::now`].
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use std::time::Duration;
+    ///
+    /// use leasehold_guest::{FakeHost, Outcome};
+    ///
+    /// let host = FakeHost::new();
+    /// let expiry = host.now() + Duration::from_secs(3600);
+    /// assert_eq!(Outcome::wake_at(expiry), Outcome::RequeueAfter(Duration::from_secs(3600)));
+    /// host.advance(Duration::from_secs(7200));
+    /// assert_eq!(Outcome::wake_at(expiry), Outcome::RequeueAfter(Duration::ZERO));
+    /// ```
+    pub fn wake_at(at: SystemTime) -> Self {
+        Outcome::RequeueAfter(clock::until(at))
+    }
 }
 
 /// What [`Controller::error_policy`] decides for a failed reconcile.
@@ -264,7 +300,10 @@ impl Context {
 ///
 /// The host calls [`Controller::describe`] once per tenure, then
 /// [`Controller::reconcile`] for each watched object that changed, for each
-/// requeue that came due and on each resync. Calls never overlap. A
+/// requeue that came due and on each resync. Calls never overlap:
+/// reconciles of one controller run one at a time (one call into one
+/// instance at a time, and one instance per controller: the lease
+/// holder's), so a controller needs no locking of its own. A
 /// reconcile should read what it needs, decide, and write with one
 /// conditional [`Transaction`] — and be safe to run again at any point: a
 /// successor may re-run it after this guest was interrupted, even after its

@@ -372,6 +372,12 @@ pub enum Error {
         /// The bound that was exceeded.
         max: usize,
     },
+    /// The controller's settings ([`crate::settings`]) did not decode as
+    /// the type asked for. The message never quotes a settings value.
+    Settings {
+        /// What serde said, without the value it quoted.
+        message: String,
+    },
     /// The controller's own failure, with an optional retry delay.
     Failed {
         /// What went wrong, for the host's log.
@@ -548,6 +554,10 @@ impl fmt::Display for Error {
             Error::TooMany { kind, max } => write!(
                 f,
                 "more than {max} objects of kind {kind}; page through them with Api::list instead"
+            ),
+            Error::Settings { message } => write!(
+                f,
+                "the controller's settings do not have the expected shape: {message}"
             ),
             Error::Failed { message, .. } => f.write_str(message),
         }

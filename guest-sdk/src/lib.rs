@@ -13,6 +13,10 @@
 //! - atomic, fenced writes through the [`Transaction`] builder, whose
 //!   [`StoreError`] tells *fenced* (stop) from *conflict* (re-read, retry);
 //! - the current [`Fence`] (cluster, lease, epoch, holder);
+//! - the controller's settings from the host's config, typed through
+//!   serde ([`settings`]), and the wall clock ([`clock::now`]); the
+//!   requeue ([`Outcome::RequeueAfter`], [`Outcome::wake_at`]) is the
+//!   timer that wakes a reconcile of a key at a time;
 //! - outbound HTTP under the lease ([`http`]): deny by default, stamped by
 //!   the host with the lease's epoch, refused once the lease is lost, with
 //!   [`http::IdempotencyKey`] for receivers that deduplicate;
@@ -93,10 +97,10 @@
 //! | layer | module | owns |
 //! |---|---|---|
 //! | 0 | `limits` | the host's default sizes and counts |
-//! | 1 | `sys` | the seam: the wire types ([`ObjectKey`], [`Op`], [`NewEvent`], [`Committed`], [`Fence`], [`Level`], [`http::Method`], raw objects and pages, the wire's store errors, outbound requests and responses and `wasi:http`'s `error-code`) and the six calls, answered by the WIT imports (and `wasi:http/outgoing-handler`) on `wasm32` and by the host installed on the thread natively |
+//! | 1 | `sys` | the seam: the wire types ([`ObjectKey`], [`Op`], [`NewEvent`], [`Committed`], [`Fence`], [`Level`], [`http::Method`], raw objects and pages, the wire's store errors, outbound requests and responses and `wasi:http`'s `error-code`) and the eight calls (store, tenure, logging, settings, wall clock, outbound HTTP), answered by the WIT imports (and `wasi:http/outgoing-handler`) on `wasm32` and by the host installed on the thread natively |
 //! | 2 | `http` | outbound requests: the builder, the URL taken apart, the classification of `error-code`s into [`http::HttpError`], responses, idempotency keys |
-//! | 3 | `error`, `fence`, `log` | typed errors (a wire error becomes a [`StoreError`], a quota refusal is recognized, a fenced store or HTTP error ends the reconcile as fenced), the current fence, logging |
-//! | 4 | `object` | [`Api`], [`Object`], [`Page`]: typed reads decoded from the wire |
+//! | 3 | `error`, `clock`, `fence`, `log` | typed errors (a wire error becomes a [`StoreError`], a quota refusal is recognized, a fenced store or HTTP error ends the reconcile as fenced), the wall clock, the current fence, logging |
+//! | 4 | `object`, `settings` | [`Api`], [`Object`], [`Page`]: typed reads decoded from the wire; the controller's settings decoded as the author's type |
 //! | 5 | `transaction` | [`Transaction`]: fenced, atomic writes |
 //! | 6 | `controller` | the [`Controller`] trait, [`Context`], [`Reply`] and the one mapping of a reconcile's result to a reply |
 //! | 7 | `export` | the `wasm32` glue of [`export_controller!`] |
@@ -111,6 +115,7 @@
 // read, so a missing doc is an error, not a warning.
 #![deny(missing_docs)]
 
+pub mod clock;
 mod controller;
 mod error;
 mod export;
@@ -119,6 +124,7 @@ pub mod http;
 mod limits;
 mod log;
 mod object;
+mod settings;
 mod sys;
 mod transaction;
 
@@ -132,10 +138,11 @@ pub use limits::{
     DEFAULT_PAGE_SIZE, LOG_LINE_BYTES, Limits, MAX_CALL_PAYLOAD_BYTES, MAX_EVENT_MESSAGE_BYTES,
     MAX_EVENT_REASON_BYTES, MAX_EVENTS_PER_COMMIT, MAX_HTTP_REQUEST_BODY_BYTES,
     MAX_HTTP_REQUESTS_PER_RECONCILE, MAX_HTTP_RESPONSE_BODY_BYTES, MAX_LABEL_LEN,
-    MAX_OPS_PER_COMMIT, MAX_PAGE_SIZE, MAX_VALUE_BYTES,
+    MAX_OPS_PER_COMMIT, MAX_PAGE_SIZE, MAX_SETTINGS_BYTES, MAX_VALUE_BYTES,
 };
 pub use log::{Level, log};
 pub use object::{Api, Object, ObjectKey, Page};
+pub use settings::{settings, settings_json};
 pub use transaction::{Committed, NewEvent, Op, Transaction};
 
 #[cfg(not(target_arch = "wasm32"))]
@@ -214,8 +221,9 @@ macro_rules! export_controller {
         const _: () = {
             ::std::thread_local! {
                 // One controller per guest instance. The host never calls a
-                // guest concurrently, and a new tenure gets a new instance,
-                // so nothing here outlives the tenure (G1).
+                // guest concurrently (reconciles of one controller run one
+                // at a time), and a new tenure gets a new instance, so
+                // nothing here outlives the tenure (G1).
                 static CONTROLLER: $ty = $init;
             }
 

@@ -133,6 +133,17 @@ pub const MAX_HTTP_REQUEST_BODY_BYTES: usize = 1024 * 1024;
 /// ```
 pub const MAX_HTTP_RESPONSE_BODY_BYTES: usize = 4 * 1024 * 1024;
 
+/// Largest settings (`[controllers.settings]` in the host's config), in
+/// bytes of JSON text; the host refuses a config with larger ones, and
+/// [`crate::FakeHost::set_settings`] refuses them too.
+///
+/// # Example
+///
+/// ```
+/// assert_eq!(leasehold_guest::MAX_SETTINGS_BYTES, 64 * 1024);
+/// ```
+pub const MAX_SETTINGS_BYTES: usize = 64 * 1024;
+
 /// The limits a [`crate::FakeHost`] enforces. [`Limits::default`] is the
 /// host's defaults (the constants of this crate); a test can shrink them to
 /// reach a limit cheaply.

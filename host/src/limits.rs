@@ -30,6 +30,10 @@ pub const HOST_CALL_PAYLOAD_BYTES: usize = 4 * 1024 * 1024;
 pub const LOG_LINE_BYTES: usize = 8 * 1024;
 /// Most bytes of guest stdout/stderr captured per tenure.
 pub const GUEST_STDIO_BYTES: usize = 64 * 1024;
+/// Largest `[controllers.settings]` table, as the JSON text the guest
+/// reads: settings are configuration, not data (data belongs in objects),
+/// and every guest instance holds a copy.
+pub const MAX_SETTINGS_BYTES: usize = 64 * 1024;
 /// Most distinct keys waiting in one controller's work queue.
 pub const WORK_QUEUE_KEYS: usize = 100_000;
 /// Most controllers one host runs.

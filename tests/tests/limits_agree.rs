@@ -87,6 +87,11 @@ fn pairs() -> Vec<(&'static str, u64, u64)> {
             n(guest::LOG_LINE_BYTES),
             n(host::LOG_LINE_BYTES),
         ),
+        (
+            "MAX_SETTINGS_BYTES",
+            n(guest::MAX_SETTINGS_BYTES),
+            n(host::MAX_SETTINGS_BYTES),
+        ),
     ]
 }
 

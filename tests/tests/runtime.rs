@@ -370,23 +370,70 @@ fn bad_components_get_clear_errors() {
     assert!(core.contains("core WebAssembly module"), "{core}");
     assert!(core.contains("wasm32-wasip2"), "{core}");
 
+    // Which world a component targets is read from what it exports: a
+    // component that exports no reconciler targets none, and says so.
     let empty = wat::parse_str("(component)").unwrap();
     let empty = compile_error(&empty);
     assert!(
-        empty.contains("does not export leasehold:controller/reconciler@0.1.0"),
+        empty.contains("exports no leasehold:controller/reconciler"),
+        "{empty}"
+    );
+    assert!(
+        empty.contains("leasehold:controller@0.1.0 and leasehold:controller@0.2.0"),
         "{empty}"
     );
 
-    let wrong_version = wat::parse_str(
-        r#"(component (import "leasehold:controller/tenure@9.0.0" (instance (export "current" (func)))))"#,
+    let other_package = wat::parse_str(
+        r#"(component (instance $r) (export "acme:controller/reconciler@1.0.0" (instance $r)))"#,
     )
     .unwrap();
-    let wrong_version = compile_error(&wrong_version);
+    let other_package = compile_error(&other_package);
     assert!(
-        wrong_version.contains("does not fit the world"),
-        "{wrong_version}"
+        other_package.contains("it targets acme:controller@1.0.0"),
+        "{other_package}"
     );
-    assert!(wrong_version.contains("tenure@9.0.0"), "{wrong_version}");
+
+    let mixed = wat::parse_str(
+        r#"(component
+             (import "leasehold:controller/tenure@9.0.0" (instance (export "current" (func))))
+             (instance $r)
+             (export "leasehold:controller/reconciler@0.2.0" (instance $r)))"#,
+    )
+    .unwrap();
+    let mixed = compile_error(&mixed);
+    assert!(mixed.contains("mixes versions"), "{mixed}");
+    assert!(mixed.contains("tenure@9.0.0"), "{mixed}");
+
+    // The right version, but an import the world does not have.
+    let unknown_import = wat::parse_str(
+        r#"(component
+             (import "leasehold:extras/thing@0.2.0" (instance (export "current" (func))))
+             (instance $r)
+             (export "leasehold:controller/reconciler@0.2.0" (instance $r)))"#,
+    )
+    .unwrap();
+    let unknown_import = compile_error(&unknown_import);
+    assert!(
+        unknown_import.contains("it targets leasehold:controller@0.2.0 but does not fit its world"),
+        "{unknown_import}"
+    );
+    assert!(
+        unknown_import.contains("leasehold:extras/thing@0.2.0"),
+        "{unknown_import}"
+    );
+
+    // The right version, linked, but its reconciler lacks the functions.
+    let hollow = wat::parse_str(
+        r#"(component (instance $r) (export "leasehold:controller/reconciler@0.1.0" (instance $r)))"#,
+    )
+    .unwrap();
+    let hollow = compile_error(&hollow);
+    assert!(
+        hollow.contains(
+            "does not export leasehold:controller/reconciler@0.1.0 as that version defines it"
+        ),
+        "{hollow}"
+    );
 
     let truncated = compile_error(&guest_bytes()[..1000]);
     assert!(truncated.contains("cannot compile it"), "{truncated}");

@@ -22,6 +22,9 @@ const GUESTS: &[&str] = &[
     "admission",
     "start-trap",
     "caller",
+    "v010",
+    "v020",
+    "future-world",
 ];
 /// The fault suite's unfenced test fixture (tests/fixtures/unfenced-host):
 /// built alone, never in a `--workspace` build with the other packages.

@@ -127,6 +127,14 @@ impl Host for FakeHost {
         self.state.borrow_mut().record_log(level, message);
     }
 
+    fn settings(&self) -> String {
+        self.settings_text()
+    }
+
+    fn now(&self) -> std::time::SystemTime {
+        self.now()
+    }
+
     fn http_send(&self, request: &WireRequest) -> Result<WireResponse, WireHttpError> {
         self.serve_http(request)
     }

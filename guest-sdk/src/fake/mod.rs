@@ -13,7 +13,8 @@
 //! applies faults, `records.rs` keeps what the fake saw, `store.rs` holds
 //! the objects under the real store's rules, `http.rs` is the outbound
 //! HTTP side (the host's rules for what may leave, a scripted receiver,
-//! wire faults and the requests sent); this file is the [`FakeHost`]
+//! wire faults and the requests sent), `env.rs` the settings and the wall
+//! clock a test sets; this file is the [`FakeHost`]
 //! handle, its construction, seeding, fence and driving of a controller.
 //! The fake sits above every other module of the crate (it drives a
 //! [`Controller`]); nothing but the crate root imports it.
@@ -22,6 +23,7 @@
 //! tests here and fail against the host), exist on `wasm32`, or need a
 //! host or database.
 
+mod env;
 mod faults;
 mod http;
 mod install;
@@ -31,6 +33,7 @@ mod store;
 use std::cell::RefCell;
 use std::fmt;
 use std::rc::Rc;
+use std::time::SystemTime;
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -68,6 +71,10 @@ struct State {
     faults: Vec<PendingFault>,
     hooks: Vec<(Target, Hook)>,
     http: HttpState,
+    /// The controller's settings as JSON text (`env.rs`).
+    settings: String,
+    /// The wall clock (`env.rs`).
+    now: SystemTime,
 }
 
 /// An in-memory host for native unit tests of a controller.
@@ -86,6 +93,10 @@ struct State {
 ///   and [`FakeHost::before`] / [`FakeHost::before_commit`] to slip a
 ///   concurrent write in just before a given call;
 /// - **moves tenures**: [`FakeHost::new_tenure`], [`FakeHost::set_fence`];
+/// - **configures** the guest: [`FakeHost::set_settings`] (what
+///   [`crate::settings`] reads) and the wall clock, [`FakeHost::set_now`]
+///   and [`FakeHost::advance`] (what [`crate::clock::now`] reads; it starts
+///   at 2026-01-01T00:00:00Z and never moves by itself);
 /// - **scripts outbound HTTP**: [`FakeHost::allow_http`] (every request is
 ///   denied until then, as by the host), [`FakeHost::respond`],
 ///   [`FakeHost::respond_once`], [`FakeHost::respond_with`], and
@@ -207,6 +218,8 @@ impl FakeHost {
                 faults: Vec::new(),
                 hooks: Vec::new(),
                 http: HttpState::default(),
+                settings: env::NO_SETTINGS.to_string(),
+                now: env::start(),
             })),
         };
         host.install();

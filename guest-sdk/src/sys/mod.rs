@@ -4,9 +4,10 @@
 //! installs itself there). Both sides speak the plain types of `wire.rs`;
 //! nothing above this module knows which one runs.
 //!
-//! Owns: the wire types, the six calls (`get`, `list`, `commit`, `fence`,
-//! `log`, and `http_send`, one outbound request through
-//! `wasi:http/outgoing-handler`) and, on `wasm32`, the generated bindings.
+//! Owns: the wire types, the eight calls (`get`, `list`, `commit`, `fence`,
+//! `log`, `settings`, `now` (the wall clock, `wasi:clocks/wall-clock`), and
+//! `http_send`, one outbound request through `wasi:http/outgoing-handler`)
+//! and, on `wasm32`, the generated bindings.
 //! Must never: import a module of this crate above it (everything else
 //! builds on `sys`, so an import upward would be a cycle;
 //! `tests/layering.rs` checks it), or decide anything for the author (typed
@@ -19,9 +20,9 @@ pub(crate) mod wasm;
 mod wire;
 
 #[cfg(not(target_arch = "wasm32"))]
-pub(crate) use native::{commit, fence, get, http_send, list, log};
+pub(crate) use native::{commit, fence, get, http_send, list, log, now, settings};
 #[cfg(target_arch = "wasm32")]
-pub(crate) use wasm::{commit, fence, get, http_send, list, log};
+pub(crate) use wasm::{commit, fence, get, http_send, list, log, now, settings};
 
 #[cfg(any(target_arch = "wasm32", test))]
 pub(crate) use wire::FieldSize;

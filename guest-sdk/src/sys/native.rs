@@ -5,6 +5,7 @@
 
 use std::cell::RefCell;
 use std::rc::Rc;
+use std::time::SystemTime;
 
 use super::{
     Committed, Fence, Level, NewEvent, Op, RawObject, RawPage, WireError, WireHttpError,
@@ -24,6 +25,10 @@ pub(crate) trait Host {
     fn fence(&self) -> Fence;
     /// `logging.log`.
     fn log(&self, level: Level, message: &str);
+    /// `settings.get`: the controller's settings as JSON text.
+    fn settings(&self) -> String;
+    /// `wasi:clocks/wall-clock.now`.
+    fn now(&self) -> SystemTime;
     /// One request through `wasi:http/outgoing-handler.handle`, its
     /// response read to the end.
     fn http_send(&self, request: &WireRequest) -> Result<WireResponse, WireHttpError>;
@@ -74,6 +79,14 @@ pub(crate) fn commit(ops: &[Op], events: &[NewEvent]) -> Result<Committed, WireE
 
 pub(crate) fn fence() -> Fence {
     current().fence()
+}
+
+pub(crate) fn settings() -> String {
+    current().settings()
+}
+
+pub(crate) fn now() -> SystemTime {
+    current().now()
 }
 
 pub(crate) fn http_send(request: &WireRequest) -> Result<WireResponse, WireHttpError> {

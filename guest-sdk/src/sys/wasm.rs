@@ -13,27 +13,31 @@ use super::{
     RawPage, Scheme, WireError, WireHttpError, WireRequest, WireResponse,
 };
 
-/// Generated bindings for the `leasehold:controller/controller` world.
+/// Generated bindings for the `leasehold:controller/controller@0.2.0` world.
 #[doc(hidden)]
 pub mod bindings {
     wit_bindgen::generate!({
         path: "../wit",
-        world: "leasehold:controller/controller",
+        // The current version of the contract; the host runs components
+        // of older versions too, but this SDK builds for this one.
+        world: "leasehold:controller/controller@0.2.0",
         // The export macro is used from controller crates, through
         // `export_controller!`, so it must be exported from this one.
         pub_export_macro: true,
         export_macro_name: "__export",
         default_bindings_module: "leasehold_guest::__private::bindings",
-        // The world imports `wasi:http/outgoing-handler` and, through it,
-        // `wasi:http/types`, `wasi:io` and `wasi:clocks`: generate those
-        // here too, so the SDK depends on no other bindings crate. Only
-        // what a guest calls ends up imported by its component.
+        // The world imports `wasi:clocks/wall-clock` and
+        // `wasi:http/outgoing-handler` and, through it, `wasi:http/types`,
+        // `wasi:io` and the rest of `wasi:clocks`: generate those here too,
+        // so the SDK depends on no other bindings crate. Only what a guest
+        // calls ends up imported by its component.
         generate_all,
     });
 }
 
 use bindings::exports::leasehold::controller::reconciler as wit_reconciler;
-use bindings::leasehold::controller::{logging, store, tenure, types};
+use bindings::leasehold::controller::{logging, settings as wit_settings, store, tenure, types};
+use bindings::wasi::clocks::wall_clock;
 use bindings::wasi::http::{outgoing_handler, types as http};
 use bindings::wasi::io::streams::{InputStream, OutputStream, StreamError};
 
@@ -146,6 +150,15 @@ pub(crate) fn log(level: Level, message: &str) {
         Level::Error => logging::Level::Error,
     };
     logging::log(level, message);
+}
+
+pub(crate) fn settings() -> String {
+    wit_settings::get()
+}
+
+pub(crate) fn now() -> std::time::SystemTime {
+    let now = wall_clock::now();
+    std::time::UNIX_EPOCH + std::time::Duration::new(now.seconds, now.nanoseconds)
 }
 
 /// The most `blocking-write-and-flush` takes at once (`wasi:io/streams`).

@@ -47,6 +47,10 @@
 //! dirs = [{ host = "data", guest = "/data", writable = false }]
 //! http_allow = ["https://api.example.com", "http://127.0.0.1:9000/hooks/"]
 //! crash_detection = "session"      # or "ttl"; default: the top-level key
+//!
+//! [controllers.settings]           # optional: any table, for the guest
+//! max_tasks_per_project = 10
+//! regions = ["eu-west", "us-east"]
 //! ```
 //!
 //! `crash_detection` says how a controller's lease is taken over when the
@@ -63,9 +67,20 @@
 //! with an optional path prefix; absent or empty, the guest reaches no
 //! network at all. Entries never hold credentials (`user:password@` is
 //! refused, and no message quotes one).
+//!
+//! `[controllers.settings]` is any TOML table, handed to the controller's
+//! guest as a JSON object (`settings.get` of `leasehold:controller@0.2.0`;
+//! the Rust SDK's `leasehold_guest::settings::<T>()`): tables become
+//! objects, date-times RFC 3339 strings. It may hold at most
+//! [`crate::limits::MAX_SETTINGS_BYTES`] of JSON and no `nan` or infinite
+//! float. A reload (SIGHUP) that changes it restarts the controller, whose
+//! next instance reads the new settings; a component built against
+//! `leasehold:controller@0.1.0` cannot read them. Settings are never
+//! logged: they may hold secrets.
 
 mod raw;
 mod resolve;
+mod settings;
 #[cfg(test)]
 mod tests;
 mod units;
@@ -316,6 +331,9 @@ pub struct ControllerConfig {
     /// How the lease is taken over if this host dies (`crash_detection`;
     /// default: the top-level key, else `session`).
     pub crash_detection: CrashDetection,
+    /// `[controllers.settings]` as the JSON object the guest reads; `{}`
+    /// when absent. Its `Debug` shows only its size.
+    pub settings: crate::runtime::Settings,
 }
 
 /// One directory granted to a controller.
@@ -341,13 +359,15 @@ impl ControllerConfig {
     }
 
     /// The runtime limits of this controller's guest: the configured memory,
-    /// deadline, quotas and `http_allow`, the rest at their defaults.
+    /// deadline, quotas, `http_allow` and settings, the rest at their
+    /// defaults.
     pub fn guest_limits(&self) -> GuestLimits {
         GuestLimits {
             memory_bytes: self.memory_limit,
             reconcile_deadline: self.reconcile_deadline,
             quota: self.quota,
             http_allow: Arc::new(self.http_allow.clone()),
+            settings: self.settings.clone(),
             ..GuestLimits::default()
         }
     }

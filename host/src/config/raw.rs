@@ -81,6 +81,9 @@ pub(super) struct RawController {
     pub dirs: Vec<Spanned<RawDir>>,
     /// Each entry spanned, so a bad one is reported on its own line.
     pub http_allow: Option<Spanned<Vec<Spanned<String>>>>,
+    /// `[controllers.settings]`: any table, checked in `resolve` (so a
+    /// value that is not a table is reported with the other problems).
+    pub settings: Option<Spanned<toml::Value>>,
 }
 
 /// One `[[controllers.dirs]]` entry.

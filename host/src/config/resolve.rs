@@ -716,6 +716,18 @@ fn controller(
         &raw.crash_detection,
         default_detection,
     );
+    let settings = match &raw.settings {
+        None => crate::runtime::Settings::default(),
+        Some(value) => match super::settings::settings(value.get_ref()) {
+            Ok(settings) => settings,
+            Err(problems) => {
+                for problem in problems {
+                    c.at(value, format!("{who}: {problem}"));
+                }
+                crate::runtime::Settings::default()
+            }
+        },
+    };
 
     ControllerConfig {
         name,
@@ -732,6 +744,7 @@ fn controller(
         quota,
         http_allow,
         crash_detection,
+        settings,
     }
 }
 

@@ -1328,3 +1328,126 @@ fn durations_parse_like_humantime() {
     let error = parse_duration("ten seconds").unwrap_err();
     assert!(error.contains("write it like \"10s\""), "{error}");
 }
+
+#[test]
+fn settings_become_the_json_object_the_guest_reads() {
+    let s = Scratch::new();
+    s.file("scheduler.wasm");
+    let config = s.parse(ONE).unwrap();
+    assert!(config.controllers[0].settings.is_empty(), "absent: {{}}");
+    assert_eq!(
+        config.controllers[0].guest_limits().settings.as_json(),
+        "{}"
+    );
+
+    let text = format!(
+        "{ONE}\n[controllers.settings]\nmax_tasks = 10\nratio = 0.5\nregions = [\"eu\", \"us\"]\n\
+         enabled = true\nsince = 2026-01-02T03:04:05Z\nday = 2026-01-02\n\
+         [controllers.settings.nested]\ndeep = {{ key = \"v\" }}\n"
+    );
+    let config = s.parse(&text).unwrap();
+    let settings = &config.controllers[0].settings;
+    let json: serde_json::Value = serde_json::from_str(settings.as_json()).unwrap();
+    assert_eq!(
+        json,
+        serde_json::json!({
+            "max_tasks": 10,
+            "ratio": 0.5,
+            "regions": ["eu", "us"],
+            "enabled": true,
+            "since": "2026-01-02T03:04:05Z",
+            "day": "2026-01-02",
+            "nested": { "deep": { "key": "v" } },
+        })
+    );
+    // What the runtime hands the guest.
+    assert_eq!(&config.controllers[0].guest_limits().settings, settings);
+    // An inline table is the same table.
+    let inline = s
+        .parse(&format!("{ONE}settings = {{ max_tasks = 10 }}\n"))
+        .unwrap();
+    assert_eq!(
+        inline.controllers[0].settings.as_json(),
+        r#"{"max_tasks":10}"#
+    );
+}
+
+#[test]
+fn settings_that_are_not_a_table_or_not_json_are_refused_by_key() {
+    let s = Scratch::new();
+    s.file("scheduler.wasm");
+    let problems = |text: &str| match s.parse(text) {
+        Err(ConfigError::Invalid { problems, .. }) => problems,
+        other => panic!("expected problems, got {other:?}"),
+    };
+    let found = problems(&format!("{ONE}settings = \"hunter2\"\n"));
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert!(
+        found[0].message.contains("settings must be a table"),
+        "{found:?}"
+    );
+    assert!(found[0].message.contains("not a string"), "{found:?}");
+    assert!(!found[0].message.contains("hunter2"), "{found:?}");
+    assert_eq!(found[0].line, Some(ONE.lines().count() + 1));
+
+    let found = problems(&format!(
+        "{ONE}[controllers.settings]\nrate = nan\nlimits = [1.0, inf]\n"
+    ));
+    let messages: Vec<&str> = found.iter().map(|p| p.message.as_str()).collect();
+    assert_eq!(messages.len(), 2, "{messages:?}");
+    assert!(
+        messages
+            .iter()
+            .any(|m| m.contains("settings.rate: nan and infinite floats")),
+        "{messages:?}"
+    );
+    assert!(
+        messages.iter().any(|m| m.contains("settings.limits[1]:")),
+        "{messages:?}"
+    );
+    assert!(
+        messages.iter().all(|m| m.contains("controller")),
+        "{messages:?}"
+    );
+}
+
+#[test]
+fn settings_larger_than_the_bound_are_refused() {
+    let s = Scratch::new();
+    s.file("scheduler.wasm");
+    let limit = crate::limits::MAX_SETTINGS_BYTES;
+    // `{"blob":"…"}` is 11 bytes of JSON around the string.
+    let fits = "x".repeat(limit - 11);
+    let config = s
+        .parse(&format!("{ONE}[controllers.settings]\nblob = \"{fits}\"\n"))
+        .unwrap();
+    assert_eq!(config.controllers[0].settings.len(), limit);
+    let over = "x".repeat(limit - 10);
+    match s.parse(&format!("{ONE}[controllers.settings]\nblob = \"{over}\"\n")) {
+        Err(ConfigError::Invalid { problems, .. }) => {
+            assert_eq!(problems.len(), 1, "{problems:?}");
+            assert!(
+                problems[0]
+                    .message
+                    .contains(&format!("at most {limit} bytes")),
+                "{problems:?}"
+            );
+            assert!(!problems[0].message.contains("xxxx"), "{problems:?}");
+        }
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+}
+
+#[test]
+fn settings_never_show_in_debug() {
+    let s = Scratch::new();
+    s.file("scheduler.wasm");
+    let config = s
+        .parse(&format!(
+            "{ONE}[controllers.settings]\napi_key = \"hunter2-5e1\"\n"
+        ))
+        .unwrap();
+    let shown = format!("{config:?}");
+    assert!(!shown.contains("hunter2"), "{shown}");
+    assert!(shown.contains("bytes of JSON"), "{shown}");
+}

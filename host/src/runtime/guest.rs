@@ -9,16 +9,17 @@ use wasmtime::component::{Component, Linker};
 use wasmtime::{Engine, Store, UpdateDeadline};
 use wasmtime_wasi::{FsPerms, WasiCtxBuilder};
 
-use super::bindings::{Controller, ControllerPre, logging, reconciler, store, tenure};
 use super::engine::{self, EngineConfig};
 use super::host::{
     http::{HttpHost, OutboundPolicy},
     logging::LoggingHost,
+    settings::SettingsHost,
     store::StoreHost,
     tenure::TenureHost,
 };
-use super::state::{GuestLimiter, GuestState, Interrupt, LoggingView, StoreView, TenureView};
+use super::state::{GuestLimiter, GuestState, Interrupt};
 use super::stdio::CapturedOutput;
+use super::worlds::{self, Answer, Bound, Pre, WorldVersion};
 use super::{
     CommitCounters, ComponentError, DirGrant, GuestError, GuestLimits, Revocation, RuntimeError,
 };
@@ -39,7 +40,8 @@ pub struct Runtime {
 
 impl Runtime {
     /// Build the engine, start its epoch ticker, and prepare the linker
-    /// (WASI p2 without ambient authority, plus the Leasehold interfaces).
+    /// (WASI p2 without ambient authority, plus the Leasehold interfaces of
+    /// every supported version, [`WorldVersion::SUPPORTED`]).
     pub fn new(config: &EngineConfig) -> Result<Self, RuntimeError> {
         let built = engine::build(config)?;
         engine::spawn_ticker(&built.engine, crate::timeouts::EPOCH_TICK)?;
@@ -49,12 +51,7 @@ impl Runtime {
         // Only `wasi:http/outgoing-handler` and its types: the guest gets no
         // incoming handler, and every request passes `host::http`'s hooks.
         wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker).map_err(link_err)?;
-        store::add_to_linker::<GuestState, StoreView>(&mut linker, |s| &mut s.store)
-            .map_err(link_err)?;
-        tenure::add_to_linker::<GuestState, TenureView>(&mut linker, |s| &mut s.tenure)
-            .map_err(link_err)?;
-        logging::add_to_linker::<GuestState, LoggingView>(&mut linker, |s| &mut s.logging)
-            .map_err(link_err)?;
+        worlds::link(&mut linker).map_err(link_err)?;
         Ok(Self {
             engine: built.engine,
             linker: Arc::new(linker),
@@ -122,7 +119,10 @@ impl Runtime {
     }
 
     /// Compile and link a controller from bytes; `origin` names them in
-    /// errors.
+    /// errors. The version of `leasehold:controller` the component targets
+    /// is read from its exports and imports ([`worlds::detect`]); a
+    /// component of a version this host does not run is refused with a
+    /// message naming that version and the supported ones.
     pub fn compile(
         &self,
         controller: &str,
@@ -147,15 +147,23 @@ impl Runtime {
         }
         let component = Component::new(&self.engine, bytes)
             .map_err(|e| problem(format!("cannot compile it: {e:#}")))?;
+        let version = {
+            let ty = component.component_type();
+            let imports: Vec<&str> = ty.imports(&self.engine).map(|(name, _)| name).collect();
+            let exports: Vec<&str> = ty.exports(&self.engine).map(|(name, _)| name).collect();
+            worlds::detect(&imports, &exports).map_err(problem)?
+        };
         let pre = self.linker.instantiate_pre(&component).map_err(|e| {
             problem(format!(
-                "it does not fit the world leasehold:controller/controller@0.1.0 \
-                 (build it against this host's WIT with the leasehold-guest SDK): {e:#}"
+                "it targets {version} but does not fit its world `controller` (build it \
+                 against that version's WIT, e.g. with the leasehold-guest SDK): {e:#}"
             ))
         })?;
-        let pre = ControllerPre::new(pre).map_err(|e| {
+        let pre = Pre::new(version, pre).map_err(|e| {
             problem(format!(
-                "it does not export leasehold:controller/reconciler@0.1.0 as expected: {e:#}"
+                "it does not export {}/reconciler@{} as that version defines it: {e:#}",
+                worlds::PACKAGE,
+                version.number()
             ))
         })?;
         Ok(CompiledController {
@@ -193,7 +201,7 @@ fn check_header(bytes: &[u8]) -> Result<(), String> {
 #[derive(Clone)]
 pub struct CompiledController {
     name: String,
-    pre: ControllerPre<GuestState>,
+    pre: Pre,
     engine: Engine,
     limits: GuestLimits,
     grants: Vec<DirGrant>,
@@ -234,6 +242,11 @@ impl CompiledController {
     /// The controller's name.
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// The version of `leasehold:controller` its component targets.
+    pub fn world(&self) -> WorldVersion {
+        self.pre.version()
     }
 
     /// The limits its instances run under.
@@ -363,6 +376,7 @@ impl CompiledController {
             ),
             tenure: TenureHost::new(fence.clone()),
             logging: LoggingHost::new(self.name.clone(), fence.epoch, limits.log_line_bytes),
+            settings: SettingsHost::new(limits.settings.clone()),
             http: HttpHost::new(
                 self.name.clone(),
                 fence.clone(),
@@ -406,9 +420,9 @@ impl CompiledController {
         };
         let pre = self.pre.clone();
         let bindings = instance
-            .guarded(|store| Box::pin(async move { pre.instantiate_async(store).await }))
+            .guarded(|store| Box::pin(async move { pre.instantiate(store).await }))
             .await?;
-        instance.bindings = Some(Arc::new(bindings));
+        instance.bindings = Some(bindings);
         Ok(instance)
     }
 }
@@ -419,7 +433,7 @@ pub struct GuestInstance {
     fence: Fence,
     fence_text: String,
     store: Store<GuestState>,
-    bindings: Option<Arc<Controller>>,
+    bindings: Option<Bound>,
     revocation: Revocation,
     deadline: Duration,
     memory_limit: usize,
@@ -444,14 +458,7 @@ impl GuestInstance {
     pub async fn describe(&mut self) -> Result<Description, GuestError> {
         let bindings = self.bindings()?;
         let description = self
-            .guarded(|store| {
-                Box::pin(async move {
-                    bindings
-                        .leasehold_controller_reconciler()
-                        .call_describe(store)
-                        .await
-                })
-            })
+            .guarded(|store| Box::pin(async move { bindings.describe(store).await }))
             .await?;
         Ok(Description {
             watches: description.watches,
@@ -467,25 +474,18 @@ impl GuestInstance {
         let bindings = self.bindings()?;
         let (kind, name) = (kind.to_string(), name.to_string());
         let result = self
-            .guarded(|store| {
-                Box::pin(async move {
-                    bindings
-                        .leasehold_controller_reconciler()
-                        .call_reconcile(store, &kind, &name)
-                        .await
-                })
-            })
+            .guarded(|store| Box::pin(async move { bindings.reconcile(store, &kind, &name).await }))
             .await?;
         Ok(match result {
-            Ok(reconciler::Outcome::Done) => Reconciled::Done,
-            Ok(reconciler::Outcome::RequeueAfter(ms)) => {
-                Reconciled::RequeueAfter(Duration::from_millis(ms))
-            }
-            Err(reconciler::ReconcileError::Fenced) => Reconciled::Fenced,
-            Err(reconciler::ReconcileError::Failed(failure)) => Reconciled::Failed {
-                message: crate::runtime::host::logging::truncate(&failure.message, 4096)
-                    .to_string(),
-                retry_after: failure.retry_after_ms.map(Duration::from_millis),
+            Answer::Done => Reconciled::Done,
+            Answer::RequeueAfter(ms) => Reconciled::RequeueAfter(Duration::from_millis(ms)),
+            Answer::Fenced => Reconciled::Fenced,
+            Answer::Failed {
+                message,
+                retry_after_ms,
+            } => Reconciled::Failed {
+                message: crate::runtime::host::logging::truncate(&message, 4096).to_string(),
+                retry_after: retry_after_ms.map(Duration::from_millis),
             },
         })
     }
@@ -510,7 +510,7 @@ impl GuestInstance {
         period
     }
 
-    fn bindings(&self) -> Result<Arc<Controller>, GuestError> {
+    fn bindings(&self) -> Result<Bound, GuestError> {
         match (&self.bindings, self.poisoned) {
             (Some(b), false) => Ok(b.clone()),
             _ => Err(GuestError::Poisoned {

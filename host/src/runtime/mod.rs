@@ -7,13 +7,13 @@
 //! [`Fence`](crate::fence::Fence), a [`Store`](crate::store::Store) backend
 //! and a [`Revocation`], and obeys the revocation.
 
-mod bindings;
 mod engine;
 mod guest;
 pub mod host;
 mod revocation;
 mod state;
 mod stdio;
+mod worlds;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -22,8 +22,10 @@ use thiserror::Error;
 
 pub use engine::EngineConfig;
 pub use guest::{CompiledController, Description, GuestInstance, Reconciled, Runtime};
+pub use host::settings::Settings;
 pub use host::store::CommitCounters;
 pub use revocation::Revocation;
+pub use worlds::{PACKAGE as WIT_PACKAGE, WorldVersion, detect as detect_world};
 
 /// Per-guest limits. Every field has a default in [`crate::limits`] or
 /// [`crate::timeouts`].
@@ -56,6 +58,11 @@ pub struct GuestLimits {
     pub http_allow: std::sync::Arc<crate::outbound::AllowList>,
     /// The bounds of each outbound request.
     pub http: crate::outbound::HttpLimits,
+    /// The controller's settings (`[controllers.settings]`), read by the
+    /// guest through `settings.get` (0.2.0 on). Kept with the limits so a
+    /// reload that changes them restarts the controller like any other
+    /// change of what its guest runs under. `{}` by default.
+    pub settings: Settings,
 }
 
 impl Default for GuestLimits {
@@ -74,6 +81,7 @@ impl Default for GuestLimits {
             quota: crate::quota::QuotaLimits::default(),
             http_allow: Default::default(),
             http: crate::outbound::HttpLimits::default(),
+            settings: Settings::default(),
         }
     }
 }

@@ -8,7 +8,10 @@ use wasmtime::component::{HasData, ResourceTable};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 use super::Revocation;
-use super::host::{http::HttpHost, logging::LoggingHost, store::StoreHost, tenure::TenureHost};
+use super::host::{
+    http::HttpHost, logging::LoggingHost, settings::SettingsHost, store::StoreHost,
+    tenure::TenureHost,
+};
 
 /// Why the host interrupted a guest; carried as the trap's error so the
 /// caller can tell the cases apart.
@@ -81,6 +84,7 @@ pub struct GuestState {
     pub(crate) store: StoreHost,
     pub(crate) tenure: TenureHost,
     pub(crate) logging: LoggingHost,
+    pub(crate) settings: SettingsHost,
     pub(crate) http: HttpHost,
     pub(crate) revocation: Revocation,
     /// Deadline of the call in progress, checked at every epoch tick.
@@ -122,4 +126,10 @@ impl HasData for TenureView {
 pub struct LoggingView;
 impl HasData for LoggingView {
     type Data<'a> = &'a mut LoggingHost;
+}
+
+/// Narrow view of [`GuestState`] for the settings interface (0.2.0 on).
+pub struct SettingsView;
+impl HasData for SettingsView {
+    type Data<'a> = &'a mut SettingsHost;
 }

@@ -8,7 +8,21 @@
 use std::borrow::Cow;
 
 use crate::fence::Epoch;
-use crate::runtime::bindings::logging::{self, Level};
+
+/// Severity of a guest's log line: `logging.level` of every WIT version.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Level {
+    /// Very detailed tracing.
+    Trace,
+    /// Debugging detail.
+    Debug,
+    /// Normal operation.
+    Info,
+    /// Something unexpected but handled.
+    Warn,
+    /// A failure.
+    Error,
+}
 
 /// The logging slice of a guest's host state.
 pub struct LoggingHost {
@@ -73,9 +87,11 @@ pub(crate) fn truncate(message: &str, max: usize) -> &str {
     &message[..end]
 }
 
-impl logging::Host for LoggingHost {
-    fn log(&mut self, level: Level, message: String) -> wasmtime::Result<()> {
-        let message = escape(truncate(&message, self.max_line));
+impl LoggingHost {
+    /// `logging.log` of every WIT version: one guest line at `level`,
+    /// truncated and escaped, tagged with the controller and epoch.
+    pub fn log_line(&mut self, level: Level, message: &str) {
+        let message = escape(truncate(message, self.max_line));
         let controller = self.controller.as_str();
         let epoch = self.epoch.0;
         match level {
@@ -85,7 +101,6 @@ impl logging::Host for LoggingHost {
             Level::Warn => tracing::warn!(target: "guest", controller, epoch, "{message}"),
             Level::Error => tracing::error!(target: "guest", controller, epoch, "{message}"),
         }
-        Ok(())
     }
 }
 

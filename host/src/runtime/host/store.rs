@@ -1,6 +1,11 @@
 //! `leasehold:controller/store`: reads and fenced commits on the store
 //! backend, stamped with this tenure's fence.
 //!
+//! This file holds the behaviour, in the store's own types; each WIT
+//! version's bindings (`runtime/worlds/`) only convert their types to and
+//! from these calls, so every version a component targets gets the same
+//! rules.
+//!
 //! A commit is refused without touching the database once the tenure is
 //! revoked; otherwise the backend checks the fence inside the write's own
 //! transaction, so even a call that raced the revocation cannot commit after
@@ -14,9 +19,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use crate::fence::Fence;
 use crate::quota::{AdmitError, Quota, WriteQuota};
 use crate::runtime::Revocation;
-use crate::runtime::bindings::store::{self as wit, StoreError as WitError};
-use crate::runtime::bindings::types as wit_types;
-use crate::store::{NewEvent, ObjectKey, Op, Store, StoreError};
+use crate::store::{Committed, NewEvent, Object, ObjectKey, Op, Page, Store, StoreError};
 
 /// Outcomes of a tenure's commits, read by the supervisor's metrics.
 #[derive(Debug, Default)]
@@ -45,6 +48,23 @@ impl CommitCounters {
             Quota::ObjectsPerKind => &self.quota_objects_per_kind,
         }
     }
+}
+
+/// Why a store call of the guest failed: the `store-error` variants every
+/// WIT version shares, converted to each version's own type by its
+/// bindings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CallError {
+    /// The tenure's lease is no longer current; nothing was written.
+    Fenced(String),
+    /// A precondition failed on this object; nothing was written.
+    Conflict(ObjectKey),
+    /// The object of an update or delete does not exist.
+    NotFound(ObjectKey),
+    /// The request is wrong (or refused by a quota); the message says why.
+    Invalid(String),
+    /// The backend failed; whether a commit landed is unknown.
+    Unavailable(String),
 }
 
 /// The store slice of a guest's host state.
@@ -78,108 +98,45 @@ impl StoreHost {
         }
     }
 
-    fn revoked_error(&self) -> WitError {
-        WitError::Fenced(format!(
+    fn revoked_error(&self) -> CallError {
+        CallError::Fenced(format!(
             "{} was revoked by the host: the lease is no longer held",
             self.fence
         ))
     }
 
-    fn check_payload(&self, size: usize) -> Result<(), WitError> {
+    fn check_payload(&self, size: usize) -> Result<(), CallError> {
         if size > self.max_payload {
-            return Err(WitError::Invalid(format!(
+            return Err(CallError::Invalid(format!(
                 "host call payload of {size} bytes exceeds the limit of {} bytes",
                 self.max_payload
             )));
         }
         Ok(())
     }
-}
 
-fn to_wit_key(key: ObjectKey) -> wit_types::ObjectKey {
-    wit_types::ObjectKey {
-        kind: key.kind,
-        name: key.name,
-    }
-}
-
-fn to_wit_error(error: StoreError) -> WitError {
-    match error {
-        StoreError::Fenced { .. } => WitError::Fenced(error.to_string()),
-        StoreError::Conflict { key, .. } => WitError::Conflict(to_wit_key(key)),
-        StoreError::NotFound { key } => WitError::NotFound(to_wit_key(key)),
-        StoreError::Invalid(_) | StoreError::TooLarge(_) => WitError::Invalid(error.to_string()),
-        StoreError::Unavailable(_) => WitError::Unavailable(error.to_string()),
-    }
-}
-
-fn to_wit_object(object: crate::store::Object) -> wit_types::Object {
-    wit_types::Object {
-        kind: object.kind,
-        name: object.name,
-        version: object.version,
-        value: object.value,
-    }
-}
-
-fn key(kind: String, name: String) -> ObjectKey {
-    ObjectKey { kind, name }
-}
-
-fn op_size(op: &wit::Op) -> usize {
-    match op {
-        wit::Op::Create(c) => c.kind.len() + c.name.len() + c.value.len(),
-        wit::Op::Update(u) => u.kind.len() + u.name.len() + u.value.len(),
-        wit::Op::Delete(d) => d.kind.len() + d.name.len(),
-    }
-}
-
-fn to_op(op: wit::Op) -> Op {
-    match op {
-        wit::Op::Create(c) => Op::Create {
-            key: key(c.kind, c.name),
-            value: c.value,
-        },
-        wit::Op::Update(u) => Op::Update {
-            key: key(u.kind, u.name),
-            expected_version: u.expected_version,
-            value: u.value,
-        },
-        wit::Op::Delete(d) => Op::Delete {
-            key: key(d.kind, d.name),
-            expected_version: d.expected_version,
-        },
-    }
-}
-
-impl wit::Host for StoreHost {
-    async fn get(
-        &mut self,
-        kind: String,
-        name: String,
-    ) -> Result<Option<wit_types::Object>, WitError> {
+    /// `store.get`: read one object; `None` if it does not exist.
+    pub async fn get_object(&mut self, key: ObjectKey) -> Result<Option<Object>, CallError> {
         if self.revocation.is_revoked() {
             return Err(self.revoked_error());
         }
-        let cluster = &self.fence.key.cluster;
         self.backend
-            .get(cluster, &key(kind, name))
+            .get(&self.fence.key.cluster, &key)
             .await
-            .map(|o| o.map(to_wit_object))
-            .map_err(to_wit_error)
+            .map_err(to_call_error)
     }
 
-    async fn list(
+    /// `store.list`: one page of a kind in name order.
+    pub async fn list_objects(
         &mut self,
         kind: String,
         after: Option<String>,
         limit: u32,
-    ) -> Result<wit::ObjectPage, WitError> {
+    ) -> Result<Page, CallError> {
         if self.revocation.is_revoked() {
             return Err(self.revoked_error());
         }
-        let page = self
-            .backend
+        self.backend
             .list(
                 &self.fence.key.cluster,
                 &kind,
@@ -187,18 +144,16 @@ impl wit::Host for StoreHost {
                 limit as usize,
             )
             .await
-            .map_err(to_wit_error)?;
-        Ok(wit::ObjectPage {
-            objects: page.objects.into_iter().map(to_wit_object).collect(),
-            next: page.next,
-        })
+            .map_err(to_call_error)
     }
 
-    async fn commit(
+    /// `store.commit`: apply `ops` and append `events` atomically, within
+    /// the controller's quotas and fenced by this tenure's lease.
+    pub async fn commit_ops(
         &mut self,
-        ops: Vec<wit::Op>,
-        events: Vec<wit::NewEvent>,
-    ) -> Result<wit::Committed, WitError> {
+        ops: Vec<Op>,
+        events: Vec<NewEvent>,
+    ) -> Result<Committed, CallError> {
         if self.revocation.is_revoked() {
             self.counters.fenced.fetch_add(1, Ordering::Relaxed);
             return Err(self.revoked_error());
@@ -206,18 +161,9 @@ impl wit::Host for StoreHost {
         let size = ops.iter().map(op_size).sum::<usize>()
             + events
                 .iter()
-                .map(|e| e.kind.len() + e.name.len() + e.reason.len() + e.message.len())
+                .map(|e| e.key.kind.len() + e.key.name.len() + e.reason.len() + e.message.len())
                 .sum::<usize>();
         self.check_payload(size)?;
-        let ops: Vec<Op> = ops.into_iter().map(to_op).collect();
-        let events: Vec<NewEvent> = events
-            .into_iter()
-            .map(|e| NewEvent {
-                key: key(e.kind, e.name),
-                reason: e.reason,
-                message: e.message,
-            })
-            .collect();
         let mut permit = match self
             .quota
             .admit(self.backend.as_ref(), &self.fence, &ops)
@@ -232,11 +178,11 @@ impl wit::Host for StoreHost {
                 // Debug only: a flooding guest is refused many times a
                 // second; the metric is the signal.
                 tracing::debug!(epoch = self.fence.epoch.0, %refusal, "commit refused by a quota");
-                return Err(WitError::Invalid(refusal.to_string()));
+                return Err(CallError::Invalid(refusal.to_string()));
             }
             Err(AdmitError::Store(e)) => {
                 self.counters.failed.fetch_add(1, Ordering::Relaxed);
-                return Err(to_wit_error(e));
+                return Err(to_call_error(e));
             }
         };
         permit.sent();
@@ -249,10 +195,25 @@ impl wit::Host for StoreHost {
             Err(_) => &self.counters.failed,
         };
         counter.fetch_add(1, Ordering::Relaxed);
-        let committed = result.map_err(to_wit_error)?;
-        Ok(wit::Committed {
-            revision: committed.revision,
-            event_seqs: committed.event_seqs,
-        })
+        result.map_err(to_call_error)
+    }
+}
+
+fn to_call_error(error: StoreError) -> CallError {
+    match error {
+        StoreError::Fenced { .. } => CallError::Fenced(error.to_string()),
+        StoreError::Conflict { key, .. } => CallError::Conflict(key),
+        StoreError::NotFound { key } => CallError::NotFound(key),
+        StoreError::Invalid(_) | StoreError::TooLarge(_) => CallError::Invalid(error.to_string()),
+        StoreError::Unavailable(_) => CallError::Unavailable(error.to_string()),
+    }
+}
+
+/// The bytes of an operation that count towards the host call payload.
+fn op_size(op: &Op) -> usize {
+    match op {
+        Op::Create { key, value } => key.kind.len() + key.name.len() + value.len(),
+        Op::Update { key, value, .. } => key.kind.len() + key.name.len() + value.len(),
+        Op::Delete { key, .. } => key.kind.len() + key.name.len(),
     }
 }

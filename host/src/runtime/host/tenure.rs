@@ -1,7 +1,7 @@
-//! `leasehold:controller/tenure`: the fence, read-only.
+//! `leasehold:controller/tenure`: the fence, read-only. Each WIT version's
+//! bindings (`runtime/worlds/`) copy it into their own record.
 
 use crate::fence::Fence;
-use crate::runtime::bindings::tenure;
 
 /// The tenure slice of a guest's host state.
 pub struct TenureHost {
@@ -13,16 +13,10 @@ impl TenureHost {
     pub fn new(fence: Fence) -> Self {
         Self { fence }
     }
-}
 
-impl tenure::Host for TenureHost {
-    fn current(&mut self) -> wasmtime::Result<tenure::Fence> {
-        // A copy: the guest can read its fence but never change the host's.
-        Ok(tenure::Fence {
-            cluster: self.fence.key.cluster.clone(),
-            lease: self.fence.key.name.clone(),
-            epoch: self.fence.epoch.0,
-            holder: self.fence.holder.clone(),
-        })
+    /// The tenure's fence. The bindings hand the guest a copy: it can read
+    /// its fence but never change the host's.
+    pub fn fence(&self) -> &Fence {
+        &self.fence
     }
 }

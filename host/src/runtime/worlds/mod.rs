@@ -1,0 +1,438 @@
+//! The versions of the `leasehold:controller` WIT package this host runs,
+//! side by side: bindings generated from each version's WIT text
+//! (`wit/controller.wit` for the current 0.2.0, `wit/0.1.0/controller.wit`
+//! kept unchanged), all linked into the one `Linker`, and the rule that
+//! tells which version a component targets.
+//!
+//! Owns: [`WorldVersion`], [`detect`] (from a component's import and
+//! export names), the per-version `InstancePre` and instance handles
+//! ([`Pre`], [`Bound`]), and the conversion of each version's `describe`
+//! and `reconcile` answers into the runtime's own types. Each version's
+//! module only converts between its generated types and the host slices
+//! of `runtime/host/`, where the behaviour lives, so every version gets
+//! the same rules.
+//!
+//! Must never: run a component against another version's bindings, accept
+//! a component that mixes versions, or let an unknown version fail with a
+//! bare link error (the refusal names the version the component targets
+//! and the versions this host supports).
+//!
+//! Adding a version: a module generated from its WIT (keep the older text
+//! in `wit/<version>/`), a variant in [`WorldVersion`], [`Pre`] and
+//! [`Bound`], and its line in [`link`].
+
+pub(crate) mod v0_1_0;
+pub(crate) mod v0_2_0;
+
+use std::fmt;
+use std::sync::Arc;
+
+use wasmtime::Store;
+use wasmtime::component::{InstancePre, Linker};
+
+use super::state::GuestState;
+
+/// The WIT package every controller world belongs to.
+pub const PACKAGE: &str = "leasehold:controller";
+
+/// A version of [`PACKAGE`] this host runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum WorldVersion {
+    /// `leasehold:controller@0.1.0`: store, tenure, logging and outbound
+    /// HTTP.
+    V0_1_0,
+    /// `leasehold:controller@0.2.0`, the current world: 0.1.0 plus the
+    /// controller's settings and the wall clock.
+    V0_2_0,
+}
+
+impl WorldVersion {
+    /// Every version this host runs, oldest first.
+    pub const SUPPORTED: [WorldVersion; 2] = [WorldVersion::V0_1_0, WorldVersion::V0_2_0];
+
+    /// The version the guest SDK and the example controllers target.
+    pub const CURRENT: WorldVersion = WorldVersion::V0_2_0;
+
+    /// The version number, e.g. `0.2.0`.
+    pub fn number(self) -> &'static str {
+        match self {
+            WorldVersion::V0_1_0 => "0.1.0",
+            WorldVersion::V0_2_0 => "0.2.0",
+        }
+    }
+
+    /// The version of that number, if this host runs it.
+    pub fn parse(number: &str) -> Option<Self> {
+        Self::SUPPORTED
+            .into_iter()
+            .find(|version| version.number() == number)
+    }
+
+    /// `leasehold:controller@0.1.0 and leasehold:controller@0.2.0`: the
+    /// supported versions, for messages.
+    pub fn supported_text() -> String {
+        let all: Vec<String> = Self::SUPPORTED.iter().map(ToString::to_string).collect();
+        match all.as_slice() {
+            [one] => one.clone(),
+            [rest @ .., last] => format!("{} and {last}", rest.join(", ")),
+            [] => String::new(),
+        }
+    }
+}
+
+impl fmt::Display for WorldVersion {
+    /// `leasehold:controller@<number>`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{PACKAGE}@{}", self.number())
+    }
+}
+
+/// Link the host side of every supported version's interfaces.
+pub(crate) fn link(linker: &mut Linker<GuestState>) -> wasmtime::Result<()> {
+    v0_1_0::link(linker)?;
+    v0_2_0::link(linker)
+}
+
+/// One import or export name of a component, taken apart:
+/// `namespace:package/interface@version`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct ItemName<'a> {
+    full: &'a str,
+    /// `namespace:package`, or the whole name for a plain (non-interface)
+    /// name.
+    package: &'a str,
+    interface: Option<&'a str>,
+    version: Option<&'a str>,
+}
+
+impl<'a> ItemName<'a> {
+    fn parse(full: &'a str) -> Self {
+        let (path, version) = match full.split_once('@') {
+            Some((path, version)) => (path, Some(version)),
+            None => (full, None),
+        };
+        let (package, interface) = match path.split_once('/') {
+            Some((package, interface)) => (package, Some(interface)),
+            None => (path, None),
+        };
+        Self {
+            full,
+            package,
+            interface,
+            version,
+        }
+    }
+
+    /// `namespace:package@version`, or without the version when it has
+    /// none.
+    fn package_version(&self) -> String {
+        match self.version {
+            Some(version) => format!("{}@{version}", self.package),
+            None => format!("{} (no version)", self.package),
+        }
+    }
+}
+
+/// Most names a refusal lists before it says "and N more".
+const NAMES_SHOWN: usize = 8;
+
+fn listing(names: &[&str]) -> String {
+    if names.is_empty() {
+        return "nothing".to_string();
+    }
+    let mut shown = names
+        .iter()
+        .take(NAMES_SHOWN)
+        .copied()
+        .collect::<Vec<_>>()
+        .join(", ");
+    if names.len() > NAMES_SHOWN {
+        shown.push_str(&format!(" and {} more", names.len() - NAMES_SHOWN));
+    }
+    shown
+}
+
+/// Which version of [`PACKAGE`] a component targets, from the names of its
+/// imports and exports: the version of the `reconciler` interface it
+/// exports. Refused, with a message that names what the component targets
+/// and the versions this host supports: a component that exports no
+/// Leasehold reconciler (another package's included), one of a version
+/// this host does not run, one without a version, and one that imports
+/// interfaces of another version of the package than it exports.
+pub fn detect(imports: &[&str], exports: &[&str]) -> Result<WorldVersion, String> {
+    let supported = WorldVersion::supported_text();
+    let exported: Vec<ItemName<'_>> = exports.iter().map(|name| ItemName::parse(name)).collect();
+    let reconcilers: Vec<&ItemName<'_>> = exported
+        .iter()
+        .filter(|name| name.interface == Some("reconciler"))
+        .collect();
+    let ours: Vec<&ItemName<'_>> = reconcilers
+        .iter()
+        .copied()
+        .filter(|name| name.package == PACKAGE)
+        .collect();
+    let target = match ours.as_slice() {
+        [one] => *one,
+        [] => {
+            return Err(match reconcilers.first() {
+                Some(other) => format!(
+                    "it targets {}, not {PACKAGE} (it exports {}); this host supports \
+                     {supported}: build it against one of those",
+                    other.package_version(),
+                    other.full
+                ),
+                None => format!(
+                    "it exports no {PACKAGE}/reconciler interface, so it targets no Leasehold \
+                     controller world (it exports {}); this host supports {supported}: build \
+                     it against one of those (the leasehold-guest SDK does)",
+                    listing(exports)
+                ),
+            });
+        }
+        many => {
+            let names: Vec<&str> = many.iter().map(|name| name.full).collect();
+            return Err(format!(
+                "it exports {PACKAGE}/reconciler of several versions ({}); a component \
+                 targets one version: this host supports {supported}",
+                listing(&names)
+            ));
+        }
+    };
+    let Some(number) = target.version else {
+        return Err(format!(
+            "it targets {PACKAGE} without a version (it exports {}); this host supports \
+             {supported}: build it against one of those",
+            target.full
+        ));
+    };
+    let Some(version) = WorldVersion::parse(number) else {
+        return Err(format!(
+            "it targets {PACKAGE}@{number}, a version this host does not run; this host \
+             supports {supported}: build it against one of those, or run it on a host that \
+             supports {PACKAGE}@{number}"
+        ));
+    };
+    let mixed: Vec<&str> = imports
+        .iter()
+        .map(|name| ItemName::parse(name))
+        .filter(|name| name.package == PACKAGE && name.version != Some(number))
+        .map(|name| name.full)
+        .collect();
+    if !mixed.is_empty() {
+        return Err(format!(
+            "it mixes versions of {PACKAGE}: it exports {} but imports {}; build it against \
+             one world ({supported} are supported)",
+            target.full,
+            listing(&mixed)
+        ));
+    }
+    Ok(version)
+}
+
+/// A compiled component, linked and typed for the version it targets.
+#[derive(Clone)]
+pub(crate) enum Pre {
+    /// Targets 0.1.0.
+    V0_1_0(v0_1_0::ControllerPre<GuestState>),
+    /// Targets 0.2.0.
+    V0_2_0(v0_2_0::ControllerPre<GuestState>),
+}
+
+impl Pre {
+    /// Type `pre` as a component of `version` (its exports are looked up).
+    pub(crate) fn new(
+        version: WorldVersion,
+        pre: InstancePre<GuestState>,
+    ) -> wasmtime::Result<Self> {
+        Ok(match version {
+            WorldVersion::V0_1_0 => Pre::V0_1_0(v0_1_0::ControllerPre::new(pre)?),
+            WorldVersion::V0_2_0 => Pre::V0_2_0(v0_2_0::ControllerPre::new(pre)?),
+        })
+    }
+
+    /// The version it targets.
+    pub(crate) fn version(&self) -> WorldVersion {
+        match self {
+            Pre::V0_1_0(_) => WorldVersion::V0_1_0,
+            Pre::V0_2_0(_) => WorldVersion::V0_2_0,
+        }
+    }
+
+    /// A new instance in `store`.
+    pub(crate) async fn instantiate(
+        &self,
+        store: &mut Store<GuestState>,
+    ) -> wasmtime::Result<Bound> {
+        Ok(match self {
+            Pre::V0_1_0(pre) => Bound::V0_1_0(Arc::new(pre.instantiate_async(store).await?)),
+            Pre::V0_2_0(pre) => Bound::V0_2_0(Arc::new(pre.instantiate_async(store).await?)),
+        })
+    }
+}
+
+/// What `describe` answered, in any version.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Described {
+    pub watches: Vec<String>,
+    pub resync_period_ms: u64,
+}
+
+/// What `reconcile` answered, in any version.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Answer {
+    Done,
+    RequeueAfter(u64),
+    Fenced,
+    Failed {
+        message: String,
+        retry_after_ms: Option<u64>,
+    },
+}
+
+/// An instance's exports, for the version it targets.
+#[derive(Clone)]
+pub(crate) enum Bound {
+    /// Targets 0.1.0.
+    V0_1_0(Arc<v0_1_0::Controller>),
+    /// Targets 0.2.0.
+    V0_2_0(Arc<v0_2_0::Controller>),
+}
+
+impl Bound {
+    /// Call `describe`.
+    pub(crate) async fn describe(
+        &self,
+        store: &mut Store<GuestState>,
+    ) -> wasmtime::Result<Described> {
+        match self {
+            Bound::V0_1_0(bindings) => v0_1_0::describe(bindings, store).await,
+            Bound::V0_2_0(bindings) => v0_2_0::describe(bindings, store).await,
+        }
+    }
+
+    /// Call `reconcile` for `kind/name`.
+    pub(crate) async fn reconcile(
+        &self,
+        store: &mut Store<GuestState>,
+        kind: &str,
+        name: &str,
+    ) -> wasmtime::Result<Answer> {
+        match self {
+            Bound::V0_1_0(bindings) => v0_1_0::reconcile(bindings, store, kind, name).await,
+            Bound::V0_2_0(bindings) => v0_2_0::reconcile(bindings, store, kind, name).await,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const WASI: &[&str] = &[
+        "wasi:cli/environment@0.2.6",
+        "wasi:io/streams@0.2.6",
+        "wasi:clocks/wall-clock@0.2.12",
+    ];
+
+    fn imports(extra: &[&'static str]) -> Vec<&'static str> {
+        WASI.iter().chain(extra).copied().collect()
+    }
+
+    #[test]
+    fn the_version_is_the_exported_reconcilers() {
+        let old = imports(&[
+            "leasehold:controller/store@0.1.0",
+            "leasehold:controller/logging@0.1.0",
+        ]);
+        assert_eq!(
+            detect(&old, &["leasehold:controller/reconciler@0.1.0"]),
+            Ok(WorldVersion::V0_1_0)
+        );
+        let new = imports(&["leasehold:controller/settings@0.2.0"]);
+        assert_eq!(
+            detect(&new, &["leasehold:controller/reconciler@0.2.0"]),
+            Ok(WorldVersion::V0_2_0)
+        );
+        // A component that imports nothing of the package still targets
+        // the version of its export.
+        assert_eq!(
+            detect(&imports(&[]), &["leasehold:controller/reconciler@0.1.0"]),
+            Ok(WorldVersion::V0_1_0)
+        );
+    }
+
+    #[test]
+    fn an_unknown_version_is_named_with_the_supported_ones() {
+        let refusal = detect(
+            &imports(&["leasehold:controller/store@0.3.0"]),
+            &["leasehold:controller/reconciler@0.3.0"],
+        )
+        .unwrap_err();
+        assert!(
+            refusal.contains("it targets leasehold:controller@0.3.0"),
+            "{refusal}"
+        );
+        assert!(
+            refusal.contains("leasehold:controller@0.1.0 and leasehold:controller@0.2.0"),
+            "{refusal}"
+        );
+        let refusal = detect(&[], &["leasehold:controller/reconciler@0.2.1"]).unwrap_err();
+        assert!(refusal.contains("leasehold:controller@0.2.1"), "{refusal}");
+        let refusal = detect(&[], &["leasehold:controller/reconciler"]).unwrap_err();
+        assert!(refusal.contains("without a version"), "{refusal}");
+    }
+
+    #[test]
+    fn another_package_or_no_reconciler_is_refused_by_name() {
+        let refusal = detect(&imports(&[]), &["acme:controller/reconciler@1.0.0"]).unwrap_err();
+        assert!(
+            refusal.contains("it targets acme:controller@1.0.0"),
+            "{refusal}"
+        );
+        assert!(refusal.contains("leasehold:controller@0.2.0"), "{refusal}");
+        let refusal = detect(&imports(&[]), &["wasi:cli/run@0.2.0"]).unwrap_err();
+        assert!(
+            refusal.contains("exports no leasehold:controller/reconciler"),
+            "{refusal}"
+        );
+        assert!(refusal.contains("wasi:cli/run@0.2.0"), "{refusal}");
+        assert!(refusal.contains("leasehold:controller@0.1.0"), "{refusal}");
+    }
+
+    #[test]
+    fn mixing_versions_is_refused() {
+        let refusal = detect(
+            &imports(&[
+                "leasehold:controller/store@0.1.0",
+                "leasehold:controller/logging@0.2.0",
+            ]),
+            &["leasehold:controller/reconciler@0.2.0"],
+        )
+        .unwrap_err();
+        assert!(refusal.contains("mixes versions"), "{refusal}");
+        assert!(
+            refusal.contains("leasehold:controller/store@0.1.0"),
+            "{refusal}"
+        );
+        assert!(!refusal.contains("logging"), "{refusal}");
+        let refusal = detect(
+            &[],
+            &[
+                "leasehold:controller/reconciler@0.1.0",
+                "leasehold:controller/reconciler@0.2.0",
+            ],
+        )
+        .unwrap_err();
+        assert!(refusal.contains("several versions"), "{refusal}");
+    }
+
+    #[test]
+    fn supported_versions_read_as_a_list() {
+        assert_eq!(
+            WorldVersion::supported_text(),
+            "leasehold:controller@0.1.0 and leasehold:controller@0.2.0"
+        );
+        assert_eq!(WorldVersion::parse("0.2.0"), Some(WorldVersion::V0_2_0));
+        assert_eq!(WorldVersion::parse("0.3.0"), None);
+    }
+}

@@ -1,0 +1,217 @@
+//! `leasehold:controller@0.2.0`, the current world, generated from
+//! `wit/controller.wit`: 0.1.0's interfaces plus `settings` (and the wall
+//! clock, which is WASI's and linked once for every version). Converts
+//! between its types and the host slices of `runtime/host/`; later
+//! additions to the 0.2.0 world (object metadata, selectors, a reconcile
+//! reason) convert here too.
+
+use wasmtime::Store;
+use wasmtime::component::Linker;
+
+use super::{Answer, Described};
+use crate::runtime::host::logging::{Level, LoggingHost};
+use crate::runtime::host::settings::SettingsHost;
+use crate::runtime::host::store::{CallError, StoreHost};
+use crate::runtime::host::tenure::TenureHost;
+use crate::runtime::state::{GuestState, LoggingView, SettingsView, StoreView, TenureView};
+use crate::store::{NewEvent, ObjectKey, Op};
+
+wasmtime::component::bindgen!({
+    path: "../wit",
+    world: "leasehold:controller/controller@0.2.0",
+    imports: {
+        // Store calls reach the database: they must be async so a lost lease
+        // can drop them mid-flight.
+        "leasehold:controller/store": async,
+        default: trappable,
+    },
+    exports: {
+        default: async,
+    },
+    // Outbound HTTP is wasmtime-wasi-http's implementation of the standard
+    // interface; only its hooks are ours (`host::http`).
+    with: {
+        "wasi:http": wasmtime_wasi_http::p2::bindings::http,
+        "wasi:io": wasmtime_wasi::p2::bindings::io,
+        "wasi:clocks": wasmtime_wasi::p2::bindings::clocks,
+    },
+});
+
+use exports::leasehold::controller::reconciler;
+use leasehold::controller::{logging, settings, store, tenure, types};
+
+/// Link this version's Leasehold interfaces (WASI is linked once, for
+/// every version).
+pub(crate) fn link(linker: &mut Linker<GuestState>) -> wasmtime::Result<()> {
+    store::add_to_linker::<GuestState, StoreView>(linker, |s| &mut s.store)?;
+    tenure::add_to_linker::<GuestState, TenureView>(linker, |s| &mut s.tenure)?;
+    logging::add_to_linker::<GuestState, LoggingView>(linker, |s| &mut s.logging)?;
+    settings::add_to_linker::<GuestState, SettingsView>(linker, |s| &mut s.settings)?;
+    Ok(())
+}
+
+pub(crate) async fn describe(
+    bindings: &Controller,
+    store: &mut Store<GuestState>,
+) -> wasmtime::Result<Described> {
+    let description = bindings
+        .leasehold_controller_reconciler()
+        .call_describe(store)
+        .await?;
+    Ok(Described {
+        watches: description.watches,
+        resync_period_ms: description.resync_period_ms,
+    })
+}
+
+pub(crate) async fn reconcile(
+    bindings: &Controller,
+    store: &mut Store<GuestState>,
+    kind: &str,
+    name: &str,
+) -> wasmtime::Result<Answer> {
+    let result = bindings
+        .leasehold_controller_reconciler()
+        .call_reconcile(store, kind, name)
+        .await?;
+    Ok(match result {
+        Ok(reconciler::Outcome::Done) => Answer::Done,
+        Ok(reconciler::Outcome::RequeueAfter(ms)) => Answer::RequeueAfter(ms),
+        Err(reconciler::ReconcileError::Fenced) => Answer::Fenced,
+        Err(reconciler::ReconcileError::Failed(failure)) => Answer::Failed {
+            message: failure.message,
+            retry_after_ms: failure.retry_after_ms,
+        },
+    })
+}
+
+fn wit_key(key: ObjectKey) -> types::ObjectKey {
+    types::ObjectKey {
+        kind: key.kind,
+        name: key.name,
+    }
+}
+
+fn wit_error(error: CallError) -> store::StoreError {
+    match error {
+        CallError::Fenced(why) => store::StoreError::Fenced(why),
+        CallError::Conflict(key) => store::StoreError::Conflict(wit_key(key)),
+        CallError::NotFound(key) => store::StoreError::NotFound(wit_key(key)),
+        CallError::Invalid(why) => store::StoreError::Invalid(why),
+        CallError::Unavailable(why) => store::StoreError::Unavailable(why),
+    }
+}
+
+fn wit_object(object: crate::store::Object) -> types::Object {
+    types::Object {
+        kind: object.kind,
+        name: object.name,
+        version: object.version,
+        value: object.value,
+    }
+}
+
+fn key(kind: String, name: String) -> ObjectKey {
+    ObjectKey { kind, name }
+}
+
+fn op(op: store::Op) -> Op {
+    match op {
+        store::Op::Create(c) => Op::Create {
+            key: key(c.kind, c.name),
+            value: c.value,
+        },
+        store::Op::Update(u) => Op::Update {
+            key: key(u.kind, u.name),
+            expected_version: u.expected_version,
+            value: u.value,
+        },
+        store::Op::Delete(d) => Op::Delete {
+            key: key(d.kind, d.name),
+            expected_version: d.expected_version,
+        },
+    }
+}
+
+fn event(event: store::NewEvent) -> NewEvent {
+    NewEvent {
+        key: key(event.kind, event.name),
+        reason: event.reason,
+        message: event.message,
+    }
+}
+
+impl store::Host for StoreHost {
+    async fn get(
+        &mut self,
+        kind: String,
+        name: String,
+    ) -> Result<Option<types::Object>, store::StoreError> {
+        self.get_object(key(kind, name))
+            .await
+            .map(|object| object.map(wit_object))
+            .map_err(wit_error)
+    }
+
+    async fn list(
+        &mut self,
+        kind: String,
+        after: Option<String>,
+        limit: u32,
+    ) -> Result<store::ObjectPage, store::StoreError> {
+        let page = self
+            .list_objects(kind, after, limit)
+            .await
+            .map_err(wit_error)?;
+        Ok(store::ObjectPage {
+            objects: page.objects.into_iter().map(wit_object).collect(),
+            next: page.next,
+        })
+    }
+
+    async fn commit(
+        &mut self,
+        ops: Vec<store::Op>,
+        events: Vec<store::NewEvent>,
+    ) -> Result<store::Committed, store::StoreError> {
+        let ops = ops.into_iter().map(op).collect();
+        let events = events.into_iter().map(event).collect();
+        let committed = self.commit_ops(ops, events).await.map_err(wit_error)?;
+        Ok(store::Committed {
+            revision: committed.revision,
+            event_seqs: committed.event_seqs,
+        })
+    }
+}
+
+impl tenure::Host for TenureHost {
+    fn current(&mut self) -> wasmtime::Result<tenure::Fence> {
+        let fence = self.fence();
+        Ok(tenure::Fence {
+            cluster: fence.key.cluster.clone(),
+            lease: fence.key.name.clone(),
+            epoch: fence.epoch.0,
+            holder: fence.holder.clone(),
+        })
+    }
+}
+
+impl logging::Host for LoggingHost {
+    fn log(&mut self, level: logging::Level, message: String) -> wasmtime::Result<()> {
+        let level = match level {
+            logging::Level::Trace => Level::Trace,
+            logging::Level::Debug => Level::Debug,
+            logging::Level::Info => Level::Info,
+            logging::Level::Warn => Level::Warn,
+            logging::Level::Error => Level::Error,
+        };
+        self.log_line(level, &message);
+        Ok(())
+    }
+}
+
+impl settings::Host for SettingsHost {
+    fn get(&mut self) -> wasmtime::Result<String> {
+        Ok(self.json())
+    }
+}

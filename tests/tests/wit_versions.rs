@@ -1,0 +1,465 @@
+//! The WIT as a versioned contract, and what `leasehold:controller@0.2.0`
+//! gives guests besides the store.
+//!
+//! - A component built from the 0.1.0 WIT (`tests/fixtures/v010`, raw
+//!   bindings of `wit/0.1.0/controller.wit`) runs unchanged next to 0.2.0
+//!   components (`v020`, built with the SDK; `misbehaving`), on one engine
+//!   and one store, in process and in a real `leasehold` process.
+//! - A component of a version no host supports (`future-world`, 0.3.0) is
+//!   refused by the runtime, by `leasehold check` and at start, with a
+//!   message naming the version it targets and the supported ones.
+//! - `[controllers.settings]` reaches a 0.2.0 guest as JSON, typed through
+//!   the SDK, and a reload (SIGHUP) with new settings restarts the
+//!   controller so its next instance reads them; the guest reads the host's
+//!   wall clock.
+
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use leasehold_host::runtime::{
+    CommitCounters, CompiledController, EngineConfig, GuestLimits, Reconciled, Runtime, Settings,
+    WorldVersion,
+};
+use leasehold_host::store::{ObjectKey, Origin, Store};
+use leasehold_tests::process::{Replica, eventually, free_port, run_to_end};
+use leasehold_tests::{MemoryBackends, TempDir, guest, http};
+use serde_json::{Value, json};
+
+/// The SDK's limits, compiled from its own source (this crate does not
+/// depend on the SDK): the settings bound both sides enforce must agree.
+#[allow(dead_code)]
+#[path = "../../guest-sdk/src/limits.rs"]
+mod sdk_limits;
+
+const CLUSTER: &str = "wv";
+
+fn runtime() -> Runtime {
+    static RUNTIME: OnceLock<Runtime> = OnceLock::new();
+    RUNTIME
+        .get_or_init(|| {
+            Runtime::new(&EngineConfig {
+                max_guests: 8,
+                memory_bytes: 64 << 20,
+                pooling: false,
+                cache_dir: None,
+            })
+            .expect("engine")
+        })
+        .clone()
+}
+
+fn load(name: &str, file: &str, limits: GuestLimits) -> CompiledController {
+    runtime()
+        .load(name, &guest(file), limits, Vec::new())
+        .unwrap_or_else(|e| panic!("load {file}: {e}"))
+}
+
+fn key(kind: &str, name: &str) -> ObjectKey {
+    ObjectKey {
+        kind: kind.into(),
+        name: name.into(),
+    }
+}
+
+fn unix_ms(at: SystemTime) -> u64 {
+    at.duration_since(UNIX_EPOCH).unwrap().as_millis() as u64
+}
+
+#[test]
+fn the_sdk_and_the_host_bound_settings_alike() {
+    assert_eq!(
+        sdk_limits::MAX_SETTINGS_BYTES,
+        leasehold_host::limits::MAX_SETTINGS_BYTES
+    );
+}
+
+#[tokio::test]
+async fn a_010_component_runs_unchanged_next_to_020_components() {
+    let old = load("old", "v010", GuestLimits::default());
+    let settings =
+        Settings::from_json(r#"{"greeting": "hello", "regions": ["eu", "us"]}"#).expect("settings");
+    let new = load(
+        "new",
+        "v020",
+        GuestLimits {
+            settings: settings.clone(),
+            ..GuestLimits::default()
+        },
+    );
+    let raw = load("raw", "misbehaving", GuestLimits::default());
+    assert_eq!(old.world(), WorldVersion::V0_1_0);
+    assert_eq!(new.world(), WorldVersion::V0_2_0);
+    assert_eq!(raw.world(), WorldVersion::V0_2_0);
+
+    // One store, three leases, three instances alive at once.
+    let backends = MemoryBackends::new();
+    let mut guests = Vec::new();
+    for compiled in [&old, &new, &raw] {
+        let grant = backends.grant(CLUSTER, compiled.name(), "host-a").await;
+        let instance = compiled
+            .instantiate(
+                grant.fence.clone(),
+                backends.store.clone(),
+                Arc::new(CommitCounters::default()),
+                compiled.revocation(),
+            )
+            .await
+            .unwrap_or_else(|e| panic!("instantiate {}: {e}", compiled.name()));
+        guests.push((grant.fence, instance));
+    }
+    let [(old_fence, old_guest), (_, new_guest), (_, raw_guest)] = &mut guests[..] else {
+        unreachable!()
+    };
+    assert_eq!(old_guest.describe().await.unwrap().watches, ["notes"]);
+    assert_eq!(new_guest.describe().await.unwrap().watches, ["notes"]);
+    assert_eq!(raw_guest.describe().await.unwrap().watches, ["cmd"]);
+
+    for name in ["a", "b"] {
+        backends
+            .store
+            .put(CLUSTER, &key("notes", name), r#"{"text":"hi"}"#, None)
+            .await
+            .unwrap();
+    }
+    let note = backends
+        .store
+        .get(CLUSTER, &key("notes", "a"))
+        .await
+        .unwrap()
+        .unwrap();
+
+    // The 0.1.0 guest: get, list (paged), tenure, commit with an event,
+    // logging, and a failure with its retry, all through the 0.1.0 types.
+    assert_eq!(
+        old_guest.reconcile("notes", "a").await.unwrap(),
+        Reconciled::Done
+    );
+    let echo = backends
+        .store
+        .get(CLUSTER, &key("echoes", "a"))
+        .await
+        .unwrap()
+        .expect("the 0.1.0 guest's commit landed");
+    let echo: Value = serde_json::from_str(&echo.value).unwrap();
+    assert_eq!(
+        echo,
+        json!({
+            "note": { "text": "hi" },
+            "note_version": note.version,
+            "epoch": old_fence.epoch.0,
+            "pages": 2,
+        })
+    );
+    assert_eq!(
+        backends
+            .store
+            .written_by(CLUSTER, &key("echoes", "a"))
+            .unwrap(),
+        Some(Origin::Guest {
+            lease: "old".into(),
+            epoch: old_fence.epoch,
+            holder: "host-a".into(),
+        })
+    );
+    let events = backends.store.events(CLUSTER, 0, 100).await.unwrap();
+    assert!(
+        events
+            .iter()
+            .any(|e| e.reason == "Echoed" && e.kind == "echoes" && e.name == "a"),
+        "{events:?}"
+    );
+    backends
+        .store
+        .put(CLUSTER, &key("notes", "b"), r#""fail""#, None)
+        .await
+        .unwrap();
+    assert_eq!(
+        old_guest.reconcile("notes", "b").await.unwrap(),
+        Reconciled::Failed {
+            message: "notes/b asked to fail".into(),
+            retry_after: Some(Duration::from_millis(7)),
+        }
+    );
+
+    // The 0.2.0 SDK guest, in the same store: settings and the wall clock.
+    let before = unix_ms(SystemTime::now());
+    assert_eq!(
+        new_guest.reconcile("notes", "a").await.unwrap(),
+        Reconciled::Done
+    );
+    let after = unix_ms(SystemTime::now());
+    let read = backends
+        .store
+        .get(CLUSTER, &key("reads", "a"))
+        .await
+        .unwrap()
+        .expect("the 0.2.0 guest's commit landed");
+    let read: Value = serde_json::from_str(&read.value).unwrap();
+    assert_eq!(read["note"], json!({ "text": "hi" }));
+    assert_eq!(
+        read["settings"],
+        json!({ "greeting": "hello", "regions": ["eu", "us"] })
+    );
+    assert_eq!(read["greeting"], "hello");
+    let now = read["now_unix_ms"].as_u64().expect("a clock reading");
+    assert!(
+        (before..=after).contains(&now),
+        "the guest's wall clock read {now}, outside [{before}, {after}]"
+    );
+    // Its timer: a wake-up 5 s after the clock it read.
+    backends
+        .store
+        .put(CLUSTER, &key("notes", "a"), r#"{"wake_in_ms":5000}"#, None)
+        .await
+        .unwrap();
+    match new_guest.reconcile("notes", "a").await.unwrap() {
+        Reconciled::RequeueAfter(delay) => assert!(
+            delay <= Duration::from_secs(5) && delay > Duration::from_secs(4),
+            "{delay:?}"
+        ),
+        other => panic!("expected a requeue, got {other:?}"),
+    }
+
+    // The raw 0.2.0 guest still works beside both.
+    assert_eq!(
+        raw_guest.reconcile("cmd", "ok").await.unwrap(),
+        Reconciled::Done
+    );
+    assert!(
+        backends
+            .store
+            .get(CLUSTER, &key("marks", "m-1"))
+            .await
+            .unwrap()
+            .is_some()
+    );
+
+    // The 0.1.0 guest once more, after the others ran: nothing of theirs
+    // leaked into it.
+    assert_eq!(
+        old_guest.reconcile("notes", "a").await.unwrap(),
+        Reconciled::Done
+    );
+}
+
+#[tokio::test]
+async fn settings_that_do_not_fit_the_guests_type_fail_its_reconcile_without_quoting_them() {
+    let compiled = load(
+        "picky",
+        "v020",
+        GuestLimits {
+            settings: Settings::from_json(r#"{"greeting": {"secret": "hunter2-9c4"}}"#).unwrap(),
+            ..GuestLimits::default()
+        },
+    );
+    let backends = MemoryBackends::new();
+    let grant = backends.grant(CLUSTER, "picky", "host-a").await;
+    let mut instance = compiled
+        .instantiate(
+            grant.fence,
+            backends.store.clone(),
+            Arc::default(),
+            compiled.revocation(),
+        )
+        .await
+        .unwrap();
+    backends
+        .store
+        .put(CLUSTER, &key("notes", "a"), "1", None)
+        .await
+        .unwrap();
+    match instance.reconcile("notes", "a").await.unwrap() {
+        Reconciled::Failed { message, .. } => {
+            assert!(
+                message.contains("settings do not have the expected shape"),
+                "{message}"
+            );
+            assert!(!message.contains("hunter2"), "{message}");
+        }
+        other => panic!("expected a failure, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_component_of_an_unknown_version_is_refused_by_name() {
+    let error = match runtime().load(
+        "future",
+        &guest("future_world"),
+        GuestLimits::default(),
+        Vec::new(),
+    ) {
+        Ok(compiled) => panic!("a 0.3.0 component was accepted as {}", compiled.world()),
+        Err(e) => e.to_string(),
+    };
+    assert!(error.contains("controller future"), "{error}");
+    assert!(error.contains("future_world.wasm"), "{error}");
+    assert!(
+        error.contains("it targets leasehold:controller@0.3.0"),
+        "{error}"
+    );
+    assert!(
+        error.contains(
+            "this host supports leasehold:controller@0.1.0 and leasehold:controller@0.2.0"
+        ),
+        "{error}"
+    );
+}
+
+/// A config on the embedded backend running `controllers` (name,
+/// component file, extra TOML lines).
+fn config(port: u16, controllers: &[(&str, &str, &str)]) -> String {
+    let mut text = format!("cluster = \"{CLUSTER}\"\n[http]\nlisten = \"127.0.0.1:{port}\"\n");
+    for (name, file, extra) in controllers {
+        text.push_str(&format!(
+            "\n[[controllers]]\nname = \"{name}\"\ncomponent = \"{}\"\n{extra}\n",
+            guest(file).display()
+        ));
+    }
+    text
+}
+
+#[test]
+fn check_names_the_version_of_each_refused_component() {
+    let dir = TempDir::new();
+    let path = dir.path().join("leasehold.toml");
+    let both = config(
+        free_port(),
+        &[
+            ("old", "v010", ""),
+            ("new", "v020", "[controllers.settings]\ngreeting = \"hi\"\n"),
+        ],
+    );
+    std::fs::write(&path, &both).unwrap();
+    let (code, stdout, stderr) = run_to_end(&["check", "--config", path.to_str().unwrap()], &[]);
+    assert_eq!(code, 0, "stdout:\n{stdout}\nstderr:\n{stderr}");
+    assert!(stdout.contains("check passed"), "{stdout}");
+
+    let future = config(free_port(), &[("future", "future_world", "")]);
+    std::fs::write(&path, &future).unwrap();
+    let (code, stdout, stderr) = run_to_end(&["check", "--config", path.to_str().unwrap()], &[]);
+    assert_ne!(code, 0, "stdout:\n{stdout}\nstderr:\n{stderr}");
+    assert!(
+        stderr.contains("controller future")
+            && stderr.contains("it targets leasehold:controller@0.3.0")
+            && stderr.contains("leasehold:controller@0.1.0 and leasehold:controller@0.2.0"),
+        "{stderr}"
+    );
+
+    // Settings are checked too, without their values in the message.
+    let bad = config(
+        free_port(),
+        &[("new", "v020", "settings = \"hunter2-41f\"\n")],
+    );
+    std::fs::write(&path, &bad).unwrap();
+    let (code, stdout, stderr) = run_to_end(&["check", "--config", path.to_str().unwrap()], &[]);
+    assert_ne!(code, 0, "stdout:\n{stdout}\nstderr:\n{stderr}");
+    assert!(stderr.contains("settings must be a table"), "{stderr}");
+    assert!(!stderr.contains("hunter2") && !stdout.contains("hunter2"));
+}
+
+#[tokio::test]
+async fn run_refuses_to_start_a_component_of_an_unknown_version() {
+    let dir = TempDir::new();
+    let port = free_port();
+    let mut replica = Replica::start(
+        dir.path(),
+        "future",
+        port,
+        &config(port, &[("future", "future_world", "")]),
+    );
+    let code = replica.exited(Duration::from_secs(60)).await;
+    assert!(
+        matches!(code, Some(code) if code != 0),
+        "exit {code:?}\n{}",
+        replica.log_tail(20)
+    );
+    let log = replica.log();
+    assert!(
+        log.contains("it targets leasehold:controller@0.3.0")
+            && log.contains("leasehold:controller@0.1.0 and leasehold:controller@0.2.0"),
+        "{log}"
+    );
+}
+
+/// The object `kind/name` from the replica's API once it satisfies
+/// `ready`.
+async fn object_when(
+    replica: &Replica,
+    kind: &str,
+    name: &str,
+    ready: impl Fn(&Value) -> bool,
+) -> Value {
+    let path = format!("/v1/objects/{kind}/{name}");
+    eventually(
+        &format!("{kind}/{name} is written as expected"),
+        Duration::from_secs(30),
+        || async {
+            let response = http::get(&replica.addr, &path).await.ok()?;
+            if response.status != 200 {
+                return None;
+            }
+            let object = response.json();
+            ready(&object["value"]).then_some(object["value"].clone())
+        },
+    )
+    .await
+}
+
+#[tokio::test]
+async fn a_real_host_runs_both_worlds_and_reloads_settings_on_sighup() {
+    let dir = TempDir::new();
+    let port = free_port();
+    let with_greeting = |greeting: &str| {
+        config(
+            port,
+            &[
+                ("old", "v010", ""),
+                (
+                    "new",
+                    "v020",
+                    &format!(
+                        "[controllers.settings]\ngreeting = \"{greeting}\"\nsince = 2026-01-02T03:04:05Z\n"
+                    ),
+                ),
+            ],
+        )
+    };
+    let mut replica = Replica::start(dir.path(), "a", port, &with_greeting("hello"));
+    replica.wait_healthy(Duration::from_secs(60)).await;
+
+    let put = http::put(&replica.addr, "/v1/objects/notes/a", r#"{"text":"one"}"#)
+        .await
+        .expect("put notes/a");
+    assert!(put.status == 200 || put.status == 201, "{put:?}");
+    let echo = object_when(&replica, "echoes", "a", |v| v["note"]["text"] == "one").await;
+    assert_eq!(echo["pages"], 1);
+    let read = object_when(&replica, "reads", "a", |v| v["note"]["text"] == "one").await;
+    assert_eq!(read["greeting"], "hello");
+    assert_eq!(read["settings"]["since"], "2026-01-02T03:04:05Z");
+
+    // New settings: the reload restarts `new` (and only it), whose next
+    // instance reads them.
+    let before = replica.log().matches("config reloaded").count();
+    replica.set_config(&with_greeting("bonjour"));
+    replica.signal("HUP");
+    eventually(
+        "the config is reloaded",
+        Duration::from_secs(30),
+        || async { (replica.log().matches("config reloaded").count() > before).then_some(()) },
+    )
+    .await;
+    let put = http::put(&replica.addr, "/v1/objects/notes/b", r#"{"text":"two"}"#)
+        .await
+        .expect("put notes/b");
+    assert!(put.status == 200 || put.status == 201, "{put:?}");
+    let read = object_when(&replica, "reads", "b", |v| v["note"]["text"] == "two").await;
+    assert_eq!(read["greeting"], "bonjour");
+    let echo = object_when(&replica, "echoes", "b", |v| v["note"]["text"] == "two").await;
+    assert_eq!(echo["pages"], 2);
+    let log = replica.log();
+    assert!(
+        !log.contains("bonjour") && !log.contains("hello"),
+        "settings reached the log:\n{log}"
+    );
+    replica.kill().await;
+}
