@@ -153,7 +153,7 @@ impl From<AuthorityError> for ApiError {
 /// Fallback for paths the API does not have.
 pub(super) async fn not_found(uri: axum::http::Uri) -> ApiError {
     ApiError::not_found(format!(
-        "no endpoint at {}; see /v1/leases, /v1/objects/{{kind}}, /v1/events, /readyz, /metrics",
+        "no endpoint at {}; see /v1/openapi.json for every path",
         uri.path()
     ))
 }

@@ -1,4 +1,5 @@
-//! `GET /v1/events`: the event log in commit order, optionally long-polled.
+//! `GET /v1/events`: the event log in commit order, optionally long-polled,
+//! in the list envelope of [`super::page`] with an event's `seq` as cursor.
 
 use std::time::Duration;
 
@@ -8,9 +9,10 @@ use axum::extract::{Query, State};
 use serde::{Deserialize, Serialize};
 
 use super::error::ApiError;
+use super::page::{self, ListPage};
 use super::{AppState, rfc3339};
-use crate::limits::{DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE};
-use crate::store::{Event, Origin};
+use crate::limits::MAX_PAGE_SIZE;
+use crate::store::{Event, Origin, Store};
 use crate::timeouts::EVENTS_LONG_POLL_MAX;
 
 #[derive(Debug, Deserialize)]
@@ -55,25 +57,12 @@ struct Request {
 }
 
 fn parse(query: EventsQuery) -> Result<Request, ApiError> {
-    let after = match query.after.as_deref() {
-        None => 0,
-        Some(text) => text.parse().map_err(|_| {
-            ApiError::invalid(format!(
-                "after {text:?} must be an event sequence number (0 for the beginning)"
-            ))
-        })?,
-    };
-    let limit = match query.limit.as_deref() {
-        None => DEFAULT_PAGE_SIZE,
-        Some(text) => match text.parse::<usize>() {
-            Ok(n) if (1..=MAX_PAGE_SIZE).contains(&n) => n,
-            _ => {
-                return Err(ApiError::invalid(format!(
-                    "limit {text:?} must be a number from 1 to {MAX_PAGE_SIZE}"
-                )));
-            }
-        },
-    };
+    let after = page::number_after(
+        query.after.as_deref(),
+        "an event sequence number (0 for the beginning)",
+    )?
+    .unwrap_or(0);
+    let limit = page::limit(query.limit.as_deref())?;
     // A long poll may always end early (the client asks again), so a wait
     // above the bound is shortened rather than refused.
     let wait = match query.wait.as_deref() {
@@ -89,10 +78,40 @@ fn parse(query: EventsQuery) -> Result<Request, ApiError> {
     Ok(Request { after, limit, wait })
 }
 
+/// `GET /v1/events`: one page of events.
+pub(super) type EventsPage = ListPage<EventView, u64>;
+
+/// The events after `after`, at most `limit`, with the cursor of the next
+/// page when more exist now. One more than `limit` is read where the
+/// store's page allows it; a page of the store's largest size is followed
+/// by a probe of one event, so `next` is never given for an empty page.
+async fn page_of(
+    store: &dyn Store,
+    cluster: &str,
+    after: u64,
+    limit: usize,
+) -> Result<EventsPage, ApiError> {
+    let ask = (limit + 1).min(MAX_PAGE_SIZE);
+    let events = store.events(cluster, after, ask).await?;
+    let mut page = ListPage::from_one_more(
+        events.into_iter().map(EventView::from).collect(),
+        limit,
+        |e| e.seq,
+    );
+    if ask == limit
+        && page.items.len() == limit
+        && let Some(last) = page.items.last().map(|e| e.seq)
+        && !store.events(cluster, last, 1).await?.is_empty()
+    {
+        page.next = Some(last);
+    }
+    Ok(page)
+}
+
 pub(super) async fn list(
     State(shared): State<AppState>,
     query: Result<Query<EventsQuery>, QueryRejection>,
-) -> Result<Json<Vec<EventView>>, ApiError> {
+) -> Result<Json<EventsPage>, ApiError> {
     let Query(query) = query.map_err(|e| ApiError::invalid(e.body_text()))?;
     let request = parse(query)?;
     let store = &shared.api.store;
@@ -106,9 +125,9 @@ pub(super) async fn list(
     let deadline = tokio::time::Instant::now() + request.wait;
     let mut stopping = shared.api.stopping.clone();
     loop {
-        let events = store.events(cluster, request.after, request.limit).await?;
-        if !events.is_empty() || request.wait.is_zero() {
-            return Ok(Json(events.into_iter().map(EventView::from).collect()));
+        let page = page_of(store.as_ref(), cluster, request.after, request.limit).await?;
+        if !page.items.is_empty() || request.wait.is_zero() {
+            return Ok(Json(page));
         }
         // Wait for the feed to pass our cursor; wakes for commits we have
         // already seen do not cost a read.
@@ -118,16 +137,16 @@ pub(super) async fn list(
                     if changed.is_err() {
                         // The store stopped publishing (shutting down):
                         // answer with what there is, which is nothing.
-                        return Ok(Json(Vec::new()));
+                        return Ok(Json(ListPage::empty()));
                     }
                     if *feed.borrow_and_update() > request.after {
                         break;
                     }
                 }
-                () = tokio::time::sleep_until(deadline) => return Ok(Json(Vec::new())),
+                () = tokio::time::sleep_until(deadline) => return Ok(Json(ListPage::empty())),
                 // The server is stopping (or its signal is gone): the
                 // client asks again, of another replica if need be.
-                _ = stopping.wait_for(|stop| *stop) => return Ok(Json(Vec::new())),
+                _ = stopping.wait_for(|stop| *stop) => return Ok(Json(ListPage::empty())),
             }
         }
     }

@@ -1,4 +1,6 @@
-//! `GET /v1/leases` and `GET /v1/leases/{name}/history`.
+//! `GET /v1/leases` and `GET /v1/leases/{name}/history`, both in the list
+//! envelope of [`super::page`]: leases by name (cursor: the name), tenures
+//! newest first (cursor: the epoch, so `after=7` lists epochs below 7).
 //!
 //! The JSON shapes are their own types ([`LeaseView`], [`TenureView`]),
 //! apart from the authority's records, so renaming an internal field
@@ -11,6 +13,7 @@ use axum::extract::{Path, Query, State};
 use serde::{Deserialize, Serialize};
 
 use super::error::ApiError;
+use super::page::{self, ListPage};
 use super::{AppState, rfc3339};
 use crate::authority::{LeaseRecord, TenureRecord};
 use crate::fence::LeaseKey;
@@ -69,15 +72,42 @@ impl LeaseView {
     }
 }
 
-pub(super) async fn list(State(shared): State<AppState>) -> Result<Json<Vec<LeaseView>>, ApiError> {
+#[derive(Debug, Deserialize)]
+pub(super) struct LeasesQuery {
+    after: Option<String>,
+    limit: Option<String>,
+}
+
+/// `GET /v1/leases`: one page of leases, by name.
+pub(super) type LeasesPage = ListPage<LeaseView, String>;
+
+pub(super) async fn list(
+    State(shared): State<AppState>,
+    query: Result<Query<LeasesQuery>, QueryRejection>,
+) -> Result<Json<LeasesPage>, ApiError> {
+    let Query(query) = query.map_err(|e| ApiError::invalid(e.body_text()))?;
+    if let Some(after) = query.after.as_deref() {
+        check_label("lease name (after)", after)?;
+    }
+    let limit = page::limit(query.limit.as_deref())?;
+    // The authority answers every lease of the cluster at once (bounded by
+    // the controllers a cluster can run); the page is cut here.
     let mut records = shared.api.authority.observe(&shared.api.cluster).await?;
+    records.retain(|r| {
+        query
+            .after
+            .as_deref()
+            .is_none_or(|after| r.name.as_str() > after)
+    });
     records.sort_by(|a, b| a.name.cmp(&b.name));
-    Ok(Json(
-        records
-            .into_iter()
-            .map(|r| LeaseView::new(r, &shared.api.status))
-            .collect(),
-    ))
+    records.truncate(limit + 1);
+    let leases = records
+        .into_iter()
+        .map(|r| LeaseView::new(r, &shared.api.status))
+        .collect();
+    Ok(Json(ListPage::from_one_more(leases, limit, |l| {
+        l.name.clone()
+    })))
 }
 
 /// One tenure in `GET /v1/leases/{name}/history`.
@@ -114,31 +144,39 @@ impl From<TenureRecord> for TenureView {
 
 #[derive(Debug, Deserialize)]
 pub(super) struct HistoryQuery {
+    after: Option<String>,
     limit: Option<String>,
 }
+
+/// `GET /v1/leases/{name}/history`: one page of tenures, newest first.
+pub(super) type HistoryPage = ListPage<TenureView, u64>;
 
 pub(super) async fn history(
     State(shared): State<AppState>,
     name: Result<Path<String>, PathRejection>,
     query: Result<Query<HistoryQuery>, QueryRejection>,
-) -> Result<Json<Vec<TenureView>>, ApiError> {
+) -> Result<Json<HistoryPage>, ApiError> {
     let Path(name) = name.map_err(|e| ApiError::invalid(e.body_text()))?;
     let Query(query) = query.map_err(|e| ApiError::invalid(e.body_text()))?;
     check_label("lease", &name)?;
-    let limit = match query.limit.as_deref() {
-        None => MAX_HISTORY,
-        Some(text) => match text.parse::<usize>() {
-            Ok(n) if (1..=MAX_HISTORY).contains(&n) => n,
-            _ => {
-                return Err(ApiError::invalid(format!(
-                    "limit {text:?} must be a number from 1 to {MAX_HISTORY}"
-                )));
-            }
-        },
-    };
+    let after = page::number_after(query.after.as_deref(), "a tenure's epoch")?;
+    let limit = page::limit(query.limit.as_deref())?;
     let key = LeaseKey::new(shared.api.cluster.clone(), name);
-    let tenures = shared.api.authority.history(&key, limit).await?;
-    Ok(Json(tenures.into_iter().map(TenureView::from).collect()))
+    // The authority reads the newest tenures only: the first page asks for
+    // one more than it shows; a later page reads the whole window the
+    // authority keeps (`MAX_HISTORY`, newest first) and starts below its
+    // cursor, so history pages reach back that far and no further.
+    let ask = match after {
+        None => limit + 1,
+        Some(_) => MAX_HISTORY,
+    };
+    let mut tenures = shared.api.authority.history(&key, ask).await?;
+    if let Some(after) = after {
+        tenures.retain(|t| t.epoch.0 < after);
+    }
+    tenures.truncate(limit + 1);
+    let tenures = tenures.into_iter().map(TenureView::from).collect();
+    Ok(Json(ListPage::from_one_more(tenures, limit, |t| t.epoch)))
 }
 
 #[cfg(test)]

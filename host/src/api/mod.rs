@@ -9,6 +9,18 @@
 //!
 //! # Endpoints
 //!
+//! The reference is the OpenAPI document `docs/openapi.json`, compiled in
+//! and served at `GET /v1/openapi.json` ([`openapi`]); the tests hold it to
+//! the routes [`router`] serves, in both directions, and to the shapes of
+//! real answers. Routes are added only through `Routes::add`, which
+//! records each one for that comparison.
+//!
+//! Every list answers one envelope, `{"items": [...], "next": <cursor> |
+//! null}` ([`page`]): `limit` is 1 to [`crate::limits::MAX_PAGE_SIZE`],
+//! default [`crate::limits::DEFAULT_PAGE_SIZE`]; `next` is the cursor of
+//! the page's last item, to pass as `after` for the following page, and
+//! `null` when nothing more was there.
+//!
 //! Every error is `{"error": "<what happened and what to do>", "code":
 //! "<machine-readable>"}` with codes `invalid_request` (400),
 //! `unauthorized` (401), `not_found` (404), `method_not_allowed` (405),
@@ -37,9 +49,12 @@
 //!   while the database is unreachable or refuses writes and returns when
 //!   it is back.
 //! - `GET /metrics`: Prometheus text; see [`metrics`].
-//! - `GET /v1/leases`: `[{"name", "holder", "epoch", "acquired_at",
-//!   "expires_at", "held_here", "active", "crash_detection",
-//!   "holder_session"}]` sorted by name. `held_here`: this replica's own
+//! - `GET /v1/openapi.json`: the OpenAPI document (exempt from the request
+//!   budgets, like the three above).
+//! - `GET /v1/leases[?after=NAME][&limit=N]`: a page of `{"name", "holder",
+//!   "epoch", "acquired_at", "expires_at", "held_here", "active",
+//!   "crash_detection", "holder_session"}` by name; `next` is a lease name.
+//!   `held_here`: this replica's own
 //!   supervisor leads the lease now, at that epoch (never decided by
 //!   comparing holder names); `active`: someone does (not released, not
 //!   expired); `crash_detection`: how the current tenure may be taken over
@@ -47,25 +62,24 @@
 //!   `{"pid", "backend_start"}` of the holder's liveness session the grant
 //!   was made under (`backend_start` null unless its host registered that
 //!   session), or null when unknown.
-//! - `GET /v1/leases/{name}/history[?limit=N]`: tenures newest first,
-//!   `[{"epoch", "holder", "endpoint", "acquired_at", "ended_at",
-//!   "end_reason", "writes", "last_write_at", "outbound_requests",
-//!   "last_outbound_at"}]`; `ended_at`, `end_reason`, `last_write_at` and
+//! - `GET /v1/leases/{name}/history[?after=EPOCH][&limit=N]`: a page of
+//!   tenures newest first, `{"epoch", "holder", "endpoint", "acquired_at",
+//!   "ended_at", "end_reason", "writes", "last_write_at",
+//!   "outbound_requests", "last_outbound_at"}`; `next` is an epoch and
+//!   `after=E` lists the tenures below epoch E, reaching back over the
+//!   newest [`crate::limits::MAX_HISTORY`] the authority keeps readable.
+//!   `ended_at`, `end_reason`, `last_write_at` and
 //!   `last_outbound_at` are null while unknown. `outbound_requests` (the
 //!   guests' HTTP requests that left the host) and `last_outbound_at` (by
 //!   the sending host's clock) are recorded when the tenure ends: 0 and
 //!   null while it runs, or if its host died first. A lease that was never
-//!   granted has no tenures: `200 []`, not 404 (a configured controller
-//!   that has not run yet is not an error). `limit` defaults to and is at
-//!   most [`crate::limits::MAX_HISTORY`].
+//!   granted has no tenures: 200 with no items, not 404 (a configured
+//!   controller that has not run yet is not an error).
 //! - `GET /v1/objects/{kind}/{name}`: `{"kind", "name", "version",
 //!   "value"}` where `value` is the stored JSON value itself (not a
 //!   string), with `ETag: "<version>"`; 404 if absent.
-//! - `GET /v1/objects/{kind}[?after=NAME][&limit=N]`: `{"items": [object,
-//!   ...], "next": "NAME" | null}` in name order; pass `next` as `after`
-//!   for the following page. `limit`: 1 to
-//!   [`crate::limits::MAX_PAGE_SIZE`], default
-//!   [`crate::limits::DEFAULT_PAGE_SIZE`].
+//! - `GET /v1/objects/{kind}[?after=NAME][&limit=N]`: a page of objects in
+//!   name order; `next` is an object name.
 //! - `PUT /v1/objects/{kind}/{name}`: the body is the JSON value (any
 //!   content type). Preconditions: `If-Match: <version>` (or `"<version>"`)
 //!   replaces only that version; `If-Match: 0` or `If-None-Match: *`
@@ -78,13 +92,14 @@
 //! - `DELETE /v1/objects/{kind}/{name}`: optional `If-Match: <version>` or
 //!   `*`; 204, 404 if absent without `If-Match`, 409 when `If-Match` fails
 //!   (another version, or absent).
-//! - `GET /v1/events?after=SEQ[&limit=N][&wait=DURATION]`: events with
-//!   `seq > SEQ` (default 0) in commit order, `[{"seq", "revision", "at",
-//!   "kind", "name", "reason", "message", "origin": {"by": "api"} | {"by":
-//!   "guest", "lease", "epoch", "holder"}}]`. With `wait` (e.g. `10s`,
-//!   capped at [`crate::timeouts::EVENTS_LONG_POLL_MAX`]) the request is
-//!   held until such events exist or the wait ends (then `[]`); a replica
-//!   that is stopping answers held polls at once with `[]`.
+//! - `GET /v1/events[?after=SEQ][&limit=N][&wait=DURATION]`: a page of the
+//!   events with `seq > SEQ` (default 0) in commit order, `{"seq",
+//!   "revision", "at", "kind", "name", "reason", "message", "origin":
+//!   {"by": "api"} | {"by": "guest", "lease", "epoch", "holder"}}`; `next`
+//!   is a `seq`. With `wait` (e.g. `10s`, capped at
+//!   [`crate::timeouts::EVENTS_LONG_POLL_MAX`]) the request is held until
+//!   such events exist or the wait ends (then no items); a replica that is
+//!   stopping answers held polls at once with no items.
 //!
 //! `PUT` and `DELETE` need `Authorization: Bearer <token>` when a token is
 //! configured (401 otherwise); reads are open. A request with more than one
@@ -112,8 +127,8 @@
 //! held long poll costs a task, not a database connection, and must not
 //! crowd out other reads). Beyond a budget a request is answered 503
 //! `overloaded` with `Retry-After: 1` and nothing done, counted in
-//! `leasehold_http_overloaded_total{budget}`. `/healthz`, `/readyz` and
-//! `/metrics` are exempt. None of this touches leases: the lease authority
+//! `leasehold_http_overloaded_total{budget}`. `/healthz`, `/readyz`,
+//! `/metrics` and `/v1/openapi.json` are exempt. None of this touches leases: the lease authority
 //! has its own database connections, apart from the pool the API and the
 //! store share.
 
@@ -124,6 +139,8 @@ mod health;
 mod leases;
 pub mod metrics;
 mod objects;
+mod openapi;
+mod page;
 pub mod serve;
 #[cfg(test)]
 mod tests;
@@ -134,10 +151,11 @@ use std::time::Duration;
 use axum::Router;
 use axum::body::{Body, HttpBody};
 use axum::extract::{DefaultBodyLimit, Request, State};
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::handler::Handler;
+use axum::http::{HeaderValue, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
+use axum::routing::{MethodFilter, on};
 use chrono::{DateTime, SecondsFormat, Utc};
 use futures::StreamExt;
 
@@ -242,31 +260,96 @@ fn build_limited(
         requests,
         events,
     });
-    Router::new()
-        .route("/v1/leases", get(leases::list))
-        .route("/v1/leases/{name}/history", get(leases::history))
-        .route("/v1/objects/{kind}", get(objects::list))
-        .route(
-            "/v1/objects/{kind}/{name}",
-            get(objects::get).put(objects::put).delete(objects::delete),
-        )
-        .route("/v1/events", get(events::list))
+    assemble(shared, body_read).0
+}
+
+/// The routes [`router`] serves, as `(method, path template)`, from the
+/// same [`assemble`] that builds it.
+#[cfg(test)]
+fn served_routes(state: ApiState) -> Vec<(Method, &'static str)> {
+    let shared: AppState = Arc::new(Shared {
+        api: state,
+        probe: health::Probe::new(READINESS_PROBE_TIMEOUT, READINESS_PROBE_MAX_AGE),
+        requests: Arc::new(serve::Limiter::new(
+            "requests",
+            serve::RequestLimits::REQUESTS,
+        )),
+        events: Arc::new(serve::Limiter::new("events", serve::RequestLimits::EVENTS)),
+    });
+    assemble(shared, crate::timeouts::HTTP_BODY_READ).1
+}
+
+/// The router under construction and every route added to it, one method
+/// at a time: the list the OpenAPI test compares with the document is the
+/// one the router was built from. Add routes only through [`Routes::add`].
+struct Routes {
+    router: Router<AppState>,
+    added: Vec<(Method, &'static str)>,
+}
+
+impl Routes {
+    fn new() -> Self {
+        Self {
+            router: Router::new(),
+            added: Vec::new(),
+        }
+    }
+
+    /// Serve `method` on `path` with `handler`; methods added to the same
+    /// path join it (axum merges them).
+    fn add<H, T>(mut self, method: Method, path: &'static str, handler: H) -> Self
+    where
+        H: Handler<T, AppState>,
+        T: 'static,
+    {
+        let filter = MethodFilter::try_from(method.clone())
+            .unwrap_or_else(|_| panic!("axum cannot route {method} (adding {path})"));
+        self.router = self.router.route(path, on(filter, handler));
+        self.added.push((method, path));
+        self
+    }
+
+    /// Apply `wrap` to the router as it is (a `route_layer` then covers the
+    /// routes added so far).
+    fn wrap(mut self, wrap: impl FnOnce(Router<AppState>) -> Router<AppState>) -> Self {
+        self.router = wrap(self.router);
+        self
+    }
+}
+
+/// The whole router, and its routes as `(method, path template)`. The one
+/// place routes are added.
+fn assemble(shared: AppState, body_read: Duration) -> (Router, Vec<(Method, &'static str)>) {
+    let routes = Routes::new()
+        .add(Method::GET, "/v1/leases", leases::list)
+        .add(Method::GET, "/v1/leases/{name}/history", leases::history)
+        .add(Method::GET, "/v1/objects/{kind}", objects::list)
+        .add(Method::GET, "/v1/objects/{kind}/{name}", objects::get)
+        .add(Method::PUT, "/v1/objects/{kind}/{name}", objects::put)
+        .add(Method::DELETE, "/v1/objects/{kind}/{name}", objects::delete)
+        .add(Method::GET, "/v1/events", events::list)
         // Only the routes above (`route_layer` wraps the routes added so
         // far), innermost: a request refused for its token or its body
         // takes no slot, and one refused here had its body read, so its
         // connection stays usable.
-        .route_layer(axum::middleware::from_fn_with_state(
-            shared.clone(),
-            limit_requests,
-        ))
+        .wrap(|router| {
+            router.route_layer(axum::middleware::from_fn_with_state(
+                shared.clone(),
+                limit_requests,
+            ))
+        })
         // Exempt from the request budgets: no database work beyond the one
         // shared, cached readiness probe, so they cannot add load that
         // grows with a flood, and they are what orchestrators and
         // monitoring read to judge a host under load (a busy host must not
-        // look dead, and its overload counter must stay readable).
-        .route("/healthz", get(health::healthz))
-        .route("/readyz", get(health::readyz))
-        .route("/metrics", get(metrics::handler))
+        // look dead, and its overload counter must stay readable). The
+        // OpenAPI document is a constant.
+        .add(Method::GET, "/healthz", health::healthz)
+        .add(Method::GET, "/readyz", health::readyz)
+        .add(Method::GET, "/metrics", metrics::handler)
+        .add(Method::GET, openapi::PATH, openapi::document);
+    let router = routes
+        .router
         // Innermost of the rest: only a request that passed the token
         // check has its body read.
         .route_layer(axum::middleware::from_fn_with_state(
@@ -282,7 +365,8 @@ fn build_limited(
         .fallback(error::not_found)
         .method_not_allowed_fallback(error::method_not_allowed)
         .layer(DefaultBodyLimit::max(crate::limits::HTTP_BODY_BYTES))
-        .with_state(shared)
+        .with_state(shared);
+    (router, routes.added)
 }
 
 /// Serve the request within its budget ([`serve::Limiter`]): events in

@@ -22,7 +22,8 @@ use serde::{Deserialize, Serialize};
 
 use super::AppState;
 use super::error::ApiError;
-use crate::limits::{DEFAULT_PAGE_SIZE, HTTP_BODY_BYTES, MAX_PAGE_SIZE, PUT_ATTEMPTS};
+use super::page::{self, ListPage};
+use crate::limits::{HTTP_BODY_BYTES, PUT_ATTEMPTS};
 use crate::names::check_label;
 use crate::store::{Object, ObjectKey, StoreError};
 
@@ -151,35 +152,21 @@ pub(super) struct ListQuery {
     limit: Option<String>,
 }
 
-/// `GET /v1/objects/{kind}`.
-#[derive(Debug, Serialize)]
-pub(super) struct ListView {
-    items: Vec<ObjectView>,
-    next: Option<String>,
-}
+/// `GET /v1/objects/{kind}`: one page of objects, by name.
+pub(super) type ObjectsPage = ListPage<ObjectView, String>;
 
 pub(super) async fn list(
     State(shared): State<AppState>,
     kind: Result<Path<String>, PathRejection>,
     query: Result<Query<ListQuery>, QueryRejection>,
-) -> Result<Json<ListView>, ApiError> {
+) -> Result<Json<ObjectsPage>, ApiError> {
     let Path(kind) = kind.map_err(|e| ApiError::invalid(e.body_text()))?;
     let Query(query) = query.map_err(|e| ApiError::invalid(e.body_text()))?;
     check_label("object kind", &kind)?;
     if let Some(after) = query.after.as_deref() {
         check_label("object name (after)", after)?;
     }
-    let limit = match query.limit.as_deref() {
-        None => DEFAULT_PAGE_SIZE,
-        Some(text) => match text.parse::<usize>() {
-            Ok(n) if (1..=MAX_PAGE_SIZE).contains(&n) => n,
-            _ => {
-                return Err(ApiError::invalid(format!(
-                    "limit {text:?} must be a number from 1 to {MAX_PAGE_SIZE}"
-                )));
-            }
-        },
-    };
+    let limit = page::limit(query.limit.as_deref())?;
     let page = shared
         .api
         .store
@@ -190,7 +177,7 @@ pub(super) async fn list(
         .into_iter()
         .map(ObjectView::try_from)
         .collect::<Result<_, _>>()?;
-    Ok(Json(ListView {
+    Ok(Json(ListPage {
         items,
         next: page.next,
     }))

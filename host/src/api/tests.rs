@@ -617,7 +617,10 @@ async fn metrics_label_every_series_with_its_controller() {
 #[tokio::test]
 async fn leases_show_who_holds_what_and_whether_it_is_here() {
     let h = host().await;
-    assert_eq!(get(h.addr, "/v1/leases").await.json(), json!([]));
+    assert_eq!(
+        get(h.addr, "/v1/leases").await.json(),
+        json!({"items": [], "next": null})
+    );
     let mine = grant(&h.authority, "scheduler", HERE).await;
     grant(&h.authority, "rollout", "replica-there").await;
     // `held_here` comes from this replica's own supervisor, not the name.
@@ -631,8 +634,9 @@ async fn leases_show_who_holds_what_and_whether_it_is_here() {
 
     let reply = get(h.addr, "/v1/leases").await;
     assert_eq!(reply.status, 200);
-    let leases = reply.json();
-    let leases = leases.as_array().unwrap();
+    let page = reply.json();
+    assert_eq!(page["next"], Value::Null, "{page}");
+    let leases = page["items"].as_array().unwrap();
     assert_eq!(leases.len(), 2);
     assert_eq!(leases[0]["name"], "rollout");
     assert_eq!(leases[0]["holder"], "replica-there");
@@ -649,7 +653,7 @@ async fn leases_show_who_holds_what_and_whether_it_is_here() {
         .release(&mine, EndReason::Released)
         .await
         .unwrap();
-    let leases = get(h.addr, "/v1/leases").await.json();
+    let leases = get(h.addr, "/v1/leases").await.json()["items"].clone();
     assert_eq!(leases[1]["holder"], HERE);
     assert_eq!(leases[1]["held_here"], false);
     assert_eq!(leases[1]["active"], false);
@@ -667,8 +671,9 @@ async fn history_lists_tenures_newest_first() {
 
     let reply = get(h.addr, "/v1/leases/scheduler/history").await;
     assert_eq!(reply.status, 200, "{}", reply.text());
-    let tenures = reply.json();
-    let tenures = tenures.as_array().unwrap();
+    let page = reply.json();
+    assert_eq!(page["next"], Value::Null, "{page}");
+    let tenures = page["items"].as_array().unwrap();
     assert_eq!(tenures.len(), 2);
     assert_eq!(tenures[0]["epoch"], 2);
     assert_eq!(tenures[0]["holder"], "replica-there");
@@ -704,12 +709,13 @@ async fn history_lists_tenures_newest_first() {
     let newest = get(h.addr, "/v1/leases/scheduler/history?limit=1")
         .await
         .json();
-    assert_eq!(newest.as_array().unwrap().len(), 1);
-    assert_eq!(newest[0]["epoch"], 2);
+    assert_eq!(newest["items"].as_array().unwrap().len(), 1);
+    assert_eq!(newest["items"][0]["epoch"], 2);
+    assert_eq!(newest["next"], 2);
 
     assert_eq!(
         get(h.addr, "/v1/leases/never-granted/history").await.json(),
-        json!([])
+        json!({"items": [], "next": null})
     );
     get(h.addr, "/v1/leases/Bad_Name/history")
         .await
@@ -988,10 +994,12 @@ async fn events_come_in_commit_order_after_a_cursor() {
 
     let reply = get(h.addr, "/v1/events?after=0").await;
     assert_eq!(reply.status, 200);
-    let events = reply.json();
-    let events = events.as_array().unwrap();
+    let page = reply.json();
+    assert_eq!(page["next"], Value::Null, "{page}");
+    let events = page["items"].as_array().unwrap();
     let seqs: Vec<u64> = events.iter().map(|e| e["seq"].as_u64().unwrap()).collect();
-    assert_eq!(seqs, [1, 2, 3]);
+    assert_eq!(seqs.len(), 3);
+    assert!(seqs.is_sorted() && seqs[0] > 0 && seqs[0] < seqs[1] && seqs[1] < seqs[2]);
     let reasons: Vec<&str> = events
         .iter()
         .map(|e| e["reason"].as_str().unwrap())
@@ -1002,10 +1010,18 @@ async fn events_come_in_commit_order_after_a_cursor() {
     assert_eq!(events[0]["origin"], json!({"by": "api"}));
     assert!(is_rfc3339_utc(&events[0]["at"]));
 
-    let later = get(h.addr, "/v1/events?after=1&limit=1").await.json();
-    assert_eq!(later.as_array().unwrap().len(), 1);
-    assert_eq!(later[0]["seq"], 2);
-    assert_eq!(get(h.addr, "/v1/events?after=3").await.json(), json!([]));
+    let later = get(h.addr, &format!("/v1/events?after={}&limit=1", seqs[0]))
+        .await
+        .json();
+    assert_eq!(later["items"].as_array().unwrap().len(), 1);
+    assert_eq!(later["items"][0]["seq"], seqs[1]);
+    assert_eq!(later["next"], seqs[1]);
+    assert_eq!(
+        get(h.addr, &format!("/v1/events?after={}", seqs[2]))
+            .await
+            .json(),
+        json!({"items": [], "next": null})
+    );
 
     get(h.addr, "/v1/events?after=-1")
         .await
@@ -1022,9 +1038,14 @@ async fn events_come_in_commit_order_after_a_cursor() {
 async fn a_long_poll_wakes_for_a_commit_after_it_found_nothing() {
     let h = host().await;
     put(h.addr, "/v1/objects/nodes/n1", &[], "{}").await;
+    // From the store itself: a read through the API would notify `read`
+    // before the poll is under way.
+    let first = h.store.inner.events(CLUSTER, 0, 1).await.unwrap()[0].seq;
     let reads_before = h.store.reads.load(Ordering::SeqCst);
     let read = h.store.read.notified();
-    let poll = tokio::spawn(call(h.addr, "GET", "/v1/events?after=1&wait=30s", &[], b""));
+    let addr = h.addr;
+    let poll =
+        tokio::spawn(async move { get(addr, &format!("/v1/events?after={first}&wait=30s")).await });
     // Write only once the poll has read and found nothing, so the answer
     // can only come from the wake-up path.
     tokio::time::timeout(Duration::from_secs(10), read)
@@ -1038,9 +1059,10 @@ async fn a_long_poll_wakes_for_a_commit_after_it_found_nothing() {
         .expect("the long poll answered within 10 s of the commit")
         .unwrap();
     assert_eq!(reply.status, 200);
-    let events = reply.json();
-    assert_eq!(events.as_array().unwrap().len(), 1, "{events}");
-    assert_eq!(events[0]["seq"], 2);
+    let page = reply.json();
+    let events = &page["items"];
+    assert_eq!(events.as_array().unwrap().len(), 1, "{page}");
+    assert!(events[0]["seq"].as_u64().unwrap() > first, "{page}");
     assert_eq!(events[0]["name"], "n2");
     assert!(h.store.reads.load(Ordering::SeqCst) >= reads_before + 2);
 }
@@ -1058,7 +1080,7 @@ async fn a_held_long_poll_answers_at_once_when_the_server_stops() {
         .expect("the held poll answered once the server began stopping")
         .unwrap();
     assert_eq!(reply.status, 200);
-    assert_eq!(reply.json(), json!([]));
+    assert_eq!(reply.json(), json!({"items": [], "next": null}));
 }
 
 #[tokio::test]
@@ -1067,7 +1089,7 @@ async fn a_long_poll_without_events_ends_empty_after_its_wait() {
     let started = std::time::Instant::now();
     let reply = get(h.addr, "/v1/events?after=0&wait=50ms").await;
     assert_eq!(reply.status, 200);
-    assert_eq!(reply.json(), json!([]));
+    assert_eq!(reply.json(), json!({"items": [], "next": null}));
     assert!(started.elapsed() >= Duration::from_millis(50));
 }
 
@@ -1429,4 +1451,435 @@ async fn stopping_closes_connections_without_a_request_in_flight_at_once() {
         .expect("the server stopped without waiting out idle connections")
         .unwrap();
     drop(silent);
+}
+
+// The list envelope and paging of every list.
+
+/// Follow `next` from `first` (a path without `after`) to the end; the
+/// items of every page in order, and how many pages it took.
+async fn read_all(addr: SocketAddr, first: &str) -> (Vec<Value>, usize) {
+    let joiner = if first.contains('?') { '&' } else { '?' };
+    let mut items = Vec::new();
+    let mut path = first.to_string();
+    let mut pages = 0;
+    loop {
+        let reply = get(addr, &path).await;
+        assert_eq!(reply.status, 200, "{path}: {}", reply.text());
+        let page = reply.json();
+        assert_eq!(
+            page.as_object().unwrap().len(),
+            2,
+            "{path}: only items and next: {page}"
+        );
+        items.extend(page["items"].as_array().unwrap().iter().cloned());
+        pages += 1;
+        assert!(pages < 100, "{path}: the pages never end");
+        match &page["next"] {
+            Value::Null => return (items, pages),
+            Value::String(name) => path = format!("{first}{joiner}after={name}"),
+            Value::Number(n) => path = format!("{first}{joiner}after={n}"),
+            other => panic!("{path}: next is {other}"),
+        }
+    }
+}
+
+#[tokio::test]
+async fn leases_list_in_pages_by_name() {
+    let h = host().await;
+    for name in ["e", "a", "c", "b", "d"] {
+        grant(&h.authority, name, "replica-there").await;
+    }
+    let first = get(h.addr, "/v1/leases?limit=2").await.json();
+    assert_eq!(first["items"][0]["name"], "a");
+    assert_eq!(first["items"][1]["name"], "b");
+    assert_eq!(first["next"], "b");
+    let (all, pages) = read_all(h.addr, "/v1/leases?limit=2").await;
+    let names: Vec<&str> = all.iter().map(|l| l["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["a", "b", "c", "d", "e"]);
+    assert_eq!(pages, 3);
+    // A full last page has no next: nothing more was there.
+    let last = get(h.addr, "/v1/leases?after=c&limit=2").await.json();
+    assert_eq!(last["items"].as_array().unwrap().len(), 2);
+    assert_eq!(last["next"], Value::Null, "{last}");
+    // The default page and the bounds.
+    let default = get(h.addr, "/v1/leases").await.json();
+    assert_eq!(default["items"].as_array().unwrap().len(), 5);
+    for bad in [
+        "limit=0",
+        "limit=501",
+        "limit=x",
+        "after=Bad_Name",
+        "after=",
+    ] {
+        get(h.addr, &format!("/v1/leases?{bad}"))
+            .await
+            .assert_error(400, "invalid_request");
+    }
+}
+
+#[tokio::test]
+async fn history_lists_in_pages_by_epoch_newest_first() {
+    let h = host().await;
+    for _ in 0..5 {
+        let fence = grant(&h.authority, "scheduler", HERE).await;
+        h.authority
+            .release(&fence, EndReason::Released)
+            .await
+            .unwrap();
+    }
+    let first = get(h.addr, "/v1/leases/scheduler/history?limit=2")
+        .await
+        .json();
+    assert_eq!(first["items"][0]["epoch"], 5);
+    assert_eq!(first["items"][1]["epoch"], 4);
+    assert_eq!(first["next"], 4);
+    // `after` follows the list's order: tenures below that epoch.
+    let second = get(h.addr, "/v1/leases/scheduler/history?after=4&limit=2")
+        .await
+        .json();
+    let epochs: Vec<u64> = second["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["epoch"].as_u64().unwrap())
+        .collect();
+    assert_eq!(epochs, [3, 2]);
+    assert_eq!(second["next"], 2);
+    let (all, pages) = read_all(h.addr, "/v1/leases/scheduler/history?limit=2").await;
+    let epochs: Vec<u64> = all.iter().map(|t| t["epoch"].as_u64().unwrap()).collect();
+    assert_eq!(epochs, [5, 4, 3, 2, 1]);
+    assert_eq!(pages, 3);
+    assert_eq!(
+        get(h.addr, "/v1/leases/scheduler/history?after=1")
+            .await
+            .json(),
+        json!({"items": [], "next": null})
+    );
+    for bad in ["after=-1", "after=x", "limit=501", "limit=0"] {
+        get(h.addr, &format!("/v1/leases/scheduler/history?{bad}"))
+            .await
+            .assert_error(400, "invalid_request");
+    }
+}
+
+#[tokio::test]
+async fn events_list_in_pages_and_next_is_null_only_at_the_end() {
+    let h = host().await;
+    let key = ObjectKey {
+        kind: "nodes".into(),
+        name: "n1".into(),
+    };
+    // One more event than the largest page: its `next` must be known even
+    // though the store's page cannot hold one more.
+    let total = crate::limits::MAX_PAGE_SIZE + 1;
+    for i in 0..total {
+        h.store
+            .put(CLUSTER, &key, &format!("{{\"i\": {i}}}"), None)
+            .await
+            .unwrap();
+    }
+    let largest = crate::limits::MAX_PAGE_SIZE;
+    let full = get(h.addr, &format!("/v1/events?limit={largest}"))
+        .await
+        .json();
+    let items = full["items"].as_array().unwrap();
+    assert_eq!(items.len(), largest);
+    let last = items[largest - 1]["seq"].as_u64().unwrap();
+    assert_eq!(full["next"], last, "more exist");
+    let rest = get(h.addr, &format!("/v1/events?after={last}"))
+        .await
+        .json();
+    assert_eq!(rest["items"].as_array().unwrap().len(), 1);
+    assert_eq!(rest["next"], Value::Null, "{rest}");
+    // Exactly the largest page to the end of the log: no next.
+    let first = items[0]["seq"].as_u64().unwrap();
+    let exact = get(h.addr, &format!("/v1/events?after={first}&limit={largest}"))
+        .await
+        .json();
+    assert_eq!(exact["items"].as_array().unwrap().len(), largest);
+    assert_eq!(exact["next"], Value::Null);
+    // The default page, then every page to the end, in order.
+    let default = get(h.addr, "/v1/events").await.json();
+    let page = crate::limits::DEFAULT_PAGE_SIZE;
+    assert_eq!(default["items"].as_array().unwrap().len(), page);
+    assert_eq!(default["next"], default["items"][page - 1]["seq"]);
+    let (all, pages) = read_all(h.addr, "/v1/events?limit=200").await;
+    let seqs: Vec<u64> = all.iter().map(|e| e["seq"].as_u64().unwrap()).collect();
+    assert_eq!(seqs.len(), total);
+    assert!(seqs.windows(2).all(|w| w[0] < w[1]), "in commit order");
+    assert_eq!(seqs[0], first);
+    assert_eq!(pages, total.div_ceil(200));
+    get(h.addr, "/v1/events?limit=501")
+        .await
+        .assert_error(400, "invalid_request");
+}
+
+// The OpenAPI document: the routes it lists, the shapes it gives.
+
+const HTTP_METHODS: [&str; 8] = [
+    "get", "put", "post", "delete", "patch", "head", "options", "trace",
+];
+
+fn documented_routes(doc: &Value) -> std::collections::BTreeSet<(String, String)> {
+    let mut routes = std::collections::BTreeSet::new();
+    for (template, item) in doc["paths"].as_object().expect("paths") {
+        for method in item.as_object().expect("a path item").keys() {
+            if HTTP_METHODS.contains(&method.as_str()) {
+                routes.insert((method.to_uppercase(), template.clone()));
+            }
+        }
+    }
+    routes
+}
+
+fn memory_state() -> ApiState {
+    let authority = Arc::new(MemoryAuthority::new());
+    ApiState {
+        cluster: CLUSTER.into(),
+        holder: HERE.into(),
+        status: Arc::new(Status::new(CLUSTER.into(), HERE.into(), &[])),
+        authority: authority.clone(),
+        store: Arc::new(MemoryStore::new(authority)),
+        token: None,
+        stopping: watch::channel(false).1,
+    }
+}
+
+#[tokio::test]
+async fn the_openapi_document_lists_exactly_the_routes_the_router_serves() {
+    let doc = super::openapi::check::document();
+    assert!(
+        doc["openapi"].as_str().is_some_and(|v| v.starts_with("3.")),
+        "{}",
+        doc["openapi"]
+    );
+    let documented = documented_routes(&doc);
+    let served: std::collections::BTreeSet<(String, String)> = served_routes(memory_state())
+        .into_iter()
+        .map(|(method, path)| (method.to_string(), path.to_string()))
+        .collect();
+    let undocumented: Vec<_> = served.difference(&documented).collect();
+    assert!(
+        undocumented.is_empty(),
+        "served but not in docs/openapi.json: {undocumented:?}"
+    );
+    let unserved: Vec<_> = documented.difference(&served).collect();
+    assert!(
+        unserved.is_empty(),
+        "in docs/openapi.json but not served: {unserved:?}"
+    );
+
+    // And the router answers each of them with its handler: neither the
+    // unknown-path fallback nor 405.
+    let h = host().await;
+    for (method, template) in &served {
+        let path = template.replace("{kind}", "nodes").replace("{name}", "n1");
+        let body: &[u8] = if method == "PUT" { b"{}" } else { b"" };
+        let reply = call(h.addr, method, &path, &[], body).await;
+        assert_ne!(reply.status, 405, "{method} {path}: {}", reply.text());
+        assert!(
+            !reply.text().contains("no endpoint at"),
+            "{method} {path} fell through to the fallback: {}",
+            reply.text()
+        );
+    }
+}
+
+#[tokio::test]
+async fn the_host_serves_the_document_the_repository_keeps() {
+    let h = host().await;
+    let reply = get(h.addr, super::openapi::PATH).await;
+    assert_eq!(reply.status, 200);
+    assert_eq!(reply.header("content-type"), Some("application/json"));
+    assert_eq!(reply.body, super::openapi::DOCUMENT.as_bytes());
+    assert_eq!(
+        reply.body,
+        std::fs::read(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/openapi.json"))
+            .expect("docs/openapi.json")
+    );
+}
+
+#[test]
+fn the_document_states_the_bounds_the_code_enforces() {
+    use crate::limits::{
+        DEFAULT_PAGE_SIZE, HTTP_BODY_BYTES, HTTP_MAX_EVENT_REQUESTS, HTTP_MAX_IN_FLIGHT,
+        HTTP_MAX_QUEUED, HTTP_OVERLOADED_RETRY_AFTER, HTTP_QUEUE_WAIT, MAX_PAGE_SIZE,
+        MAX_VALUE_BYTES,
+    };
+    let doc = super::openapi::check::document();
+    let limit = &doc["components"]["parameters"]["Limit"]["schema"];
+    assert_eq!(limit["minimum"], 1);
+    assert_eq!(limit["maximum"], MAX_PAGE_SIZE);
+    assert_eq!(limit["default"], DEFAULT_PAGE_SIZE);
+    assert_eq!(
+        doc["components"]["headers"]["RetryAfter"]["schema"]["const"],
+        HTTP_OVERLOADED_RETRY_AFTER.as_secs()
+    );
+    let wait = doc["components"]["parameters"]["Wait"]["description"]
+        .as_str()
+        .unwrap();
+    let longest = humantime::format_duration(crate::timeouts::EVENTS_LONG_POLL_MAX).to_string();
+    assert!(wait.contains(&longest), "{wait} lacks {longest}");
+    let text = doc["info"]["description"].as_str().unwrap();
+    for figure in [
+        format!("limit` is 1 to {MAX_PAGE_SIZE} (default {DEFAULT_PAGE_SIZE})"),
+        format!("at most {HTTP_BODY_BYTES} bytes"),
+        format!("at most {MAX_VALUE_BYTES} bytes"),
+        format!("At most {HTTP_MAX_IN_FLIGHT} `/v1` requests"),
+        format!(
+            "{HTTP_MAX_QUEUED} more wait up to {} ms",
+            HTTP_QUEUE_WAIT.as_millis()
+        ),
+        format!("budget of {HTTP_MAX_EVENT_REQUESTS} at once"),
+        format!(
+            "within {} of the end of the header",
+            humantime::format_duration(crate::timeouts::HTTP_BODY_READ)
+        ),
+    ] {
+        assert!(text.contains(&figure), "the description lacks {figure:?}");
+    }
+}
+
+/// Check `reply` against what the document gives for `method` on
+/// `template` with the reply's status.
+#[track_caller]
+fn assert_documented(doc: &Value, method: &str, template: &str, reply: &Reply) {
+    let schema = super::openapi::check::response_schema(
+        doc,
+        &method.to_lowercase(),
+        template,
+        reply.status,
+        "application/json",
+    );
+    let value = reply.json();
+    if let Err(why) = super::openapi::check::validate(doc, &schema, &value) {
+        panic!(
+            "{method} {template} answered {} off the document: {why}",
+            reply.status
+        );
+    }
+}
+
+#[tokio::test]
+async fn real_responses_have_the_documented_shapes() {
+    let doc = super::openapi::check::document();
+    let h = host_with(Some("s3cret-token"), READINESS_PROBE_MAX_AGE).await;
+    let auth = [("Authorization", "Bearer s3cret-token")];
+    let one = "/v1/objects/{kind}/{name}";
+
+    // Objects: created, replaced, read, listed; and the errors.
+    let created = put(h.addr, "/v1/objects/nodes/n1", &auth, r#"{"capacity": 2}"#).await;
+    assert_eq!(created.status, 201);
+    assert_documented(&doc, "PUT", one, &created);
+    let replaced = put(h.addr, "/v1/objects/nodes/n1", &auth, "[1, 2]").await;
+    assert_eq!(replaced.status, 200);
+    assert_documented(&doc, "PUT", one, &replaced);
+    put(h.addr, "/v1/objects/nodes/n2", &auth, "null").await;
+    let read = get(h.addr, "/v1/objects/nodes/n1").await;
+    assert_documented(&doc, "GET", one, &read);
+    let listed = get(h.addr, "/v1/objects/nodes?limit=1").await;
+    assert!(listed.json()["next"].is_string());
+    assert_documented(&doc, "GET", "/v1/objects/{kind}", &listed);
+    let last = get(h.addr, "/v1/objects/nodes?after=n1").await;
+    assert!(last.json()["next"].is_null());
+    assert_documented(&doc, "GET", "/v1/objects/{kind}", &last);
+    for (method, path, headers, body, status) in [
+        ("GET", "/v1/objects/nodes/absent", &[][..], "", 404),
+        ("GET", "/v1/objects/nodes/Bad_Name", &[][..], "", 400),
+        ("PUT", "/v1/objects/nodes/n1", &[][..], "{}", 401),
+        ("PUT", "/v1/objects/nodes/n1", &auth[..], "{oops", 400),
+        ("DELETE", "/v1/objects/nodes/n1", &[][..], "", 401),
+    ] {
+        let reply = call(h.addr, method, path, headers, body.as_bytes()).await;
+        assert_eq!(reply.status, status, "{method} {path}: {}", reply.text());
+        assert_documented(&doc, method, one, &reply);
+    }
+    let conflict = call(
+        h.addr,
+        "PUT",
+        "/v1/objects/nodes/n1",
+        &[auth[0], ("If-Match", "1")],
+        b"{}",
+    )
+    .await;
+    assert_eq!(conflict.status, 409);
+    assert_documented(&doc, "PUT", one, &conflict);
+
+    // Events: api origins and guest origins.
+    let fence = grant(&h.authority, "scheduler", HERE).await;
+    h.store
+        .commit_fenced(
+            &fence,
+            &[],
+            &[NewEvent {
+                key: ObjectKey {
+                    kind: "nodes".into(),
+                    name: "n1".into(),
+                },
+                reason: "Checked".into(),
+                message: "by the guest".into(),
+            }],
+        )
+        .await
+        .unwrap();
+    let events = get(h.addr, "/v1/events?limit=2").await;
+    assert!(events.json()["next"].is_number());
+    assert_documented(&doc, "GET", "/v1/events", &events);
+    let events = get(h.addr, "/v1/events?after=2").await;
+    let origins: Vec<Value> = events.json()["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["origin"]["by"].clone())
+        .collect();
+    assert!(origins.contains(&json!("guest")), "{origins:?}");
+    assert_documented(&doc, "GET", "/v1/events", &events);
+    let bad = get(h.addr, "/v1/events?after=x").await;
+    assert_documented(&doc, "GET", "/v1/events", &bad);
+
+    // Leases and history, with a tenure ended and one running.
+    h.authority
+        .release(&fence, EndReason::Released)
+        .await
+        .unwrap();
+    grant(&h.authority, "scheduler", HERE).await;
+    grant(&h.authority, "rollout", "replica-there").await;
+    let leases = get(h.addr, "/v1/leases?limit=1").await;
+    assert!(leases.json()["next"].is_string());
+    assert_documented(&doc, "GET", "/v1/leases", &leases);
+    let leases = get(h.addr, "/v1/leases?after=rollout").await;
+    assert_documented(&doc, "GET", "/v1/leases", &leases);
+    let history = get(h.addr, "/v1/leases/scheduler/history?limit=1").await;
+    assert!(history.json()["next"].is_number());
+    assert_documented(&doc, "GET", "/v1/leases/{name}/history", &history);
+    let history = get(h.addr, "/v1/leases/scheduler/history?after=2").await;
+    assert_eq!(history.json()["items"][0]["end_reason"], "released");
+    assert_documented(&doc, "GET", "/v1/leases/{name}/history", &history);
+
+    // Readiness, ready and not.
+    h.status
+        .controller("scheduler")
+        .unwrap()
+        .set(ControllerState::Leading {
+            epoch: 2,
+            problem: Some("restarting".into()),
+        });
+    h.status
+        .controller("rollout")
+        .unwrap()
+        .set(ControllerState::Standby {
+            holder: Some("replica-there".into()),
+        });
+    let ready = get(h.addr, "/readyz").await;
+    assert_eq!(ready.status, 200, "{}", ready.text());
+    assert_documented(&doc, "GET", "/readyz", &ready);
+    h.status
+        .controller("rollout")
+        .unwrap()
+        .set(ControllerState::Failing {
+            reason: "cannot compile".into(),
+        });
+    let unready = get(h.addr, "/readyz").await;
+    assert_eq!(unready.status, 503, "{}", unready.text());
+    assert_documented(&doc, "GET", "/readyz", &unready);
 }
