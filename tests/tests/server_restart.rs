@@ -5,8 +5,9 @@
 //! scheduler assigns a stream of tasks.
 //!
 //! Every session of every host dies at once, the liveness sessions among
-//! them: each holder revokes its guests, and every lease is granted again
-//! under a new session at a higher epoch, to one host only. The checker
+//! them: each holder gives its leases up for that reason (`claim_lost`),
+//! and every lease is granted again under a new session at a higher epoch,
+//! to one host only. The checker
 //! then finds no write outside its tenure, and every acknowledged task is
 //! assigned once.
 
@@ -93,6 +94,23 @@ async fn a_server_restart_ends_every_tenure_and_each_lease_is_held_once_again() 
             session, old_session,
             "{lease}: granted again under the dead session"
         );
+        // The holder heard of it itself: its liveness session ended with
+        // the server, and it gave the lease up for that reason (L8), not
+        // at a renew deadline or by a refused renewal.
+        let replica = &rig.hosts[old_leader].replica;
+        eventually(
+            &format!("host-{old_leader} counts the loss of {lease} as claim_lost"),
+            secs(20),
+            || async {
+                replica
+                    .metric(&format!(
+                        "leasehold_losses_total{{controller=\"{lease}\",reason=\"claim_lost\"}}"
+                    ))
+                    .await
+                    .filter(|n| *n >= 1.0)
+            },
+        )
+        .await;
         // Held once: one host leads it, the others stand by.
         eventually(
             &format!("exactly one host leads {lease}"),
