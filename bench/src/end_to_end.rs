@@ -128,7 +128,7 @@ async fn events(addr: &str, after: u64) -> Result<Vec<Seen>> {
     }
     let json = response.json()?;
     let mut seen = Vec::new();
-    for event in json.as_array().into_iter().flatten() {
+    for event in json["items"].as_array().into_iter().flatten() {
         let text = |field: &str| event[field].as_str().unwrap_or_default().to_string();
         seen.push(Seen {
             seq: event["seq"].as_u64().context("event without seq")?,
@@ -192,10 +192,11 @@ async fn last_seq(addr: &str) -> Result<u64> {
         )
         .await?;
         let json = response.json()?;
-        let page = json.as_array().cloned().unwrap_or_default();
-        match page.last().and_then(|e| e["seq"].as_u64()) {
-            Some(seq) => after = seq,
-            None => return Ok(after),
+        let page = json["items"].as_array().cloned().unwrap_or_default();
+        after = page.last().and_then(|e| e["seq"].as_u64()).unwrap_or(after);
+        // `next` is null once the page reached the end of the log.
+        if json["next"].is_null() {
+            return Ok(after);
         }
     }
 }

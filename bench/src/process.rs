@@ -17,6 +17,8 @@ use crate::support;
 const POLL: Duration = Duration::from_millis(10);
 /// Lines of a replica's log shown when it misbehaves.
 const LOG_TAIL_LINES: usize = 30;
+/// Leases read per `/v1/leases` page (the API's largest page).
+const LEASE_PAGE: usize = 500;
 
 /// A loopback port nobody listens on right now.
 pub fn free_port() -> Result<u16> {
@@ -149,16 +151,24 @@ impl Replica {
             .map(str::to_string)
     }
 
-    /// How many leases `/v1/leases` says this replica holds.
+    /// How many leases `/v1/leases` says this replica holds, over every
+    /// page of the list.
     pub async fn leases_held(&self) -> Option<usize> {
-        let response = http::get(&self.addr, "/v1/leases").await.ok()?;
-        let json = response.json().ok()?;
-        Some(
-            json.as_array()?
+        let mut held = 0;
+        let mut path = format!("/v1/leases?limit={LEASE_PAGE}");
+        loop {
+            let response = http::get(&self.addr, &path).await.ok()?;
+            let page = response.json().ok()?;
+            held += page["items"]
+                .as_array()?
                 .iter()
                 .filter(|l| l["held_here"] == true)
-                .count(),
-        )
+                .count();
+            match page["next"].as_str() {
+                Some(after) => path = format!("/v1/leases?limit={LEASE_PAGE}&after={after}"),
+                None => return Some(held),
+            }
+        }
     }
 
     /// Resident set size of the process, from procfs.

@@ -357,10 +357,23 @@ impl Replica {
         }
     }
 
-    /// `/v1/leases` as JSON.
+    /// Every lease `/v1/leases` lists, as one JSON array: the `items` of
+    /// each page, following `next` to the last page.
     pub async fn leases(&self) -> Option<serde_json::Value> {
-        let r = http::get(&self.addr, "/v1/leases").await.ok()?;
-        (r.status == 200).then(|| r.json())
+        let mut leases = Vec::new();
+        let mut path = "/v1/leases".to_string();
+        loop {
+            let r = http::get(&self.addr, &path).await.ok()?;
+            if r.status != 200 {
+                return None;
+            }
+            let page = r.json();
+            leases.extend(page["items"].as_array()?.iter().cloned());
+            match page["next"].as_str() {
+                Some(after) => path = format!("/v1/leases?after={after}"),
+                None => return Some(serde_json::Value::Array(leases)),
+            }
+        }
     }
 
     /// Whether this replica holds `lease` now, by its own API.

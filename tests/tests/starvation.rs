@@ -351,7 +351,7 @@ async fn an_api_flood_costs_no_lease() {
         .await
         .expect("history")
         .json();
-    let tenures = history.as_array().expect("a list of tenures");
+    let tenures = history["items"].as_array().expect("a page of tenures");
     assert_eq!(tenures.len(), 1, "one tenure only: {history}");
     assert_eq!(tenures[0]["epoch"].as_u64(), Some(epoch), "{history}");
     assert!(tenures[0]["ended_at"].is_null(), "{history}");

@@ -216,8 +216,8 @@ impl Host {
             NOTICE,
             || async {
                 let r = http::get(&self.addr, "/v1/leases").await.ok()?;
-                let leases: serde_json::Value = serde_json::from_str(&r.body).ok()?;
-                leases
+                let page: serde_json::Value = serde_json::from_str(&r.body).ok()?;
+                page["items"]
                     .as_array()?
                     .iter()
                     .any(|l| l["name"] == lease && l["held_here"] == true)
