@@ -33,6 +33,7 @@ pub const MIGRATIONS: &[(i32, &str)] = &[
     (4, include_str!("../migrations/0004_tenure_snapshots.sql")),
     (5, include_str!("../migrations/0005_tenure_outbound.sql")),
     (6, include_str!("../migrations/0006_hosts.sql")),
+    (7, include_str!("../migrations/0007_change_feed.sql")),
 ];
 
 /// Database setup failures.

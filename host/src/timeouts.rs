@@ -135,6 +135,12 @@ declare_timeouts! {
     /// Fallback poll of the change feed when no notification arrives
     /// (notifications can be lost across a reconnect).
     FEED_POLL = Duration::from_secs(1);
+    /// First re-read of the change feed while a commit in flight holds its
+    /// high-water mark below the positions handed out (doubling while the
+    /// mark does not move, up to [`FEED_POLL`]): a commit that rolls back
+    /// sends no notification, and the commits behind it must not wait a
+    /// whole poll for that.
+    FEED_SETTLE = Duration::from_millis(5);
 
     // Floors and ceilings of the configurable durations. `leasehold check`
     // refuses a value outside them, naming the key, the bound and the

@@ -748,6 +748,17 @@ impl Store for FaultyStore {
         self.inner.events(cluster, after, limit).await
     }
 
+    async fn changes(
+        &self,
+        cluster: &str,
+        kinds: &[String],
+        after: u64,
+        limit: usize,
+    ) -> Result<leasehold_host::store::ChangePage, StoreError> {
+        self.check_available()?;
+        self.inner.changes(cluster, kinds, after, limit).await
+    }
+
     fn watch(&self, cluster: &str) -> watch::Receiver<u64> {
         self.inner.watch(cluster)
     }

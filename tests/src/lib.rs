@@ -269,6 +269,16 @@ impl Store for HookedStore {
         self.inner.events(cluster, after, limit).await
     }
 
+    async fn changes(
+        &self,
+        cluster: &str,
+        kinds: &[String],
+        after: u64,
+        limit: usize,
+    ) -> Result<leasehold_host::store::ChangePage, StoreError> {
+        self.inner.changes(cluster, kinds, after, limit).await
+    }
+
     fn watch(&self, cluster: &str) -> watch::Receiver<u64> {
         self.inner.watch(cluster)
     }

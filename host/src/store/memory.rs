@@ -4,7 +4,11 @@
 //! memory store serve different state (docs/design.md, point 7), and nothing
 //! survives a restart. Semantics are the PostgreSQL backend's: the same
 //! validation and precondition rules ([`super::validate`], [`super::plan`]),
-//! one revision per commit, gap-free event sequence numbers per cluster.
+//! one revision per commit and one position per object change and per
+//! event, all from one series shared by every cluster of the store (so a
+//! cluster's numbers have gaps, as in PostgreSQL). A commit is applied
+//! whole under the store's lock, so the high-water mark is always the last
+//! number given out: readers see every commit at once or not at all.
 //!
 //! Fenced commits run inside the memory authority's lock
 //! ([`FenceLock::while_fenced`]), which is what a `FOR KEY SHARE` lease row is
@@ -25,12 +29,24 @@ use crate::fence::Fence;
 
 use super::plan::{Batch, Planned};
 use super::validate::{check_cluster, check_key, page_limit};
-use super::{Committed, Event, NewEvent, Object, ObjectKey, Op, Origin, Page, Store, StoreError};
+use super::{
+    Change, ChangeKind, ChangePage, Committed, Event, NewEvent, Object, ObjectKey, Op, Origin,
+    Page, Store, StoreError,
+};
 
 /// State of every cluster, in memory.
 pub struct MemoryStore {
     fences: Arc<dyn FenceLock>,
-    clusters: Mutex<HashMap<String, ClusterState>>,
+    clusters: Mutex<Clusters>,
+}
+
+/// Every cluster's state, and the store's one series of numbers.
+#[derive(Default)]
+struct Clusters {
+    /// The last number given out (revision or position); 0 before the
+    /// first commit.
+    last: u64,
+    by_name: HashMap<String, ClusterState>,
 }
 
 impl std::fmt::Debug for MemoryStore {
@@ -40,14 +56,14 @@ impl std::fmt::Debug for MemoryStore {
 }
 
 struct ClusterState {
-    /// Revision of the last commit; 0 before the first.
-    revision: u64,
     /// Ordered by (kind, name), byte-wise: the order PostgreSQL's `C`
     /// collation gives the same names.
     objects: BTreeMap<ObjectKey, Stored>,
-    /// Event `seq` n is at index n - 1.
+    /// In position order.
+    changes: Vec<Change>,
+    /// In `seq` order.
     events: Vec<Event>,
-    /// The last event seq, for watchers.
+    /// The last change or event position, for watchers.
     feed: watch::Sender<u64>,
 }
 
@@ -60,8 +76,8 @@ struct Stored {
 impl ClusterState {
     fn new() -> Self {
         Self {
-            revision: 0,
             objects: BTreeMap::new(),
+            changes: Vec::new(),
             events: Vec::new(),
             feed: watch::channel(0).0,
         }
@@ -78,7 +94,7 @@ impl MemoryStore {
         );
         Self {
             fences,
-            clusters: Mutex::new(HashMap::new()),
+            clusters: Mutex::new(Clusters::default()),
         }
     }
 
@@ -88,6 +104,7 @@ impl MemoryStore {
         check_key(key)?;
         Ok(self
             .lock()
+            .by_name
             .get(cluster)
             .and_then(|c| c.objects.get(key))
             .map(|o| o.written_by.clone()))
@@ -96,28 +113,33 @@ impl MemoryStore {
     /// The map is only mutated after every check of a commit has passed
     /// (see [`Self::apply`]), so a panic elsewhere cannot leave a half-made
     /// commit behind a poisoned lock: recovering the guard is safe.
-    fn lock(&self) -> MutexGuard<'_, HashMap<String, ClusterState>> {
+    fn lock(&self) -> MutexGuard<'_, Clusters> {
         self.clusters.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Resolve and apply one batch atomically under the store lock.
     fn apply(&self, batch: &Batch) -> Result<Committed, StoreError> {
         let mut clusters = self.lock();
-        let state = clusters
+        let Clusters { last, by_name } = &mut *clusters;
+        let state = by_name
             .entry(batch.cluster.clone())
             .or_insert_with(ClusterState::new);
         let plan = batch.resolve(|key| state.objects.get(key).map(|o| o.version))?;
         // Nothing below can fail: the commit is all or nothing.
-        let revision = state.revision + 1;
+        let mut next = || {
+            *last += 1;
+            *last
+        };
+        let revision = next();
         let at = Utc::now();
         for write in &plan.writes {
-            match *write {
+            let (key, change, version) = match *write {
                 Planned::Create { key, value } | Planned::Update { key, value } => {
                     debug_assert!(
                         state.objects.get(key).is_none_or(|o| o.version < revision),
                         "object versions strictly increase"
                     );
-                    state.objects.insert(
+                    let previous = state.objects.insert(
                         key.clone(),
                         Stored {
                             version: revision,
@@ -125,15 +147,31 @@ impl MemoryStore {
                             written_by: batch.origin.clone(),
                         },
                     );
+                    let change = match previous {
+                        Some(_) => ChangeKind::Updated,
+                        None => ChangeKind::Created,
+                    };
+                    (key, change, revision)
                 }
                 Planned::Delete { key } => {
-                    state.objects.remove(key);
+                    let deleted = state.objects.remove(key).map_or(0, |o| o.version);
+                    (key, ChangeKind::Deleted, deleted)
                 }
-            }
+            };
+            state.changes.push(Change {
+                position: next(),
+                revision,
+                at,
+                kind: key.kind.clone(),
+                name: key.name.clone(),
+                change,
+                version,
+                origin: batch.origin.clone(),
+            });
         }
         let mut event_seqs = Vec::with_capacity(plan.events.len());
         for event in &plan.events {
-            let seq = state.events.len() as u64 + 1;
+            let seq = next();
             state.events.push(Event {
                 seq,
                 revision,
@@ -147,13 +185,10 @@ impl MemoryStore {
             event_seqs.push(seq);
         }
         debug_assert!(
-            event_seqs.windows(2).all(|w| w[1] == w[0] + 1),
-            "a commit's sequence numbers are contiguous"
+            event_seqs.windows(2).all(|w| w[1] > w[0]),
+            "a commit's sequence numbers increase in input order"
         );
-        state.revision = revision;
-        if let Some(&last) = event_seqs.last() {
-            state.feed.send_replace(last);
-        }
+        state.feed.send_replace(*last);
         Ok(Committed {
             revision,
             event_seqs,
@@ -168,6 +203,7 @@ impl Store for MemoryStore {
         check_key(key)?;
         Ok(self
             .lock()
+            .by_name
             .get(cluster)
             .and_then(|c| c.objects.get(key))
             .map(|o| Object {
@@ -192,7 +228,7 @@ impl Store for MemoryStore {
         }
         let limit = page_limit(limit);
         let clusters = self.lock();
-        let Some(state) = clusters.get(cluster) else {
+        let Some(state) = clusters.by_name.get(cluster) else {
             return Ok(Page {
                 objects: Vec::new(),
                 next: None,
@@ -288,21 +324,52 @@ impl Store for MemoryStore {
         check_cluster(cluster)?;
         let limit = page_limit(limit);
         let clusters = self.lock();
-        let Some(state) = clusters.get(cluster) else {
+        let Some(state) = clusters.by_name.get(cluster) else {
             return Ok(Vec::new());
         };
-        let start = usize::try_from(after).unwrap_or(usize::MAX);
-        Ok(state
-            .events
+        let start = state.events.partition_point(|e| e.seq <= after);
+        Ok(state.events[start..].iter().take(limit).cloned().collect())
+    }
+
+    async fn changes(
+        &self,
+        cluster: &str,
+        kinds: &[String],
+        after: u64,
+        limit: usize,
+    ) -> Result<ChangePage, StoreError> {
+        check_cluster(cluster)?;
+        for kind in kinds {
+            crate::names::check_label("watched kind", kind)?;
+        }
+        let limit = page_limit(limit);
+        let clusters = self.lock();
+        // Every commit is whole under the lock: the mark is the last
+        // number given out.
+        let mark = clusters.last;
+        let Some(state) = clusters.by_name.get(cluster) else {
+            return Ok(ChangePage {
+                changes: Vec::new(),
+                through: after.max(mark),
+            });
+        };
+        let start = state.changes.partition_point(|c| c.position <= after);
+        let changes: Vec<Change> = state.changes[start..]
             .iter()
-            .skip(start)
+            .filter(|c| kinds.is_empty() || kinds.contains(&c.kind))
             .take(limit)
             .cloned()
-            .collect())
+            .collect();
+        let through = match changes.last() {
+            Some(last) if changes.len() >= limit => last.position,
+            _ => after.max(mark),
+        };
+        Ok(ChangePage { changes, through })
     }
 
     fn watch(&self, cluster: &str) -> watch::Receiver<u64> {
         self.lock()
+            .by_name
             .entry(cluster.to_string())
             .or_insert_with(ClusterState::new)
             .feed
@@ -313,7 +380,7 @@ impl Store for MemoryStore {
         check_cluster(cluster)?;
         crate::names::check_label("object kind", kind)?;
         let clusters = self.lock();
-        let Some(state) = clusters.get(cluster) else {
+        let Some(state) = clusters.by_name.get(cluster) else {
             return Ok(0);
         };
         let start = ObjectKey {

@@ -1,9 +1,9 @@
 //! The durable state: versioned objects and an append-only event log, per
 //! cluster.
 //!
-//! Owns: objects, events, the per-cluster commit order (revisions and
-//! gap-free event sequence numbers), size and syntax limits, change-feed
-//! wake-ups.
+//! Owns: objects, the change stream (every committed create, update and
+//! delete), events, the commit order (revisions and positions), size and
+//! syntax limits, change-feed wake-ups.
 //!
 //! Writes come two ways only: fenced commits from guests (checked against
 //! the lease inside the same transaction, via the authority's fence check)
@@ -24,10 +24,19 @@
 //!   its message at most [`crate::limits::MAX_EVENT_MESSAGE_BYTES`].
 //!   Anything over a limit is [`StoreError::TooLarge`]; malformed input is
 //!   [`StoreError::Invalid`].
-//! - Every successful commit (fenced or API) takes the cluster's next
-//!   revision; an object's version is the revision that last wrote it, so
-//!   versions only grow and are never reused. Events get the next seqs of
-//!   the cluster's log, gap-free from 1, in commit order.
+//! - Every successful commit (fenced or API) takes a revision, and one
+//!   position per object it writes (a [`Change`]) and per event it appends
+//!   (the event's `seq`), all from one increasing series of numbers shared
+//!   by every cluster of the backend. Numbers are unique and may have gaps
+//!   (a commit that failed, another cluster's commits). An object's version
+//!   is the revision that last wrote it: per object, versions strictly
+//!   grow and are never reused, even across delete and re-create.
+//! - Readers ([`Store::changes`], [`Store::events`]) see positions in
+//!   increasing order and only up to a high-water mark below which every
+//!   commit is final: a reader that resumes after the last position it was
+//!   given never skips a committed change or event and never sees one
+//!   twice, and per object the order is commit order. (PostgreSQL: see
+//!   [`postgres`]; memory: commits are applied whole under one lock.)
 //! - Pages hold at most [`crate::limits::MAX_PAGE_SIZE`] items; a limit of
 //!   0 asks for [`crate::limits::DEFAULT_PAGE_SIZE`].
 
@@ -142,7 +151,8 @@ pub enum Origin {
 /// An event from the log.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Event {
-    /// Position in the cluster's commit order: gap-free, starting at 1.
+    /// Position in the backend's order: increasing and unique, with gaps
+    /// (see the module documentation).
     pub seq: u64,
     /// The commit's revision.
     pub revision: u64,
@@ -160,13 +170,83 @@ pub struct Event {
     pub origin: Origin,
 }
 
+/// What a write did to an object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ChangeKind {
+    /// The object was created.
+    Created,
+    /// The object's value was replaced.
+    Updated,
+    /// The object was deleted.
+    Deleted,
+}
+
+impl ChangeKind {
+    /// The stored spelling (`created`, `updated`, `deleted`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ChangeKind::Created => "created",
+            ChangeKind::Updated => "updated",
+            ChangeKind::Deleted => "deleted",
+        }
+    }
+
+    /// The kind a stored spelling names, if any.
+    pub fn parse(text: &str) -> Option<Self> {
+        match text {
+            "created" => Some(ChangeKind::Created),
+            "updated" => Some(ChangeKind::Updated),
+            "deleted" => Some(ChangeKind::Deleted),
+            _ => None,
+        }
+    }
+}
+
+/// One committed change of an object: the watch stream. Every create,
+/// update and delete, by the API or a guest, is one, whether or not its
+/// commit appended an event.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Change {
+    /// Position in the backend's order: increasing, unique, with gaps.
+    pub position: u64,
+    /// The commit's revision.
+    pub revision: u64,
+    /// Commit time (backend clock).
+    pub at: DateTime<Utc>,
+    /// The object's kind.
+    pub kind: String,
+    /// The object's name.
+    pub name: String,
+    /// What happened to it.
+    pub change: ChangeKind,
+    /// The object's version after the change; for a delete, the version it
+    /// had.
+    pub version: u64,
+    /// Who wrote it.
+    pub origin: Origin,
+}
+
+/// A page of the change stream.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChangePage {
+    /// Changes in position order.
+    pub changes: Vec<Change>,
+    /// The stream has been read through this position: every change of the
+    /// asked kinds at a position up to it is in `changes` or in an earlier
+    /// page. The next read continues after it. Never below the cursor it
+    /// was read after.
+    pub through: u64,
+}
+
 /// A successful commit.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Committed {
     /// The commit's revision: the new version of every created or updated
     /// object.
     pub revision: u64,
-    /// Sequence numbers of the appended events, in input order.
+    /// Sequence numbers of the appended events, in input order (and so
+    /// increasing).
     pub event_seqs: Vec<u64>,
 }
 
@@ -277,7 +357,9 @@ pub trait Store: Send + Sync + 'static {
         expected_version: Option<u64>,
     ) -> Result<(), StoreError>;
 
-    /// Events with `seq > after`, in order, at most `limit`.
+    /// Events with `seq > after`, in order, at most `limit`, up to the
+    /// high-water mark (see the module documentation): resuming after the
+    /// last seq returned skips and repeats nothing.
     async fn events(
         &self,
         cluster: &str,
@@ -285,9 +367,29 @@ pub trait Store: Send + Sync + 'static {
         limit: usize,
     ) -> Result<Vec<Event>, StoreError>;
 
-    /// A receiver holding the last known event seq of `cluster`, updated on
-    /// every commit (NOTIFY for PostgreSQL, with a polling fallback). A
-    /// watcher reads events after its own cursor when it changes.
+    /// Object changes of `kinds` (all kinds if empty) with `position >
+    /// after`, in order, at most `limit`, up to the high-water mark;
+    /// resuming after the page's `through` skips and repeats nothing.
+    ///
+    /// The default refuses: a store must serve the watch stream itself
+    /// (wrappers pass it on).
+    async fn changes(
+        &self,
+        cluster: &str,
+        kinds: &[String],
+        after: u64,
+        limit: usize,
+    ) -> Result<ChangePage, StoreError> {
+        let _ = (kinds, after, limit);
+        Err(StoreError::Unavailable(format!(
+            "this store does not serve the change stream of cluster {cluster}"
+        )))
+    }
+
+    /// A receiver of a number that grows whenever `cluster` has new changes
+    /// or events below the high-water mark (the last such position; NOTIFY
+    /// for PostgreSQL, with a polling fallback). A watcher reads after its
+    /// own cursor when it changes.
     fn watch(&self, cluster: &str) -> tokio::sync::watch::Receiver<u64>;
 
     /// How many objects of `kind` exist, counting no further than `limit`

@@ -200,6 +200,20 @@ impl Batch {
         }
     }
 
+    /// The objects this batch may create (a guest's creates, a user's
+    /// put): the names whose creation the PostgreSQL backend serializes.
+    pub fn may_create(&self) -> Vec<&ObjectKey> {
+        match &self.intent {
+            Intent::Ops { ops, .. } => ops
+                .iter()
+                .filter(|op| matches!(op, Op::Create { .. }))
+                .map(op_key)
+                .collect(),
+            Intent::Put { key, .. } => vec![key],
+            Intent::Delete { .. } => Vec::new(),
+        }
+    }
+
     /// Whether a create found taken at write time (after the object was
     /// seen absent) should be retried rather than reported: only for an
     /// unconditional put, which means "whatever is there".

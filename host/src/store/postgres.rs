@@ -1,5 +1,5 @@
-//! The durable state backend: objects, events and the commit counter in
-//! PostgreSQL, in the same database (and migrations) as the leases.
+//! The durable state backend: objects, the change stream and the event log
+//! in PostgreSQL, in the same database (and migrations) as the leases.
 //!
 //! # One commit, one transaction
 //!
@@ -18,42 +18,71 @@
 //!    test-only unfenced build skips steps 1 and 2 and counts the write
 //!    after `COMMIT` in its own statement, so nothing in its transaction
 //!    touches a row the next grant locks);
-//! 3. lock the rows of every object the commit names (`FOR UPDATE`, in key
+//! 3. the position floor ([`FLOOR_SQL`]): a shared advisory transaction
+//!    lock whose key is the sequence's `last_value`, a number below every
+//!    position this commit will take (see "Positions" below);
+//! 4. the name claims ([`CLAIM_SQL`], only for a commit that may create):
+//!    an exclusive advisory transaction lock per object it may create, in
+//!    key order, so creates of one name are serialized like updates of one
+//!    row;
+//! 5. lock the rows of every object the commit names (`FOR UPDATE`, in key
 //!    order so concurrent commits cannot deadlock); the store then checks
 //!    each precondition against them ([`super::plan`]);
-//! 4. in one statement: take the cluster's counter row (next revision and a
-//!    contiguous range of event seqs), write the objects (version = that
-//!    revision, attributed to the writer), append the events, queue the
-//!    `NOTIFY leasehold_feed, '<cluster>'`;
-//! 5. `COMMIT`, sent only once the fence check has answered "current".
+//! 6. in one statement ([`WRITE_SQL`]): take the revision and then one
+//!    position per object change and per event from the sequence
+//!    `leasehold_positions`, write the objects (version = that revision,
+//!    attributed to the writer), append one change per written object and
+//!    the events;
+//! 7. `COMMIT`, sent only once the fence check has answered "current";
+//! 8. after `COMMIT`, wake this process's watchers and hand the cluster to
+//!    the notifier, which sends `NOTIFY leasehold_feed, '<cluster>'` in a
+//!    transaction of its own (see [`super::postgres_feed`]).
+//!
+//! Steps 0–5 share one network flight, step 6 is the second, `COMMIT` the
+//! third.
 //!
 //! Fencing (L4) rests on the lease row being held `FOR KEY SHARE` from the
 //! check to `COMMIT`: a grant locks that row `FOR UPDATE`, so it waits for this
 //! commit or, if it came first, the check sees the new epoch and nothing is
-//! written. The objects are locked in the same network flight as the
-//! check (below); locking rows is not writing them, and a stale commit's
-//! locks are released by its rollback.
+//! written. Locking rows is not writing them, and a stale commit's locks
+//! are released by its rollback.
 //!
-//! The counter row is taken last and held until `COMMIT`, so commits of a
-//! cluster are ordered by it, and a later commit cannot become visible
-//! before an earlier one: PostgreSQL makes a transaction visible before it
-//! releases its locks. A reader therefore never sees seq n+1 without n.
-//! Nothing after step 4 waits on another lock (rows to update or delete are
-//! already ours; a concurrent create of the same name would need the counter
-//! we hold), which keeps the ordered section short and deadlock-free. Lock
-//! order everywhere: lease row, tenure row, objects, counter — the
-//! authority's grant takes the lease row, then tenure rows; an API write
-//! takes objects, then the counter; so no cycle.
+//! # Positions, and why no lock is held across COMMIT for them
+//!
+//! Nothing of the commit order is serialized any more: the sequence hands
+//! out numbers without a transactional lock, and `COMMIT`s of different
+//! objects proceed (and share fsyncs, PostgreSQL's group commit) in any
+//! order. What the order still promises:
+//!
+//! - **Per object, positions follow commit order.** Two commits that write
+//!   one object are serialized by its row lock (update, delete) or by its
+//!   name claim (create): the second takes its revision and positions in
+//!   step 6, after the lock it waited for in steps 4–5 was released by the
+//!   first one's end, and the sequence only grows. So an object's versions
+//!   strictly increase and are never reused, even across delete and
+//!   re-create (a create of a deleted name took its claim after the
+//!   delete's row lock was released, or it would have found the row).
+//! - **A reader never skips a committed entry and never sees one twice.**
+//!   Positions are read in order, but only up to a high-water mark at
+//!   which every position below is final; see [`PostgresStore::high_water`].
+//!   A cursor is the last position delivered; everything after it that
+//!   commits later is above the mark the cursor came from.
 //!
 //! The fence check and the write count are prepared once per session,
 //! before the transaction (like the store's own statements), and pipelined
 //! with the store's statements: one network flight carries their executions
-//! with the lock. Fencing therefore costs the server a little work but no
+//! with the locks. Fencing therefore costs the server a little work but no
 //! extra round trip.
+//!
+//! Lock order everywhere: lease row, tenure row, position floor (shared,
+//! never waited for: nobody takes it exclusively), name claims (in key
+//! order), object rows (in key order). The authority's grant takes the
+//! lease row, then tenure rows; an API write takes floor, claims, objects:
+//! so no cycle.
 //!
 //! Must never: hand back a connection whose transaction outcome is unknown
 //! (a timed-out commit's connection is closed, not pooled); report a
-//! credential in an error.
+//! credential in an error; take a position before its floor is held.
 
 use std::collections::HashMap;
 
@@ -72,11 +101,42 @@ use crate::fence::{Epoch, Fence};
 use crate::limits::LOST_CREATE_RETRIES;
 
 use super::plan::{Batch, Intent, Plan, Planned};
-use super::postgres_feed::Feed;
+use super::postgres_feed::{Feed, HIGH_WATER_SQL, Mark, high_water};
 use super::validate::{check_cluster, check_key, page_limit};
-use super::{Committed, Event, NewEvent, Object, ObjectKey, Op, Origin, Page, Store, StoreError};
+use super::{
+    Change, ChangeKind, ChangePage, Committed, Event, NewEvent, Object, ObjectKey, Op, Origin,
+    Page, Store, StoreError,
+};
 
-/// Step 1: lock the named objects, in key order, and read their versions.
+/// Step 3: the position floor. A shared advisory transaction lock in the
+/// two-key space (which the holder claim and the migration lock, one-key
+/// locks, never share), its key the sequence's `last_value`: every number
+/// `nextval` gives this transaction later is above it. Encoded as
+/// `(FLOOR_TAG << 16 | floor >> 31, floor & (2^31 - 1))`; a floor beyond
+/// 2^47 - 1 (centuries of commits) is recorded as 2^47 - 1, a lower and
+/// therefore still true floor. See [`FLOORS_SQL`] for the reader's side.
+const FLOOR_SQL: &str = "
+SELECT pg_advisory_xact_lock_shared(
+           ((19526::int8 << 16) | (s.floor >> 31))::int4,
+           (s.floor & 2147483647)::int4)
+  FROM (SELECT least(last_value - CASE WHEN is_called THEN 0 ELSE 1 END,
+                     140737488355327) AS floor
+          FROM leasehold_positions) AS s";
+
+/// The tag in the upper half of a floor lock's first key (`LF`), below
+/// 2^15 so the key stays a positive `int4`. [`FLOOR_SQL`] spells it.
+pub(crate) const FLOOR_TAG: i64 = 19526;
+
+/// Step 4: the name claims of a commit that may create, in key order. The
+/// first key (`LC` in its upper half) differs from every floor lock's
+/// upper half, so a claim and a floor never meet.
+const CLAIM_SQL: &str = "
+SELECT count(pg_advisory_xact_lock(1279459328, c.key))
+  FROM (SELECT DISTINCT hashtext($1::text || '/' || k.kind || '/' || k.name) AS key
+          FROM unnest($2::text[], $3::text[]) AS k(kind, name)
+         ORDER BY 1) AS c";
+
+/// Step 5: lock the named objects, in key order, and read their versions.
 const LOCK_SQL: &str = "
 SELECT o.kind, o.name, o.version
   FROM leasehold_objects o
@@ -86,58 +146,73 @@ SELECT o.kind, o.name, o.version
  ORDER BY o.kind, o.name
    FOR UPDATE OF o";
 
-/// Step 4: counter, objects, events and notification in one statement.
+/// Step 6: positions, objects, changes and events in one statement.
 ///
-/// `feed` is read by every other part, so the counter row is updated (and
-/// locked) before anything is written; `created` uses `ON CONFLICT DO
+/// `revision` takes the commit's revision (its first number), then
+/// `change_positions` one number per object change in input order, then
+/// `event_positions` one per event in input order (each reads the one
+/// before, so its numbers are taken after). `created` uses `ON CONFLICT DO
 /// NOTHING` so a create that lost a race is reported (by its absence from
 /// the result) instead of aborting the transaction.
 const WRITE_SQL: &str = "
-WITH feed AS (
-    INSERT INTO leasehold_feed AS f (cluster, revision, last_seq)
-    VALUES ($1::text, 1, $2::int8)
-    ON CONFLICT (cluster) DO UPDATE
-       SET revision = f.revision + 1, last_seq = f.last_seq + EXCLUDED.last_seq
-    RETURNING f.revision, f.last_seq, clock_timestamp() AS at
+WITH revision AS MATERIALIZED (
+    SELECT nextval('leasehold_positions') AS revision, clock_timestamp() AS at
+), change_positions AS MATERIALIZED (
+    SELECT w.kind, w.name, w.change, w.version, w.ord,
+           nextval('leasehold_positions') AS position
+      FROM revision,
+           unnest($17::text[], $18::text[], $19::text[], $20::int8[])
+           WITH ORDINALITY AS w(kind, name, change, version, ord)
+), event_positions AS MATERIALIZED (
+    SELECT e.kind, e.name, e.reason, e.message, e.ord,
+           nextval('leasehold_positions') AS seq
+      FROM (SELECT count(*) FROM change_positions) AS changes_first,
+           unnest($10::text[], $11::text[], $12::text[], $13::text[])
+           WITH ORDINALITY AS e(kind, name, reason, message, ord)
 ), created AS (
     INSERT INTO leasehold_objects AS o
            (cluster, kind, name, version, value, updated_at, lease, epoch, holder)
-    SELECT $1::text, c.kind, c.name, feed.revision, c.value, feed.at,
-           $15::text, $16::int8, $17::text
-      FROM feed, unnest($3::text[], $4::text[], $5::text[]) AS c(kind, name, value)
+    SELECT $1::text, c.kind, c.name, r.revision, c.value, r.at,
+           $14::text, $15::int8, $16::text
+      FROM revision r, unnest($2::text[], $3::text[], $4::text[]) AS c(kind, name, value)
     ON CONFLICT (cluster, kind, name) DO NOTHING
     RETURNING o.kind, o.name
 ), updated AS (
     UPDATE leasehold_objects o
-       SET version = feed.revision, value = u.value, updated_at = feed.at,
-           lease = $15::text, epoch = $16::int8, holder = $17::text
-      FROM feed, unnest($6::text[], $7::text[], $8::text[]) AS u(kind, name, value)
+       SET version = r.revision, value = u.value, updated_at = r.at,
+           lease = $14::text, epoch = $15::int8, holder = $16::text
+      FROM revision r, unnest($5::text[], $6::text[], $7::text[]) AS u(kind, name, value)
      WHERE o.cluster = $1::text AND o.kind = u.kind AND o.name = u.name
     RETURNING 1
 ), deleted AS (
     DELETE FROM leasehold_objects o
-     USING feed, unnest($9::text[], $10::text[]) AS d(kind, name)
+     USING unnest($8::text[], $9::text[]) AS d(kind, name)
      WHERE o.cluster = $1::text AND o.kind = d.kind AND o.name = d.name
+    RETURNING 1
+), recorded AS (
+    INSERT INTO leasehold_changes
+           (cluster, position, revision, at, kind, name, change, version, lease, epoch, holder)
+    SELECT $1::text, w.position, r.revision, r.at, w.kind, w.name, w.change,
+           coalesce(w.version, r.revision), $14::text, $15::int8, $16::text
+      FROM revision r, change_positions w
     RETURNING 1
 ), appended AS (
     INSERT INTO leasehold_events
            (cluster, seq, revision, at, kind, name, reason, message, lease, epoch, holder)
-    SELECT $1::text, feed.last_seq - $2::int8 + e.ord, feed.revision, feed.at,
-           e.kind, e.name, e.reason, e.message, $15::text, $16::int8, $17::text
-      FROM feed, unnest($11::text[], $12::text[], $13::text[], $14::text[])
-           WITH ORDINALITY AS e(kind, name, reason, message, ord)
+    SELECT $1::text, e.seq, r.revision, r.at,
+           e.kind, e.name, e.reason, e.message, $14::text, $15::int8, $16::text
+      FROM revision r, event_positions e
     RETURNING 1
-), notified AS (
-    SELECT pg_notify('leasehold_feed', $1::text) WHERE $2::int8 > 0
 )
-SELECT feed.revision, feed.last_seq,
+SELECT r.revision,
+       ARRAY(SELECT seq FROM event_positions ORDER BY ord) AS event_seqs,
        ARRAY(SELECT kind FROM created) AS created_kinds,
        ARRAY(SELECT name FROM created) AS created_names,
        (SELECT count(*) FROM updated) AS updated,
        (SELECT count(*) FROM deleted) AS deleted,
-       (SELECT count(*) FROM appended) AS appended,
-       (SELECT count(*) FROM notified) AS notified
-  FROM feed";
+       (SELECT count(*) FROM recorded) AS recorded,
+       (SELECT count(*) FROM appended) AS appended
+  FROM revision r";
 
 /// The id of the database a write reaches (see
 /// [`PostgresStore::pin_database`]).
@@ -164,11 +239,22 @@ SELECT count(*) FROM (
    LIMIT $3::int8
 ) AS bounded";
 
+/// Bounded by the high-water mark `$4`, read by an earlier statement (see
+/// [`PostgresStore::high_water`]).
 const EVENTS_SQL: &str = "
 SELECT seq, revision, at, kind, name, reason, message, lease, epoch, holder
   FROM leasehold_events
- WHERE cluster = $1::text AND seq > $2::int8
+ WHERE cluster = $1::text AND seq > $2::int8 AND seq <= $4::int8
  ORDER BY seq
+ LIMIT $3::int8";
+
+/// Bounded like [`EVENTS_SQL`]; an empty kind list means every kind.
+const CHANGES_SQL: &str = "
+SELECT position, revision, at, kind, name, change, version, lease, epoch, holder
+  FROM leasehold_changes
+ WHERE cluster = $1::text AND position > $2::int8 AND position <= $4::int8
+   AND (cardinality($5::text[]) = 0 OR kind = ANY($5::text[]))
+ ORDER BY position
  LIMIT $3::int8";
 
 const WRITTEN_BY_SQL: &str = "
@@ -291,6 +377,25 @@ impl PostgresStore {
         self.feed.sessions()
     }
 
+    /// Where the stream stands now: the last position handed out and the
+    /// high-water mark (see [`super::postgres_feed`]), below which every
+    /// position is final. For benchmarks and tests; readers use
+    /// [`Store::changes`] and [`Store::events`], which apply it.
+    pub async fn high_water(&self) -> Result<(u64, u64), StoreError> {
+        let client = self.client().await?;
+        let mark = self.mark(&client).await?;
+        Ok((mark.head, mark.high_water))
+    }
+
+    async fn mark(&self, client: &deadpool_postgres::Object) -> Result<Mark, StoreError> {
+        bounded(&self.db, async {
+            let statement = client.prepare_cached(HIGH_WATER_SQL).await?;
+            high_water(client, &statement).await
+        })
+        .await
+        .map_err(unavailable)
+    }
+
     async fn client(&self) -> Result<deadpool_postgres::Object, StoreError> {
         self.db.client().await.map_err(unavailable)
     }
@@ -315,11 +420,9 @@ impl PostgresStore {
             .await;
             match outcome {
                 Ok(Ok(committed)) => {
-                    if let Some(&last) = committed.event_seqs.last() {
-                        // Wake this process's watchers now; others hear the
-                        // NOTIFY.
-                        self.feed.advance(&batch.cluster, last);
-                    }
+                    // Wake this process's watchers now (once the high-water
+                    // mark passes the commit); others hear the NOTIFY.
+                    self.feed.committed(&batch.cluster);
                     return Ok(committed);
                 }
                 Ok(Err(Failed::Error(error))) => return Err(error),
@@ -360,6 +463,8 @@ impl PostgresStore {
         let db_error =
             |e: tokio_postgres::Error| Failed::Error(unavailable(self.db.unavailable(e)));
         let authority_error = |e: AuthorityError| Failed::Error(self.authority_error(e));
+        let floor = client.prepare_cached(FLOOR_SQL).await.map_err(db_error)?;
+        let claim = client.prepare_cached(CLAIM_SQL).await.map_err(db_error)?;
         let lock = client.prepare_cached(LOCK_SQL).await.map_err(db_error)?;
         let write = client.prepare_cached(WRITE_SQL).await.map_err(db_error)?;
         let fencing = match fence {
@@ -383,6 +488,9 @@ impl PostgresStore {
         let keys = batch.keys();
         let kinds: Vec<&str> = keys.iter().map(|k| k.kind.as_str()).collect();
         let names: Vec<&str> = keys.iter().map(|k| k.name.as_str()).collect();
+        let creatable = batch.may_create();
+        let creatable_kinds: Vec<&str> = creatable.iter().map(|k| k.kind.as_str()).collect();
+        let creatable_names: Vec<&str> = creatable.iter().map(|k| k.name.as_str()).collect();
 
         // A host that stalls before COMMIT must not hold the lease row (and
         // the objects and counter row) for longer than this.
@@ -424,6 +532,20 @@ impl PostgresStore {
                 _ => Ok(()),
             }
         };
+        // Before any position is taken (step 6, the next flight).
+        let floored = async { tx.execute(&floor, &[]).await.map(drop).map_err(db_error) };
+        let claimed = async {
+            if creatable.is_empty() {
+                return Ok(());
+            }
+            tx.execute(
+                &claim,
+                &[&batch.cluster, &creatable_kinds, &creatable_names],
+            )
+            .await
+            .map(drop)
+            .map_err(db_error)
+        };
         let written = async {
             let rows = tx
                 .query(&lock, &[&batch.cluster, &kinds, &names])
@@ -436,7 +558,9 @@ impl PostgresStore {
             let plan = batch
                 .resolve(|k| current.get(&(k.kind.as_str(), k.name.as_str())).copied())
                 .map_err(Failed::from)?;
-            let params = WriteParams::new(&plan, &batch.origin);
+            let params = WriteParams::new(&plan, &batch.origin, |k| {
+                current.get(&(k.kind.as_str(), k.name.as_str())).copied()
+            });
             let row = tx
                 .query_one(&write, &params.as_sql(&batch.cluster))
                 .await
@@ -446,15 +570,17 @@ impl PostgresStore {
         // `biased`: poll in this order, so each flight's requests reach the
         // server in this order — the idle bound, the database id (when
         // pinned), the fence check, then the tenure's write count, then the
-        // store's statements (see the module comment). Each future sends
-        // its next request as soon as its previous answer is in, so they
-        // share network round trips.
-        let (bounded, database_checked, fence_checked, write_recorded, written) = tokio::join!(
+        // position floor, the name claims and the store's statements (see
+        // the module comment). Each future sends its next request as soon
+        // as its previous answer is in, so they share network round trips.
+        let (bounded, database_checked, fence_checked, write_recorded, floored, claimed, written) = tokio::join!(
             biased;
             bounded,
             database_checked,
             fence_checked,
             write_recorded,
+            floored,
+            claimed,
             written
         );
         // The wrong database explains every other failure.
@@ -467,6 +593,8 @@ impl PostgresStore {
         // stop rather than retry.
         fence_checked?;
         write_recorded?;
+        floored?;
+        claimed?;
         let (plan, row) = written?;
         let outcome = WriteOutcome::from_row(&row);
         outcome.check(&plan, batch)?;
@@ -491,10 +619,9 @@ impl PostgresStore {
                 tracing::warn!(%error, "counting a committed write of {fence} failed");
             }
         }
-        let n = plan.events.len() as u64;
         Ok(Committed {
             revision: outcome.revision,
-            event_seqs: (outcome.last_seq + 1 - n..=outcome.last_seq).collect(),
+            event_seqs: outcome.event_seqs,
         })
     }
 
@@ -512,24 +639,32 @@ impl PostgresStore {
 
 /// The arrays and attribution bound to [`WRITE_SQL`].
 struct WriteParams<'a> {
-    events: i64,
     create: [Vec<&'a str>; 3],
     update: [Vec<&'a str>; 3],
     delete: [Vec<&'a str>; 2],
     event: [Vec<&'a str>; 4],
+    change: [Vec<&'a str>; 3],
+    /// The version each change records: `None` for the commit's revision
+    /// (create, update), the deleted version for a delete.
+    change_version: Vec<Option<i64>>,
     lease: Option<&'a str>,
     epoch: Option<i64>,
     holder: Option<&'a str>,
 }
 
 impl<'a> WriteParams<'a> {
-    fn new(plan: &'a Plan<'a>, origin: &'a Origin) -> Self {
+    fn new(
+        plan: &'a Plan<'a>,
+        origin: &'a Origin,
+        current: impl Fn(&ObjectKey) -> Option<u64>,
+    ) -> Self {
         let mut params = WriteParams {
-            events: plan.events.len() as i64,
             create: Default::default(),
             update: Default::default(),
             delete: Default::default(),
             event: Default::default(),
+            change: Default::default(),
+            change_version: Vec::with_capacity(plan.writes.len()),
             lease: None,
             epoch: None,
             holder: None,
@@ -538,11 +673,21 @@ impl<'a> WriteParams<'a> {
             match *write {
                 Planned::Create { key, value } => {
                     push(&mut params.create, [&key.kind, &key.name, value]);
+                    push(&mut params.change, [&key.kind, &key.name, "created"]);
+                    params.change_version.push(None);
                 }
                 Planned::Update { key, value } => {
                     push(&mut params.update, [&key.kind, &key.name, value]);
+                    push(&mut params.change, [&key.kind, &key.name, "updated"]);
+                    params.change_version.push(None);
                 }
-                Planned::Delete { key } => push(&mut params.delete, [&key.kind, &key.name]),
+                Planned::Delete { key } => {
+                    push(&mut params.delete, [&key.kind, &key.name]);
+                    push(&mut params.change, [&key.kind, &key.name, "deleted"]);
+                    // The plan resolved a delete only against a version it
+                    // found.
+                    params.change_version.push(current(key).map(|v| v as i64));
+                }
             }
         }
         for event in &plan.events {
@@ -572,10 +717,9 @@ impl<'a> WriteParams<'a> {
     fn as_sql<'s>(
         &'s self,
         cluster: &'s String,
-    ) -> [&'s (dyn tokio_postgres::types::ToSql + Sync); 17] {
+    ) -> [&'s (dyn tokio_postgres::types::ToSql + Sync); 20] {
         [
             cluster,
-            &self.events,
             &self.create[0],
             &self.create[1],
             &self.create[2],
@@ -591,6 +735,10 @@ impl<'a> WriteParams<'a> {
             &self.lease,
             &self.epoch,
             &self.holder,
+            &self.change[0],
+            &self.change[1],
+            &self.change[2],
+            &self.change_version,
         ]
     }
 }
@@ -604,10 +752,11 @@ fn push<'a, const N: usize>(columns: &mut [Vec<&'a str>; N], values: [&'a str; N
 /// What [`WRITE_SQL`] reports.
 struct WriteOutcome {
     revision: u64,
-    last_seq: u64,
+    event_seqs: Vec<u64>,
     created: Vec<(String, String)>,
     updated: i64,
     deleted: i64,
+    recorded: i64,
     appended: i64,
 }
 
@@ -617,10 +766,15 @@ impl WriteOutcome {
         let names: Vec<String> = row.get("created_names");
         Self {
             revision: row.get::<_, i64>("revision") as u64,
-            last_seq: row.get::<_, i64>("last_seq") as u64,
+            event_seqs: row
+                .get::<_, Vec<i64>>("event_seqs")
+                .into_iter()
+                .map(|seq| seq as u64)
+                .collect(),
             created: kinds.into_iter().zip(names).collect(),
             updated: row.get("updated"),
             deleted: row.get("deleted"),
+            recorded: row.get("recorded"),
             appended: row.get("appended"),
         }
     }
@@ -651,12 +805,37 @@ impl WriteOutcome {
             }
         }
         let events = plan.events.len() as i64;
-        if [self.updated, self.deleted] != want || self.appended != events {
-            // Rows locked in step 2 cannot vanish; if they did, refuse to
+        let changes = plan.writes.len() as i64;
+        if [self.updated, self.deleted] != want
+            || self.appended != events
+            || self.recorded != changes
+        {
+            // Rows locked in step 5 cannot vanish; if they did, refuse to
             // commit rather than report writes that did not happen.
             return Err(Failed::Error(StoreError::Unavailable(format!(
-                "commit to cluster {} wrote {} updates, {} deletes and {} events where {}, {} and {events} were planned; nothing was written",
-                batch.cluster, self.updated, self.deleted, self.appended, want[0], want[1]
+                "commit to cluster {} wrote {} updates, {} deletes, {} changes and {} events where {}, {}, {changes} and {events} were planned; nothing was written",
+                batch.cluster,
+                self.updated,
+                self.deleted,
+                self.recorded,
+                self.appended,
+                want[0],
+                want[1]
+            ))));
+        }
+        // Input order is position order (each position is taken after the
+        // one before); a commit whose numbers came back otherwise would
+        // break the order its events promise.
+        if self.event_seqs.len() != plan.events.len()
+            || self.event_seqs.windows(2).any(|w| w[0] >= w[1])
+            || self
+                .event_seqs
+                .first()
+                .is_some_and(|&first| first <= self.revision)
+        {
+            return Err(Failed::Error(StoreError::Unavailable(format!(
+                "commit to cluster {} at revision {} was given event positions {:?} for {events} events in input order; nothing was written",
+                batch.cluster, self.revision, self.event_seqs
             ))));
         }
         Ok(())
@@ -800,9 +979,17 @@ impl Store for PostgresStore {
         let limit = page_limit(limit) as i64;
         let after = sql_seq(after);
         let client = self.client().await?;
+        // The mark first; the rows by a later statement (see
+        // `postgres_feed`).
+        let mark = sql_seq(self.mark(&client).await?.high_water);
+        if mark <= after {
+            return Ok(Vec::new());
+        }
         let rows = bounded(&self.db, async {
             let statement = client.prepare_cached(EVENTS_SQL).await?;
-            client.query(&statement, &[&cluster, &after, &limit]).await
+            client
+                .query(&statement, &[&cluster, &after, &limit, &mark])
+                .await
         })
         .await
         .map_err(unavailable)?;
@@ -819,6 +1006,68 @@ impl Store for PostgresStore {
                 origin: origin(r.get(7), r.get(8), r.get(9)),
             })
             .collect())
+    }
+
+    async fn changes(
+        &self,
+        cluster: &str,
+        kinds: &[String],
+        after: u64,
+        limit: usize,
+    ) -> Result<ChangePage, StoreError> {
+        check_cluster(cluster)?;
+        for kind in kinds {
+            crate::names::check_label("watched kind", kind)?;
+        }
+        let limit = page_limit(limit);
+        let client = self.client().await?;
+        let mark = self.mark(&client).await?.high_water;
+        if mark <= after {
+            return Ok(ChangePage {
+                changes: Vec::new(),
+                through: after,
+            });
+        }
+        let (after_sql, mark_sql, limit_sql) = (sql_seq(after), sql_seq(mark), limit as i64);
+        let rows = bounded(&self.db, async {
+            let statement = client.prepare_cached(CHANGES_SQL).await?;
+            client
+                .query(
+                    &statement,
+                    &[&cluster, &after_sql, &limit_sql, &mark_sql, &kinds],
+                )
+                .await
+        })
+        .await
+        .map_err(unavailable)?;
+        let mut changes = Vec::with_capacity(rows.len());
+        for r in &rows {
+            let position = r.get::<_, i64>(0) as u64;
+            let text: String = r.get(5);
+            let Some(change) = ChangeKind::parse(&text) else {
+                return Err(StoreError::Unavailable(format!(
+                    "database {}: change {position} of cluster {cluster} is {text:?}, not created, updated or deleted",
+                    self.db.endpoint()
+                )));
+            };
+            changes.push(Change {
+                position,
+                revision: r.get::<_, i64>(1) as u64,
+                at: r.get::<_, DateTime<Utc>>(2),
+                kind: r.get(3),
+                name: r.get(4),
+                change,
+                version: r.get::<_, i64>(6) as u64,
+                origin: origin(r.get(7), r.get(8), r.get(9)),
+            });
+        }
+        // A full page was read through its last change; a short one through
+        // the mark.
+        let through = match changes.last() {
+            Some(last) if changes.len() >= limit => last.position,
+            _ => mark,
+        };
+        Ok(ChangePage { changes, through })
     }
 
     fn watch(&self, cluster: &str) -> watch::Receiver<u64> {

@@ -1,19 +1,68 @@
-//! The PostgreSQL change feed: one `watch` channel per watched cluster
-//! holding its last event seq, kept current by a dedicated `LISTEN
+//! The PostgreSQL change feed: the high-water mark readers stop at, and one
+//! `watch` channel per watched cluster holding the cluster's last change or
+//! event position below that mark, kept current by a dedicated `LISTEN
 //! leasehold_feed` session, with polling as the fallback.
 //!
-//! Every commit with events queues `NOTIFY leasehold_feed, '<cluster>'`
-//! inside its transaction, so the notification is delivered only if it
-//! commits. Notifications are wake-ups, not data: on one, the listener
-//! reads the cluster's `last_seq` from `leasehold_feed`. A notification
-//! sent while the session is down is lost, so after every (re)connect and
-//! every [`crate::timeouts::FEED_POLL`] the listener re-reads all watched
-//! clusters; while it cannot connect it keeps polling through the pool and
-//! reconnects with bounded, jittered backoff.
+//! # The high-water mark
+//!
+//! Positions come from the sequence `leasehold_positions`, taken freely by
+//! concurrent commits, so position n+1 can commit (and be visible) while n
+//! is still in flight. A reader that went past n then would skip it for
+//! good. [`high_water`] is the highest position H such that every position
+//! up to H is final — committed and visible to any later statement, or
+//! never to be used — and readers read `position <= H` only. How it is
+//! known, without any lock held across `COMMIT`:
+//!
+//! - Writer: before it takes any position, each commit takes a shared
+//!   advisory transaction lock (the *floor*) whose key is the sequence's
+//!   `last_value` read by the same statement (`FLOOR_SQL` in
+//!   [`super::postgres`]); every position it takes later is above that
+//!   floor. The lock ends with the transaction, after PostgreSQL made the
+//!   commit visible (a transaction leaves the running set before it
+//!   releases its locks).
+//! - Reader, in one statement and in this order: read the sequence's
+//!   `last_value` as `head`, then the lowest floor held in `pg_locks`;
+//!   H = min(head, lowest floor). The rows are read by a *later* statement.
+//!
+//! Why no committed position p <= H is missing from the later read: let W
+//! be the commit that took p, with floor f < p. W read f, then took its
+//! floor lock, then took p, in that order. Since p <= head, W took p before
+//! the reader read `head`, so W held its floor lock before the reader read
+//! `pg_locks`. If W still held it then, H <= f < p: p is not read, which is
+//! fine. If not, W had ended (committed or rolled back) before the reader
+//! read `pg_locks`, so before the later statement's snapshot: if W
+//! committed, p is visible to the read. And a commit that took its floor
+//! lock after the reader read `pg_locks` took its positions after `head`
+//! was read, so above `head` >= H. Hence each position up to H is final,
+//! readers that resume after their last position (or after a page's
+//! `through`, which is at most H) neither skip nor repeat, and a commit
+//! held open only holds the mark back (never past its floor), it is never
+//! skipped. The sequence has `CACHE 1` (migration 7): with a per-session
+//! cache, `last_value` would not mean "handed out".
+//!
+//! # Wake-ups
+//!
+//! After its `COMMIT`, a commit made through this process wakes the
+//! listener here (which recomputes the mark and the watched clusters'
+//! positions) and hands its cluster to the notifier, which sends `NOTIFY
+//! leasehold_feed, '<cluster>'` in a transaction of its own, several
+//! clusters at once while one is in flight, with `synchronous_commit` off.
+//! Not inside the commit: PostgreSQL serializes every notifying
+//! transaction's commit on one database-wide lock, the hot row in another
+//! form. Notifications are wake-ups, not data: on one, the listener reads
+//! the mark and the clusters' positions. A notification lost (sent while
+//! the session is down, or never sent because the process died right after
+//! `COMMIT`) is made up for by polling: after every (re)connect and every
+//! [`crate::timeouts::FEED_POLL`] the listener re-reads all watched
+//! clusters, and while the mark is below the head (a commit in flight) it
+//! re-reads after [`crate::timeouts::FEED_SETTLE`], doubling up to the
+//! poll interval; while it cannot connect it keeps polling through the pool
+//! and reconnects with bounded, jittered backoff.
 //!
 //! Must never: pool the LISTEN session (a listening session handed to
-//! someone else would keep receiving and queueing notifications), or run
-//! without a watcher (the session is started by the first `watch`).
+//! someone else would keep receiving and queueing notifications), run
+//! without a watcher (the session is started by the first `watch`), or
+//! publish a position above the high-water mark.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
@@ -34,19 +83,90 @@ pub(crate) const CHANNEL: &str = "leasehold_feed";
 /// tell it apart in `pg_stat_activity`.
 pub(crate) const APPLICATION_NAME: &str = "leasehold-feed";
 
-const LAST_SEQ_SQL: &str =
-    "SELECT cluster, last_seq FROM leasehold_feed WHERE cluster = ANY($1::text[])";
+/// The high-water mark's inputs, in this order: the sequence's head first
+/// (the outer row), then the lowest position floor held (a correlated
+/// subquery, run for the outer row once it was read). Floors are decoded
+/// as [`super::postgres`]'s `FLOOR_SQL` encodes them, in this database
+/// only.
+pub(crate) const HIGH_WATER_SQL: &str = "
+SELECT h.head,
+       (SELECT min(((l.classid::int8 & 65535) << 31) | l.objid::int8)
+          FROM pg_locks l
+         WHERE l.locktype = 'advisory' AND l.objsubid = 2
+           AND (l.classid::int8 >> 16) = $1::int8
+           AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+           AND h.head IS NOT NULL) AS floor
+  FROM (SELECT last_value - CASE WHEN is_called THEN 0 ELSE 1 END AS head
+          FROM leasehold_positions OFFSET 0) AS h";
+
+/// Each watched cluster's last change or event position up to the mark.
+const LATEST_SQL: &str = "
+SELECT c.cluster,
+       coalesce(greatest(
+           (SELECT max(position) FROM leasehold_changes
+             WHERE cluster = c.cluster AND position <= $2::int8),
+           (SELECT max(seq) FROM leasehold_events
+             WHERE cluster = c.cluster AND seq <= $2::int8)), 0)
+  FROM unnest($1::text[]) AS c(cluster)";
+
+/// The notifier's statement: its own transaction, committed without
+/// waiting for the flush (a lost wake-up is made up for by polling).
+const NOTIFY_SQL: &str = "
+SELECT set_config('synchronous_commit', 'off', true), pg_notify($2::text, c.cluster)
+  FROM unnest($1::text[]) AS c(cluster)";
+
+/// Where the stream stands: what has been handed out, and how far it is
+/// final.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Mark {
+    /// Every position up to here has been handed out.
+    pub head: u64,
+    /// Every position up to here is final (the high-water mark).
+    pub high_water: u64,
+}
+
+impl Mark {
+    /// Whether some position handed out may still commit.
+    pub fn unsettled(&self) -> bool {
+        self.high_water < self.head
+    }
+}
+
+/// The high-water mark, read in one statement (`statement` is
+/// [`HIGH_WATER_SQL`] prepared on `client`; see the module documentation).
+/// The rows it bounds must be read by a later statement.
+pub(crate) async fn high_water(
+    client: &tokio_postgres::Client,
+    statement: &tokio_postgres::Statement,
+) -> Result<Mark, tokio_postgres::Error> {
+    let row = client
+        .query_one(statement, &[&super::postgres::FLOOR_TAG])
+        .await?;
+    let head = row.get::<_, i64>(0).max(0) as u64;
+    let floor = row.get::<_, Option<i64>>(1).map(|f| f.max(0) as u64);
+    Ok(Mark {
+        head,
+        high_water: floor.map_or(head, |floor| floor.min(head)),
+    })
+}
 
 /// Watchers and the listener's shared state.
 pub(crate) struct Feed {
     db: Database,
     poll: Duration,
-    /// Last event seq per watched cluster.
+    /// Last position (change or event, up to the mark) per watched
+    /// cluster.
     watchers: Mutex<HashMap<String, watch::Sender<u64>>>,
-    /// Clusters named by notifications (or newly watched) and not yet
-    /// re-read. Bounded by the watched clusters: others are ignored.
+    /// Clusters named by notifications or local commits (or newly watched)
+    /// and not yet re-read. Bounded by the watched clusters: others are
+    /// ignored.
     pending: Mutex<HashSet<String>>,
     wake: Notify,
+    /// Clusters this process committed to and has not notified yet.
+    /// Bounded by the clusters written to.
+    to_notify: Mutex<HashSet<String>>,
+    notify_wake: Notify,
+    notifier: OnceLock<()>,
     /// How many LISTEN sessions were established.
     sessions: watch::Sender<u64>,
     stopped: watch::Sender<bool>,
@@ -61,6 +181,9 @@ impl Feed {
             watchers: Mutex::new(HashMap::new()),
             pending: Mutex::new(HashSet::new()),
             wake: Notify::new(),
+            to_notify: Mutex::new(HashSet::new()),
+            notify_wake: Notify::new(),
+            notifier: OnceLock::new(),
             sessions: watch::channel(0).0,
             stopped: watch::channel(false).0,
             started: OnceLock::new(),
@@ -81,10 +204,26 @@ impl Feed {
         receiver
     }
 
-    /// A commit made through this process: wake its watchers at once.
-    pub(crate) fn advance(&self, cluster: &str, last_seq: u64) {
-        if let Some(sender) = lock(&self.watchers).get(cluster) {
-            raise(sender, last_seq);
+    /// A commit made through this process (after its `COMMIT`): re-read
+    /// the cluster now if anyone here watches it, and notify the other
+    /// processes.
+    pub(crate) fn committed(self: &Arc<Self>, cluster: &str) {
+        if lock(&self.watchers).contains_key(cluster) {
+            lock(&self.pending).insert(cluster.to_string());
+            self.wake.notify_one();
+        }
+        lock(&self.to_notify).insert(cluster.to_string());
+        self.notify_wake.notify_one();
+        if self.notifier.set(()).is_ok() {
+            match tokio::runtime::Handle::try_current() {
+                Ok(runtime) => {
+                    runtime.spawn(notify_forever(Arc::clone(self)));
+                }
+                Err(_) => tracing::warn!(
+                    "change feed notifier of {} not started: no async runtime; other processes see this one's commits by polling",
+                    self.db.endpoint()
+                ),
+            }
         }
     }
 
@@ -119,40 +258,151 @@ impl Feed {
         watchers.keys().cloned().collect()
     }
 
-    /// Re-read `clusters`' last seqs over `client` and publish them.
+    /// Re-read the mark and `clusters`' last positions below it over
+    /// `client` and publish them. `None` when there was nothing to read.
     async fn refresh(
         &self,
         client: &tokio_postgres::Client,
+        statements: &Statements,
         clusters: &[String],
-    ) -> Result<(), crate::db::DbError> {
+    ) -> Result<Option<Mark>, crate::db::DbError> {
         if clusters.is_empty() {
-            return Ok(());
+            return Ok(None);
         }
-        let rows = bounded(&self.db, client.query(LAST_SEQ_SQL, &[&clusters])).await?;
+        let mark = bounded(&self.db, high_water(client, &statements.high_water)).await?;
+        let bound = i64::try_from(mark.high_water).unwrap_or(i64::MAX);
+        // A later statement than the mark's: every position up to it is
+        // visible here.
+        let rows = bounded(
+            &self.db,
+            client.query(&statements.latest, &[&clusters, &bound]),
+        )
+        .await?;
         let watchers = lock(&self.watchers);
         for row in rows {
             let cluster: &str = row.get(0);
             if let Some(sender) = watchers.get(cluster) {
-                raise(sender, row.get::<_, i64>(1) as u64);
+                raise(sender, row.get::<_, i64>(1).max(0) as u64);
             }
         }
-        Ok(())
+        Ok(Some(mark))
     }
 
     /// Re-read every watched cluster through the pool (no LISTEN session).
-    async fn refresh_pooled(&self) {
+    async fn refresh_pooled(&self) -> Option<Mark> {
         let result = async {
             let client = self.db.client().await?;
-            self.refresh(&client, &self.watched()).await
+            let prepared = async {
+                Ok::<_, tokio_postgres::Error>(Statements {
+                    high_water: client.prepare_cached(HIGH_WATER_SQL).await?,
+                    latest: client.prepare_cached(LATEST_SQL).await?,
+                })
+            };
+            let statements = prepared.await.map_err(|e| self.db.unavailable(e))?;
+            self.refresh(&client, &statements, &self.watched()).await
         }
         .await;
-        if let Err(e) = result {
-            tracing::debug!("change feed poll failed: {e}");
+        match result {
+            Ok(mark) => mark,
+            Err(e) => {
+                tracing::debug!("change feed poll failed: {e}");
+                None
+            }
         }
     }
 
     fn take_pending(&self) -> Vec<String> {
         lock(&self.pending).drain().collect()
+    }
+}
+
+/// The feed's statements, prepared once per session.
+struct Statements {
+    high_water: tokio_postgres::Statement,
+    latest: tokio_postgres::Statement,
+}
+
+impl Statements {
+    async fn prepare(client: &tokio_postgres::Client) -> Result<Self, tokio_postgres::Error> {
+        Ok(Self {
+            high_water: client.prepare(HIGH_WATER_SQL).await?,
+            latest: client.prepare(LATEST_SQL).await?,
+        })
+    }
+}
+
+/// How long to wait before re-reading while the mark is below the head:
+/// [`crate::timeouts::FEED_SETTLE`], doubling while it stays unsettled
+/// without moving, up to the poll interval.
+#[derive(Debug)]
+struct Settle {
+    poll: Duration,
+    delay: Option<Duration>,
+    last: Option<Mark>,
+}
+
+impl Settle {
+    fn new(poll: Duration) -> Self {
+        Self {
+            poll,
+            delay: None,
+            last: None,
+        }
+    }
+
+    /// After a refresh that read `mark`: when to look again, if sooner
+    /// than the poll.
+    fn after(&mut self, mark: Option<Mark>) -> Option<Duration> {
+        let Some(mark) = mark else {
+            // Nothing watched: nothing to settle.
+            self.delay = None;
+            self.last = None;
+            return None;
+        };
+        if !mark.unsettled() {
+            self.delay = None;
+        } else {
+            let stuck = self
+                .last
+                .is_some_and(|last| last.high_water == mark.high_water);
+            self.delay = Some(match self.delay {
+                Some(delay) if stuck => (delay * 2).min(self.poll),
+                _ => crate::timeouts::FEED_SETTLE.min(self.poll),
+            });
+        }
+        self.last = Some(mark);
+        self.delay
+    }
+}
+
+/// The notifier: one `NOTIFY` transaction at a time for every cluster
+/// committed to since the last one, until the feed stops.
+async fn notify_forever(feed: Arc<Feed>) {
+    let mut stopped = feed.stopped.subscribe();
+    loop {
+        let clusters: Vec<String> = lock(&feed.to_notify).drain().collect();
+        if clusters.is_empty() {
+            tokio::select! {
+                _ = stopped.changed() => return,
+                _ = feed.notify_wake.notified() => continue,
+            }
+        }
+        let result = async {
+            let client = feed.db.client().await?;
+            let statement = client
+                .prepare_cached(NOTIFY_SQL)
+                .await
+                .map_err(|e| feed.db.unavailable(e))?;
+            bounded(&feed.db, client.execute(&statement, &[&clusters, &CHANNEL])).await
+        }
+        .await;
+        if let Err(e) = result {
+            // Watchers elsewhere catch up at their next poll.
+            tracing::debug!("change feed notification failed: {e}");
+        }
+        if *stopped.borrow() {
+            return;
+        }
     }
 }
 
@@ -167,6 +417,14 @@ fn raise(sender: &watch::Sender<u64>, seq: u64) {
             false
         }
     });
+}
+
+/// Sleep until `at`, or forever when there is none.
+async fn sleep_until_some(at: Option<tokio::time::Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
 }
 
 /// The maps are never left half-updated, so a poisoned lock is safe to use.
@@ -211,15 +469,20 @@ async fn listen_forever(feed: Arc<Feed>) {
         let nanos = u64::try_from(backoff.as_nanos()).unwrap_or(u64::MAX);
         let delay = Duration::from_nanos(rand::rng().random_range(nanos / 2..=nanos));
         let until = tokio::time::Instant::now() + delay;
+        let mut settle = Settle::new(feed.poll);
         loop {
-            feed.refresh_pooled().await;
+            let mark = feed.refresh_pooled().await;
+            feed.take_pending();
             let now = tokio::time::Instant::now();
             if now >= until {
                 break;
             }
+            let next = settle.after(mark).unwrap_or(feed.poll).min(feed.poll);
             tokio::select! {
                 _ = stopped.changed() => return,
-                _ = tokio::time::sleep_until(until.min(now + feed.poll)) => {}
+                // A local commit: read it now rather than at the next poll.
+                _ = feed.wake.notified() => {}
+                _ = tokio::time::sleep_until(until.min(now + next)) => {}
             }
         }
         backoff = (backoff * 2).min(BACKOFF_MAX);
@@ -270,10 +533,22 @@ impl Session {
 
     /// Serve until the session breaks; returns why.
     async fn serve(mut self, feed: &Feed) -> String {
+        let statements = match Statements::prepare(&self.client).await {
+            Ok(statements) => statements,
+            Err(e) => return crate::db::describe(&e),
+        };
+        let mut settle = Settle::new(feed.poll);
         // Whatever was committed while nobody listened.
-        if let Err(e) = feed.refresh(&self.client, &feed.watched()).await {
-            return e.to_string();
-        }
+        let mark = match feed
+            .refresh(&self.client, &statements, &feed.watched())
+            .await
+        {
+            Ok(mark) => mark,
+            Err(e) => return e.to_string(),
+        };
+        let mut settle_at = settle
+            .after(mark)
+            .map(|delay| tokio::time::Instant::now() + delay);
         // Counted once listening and caught up: from here on, every commit
         // reaches the watchers by notification.
         feed.sessions.send_modify(|n| *n += 1);
@@ -289,9 +564,16 @@ impl Session {
                 // The poll also proves the session still answers: a
                 // silently dropped connection fails it and reconnects.
                 _ = poll.tick() => feed.watched(),
+                // A commit in flight held the mark back: look again soon.
+                _ = sleep_until_some(settle_at) => feed.watched(),
             };
-            if let Err(e) = feed.refresh(&self.client, &clusters).await {
-                return e.to_string();
+            match feed.refresh(&self.client, &statements, &clusters).await {
+                Ok(mark) => {
+                    settle_at = settle
+                        .after(mark)
+                        .map(|delay| tokio::time::Instant::now() + delay);
+                }
+                Err(e) => return e.to_string(),
             }
         }
     }

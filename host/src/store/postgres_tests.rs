@@ -25,11 +25,12 @@ const LEASE: &str = "ctl";
 
 /// A grant as the authority makes it, in one transaction: lock the lease
 /// row first (this waits for every fenced commit holding it `FOR KEY SHARE`),
-/// note the newest event seq visible at that moment (the grant's horizon:
-/// every write of the old epoch must be at or below it), then move the
+/// note the event seqs visible at that moment (the grant's horizon: every
+/// write of the old epoch must be among them; seqs are not commit order, so
+/// no single number can say this), then move the
 /// lease to the next epoch with `acquired_at` read *after* the lock, and
 /// record the tenures.
-async fn take_over(db: &Database, key: &LeaseKey, holder: &str) -> (Fence, u64) {
+async fn take_over(db: &Database, key: &LeaseKey, holder: &str) -> (Fence, Horizon) {
     take_over_held(db, key, holder, None).await
 }
 
@@ -47,7 +48,7 @@ async fn take_over_held(
     key: &LeaseKey,
     holder: &str,
     hold: Option<GrantHold>,
-) -> (Fence, u64) {
+) -> (Fence, Horizon) {
     let mut client = db.client().await.unwrap();
     let tx = client.transaction().await.unwrap();
     tx.query_one(
@@ -60,14 +61,16 @@ async fn take_over_held(
         let _ = locked.send(());
         let _ = go.await;
     }
-    let horizon: i64 = tx
-        .query_opt(
-            "SELECT last_seq FROM leasehold_feed WHERE cluster = $1",
+    let horizon: Horizon = tx
+        .query(
+            "SELECT seq FROM leasehold_events WHERE cluster = $1",
             &[&key.cluster],
         )
         .await
         .unwrap()
-        .map_or(0, |r| r.get(0));
+        .iter()
+        .map(|r| r.get::<_, i64>(0) as u64)
+        .collect();
     let row = tx
         .query_one(
             "UPDATE leasehold_leases
@@ -102,16 +105,19 @@ async fn take_over_held(
         epoch: Epoch(epoch as u64),
         holder: holder.into(),
     };
-    (fence, horizon as u64)
+    (fence, horizon)
 }
+
+/// The event seqs a grant saw.
+type Horizon = std::collections::BTreeSet<u64>;
 
 /// Every way the record can show a write of epoch e landing after epoch
 /// e+1 was granted:
 /// - an event or object of epoch e stamped at or after the grant's
 ///   `acquired_at` (taken after the grant held the lease row);
-/// - an event of epoch e beyond the seq horizon the grant saw;
+/// - an event of epoch e that the grant did not see;
 /// - a tenure whose write count disagrees with the commits attributed to it.
-async fn stale_writes(db: &Database, horizons: &HashMap<u64, u64>) -> Vec<String> {
+async fn stale_writes(db: &Database, horizons: &HashMap<u64, Horizon>) -> Vec<String> {
     let client = db.client().await.unwrap();
     let mut found = Vec::new();
     for row in client
@@ -157,12 +163,13 @@ async fn stale_writes(db: &Database, horizons: &HashMap<u64, u64>) -> Vec<String
         .unwrap()
     {
         let (seq, epoch): (i64, i64) = (row.get(0), row.get(1));
-        if let Some(&horizon) = horizons.get(&(epoch as u64 + 1))
-            && seq as u64 > horizon
+        if let Some(horizon) = horizons.get(&(epoch as u64 + 1))
+            && !horizon.contains(&(seq as u64))
         {
             found.push(format!(
-                "event {seq} of epoch {epoch} committed after epoch {} was granted (horizon {horizon})",
-                epoch + 1
+                "event {seq} of epoch {epoch} committed after epoch {} was granted (its grant saw {} events)",
+                epoch + 1,
+                horizon.len()
             ));
         }
     }
@@ -334,6 +341,7 @@ async fn no_write_lands_after_a_takeover_over_many_races() {
             }
         };
         assert_eq!(next.epoch.0, fence.epoch.0 + 1);
+        let seen = horizon.clone();
         horizons.insert(next.epoch.0, horizon);
         match written {
             Ok(committed) => {
@@ -345,8 +353,8 @@ async fn no_write_lands_after_a_takeover_over_many_races() {
                     next.epoch.0
                 );
                 assert!(
-                    committed.event_seqs.iter().all(|&seq| seq <= horizon),
-                    "round {round}: {committed:?} is beyond the horizon {horizon} of the grant it preceded"
+                    committed.event_seqs.iter().all(|seq| seen.contains(seq)),
+                    "round {round}: {committed:?} is not among the events {seen:?} the grant it preceded saw"
                 );
                 landed += 1;
                 if meeting == Meeting::Free {
@@ -392,7 +400,8 @@ async fn the_race_checker_catches_an_unfenced_write() {
     let lease = LeaseKey::new(CLUSTER, LEASE);
     let old = Leases::grant(&f.leases, CLUSTER, LEASE, "holder-1").await;
     let t = key("tasks", "t");
-    f.store
+    let made = f
+        .store
         .commit_fenced(&old, &[create(&t, "1")], &[event(&t, "Made")])
         .await
         .unwrap();
@@ -400,7 +409,12 @@ async fn the_race_checker_catches_an_unfenced_write() {
     let horizons = HashMap::from([(old.epoch.0 + 1, horizon)]);
     assert!(stale_writes(&f.db, &horizons).await.is_empty());
     // The same write without its fence check, after the takeover.
-    let batch = Batch::fenced(&old, &[update(&t, 1, "2")], &[event(&t, "Late")]).unwrap();
+    let batch = Batch::fenced(
+        &old,
+        &[update(&t, made.revision, "2")],
+        &[event(&t, "Late")],
+    )
+    .unwrap();
     f.store.commit(&batch, None).await.unwrap();
     let stale = stale_writes(&f.db, &horizons).await;
     assert!(
@@ -413,7 +427,10 @@ async fn the_race_checker_catches_an_unfenced_write() {
             .any(|s| s.contains("tasks/t written by epoch 1")),
         "{stale:#?}"
     );
-    assert!(stale.iter().any(|s| s.contains("horizon 1")), "{stale:#?}");
+    assert!(
+        stale.iter().any(|s| s.contains("committed after epoch 2")),
+        "{stale:#?}"
+    );
 }
 
 /// A store that pauses every commit just before `COMMIT`, and the handles
@@ -482,7 +499,7 @@ async fn a_takeover_waits_for_a_fenced_commit_in_flight() {
         .expect("landed before the takeover");
     let (new, horizon) = joined(grant, "the grant").await;
     assert_eq!(new.epoch.0, 2);
-    assert!(committed.event_seqs[0] <= horizon);
+    assert!(horizon.contains(&committed.event_seqs[0]));
     let stale = stale_writes(&f.db, &HashMap::from([(2, horizon)])).await;
     assert!(stale.is_empty(), "{stale:#?}");
     assert_fenced_now(&store, &old, &t).await;
@@ -622,7 +639,6 @@ async fn notifications_wake_watchers_in_other_processes() {
     let t = key("tasks", "t");
     let put = f.store.put(CLUSTER, &t, "1", None).await.unwrap();
     let seq = all_events(&*f.store, CLUSTER).await.last().unwrap().seq;
-    assert_eq!(seq, 1);
     tokio::time::timeout(WAIT, feed.wait_for(|&s| s >= seq))
         .await
         .expect("the NOTIFY woke the other process's watcher")
@@ -672,18 +688,23 @@ async fn the_feed_polls_when_a_notification_is_missed() {
     let f = fixture().await;
     let watcher = PostgresStore::new(f.db.clone());
     let mut feed = watcher.watch(CLUSTER);
-    // A commit's counter advance without its NOTIFY, as if the
-    // notification was lost.
-    f.db.client()
+    // A committed change without its NOTIFY, as if the notification was
+    // lost.
+    let position: i64 = f
+        .db
+        .client()
         .await
         .unwrap()
-        .execute(
-            "INSERT INTO leasehold_feed (cluster, revision, last_seq) VALUES ($1, 1, 3)",
+        .query_one(
+            "INSERT INTO leasehold_changes (cluster, position, revision, at, kind, name, change, version)
+             SELECT $1, nextval('leasehold_positions'), 1, clock_timestamp(), 'tasks', 't', 'created', 1
+             RETURNING position",
             &[&CLUSTER],
         )
         .await
-        .unwrap();
-    tokio::time::timeout(WAIT, feed.wait_for(|&s| s == 3))
+        .unwrap()
+        .get(0);
+    tokio::time::timeout(WAIT, feed.wait_for(|&s| s == position as u64))
         .await
         .expect("the poll caught up")
         .unwrap();
@@ -845,8 +866,182 @@ async fn a_pinned_store_writes_only_to_the_database_it_was_pinned_to() {
     // Pinned to the database it reaches, it writes.
     let here = PostgresStore::new(f.db.clone());
     here.pin_database(actual);
-    here.put(CLUSTER, &t, "1", None).await.unwrap();
-    here.commit_fenced(&fence, &[update(&t, 1, "2")], &[])
+    let put = here.put(CLUSTER, &t, "1", None).await.unwrap();
+    here.commit_fenced(&fence, &[update(&t, put.version, "2")], &[])
         .await
         .unwrap();
+}
+
+/// What a reader that ignores the high-water mark would see: every change
+/// committed so far, straight from the table.
+async fn visible_positions(db: &Database) -> Vec<u64> {
+    db.client()
+        .await
+        .unwrap()
+        .query(
+            "SELECT position FROM leasehold_changes WHERE cluster = $1 ORDER BY position",
+            &[&CLUSTER],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get::<_, i64>(0) as u64)
+        .collect()
+}
+
+/// Start an API put through a store that pauses before `COMMIT`, and wait
+/// until it is paused there (its positions taken, its floor held).
+async fn held_put(
+    db: &Database,
+    name: &str,
+) -> (
+    JoinHandle<Result<super::Object, StoreError>>,
+    mpsc::Sender<()>,
+) {
+    let (store, mut paused, resume) = paused_store(db);
+    let k = key("tasks", name);
+    let put = tokio::spawn(async move { store.put(CLUSTER, &k, "1", None).await });
+    tokio::time::timeout(WAIT, paused.recv())
+        .await
+        .unwrap_or_else(|_| panic!("the put did not reach COMMIT within {WAIT:?}"))
+        .expect("the put reached COMMIT");
+    (put, resume)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_commit_in_flight_does_not_hold_up_other_commits() {
+    // The counter row this replaces made every commit of a cluster wait
+    // for the one before it to finish COMMIT.
+    let f = fixture().await;
+    let fence = Leases::grant(&f.leases, CLUSTER, LEASE, "holder-1").await;
+    let (held, resume) = held_put(&f.db, "held").await;
+    let other = key("tasks", "other");
+    let (made, put) = tokio::time::timeout(WAIT, async {
+        let made = f
+            .store
+            .commit_fenced(&fence, &[create(&other, "1")], &[event(&other, "Made")])
+            .await
+            .unwrap();
+        let put = f
+            .store
+            .put(CLUSTER, &key("nodes", "n"), "1", None)
+            .await
+            .unwrap();
+        (made, put)
+    })
+    .await
+    .expect("commits of other objects finish while one is held open before COMMIT");
+    assert!(made.revision < put.version);
+    resume.send(()).await.unwrap();
+    let held = joined(held, "the held put").await.unwrap();
+    // The held put took its numbers first, and committed last.
+    assert!(held.version < made.revision);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readers_stop_below_a_commit_in_flight_and_skip_nothing() {
+    let f = fixture().await;
+    let (held, resume) = held_put(&f.db, "held").await;
+    // A later commit lands while the held one is still open: its position
+    // is above the held one's, and it is visible.
+    let later = f
+        .store
+        .put(CLUSTER, &key("tasks", "later"), "1", None)
+        .await
+        .unwrap();
+    let visible = visible_positions(&f.db).await;
+    assert_eq!(visible.len(), 1, "{visible:?}");
+    let (head, mark) = f.store.high_water().await.unwrap();
+    assert!(
+        mark < visible[0] && visible[0] <= head,
+        "mark {mark}, head {head}, {visible:?}"
+    );
+    // A reader (both streams, and the watch) stops below the held commit.
+    let page = f.store.changes(CLUSTER, &[], 0, 10).await.unwrap();
+    assert!(page.changes.is_empty(), "{page:?}");
+    assert!(page.through < visible[0]);
+    assert!(f.store.events(CLUSTER, 0, 10).await.unwrap().is_empty());
+    let cursor = page.through;
+    resume.send(()).await.unwrap();
+    let held = joined(held, "the held put").await.unwrap();
+    // Resuming after its cursor, the reader gets both, in position order:
+    // the held commit was not skipped.
+    let page = f.store.changes(CLUSTER, &[], cursor, 10).await.unwrap();
+    let seen: Vec<(&str, u64)> = page
+        .changes
+        .iter()
+        .map(|c| (c.name.as_str(), c.version))
+        .collect();
+    assert_eq!(seen, [("held", held.version), ("later", later.version)]);
+    let events = f.store.events(CLUSTER, 0, 10).await.unwrap();
+    assert_eq!(events.len(), 2);
+    assert!(events[0].seq < events[1].seq && events[0].name == "held");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_commit_that_rolls_back_leaves_a_gap_the_mark_passes() {
+    let f = fixture().await;
+    let (held, _resume) = held_put(&f.db, "held").await;
+    let later = f
+        .store
+        .put(CLUSTER, &key("tasks", "later"), "1", None)
+        .await
+        .unwrap();
+    assert!(f.store.events(CLUSTER, 0, 10).await.unwrap().is_empty());
+    // Dropping the paused commit rolls its transaction back (its session
+    // goes back to the pool without COMMIT): its numbers are never used.
+    held.abort();
+    let _ = held.await;
+    let events = tokio::time::timeout(WAIT, async {
+        loop {
+            let events = f.store.events(CLUSTER, 0, 10).await.unwrap();
+            if !events.is_empty() {
+                return events;
+            }
+            tokio::task::yield_now().await;
+        }
+    })
+    .await
+    .expect("the mark passes a rolled-back commit");
+    assert_eq!(events.len(), 1);
+    assert_eq!(
+        (events[0].name.as_str(), events[0].revision),
+        ("later", later.version)
+    );
+    assert_eq!(
+        f.store.get(CLUSTER, &key("tasks", "held")).await.unwrap(),
+        None
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_watcher_wakes_once_a_held_commit_ends() {
+    let f = fixture().await;
+    // No fallback poll within the test: only a notification, a local
+    // commit or the settle re-read can wake it.
+    let watcher = PostgresStore::with_feed_poll(f.db.clone(), WAIT * 100);
+    let mut feed = watcher.watch(CLUSTER);
+    let mut sessions = watcher.feed_sessions();
+    tokio::time::timeout(WAIT, sessions.wait_for(|&n| n >= 1))
+        .await
+        .expect("the feed listens")
+        .unwrap();
+    let (held, resume) = held_put(&f.db, "held").await;
+    let later = f
+        .store
+        .put(CLUSTER, &key("tasks", "later"), "1", None)
+        .await
+        .unwrap();
+    // The later commit's notification may arrive while the held one keeps
+    // the mark below it; the held one's own, sent after its COMMIT, must
+    // then wake the watcher.
+    resume.send(()).await.unwrap();
+    joined(held, "the held put").await.unwrap();
+    // Both committed: the watcher reaches the later one's change.
+    let last = visible_positions(&f.db).await.into_iter().max().unwrap();
+    tokio::time::timeout(WAIT, feed.wait_for(|&p| p >= last))
+        .await
+        .expect("the watcher woke after the held commit ended")
+        .unwrap();
+    assert!(later.version < last);
 }

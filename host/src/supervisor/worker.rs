@@ -1,7 +1,9 @@
 //! The reconcile loop of one guest instance inside a tenure.
 //!
-//! Fed by the change feed (events of the watched kinds), a full resync at
-//! start and on the guest's period, and requeues; one reconcile at a time.
+//! Fed by the change stream (every committed create, update and delete of
+//! the watched kinds, by the API or any guest, whether or not an event was
+//! appended), a full resync at start and on the guest's period, and
+//! requeues; one reconcile at a time.
 //! Ends when told to stop taking work, when the guest reports `fenced`, or
 //! when the guest fails and must be torn down.
 
@@ -149,29 +151,33 @@ impl Worker {
         &self.ctx.status.name
     }
 
-    /// Queue every watched object whose event follows the cursor.
+    /// Queue every watched object changed after the cursor.
     async fn read_feed(&mut self) {
         self.feed.borrow_and_update();
+        if self.watches.is_empty() {
+            // An empty kind list asks for every kind; watching none asks
+            // for nothing.
+            return;
+        }
         loop {
             match self
                 .ctx
                 .store
-                .events(&self.ctx.cluster, self.cursor, MAX_PAGE_SIZE)
+                .changes(&self.ctx.cluster, &self.watches, self.cursor, MAX_PAGE_SIZE)
                 .await
             {
-                Ok(events) => {
+                Ok(page) => {
                     self.feed_retry_at =
                         (!self.feed_open).then(|| Instant::now() + crate::timeouts::FEED_POLL);
-                    let full = events.len() >= MAX_PAGE_SIZE;
-                    for event in events {
-                        self.cursor = self.cursor.max(event.seq);
-                        if self.watches.contains(&event.kind) {
-                            self.queue.add(ObjectKey {
-                                kind: event.kind,
-                                name: event.name,
-                            });
-                        }
+                    let full = page.changes.len() >= MAX_PAGE_SIZE;
+                    for change in page.changes {
+                        self.queue.add(ObjectKey {
+                            kind: change.kind,
+                            name: change.name,
+                        });
                     }
+                    // Read through here, whether or not anything matched.
+                    self.cursor = self.cursor.max(page.through);
                     if !full {
                         return;
                     }
