@@ -86,7 +86,21 @@
 //!
 //! - **History is accurate** ([`Rule::WriteCount`]): a tenure's `writes`
 //!   counts at least the commits attributed to it (L6).
-//! - **Event log** ([`Rule::EventLog`]): sequence numbers are 1..n.
+//! - **Feed** ([`Rule::Feed`]): no committed change is ever skipped or
+//!   delivered twice to a reader. Positions (change positions, event seqs)
+//!   come from one sequence taken freely, so they have gaps and are not
+//!   commit order; what a reader is promised is judged from the readers'
+//!   own records ([`check_feed`], [`super::reader`]): every change and
+//!   event committed at or below the position a reader read through was
+//!   given to it exactly once, nothing uncommitted was given, positions
+//!   came in increasing order, and per object the versions given strictly
+//!   increase (commit order per object). The random schedules run a
+//!   reader beside the hosts for their whole length, across held-open and
+//!   rolled-back commits ([`super::schedule::run`]); a reader that ignores
+//!   the high-water mark ([`super::reader::NaiveReader`]) is caught by it.
+//!   From the database alone, the rule checks that event seqs and
+//!   revisions are positive and that a task's change stream agrees with
+//!   it (its last change has its version).
 //! - **Scheduler** ([`Rule::DoubleAssignment`], [`Rule::Assignment`],
 //!   [`Rule::Capacity`]): a task has at most one `Assigned` event; a task
 //!   shown assigned has exactly one, naming the same node, and a task with
@@ -121,6 +135,8 @@ use std::fmt;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use leasehold_receiver::{Outcome as EffectOutcome, RecordEntry, Violation as ReceiverViolation};
+
+use super::reader::{Delivery, FeedRecord, Stream};
 use serde_json::Value;
 
 /// One API write the test saw acknowledged (`200` or `201`).
@@ -189,8 +205,9 @@ pub enum Rule {
     WrongTenure,
     /// A tenure's write count below the commits attributed to it.
     WriteCount,
-    /// Event sequence numbers with a gap.
-    EventLog,
+    /// A reader was not given a committed change or event exactly once, in
+    /// order; or the change stream disagrees with an object it changed.
+    Feed,
     /// A task assigned more than once.
     DoubleAssignment,
     /// A task object and the `Assigned` events disagree.
@@ -480,8 +497,17 @@ struct Checker {
     leases: BTreeMap<String, LeaseRow>,
     tenures: BTreeMap<String, Vec<Tenure>>,
     events: Vec<EventRow>,
+    changes: Vec<ChangeRow>,
     objects: Vec<ObjectRow>,
     report: Report,
+}
+
+struct ChangeRow {
+    position: i64,
+    kind: String,
+    name: String,
+    change: String,
+    version: i64,
 }
 
 impl Checker {
@@ -559,6 +585,23 @@ impl Checker {
                 order: commit_order(r, 9),
             })
             .collect();
+        let changes = client
+            .query(
+                "SELECT position, kind, name, change, version FROM leasehold_changes
+                  WHERE cluster = $1 ORDER BY position",
+                &[&cluster],
+            )
+            .await
+            .expect("read changes")
+            .iter()
+            .map(|r| ChangeRow {
+                position: r.get(0),
+                kind: r.get(1),
+                name: r.get(2),
+                change: r.get(3),
+                version: r.get(4),
+            })
+            .collect();
         let objects = client
             .query(
                 &format!(
@@ -587,6 +630,7 @@ impl Checker {
             leases,
             tenures,
             events,
+            changes,
             objects,
             report: Report::default(),
         }
@@ -873,17 +917,47 @@ impl Checker {
         }
     }
 
+    /// What the database alone shows of the feed: positive positions, and
+    /// for every task with changes, a last change that shows the task as
+    /// it is (tasks only: the suite's hand-written records have other
+    /// objects without changes).
     fn check_event_log(&mut self) {
-        let gaps: Vec<String> = self
+        let mut found: Vec<String> = self
             .events
             .iter()
-            .enumerate()
-            .filter(|(i, e)| e.seq != *i as i64 + 1)
+            .filter(|e| e.seq <= 0 || e.revision <= 0)
             .take(5)
-            .map(|(i, e)| format!("event #{} has seq {}", i + 1, e.seq))
+            .map(|e| format!("event {} has revision {}", e.seq, e.revision))
             .collect();
-        for gap in gaps {
-            self.violation(Rule::EventLog, gap);
+        let mut last: BTreeMap<(&str, &str), &ChangeRow> = BTreeMap::new();
+        for c in &self.changes {
+            if let Some(before) = last.get(&(c.kind.as_str(), c.name.as_str()))
+                && before.version >= c.version
+                && c.change != "deleted"
+            {
+                found.push(format!(
+                    "change {} of {}/{} has version {}, not above change {}'s {}",
+                    c.position, c.kind, c.name, c.version, before.position, before.version
+                ));
+            }
+            last.insert((c.kind.as_str(), c.name.as_str()), c);
+        }
+        for o in self.objects.iter().filter(|o| o.kind == "tasks") {
+            match last.get(&(o.kind.as_str(), o.name.as_str())) {
+                Some(c) if c.change != "deleted" && c.version == o.version => {}
+                Some(c) => found.push(format!(
+                    "{}/{} is at version {} but its last change ({}) is {} at version {}",
+                    o.kind, o.name, o.version, c.position, c.change, c.version
+                )),
+                None if self.changes.is_empty() => {}
+                None => found.push(format!(
+                    "{}/{} is at version {} but has no change",
+                    o.kind, o.name, o.version
+                )),
+            }
+        }
+        for detail in found {
+            self.violation(Rule::Feed, detail);
         }
     }
 
@@ -1216,6 +1290,126 @@ impl Checker {
     }
 }
 
+/// The feed rule over what readers were given (see the module
+/// documentation): reads every change and event of `cluster` in one
+/// snapshot, taken after the readers finished, and judges each record
+/// against it.
+pub async fn check_feed(url: &str, cluster: &str, records: &[FeedRecord]) -> Vec<Violation> {
+    let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+        .await
+        .expect("the checker connects to the test database");
+    let connection = tokio::spawn(connection);
+    client
+        .batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+        .await
+        .expect("the checker opens its snapshot");
+    let mut committed = Vec::new();
+    for (stream, sql) in [
+        (
+            Stream::Changes,
+            "SELECT position, kind, name, version FROM leasehold_changes WHERE cluster = $1",
+        ),
+        (
+            Stream::Events,
+            "SELECT seq, kind, name, revision FROM leasehold_events WHERE cluster = $1",
+        ),
+    ] {
+        for r in client.query(sql, &[&cluster]).await.expect("read the feed") {
+            committed.push(Delivery {
+                stream,
+                position: r.get::<_, i64>(0) as u64,
+                kind: r.get(1),
+                name: r.get(2),
+                version: r.get::<_, i64>(3) as u64,
+            });
+        }
+    }
+    client
+        .batch_execute("COMMIT")
+        .await
+        .expect("the checker closes its snapshot");
+    drop(client);
+    let _ = connection.await;
+    records
+        .iter()
+        .flat_map(|record| judge_feed(&committed, record))
+        .collect()
+}
+
+/// The feed rule for one reader's record against what is committed.
+pub fn judge_feed(committed: &[Delivery], record: &FeedRecord) -> Vec<Violation> {
+    let mut found = Vec::new();
+    let reader = &record.reader;
+    for (i, stream) in [Stream::Changes, Stream::Events].into_iter().enumerate() {
+        let through = record.through[i];
+        let truth: BTreeMap<u64, &Delivery> = committed
+            .iter()
+            .filter(|c| c.stream == stream)
+            .map(|c| (c.position, c))
+            .collect();
+        let mut given: BTreeMap<u64, usize> = BTreeMap::new();
+        let mut previous: Option<u64> = None;
+        let mut versions: BTreeMap<(&str, &str), u64> = BTreeMap::new();
+        for d in record.delivered.iter().filter(|d| d.stream == stream) {
+            *given.entry(d.position).or_default() += 1;
+            if let Some(p) = previous
+                && d.position <= p
+            {
+                found.push(format!(
+                    "{reader} was given {stream:?} {} ({}/{}) after {p}",
+                    d.position, d.kind, d.name
+                ));
+            }
+            previous = Some(d.position);
+            match truth.get(&d.position) {
+                Some(c) if c.kind == d.kind && c.name == d.name && c.version == d.version => {}
+                Some(c) => found.push(format!(
+                    "{reader} was given {stream:?} {} as {}/{} v{}, but it is {}/{} v{}",
+                    d.position, d.kind, d.name, d.version, c.kind, c.name, c.version
+                )),
+                None => found.push(format!(
+                    "{reader} was given {stream:?} {} ({}/{}), which is not committed",
+                    d.position, d.kind, d.name
+                )),
+            }
+            if stream == Stream::Changes {
+                let key = (d.kind.as_str(), d.name.as_str());
+                if let Some(&v) = versions.get(&key)
+                    && d.version <= v
+                {
+                    found.push(format!(
+                        "{reader} was given {}/{} at version {} after version {v}",
+                        d.kind, d.name, d.version
+                    ));
+                }
+                versions.insert(key, d.version);
+            }
+        }
+        for (position, n) in &given {
+            if *n > 1 {
+                found.push(format!(
+                    "{reader} was given {stream:?} {position} {n} times"
+                ));
+            }
+        }
+        for (position, c) in truth.range(..=through) {
+            if !given.contains_key(position) {
+                found.push(format!(
+                    "{reader} skipped {stream:?} {position} ({}/{} v{}): it read through {through}",
+                    c.kind, c.name, c.version
+                ));
+            }
+        }
+    }
+    found
+        .into_iter()
+        .map(|detail| Violation {
+            rule: Rule::Feed,
+            detail,
+        })
+        .collect()
+}
+
 /// One `Assigned` event: (seq, epoch, node).
 type Assignment = (i64, Option<i64>, String);
 
@@ -1241,5 +1435,101 @@ mod tests {
             Some("n-2")
         );
         assert_eq!(assigned_node("something else"), None);
+    }
+}
+
+#[cfg(test)]
+mod feed_rule {
+    use super::*;
+
+    fn change(position: u64, name: &str, version: u64) -> Delivery {
+        Delivery {
+            stream: Stream::Changes,
+            position,
+            kind: "tasks".into(),
+            name: name.into(),
+            version,
+        }
+    }
+
+    fn record(delivered: Vec<Delivery>, through: u64) -> FeedRecord {
+        FeedRecord {
+            reader: "reader".into(),
+            delivered,
+            through: [through, 0],
+        }
+    }
+
+    fn committed() -> Vec<Delivery> {
+        vec![change(3, "a", 2), change(7, "b", 6), change(9, "a", 8)]
+    }
+
+    fn details(found: &[Violation]) -> Vec<&str> {
+        assert!(found.iter().all(|v| v.rule == Rule::Feed));
+        found.iter().map(|v| v.detail.as_str()).collect()
+    }
+
+    #[test]
+    fn a_reader_given_everything_once_in_order_is_clean() {
+        let found = judge_feed(&committed(), &record(committed(), 9));
+        assert!(found.is_empty(), "{:?}", details(&found));
+        // Not yet read through the last: nothing is owed beyond `through`.
+        let found = judge_feed(&committed(), &record(committed()[..2].to_vec(), 8));
+        assert!(found.is_empty(), "{:?}", details(&found));
+    }
+
+    #[test]
+    fn a_reader_that_skips_is_caught() {
+        // The hand-written broken reader: it went past 3 while 3 was in
+        // flight, and never came back.
+        let skipped = record(vec![change(7, "b", 6), change(9, "a", 8)], 9);
+        let found = judge_feed(&committed(), &skipped);
+        assert_eq!(details(&found).len(), 1, "{:?}", details(&found));
+        assert!(details(&found)[0].contains("skipped Changes 3"));
+    }
+
+    #[test]
+    fn a_reader_given_one_twice_or_out_of_order_is_caught() {
+        let twice = record(
+            vec![
+                change(3, "a", 2),
+                change(7, "b", 6),
+                change(7, "b", 6),
+                change(9, "a", 8),
+            ],
+            9,
+        );
+        let found = judge_feed(&committed(), &twice);
+        assert!(
+            details(&found)
+                .iter()
+                .any(|d| d.contains("given Changes 7 2 times"))
+        );
+        let reordered = record(
+            vec![change(9, "a", 8), change(3, "a", 2), change(7, "b", 6)],
+            9,
+        );
+        let found = judge_feed(&committed(), &reordered);
+        assert!(
+            details(&found)
+                .iter()
+                .any(|d| d.contains("Changes 3 (tasks/a) after 9"))
+        );
+        assert!(
+            details(&found)
+                .iter()
+                .any(|d| d.contains("version 2 after version 8"))
+        );
+    }
+
+    #[test]
+    fn a_reader_given_what_never_committed_is_caught() {
+        let phantom = record(vec![change(3, "a", 2), change(5, "z", 4)], 5);
+        let found = judge_feed(&committed(), &phantom);
+        assert!(
+            details(&found)
+                .iter()
+                .any(|d| d.contains("5 (tasks/z), which is not committed"))
+        );
     }
 }

@@ -30,6 +30,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use super::reader::FeedReader;
 use super::rig::{Rig, Timing};
 use crate::proxy::{AtCommit, Mode};
 
@@ -384,6 +385,12 @@ pub async fn run(schedule: &Schedule, rig: &mut Rig) -> Struck {
     }
     // Heals before strikes at the same instant.
     timeline.sort_by_key(|(at, event)| (*at, matches!(event, Event::Strike(_))));
+    // A reader of the change stream and the event log for the whole
+    // schedule, across every fault (commits held open at the proxy, rolled
+    // back by a partition or a terminated session), beside the API
+    // workload and the controllers: the checker's feed rule judges what it
+    // was given.
+    let reader = FeedReader::start(rig.db.url(), &rig.cluster, "the schedule's feed reader");
     let started = Instant::now();
     let mut hit: Vec<Option<usize>> = vec![None; schedule.faults.len()];
     let mut struck = Struck::default();
@@ -435,6 +442,20 @@ pub async fn run(schedule: &Schedule, rig: &mut Rig) -> Struck {
             }
         }
     }
+    // Every fault is healed: a commit still held open ends within the
+    // server's idle-in-transaction bound.
+    let record = reader
+        .finish(leasehold_host::timeouts::DATABASE_STATEMENT * 4)
+        .await;
+    let violations =
+        super::checker::check_feed(rig.db.url(), &rig.cluster, &[record.clone()]).await;
+    assert!(
+        violations.is_empty(),
+        "seed {}: the feed reader was not given every committed change and event exactly once ({} given, read through {:?}): {violations:#?}",
+        schedule.seed,
+        record.delivered.len(),
+        record.through
+    );
     struck
 }
 
