@@ -32,6 +32,7 @@ mod process;
 mod proxy;
 mod renew_load;
 mod report;
+mod store_writes;
 mod support;
 mod throughput;
 mod wasm_cost;
@@ -84,6 +85,11 @@ const PARTS: &[(&str, PartFn, &str)] = &[
         "fencing",
         fencing::run,
         "fenced vs unfenced commit throughput (PostgreSQL)",
+    ),
+    (
+        "store-writes",
+        store_writes::run,
+        "fenced commits at 1, 4, 8 writers vs raw PostgreSQL without a counter row; change-feed lag (PostgreSQL)",
     ),
     (
         "outbound",
