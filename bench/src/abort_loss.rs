@@ -186,12 +186,13 @@ impl Authority for Recording {
         self.inner.observe(cluster).await
     }
 
-    async fn history(
+    async fn history_before(
         &self,
         key: &LeaseKey,
+        before: Option<leasehold_host::fence::Epoch>,
         limit: usize,
     ) -> Result<Vec<TenureRecord>, AuthorityError> {
-        self.inner.history(key, limit).await
+        self.inner.history_before(key, before, limit).await
     }
 
     async fn record_outbound(

@@ -16,8 +16,7 @@ use super::error::ApiError;
 use super::page::{self, ListPage};
 use super::{AppState, rfc3339};
 use crate::authority::{LeaseRecord, TenureRecord};
-use crate::fence::LeaseKey;
-use crate::limits::MAX_HISTORY;
+use crate::fence::{Epoch, LeaseKey};
 use crate::names::check_label;
 use crate::status::Status;
 
@@ -162,19 +161,13 @@ pub(super) async fn history(
     let after = page::number_after(query.after.as_deref(), "a tenure's epoch")?;
     let limit = page::limit(query.limit.as_deref())?;
     let key = LeaseKey::new(shared.api.cluster.clone(), name);
-    // The authority reads the newest tenures only: the first page asks for
-    // one more than it shows; a later page reads the whole window the
-    // authority keeps (`MAX_HISTORY`, newest first) and starts below its
-    // cursor, so history pages reach back that far and no further.
-    let ask = match after {
-        None => limit + 1,
-        Some(_) => MAX_HISTORY,
-    };
-    let mut tenures = shared.api.authority.history(&key, ask).await?;
-    if let Some(after) = after {
-        tenures.retain(|t| t.epoch.0 < after);
-    }
-    tenures.truncate(limit + 1);
+    // One more than the page shows, below the cursor's epoch: `next` is
+    // null exactly when nothing older exists.
+    let tenures = shared
+        .api
+        .authority
+        .history_before(&key, after.map(Epoch), limit + 1)
+        .await?;
     let tenures = tenures.into_iter().map(TenureView::from).collect();
     Ok(Json(ListPage::from_one_more(tenures, limit, |t| t.epoch)))
 }

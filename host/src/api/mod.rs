@@ -66,8 +66,9 @@
 //!   tenures newest first, `{"epoch", "holder", "endpoint", "acquired_at",
 //!   "ended_at", "end_reason", "writes", "last_write_at",
 //!   "outbound_requests", "last_outbound_at"}`; `next` is an epoch and
-//!   `after=E` lists the tenures below epoch E, reaching back over the
-//!   newest [`crate::limits::MAX_HISTORY`] the authority keeps readable.
+//!   `after=E` lists the tenures below epoch E (the memory backend keeps
+//!   the newest [`crate::limits::MAX_HISTORY`] of each lease; PostgreSQL
+//!   keeps them all).
 //!   `ended_at`, `end_reason`, `last_write_at` and
 //!   `last_outbound_at` are null while unknown. `outbound_requests` (the
 //!   guests' HTTP requests that left the host) and `last_outbound_at` (by

@@ -59,12 +59,13 @@ impl Authority for Switchable {
     async fn observe(&self, cluster: &str) -> Result<Vec<LeaseRecord>, AuthorityError> {
         self.inner.observe(cluster).await
     }
-    async fn history(
+    async fn history_before(
         &self,
         key: &LeaseKey,
+        before: Option<crate::fence::Epoch>,
         limit: usize,
     ) -> Result<Vec<TenureRecord>, AuthorityError> {
-        self.inner.history(key, limit).await
+        self.inner.history_before(key, before, limit).await
     }
     async fn record_outbound(
         &self,

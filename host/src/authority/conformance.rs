@@ -17,7 +17,7 @@ use super::memory::MemoryAuthority;
 use super::postgres::PostgresAuthority;
 use super::{
     AcquireRequest, Acquired, Authority, AuthorityError, EndReason, ExpectedIdentity, Grant,
-    Renewed,
+    Renewed, TenureRecord,
 };
 use crate::db::Database;
 use crate::fence::{Epoch, Fence, LeaseKey};
@@ -402,6 +402,27 @@ pub(super) async fn history_records_every_tenure_with_its_end_reason(b: &dyn Bac
     assert_eq!(
         newest_two.iter().map(|t| t.epoch.0).collect::<Vec<_>>(),
         vec![4, 3]
+    );
+    // Paging by epoch: the page after one that ended at epoch 3.
+    let epochs = |page: Vec<TenureRecord>| page.iter().map(|t| t.epoch.0).collect::<Vec<_>>();
+    let older = b
+        .second()
+        .history_before(&a.key, Some(Epoch(3)), 10)
+        .await
+        .unwrap();
+    assert_eq!(epochs(older), vec![2, 1]);
+    let one = b
+        .first()
+        .history_before(&a.key, Some(Epoch(4)), 1)
+        .await
+        .unwrap();
+    assert_eq!(epochs(one), vec![3]);
+    assert!(
+        b.first()
+            .history_before(&a.key, Some(Epoch(1)), 10)
+            .await
+            .unwrap()
+            .is_empty()
     );
     assert!(
         b.first()

@@ -449,6 +449,18 @@ pub trait Authority: Send + Sync + 'static {
         &self,
         key: &LeaseKey,
         limit: usize,
+    ) -> Result<Vec<TenureRecord>, AuthorityError> {
+        self.history_before(key, None, limit).await
+    }
+
+    /// The tenures of one lease with an epoch below `before` (all of them
+    /// when `None`), newest first, at most `limit`: the page that follows a
+    /// page ending at epoch `before`.
+    async fn history_before(
+        &self,
+        key: &LeaseKey,
+        before: Option<Epoch>,
+        limit: usize,
     ) -> Result<Vec<TenureRecord>, AuthorityError>;
 
     /// Record the outbound HTTP requests of the tenure `fence`: how many

@@ -1232,12 +1232,13 @@ mod tests {
         ) -> Result<Vec<crate::authority::LeaseRecord>, crate::authority::AuthorityError> {
             self.0.observe(c).await
         }
-        async fn history(
+        async fn history_before(
             &self,
             k: &LeaseKey,
+            b: Option<crate::fence::Epoch>,
             l: usize,
         ) -> Result<Vec<crate::authority::TenureRecord>, crate::authority::AuthorityError> {
-            self.0.history(k, l).await
+            self.0.history_before(k, b, l).await
         }
         async fn record_outbound(
             &self,

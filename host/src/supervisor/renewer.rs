@@ -333,12 +333,13 @@ mod tests {
         async fn observe(&self, c: &str) -> Result<Vec<LeaseRecord>, AuthorityError> {
             self.inner.observe(c).await
         }
-        async fn history(
+        async fn history_before(
             &self,
             k: &LeaseKey,
+            b: Option<crate::fence::Epoch>,
             l: usize,
         ) -> Result<Vec<TenureRecord>, AuthorityError> {
-            self.inner.history(k, l).await
+            self.inner.history_before(k, b, l).await
         }
         async fn record_outbound(
             &self,

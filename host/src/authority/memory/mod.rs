@@ -383,9 +383,10 @@ impl Authority for MemoryAuthority {
             .collect())
     }
 
-    async fn history(
+    async fn history_before(
         &self,
         key: &LeaseKey,
+        before: Option<Epoch>,
         limit: usize,
     ) -> Result<Vec<TenureRecord>, AuthorityError> {
         validate_key(key)?;
@@ -396,6 +397,7 @@ impl Authority for MemoryAuthority {
         Ok(tenures
             .iter()
             .rev()
+            .filter(|t| before.is_none_or(|b| t.epoch < b))
             .take(limit.min(MAX_HISTORY))
             .map(|t| TenureRecord {
                 epoch: t.epoch,

@@ -819,7 +819,10 @@ mod tests {
         let (locker, connection) = tokio_postgres::connect(test.url(), NoTls).await.unwrap();
         tokio::spawn(connection);
         locker
-            .execute("SELECT pg_advisory_lock($1)", &[&claim_key("east", "locked")])
+            .execute(
+                "SELECT pg_advisory_lock($1)",
+                &[&claim_key("east", "locked")],
+            )
             .await
             .unwrap();
         let leases = crate::authority::postgres::PostgresAuthority::new(
@@ -828,7 +831,9 @@ mod tests {
         );
         assert!(matches!(
             leases
-                .acquire(&crate::authority::conformance::request("east", "rollout", "leading"))
+                .acquire(&crate::authority::conformance::request(
+                    "east", "rollout", "leading"
+                ))
                 .await
                 .unwrap(),
             crate::authority::Acquired::Granted(_)
@@ -856,7 +861,10 @@ mod tests {
             }
             tokio::time::sleep(Duration::from_millis(25)).await;
         }
-        panic!("the registry should keep {want:?}, it holds {:?}", hosts().await);
+        panic!(
+            "the registry should keep {want:?}, it holds {:?}",
+            hosts().await
+        );
     }
 
     #[tokio::test]

@@ -250,7 +250,7 @@ const HISTORY: &str = "
     SELECT epoch, holder, endpoint, acquired_at, ended_at, end_reason, writes, last_write_at,
            outbound_requests, last_outbound_at
       FROM leasehold_tenures
-     WHERE cluster = $1 AND lease = $2
+     WHERE cluster = $1 AND lease = $2 AND ($4::int8 IS NULL OR epoch < $4::int8)
      ORDER BY epoch DESC
      LIMIT $3";
 
@@ -942,19 +942,22 @@ impl Authority for PostgresAuthority {
             .collect())
     }
 
-    async fn history(
+    async fn history_before(
         &self,
         key: &LeaseKey,
+        before: Option<Epoch>,
         limit: usize,
     ) -> Result<Vec<TenureRecord>, AuthorityError> {
         validate_key(key)?;
         let limit = i64::try_from(limit.min(MAX_HISTORY)).unwrap_or(0);
+        // An epoch beyond i64 is above every recorded one: no bound.
+        let before: Option<i64> = before.and_then(|e| i64::try_from(e.0).ok());
         let rows = self
             .run(&format!("reading the history of lease {key}"), async {
                 let client = self.shared.db.pool().get().await?;
                 let history = client.prepare_cached(HISTORY).await?;
                 Ok(client
-                    .query(&history, &[&key.cluster, &key.name, &limit])
+                    .query(&history, &[&key.cluster, &key.name, &limit, &before])
                     .await?)
             })
             .await?;
