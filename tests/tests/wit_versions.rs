@@ -248,7 +248,7 @@ async fn settings_that_do_not_fit_the_guests_type_fail_its_reconcile_without_quo
         "picky",
         "v020",
         GuestLimits {
-            settings: Settings::from_json(r#"{"greeting": {"secret": "hunter2-9c4"}}"#).unwrap(),
+            settings: Settings::from_json(r#"{"max_notes": "hunter2-9c4"}"#).unwrap(),
             ..GuestLimits::default()
         },
     );
