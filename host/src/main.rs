@@ -115,9 +115,11 @@ restart; the others keep running. A file it cannot apply whole is refused \
 
     /// Check a config, its components and its database; lead nothing.
     ///
-    /// Checks every key and value, compiles every component against the
-    /// controller world, and verifies the database identity. Lists every
-    /// problem and exits non-zero if there is any.
+    /// Checks every key and value (each controller's settings included),
+    /// compiles every component against the controller world of the
+    /// version it targets (leasehold:controller@0.1.0 or @0.2.0; any other
+    /// version is refused, naming it), and verifies the database identity.
+    /// Lists every problem and exits non-zero if there is any.
     #[command(after_help = "\
 Example:
   leasehold check --config leasehold.toml")]

@@ -1291,6 +1291,27 @@ fn the_example_configs_are_valid() {
     assert_eq!(a.http.listen, "127.0.0.1:8080".parse().unwrap());
     assert_eq!(b.http.listen, "127.0.0.1:8081".parse().unwrap());
 
+    // The commented-out settings example is valid once uncommented, and
+    // reaches the scheduler as JSON.
+    let text = std::fs::read_to_string(examples.join("leasehold.toml")).unwrap();
+    let commented =
+        "\n# [controllers.settings]\n# max_tasks_per_node = 8\n# zones = [\"a\", \"b\"]\n";
+    assert!(
+        text.contains(commented),
+        "leasehold.toml shows a settings table"
+    );
+    let text = text.replacen(
+        commented,
+        "\n[controllers.settings]\nmax_tasks_per_node = 8\nzones = [\"a\", \"b\"]\n",
+        1,
+    );
+    let config = Config::parse_with(&text, &examples, &env).unwrap();
+    assert_eq!(
+        config.controllers[0].settings.as_json(),
+        r#"{"max_tasks_per_node":8,"zones":["a","b"]}"#
+    );
+    assert!(config.controllers[1].settings.is_empty());
+
     // The commented-out http_allow examples are valid once uncommented.
     for file in ["leasehold.toml", "leasehold-postgres.toml"] {
         let text = std::fs::read_to_string(examples.join(file)).unwrap();
