@@ -76,7 +76,8 @@ async fn the_feed_rule_catches_a_reader_that_skips_a_held_commit() {
 
     let store_record = reader.finish(WAIT).await;
     let naive_record = naive.record();
-    let store_found = checker::check_feed(db.url(), CLUSTER, &[store_record.clone()]).await;
+    let store_found =
+        checker::check_feed(db.url(), CLUSTER, std::slice::from_ref(&store_record)).await;
     assert!(store_found.is_empty(), "{store_found:#?}");
     assert_eq!(
         store_record.delivered.len(),

@@ -448,7 +448,7 @@ pub async fn run(schedule: &Schedule, rig: &mut Rig) -> Struck {
         .finish(leasehold_host::timeouts::DATABASE_STATEMENT * 4)
         .await;
     let violations =
-        super::checker::check_feed(rig.db.url(), &rig.cluster, &[record.clone()]).await;
+        super::checker::check_feed(rig.db.url(), &rig.cluster, std::slice::from_ref(&record)).await;
     assert!(
         violations.is_empty(),
         "seed {}: the feed reader was not given every committed change and event exactly once ({} given, read through {:?}): {violations:#?}",
