@@ -496,10 +496,71 @@ fn advice(error: &(dyn std::error::Error + 'static)) -> Option<&'static str> {
     None
 }
 
+/// The label of the main pool in metrics (`leasehold_db_pool_*{pool}`);
+/// a [`Database::sibling`] is labelled by its `application_name` without
+/// the `leasehold-` prefix (the authority's: `authority`).
+pub const MAIN_POOL: &str = "main";
+
+/// What a pool looks like at one moment, for `/metrics`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PoolStats {
+    /// The pool's label: [`MAIN_POOL`] or the sibling's name.
+    pub name: String,
+    /// Its configured size.
+    pub max: usize,
+    /// Connections handed out now.
+    pub in_use: usize,
+    /// Connections open and idle in the pool.
+    pub idle: usize,
+    /// Callers waiting for a connection now.
+    pub waiting: usize,
+    /// Calls that got no connection in time since the host started, by
+    /// kind: `wait` (every connection busy), `create` (connecting took too
+    /// long), `recycle` (checking a pooled connection took too long).
+    pub timeouts: [(&'static str, u64); 3],
+}
+
+/// The pool of a [`Database`]: a `deadpool` pool whose [`PooledPool::get`]
+/// also counts the calls that got no connection in time (what pool
+/// starvation looks like from inside). Everything else is the pool's own
+/// (it dereferences to [`Pool`]).
+#[derive(Clone)]
+pub struct PooledPool {
+    pool: Pool,
+    /// `wait`, `create`, `recycle` timeouts.
+    timeouts: std::sync::Arc<[std::sync::atomic::AtomicU64; 3]>,
+}
+
+impl PooledPool {
+    /// A connection from the pool, as [`Pool::get`]; a timeout is counted.
+    pub async fn get(&self) -> Result<deadpool_postgres::Object, deadpool_postgres::PoolError> {
+        let got = self.pool.get().await;
+        if let Err(deadpool_postgres::PoolError::Timeout(kind)) = &got {
+            let i = match kind {
+                deadpool_postgres::TimeoutType::Wait => 0,
+                deadpool_postgres::TimeoutType::Create => 1,
+                deadpool_postgres::TimeoutType::Recycle => 2,
+            };
+            self.timeouts[i].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+        got
+    }
+}
+
+impl std::ops::Deref for PooledPool {
+    type Target = Pool;
+
+    fn deref(&self) -> &Pool {
+        &self.pool
+    }
+}
+
 /// A connection pool plus the endpoint it talks to.
 #[derive(Clone)]
 pub struct Database {
-    pool: Pool,
+    pool: PooledPool,
+    /// The pool's label in metrics.
+    name: String,
     endpoint: String,
     config: tokio_postgres::Config,
     sessions: std::sync::Arc<crate::session::Sessions>,
@@ -530,7 +591,7 @@ impl Database {
             config.application_name("leasehold");
         }
         let sessions = std::sync::Arc::new(crate::session::Sessions::new());
-        Self::build(config, endpoint, max_connections, sessions)
+        Self::build(config, endpoint, max_connections, sessions, MAIN_POOL)
     }
 
     /// A second pool of at most `max_connections` to the same database, for
@@ -541,14 +602,20 @@ impl Database {
     /// Both pools share one session retirement ([`crate::session`]): a
     /// failure that leaves sessions unusable, seen through either pool,
     /// retires the sessions of both, as it did when there was one pool.
+    /// In metrics it is labelled `application` without its `leasehold-`
+    /// prefix ([`AUTHORITY_APPLICATION`]: `authority`).
     pub fn sibling(&self, max_connections: usize, application: &str) -> Result<Self, DbError> {
         let mut config = self.config.clone();
         config.application_name(application);
+        let name = application
+            .strip_prefix("leasehold-")
+            .unwrap_or(application);
         Self::build(
             config,
             self.endpoint.clone(),
             max_connections,
             self.sessions.clone(),
+            name,
         )
     }
 
@@ -557,6 +624,7 @@ impl Database {
         endpoint: String,
         max_connections: usize,
         sessions: std::sync::Arc<crate::session::Sessions>,
+        name: &str,
     ) -> Result<Self, DbError> {
         let manager = Manager::from_config(
             config.clone(),
@@ -582,11 +650,33 @@ impl Database {
                 reason: e.to_string(),
             })?;
         Ok(Self {
-            pool,
+            pool: PooledPool {
+                pool,
+                timeouts: std::sync::Arc::default(),
+            },
+            name: name.to_string(),
             endpoint,
             config,
             sessions,
         })
+    }
+
+    /// The pool's size, use and timeouts now, labelled for `/metrics`.
+    pub fn pool_stats(&self) -> PoolStats {
+        let status = self.pool.status();
+        let count = |i: usize| self.pool.timeouts[i].load(std::sync::atomic::Ordering::Relaxed);
+        PoolStats {
+            name: self.name.clone(),
+            max: status.max_size,
+            in_use: status.size.saturating_sub(status.available),
+            idle: status.available,
+            waiting: status.waiting,
+            timeouts: [
+                ("wait", count(0)),
+                ("create", count(1)),
+                ("recycle", count(2)),
+            ],
+        }
     }
 
     /// The endpoint, password redacted: safe to log.
@@ -594,8 +684,8 @@ impl Database {
         &self.endpoint
     }
 
-    /// The pool.
-    pub fn pool(&self) -> &Pool {
+    /// The pool (its `get` counts timeouts for [`Database::pool_stats`]).
+    pub fn pool(&self) -> &PooledPool {
         &self.pool
     }
 
@@ -910,5 +1000,41 @@ mod tests {
         assert!(text.contains(&name), "{text}");
         assert!(text.contains("create the database"), "{text}");
         assert!(!text.contains("db error"), "{text}");
+    }
+
+    /// Pool starvation shows in the pool's figures: a connection handed
+    /// out is `in_use`, a caller queued behind it is `waiting`, and one
+    /// that got nothing in time is counted as a `wait` timeout, per pool.
+    #[tokio::test]
+    async fn pool_stats_show_use_waiting_callers_and_timeouts() {
+        let test = crate::testing::TestDatabase::create().await;
+        let main = test.database(1);
+        let authority = main.sibling(2, AUTHORITY_APPLICATION).unwrap();
+        assert_eq!(main.pool_stats().name, MAIN_POOL);
+        assert_eq!(authority.pool_stats().name, "authority");
+        let held = main.client().await.expect("the one connection");
+        let stats = main.pool_stats();
+        assert_eq!((stats.max, stats.in_use, stats.waiting), (1, 1, 0));
+        let waiter = {
+            let main = main.clone();
+            tokio::spawn(async move { main.client().await.map(drop) })
+        };
+        let started = std::time::Instant::now();
+        while main.pool_stats().waiting == 0 {
+            assert!(
+                started.elapsed() < crate::timeouts::DATABASE_CONNECT,
+                "never waiting"
+            );
+            tokio::task::yield_now().await;
+        }
+        let refused = waiter.await.unwrap().expect_err("no connection came free");
+        assert!(refused.to_string().contains("busy"), "{refused}");
+        let stats = main.pool_stats();
+        assert_eq!(stats.timeouts[0], ("wait", 1), "{stats:?}");
+        assert_eq!(stats.waiting, 0);
+        // The other pool is untouched.
+        assert_eq!(authority.pool_stats().timeouts[0], ("wait", 0));
+        drop(held);
+        assert_eq!(main.pool_stats().in_use, 0);
     }
 }

@@ -13,6 +13,7 @@ pub mod db;
 pub mod fence;
 pub mod limits;
 pub mod names;
+pub mod notify;
 pub mod outbound;
 pub mod quota;
 pub mod runtime;

@@ -115,6 +115,8 @@ pub struct ControllerMetrics {
     pub reconcile_seconds: Histogram,
     /// Renew round-trip latency.
     pub renew_seconds: Histogram,
+    /// From a loss detected to the guest's Store dropped (its task ended).
+    pub abort_seconds: Histogram,
     /// Commit outcomes of every tenure on this replica.
     pub commits: Arc<CommitCounters>,
     /// Outbound HTTP requests of every tenure on this replica.
@@ -254,6 +256,7 @@ impl Default for ControllerMetrics {
             aborts: Mutex::new(BTreeMap::new()),
             reconcile_seconds: Histogram::new(LATENCY_BUCKETS),
             renew_seconds: Histogram::new(LATENCY_BUCKETS),
+            abort_seconds: Histogram::new(LATENCY_BUCKETS),
             commits: Arc::new(CommitCounters::default()),
             outbound: OutboundMetrics::default(),
         }

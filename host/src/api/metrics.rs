@@ -17,10 +17,39 @@
 //! | `leasehold_outbound_requests_total` | counter: outbound HTTP requests of the guests, by what became of them | `outcome` = sent, denied, refused_after_loss, cancelled, timed_out, limited, error |
 //! | `leasehold_outbound_request_seconds` | histogram: from sending a request to its response head (or its failure on the wire) | |
 //! | `leasehold_http_overloaded_total` | counter: API requests answered 503 `overloaded` (no `controller` label) | `budget` = requests, events |
+//! | `leasehold_abort_duration_seconds` | histogram: from a lease loss detected to the guest's Store dropped | |
+//!
+//! The host's own series ([`HostMetrics`]; no `controller` label):
+//!
+//! | series | type | labels |
+//! |---|---|---|
+//! | `leasehold_build_info` | gauge, always 1 | `version`, `wit_versions` (the WIT worlds this host links, comma-separated) |
+//! | `leasehold_http_requests_total` | counter: API requests answered | `route` (the route template, `unmatched` for none), `method`, `status` |
+//! | `leasehold_http_request_duration_seconds` | histogram: from the request reaching the router to its response built | `route`, `method` |
+//! | `leasehold_db_pool_connections` | gauge: pooled connections | `pool` = main, authority; `state` = in_use, idle |
+//! | `leasehold_db_pool_max_connections` | gauge: the pool's size | `pool` |
+//! | `leasehold_db_pool_waiting` | gauge: callers waiting for a connection | `pool` |
+//! | `leasehold_db_pool_timeouts_total` | counter: calls that got no connection in time | `pool`, `kind` = wait, create, recycle |
+//! | `leasehold_lease_leaderless_seconds` | gauge: 0 while the lease's record shows a live tenure, else the time since its last tenure ended or expired | `lease` |
+//! | `leasehold_lease_epoch` | gauge: the lease's last granted epoch, from the database | `lease` |
+//! | `leasehold_lease_observe_failures_total` | counter: scrapes that could not read the lease records | |
+//! | `process_cpu_seconds_total`, `process_resident_memory_bytes`, `process_virtual_memory_bytes`, `process_open_fds`, `process_max_fds`, `process_threads`, `process_start_time_seconds` | the standard process series, read from `/proc` (Linux only) | |
 //!
 //! Known loss and abort reasons, every quota, every outbound outcome and
-//! every request budget are always exported (at 0 until they happen), so a rate query works before
-//! the first incident.
+//! every request budget, every pool's timeout kinds and every served
+//! route's latency histogram are always exported (at 0 until they happen),
+//! so a rate query works before the first incident. The pool series exist
+//! only on PostgreSQL (the embedded backend has no pool), the lease series
+//! for the leases of the controllers configured on this host.
+//!
+//! The lease series are read from the database's records when `/metrics`
+//! is scraped: one bounded query ([`crate::timeouts::READINESS_PROBE_TIMEOUT`]),
+//! plus one history read per lease that was released, cached for
+//! [`crate::timeouts::READINESS_PROBE_MAX_AGE`] so a scrape flood costs at
+//! most one round of queries per interval. "Leaderless since" is the
+//! record's end (the last tenure's `ended_at` when it was released, else
+//! its `expires_at`) against this host's clock; a lease never granted
+//! counts from this host's start.
 
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -31,8 +60,13 @@ use axum::http::header;
 use axum::response::IntoResponse;
 
 use super::AppState;
+use crate::authority::Authority;
+use crate::db::{Database, PoolStats};
+use crate::fence::LeaseKey;
 use crate::quota::Quota;
-use crate::status::{ControllerState, ControllerStatus, Histogram, OutboundSnapshot, Status};
+use crate::status::{
+    ControllerState, ControllerStatus, Histogram, LATENCY_BUCKETS, OutboundSnapshot, Status,
+};
 
 /// The exposition format's content type.
 pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
@@ -53,7 +87,578 @@ const ABORT_REASONS: &[&str] = &["lease_lost", "trap", "deadline", "memory", "sh
 pub(super) async fn handler(State(shared): State<AppState>) -> impl IntoResponse {
     let mut text = render(&shared.api.status);
     render_overloaded(&mut text, &[&shared.requests, &shared.events]);
+    let host = &shared.host;
+    let leases = host
+        .leases
+        .read(
+            shared.api.authority.as_ref(),
+            &shared.api.cluster,
+            &shared.api.status,
+        )
+        .await;
+    host.render(&mut text, &leases);
     ([(header::CONTENT_TYPE, CONTENT_TYPE)], text)
+}
+
+/// Families whose series belong to the whole host and carry no
+/// `controller` label (every other family does).
+pub const HOST_FAMILIES: &[&str] = &[
+    "leasehold_http_",
+    "leasehold_build_info",
+    "leasehold_db_pool_",
+    "leasehold_lease_",
+    "process_",
+];
+
+/// Whether a sample line (or family name) is one of [`HOST_FAMILIES`].
+pub fn is_host_series(line: &str) -> bool {
+    HOST_FAMILIES.iter().any(|prefix| line.starts_with(prefix))
+}
+
+/// The host's own metrics: build, HTTP routes, database pools, the leases'
+/// records and the process. One per API router.
+#[derive(Debug)]
+pub struct HostMetrics {
+    /// Requests by route and status, with latencies.
+    pub http: HttpMetrics,
+    /// The database pools to report (none on the embedded backend).
+    pools: Vec<Database>,
+    /// The lease records, read at scrape time.
+    leases: LeaseRecords,
+}
+
+impl Default for HostMetrics {
+    fn default() -> Self {
+        Self::new(Vec::new())
+    }
+}
+
+impl HostMetrics {
+    /// Metrics of a host whose database pools are `pools` (the main one
+    /// and the authority's; none for the embedded backend).
+    pub fn new(pools: Vec<Database>) -> Self {
+        Self {
+            http: HttpMetrics::default(),
+            pools,
+            leases: LeaseRecords::new(
+                crate::timeouts::READINESS_PROBE_TIMEOUT,
+                crate::timeouts::READINESS_PROBE_MAX_AGE,
+            ),
+        }
+    }
+
+    /// Append every host family to `out`.
+    fn render(&self, out: &mut String, leases: &LeaseSnapshot) {
+        render_build_info(out);
+        self.http.render(out);
+        render_pools(
+            out,
+            &self
+                .pools
+                .iter()
+                .map(Database::pool_stats)
+                .collect::<Vec<_>>(),
+        );
+        render_leases(out, leases, self.leases.failures());
+        render_process(out, &process_snapshot());
+    }
+}
+
+/// `leasehold_build_info`: the version, and the WIT worlds this host links
+/// (from the runtime's own list).
+fn render_build_info(out: &mut String) {
+    header(
+        out,
+        "leasehold_build_info",
+        "gauge",
+        "Always 1; the labels name this build: its version and the WIT worlds \
+         (leasehold:controller versions) it runs.",
+    );
+    let worlds: Vec<&str> = crate::runtime::WorldVersion::SUPPORTED
+        .iter()
+        .map(|v| v.number())
+        .collect();
+    sample(
+        out,
+        "leasehold_build_info",
+        &labels(&[
+            ("version", env!("CARGO_PKG_VERSION")),
+            ("wit_versions", &worlds.join(",")),
+        ]),
+        1,
+    );
+}
+
+/// HTTP API requests by route template, method and status, and their
+/// latencies. Every route the router serves has its latency histogram
+/// from the start; counts appear per status as they happen.
+#[derive(Debug, Default)]
+pub struct HttpMetrics {
+    /// `(route, method)` -> latency histogram.
+    latencies: std::sync::Mutex<BTreeMap<(String, String), std::sync::Arc<Histogram>>>,
+    /// `(route, method, status)` -> requests.
+    counts: std::sync::Mutex<BTreeMap<(String, String, u16), u64>>,
+}
+
+/// The route label of a request no route matched.
+pub const UNMATCHED_ROUTE: &str = "unmatched";
+
+/// Methods counted under their own name; any other is `other`, so a
+/// client cannot grow the label set.
+const KNOWN_METHODS: &[&str] = &[
+    "GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS", "TRACE", "CONNECT",
+];
+
+impl HttpMetrics {
+    /// Export `route` (a template) for `method` from now on, at zero.
+    pub fn declare(&self, method: &str, route: &str) {
+        self.latency(method, route);
+    }
+
+    fn latency(&self, method: &str, route: &str) -> std::sync::Arc<Histogram> {
+        let method = method_label(method);
+        self.latencies
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .entry((route.to_string(), method.to_string()))
+            .or_insert_with(|| std::sync::Arc::new(Histogram::new(LATENCY_BUCKETS)))
+            .clone()
+    }
+
+    /// Count one answered request.
+    pub fn observe(&self, method: &str, route: &str, status: u16, took: std::time::Duration) {
+        self.latency(method, route).observe(took);
+        *self
+            .counts
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .entry((route.to_string(), method_label(method).to_string(), status))
+            .or_insert(0) += 1;
+    }
+
+    fn render(&self, out: &mut String) {
+        header(
+            out,
+            "leasehold_http_requests_total",
+            "counter",
+            "HTTP API requests answered, by route template (unmatched: no route), method and \
+             status.",
+        );
+        let counts = self
+            .counts
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone();
+        for ((route, method, status), count) in counts {
+            sample(
+                out,
+                "leasehold_http_requests_total",
+                &labels(&[
+                    ("route", &route),
+                    ("method", &method),
+                    ("status", &status.to_string()),
+                ]),
+                count,
+            );
+        }
+        let name = "leasehold_http_request_duration_seconds";
+        header(
+            out,
+            name,
+            "histogram",
+            "Time from an HTTP API request reaching the router to its response built, by route \
+             template and method.",
+        );
+        let latencies = self
+            .latencies
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone();
+        for ((route, method), h) in latencies {
+            histogram_with(out, name, &[("route", &route), ("method", &method)], &h);
+        }
+    }
+}
+
+fn method_label(method: &str) -> &str {
+    KNOWN_METHODS
+        .iter()
+        .find(|known| **known == method)
+        .copied()
+        .unwrap_or("other")
+}
+
+fn render_pools(out: &mut String, pools: &[PoolStats]) {
+    header(
+        out,
+        "leasehold_db_pool_connections",
+        "gauge",
+        "Pooled database connections by pool (main: the store's and the API's; authority: the \
+         lease authority's own) and state (in_use, idle).",
+    );
+    for p in pools {
+        for (state, n) in [("in_use", p.in_use), ("idle", p.idle)] {
+            sample(
+                out,
+                "leasehold_db_pool_connections",
+                &labels(&[("pool", &p.name), ("state", state)]),
+                n,
+            );
+        }
+    }
+    header(
+        out,
+        "leasehold_db_pool_max_connections",
+        "gauge",
+        "The size of each database pool.",
+    );
+    for p in pools {
+        sample(
+            out,
+            "leasehold_db_pool_max_connections",
+            &labels(&[("pool", &p.name)]),
+            p.max,
+        );
+    }
+    header(
+        out,
+        "leasehold_db_pool_waiting",
+        "gauge",
+        "Callers waiting for a connection of each database pool now.",
+    );
+    for p in pools {
+        sample(
+            out,
+            "leasehold_db_pool_waiting",
+            &labels(&[("pool", &p.name)]),
+            p.waiting,
+        );
+    }
+    header(
+        out,
+        "leasehold_db_pool_timeouts_total",
+        "counter",
+        "Calls that got no database connection in time, by pool and kind: wait (every \
+         connection busy: the pool is starved), create (connecting took too long), recycle.",
+    );
+    for p in pools {
+        for (kind, n) in p.timeouts {
+            sample(
+                out,
+                "leasehold_db_pool_timeouts_total",
+                &labels(&[("pool", &p.name), ("kind", kind)]),
+                n,
+            );
+        }
+    }
+}
+
+/// What the lease records said at one read.
+#[derive(Debug, Clone, Default)]
+pub struct LeaseSnapshot {
+    /// `(lease, seconds without a leader, last granted epoch)`; the epoch
+    /// is 0 for a lease never granted.
+    pub leases: Vec<(String, f64, u64)>,
+}
+
+/// The lease records, read from the authority at most once per
+/// `max_age`, each read bounded by `timeout`.
+#[derive(Debug)]
+struct LeaseRecords {
+    timeout: std::time::Duration,
+    max_age: std::time::Duration,
+    /// When these metrics were made: a lease never granted has had no
+    /// leader since (at least) then.
+    since: chrono::DateTime<chrono::Utc>,
+    cache: tokio::sync::Mutex<Option<(std::time::Instant, Option<LeaseSnapshot>)>>,
+    failures: std::sync::atomic::AtomicU64,
+}
+
+impl LeaseRecords {
+    fn new(timeout: std::time::Duration, max_age: std::time::Duration) -> Self {
+        Self {
+            timeout,
+            max_age,
+            since: chrono::Utc::now(),
+            cache: tokio::sync::Mutex::new(None),
+            failures: std::sync::atomic::AtomicU64::new(0),
+        }
+    }
+
+    fn failures(&self) -> u64 {
+        self.failures.load(Ordering::Relaxed)
+    }
+
+    /// The records of the configured controllers' leases: cached, or read
+    /// now. An empty snapshot when the read failed (counted).
+    async fn read(
+        &self,
+        authority: &dyn Authority,
+        cluster: &str,
+        status: &Status,
+    ) -> LeaseSnapshot {
+        let mut cache = self.cache.lock().await;
+        if let Some((at, snapshot)) = cache.as_ref()
+            && at.elapsed() < self.max_age
+        {
+            return snapshot.clone().unwrap_or_default();
+        }
+        let names: Vec<String> = status
+            .controllers()
+            .iter()
+            .map(|c| c.name.clone())
+            .collect();
+        let read = tokio::time::timeout(self.timeout, self.read_now(authority, cluster, &names));
+        let snapshot = match read.await {
+            Ok(Ok(snapshot)) => Some(snapshot),
+            Ok(Err(e)) => {
+                tracing::debug!(error = %e, "/metrics cannot read the lease records");
+                None
+            }
+            Err(_) => {
+                tracing::debug!(timeout = ?self.timeout, "/metrics: reading the lease records timed out");
+                None
+            }
+        };
+        if snapshot.is_none() {
+            self.failures.fetch_add(1, Ordering::Relaxed);
+        }
+        *cache = Some((std::time::Instant::now(), snapshot.clone()));
+        snapshot.unwrap_or_default()
+    }
+
+    async fn read_now(
+        &self,
+        authority: &dyn Authority,
+        cluster: &str,
+        names: &[String],
+    ) -> Result<LeaseSnapshot, crate::authority::AuthorityError> {
+        let records = authority.observe(cluster).await?;
+        let now = chrono::Utc::now();
+        let seconds_since = |at: chrono::DateTime<chrono::Utc>| {
+            ((now - at).num_milliseconds().max(0) as f64) / 1000.0
+        };
+        let mut leases = Vec::with_capacity(names.len());
+        for name in names {
+            let Some(record) = records.iter().find(|r| &r.name == name) else {
+                leases.push((name.clone(), seconds_since(self.since), 0));
+                continue;
+            };
+            let leaderless = if record.active {
+                0.0
+            } else if record.released {
+                // Released: its last tenure's end is when it lost its
+                // leader (the row keeps the grant's expiry).
+                let key = LeaseKey::new(cluster, name);
+                let last = authority.history_before(&key, None, 1).await?;
+                let ended = last
+                    .first()
+                    .and_then(|t| t.ended_at)
+                    .unwrap_or(record.expires_at);
+                seconds_since(ended.min(record.expires_at))
+            } else {
+                seconds_since(record.expires_at)
+            };
+            leases.push((name.clone(), leaderless, record.epoch.0));
+        }
+        Ok(LeaseSnapshot { leases })
+    }
+}
+
+fn render_leases(out: &mut String, snapshot: &LeaseSnapshot, failures: u64) {
+    header(
+        out,
+        "leasehold_lease_leaderless_seconds",
+        "gauge",
+        "0 while the database's record of the lease shows a live tenure; else seconds since its \
+         last tenure ended or expired (a lease never granted: since this host started).",
+    );
+    for (lease, seconds, _) in &snapshot.leases {
+        sample(
+            out,
+            "leasehold_lease_leaderless_seconds",
+            &labels(&[("lease", lease)]),
+            seconds,
+        );
+    }
+    header(
+        out,
+        "leasehold_lease_epoch",
+        "gauge",
+        "The lease's last granted epoch, from the database's record (0: never granted).",
+    );
+    for (lease, _, epoch) in &snapshot.leases {
+        sample(
+            out,
+            "leasehold_lease_epoch",
+            &labels(&[("lease", lease)]),
+            epoch,
+        );
+    }
+    header(
+        out,
+        "leasehold_lease_observe_failures_total",
+        "counter",
+        "Scrapes of /metrics that could not read the lease records in time (the lease series \
+         are missing from those).",
+    );
+    let _ = writeln!(out, "leasehold_lease_observe_failures_total {failures}");
+}
+
+/// The process as `/proc` shows it; `None` fields are left out.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct ProcessSnapshot {
+    /// User plus system CPU time, seconds.
+    pub cpu_seconds: Option<f64>,
+    /// Resident set size, bytes.
+    pub resident_bytes: Option<u64>,
+    /// Virtual memory size, bytes.
+    pub virtual_bytes: Option<u64>,
+    /// Open file descriptors.
+    pub open_fds: Option<u64>,
+    /// The file-descriptor limit (soft).
+    pub max_fds: Option<u64>,
+    /// Threads.
+    pub threads: Option<u64>,
+    /// Start time, seconds since the Unix epoch.
+    pub start_time_seconds: Option<f64>,
+}
+
+/// Read the process's figures (Linux: `/proc/self`); elsewhere nothing.
+pub fn process_snapshot() -> ProcessSnapshot {
+    #[cfg(target_os = "linux")]
+    {
+        linux_process()
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        ProcessSnapshot::default()
+    }
+}
+
+#[cfg(target_os = "linux")]
+fn linux_process() -> ProcessSnapshot {
+    // SAFETY: `sysconf` only reads a configuration value.
+    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    // SAFETY: as above.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    let mut snapshot = ProcessSnapshot::default();
+    if let Ok(stat) = std::fs::read_to_string("/proc/self/stat") {
+        let parsed = parse_stat(&stat);
+        if let Some(p) = parsed {
+            if ticks > 0 {
+                let ticks = ticks as f64;
+                snapshot.cpu_seconds = Some((p.utime + p.stime) as f64 / ticks);
+                let boot = std::fs::read_to_string("/proc/stat").ok().and_then(|text| {
+                    text.lines()
+                        .find_map(|l| l.strip_prefix("btime "))
+                        .and_then(|v| v.trim().parse::<u64>().ok())
+                });
+                snapshot.start_time_seconds = boot.map(|b| b as f64 + p.starttime as f64 / ticks);
+            }
+            snapshot.virtual_bytes = Some(p.vsize);
+            if page > 0 {
+                snapshot.resident_bytes = Some(p.rss.saturating_mul(page as u64));
+            }
+            snapshot.threads = Some(p.threads);
+        }
+    }
+    snapshot.open_fds = std::fs::read_dir("/proc/self/fd")
+        .ok()
+        .map(|dir| dir.count() as u64);
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `getrlimit` writes one `rlimit` into the pointer given, which
+    // points at a live value.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } == 0 {
+        snapshot.max_fds = Some(limit.rlim_cur);
+    }
+    snapshot
+}
+
+/// The fields of `/proc/self/stat` the process series need.
+#[derive(Debug, PartialEq, Eq)]
+struct Stat {
+    utime: u64,
+    stime: u64,
+    threads: u64,
+    starttime: u64,
+    vsize: u64,
+    rss: u64,
+}
+
+/// Parse `/proc/<pid>/stat`. The command name (field 2) is in parentheses
+/// and may hold spaces or parentheses itself, so fields are counted from
+/// after its last `)`.
+fn parse_stat(text: &str) -> Option<Stat> {
+    let after = &text[text.rfind(')')? + 1..];
+    let fields: Vec<&str> = after.split_whitespace().collect();
+    // `fields[0]` is field 3 (state): field n is at n - 3.
+    let field = |n: usize| fields.get(n - 3)?.parse::<u64>().ok();
+    Some(Stat {
+        utime: field(14)?,
+        stime: field(15)?,
+        threads: field(20)?,
+        starttime: field(22)?,
+        vsize: field(23)?,
+        rss: field(24)?,
+    })
+}
+
+fn render_process(out: &mut String, p: &ProcessSnapshot) {
+    let families: [(&str, &str, &str, Option<String>); 7] = [
+        (
+            "process_cpu_seconds_total",
+            "counter",
+            "Total user and system CPU time spent in seconds.",
+            p.cpu_seconds.map(|v| v.to_string()),
+        ),
+        (
+            "process_resident_memory_bytes",
+            "gauge",
+            "Resident memory size in bytes.",
+            p.resident_bytes.map(|v| v.to_string()),
+        ),
+        (
+            "process_virtual_memory_bytes",
+            "gauge",
+            "Virtual memory size in bytes.",
+            p.virtual_bytes.map(|v| v.to_string()),
+        ),
+        (
+            "process_open_fds",
+            "gauge",
+            "Number of open file descriptors.",
+            p.open_fds.map(|v| v.to_string()),
+        ),
+        (
+            "process_max_fds",
+            "gauge",
+            "Maximum number of open file descriptors.",
+            p.max_fds.map(|v| v.to_string()),
+        ),
+        (
+            "process_threads",
+            "gauge",
+            "Number of OS threads in the process.",
+            p.threads.map(|v| v.to_string()),
+        ),
+        (
+            "process_start_time_seconds",
+            "gauge",
+            "Start time of the process since unix epoch in seconds.",
+            p.start_time_seconds.map(|v| v.to_string()),
+        ),
+    ];
+    for (name, kind, help, value) in families {
+        // Absent where it cannot be read (not Linux): no family at all.
+        if let Some(value) = value {
+            header(out, name, kind, help);
+            let _ = writeln!(out, "{name} {value}");
+        }
+    }
 }
 
 /// `leasehold_http_overloaded_total`: the refusals of each request budget.
@@ -124,23 +729,27 @@ fn by_reason(
 }
 
 fn histogram(out: &mut String, name: &str, controller: &str, h: &Histogram) {
+    histogram_with(out, name, &[("controller", controller)], h);
+}
+
+/// One histogram's series, with `base` labels on each.
+fn histogram_with(out: &mut String, name: &str, base: &[(&str, &str)], h: &Histogram) {
     let (buckets, sum, count) = h.snapshot();
+    let with_le = |le: &str| {
+        let mut all = base.to_vec();
+        all.push(("le", le));
+        labels(&all)
+    };
     for (bound, cumulative) in buckets {
-        let le = format!("{bound}");
         sample(
             out,
             &format!("{name}_bucket"),
-            &labels(&[("controller", controller), ("le", &le)]),
+            &with_le(&format!("{bound}")),
             cumulative,
         );
     }
-    sample(
-        out,
-        &format!("{name}_bucket"),
-        &labels(&[("controller", controller), ("le", "+Inf")]),
-        count,
-    );
-    let plain = labels(&[("controller", controller)]);
+    sample(out, &format!("{name}_bucket"), &with_le("+Inf"), count);
+    let plain = labels(base);
     sample(out, &format!("{name}_sum"), &plain, sum);
     sample(out, &format!("{name}_count"), &plain, count);
 }
@@ -355,6 +964,21 @@ pub fn render(status: &Status) -> String {
             "leasehold_renew_duration_seconds",
             &c.name,
             &c.metrics.renew_seconds,
+        );
+    }
+
+    header(
+        &mut out,
+        "leasehold_abort_duration_seconds",
+        "histogram",
+        "From a lease loss detected to the guest's Store dropped (the hard abort).",
+    );
+    for c in &controllers {
+        histogram(
+            &mut out,
+            "leasehold_abort_duration_seconds",
+            &c.name,
+            &c.metrics.abort_seconds,
         );
     }
     out

@@ -217,6 +217,8 @@ struct Shared {
     /// The budget of `GET /v1/events` (long polls hold a slot while they
     /// wait, at no other cost).
     events: Arc<serve::Limiter>,
+    /// The host's own metrics (HTTP routes, pools, leases, process).
+    host: Arc<metrics::HostMetrics>,
 }
 
 type AppState = Arc<Shared>;
@@ -224,16 +226,29 @@ type AppState = Arc<Shared>;
 /// The router serving every endpoint listed in the module documentation.
 /// Serve it with `axum::serve`.
 pub fn router(state: ApiState) -> Router {
-    build(
+    router_for_host(state, Arc::default())
+}
+
+/// [`router`] reporting `host`'s metrics (its database pools) on
+/// `/metrics`.
+pub fn router_for_host(state: ApiState, host: Arc<metrics::HostMetrics>) -> Router {
+    build_limited(
         state,
         ProbeSettings {
             timeout: READINESS_PROBE_TIMEOUT,
             max_age: READINESS_PROBE_MAX_AGE,
         },
         crate::timeouts::HTTP_BODY_READ,
+        Arc::new(serve::Limiter::new(
+            "requests",
+            serve::RequestLimits::REQUESTS,
+        )),
+        Arc::new(serve::Limiter::new("events", serve::RequestLimits::EVENTS)),
+        host,
     )
 }
 
+#[cfg(test)]
 fn build(state: ApiState, probe: ProbeSettings, body_read: Duration) -> Router {
     build_limited(
         state,
@@ -244,6 +259,7 @@ fn build(state: ApiState, probe: ProbeSettings, body_read: Duration) -> Router {
             serve::RequestLimits::REQUESTS,
         )),
         Arc::new(serve::Limiter::new("events", serve::RequestLimits::EVENTS)),
+        Arc::default(),
     )
 }
 
@@ -254,12 +270,14 @@ fn build_limited(
     body_read: Duration,
     requests: Arc<serve::Limiter>,
     events: Arc<serve::Limiter>,
+    host: Arc<metrics::HostMetrics>,
 ) -> Router {
     let shared: AppState = Arc::new(Shared {
         api: state,
         probe: health::Probe::new(probe.timeout, probe.max_age),
         requests,
         events,
+        host,
     });
     assemble(shared, body_read).0
 }
@@ -276,6 +294,7 @@ fn served_routes(state: ApiState) -> Vec<(Method, &'static str)> {
             serve::RequestLimits::REQUESTS,
         )),
         events: Arc::new(serve::Limiter::new("events", serve::RequestLimits::EVENTS)),
+        host: Arc::default(),
     });
     assemble(shared, crate::timeouts::HTTP_BODY_READ).1
 }
@@ -363,11 +382,59 @@ fn assemble(shared: AppState, body_read: Duration) -> (Router, Vec<(Method, &'st
             auth::require_token_for_writes,
         ))
         .route_layer(axum::middleware::from_fn(refuse_repeated_authorization))
+        // Outermost of the route layers: every answer of a matched route,
+        // refusals included, carries its template for `count_request`.
+        .route_layer(axum::middleware::from_fn(mark_route))
         .fallback(error::not_found)
         .method_not_allowed_fallback(error::method_not_allowed)
         .layer(DefaultBodyLimit::max(crate::limits::HTTP_BODY_BYTES))
-        .with_state(shared);
+        .layer(axum::middleware::from_fn_with_state(
+            shared.clone(),
+            count_request,
+        ))
+        .with_state(shared.clone());
+    for (method, path) in &routes.added {
+        shared.host.http.declare(method.as_str(), path);
+    }
     (router, routes.added)
+}
+
+/// The route template a response was answered under (see [`mark_route`]).
+#[derive(Clone)]
+struct RouteTemplate(Arc<str>);
+
+/// Tag the response of a matched route with its template, for
+/// [`count_request`] outside the router (only inside is the match known).
+async fn mark_route(request: Request, next: Next) -> Response {
+    let template = request
+        .extensions()
+        .get::<axum::extract::MatchedPath>()
+        .map(|matched| RouteTemplate(Arc::from(matched.as_str())));
+    let mut response = next.run(request).await;
+    if let Some(template) = template {
+        response.extensions_mut().insert(template);
+    }
+    response
+}
+
+/// Count every request the router answers, by route template (never the
+/// raw path: `unmatched` when no route matched), method and status, with
+/// the time until its response was built.
+async fn count_request(State(shared): State<AppState>, request: Request, next: Next) -> Response {
+    let started = std::time::Instant::now();
+    let method = request.method().clone();
+    let response = next.run(request).await;
+    let route = response
+        .extensions()
+        .get::<RouteTemplate>()
+        .map_or(metrics::UNMATCHED_ROUTE, |t| &*t.0);
+    shared.host.http.observe(
+        method.as_str(),
+        route,
+        response.status().as_u16(),
+        started.elapsed(),
+    );
+    response
 }
 
 /// Serve the request within its budget ([`serve::Limiter`]): events in
@@ -605,6 +672,7 @@ mod limit_tests {
             crate::timeouts::HTTP_BODY_READ,
             requests,
             events,
+            Arc::default(),
         );
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let addr = listener.local_addr().expect("address");

@@ -606,7 +606,7 @@ async fn metrics_label_every_series_with_its_controller() {
     // The API's own series belong to the host, not to a controller.
     for line in text
         .lines()
-        .filter(|l| !l.starts_with('#') && !l.starts_with("leasehold_http_"))
+        .filter(|l| !l.starts_with('#') && !super::metrics::is_host_series(l))
     {
         assert!(
             line.contains("{controller=\""),

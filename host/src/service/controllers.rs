@@ -45,6 +45,8 @@ pub(crate) struct Shared {
     pub store: Arc<dyn Store>,
     pub status: Arc<Status>,
     pub identity: watch::Receiver<IdentityCheck>,
+    /// Where each tenure's loop beats (the service manager's watchdog).
+    pub heartbeat: crate::notify::Heartbeat,
 }
 
 /// A controller's settings and component, compiled, ready to start.
@@ -288,7 +290,8 @@ impl Controllers {
             self.shared.identity.clone(),
             stopping,
         )
-        .with_crash_detection(settings.crash_detection);
+        .with_crash_detection(settings.crash_detection)
+        .with_heartbeat(self.shared.heartbeat.clone());
         let task = tokio::spawn(supervisor.run());
         self.running.insert(
             settings.name.clone(),

@@ -2,7 +2,9 @@
 //! supervisors -> HTTP, runs until SIGTERM/SIGINT, and shuts down in order
 //! (stop taking work, finish or abort the running reconciles, release every
 //! lease, exit). SIGHUP re-reads the config and applies its controllers
-//! ([`Reloads`]).
+//! ([`Reloads`]). Under a service manager (`NOTIFY_SOCKET`) it reports
+//! readiness, reloads and shutdown, and pings the watchdog while its loops
+//! beat ([`crate::notify`]).
 //!
 //! Must never: start a supervisor before its component compiled, or
 //! acquire before the database identity was verified (the supervisors wait
@@ -18,8 +20,9 @@ use crate::authority::postgres::PostgresAuthority;
 use crate::authority::{Authority, AuthorityError};
 use crate::config::Config;
 use crate::db::{Database, DbError};
+use crate::notify::{self, Heartbeat, Notifier};
 use crate::runtime::Runtime;
-use crate::status::{DatabaseState, Status};
+use crate::status::{ControllerState, DatabaseState, Status};
 use crate::store::Store;
 use crate::store::memory::MemoryStore;
 use crate::store::postgres::PostgresStore;
@@ -72,6 +75,9 @@ pub struct Backends {
     pub store: Arc<dyn Store>,
     /// Whether these are the embedded in-memory backends.
     pub embedded: bool,
+    /// The database pools, for `/metrics`: the main one and the
+    /// authority's (none in memory).
+    pub pools: Vec<Database>,
 }
 
 /// Open the configured backends: PostgreSQL (migrated, identity verified)
@@ -91,6 +97,7 @@ pub async fn open_backends(config: &Config) -> Result<Backends, ServiceError> {
                 authority,
                 store,
                 embedded: true,
+                pools: Vec::new(),
             })
         }
         Some(url) => {
@@ -104,6 +111,7 @@ pub async fn open_backends(config: &Config) -> Result<Backends, ServiceError> {
                 crate::limits::AUTHORITY_POOL_CONNECTIONS,
                 crate::db::AUTHORITY_APPLICATION,
             )?;
+            let pools = vec![db.clone(), lease_db.clone()];
             let authority =
                 PostgresAuthority::connect(lease_db, config.database.expected_identity()).await?;
             // The liveness (claim) session and the release listener reach
@@ -126,6 +134,7 @@ pub async fn open_backends(config: &Config) -> Result<Backends, ServiceError> {
                 authority: Arc::new(authority),
                 store: Arc::new(store),
                 embedded: false,
+                pools,
             })
         }
     }
@@ -242,7 +251,19 @@ pub async fn run(config: Config, path: Option<std::path::PathBuf>) -> Result<(),
         }
         None => None,
     };
-    run_until(config, reloads, shutdown).await
+    let notifier = Notifier::from_env().unwrap_or_else(|e| {
+        tracing::warn!("{e}");
+        Notifier::disabled()
+    });
+    let watchdog = if notifier.enabled() {
+        notify::watchdog_period_from_env().unwrap_or_else(|e| {
+            tracing::warn!("{e}");
+            None
+        })
+    } else {
+        None
+    };
+    run_managed(config, reloads, shutdown, notifier, watchdog).await
 }
 
 /// Config reloads: each message on `requests` re-reads the config file at
@@ -264,6 +285,19 @@ pub async fn run_until(
     config: Config,
     reloads: Option<Reloads>,
     stop: impl std::future::Future<Output = ()>,
+) -> Result<(), ServiceError> {
+    run_managed(config, reloads, stop, Notifier::disabled(), None).await
+}
+
+/// [`run_until`], telling `notifier` (the service manager) when the host is
+/// ready, reloading and stopping, and pinging its watchdog every half
+/// `watchdog` while the host's loops beat ([`crate::notify`]).
+pub async fn run_managed(
+    config: Config,
+    reloads: Option<Reloads>,
+    stop: impl std::future::Future<Output = ()>,
+    notifier: Notifier,
+    watchdog: Option<std::time::Duration>,
 ) -> Result<(), ServiceError> {
     let holder = config.holder().to_string();
     let runtime = Runtime::new(&config.engine_config())?;
@@ -301,7 +335,8 @@ pub async fn run_until(
         shutdown_rx.clone(),
     ));
 
-    let renewer = Renewer::start(backends.authority.clone());
+    let heartbeat = Heartbeat::new();
+    let renewer = Renewer::start_beating(backends.authority.clone(), &heartbeat);
     let mut controllers = Controllers::new(controllers::Shared {
         cluster: config.cluster.clone(),
         holder: holder.clone(),
@@ -310,21 +345,37 @@ pub async fn run_until(
         store: backends.store.clone(),
         status: status.clone(),
         identity: identity_rx.clone(),
+        heartbeat: heartbeat.clone(),
     });
     for prepared in prepared {
         controllers.start(prepared);
     }
+    let watchdog_task = watchdog.map(|period| {
+        tracing::info!(period = ?period, "pinging the service manager's watchdog");
+        tokio::spawn(notify::watchdog(
+            notifier.clone(),
+            heartbeat.clone(),
+            period,
+        ))
+    });
+    let mut ready_task = tokio::spawn(announce_ready(status.clone(), notifier.clone()));
 
     let (http_stop_tx, http_stop_rx) = watch::channel(false);
-    let api = crate::api::router(crate::api::ApiState {
-        cluster: config.cluster.clone(),
-        holder: holder.clone(),
-        status: status.clone(),
-        authority: backends.api_authority.clone(),
-        store: backends.store.clone(),
-        token: config.http.token.clone(),
-        stopping: http_stop_rx.clone(),
-    });
+    let host_metrics = Arc::new(crate::api::metrics::HostMetrics::new(
+        backends.pools.clone(),
+    ));
+    let api = crate::api::router_for_host(
+        crate::api::ApiState {
+            cluster: config.cluster.clone(),
+            holder: holder.clone(),
+            status: status.clone(),
+            authority: backends.api_authority.clone(),
+            store: backends.store.clone(),
+            token: config.http.token.clone(),
+            stopping: http_stop_rx.clone(),
+        },
+        host_metrics,
+    );
     let (limits, fd_limit) = crate::api::ServeLimits::for_this_process();
     // On a runtime of its own: a flood of requests cannot delay the
     // supervisors and the renewer on this one.
@@ -352,9 +403,14 @@ pub async fn run_until(
             request = async { reloads.as_mut()?.requests.recv().await }, if reloads.is_some() => {
                 match (request, &reloads) {
                     (Some(()), Some(Reloads { path, .. })) => {
+                        ready_task.abort();
+                        notifier.reloading();
                         if let Some(next) = reload(&mut controllers, &runtime, &config, path).await {
                             config = next;
                         }
+                        // Applied or refused, the reload is over: ready
+                        // again once the controllers settled.
+                        ready_task = tokio::spawn(announce_ready(status.clone(), notifier.clone()));
                     }
                     // No one can ask any more.
                     _ => reloads = None,
@@ -362,6 +418,8 @@ pub async fn run_until(
             }
         }
     }
+    ready_task.abort();
+    notifier.stopping();
     let _ = shutdown_tx.send(true);
     // Supervisors finish their reconcile (within the grace period), stop
     // their guests and release their leases before they return.
@@ -369,8 +427,52 @@ pub async fn run_until(
     identity_task.abort();
     let _ = http_stop_tx.send(true);
     http.stopped().await;
+    if let Some(task) = watchdog_task {
+        task.abort();
+    }
     tracing::info!("leasehold stopped");
     Ok(())
+}
+
+/// Tell the service manager `READY=1` once every controller has settled
+/// (leading or standing by; with none configured, at once).
+async fn announce_ready(status: Arc<Status>, notifier: Notifier) {
+    let (leading, standby) = settled(&status).await;
+    tracing::debug!(leading, standby, "every controller settled; ready");
+    notifier.ready(&format!(
+        "{leading} controllers leading, {standby} standing by"
+    ));
+}
+
+/// Wait until every controller of `status` is leading or standing by;
+/// returns how many do which. Woken by the controllers' own state changes.
+async fn settled(status: &Status) -> (usize, usize) {
+    let mut names = status.controller_names();
+    loop {
+        names.borrow_and_update();
+        let mut watches: Vec<_> = status.controllers().iter().map(|c| c.subscribe()).collect();
+        let (mut leading, mut standby) = (0, 0);
+        for watch in &mut watches {
+            match &*watch.borrow_and_update() {
+                ControllerState::Leading { .. } => leading += 1,
+                ControllerState::Standby { .. } => standby += 1,
+                _ => {}
+            }
+        }
+        if leading + standby == watches.len() {
+            return (leading, standby);
+        }
+        let changes = watches.iter_mut().map(|w| Box::pin(w.changed()));
+        tokio::select! {
+            _ = futures::future::select_all(changes) => {}
+            changed = names.changed() => {
+                if changed.is_err() {
+                    // The status is going away with the host.
+                    std::future::pending::<()>().await;
+                }
+            }
+        }
+    }
 }
 
 /// Re-read the config at `path` and apply it to `controllers`; returns the

@@ -42,6 +42,7 @@ use crate::authority::{
     AcquireRequest, Acquired, Authority, CrashDetection, EndReason, Grant, LeaseTiming, Renewed,
 };
 use crate::fence::{Fence, LeaseKey};
+use crate::notify::{BEAT_EVERY, Heartbeat, Pulse};
 use crate::outbound::TenureOutbound;
 use crate::runtime::{CompiledController, GuestError, Revocation};
 use crate::status::{ControllerState, ControllerStatus};
@@ -79,6 +80,9 @@ pub struct Supervisor {
     shutdown: watch::Receiver<bool>,
     /// How this controller's tenures may be taken over if this host dies.
     crash_detection: CrashDetection,
+    /// Where each tenure's loop beats, for the service manager's watchdog
+    /// ([`crate::notify`]); none unless set.
+    heartbeat: Option<Heartbeat>,
 }
 
 /// How a tenure ended.
@@ -141,7 +145,16 @@ impl Supervisor {
             identity,
             shutdown,
             crash_detection: CrashDetection::default(),
+            heartbeat: None,
         }
+    }
+
+    /// This supervisor with its tenures' loops registered with
+    /// `heartbeat`: each beats at least every
+    /// [`crate::notify::BEAT_EVERY`] while the tenure runs.
+    pub fn with_heartbeat(mut self, heartbeat: Heartbeat) -> Self {
+        self.heartbeat = Some(heartbeat);
+        self
     }
 
     /// This supervisor with crash detection `mode` (the controller's
@@ -368,6 +381,9 @@ impl Supervisor {
         let fence = grant.fence;
         let mut tenure = Tenure::begin(self, fence.clone(), acquire_sent, claim_session);
         let end = tenure.run().await;
+        // The loss is known from here (the machine decided it just now);
+        // the abort latency runs until the guest's Store is gone.
+        let detected = Instant::now();
         let (guest, outbound) = tenure.finish();
         let stopped = match guest {
             Some(running) => {
@@ -375,7 +391,14 @@ impl Supervisor {
                     TenureEnd::Lost(_) => "lease_lost",
                     TenureEnd::Released => "shutdown",
                 };
-                self.abort(running, reason).await
+                let stopped = self.abort(running, reason).await;
+                if let TenureEnd::Lost(_) = end {
+                    self.status
+                        .metrics
+                        .abort_seconds
+                        .observe(detected.elapsed());
+                }
+                stopped
             }
             None => GuestStopped(()),
         };
@@ -725,6 +748,8 @@ enum Event {
         open: bool,
     },
     GraceOver,
+    /// Nothing happened for [`BEAT_EVERY`]: the loop turns to beat.
+    Beat,
 }
 
 /// One tenure in progress: the [`Machine`]'s decisions carried out (the
@@ -755,6 +780,9 @@ struct Tenure<'s> {
     /// The liveness session the tenure was granted under, if the gate
     /// named one: a gate naming another ends the tenure.
     claim_session: Option<u64>,
+    /// This tenure's loop in the host's heartbeat, if there is one; it
+    /// beats on every turn and unregisters when the tenure ends.
+    pulse: Option<Pulse>,
 }
 
 impl<'s> Tenure<'s> {
@@ -785,6 +813,13 @@ impl<'s> Tenure<'s> {
             timing.renew_deadline,
             sup.config.shutdown_grace,
         );
+        let pulse = sup.heartbeat.as_ref().map(|heartbeat| {
+            heartbeat.register(format!(
+                "tenure {} epoch {}",
+                sup.controller.name(),
+                fence.epoch.0
+            ))
+        });
         Self {
             sup,
             fence,
@@ -799,6 +834,7 @@ impl<'s> Tenure<'s> {
             restarts,
             outbound: Arc::default(),
             claim_session,
+            pulse,
         }
     }
 
@@ -810,6 +846,9 @@ impl<'s> Tenure<'s> {
         let ends = self.read_gate();
         self.machine.phase = self.machine.on_identity(ends);
         loop {
+            if let Some(pulse) = &self.pulse {
+                pulse.beat();
+            }
             match self.machine.advance(Instant::now()) {
                 Advance::StartGuest => {
                     self.guest = Some(self.sup.start_guest(
@@ -921,6 +960,9 @@ impl<'s> Tenure<'s> {
                 Event::StopRequested { open: changed.is_ok() }
             }
             _ = sleep_until_some(grace_until) => Event::GraceOver,
+            // Last: only a heartbeat, so the loop turns (and beats) at
+            // least every BEAT_EVERY.
+            _ = tokio::time::sleep(BEAT_EVERY), if self.pulse.is_some() => Event::Beat,
         }
     }
 
@@ -1046,6 +1088,7 @@ impl<'s> Tenure<'s> {
                 );
                 self.machine.on_grace_over()
             }
+            Event::Beat => self.machine.phase,
         }
     }
 }

@@ -17,6 +17,7 @@ use tokio::time::Instant;
 
 use crate::authority::{Authority, AuthorityError, Renewed};
 use crate::fence::{Fence, LeaseKey};
+use crate::notify::{BEAT_EVERY, Heartbeat, Pulse};
 
 /// One renewal outcome: when it was sent, and what came back.
 pub type Outcome = (Instant, Result<Renewed, AuthorityError>);
@@ -86,8 +87,20 @@ struct Batch {
 impl Renewer {
     /// Start the renewer task for `authority`.
     pub fn start(authority: Arc<dyn Authority>) -> Self {
+        Self::spawn(authority, None)
+    }
+
+    /// [`Renewer::start`], its loop registered with `heartbeat` as
+    /// `renewer`: it beats at least every [`crate::notify::BEAT_EVERY`],
+    /// holding leases or not, so the service manager's watchdog sees a
+    /// stalled renewer ([`crate::notify`]).
+    pub fn start_beating(authority: Arc<dyn Authority>, heartbeat: &Heartbeat) -> Self {
+        Self::spawn(authority, Some(heartbeat.register("renewer")))
+    }
+
+    fn spawn(authority: Arc<dyn Authority>, pulse: Option<Pulse>) -> Self {
         let (commands, rx) = mpsc::unbounded_channel();
-        tokio::spawn(run(authority, rx, commands.downgrade()));
+        tokio::spawn(run(authority, rx, commands.downgrade(), pulse));
         Self { commands }
     }
 
@@ -115,23 +128,27 @@ async fn run(
     authority: Arc<dyn Authority>,
     mut commands: mpsc::UnboundedReceiver<Command>,
     own: mpsc::WeakUnboundedSender<Command>,
+    pulse: Option<Pulse>,
 ) {
     let mut batches: BTreeMap<Cadence, Batch> = BTreeMap::new();
     loop {
+        if let Some(pulse) = &pulse {
+            pulse.beat();
+        }
         let next_due = batches
             .values()
             .filter(|b| !b.in_flight && !b.members.is_empty())
             .map(|b| b.next_due)
             .min();
-        let command = match next_due {
-            Some(due) => tokio::select! {
-                command = commands.recv() => command,
-                _ = tokio::time::sleep_until(due) => {
-                    send_due(&authority, &mut batches, &own);
-                    continue;
-                }
-            },
-            None => commands.recv().await,
+        // With a heartbeat, the loop turns at least every BEAT_EVERY.
+        let beat_at = Instant::now() + BEAT_EVERY;
+        let command = tokio::select! {
+            command = commands.recv() => command,
+            _ = tokio::time::sleep_until(next_due.unwrap_or(beat_at)), if next_due.is_some() => {
+                send_due(&authority, &mut batches, &own);
+                continue;
+            }
+            _ = tokio::time::sleep_until(beat_at), if pulse.is_some() => continue,
         };
         let Some(command) = command else {
             // Every handle and registration is gone.
