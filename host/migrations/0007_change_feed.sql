@@ -22,13 +22,15 @@
 -- `after=SEQ` cursor taken before this version still means "everything
 -- after SEQ", and object versions keep growing.
 CREATE SEQUENCE leasehold_positions AS bigint MINVALUE 1 CACHE 1 NO CYCLE;
+-- The next number is one above the highest given out (1 in a new
+-- database, as in the memory backend).
 SELECT setval('leasehold_positions',
-              greatest(1,
+              greatest(0,
                        (SELECT max(greatest(revision, last_seq)) FROM leasehold_feed),
                        (SELECT max(seq) FROM leasehold_events),
                        (SELECT max(revision) FROM leasehold_events),
-                       (SELECT max(version) FROM leasehold_objects)),
-              true);
+                       (SELECT max(version) FROM leasehold_objects)) + 1,
+              false);
 
 -- Every committed create, update and delete of an object, by the API or
 -- by a guest, whether or not the commit appended an event: the stream that
