@@ -158,9 +158,10 @@ declare_timeouts! {
     /// renewing more often than ten times a second buys no safety and only
     /// loads the database and the host (1 ns ran the host at 73 % CPU).
     MIN_RENEW_INTERVAL = Duration::from_millis(100);
-    /// Least time between `renew_interval` and `renew_deadline`: the last
-    /// renewal sent before the deadline needs room for its round trip (and
-    /// a slow database) to come back before the holder gives up.
+    /// Least time between `renew_interval` and `renew_deadline` beyond the
+    /// renewal's own lock wait ([`min_renew_slack`]): the last renewal sent
+    /// before the deadline needs room for its round trip (and a slow
+    /// database) to come back before the holder gives up.
     MIN_RENEW_SLACK = Duration::from_millis(200);
     /// Least time between `renew_deadline` and `lease_ttl`: the margin (L3)
     /// in which the holder aborts its guest before anyone else can be
@@ -252,9 +253,18 @@ pub const fn renew_lock_timeout(ttl: Duration) -> Duration {
     }
 }
 
+/// Least time between `renew_interval` and `renew_deadline` for a lease
+/// with `ttl`: the database bounds of the last renewal sent before the
+/// deadline, its wait for the row's lock ([`renew_lock_timeout`]) and its
+/// round trip ([`MIN_RENEW_SLACK`]).
+pub const fn min_renew_slack(ttl: Duration) -> Duration {
+    MIN_RENEW_SLACK.saturating_add(renew_lock_timeout(ttl))
+}
+
 /// Whether a lease timing keeps every floor and ratio above; `const` so the
 /// defaults are checked when the crate compiles.
 pub const fn timing_keeps_floors(ttl: Duration, interval: Duration, deadline: Duration) -> bool {
+    let slack = min_renew_slack(ttl).as_nanos();
     let (ttl, interval, deadline) = (ttl.as_nanos(), interval.as_nanos(), deadline.as_nanos());
     ttl >= MIN_LEASE_TTL.as_nanos()
         && ttl <= MAX_LEASE_TTL.as_nanos()
@@ -262,7 +272,7 @@ pub const fn timing_keeps_floors(ttl: Duration, interval: Duration, deadline: Du
         && interval < deadline
         && deadline < ttl
         && deadline >= interval * MIN_RENEWALS_PER_DEADLINE as u128
-        && deadline - interval >= MIN_RENEW_SLACK.as_nanos()
+        && deadline - interval >= slack
         && ttl - deadline >= MIN_EXPIRY_MARGIN.as_nanos()
 }
 

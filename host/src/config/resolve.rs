@@ -829,19 +829,35 @@ fn lease_timing(c: &mut Checker, who: &str, entry: &Spanned<RawController>, timi
             ),
         );
     }
-    let slack = timeouts::MIN_RENEW_SLACK;
+    let slack = timeouts::min_renew_slack(ttl);
     if deadline - interval < slack {
+        // Either fix keeps the other rules here: a lower interval also
+        // leaves room for `renewals` renewals per deadline.
+        let raise = format!("raise renew_deadline to {}", show(interval + slack));
+        let lower = deadline
+            .checked_sub(slack)
+            .map(|lower| lower.min(deadline / renewals));
+        let fix = match lower {
+            Some(lower) if lower >= timeouts::MIN_RENEW_INTERVAL => {
+                format!("{raise} or lower renew_interval to {}", show(lower))
+            }
+            _ => raise,
+        };
         report(
             c,
             deadline_first,
             format!(
                 "{who}: renew_deadline ({}) is only {} after renew_interval ({}); it must be at \
-                 least {} after it: the last renewal sent before the deadline needs that long \
-                 for its round trip",
+                 least {} after it: the last renewal sent before the deadline may wait {} for \
+                 the lease row's lock (a tenth of lease_ttl, at most {}) and needs {} for its \
+                 round trip; {fix}",
                 show(deadline),
                 show(deadline - interval),
                 show(interval),
-                show(slack)
+                show(slack),
+                show(timeouts::renew_lock_timeout(ttl)),
+                show(timeouts::RENEW_LOCK_TIMEOUT),
+                show(timeouts::MIN_RENEW_SLACK),
             ),
         );
     }

@@ -552,7 +552,25 @@ fn the_last_renewal_before_the_deadline_has_room_for_its_round_trip() {
     assert_has(
         &p,
         Some(9),
-        "renew_deadline (250ms) is only 150ms after renew_interval (100ms); it must be at least 200ms after it",
+        "renew_deadline (250ms) is only 150ms after renew_interval (100ms); it must be at least 300ms after it: the last renewal sent before the deadline may wait 100ms for the lease row's lock (a tenth of lease_ttl, at most 500ms) and needs 200ms for its round trip; raise renew_deadline to 400ms",
+    );
+    assert_eq!(p.len(), 1, "{p:#?}");
+}
+
+#[test]
+fn the_slack_covers_the_renewals_lock_wait_of_a_long_ttl() {
+    // A tenth of an hour is capped at 500 ms: a renewal may wait that long
+    // for the row's lock, and 500 ms of slack leave nothing for its round
+    // trip (the rule before counted only the round trip, and passed this).
+    let s = Scratch::new();
+    s.file("scheduler.wasm");
+    let text =
+        format!("{ONE}lease_ttl = \"1h\"\nrenew_interval = \"500ms\"\nrenew_deadline = \"1s\"\n");
+    let p = problems(s.parse(&text).unwrap_err());
+    assert_has(
+        &p,
+        Some(9),
+        "renew_deadline (1s) is only 500ms after renew_interval (500ms); it must be at least 700ms after it: the last renewal sent before the deadline may wait 500ms for the lease row's lock (a tenth of lease_ttl, at most 500ms) and needs 200ms for its round trip; raise renew_deadline to 1s 200ms or lower renew_interval to 300ms",
     );
     assert_eq!(p.len(), 1, "{p:#?}");
 }
