@@ -166,10 +166,7 @@ fn kubernetes_probes_ports_and_config_agree_with_the_contract() {
         }
     };
     let served = served_paths();
-    for (probe, path) in [
-        ("livenessProbe", "/healthz"),
-        ("readinessProbe", "/readyz"),
-    ] {
+    for (probe, path) in [("livenessProbe", "/healthz"), ("readinessProbe", "/readyz")] {
         let get = &host[probe]["httpGet"];
         assert_eq!(get["path"], path, "{probe}");
         assert_eq!(
@@ -185,10 +182,7 @@ fn kubernetes_probes_ports_and_config_agree_with_the_contract() {
     if let Some(startup) = host.get("startupProbe") {
         let path = startup["httpGet"]["path"].as_str().unwrap();
         assert!(served.iter().any(|p| p == path), "startupProbe {path}");
-        assert_eq!(
-            port_of(&startup["httpGet"]["port"]),
-            u64::from(listen_port)
-        );
+        assert_eq!(port_of(&startup["httpGet"]["port"]), u64::from(listen_port));
     }
     // Prometheus is pointed at /metrics on the same port.
     let annotations = &pod["metadata"]["annotations"];
@@ -215,7 +209,10 @@ fn kubernetes_probes_ports_and_config_agree_with_the_contract() {
         .iter()
         .find(|m| Path::new(m["mountPath"].as_str().unwrap()) == config_dir)
         .expect("the config folder is mounted");
-    assert!(mount.get("subPath").is_none(), "no subPath: edits must reach the pod");
+    assert!(
+        mount.get("subPath").is_none(),
+        "no subPath: edits must reach the pod"
+    );
     let volume = pod["spec"]["volumes"]
         .as_array()
         .unwrap()
@@ -307,8 +304,18 @@ fn the_systemd_unit_uses_the_hosts_notifications_and_signals() {
     assert_eq!(get("Type"), "notify");
     assert_eq!(get("KillSignal"), "SIGTERM");
     assert_eq!(get("ExecReload"), "/bin/kill -HUP $MAINPID");
-    assert!(get("ExecStart").contains(" run --config "), "{}", get("ExecStart"));
-    assert!(get("WatchdogSec").trim_end_matches('s').parse::<u64>().unwrap() > 0);
+    assert!(
+        get("ExecStart").contains(" run --config "),
+        "{}",
+        get("ExecStart")
+    );
+    assert!(
+        get("WatchdogSec")
+            .trim_end_matches('s')
+            .parse::<u64>()
+            .unwrap()
+            > 0
+    );
     assert_eq!(get("NoNewPrivileges"), "yes");
     assert_eq!(get("ProtectSystem"), "strict");
     // wasmtime writes the guests' native code into memory it then runs.
@@ -324,7 +331,10 @@ fn the_image_is_multi_stage_and_runs_the_host_as_non_root() {
         .map(str::trim)
         .filter(|l| !l.is_empty() && !l.starts_with('#'))
         .collect();
-    let stages = instructions.iter().filter(|l| l.starts_with("FROM ")).count();
+    let stages = instructions
+        .iter()
+        .filter(|l| l.starts_with("FROM "))
+        .count();
     assert!(stages >= 2, "a build stage and a run stage");
     let last_from = instructions
         .iter()
@@ -346,7 +356,10 @@ fn the_image_is_multi_stage_and_runs_the_host_as_non_root() {
         .iter()
         .find_map(|l| l.strip_prefix("ENTRYPOINT "))
         .expect("ENTRYPOINT");
-    assert!(entrypoint.contains("/usr/local/bin/leasehold"), "{entrypoint}");
+    assert!(
+        entrypoint.contains("/usr/local/bin/leasehold"),
+        "{entrypoint}"
+    );
     // The components the shipped config names are in the image.
     let config = read("deploy/kubernetes/leasehold.toml");
     for line in config.lines().filter(|l| l.starts_with("component")) {

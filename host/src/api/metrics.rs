@@ -1082,6 +1082,92 @@ mod tests {
         assert!(!text.contains("le=\"inf\""), "{text}");
     }
 
+    /// The lease series follow the database's record: 0 while a tenure
+    /// is live, the time since its end once released, and since this
+    /// host's start for a lease never granted.
+    #[tokio::test]
+    async fn leaderless_seconds_follow_the_lease_record() {
+        use crate::authority::memory::MemoryAuthority;
+        use crate::authority::{AcquireRequest, Acquired, EndReason};
+        let authority = MemoryAuthority::new();
+        let status = Status::new(
+            "c1".into(),
+            "host-a".into(),
+            &["led".to_string(), "never".to_string()],
+        );
+        let records =
+            LeaseRecords::new(std::time::Duration::from_secs(1), std::time::Duration::ZERO);
+        let Acquired::Granted(grant) = authority
+            .acquire(&AcquireRequest {
+                key: LeaseKey::new("c1", "led"),
+                holder: "host-a".into(),
+                ttl: std::time::Duration::from_secs(60),
+            })
+            .await
+            .unwrap()
+        else {
+            panic!("granted")
+        };
+        let snapshot = records.read(&authority, "c1", &status).await;
+        let led = snapshot.leases.iter().find(|l| l.0 == "led").unwrap();
+        assert_eq!((led.1, led.2), (0.0, 1), "{snapshot:?}");
+        let never = snapshot.leases.iter().find(|l| l.0 == "never").unwrap();
+        assert_eq!(never.2, 0);
+        assert!(never.1 >= 0.0);
+
+        authority
+            .release(&grant.fence, EndReason::Released)
+            .await
+            .unwrap();
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        let snapshot = records.read(&authority, "c1", &status).await;
+        let led = snapshot.leases.iter().find(|l| l.0 == "led").unwrap();
+        assert!(led.1 >= 0.02 && led.1 < 30.0, "{snapshot:?}");
+        assert_eq!(led.2, 1);
+        let mut text = String::new();
+        render_leases(&mut text, &snapshot, records.failures());
+        assert!(
+            text.contains("leasehold_lease_epoch{lease=\"led\"} 1\n"),
+            "{text}"
+        );
+        assert!(text.contains("leasehold_lease_observe_failures_total 0\n"));
+    }
+
+    #[test]
+    fn proc_stat_fields_are_counted_after_the_command_name() {
+        // The command name may hold spaces and parentheses.
+        let line = "4242 (a (b) c) S 1 2 3 4 5 6 7 8 9 10 110 220 11 12 20 0 7 0 5000 \
+                    123456789 300 18446744073709551615";
+        assert_eq!(
+            parse_stat(line),
+            Some(Stat {
+                utime: 110,
+                stime: 220,
+                threads: 7,
+                starttime: 5000,
+                vsize: 123456789,
+                rss: 300,
+            })
+        );
+        assert_eq!(parse_stat("garbage"), None);
+        #[cfg(target_os = "linux")]
+        {
+            let now = process_snapshot();
+            assert!(now.threads.unwrap() >= 1);
+            assert!(now.resident_bytes.unwrap() > 0);
+            assert!(now.open_fds.unwrap() >= 3);
+            let started = now.start_time_seconds.unwrap();
+            let wall = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_secs_f64();
+            assert!(
+                started <= wall + 1.0 && started > wall - 86_400.0,
+                "{started}"
+            );
+        }
+    }
+
     #[test]
     fn label_values_are_escaped() {
         assert_eq!(escape_label(r#"a"b\c"#), r#"a\"b\\c"#);
