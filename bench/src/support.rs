@@ -211,6 +211,14 @@ impl Store for HeldStore {
         self.inner.delete(cluster, key, expected_version).await
     }
 
+    async fn write(
+        &self,
+        cluster: &str,
+        write: &leasehold_host::store::ApiWrite,
+    ) -> Result<leasehold_host::store::Written, StoreError> {
+        self.inner.write(cluster, write).await
+    }
+
     async fn events(
         &self,
         cluster: &str,

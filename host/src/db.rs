@@ -34,6 +34,7 @@ pub const MIGRATIONS: &[(i32, &str)] = &[
     (5, include_str!("../migrations/0005_tenure_outbound.sql")),
     (6, include_str!("../migrations/0006_hosts.sql")),
     (7, include_str!("../migrations/0007_change_feed.sql")),
+    (8, include_str!("../migrations/0008_object_metadata.sql")),
 ];
 
 /// Database setup failures.

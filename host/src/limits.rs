@@ -10,6 +10,20 @@ pub const MAX_EVENTS_PER_COMMIT: usize = 128;
 pub const MAX_EVENT_REASON_BYTES: usize = 128;
 /// Largest event message.
 pub const MAX_EVENT_MESSAGE_BYTES: usize = 4 * 1024;
+/// Most labels on one object.
+pub const MAX_LABELS: usize = 32;
+/// Longest label key (letters, digits, `-`, `_`, `.`, `/`).
+pub const MAX_LABEL_KEY_BYTES: usize = 128;
+/// Longest label value (letters, digits, `-`, `_`, `.`; may be empty).
+pub const MAX_LABEL_VALUE_BYTES: usize = 63;
+/// Most finalizers on one object.
+pub const MAX_FINALIZERS: usize = 16;
+/// Longest finalizer (letters, digits, `-`, `_`, `.`, `/`).
+pub const MAX_FINALIZER_BYTES: usize = 128;
+/// Most owned objects one commit may delete or mark by garbage collection
+/// (transitively) when it deletes their owner; beyond it the commit is
+/// refused as too large and the owned objects must be deleted first.
+pub const MAX_COLLECTED_PER_COMMIT: usize = 1000;
 /// Default and largest page of a listing.
 pub const DEFAULT_PAGE_SIZE: usize = 100;
 /// Largest page of a listing, events included.

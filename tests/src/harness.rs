@@ -636,8 +636,8 @@ impl FaultyStore {
     /// Make the commit `ops` conflict with a write that lands first.
     async fn rival_for(&self, cluster: &str, ops: &[Op]) {
         let Some((key, created)) = ops.first().map(|op| match op {
-            Op::Update { key, .. } | Op::Delete { key, .. } => (key, None),
-            Op::Create { key, value } => (key, Some(value)),
+            Op::Create { key, value } | Op::CreateWith { key, value, .. } => (key, Some(value)),
+            other => (other.key(), None),
         }) else {
             return;
         };
@@ -736,6 +736,15 @@ impl Store for FaultyStore {
     ) -> Result<(), StoreError> {
         self.check_available()?;
         self.inner.delete(cluster, key, expected_version).await
+    }
+
+    async fn write(
+        &self,
+        cluster: &str,
+        write: &leasehold_host::store::ApiWrite,
+    ) -> Result<leasehold_host::store::Written, StoreError> {
+        self.check_available()?;
+        self.inner.write(cluster, write).await
     }
 
     async fn events(

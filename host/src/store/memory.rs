@@ -21,17 +21,17 @@ use std::ops::Bound;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use async_trait::async_trait;
-use chrono::Utc;
+use chrono::{DateTime, Utc};
 use tokio::sync::watch;
 
 use crate::authority::fence_check::FenceLock;
 use crate::fence::Fence;
 
-use super::plan::{Batch, Planned};
+use super::plan::{Batch, Current, Plan, Planned};
 use super::validate::{check_cluster, check_key, page_limit};
 use super::{
-    Change, ChangeKind, ChangePage, Committed, Event, NewEvent, Object, ObjectKey, Op, Origin,
-    Page, Store, StoreError,
+    ApiWrite, Change, ChangeKind, ChangePage, Committed, Event, NewEvent, Object, ObjectKey, Op,
+    Origin, Page, Store, StoreError, Written,
 };
 
 /// State of every cluster, in memory.
@@ -68,8 +68,7 @@ struct ClusterState {
 }
 
 struct Stored {
-    version: u64,
-    value: String,
+    current: Current,
     written_by: Origin,
 }
 
@@ -117,14 +116,36 @@ impl MemoryStore {
         self.clusters.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Resolve and apply one batch atomically under the store lock.
-    fn apply(&self, batch: &Batch) -> Result<Committed, StoreError> {
+    /// Resolve and apply one batch atomically under the store lock; the
+    /// plan and the commit's time come back for the caller's answer.
+    fn apply(&self, batch: &Batch) -> Result<(Committed, Plan, DateTime<Utc>), StoreError> {
         let mut clusters = self.lock();
         let Clusters { last, by_name } = &mut *clusters;
         let state = by_name
             .entry(batch.cluster.clone())
             .or_insert_with(ClusterState::new);
-        let plan = batch.resolve(|key| state.objects.get(key).map(|o| o.version))?;
+        let mut plan = batch.resolve(|key| state.objects.get(key).map(|o| &o.current))?;
+        // Garbage collection: the owned objects of every object whose
+        // deletion the plan requested, in key order, transitively.
+        loop {
+            let owners = plan.owners_to_collect();
+            if owners.is_empty() {
+                break;
+            }
+            let owned: Vec<(ObjectKey, Current)> = state
+                .objects
+                .iter()
+                .filter(|(_, o)| {
+                    o.current
+                        .meta
+                        .owner
+                        .as_ref()
+                        .is_some_and(|owner| owners.contains(owner))
+                })
+                .map(|(k, o)| (k.clone(), o.current.clone()))
+                .collect();
+            plan.collect(batch, owned)?;
+        }
         // Nothing below can fail: the commit is all or nothing.
         let mut next = || {
             *last += 1;
@@ -133,17 +154,26 @@ impl MemoryStore {
         let revision = next();
         let at = Utc::now();
         for write in &plan.writes {
-            let (key, change, version) = match *write {
-                Planned::Create { key, value } | Planned::Update { key, value } => {
+            let (key, change, version) = match write {
+                Planned::Create { key, row } | Planned::Update { key, row } => {
                     debug_assert!(
-                        state.objects.get(key).is_none_or(|o| o.version < revision),
+                        state
+                            .objects
+                            .get(key)
+                            .is_none_or(|o| o.current.version < revision),
                         "object versions strictly increase"
                     );
                     let previous = state.objects.insert(
                         key.clone(),
                         Stored {
-                            version: revision,
-                            value: value.to_string(),
+                            current: Current {
+                                version: revision,
+                                generation: row.generation,
+                                value: row.value.clone(),
+                                status: row.status.clone(),
+                                meta: row.meta.clone(),
+                                deleting_since: row.deleting.at(at),
+                            },
                             written_by: batch.origin.clone(),
                         },
                     );
@@ -153,8 +183,8 @@ impl MemoryStore {
                     };
                     (key, change, revision)
                 }
-                Planned::Delete { key } => {
-                    let deleted = state.objects.remove(key).map_or(0, |o| o.version);
+                Planned::Delete { key, .. } => {
+                    let deleted = state.objects.remove(key).map_or(0, |o| o.current.version);
                     (key, ChangeKind::Deleted, deleted)
                 }
             };
@@ -189,10 +219,14 @@ impl MemoryStore {
             "a commit's sequence numbers increase in input order"
         );
         state.feed.send_replace(*last);
-        Ok(Committed {
-            revision,
-            event_seqs,
-        })
+        Ok((
+            Committed {
+                revision,
+                event_seqs,
+            },
+            plan,
+            at,
+        ))
     }
 }
 
@@ -206,12 +240,7 @@ impl Store for MemoryStore {
             .by_name
             .get(cluster)
             .and_then(|c| c.objects.get(key))
-            .map(|o| Object {
-                kind: key.kind.clone(),
-                name: key.name.clone(),
-                version: o.version,
-                value: o.value.clone(),
-            }))
+            .map(|o| o.current.object(key)))
     }
 
     async fn list(
@@ -248,12 +277,7 @@ impl Store for MemoryStore {
             .range((lower, Bound::Unbounded))
             .take_while(|(k, _)| k.kind == kind)
             .take(limit + 1)
-            .map(|(k, o)| Object {
-                kind: k.kind.clone(),
-                name: k.name.clone(),
-                version: o.version,
-                value: o.value.clone(),
-            })
+            .map(|(k, o)| o.current.object(k))
             .collect();
         let next = if objects.len() > limit {
             objects.truncate(limit);
@@ -273,7 +297,7 @@ impl Store for MemoryStore {
         let batch = Batch::fenced(fence, ops, events)?;
         let mut outcome = None;
         self.fences.while_fenced(fence, &mut || {
-            let result = self.apply(&batch);
+            let result = self.apply(&batch).map(|(committed, _, _)| committed);
             let applied = result.is_ok();
             outcome = Some(result);
             applied
@@ -293,15 +317,12 @@ impl Store for MemoryStore {
         expected_version: Option<u64>,
     ) -> Result<Object, StoreError> {
         let batch = Batch::put(cluster, key, value, expected_version)?;
-        let committed = self.apply(&batch)?;
-        let super::plan::Intent::Put { value, .. } = batch.intent else {
-            unreachable!("Batch::put builds a put");
-        };
-        Ok(Object {
-            kind: key.kind.clone(),
-            name: key.name.clone(),
-            version: committed.revision,
-            value,
+        let (committed, plan, at) = self.apply(&batch)?;
+        plan.object(key, committed.revision, at).ok_or_else(|| {
+            StoreError::Unavailable(format!(
+                "the put of {key} in cluster {cluster} committed at revision {} removed the object",
+                committed.revision
+            ))
         })
     }
 
@@ -313,6 +334,12 @@ impl Store for MemoryStore {
     ) -> Result<(), StoreError> {
         self.apply(&Batch::delete(cluster, key, expected_version)?)?;
         Ok(())
+    }
+
+    async fn write(&self, cluster: &str, write: &ApiWrite) -> Result<Written, StoreError> {
+        let batch = super::plan::api_batch(cluster, write)?;
+        let (committed, plan, at) = self.apply(&batch)?;
+        super::plan::written(&batch, plan, committed.revision, at)
     }
 
     async fn events(

@@ -56,6 +56,8 @@ mod postgres_tests;
 pub use memory::MemoryStore;
 pub use postgres::PostgresStore;
 
+use std::collections::BTreeMap;
+
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
@@ -71,10 +73,55 @@ pub struct Object {
     pub kind: String,
     /// The name within the kind (DNS label).
     pub name: String,
-    /// Revision of the commit that last wrote it.
+    /// Revision of the commit that last wrote it (any write: value,
+    /// metadata, status, or a deletion mark).
     pub version: u64,
-    /// Compact JSON text.
+    /// Compact JSON text: the spec, what users write.
     pub value: String,
+    /// Labels, owner and finalizers.
+    pub meta: Metadata,
+    /// 1 at creation; grows by one with each write that changes the value
+    /// or the metadata (a deletion mark included), never with a status
+    /// write.
+    pub generation: u64,
+    /// The status part, compact JSON text, written only by status writes
+    /// ([`Op::Status`]); `None` until the first.
+    pub status: Option<String>,
+    /// When a delete was requested while finalizers remained (backend
+    /// clock); the object is removed once a write leaves it none.
+    pub deleting_since: Option<DateTime<Utc>>,
+}
+
+impl Object {
+    /// The object's address.
+    pub fn key(&self) -> ObjectKey {
+        ObjectKey {
+            kind: self.kind.clone(),
+            name: self.name.clone(),
+        }
+    }
+}
+
+/// The metadata a write sets beside an object's value (see the module
+/// documentation for the rules).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Metadata {
+    /// String labels, by key.
+    pub labels: BTreeMap<String, String>,
+    /// The object that owns this one: deleting it deletes (or marks) this
+    /// one in the same commit. It must exist, not be marked for deletion,
+    /// and be in the same cluster when a write names it.
+    pub owner: Option<ObjectKey>,
+    /// Names of the parties that must act before the object is removed:
+    /// while any remain, a delete only marks it (`deleting_since`).
+    pub finalizers: Vec<String>,
+}
+
+impl Metadata {
+    /// No labels, owner or finalizers.
+    pub fn is_empty(&self) -> bool {
+        self.labels.is_empty() && self.owner.is_none() && self.finalizers.is_empty()
+    }
 }
 
 /// The address of an object.
@@ -111,13 +158,138 @@ pub enum Op {
         /// JSON text.
         value: String,
     },
-    /// Delete if the version matches; `Conflict` if not, `NotFound` if absent.
+    /// Request deletion if the version matches; `Conflict` if not,
+    /// `NotFound` if absent. Removes the object if it has no finalizers,
+    /// otherwise marks it (`deleting_since`; an object already marked is
+    /// left as it is). Objects it owns are deleted or marked in the same
+    /// commit.
     Delete {
         /// Where.
         key: ObjectKey,
         /// The version read.
         expected_version: u64,
     },
+    /// Create with metadata; fails with `Conflict` if it exists.
+    CreateWith {
+        /// Where.
+        key: ObjectKey,
+        /// JSON text.
+        value: String,
+        /// Labels, owner, finalizers.
+        meta: Metadata,
+    },
+    /// Replace the value, the metadata or both if the version matches
+    /// (`Conflict` if not, `NotFound` if absent); `None` keeps what is
+    /// there. An [`Op::Update`] keeps the metadata. Leaving a marked object
+    /// without finalizers removes it; a marked object cannot gain
+    /// finalizers.
+    Replace {
+        /// Where.
+        key: ObjectKey,
+        /// The version read.
+        expected_version: u64,
+        /// New JSON text, or keep.
+        value: Option<String>,
+        /// New metadata (replacing all of it), or keep.
+        meta: Option<Metadata>,
+    },
+    /// Write only the status part, leaving value, metadata and generation
+    /// as they are (a status write never conflicts with a spec write unless
+    /// it asks to): `Conflict` if `expected_generation` is given and the
+    /// object's generation differs, `NotFound` if absent.
+    Status {
+        /// Where.
+        key: ObjectKey,
+        /// The generation the status was computed from, if it must still
+        /// be current.
+        expected_generation: Option<u64>,
+        /// New status JSON text, or `None` to clear it.
+        status: Option<String>,
+    },
+    /// Write nothing; fail the whole commit with `Conflict` unless the
+    /// object is at `expected_version` (0: unless it is absent). Lets a
+    /// commit depend on an object it does not change.
+    Check {
+        /// Where.
+        key: ObjectKey,
+        /// The version it must be at; 0 for "absent".
+        expected_version: u64,
+    },
+}
+
+impl Op {
+    /// The object this operation is about.
+    pub fn key(&self) -> &ObjectKey {
+        match self {
+            Op::Create { key, .. }
+            | Op::Update { key, .. }
+            | Op::Delete { key, .. }
+            | Op::CreateWith { key, .. }
+            | Op::Replace { key, .. }
+            | Op::Status { key, .. }
+            | Op::Check { key, .. } => key,
+        }
+    }
+
+    /// The kind this operation may create an object of (for quotas).
+    pub fn creates(&self) -> Option<&ObjectKey> {
+        match self {
+            Op::Create { key, .. } | Op::CreateWith { key, .. } => Some(key),
+            _ => None,
+        }
+    }
+}
+
+/// A user's write through the API, beside plain [`Store::put`] and
+/// [`Store::delete`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ApiWrite {
+    /// Create or replace value and metadata, optionally only at
+    /// `expected_version` (0: must not exist). Appends `Created` or
+    /// `Updated` (or `Deleted`, when it removed a marked object's last
+    /// finalizer).
+    Put {
+        /// Where.
+        key: ObjectKey,
+        /// JSON text.
+        value: String,
+        /// Replaces all metadata; `None` keeps it (a create then has none).
+        meta: Option<Metadata>,
+        /// `None`: whatever is there; `Some(0)`: must not exist.
+        expected_version: Option<u64>,
+    },
+    /// Write the status part (see [`Op::Status`]). Appends
+    /// `StatusUpdated`.
+    Status {
+        /// Where.
+        key: ObjectKey,
+        /// New status JSON text, or `None` to clear it.
+        status: Option<String>,
+        /// Must still be this generation, if given.
+        expected_generation: Option<u64>,
+    },
+    /// Request deletion (see [`Op::Delete`]), optionally only at
+    /// `expected_version`. Appends `Deleted` or `DeletionRequested`.
+    Delete {
+        /// Where.
+        key: ObjectKey,
+        /// Must be at this version, if given.
+        expected_version: Option<u64>,
+    },
+}
+
+/// What an [`ApiWrite`] did to the object it names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Written {
+    /// It was created; as stored.
+    Created(Object),
+    /// It was replaced (value, metadata or status); as stored.
+    Replaced(Object),
+    /// Deletion was requested and finalizers hold it: it stays, marked
+    /// (already marked: unchanged).
+    Marked(Object),
+    /// It was removed.
+    Removed,
 }
 
 /// An event to append.
@@ -356,6 +528,18 @@ pub trait Store: Send + Sync + 'static {
         key: &ObjectKey,
         expected_version: Option<u64>,
     ) -> Result<(), StoreError>;
+
+    /// A user's write with metadata or status, or a delete that reports
+    /// whether finalizers hold the object; versioned like [`Store::put`].
+    ///
+    /// The default refuses: a store must serve it itself (wrappers pass it
+    /// on).
+    async fn write(&self, cluster: &str, write: &ApiWrite) -> Result<Written, StoreError> {
+        let _ = write;
+        Err(StoreError::Unavailable(format!(
+            "this store does not serve metadata and status writes in cluster {cluster}"
+        )))
+    }
 
     /// Events with `seq > after`, in order, at most `limit`, up to the
     /// high-water mark (see the module documentation): resuming after the

@@ -98,14 +98,14 @@ use crate::authority::fence_check::{
 };
 use crate::db::{Database, bounded};
 use crate::fence::{Epoch, Fence};
-use crate::limits::LOST_CREATE_RETRIES;
+use crate::limits::{LOST_CREATE_RETRIES, MAX_COLLECTED_PER_COMMIT};
 
-use super::plan::{Batch, Intent, Plan, Planned};
+use super::plan::{Batch, Current, Deleting, Plan, Planned, api_batch, written};
 use super::postgres_feed::{Feed, HIGH_WATER_SQL, Mark, high_water};
 use super::validate::{check_cluster, check_key, page_limit};
 use super::{
-    Change, ChangeKind, ChangePage, Committed, Event, NewEvent, Object, ObjectKey, Op, Origin,
-    Page, Store, StoreError,
+    ApiWrite, Change, ChangeKind, ChangePage, Committed, Event, Metadata, NewEvent, Object,
+    ObjectKey, Op, Origin, Page, Store, StoreError, Written,
 };
 
 /// Step 3: the position floor. A shared advisory transaction lock in the
@@ -136,24 +136,57 @@ SELECT count(pg_advisory_xact_lock(1279459328, c.key))
           FROM unnest($2::text[], $3::text[]) AS k(kind, name)
          ORDER BY 1) AS c";
 
-/// Step 5: lock the named objects, in key order, and read their versions.
-const LOCK_SQL: &str = "
-SELECT o.kind, o.name, o.version
+/// The columns of an object's state, in the order [`current_at`] reads
+/// them.
+macro_rules! state_columns {
+    () => {
+        "o.version, o.value, o.generation, o.status, o.labels::text, o.owner_kind, \
+         o.owner_name, o.finalizers, o.deleting_since"
+    };
+}
+
+/// Step 5: lock the objects the commit names (and the owners it names in
+/// metadata), in key order, and read their state.
+const LOCK_SQL: &str = concat!(
+    "
+SELECT o.kind, o.name, ",
+    state_columns!(),
+    "
   FROM leasehold_objects o
   JOIN unnest($2::text[], $3::text[]) AS k(kind, name)
     ON o.kind = k.kind AND o.name = k.name
  WHERE o.cluster = $1::text
  ORDER BY o.kind, o.name
-   FOR UPDATE OF o";
+   FOR UPDATE OF o"
+);
+
+/// Step 5, garbage collection: lock and read the objects owned by `$2/$3`,
+/// in key order, at most `$4` (the plan refuses more than its bound).
+const OWNED_SQL: &str = concat!(
+    "
+SELECT o.kind, o.name, ",
+    state_columns!(),
+    "
+  FROM leasehold_objects o
+  JOIN unnest($2::text[], $3::text[]) AS k(kind, name)
+    ON o.owner_kind = k.kind AND o.owner_name = k.name
+ WHERE o.cluster = $1::text AND o.owner_kind IS NOT NULL
+ ORDER BY o.kind, o.name
+ LIMIT $4::int8
+   FOR UPDATE OF o"
+);
 
 /// Step 6: positions, objects, changes and events in one statement.
 ///
 /// `revision` takes the commit's revision (its first number), then
 /// `change_positions` one number per object change in input order, then
 /// `event_positions` one per event in input order (each reads the one
-/// before, so its numbers are taken after). `created` uses `ON CONFLICT DO
-/// NOTHING` so a create that lost a race is reported (by its absence from
-/// the result) instead of aborting the transaction.
+/// before, so its numbers are taken after). `rows` are the objects created
+/// (`c`) or rewritten (`u`), with their whole new state; a row marked by
+/// this commit (`mark`) takes the commit's time as `deleting_since`.
+/// `created` uses `ON CONFLICT DO NOTHING` so a create that lost a race is
+/// reported (by its absence from the result) instead of aborting the
+/// transaction.
 const WRITE_SQL: &str = "
 WITH revision AS MATERIALIZED (
     SELECT nextval('leasehold_positions') AS revision, clock_timestamp() AS at
@@ -161,50 +194,69 @@ WITH revision AS MATERIALIZED (
     SELECT w.kind, w.name, w.change, w.version, w.ord,
            nextval('leasehold_positions') AS position
       FROM revision,
-           unnest($17::text[], $18::text[], $19::text[], $20::int8[])
+           unnest($23::text[], $24::text[], $25::text[], $26::int8[])
            WITH ORDINALITY AS w(kind, name, change, version, ord)
 ), event_positions AS MATERIALIZED (
     SELECT e.kind, e.name, e.reason, e.message, e.ord,
            nextval('leasehold_positions') AS seq
       FROM (SELECT count(*) FROM change_positions) AS changes_first,
-           unnest($10::text[], $11::text[], $12::text[], $13::text[])
+           unnest($16::text[], $17::text[], $18::text[], $19::text[])
            WITH ORDINALITY AS e(kind, name, reason, message, ord)
+), rows AS MATERIALIZED (
+    SELECT w.op, w.kind, w.name, w.value, w.labels::jsonb AS labels,
+           w.owner_kind, w.owner_name,
+           ARRAY(SELECT jsonb_array_elements_text(w.finalizers::jsonb)) AS finalizers,
+           w.status, w.generation,
+           CASE WHEN w.mark THEN r.at ELSE w.deleting_since END AS deleting_since
+      FROM revision r,
+           unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[],
+                  $8::text[], $9::text[], $10::text[], $11::int8[], $12::timestamptz[],
+                  $13::bool[])
+           AS w(op, kind, name, value, labels, owner_kind, owner_name, finalizers, status,
+                generation, deleting_since, mark)
 ), created AS (
     INSERT INTO leasehold_objects AS o
-           (cluster, kind, name, version, value, updated_at, lease, epoch, holder)
+           (cluster, kind, name, version, value, updated_at, lease, epoch, holder,
+            labels, owner_kind, owner_name, finalizers, status, generation, deleting_since)
     SELECT $1::text, c.kind, c.name, r.revision, c.value, r.at,
-           $14::text, $15::int8, $16::text
-      FROM revision r, unnest($2::text[], $3::text[], $4::text[]) AS c(kind, name, value)
+           $20::text, $21::int8, $22::text,
+           c.labels, c.owner_kind, c.owner_name, c.finalizers, c.status, c.generation,
+           c.deleting_since
+      FROM revision r, rows c
+     WHERE c.op = 'c'
     ON CONFLICT (cluster, kind, name) DO NOTHING
     RETURNING o.kind, o.name
 ), updated AS (
     UPDATE leasehold_objects o
        SET version = r.revision, value = u.value, updated_at = r.at,
-           lease = $14::text, epoch = $15::int8, holder = $16::text
-      FROM revision r, unnest($5::text[], $6::text[], $7::text[]) AS u(kind, name, value)
-     WHERE o.cluster = $1::text AND o.kind = u.kind AND o.name = u.name
+           lease = $20::text, epoch = $21::int8, holder = $22::text,
+           labels = u.labels, owner_kind = u.owner_kind, owner_name = u.owner_name,
+           finalizers = u.finalizers, status = u.status, generation = u.generation,
+           deleting_since = u.deleting_since
+      FROM revision r, rows u
+     WHERE u.op = 'u' AND o.cluster = $1::text AND o.kind = u.kind AND o.name = u.name
     RETURNING 1
 ), deleted AS (
     DELETE FROM leasehold_objects o
-     USING unnest($8::text[], $9::text[]) AS d(kind, name)
+     USING unnest($14::text[], $15::text[]) AS d(kind, name)
      WHERE o.cluster = $1::text AND o.kind = d.kind AND o.name = d.name
     RETURNING 1
 ), recorded AS (
     INSERT INTO leasehold_changes
            (cluster, position, revision, at, kind, name, change, version, lease, epoch, holder)
     SELECT $1::text, w.position, r.revision, r.at, w.kind, w.name, w.change,
-           coalesce(w.version, r.revision), $14::text, $15::int8, $16::text
+           coalesce(w.version, r.revision), $20::text, $21::int8, $22::text
       FROM revision r, change_positions w
     RETURNING 1
 ), appended AS (
     INSERT INTO leasehold_events
            (cluster, seq, revision, at, kind, name, reason, message, lease, epoch, holder)
     SELECT $1::text, e.seq, r.revision, r.at,
-           e.kind, e.name, e.reason, e.message, $14::text, $15::int8, $16::text
+           e.kind, e.name, e.reason, e.message, $20::text, $21::int8, $22::text
       FROM revision r, event_positions e
     RETURNING 1
 )
-SELECT r.revision,
+SELECT r.revision, r.at,
        ARRAY(SELECT seq FROM event_positions ORDER BY ord) AS event_seqs,
        ARRAY(SELECT kind FROM created) AS created_kinds,
        ARRAY(SELECT name FROM created) AS created_names,
@@ -218,17 +270,27 @@ SELECT r.revision,
 /// [`PostgresStore::pin_database`]).
 const DATABASE_ID_SQL: &str = "SELECT id FROM leasehold_database";
 
-const GET_SQL: &str = "
-SELECT version, value FROM leasehold_objects
- WHERE cluster = $1::text AND kind = $2::text AND name = $3::text";
+const GET_SQL: &str = concat!(
+    "
+SELECT ",
+    state_columns!(),
+    "
+  FROM leasehold_objects o
+ WHERE o.cluster = $1::text AND o.kind = $2::text AND o.name = $3::text"
+);
 
 // Names compare in the `C` collation (migration 3), the byte order the
 // memory backend uses; '' sorts before every valid name.
-const LIST_SQL: &str = "
-SELECT name, version, value FROM leasehold_objects
- WHERE cluster = $1::text AND kind = $2::text AND name > $3::text
- ORDER BY name
- LIMIT $4::int8";
+const LIST_SQL: &str = concat!(
+    "
+SELECT o.name, ",
+    state_columns!(),
+    "
+  FROM leasehold_objects o
+ WHERE o.cluster = $1::text AND o.kind = $2::text AND o.name > $3::text
+ ORDER BY o.name
+ LIMIT $4::int8"
+);
 
 /// Bounded by the limit inside, so the primary key's index is scanned at
 /// most `limit` entries deep however many objects the kind has.
@@ -408,6 +470,18 @@ impl PostgresStore {
         batch: &Batch,
         fence: Option<&Fence>,
     ) -> Result<Committed, StoreError> {
+        self.commit_planned(batch, fence)
+            .await
+            .map(|(committed, _, _)| committed)
+    }
+
+    /// [`Self::commit`], also handing back the plan it carried out and the
+    /// commit's time (for an API write's answer).
+    async fn commit_planned(
+        &self,
+        batch: &Batch,
+        fence: Option<&Fence>,
+    ) -> Result<(Committed, Plan, DateTime<Utc>), StoreError> {
         let mut attempt = 0;
         loop {
             let mut client = self.client().await?;
@@ -459,13 +533,14 @@ impl PostgresStore {
         client: &mut deadpool_postgres::Object,
         batch: &Batch,
         fence: Option<&Fence>,
-    ) -> Result<Committed, Failed> {
+    ) -> Result<(Committed, Plan, DateTime<Utc>), Failed> {
         let db_error =
             |e: tokio_postgres::Error| Failed::Error(unavailable(self.db.unavailable(e)));
         let authority_error = |e: AuthorityError| Failed::Error(self.authority_error(e));
         let floor = client.prepare_cached(FLOOR_SQL).await.map_err(db_error)?;
         let claim = client.prepare_cached(CLAIM_SQL).await.map_err(db_error)?;
         let lock = client.prepare_cached(LOCK_SQL).await.map_err(db_error)?;
+        let owned = client.prepare_cached(OWNED_SQL).await.map_err(db_error)?;
         let write = client.prepare_cached(WRITE_SQL).await.map_err(db_error)?;
         let fencing = match fence {
             Some(fence) => Some((
@@ -551,16 +626,33 @@ impl PostgresStore {
                 .query(&lock, &[&batch.cluster, &kinds, &names])
                 .await
                 .map_err(db_error)?;
-            let current: HashMap<(&str, &str), u64> = rows
+            let current: HashMap<ObjectKey, Current> = rows
                 .iter()
-                .map(|r| ((r.get(0), r.get(1)), r.get::<_, i64>(2) as u64))
-                .collect();
-            let plan = batch
-                .resolve(|k| current.get(&(k.kind.as_str(), k.name.as_str())).copied())
-                .map_err(Failed::from)?;
-            let params = WriteParams::new(&plan, &batch.origin, |k| {
-                current.get(&(k.kind.as_str(), k.name.as_str())).copied()
-            });
+                .map(|r| Ok((key_at(r), current_at(r, 2)?)))
+                .collect::<Result<_, StoreError>>()?;
+            let mut plan = batch.resolve(|k| current.get(k)).map_err(Failed::from)?;
+            // Garbage collection: lock and read what the deleted objects
+            // own, transitively (a round trip per level, only when a delete
+            // found owned objects).
+            loop {
+                let owners = plan.owners_to_collect();
+                if owners.is_empty() {
+                    break;
+                }
+                let kinds: Vec<&str> = owners.iter().map(|k| k.kind.as_str()).collect();
+                let names: Vec<&str> = owners.iter().map(|k| k.name.as_str()).collect();
+                let bound = MAX_COLLECTED_PER_COMMIT as i64 + 1;
+                let rows = tx
+                    .query(&owned, &[&batch.cluster, &kinds, &names, &bound])
+                    .await
+                    .map_err(db_error)?;
+                let found = rows
+                    .iter()
+                    .map(|r| Ok((key_at(r), current_at(r, 2)?)))
+                    .collect::<Result<Vec<_>, StoreError>>()?;
+                plan.collect(batch, found)?;
+            }
+            let params = WriteParams::new(&plan, &batch.origin);
             let row = tx
                 .query_one(&write, &params.as_sql(&batch.cluster))
                 .await
@@ -619,10 +711,15 @@ impl PostgresStore {
                 tracing::warn!(%error, "counting a committed write of {fence} failed");
             }
         }
-        Ok(Committed {
-            revision: outcome.revision,
-            event_seqs: outcome.event_seqs,
-        })
+        let at = outcome.at;
+        Ok((
+            Committed {
+                revision: outcome.revision,
+                event_seqs: outcome.event_seqs,
+            },
+            plan,
+            at,
+        ))
     }
 
     /// The fence check's errors, with this store's endpoint on backend
@@ -639,8 +736,20 @@ impl PostgresStore {
 
 /// The arrays and attribution bound to [`WRITE_SQL`].
 struct WriteParams<'a> {
-    create: [Vec<&'a str>; 3],
-    update: [Vec<&'a str>; 3],
+    /// `c` or `u`, kind, name, value per written row.
+    rows: [Vec<&'a str>; 4],
+    /// Labels as a JSON object, per row.
+    labels: Vec<String>,
+    owner_kind: Vec<Option<&'a str>>,
+    owner_name: Vec<Option<&'a str>>,
+    /// Finalizers as a JSON array, per row.
+    finalizers: Vec<String>,
+    status: Vec<Option<&'a str>>,
+    generation: Vec<i64>,
+    /// The mark a row keeps, if any.
+    deleting_since: Vec<Option<DateTime<Utc>>>,
+    /// Whether this commit marks the row (at its own time).
+    mark: Vec<bool>,
     delete: [Vec<&'a str>; 2],
     event: [Vec<&'a str>; 4],
     change: [Vec<&'a str>; 3],
@@ -653,40 +762,58 @@ struct WriteParams<'a> {
 }
 
 impl<'a> WriteParams<'a> {
-    fn new(
-        plan: &'a Plan<'a>,
-        origin: &'a Origin,
-        current: impl Fn(&ObjectKey) -> Option<u64>,
-    ) -> Self {
+    fn new(plan: &'a Plan, origin: &'a Origin) -> Self {
+        let n = plan.writes.len();
         let mut params = WriteParams {
-            create: Default::default(),
-            update: Default::default(),
+            rows: Default::default(),
+            labels: Vec::with_capacity(n),
+            owner_kind: Vec::with_capacity(n),
+            owner_name: Vec::with_capacity(n),
+            finalizers: Vec::with_capacity(n),
+            status: Vec::with_capacity(n),
+            generation: Vec::with_capacity(n),
+            deleting_since: Vec::with_capacity(n),
+            mark: Vec::with_capacity(n),
             delete: Default::default(),
             event: Default::default(),
             change: Default::default(),
-            change_version: Vec::with_capacity(plan.writes.len()),
+            change_version: Vec::with_capacity(n),
             lease: None,
             epoch: None,
             holder: None,
         };
         for write in &plan.writes {
-            match *write {
-                Planned::Create { key, value } => {
-                    push(&mut params.create, [&key.kind, &key.name, value]);
-                    push(&mut params.change, [&key.kind, &key.name, "created"]);
+            match write {
+                Planned::Create { key, row } | Planned::Update { key, row } => {
+                    let (op, change) = match write {
+                        Planned::Create { .. } => ("c", "created"),
+                        _ => ("u", "updated"),
+                    };
+                    push(&mut params.rows, [op, &key.kind, &key.name, &row.value]);
+                    params.labels.push(json_text(&row.meta.labels));
+                    params
+                        .owner_kind
+                        .push(row.meta.owner.as_ref().map(|o| o.kind.as_str()));
+                    params
+                        .owner_name
+                        .push(row.meta.owner.as_ref().map(|o| o.name.as_str()));
+                    params.finalizers.push(json_text(&row.meta.finalizers));
+                    params.status.push(row.status.as_deref());
+                    params.generation.push(sql_seq(row.generation));
+                    let (since, mark) = match row.deleting {
+                        Deleting::No => (None, false),
+                        Deleting::Since(at) => (Some(at), false),
+                        Deleting::Now => (None, true),
+                    };
+                    params.deleting_since.push(since);
+                    params.mark.push(mark);
+                    push(&mut params.change, [&key.kind, &key.name, change]);
                     params.change_version.push(None);
                 }
-                Planned::Update { key, value } => {
-                    push(&mut params.update, [&key.kind, &key.name, value]);
-                    push(&mut params.change, [&key.kind, &key.name, "updated"]);
-                    params.change_version.push(None);
-                }
-                Planned::Delete { key } => {
+                Planned::Delete { key, version } => {
                     push(&mut params.delete, [&key.kind, &key.name]);
                     push(&mut params.change, [&key.kind, &key.name, "deleted"]);
-                    // The plan resolved a delete only against a version it
-                    // found.
-                    params.change_version.push(current(key).map(|v| v as i64));
+                    params.change_version.push(Some(sql_seq(*version)));
                 }
             }
         }
@@ -717,15 +844,21 @@ impl<'a> WriteParams<'a> {
     fn as_sql<'s>(
         &'s self,
         cluster: &'s String,
-    ) -> [&'s (dyn tokio_postgres::types::ToSql + Sync); 20] {
+    ) -> [&'s (dyn tokio_postgres::types::ToSql + Sync); 26] {
         [
             cluster,
-            &self.create[0],
-            &self.create[1],
-            &self.create[2],
-            &self.update[0],
-            &self.update[1],
-            &self.update[2],
+            &self.rows[0],
+            &self.rows[1],
+            &self.rows[2],
+            &self.rows[3],
+            &self.labels,
+            &self.owner_kind,
+            &self.owner_name,
+            &self.finalizers,
+            &self.status,
+            &self.generation,
+            &self.deleting_since,
+            &self.mark,
             &self.delete[0],
             &self.delete[1],
             &self.event[0],
@@ -743,6 +876,50 @@ impl<'a> WriteParams<'a> {
     }
 }
 
+/// Labels or finalizers as the JSON text [`WRITE_SQL`] reads back.
+fn json_text(value: &impl serde::Serialize) -> String {
+    // Maps of strings and lists of strings always serialize.
+    serde_json::to_string(value).unwrap_or_else(|_| String::from("null"))
+}
+
+/// The address in columns 0 and 1.
+fn key_at(row: &Row) -> ObjectKey {
+    ObjectKey {
+        kind: row.get(0),
+        name: row.get(1),
+    }
+}
+
+/// An object's state from the columns of [`state_columns`] starting at
+/// `first`.
+fn current_at(row: &Row, first: usize) -> Result<Current, StoreError> {
+    let labels: String = row.get(first + 4);
+    let labels = serde_json::from_str(&labels).map_err(|e| {
+        StoreError::Unavailable(format!(
+            "stored labels are not a JSON object of strings ({e}): {labels:.80}"
+        ))
+    })?;
+    let owner = match (
+        row.get::<_, Option<String>>(first + 5),
+        row.get::<_, Option<String>>(first + 6),
+    ) {
+        (Some(kind), Some(name)) => Some(ObjectKey { kind, name }),
+        _ => None,
+    };
+    Ok(Current {
+        version: row.get::<_, i64>(first) as u64,
+        value: row.get(first + 1),
+        generation: row.get::<_, i64>(first + 2) as u64,
+        status: row.get(first + 3),
+        meta: Metadata {
+            labels,
+            owner,
+            finalizers: row.get(first + 7),
+        },
+        deleting_since: row.get(first + 8),
+    })
+}
+
 fn push<'a, const N: usize>(columns: &mut [Vec<&'a str>; N], values: [&'a str; N]) {
     for (column, value) in columns.iter_mut().zip(values) {
         column.push(value);
@@ -752,6 +929,7 @@ fn push<'a, const N: usize>(columns: &mut [Vec<&'a str>; N], values: [&'a str; N
 /// What [`WRITE_SQL`] reports.
 struct WriteOutcome {
     revision: u64,
+    at: DateTime<Utc>,
     event_seqs: Vec<u64>,
     created: Vec<(String, String)>,
     updated: i64,
@@ -766,6 +944,7 @@ impl WriteOutcome {
         let names: Vec<String> = row.get("created_names");
         Self {
             revision: row.get::<_, i64>("revision") as u64,
+            at: row.get("at"),
             event_seqs: row
                 .get::<_, Vec<i64>>("event_seqs")
                 .into_iter()
@@ -781,7 +960,7 @@ impl WriteOutcome {
 
     /// Every planned write happened. Updates and deletes hit rows this
     /// transaction holds locked, so only a create can have lost a race.
-    fn check(&self, plan: &Plan<'_>, batch: &Batch) -> Result<(), Failed> {
+    fn check(&self, plan: &Plan, batch: &Batch) -> Result<(), Failed> {
         let mut want = [0i64; 2];
         for write in &plan.writes {
             match write {
@@ -792,10 +971,10 @@ impl WriteOutcome {
                         .any(|(kind, name)| *kind == key.kind && *name == key.name);
                     if !made {
                         if batch.retries_lost_create() {
-                            return Err(Failed::LostCreate((*key).clone()));
+                            return Err(Failed::LostCreate(key.clone()));
                         }
                         return Err(Failed::Error(StoreError::Conflict {
-                            key: (*key).clone(),
+                            key: key.clone(),
                             reason: "it was created by a concurrent commit".into(),
                         }));
                     }
@@ -877,12 +1056,8 @@ impl Store for PostgresStore {
         })
         .await
         .map_err(unavailable)?;
-        Ok(row.map(|r| Object {
-            kind: key.kind.clone(),
-            name: key.name.clone(),
-            version: r.get::<_, i64>(0) as u64,
-            value: r.get(1),
-        }))
+        row.map(|r| current_at(&r, 0).map(|c| c.object(key)))
+            .transpose()
     }
 
     async fn list(
@@ -912,13 +1087,14 @@ impl Store for PostgresStore {
         .map_err(unavailable)?;
         let mut objects: Vec<Object> = rows
             .iter()
-            .map(|r| Object {
-                kind: kind.to_string(),
-                name: r.get(0),
-                version: r.get::<_, i64>(1) as u64,
-                value: r.get(2),
+            .map(|r| {
+                let key = ObjectKey {
+                    kind: kind.to_string(),
+                    name: r.get(0),
+                };
+                current_at(r, 1).map(|c| c.object(&key))
             })
-            .collect();
+            .collect::<Result<_, _>>()?;
         let next = if objects.len() > limit {
             objects.truncate(limit);
             objects.last().map(|o| o.name.clone())
@@ -946,16 +1122,19 @@ impl Store for PostgresStore {
         expected_version: Option<u64>,
     ) -> Result<Object, StoreError> {
         let batch = Batch::put(cluster, key, value, expected_version)?;
-        let committed = self.commit(&batch, None).await?;
-        let Intent::Put { value, .. } = batch.intent else {
-            unreachable!("Batch::put builds a put");
-        };
-        Ok(Object {
-            kind: key.kind.clone(),
-            name: key.name.clone(),
-            version: committed.revision,
-            value,
+        let (committed, plan, at) = self.commit_planned(&batch, None).await?;
+        plan.object(key, committed.revision, at).ok_or_else(|| {
+            StoreError::Unavailable(format!(
+                "the put of {key} in cluster {cluster} committed at revision {} removed the object",
+                committed.revision
+            ))
         })
+    }
+
+    async fn write(&self, cluster: &str, write: &ApiWrite) -> Result<Written, StoreError> {
+        let batch = api_batch(cluster, write)?;
+        let (committed, plan, at) = self.commit_planned(&batch, None).await?;
+        written(&batch, plan, committed.revision, at)
     }
 
     async fn delete(

@@ -7,11 +7,12 @@
 
 use crate::limits::{
     DEFAULT_PAGE_SIZE, MAX_EVENT_MESSAGE_BYTES, MAX_EVENT_REASON_BYTES, MAX_EVENTS_PER_COMMIT,
+    MAX_FINALIZER_BYTES, MAX_FINALIZERS, MAX_LABEL_KEY_BYTES, MAX_LABEL_VALUE_BYTES, MAX_LABELS,
     MAX_OPS_PER_COMMIT, MAX_PAGE_SIZE, MAX_VALUE_BYTES,
 };
 use crate::names::{NameError, check_holder, check_label};
 
-use super::{NewEvent, ObjectKey, StoreError};
+use super::{Metadata, NewEvent, ObjectKey, StoreError};
 
 impl From<NameError> for StoreError {
     fn from(error: NameError) -> Self {
@@ -49,22 +50,117 @@ pub(crate) fn check_fence_names(fence: &crate::fence::Fence) -> Result<(), Store
 /// Numbers outside the 64-bit integer range are read as doubles, as
 /// serde_json does.
 pub(crate) fn normalize_value(key: &ObjectKey, value: &str) -> Result<String, StoreError> {
+    normalize_json(key, "value", value)
+}
+
+/// A status is JSON under the same rules and limit as a value.
+pub(crate) fn normalize_status(key: &ObjectKey, status: &str) -> Result<String, StoreError> {
+    normalize_json(key, "status", status)
+}
+
+fn normalize_json(key: &ObjectKey, part: &str, value: &str) -> Result<String, StoreError> {
     if value.len() > MAX_VALUE_BYTES {
         return Err(StoreError::TooLarge(format!(
-            "the value of {key} is {} bytes; the limit is {MAX_VALUE_BYTES}",
+            "the {part} of {key} is {} bytes; the limit is {MAX_VALUE_BYTES}",
             value.len()
         )));
     }
     let parsed: serde_json::Value = serde_json::from_str(value)
-        .map_err(|e| StoreError::Invalid(format!("the value of {key} is not JSON: {e}")))?;
+        .map_err(|e| StoreError::Invalid(format!("the {part} of {key} is not JSON: {e}")))?;
     let text = parsed.to_string();
     if text.len() > MAX_VALUE_BYTES {
         return Err(StoreError::TooLarge(format!(
-            "the value of {key} is {} bytes once normalized; the limit is {MAX_VALUE_BYTES}",
+            "the {part} of {key} is {} bytes once normalized; the limit is {MAX_VALUE_BYTES}",
             text.len()
         )));
     }
     Ok(text)
+}
+
+/// Label keys and finalizers: 1 to `max` bytes of ASCII letters, digits,
+/// `-`, `_`, `.` and `/`, beginning and ending with a letter or digit
+/// (`app`, `example.com/cleanup`).
+fn qualified(text: &str, max: usize) -> bool {
+    let bytes = text.as_bytes();
+    !bytes.is_empty()
+        && bytes.len() <= max
+        && bytes.first().is_some_and(u8::is_ascii_alphanumeric)
+        && bytes.last().is_some_and(u8::is_ascii_alphanumeric)
+        && bytes
+            .iter()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'/'))
+}
+
+/// Label values: empty, or up to [`MAX_LABEL_VALUE_BYTES`] of ASCII
+/// letters, digits, `-`, `_` and `.`, beginning and ending with a letter or
+/// digit.
+fn label_value(text: &str) -> bool {
+    let bytes = text.as_bytes();
+    bytes.is_empty()
+        || (bytes.len() <= MAX_LABEL_VALUE_BYTES
+            && bytes.first().is_some_and(u8::is_ascii_alphanumeric)
+            && bytes.last().is_some_and(u8::is_ascii_alphanumeric)
+            && bytes
+                .iter()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.')))
+}
+
+/// Text quoted into an error, cut short so a huge input stays out of it.
+fn shown(text: &str) -> String {
+    text.chars().take(80).collect::<String>()
+}
+
+/// The metadata of `key`: at most [`MAX_LABELS`] labels and
+/// [`MAX_FINALIZERS`] distinct finalizers of the allowed syntax, and an
+/// owner that is a well-formed key other than the object itself.
+pub(crate) fn check_metadata(key: &ObjectKey, meta: &Metadata) -> Result<(), StoreError> {
+    if meta.labels.len() > MAX_LABELS {
+        return Err(StoreError::TooLarge(format!(
+            "{key} has {} labels; the limit is {MAX_LABELS}",
+            meta.labels.len()
+        )));
+    }
+    for (name, value) in &meta.labels {
+        if !qualified(name, MAX_LABEL_KEY_BYTES) {
+            return Err(StoreError::Invalid(format!(
+                "label key {:?} of {key} must be 1 to {MAX_LABEL_KEY_BYTES} ASCII letters, digits, '-', '_', '.' or '/', beginning and ending with a letter or digit",
+                shown(name)
+            )));
+        }
+        if !label_value(value) {
+            return Err(StoreError::Invalid(format!(
+                "label {name} of {key} has value {:?}; a label value is empty or 1 to {MAX_LABEL_VALUE_BYTES} ASCII letters, digits, '-', '_' or '.', beginning and ending with a letter or digit",
+                shown(value)
+            )));
+        }
+    }
+    if meta.finalizers.len() > MAX_FINALIZERS {
+        return Err(StoreError::TooLarge(format!(
+            "{key} has {} finalizers; the limit is {MAX_FINALIZERS}",
+            meta.finalizers.len()
+        )));
+    }
+    for (i, finalizer) in meta.finalizers.iter().enumerate() {
+        if !qualified(finalizer, MAX_FINALIZER_BYTES) {
+            return Err(StoreError::Invalid(format!(
+                "finalizer {:?} of {key} must be 1 to {MAX_FINALIZER_BYTES} ASCII letters, digits, '-', '_', '.' or '/', beginning and ending with a letter or digit",
+                shown(finalizer)
+            )));
+        }
+        if meta.finalizers[..i].contains(finalizer) {
+            return Err(StoreError::Invalid(format!(
+                "finalizer {finalizer} of {key} is listed twice"
+            )));
+        }
+    }
+    if let Some(owner) = &meta.owner {
+        check_label("owner kind", &owner.kind)?;
+        check_label("owner name", &owner.name)?;
+        if owner == key {
+            return Err(StoreError::Invalid(format!("{key} cannot own itself")));
+        }
+    }
+    Ok(())
 }
 
 /// Counts of one commit: something to do, and not more than the limits.
@@ -233,6 +329,66 @@ mod tests {
         ));
         assert!(matches!(
             check_event(&event("A", "nul\0")),
+            Err(StoreError::Invalid(_))
+        ));
+    }
+
+    #[test]
+    fn metadata_is_bounded_and_well_formed() {
+        let meta = |labels: &[(&str, &str)], finalizers: &[&str]| Metadata {
+            labels: labels
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            owner: None,
+            finalizers: finalizers.iter().map(|f| f.to_string()).collect(),
+        };
+        check_metadata(
+            &key(),
+            &meta(
+                &[("app", "web"), ("example.com/tier", "")],
+                &["example.com/cleanup"],
+            ),
+        )
+        .unwrap();
+        for bad in [
+            meta(&[("", "x")], &[]),
+            meta(&[("-app", "x")], &[]),
+            meta(&[("app", "a b")], &[]),
+            meta(&[("app", "x/y")], &[]),
+            meta(&[("app", &"v".repeat(MAX_LABEL_VALUE_BYTES + 1))], &[]),
+            meta(&[], &["bad finalizer"]),
+            meta(&[], &["dup", "dup"]),
+            meta(&[], &[""]),
+        ] {
+            assert!(
+                matches!(check_metadata(&key(), &bad), Err(StoreError::Invalid(m)) if m.contains("tasks/t1")),
+                "{bad:?}"
+            );
+        }
+        let many: Vec<(String, String)> = (0..=MAX_LABELS)
+            .map(|i| (format!("k{i}"), String::new()))
+            .collect();
+        let many = Metadata {
+            labels: many.into_iter().collect(),
+            ..Metadata::default()
+        };
+        assert!(matches!(
+            check_metadata(&key(), &many),
+            Err(StoreError::TooLarge(_))
+        ));
+        let names: Vec<String> = (0..=MAX_FINALIZERS).map(|i| format!("f{i}")).collect();
+        let names: Vec<&str> = names.iter().map(String::as_str).collect();
+        assert!(matches!(
+            check_metadata(&key(), &meta(&[], &names)),
+            Err(StoreError::TooLarge(_))
+        ));
+        let own = Metadata {
+            owner: Some(key()),
+            ..Metadata::default()
+        };
+        assert!(matches!(
+            check_metadata(&key(), &own),
             Err(StoreError::Invalid(_))
         ));
     }

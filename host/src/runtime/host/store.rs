@@ -214,6 +214,33 @@ fn op_size(op: &Op) -> usize {
     match op {
         Op::Create { key, value } => key.kind.len() + key.name.len() + value.len(),
         Op::Update { key, value, .. } => key.kind.len() + key.name.len() + value.len(),
-        Op::Delete { key, .. } => key.kind.len() + key.name.len(),
+        Op::Delete { key, .. } | Op::Check { key, .. } => key.kind.len() + key.name.len(),
+        Op::CreateWith { key, value, meta } => {
+            key.kind.len() + key.name.len() + value.len() + meta_size(meta)
+        }
+        Op::Replace {
+            key, value, meta, ..
+        } => {
+            key.kind.len()
+                + key.name.len()
+                + value.as_ref().map_or(0, String::len)
+                + meta.as_ref().map_or(0, meta_size)
+        }
+        Op::Status { key, status, .. } => {
+            key.kind.len() + key.name.len() + status.as_ref().map_or(0, String::len)
+        }
     }
+}
+
+/// The bytes of an object's metadata that count towards the payload.
+fn meta_size(meta: &crate::store::Metadata) -> usize {
+    meta.labels
+        .iter()
+        .map(|(k, v)| k.len() + v.len())
+        .sum::<usize>()
+        + meta
+            .owner
+            .as_ref()
+            .map_or(0, |o| o.kind.len() + o.name.len())
+        + meta.finalizers.iter().map(String::len).sum::<usize>()
 }
