@@ -23,7 +23,10 @@ use crate::limits::{
     MAX_OPS_PER_COMMIT, MAX_PAGE_SIZE, MAX_VALUE_BYTES,
 };
 
-use super::{Change, ChangeKind, Event, NewEvent, ObjectKey, Op, Origin, Store, StoreError};
+use super::{
+    ApiWrite, Change, ChangeKind, Event, Metadata, NewEvent, ObjectKey, Op, Origin, Store,
+    StoreError, Written,
+};
 
 /// Upper bound on any wait in the suite: a failure bound, never a way to
 /// order anything.
@@ -80,6 +83,12 @@ macro_rules! conformance_suite {
             watch_wakes_on_commit,
             values_are_stored_normalized,
             counts_stop_at_their_limit,
+            metadata_is_stored_beside_the_value,
+            finalizers_hold_a_delete_until_the_last_is_removed,
+            deleting_an_owner_collects_what_it_owns,
+            owners_must_exist_and_not_be_deleting,
+            status_writes_keep_the_generation_and_skip_spec_conflicts,
+            checks_gate_a_commit_without_writing,
         );
     };
     (@cases $make:path; $($case:ident),* $(,)?) => {
@@ -1379,4 +1388,543 @@ pub(super) async fn values_are_stored_normalized(b: &Backend) {
     assert_eq!(put.value, canonical);
     let listed = store.list(CLUSTER, "tasks", None, 10).await.unwrap();
     assert_eq!(listed.objects[0].value, canonical);
+}
+
+// ------------------------------------------------- metadata, finalizers, status
+
+fn meta(labels: &[(&str, &str)], owner: Option<&ObjectKey>, finalizers: &[&str]) -> Metadata {
+    Metadata {
+        labels: labels
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+        owner: owner.cloned(),
+        finalizers: finalizers.iter().map(|f| f.to_string()).collect(),
+    }
+}
+
+fn create_with(k: &ObjectKey, value: &str, meta: Metadata) -> Op {
+    Op::CreateWith {
+        key: k.clone(),
+        value: value.into(),
+        meta,
+    }
+}
+
+fn replace_meta(k: &ObjectKey, expected_version: u64, meta: Metadata) -> Op {
+    Op::Replace {
+        key: k.clone(),
+        expected_version,
+        value: None,
+        meta: Some(meta),
+    }
+}
+
+/// The changes after `after`, as (name, change, version).
+async fn changes_after(store: &dyn Store, after: u64) -> Vec<(String, ChangeKind, u64)> {
+    all_changes(store, CLUSTER)
+        .await
+        .into_iter()
+        .filter(|c| c.position > after)
+        .map(|c| (c.name, c.change, c.version))
+        .collect()
+}
+
+async fn mark(store: &dyn Store) -> u64 {
+    all_changes(store, CLUSTER)
+        .await
+        .last()
+        .map_or(0, |c| c.position)
+}
+
+pub(super) async fn metadata_is_stored_beside_the_value(b: &Backend) {
+    let store = &*b.store;
+    let a = key("tasks", "a");
+    let labels = meta(
+        &[("app", "web"), ("example.com/tier", "")],
+        None,
+        &["example.com/keep"],
+    );
+    let put = |value: &str, meta: Option<Metadata>| ApiWrite::Put {
+        key: a.clone(),
+        value: value.into(),
+        meta,
+        expected_version: None,
+    };
+    let Written::Created(made) = store
+        .write(CLUSTER, &put("{\"n\": 1}", Some(labels.clone())))
+        .await
+        .unwrap()
+    else {
+        panic!("a put of an absent object creates it");
+    };
+    assert_eq!((made.meta.clone(), made.generation), (labels.clone(), 1));
+    assert_eq!((made.status.clone(), made.deleting_since), (None, None));
+    assert_eq!(store.get(CLUSTER, &a).await.unwrap(), Some(made.clone()));
+    let listed = store.list(CLUSTER, "tasks", None, 10).await.unwrap();
+    assert_eq!(listed.objects, vec![made.clone()]);
+
+    // A bare value keeps the metadata (the 0.1.0 contract: a value write
+    // never strips another party's finalizer).
+    let kept = store.put(CLUSTER, &a, "{\"n\": 2}", None).await.unwrap();
+    assert_eq!((kept.meta.clone(), kept.generation), (labels.clone(), 2));
+    assert_eq!(store.get(CLUSTER, &a).await.unwrap(), Some(kept.clone()));
+    // A guest's update keeps it too.
+    let fence = b.leases.grant(CLUSTER, "ctl", "host-a").await;
+    let c = store
+        .commit_fenced(&fence, &[update(&a, kept.version, "{\"n\": 3}")], &[])
+        .await
+        .unwrap();
+    let got = store.get(CLUSTER, &a).await.unwrap().unwrap();
+    assert_eq!(
+        (got.version, got.meta, got.generation),
+        (c.revision, labels, 3)
+    );
+
+    // Metadata alone changes the generation; rewriting the same does not.
+    let other = meta(&[("app", "api")], None, &[]);
+    store
+        .commit_fenced(&fence, &[replace_meta(&a, c.revision, other.clone())], &[])
+        .await
+        .unwrap();
+    let got = store.get(CLUSTER, &a).await.unwrap().unwrap();
+    assert_eq!((got.meta.clone(), got.generation), (other.clone(), 4));
+    store
+        .commit_fenced(&fence, &[replace_meta(&a, got.version, other)], &[])
+        .await
+        .unwrap();
+    assert_eq!(store.get(CLUSTER, &a).await.unwrap().unwrap().generation, 4);
+
+    // Bad metadata is refused whichever way it comes, and nothing is written.
+    let before = store.get(CLUSTER, &a).await.unwrap();
+    assert_invalid(
+        store
+            .write(
+                CLUSTER,
+                &put("1", Some(meta(&[("bad key", "x")], None, &[]))),
+            )
+            .await,
+    );
+    assert_invalid(
+        store
+            .commit_fenced(
+                &fence,
+                &[create_with(
+                    &key("tasks", "b"),
+                    "1",
+                    meta(&[], None, &["x", "x"]),
+                )],
+                &[],
+            )
+            .await,
+    );
+    let many: Vec<String> = (0..=crate::limits::MAX_FINALIZERS)
+        .map(|i| format!("f{i}"))
+        .collect();
+    let many: Vec<&str> = many.iter().map(String::as_str).collect();
+    assert_too_large(
+        store
+            .write(CLUSTER, &put("1", Some(meta(&[], None, &many))))
+            .await,
+    );
+    assert_eq!(store.get(CLUSTER, &a).await.unwrap(), before);
+    assert_eq!(store.get(CLUSTER, &key("tasks", "b")).await.unwrap(), None);
+}
+
+pub(super) async fn finalizers_hold_a_delete_until_the_last_is_removed(b: &Backend) {
+    let (store, fence) = (&*b.store, b.leases.grant(CLUSTER, "ctl", "host-a").await);
+    let a = key("tasks", "a");
+    let held = meta(&[], None, &["example.com/cleanup", "example.com/audit"]);
+    let c = store
+        .commit_fenced(&fence, &[create_with(&a, "{\"n\": 1}", held.clone())], &[])
+        .await
+        .unwrap();
+    let since = mark(store).await;
+
+    // A delete marks it: still readable with its last value, watchers woken.
+    let d = store
+        .commit_fenced(&fence, &[delete(&a, c.revision)], &[])
+        .await
+        .unwrap();
+    let marked = store
+        .get(CLUSTER, &a)
+        .await
+        .unwrap()
+        .expect("a finalizer holds it");
+    assert_eq!(marked.version, d.revision);
+    assert_eq!(marked.value, "{\"n\":1}");
+    assert_eq!(marked.generation, 2);
+    assert!(marked.deleting_since.is_some(), "{marked:?}");
+    assert_eq!(
+        changes_after(store, since).await,
+        vec![("a".to_string(), ChangeKind::Updated, d.revision)]
+    );
+
+    // Deleting again changes nothing; through the API it answers the mark.
+    let since = mark(store).await;
+    store
+        .commit_fenced(&fence, &[delete(&a, d.revision)], &[])
+        .await
+        .unwrap();
+    let again = store
+        .write(
+            CLUSTER,
+            &ApiWrite::Delete {
+                key: a.clone(),
+                expected_version: None,
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(again, Written::Marked(marked.clone()));
+    assert_eq!(store.get(CLUSTER, &a).await.unwrap(), Some(marked.clone()));
+    assert_eq!(changes_after(store, since).await, vec![]);
+
+    // While marked: the value can change, finalizers cannot be added.
+    let u = store
+        .commit_fenced(&fence, &[update(&a, d.revision, "{\"n\": 2}")], &[])
+        .await
+        .unwrap();
+    let got = store.get(CLUSTER, &a).await.unwrap().unwrap();
+    assert_eq!(got.deleting_since, marked.deleting_since);
+    let added = meta(
+        &[],
+        None,
+        &["example.com/cleanup", "example.com/audit", "late"],
+    );
+    assert_invalid(
+        store
+            .commit_fenced(&fence, &[replace_meta(&a, u.revision, added)], &[])
+            .await,
+    );
+
+    // Removing one finalizer keeps it; removing the last removes it.
+    let one = meta(&[], None, &["example.com/audit"]);
+    let r = store
+        .commit_fenced(&fence, &[replace_meta(&a, u.revision, one)], &[])
+        .await
+        .unwrap();
+    assert!(store.get(CLUSTER, &a).await.unwrap().is_some());
+    let since = mark(store).await;
+    let gone = store
+        .write(
+            CLUSTER,
+            &ApiWrite::Put {
+                key: a.clone(),
+                value: "{\"n\": 2}".into(),
+                meta: Some(Metadata::default()),
+                expected_version: Some(r.revision),
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(gone, Written::Removed);
+    assert_eq!(store.get(CLUSTER, &a).await.unwrap(), None);
+    assert_eq!(
+        changes_after(store, since).await,
+        vec![("a".to_string(), ChangeKind::Deleted, r.revision)]
+    );
+
+    // Without finalizers a delete removes at once, through the API too.
+    let b2 = key("tasks", "b");
+    store.put(CLUSTER, &b2, "1", None).await.unwrap();
+    let removed = store
+        .write(
+            CLUSTER,
+            &ApiWrite::Delete {
+                key: b2.clone(),
+                expected_version: None,
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(removed, Written::Removed);
+    assert_eq!(store.get(CLUSTER, &b2).await.unwrap(), None);
+}
+
+pub(super) async fn deleting_an_owner_collects_what_it_owns(b: &Backend) {
+    let (store, fence) = (&*b.store, b.leases.grant(CLUSTER, "ctl", "host-a").await);
+    let owner = key("nodes", "n1");
+    let (free, held, grand, stranger) = (
+        key("tasks", "free"),
+        key("tasks", "held"),
+        key("pods", "grand"),
+        key("tasks", "stranger"),
+    );
+    let c = store
+        .commit_fenced(
+            &fence,
+            &[
+                create(&owner, "{}"),
+                create_with(&free, "1", meta(&[], Some(&owner), &[])),
+                create_with(&held, "2", meta(&[], Some(&owner), &["example.com/drain"])),
+                create(&stranger, "3"),
+            ],
+            &[],
+        )
+        .await
+        .unwrap();
+    store
+        .commit_fenced(
+            &fence,
+            &[create_with(&grand, "4", meta(&[], Some(&free), &[]))],
+            &[],
+        )
+        .await
+        .unwrap();
+    let since = mark(store).await;
+    let d = store
+        .commit_fenced(&fence, &[delete(&owner, c.revision)], &[])
+        .await
+        .unwrap();
+    assert_eq!(store.get(CLUSTER, &owner).await.unwrap(), None);
+    assert_eq!(store.get(CLUSTER, &free).await.unwrap(), None);
+    assert_eq!(
+        store.get(CLUSTER, &grand).await.unwrap(),
+        None,
+        "collected transitively"
+    );
+    let kept = store
+        .get(CLUSTER, &held)
+        .await
+        .unwrap()
+        .expect("a finalizer holds it");
+    assert_eq!(kept.version, d.revision);
+    assert!(kept.deleting_since.is_some());
+    assert!(store.get(CLUSTER, &stranger).await.unwrap().is_some());
+    // One commit: every change carries its revision, in one stream.
+    let mut seen = changes_after(store, since).await;
+    seen.sort_by(|x, y| x.0.cmp(&y.0));
+    assert_eq!(
+        seen.iter()
+            .map(|(n, k, _)| (n.as_str(), *k))
+            .collect::<Vec<_>>(),
+        vec![
+            ("free", ChangeKind::Deleted),
+            ("grand", ChangeKind::Deleted),
+            ("held", ChangeKind::Updated),
+            ("n1", ChangeKind::Deleted),
+        ]
+    );
+    let revisions: BTreeSet<u64> = all_changes(store, CLUSTER)
+        .await
+        .into_iter()
+        .filter(|c| c.position > since)
+        .map(|c| c.revision)
+        .collect();
+    assert_eq!(revisions.into_iter().collect::<Vec<_>>(), vec![d.revision]);
+}
+
+pub(super) async fn owners_must_exist_and_not_be_deleting(b: &Backend) {
+    let (store, fence) = (&*b.store, b.leases.grant(CLUSTER, "ctl", "host-a").await);
+    let (owner, child) = (key("nodes", "n1"), key("tasks", "t1"));
+    assert_conflict(
+        store
+            .commit_fenced(
+                &fence,
+                &[create_with(&child, "1", meta(&[], Some(&owner), &[]))],
+                &[],
+            )
+            .await,
+        &child,
+    );
+    let c = store
+        .commit_fenced(
+            &fence,
+            &[create_with(&owner, "{}", meta(&[], None, &["keep"]))],
+            &[],
+        )
+        .await
+        .unwrap();
+    store
+        .commit_fenced(&fence, &[delete(&owner, c.revision)], &[])
+        .await
+        .unwrap();
+    assert_conflict(
+        store
+            .commit_fenced(
+                &fence,
+                &[create_with(&child, "1", meta(&[], Some(&owner), &[]))],
+                &[],
+            )
+            .await,
+        &child,
+    );
+    assert_eq!(store.get(CLUSTER, &child).await.unwrap(), None);
+    // Deleting an owner while writing what it owns is refused whole.
+    let other = key("nodes", "n2");
+    let o = store
+        .commit_fenced(&fence, &[create(&other, "{}")], &[])
+        .await
+        .unwrap();
+    let k = store
+        .commit_fenced(
+            &fence,
+            &[create_with(&child, "1", meta(&[], Some(&other), &[]))],
+            &[],
+        )
+        .await
+        .unwrap();
+    assert_invalid(
+        store
+            .commit_fenced(
+                &fence,
+                &[delete(&other, o.revision), update(&child, k.revision, "2")],
+                &[],
+            )
+            .await,
+    );
+    assert_eq!(version(store, &other).await, Some(o.revision));
+    assert_eq!(version(store, &child).await, Some(k.revision));
+}
+
+pub(super) async fn status_writes_keep_the_generation_and_skip_spec_conflicts(b: &Backend) {
+    let (store, fence) = (&*b.store, b.leases.grant(CLUSTER, "ctl", "host-a").await);
+    let a = key("tasks", "a");
+    let status = |generation: Option<u64>, status: Option<&str>| Op::Status {
+        key: a.clone(),
+        expected_generation: generation,
+        status: status.map(str::to_string),
+    };
+    let c = store
+        .commit_fenced(&fence, &[create(&a, "{\"want\": 1}")], &[])
+        .await
+        .unwrap();
+    let since = mark(store).await;
+    let s = store
+        .commit_fenced(&fence, &[status(Some(1), Some("{ \"have\": 1 }"))], &[])
+        .await
+        .unwrap();
+    let got = store.get(CLUSTER, &a).await.unwrap().unwrap();
+    assert_eq!(
+        (
+            got.version,
+            got.generation,
+            got.status.as_deref(),
+            got.value.as_str()
+        ),
+        (s.revision, 1, Some("{\"have\":1}"), "{\"want\":1}")
+    );
+    assert_eq!(
+        changes_after(store, since).await,
+        vec![("a".to_string(), ChangeKind::Updated, s.revision)]
+    );
+    // The user's spec write at the version read before: a conflict (the
+    // status write moved the version), so a spec write never silently
+    // overwrites... but a user writing unconditionally keeps the status.
+    assert_conflict(
+        store
+            .put(CLUSTER, &a, "{\"want\": 2}", Some(c.revision))
+            .await,
+        &a,
+    );
+    let u = store.put(CLUSTER, &a, "{\"want\": 2}", None).await.unwrap();
+    assert_eq!(
+        (u.generation, u.status.as_deref()),
+        (2, Some("{\"have\":1}"))
+    );
+    // A status computed from generation 1 no longer applies; one from 2
+    // does, whatever the version.
+    assert_conflict(
+        store
+            .commit_fenced(&fence, &[status(Some(1), Some("{}"))], &[])
+            .await,
+        &a,
+    );
+    store
+        .commit_fenced(&fence, &[status(Some(2), Some("{\"have\": 2}"))], &[])
+        .await
+        .unwrap();
+    let written = store
+        .write(
+            CLUSTER,
+            &ApiWrite::Status {
+                key: a.clone(),
+                status: None,
+                expected_generation: None,
+            },
+        )
+        .await
+        .unwrap();
+    let Written::Replaced(cleared) = written else {
+        panic!("a status write replaces: {written:?}");
+    };
+    assert_eq!((cleared.generation, cleared.status), (2, None));
+    assert_eq!(store.get(CLUSTER, &a).await.unwrap().unwrap().status, None);
+    assert_not_found(
+        store
+            .write(
+                CLUSTER,
+                &ApiWrite::Status {
+                    key: key("tasks", "none"),
+                    status: None,
+                    expected_generation: None,
+                },
+            )
+            .await,
+        &key("tasks", "none"),
+    );
+    assert_invalid(
+        store
+            .commit_fenced(&fence, &[status(None, Some("{"))], &[])
+            .await,
+    );
+}
+
+pub(super) async fn checks_gate_a_commit_without_writing(b: &Backend) {
+    let (store, fence) = (&*b.store, b.leases.grant(CLUSTER, "ctl", "host-a").await);
+    let (quota, task, absent) = (key("quotas", "q"), key("tasks", "t"), key("tasks", "none"));
+    let check = |k: &ObjectKey, v: u64| Op::Check {
+        key: k.clone(),
+        expected_version: v,
+    };
+    let q = store
+        .commit_fenced(&fence, &[create(&quota, "{}")], &[])
+        .await
+        .unwrap();
+    let since = mark(store).await;
+    let c = store
+        .commit_fenced(
+            &fence,
+            &[
+                check(&quota, q.revision),
+                check(&absent, 0),
+                create(&task, "1"),
+            ],
+            &[],
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        version(store, &quota).await,
+        Some(q.revision),
+        "a check writes nothing"
+    );
+    assert_eq!(
+        changes_after(store, since).await,
+        vec![("t".to_string(), ChangeKind::Created, c.revision)]
+    );
+    let before = all_events(store, CLUSTER).await.len();
+    for failing in [
+        check(&quota, q.revision + 1),
+        check(&quota, 0),
+        check(&absent, 5),
+    ] {
+        let on = match &failing {
+            Op::Check { key, .. } => key.clone(),
+            _ => unreachable!(),
+        };
+        assert_conflict(
+            store
+                .commit_fenced(
+                    &fence,
+                    &[update(&task, c.revision, "2"), failing],
+                    &[event(&task, "Changed")],
+                )
+                .await,
+            &on,
+        );
+    }
+    assert_eq!(version(store, &task).await, Some(c.revision));
+    assert_eq!(all_events(store, CLUSTER).await.len(), before);
 }
