@@ -1,19 +1,20 @@
 //! What a controller implements ([`Controller`]) and what the host hears
 //! back ([`Reply`]): the reconcile / error-policy split of kube-rs.
 //!
-//! Owns: the trait, [`Context`], and `dispatch`, the one mapping from a
-//! reconcile's result to a [`Reply`] that both the export glue and the fake
-//! use. Must never: let the error policy overrule a fenced error (the lease
+//! Owns: the trait, [`Context`] (with the [`Reason`] of the call), and
+//! `dispatch`, the one mapping from a reconcile's result to a [`Reply`]
+//! that both the export glue and the fake use. Must never: let the error policy overrule a fenced error (the lease
 //! is gone), or know which host answers (it goes through `sys`).
 
 use std::cell::OnceCell;
+use std::fmt;
 use std::time::{Duration, SystemTime};
 
 use serde::de::DeserializeOwned;
 
 use crate::clock;
 use crate::error::Error;
-use crate::object::Api;
+use crate::object::{Api, Kind};
 use crate::sys::{self, Fence};
 use crate::transaction::Transaction;
 
@@ -212,26 +213,151 @@ pub enum Reply {
     },
 }
 
-/// Per-reconcile context: the current fence, and shortcuts to the store.
+/// Why the host calls [`Controller::reconcile`] for a key: for logs, and
+/// to skip work only one cause needs (a reconcile that only refreshes a
+/// timestamp on [`Reason::Requeue`], say).
+///
+/// It is a hint, not a promise about the object: whatever the reason, read
+/// the object to learn its state, which may have changed again, or gone,
+/// since the cause was queued.
+///
+/// The host queues one entry per key. Causes that are due together (a
+/// change arriving while a resync has the key queued) make one reconcile,
+/// whose reason is the strongest of them: [`Reason::Change`], then
+/// [`Reason::Retry`], then [`Reason::Requeue`], then [`Reason::Resync`]
+/// ([`Reason::strongest`]). A timer (a requeue or a failure's retry) that
+/// is not due yet when something else makes the key run is consumed by
+/// that run and is not its reason: the reason is always a cause that was
+/// due. Components built against `leasehold:controller@0.1.0` are never
+/// told a reason; this SDK builds for 0.2.0, which always tells one.
+///
+/// More reasons may come in later versions of the contract (the enum is
+/// `non_exhaustive`): match with a `_` arm.
 ///
 /// # Example
 ///
 /// ```
-/// use leasehold_guest::{Context, FakeHost};
+/// use leasehold_guest::{Context, Controller, Description, Error, FakeHost, Outcome, Reason};
+///
+/// struct Careful;
+/// impl Controller for Careful {
+///     fn describe(&self) -> Description {
+///         Description::watching(["things"])
+///     }
+///     fn reconcile(&self, ctx: &Context, kind: &str, name: &str) -> Result<Outcome, Error> {
+///         leasehold_guest::info!("{kind}/{name}: {}", ctx.reason());
+///         Ok(Outcome::Done)
+///     }
+/// }
+///
+/// let host = FakeHost::new();
+/// host.reconcile_because(&Careful, "things", "a", Reason::Resync);
+/// assert_eq!(host.logs()[0].message, "things/a: resync");
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Reason {
+    /// The object itself was created, updated or deleted (by the API or
+    /// any guest, this one included).
+    Change,
+    /// The controller's timer came due: an earlier reconcile of this key
+    /// returned [`Outcome::RequeueAfter`].
+    Requeue,
+    /// A full resync: at the start of every tenure, every
+    /// [`Description::resync`] period, and after the host's work queue
+    /// overflowed.
+    Resync,
+    /// The previous reconcile of this key failed and its backoff (or the
+    /// [`Controller::error_policy`]'s delay) has passed.
+    Retry,
+}
+
+impl Reason {
+    fn rank(self) -> u8 {
+        match self {
+            Reason::Resync => 0,
+            Reason::Requeue => 1,
+            Reason::Retry => 2,
+            Reason::Change => 3,
+        }
+    }
+
+    /// Of two causes due together, the one the host reports: change, then
+    /// retry, then requeue, then resync.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use leasehold_guest::Reason;
+    ///
+    /// assert_eq!(Reason::Resync.strongest(Reason::Change), Reason::Change);
+    /// assert_eq!(Reason::Retry.strongest(Reason::Requeue), Reason::Retry);
+    /// ```
+    pub fn strongest(self, other: Reason) -> Reason {
+        if other.rank() > self.rank() {
+            other
+        } else {
+            self
+        }
+    }
+
+    /// The contract's name: `change`, `requeue`, `resync` or `retry`.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use leasehold_guest::Reason;
+    ///
+    /// assert_eq!(Reason::Requeue.as_str(), "requeue");
+    /// assert_eq!(Reason::Retry.to_string(), "retry");
+    /// ```
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Reason::Change => "change",
+            Reason::Requeue => "requeue",
+            Reason::Resync => "resync",
+            Reason::Retry => "retry",
+        }
+    }
+}
+
+impl fmt::Display for Reason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Per-reconcile context: why the host called ([`Context::reason`]), the
+/// current fence, and shortcuts to the store.
+///
+/// # Example
+///
+/// ```
+/// use leasehold_guest::{Context, FakeHost, Reason};
 ///
 /// let host = FakeHost::new();
 /// let ctx = Context::new();
 /// assert_eq!(ctx.fence().epoch, host.fence().epoch);
+/// assert_eq!(ctx.reason(), Reason::Change);
 /// ```
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Context {
+    reason: Reason,
     // Read from the host on first use: most reconciles never need it.
     fence: OnceCell<Fence>,
 }
 
+impl Default for Context {
+    /// The same as [`Context::new`].
+    fn default() -> Self {
+        Self::because(Reason::Change)
+    }
+}
+
 impl Context {
-    /// A context for one reconcile. The SDK builds it; tests that call
-    /// [`Controller::reconcile`] directly can too.
+    /// A context for a reconcile of a changed object ([`Reason::Change`]).
+    /// The SDK builds the context of each call; tests that call
+    /// [`Controller::reconcile`] directly can build one too.
     ///
     /// # Example
     ///
@@ -244,6 +370,39 @@ impl Context {
     /// ```
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// A context for a reconcile called for `reason`.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use leasehold_guest::{Context, Reason};
+    ///
+    /// assert_eq!(Context::because(Reason::Retry).reason(), Reason::Retry);
+    /// ```
+    pub fn because(reason: Reason) -> Self {
+        Self {
+            reason,
+            fence: OnceCell::new(),
+        }
+    }
+
+    /// Why the host called this reconcile.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use leasehold_guest::{Context, Reason};
+    ///
+    /// let ctx = Context::because(Reason::Requeue);
+    /// if ctx.reason() == Reason::Requeue {
+    ///     // The timer this controller set came due.
+    /// }
+    /// assert_eq!(ctx.reason().as_str(), "requeue");
+    /// ```
+    pub fn reason(&self) -> Reason {
+        self.reason
     }
 
     /// The fence of this tenure: cluster, lease, epoch, holder.
@@ -279,6 +438,29 @@ impl Context {
         Api::new(kind)
     }
 
+    /// Typed reads of `T`'s kind; the same as [`Api::typed`].
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use leasehold_guest::{Context, FakeHost, Kind};
+    /// use serde::{Deserialize, Serialize};
+    ///
+    /// #[derive(Serialize, Deserialize)]
+    /// struct Hits(u32);
+    /// impl Kind for Hits {
+    ///     const KIND: &'static str = "counters";
+    /// }
+    ///
+    /// let host = FakeHost::new();
+    /// host.seed("counters", "hits", &3);
+    /// assert_eq!(Context::new().typed::<Hits>().get("hits")?.unwrap().value.0, 3);
+    /// # Ok::<(), leasehold_guest::Error>(())
+    /// ```
+    pub fn typed<T: Kind>(&self) -> Api<T> {
+        Api::typed()
+    }
+
     /// A new, empty transaction; the same as [`Transaction::new`].
     ///
     /// # Example
@@ -300,7 +482,8 @@ impl Context {
 ///
 /// The host calls [`Controller::describe`] once per tenure, then
 /// [`Controller::reconcile`] for each watched object that changed, for each
-/// requeue that came due and on each resync. Calls never overlap:
+/// requeue that came due, for each retry of a failed reconcile and on each
+/// resync; [`Context::reason`] says which. Calls never overlap:
 /// reconciles of one controller run one at a time (one call into one
 /// instance at a time, and one instance per controller: the lease
 /// holder's), so a controller needs no locking of its own. A
@@ -442,11 +625,16 @@ pub trait Controller {
     }
 }
 
-/// Run one reconcile and turn its result into what the host hears. The
-/// export glue and [`crate::FakeHost::reconcile`] both go through here, so
-/// tests see exactly the mapping a host gets.
-pub(crate) fn dispatch<C: Controller + ?Sized>(controller: &C, kind: &str, name: &str) -> Reply {
-    let ctx = Context::new();
+/// Run one reconcile for `reason` and turn its result into what the host
+/// hears. The export glue and [`crate::FakeHost::reconcile`] both go
+/// through here, so tests see exactly the mapping a host gets.
+pub(crate) fn dispatch<C: Controller + ?Sized>(
+    controller: &C,
+    kind: &str,
+    name: &str,
+    reason: Reason,
+) -> Reply {
+    let ctx = Context::because(reason);
     match controller.reconcile(&ctx, kind, name) {
         Ok(Outcome::Done) => Reply::Done,
         Ok(Outcome::RequeueAfter(delay)) => Reply::RequeueAfter(delay),

@@ -2,7 +2,8 @@
 //! [`crate::export_controller!`] expands to calls a [`crate::Controller`]
 //! and turns its answers into the WIT `reconciler` interface's types.
 //!
-//! Owns: the mapping from [`crate::Reply`] and [`crate::Description`] to
+//! Owns: the mapping from the wire's reconcile reason to
+//! [`crate::Reason`], from [`crate::Reply`] and [`crate::Description`] to
 //! the wire, and the duration-to-milliseconds rule of the contract. Must
 //! never: be imported by `sys` (the bindings live there; this layer sits
 //! above the controller, which sits above `sys`).
@@ -10,9 +11,11 @@
 use std::time::Duration;
 
 #[cfg(target_arch = "wasm32")]
-use crate::controller::{Controller, Reply, dispatch};
+use crate::controller::{Controller, Reason, Reply, dispatch};
 #[cfg(target_arch = "wasm32")]
-use crate::sys::wasm::{WitDescription, WitFailure, WitOutcome, WitReconcileError};
+use crate::sys::wasm::{
+    WitDescription, WitFailure, WitOutcome, WitReconcileError, WitReconcileReason,
+};
 
 /// `describe`, for [`crate::export_controller!`].
 #[cfg(target_arch = "wasm32")]
@@ -30,8 +33,15 @@ pub fn reconcile<C: Controller>(
     controller: &C,
     kind: &str,
     name: &str,
+    reason: WitReconcileReason,
 ) -> Result<WitOutcome, WitReconcileError> {
-    match dispatch(controller, kind, name) {
+    let reason = match reason {
+        WitReconcileReason::Change => Reason::Change,
+        WitReconcileReason::Requeue => Reason::Requeue,
+        WitReconcileReason::Resync => Reason::Resync,
+        WitReconcileReason::Retry => Reason::Retry,
+    };
+    match dispatch(controller, kind, name, reason) {
         Reply::Done => Ok(WitOutcome::Done),
         Reply::RequeueAfter(delay) => Ok(WitOutcome::RequeueAfter(millis(delay))),
         Reply::Fenced => Err(WitReconcileError::Fenced),

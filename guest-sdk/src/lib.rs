@@ -7,11 +7,16 @@
 //! controller author uses:
 //!
 //! - the [`Controller`] trait: [`Controller::describe`] (watched kinds and
-//!   resync period), [`Controller::reconcile`] and
-//!   [`Controller::error_policy`], in the shape kube-rs users know;
-//! - typed reads through [`Api`] and [`Object<T>`] (serde);
+//!   resync period), [`Controller::reconcile`] (told why it is called:
+//!   [`Context::reason`], a [`Reason`]) and [`Controller::error_policy`],
+//!   in the shape kube-rs users know;
+//! - typed reads through [`Api`] and [`Object<T>`] (serde), and typed
+//!   kinds: a [`Kind`] value type knows the kind it is stored under, so
+//!   `Api::<Task>::typed()` reads tasks and
+//!   [`Transaction::update_typed`] cannot write a task into a node;
 //! - atomic, fenced writes through the [`Transaction`] builder, whose
-//!   [`StoreError`] tells *fenced* (stop) from *conflict* (re-read, retry);
+//!   [`StoreError`] tells *fenced* (stop) from *conflict* (re-read, retry),
+//!   and [`retry_on_conflict`], the bounded re-read-and-retry loop;
 //! - the current [`Fence`] (cluster, lease, epoch, holder);
 //! - the controller's settings from the host's config, typed through
 //!   serde ([`settings`]), and the wall clock ([`clock::now`]); the
@@ -100,9 +105,9 @@
 //! | 1 | `sys` | the seam: the wire types ([`ObjectKey`], [`Op`], [`NewEvent`], [`Committed`], [`Fence`], [`Level`], [`http::Method`], raw objects and pages, the wire's store errors, outbound requests and responses and `wasi:http`'s `error-code`) and the eight calls (store, tenure, logging, settings, wall clock, outbound HTTP), answered by the WIT imports (and `wasi:http/outgoing-handler`) on `wasm32` and by the host installed on the thread natively |
 //! | 2 | `http` | outbound requests: the builder, the URL taken apart, the classification of `error-code`s into [`http::HttpError`], responses, idempotency keys |
 //! | 3 | `error`, `clock`, `fence`, `log` | typed errors (a wire error becomes a [`StoreError`], a quota refusal is recognized, a fenced store or HTTP error ends the reconcile as fenced), the wall clock, the current fence, logging |
-//! | 4 | `object`, `settings` | [`Api`], [`Object`], [`Page`]: typed reads decoded from the wire; the controller's settings decoded as the author's type |
-//! | 5 | `transaction` | [`Transaction`]: fenced, atomic writes |
-//! | 6 | `controller` | the [`Controller`] trait, [`Context`], [`Reply`] and the one mapping of a reconcile's result to a reply |
+//! | 4 | `object`, `settings` | [`Api`], [`Object`], [`Page`], [`Kind`]: typed reads decoded from the wire, typed kinds; the controller's settings decoded as the author's type |
+//! | 5 | `transaction`, `retry` | [`Transaction`]: fenced, atomic writes (typed ones for a [`Kind`]); [`retry_on_conflict`]: re-read and retry a failed precondition, bounded |
+//! | 6 | `controller` | the [`Controller`] trait, [`Context`], [`Reason`], [`Reply`] and the one mapping of a reconcile's result to a reply |
 //! | 7 | `export` | the `wasm32` glue of [`export_controller!`] |
 //! | 8 | `fake` | [`FakeHost`]: a native host that installs itself into `sys` and drives controllers |
 //!
@@ -124,6 +129,7 @@ pub mod http;
 mod limits;
 mod log;
 mod object;
+mod retry;
 mod settings;
 mod sys;
 mod transaction;
@@ -131,7 +137,7 @@ mod transaction;
 #[cfg(not(target_arch = "wasm32"))]
 mod fake;
 
-pub use controller::{Context, Controller, Description, Outcome, Reply, Retry};
+pub use controller::{Context, Controller, Description, Outcome, Reason, Reply, Retry};
 pub use error::{Error, QUOTA_EXCEEDED_PREFIX, Quota, QuotaExceeded, StoreError};
 pub use fence::{Fence, fence};
 pub use limits::{
@@ -141,7 +147,8 @@ pub use limits::{
     MAX_OPS_PER_COMMIT, MAX_PAGE_SIZE, MAX_SETTINGS_BYTES, MAX_VALUE_BYTES,
 };
 pub use log::{Level, log};
-pub use object::{Api, Object, ObjectKey, Page};
+pub use object::{Api, Kind, Object, ObjectKey, Page};
+pub use retry::{DEFAULT_CONFLICT_ATTEMPTS, retry_on_conflict};
 pub use settings::{settings, settings_json};
 pub use transaction::{Committed, NewEvent, Op, Transaction};
 
@@ -237,12 +244,14 @@ macro_rules! export_controller {
                 fn reconcile(
                     kind: ::std::string::String,
                     name: ::std::string::String,
+                    reason: $crate::__private::WitReconcileReason,
                 ) -> ::core::result::Result<
                     $crate::__private::WitOutcome,
                     $crate::__private::WitReconcileError,
                 > {
-                    CONTROLLER
-                        .with(|controller| $crate::__private::reconcile(controller, &kind, &name))
+                    CONTROLLER.with(|controller| {
+                        $crate::__private::reconcile(controller, &kind, &name, reason)
+                    })
                 }
             }
 
@@ -371,7 +380,9 @@ pub mod __private {
     #[cfg(target_arch = "wasm32")]
     pub use crate::export::{describe, reconcile};
     #[cfg(target_arch = "wasm32")]
-    pub use crate::sys::wasm::{Guest, WitDescription, WitOutcome, WitReconcileError, bindings};
+    pub use crate::sys::wasm::{
+        Guest, WitDescription, WitOutcome, WitReconcileError, WitReconcileReason, bindings,
+    };
 }
 
 #[cfg(test)]

@@ -1,14 +1,16 @@
 //! Typed reads: [`Object<T>`] is a stored object whose JSON value was
-//! decoded with serde, [`Api<T>`] reads the objects of one kind.
+//! decoded with serde, [`Api<T>`] reads the objects of one kind, and
+//! [`Kind`] ties a value type to the kind it is stored under.
 //!
 //! Owns: decoding wire objects into typed ones (naming the object that
-//! does not decode) and bounded listing. Must never: read without a bound
+//! does not decode), bounded listing, and the [`Kind`] trait. Must never: read without a bound
 //! ([`Api::list_all`] stops at its `max` and at an empty page), or hide a
 //! store error behind a decode error.
 
 use std::fmt;
 use std::marker::PhantomData;
 
+use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::error::{Error, StoreError};
@@ -18,6 +20,41 @@ use crate::sys::{self, RawObject};
 // An object's address is a wire type; it is re-exported here, where the
 // author meets it.
 pub use crate::sys::ObjectKey;
+
+/// A value type that is stored under one kind: `Api::<Task>::typed()`
+/// reads `T::KIND`, and [`crate::Transaction::create_typed`] and
+/// [`crate::Transaction::update_typed`] write a `T` only there, so a task
+/// cannot be written into a node by mistake.
+///
+/// Implement it by hand, one line (there is no derive): `KIND` must be a
+/// valid kind (1 to 63 lowercase letters, digits and `-`, starting and
+/// ending with a letter or digit), which the host checks on every call.
+///
+/// # Example
+///
+/// ```
+/// use leasehold_guest::{Api, FakeHost, Kind, Transaction};
+/// use serde::{Deserialize, Serialize};
+///
+/// #[derive(Serialize, Deserialize)]
+/// struct Task {
+///     status: String,
+/// }
+///
+/// impl Kind for Task {
+///     const KIND: &'static str = "tasks";
+/// }
+///
+/// let host = FakeHost::new();
+/// Transaction::new().create_typed("t1", &Task { status: "pending".into() }).commit()?;
+/// let task = Api::<Task>::typed().get("t1")?.expect("created");
+/// assert_eq!((task.kind.as_str(), task.value.status.as_str()), ("tasks", "pending"));
+/// # Ok::<(), leasehold_guest::Error>(())
+/// ```
+pub trait Kind: Serialize + DeserializeOwned {
+    /// The kind objects of this type are stored under, e.g. `tasks`.
+    const KIND: &'static str;
+}
 
 /// A stored object with its value decoded as `T` (by default, any JSON).
 ///
@@ -320,6 +357,42 @@ impl<T: DeserializeOwned> Api<T> {
                 _ => return Ok(all),
             }
         }
+    }
+}
+
+impl<T: Kind> Api<T> {
+    /// Reads of `T`'s kind, [`Kind::KIND`].
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use leasehold_guest::{Api, FakeHost, Kind};
+    /// use serde::{Deserialize, Serialize};
+    ///
+    /// #[derive(Serialize, Deserialize)]
+    /// struct Node {
+    ///     capacity: u32,
+    /// }
+    /// impl Kind for Node {
+    ///     const KIND: &'static str = "nodes";
+    /// }
+    ///
+    /// let host = FakeHost::new();
+    /// host.seed("nodes", "n1", &serde_json::json!({ "capacity": 4 }));
+    /// let nodes = Api::<Node>::typed();
+    /// assert_eq!(nodes.kind(), "nodes");
+    /// assert_eq!(nodes.get("n1")?.unwrap().value.capacity, 4);
+    /// # Ok::<(), leasehold_guest::Error>(())
+    /// ```
+    pub fn typed() -> Self {
+        Self::new(T::KIND)
+    }
+}
+
+impl<T: Kind> Default for Api<T> {
+    /// The same as [`Api::typed`].
+    fn default() -> Self {
+        Self::typed()
     }
 }
 

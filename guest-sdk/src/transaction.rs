@@ -9,7 +9,7 @@
 use serde::Serialize;
 
 use crate::error::StoreError;
-use crate::object::{Object, ObjectKey};
+use crate::object::{Kind, Object, ObjectKey};
 use crate::sys;
 
 // What a commit carries and returns are wire types; they are re-exported
@@ -58,8 +58,9 @@ pub use crate::sys::{Committed, NewEvent, Op};
 pub struct Transaction {
     ops: Vec<Op>,
     events: Vec<NewEvent>,
-    // The first value that failed to serialize; `commit` reports it.
-    unserializable: Option<String>,
+    // The first value that failed to serialize, or typed write aimed at
+    // another kind; `commit` reports it.
+    refused: Option<String>,
 }
 
 impl Transaction {
@@ -80,7 +81,7 @@ impl Transaction {
         match serde_json::to_string(value) {
             Ok(json) => json,
             Err(e) => {
-                self.unserializable
+                self.refused
                     .get_or_insert_with(|| format!("the value for {key} does not serialize: {e}"));
                 String::new()
             }
@@ -110,6 +111,103 @@ impl Transaction {
         let value = self.encode(&key, value);
         self.ops.push(Op::Create { key, value });
         self
+    }
+
+    /// Create `name` of `T`'s kind ([`Kind::KIND`]) with `value`; the
+    /// commit fails with [`StoreError::Conflict`] if it exists.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use leasehold_guest::{FakeHost, Kind, Transaction};
+    /// use serde::{Deserialize, Serialize};
+    ///
+    /// #[derive(Serialize, Deserialize)]
+    /// struct Counter(u32);
+    /// impl Kind for Counter {
+    ///     const KIND: &'static str = "counters";
+    /// }
+    ///
+    /// let host = FakeHost::new();
+    /// Transaction::new().create_typed("hits", &Counter(0)).commit()?;
+    /// assert_eq!(host.object::<u32>("counters", "hits").unwrap().value, 0);
+    /// # Ok::<(), leasehold_guest::StoreError>(())
+    /// ```
+    pub fn create_typed<T: Kind>(self, name: impl Into<String>, value: &T) -> Self {
+        self.create(T::KIND, name, value)
+    }
+
+    /// Replace a typed object's value, as [`Transaction::update`] does, but
+    /// only with a value of the object's own type: writing a task into a
+    /// node does not compile. An object of another kind than
+    /// [`Kind::KIND`] (read with `Api::<T>::new("other")`) is refused by
+    /// [`Transaction::commit`] with [`StoreError::Invalid`], without
+    /// calling the host.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use leasehold_guest::{Api, FakeHost, Kind, StoreError, Transaction};
+    /// use serde::{Deserialize, Serialize};
+    ///
+    /// #[derive(Serialize, Deserialize)]
+    /// struct Counter(u32);
+    /// impl Kind for Counter {
+    ///     const KIND: &'static str = "counters";
+    /// }
+    ///
+    /// let host = FakeHost::new();
+    /// host.seed("counters", "hits", &1);
+    /// let hits = Api::<Counter>::typed().get("hits").unwrap().unwrap();
+    /// Transaction::new().update_typed(&hits, &Counter(hits.value.0 + 1)).commit()?;
+    /// assert_eq!(host.object::<u32>("counters", "hits").unwrap().value, 2);
+    ///
+    /// // A counter read from another kind is not written as a counter.
+    /// host.seed("gauges", "g", &1);
+    /// let gauge = Api::<Counter>::new("gauges").get("g").unwrap().unwrap();
+    /// let refused = Transaction::new().update_typed(&gauge, &Counter(5)).commit();
+    /// assert!(matches!(refused, Err(StoreError::Invalid(_))));
+    /// # Ok::<(), leasehold_guest::StoreError>(())
+    /// ```
+    ///
+    /// A task written into a node does not compile:
+    ///
+    /// ```compile_fail
+    /// use leasehold_guest::{Api, Kind, Transaction};
+    /// use serde::{Deserialize, Serialize};
+    ///
+    /// #[derive(Serialize, Deserialize)]
+    /// struct Task {
+    ///     status: String,
+    /// }
+    /// impl Kind for Task {
+    ///     const KIND: &'static str = "tasks";
+    /// }
+    /// #[derive(Serialize, Deserialize)]
+    /// struct Node {
+    ///     capacity: u32,
+    /// }
+    /// impl Kind for Node {
+    ///     const KIND: &'static str = "nodes";
+    /// }
+    ///
+    /// let node = Api::<Node>::typed().get("n1").unwrap().unwrap();
+    /// let task = Task { status: "assigned".into() };
+    /// let _ = Transaction::new().update_typed(&node, &task);
+    /// ```
+    pub fn update_typed<T: Kind>(mut self, object: &Object<T>, value: &T) -> Self {
+        if object.kind != T::KIND {
+            self.refused.get_or_insert_with(|| {
+                format!(
+                    "a {} is stored under kind {}, not {}: refusing to write it into {}",
+                    std::any::type_name::<T>(),
+                    T::KIND,
+                    object.kind,
+                    object.key()
+                )
+            });
+        }
+        self.update(object, value)
     }
 
     /// Replace `object`'s value with `value` if its version is still the
@@ -307,7 +405,7 @@ impl Transaction {
     /// assert_eq!(host.calls().commit, 0, "nothing was sent to the host");
     /// ```
     pub fn commit(self) -> Result<Committed, StoreError> {
-        if let Some(why) = self.unserializable {
+        if let Some(why) = self.refused {
             return Err(StoreError::Invalid(why));
         }
         sys::commit(&self.ops, &self.events).map_err(StoreError::from_wire)

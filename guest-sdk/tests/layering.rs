@@ -25,6 +25,7 @@ const LAYERS: &[(&str, u32)] = &[
     ("object", 4),
     ("settings", 4),
     ("transaction", 5),
+    ("retry", 5),
     ("controller", 6),
     ("export", 7),
     ("fake", 8),

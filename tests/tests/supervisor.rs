@@ -60,7 +60,20 @@ struct Harness {
 
 impl Harness {
     async fn start() -> Self {
+        Self::start_with_commands(&[]).await
+    }
+
+    /// Start with `cmd/<name>` of each of `commands` already stored, so the
+    /// first tenure's resync is the first to see them.
+    async fn start_with_commands(commands: &[&str]) -> Self {
         let backends = MemoryBackends::new();
+        for name in commands {
+            let key = ObjectKey {
+                kind: "cmd".into(),
+                name: (*name).into(),
+            };
+            backends.store.put(CLUSTER, &key, "{}", None).await.unwrap();
+        }
         let (store, hooks) = HookedStore::new(backends.store.clone());
         let status = Status::new(CLUSTER.into(), "host-a".into(), &[NAME.to_string()]);
         let status = status.controller(NAME).unwrap();
@@ -145,6 +158,89 @@ impl Harness {
     ) -> u64 {
         map.lock().unwrap().get(key).copied().unwrap_or(0)
     }
+}
+
+/// The reasons the `why-*` command `command` recorded, in call order
+/// (the fixture's `marks/<command>-<n>`, n counting its calls).
+async fn reasons(store: &dyn Store, command: &str) -> Vec<String> {
+    let page = store
+        .list(CLUSTER, "marks", None, 500)
+        .await
+        .expect("list marks");
+    let mut calls: Vec<(u64, String)> = page
+        .objects
+        .into_iter()
+        .filter(|mark| {
+            mark.name
+                .strip_prefix(command)
+                .and_then(|rest| rest.strip_prefix('-'))
+                .is_some_and(|n| n.bytes().all(|b| b.is_ascii_digit()))
+        })
+        .map(|mark| {
+            let value: serde_json::Value = serde_json::from_str(&mark.value).expect("JSON");
+            (
+                value["call"].as_u64().expect("call"),
+                value["reason"].as_str().expect("reason").to_string(),
+            )
+        })
+        .collect();
+    calls.sort();
+    calls.into_iter().map(|(_, reason)| reason).collect()
+}
+
+/// Wait, by the store's change feed, until `command` recorded exactly
+/// `expected`; fails at once on anything that is not on the way there.
+async fn reasons_reach(store: &dyn Store, command: &str, expected: &[&str]) {
+    let mut feed = store.watch(CLUSTER);
+    leasehold_tests::within(
+        WAIT,
+        &format!("{command} recorded the reasons {expected:?}"),
+        async {
+            loop {
+                feed.borrow_and_update();
+                let seen = reasons(store, command).await;
+                assert!(
+                    seen.len() <= expected.len() && seen[..] == expected[..seen.len()],
+                    "{command} recorded {seen:?}, expected {expected:?}"
+                );
+                if seen.len() == expected.len() {
+                    return;
+                }
+                feed.changed().await.expect("the store's feed is alive");
+            }
+        },
+    )
+    .await;
+}
+
+/// Each reconcile is told why it runs: the tenure's resync first, then a
+/// change of the object, the guest's own timer (requeue-after), and the
+/// retry of a failed reconcile.
+#[tokio::test]
+async fn the_worker_tells_each_reconcile_why_it_runs() {
+    let h = Harness::start_with_commands(&["why-plain", "why-wake", "why-fail"]).await;
+    h.leading().await;
+    let store = h.backends.store.as_ref();
+    // why-wake asks for a requeue unless it is one; why-fail fails unless
+    // it is a retry.
+    reasons_reach(store, "why-plain", &["resync"]).await;
+    reasons_reach(store, "why-wake", &["resync", "requeue"]).await;
+    reasons_reach(store, "why-fail", &["resync", "retry"]).await;
+    h.command("why-plain").await;
+    reasons_reach(store, "why-plain", &["resync", "change"]).await;
+    h.command("why-wake").await;
+    reasons_reach(
+        store,
+        "why-wake",
+        &["resync", "requeue", "change", "requeue"],
+    )
+    .await;
+    h.command("why-fail").await;
+    reasons_reach(store, "why-fail", &["resync", "retry", "change", "retry"]).await;
+    h.shutdown.send(true).unwrap();
+    leasehold_tests::within(WAIT, "the supervisor stopped", h.task)
+        .await
+        .unwrap();
 }
 
 fn mark_key(name: &str) -> ObjectKey {

@@ -17,8 +17,8 @@ use std::sync::{Arc, OnceLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use leasehold_host::runtime::{
-    CommitCounters, CompiledController, EngineConfig, GuestLimits, Reconciled, Runtime, Settings,
-    WorldVersion,
+    CommitCounters, CompiledController, EngineConfig, GuestLimits, ReconcileReason, Reconciled,
+    Runtime, Settings, WorldVersion,
 };
 use leasehold_host::store::{ObjectKey, Origin, Store};
 use leasehold_tests::process::{Replica, eventually, free_port, run_to_end};
@@ -201,6 +201,7 @@ async fn a_010_component_runs_unchanged_next_to_020_components() {
         json!({ "greeting": "hello", "regions": ["eu", "us"] })
     );
     assert_eq!(read["greeting"], "hello");
+    assert_eq!(read["reason"], "change");
     let now = read["now_unix_ms"].as_u64().expect("a clock reading");
     assert!(
         (before..=after).contains(&now),
@@ -219,6 +220,35 @@ async fn a_010_component_runs_unchanged_next_to_020_components() {
         ),
         other => panic!("expected a requeue, got {other:?}"),
     }
+    // Every reason reaches the 0.2.0 guest as the host gave it.
+    for reason in [
+        ReconcileReason::Requeue,
+        ReconcileReason::Resync,
+        ReconcileReason::Retry,
+        ReconcileReason::Change,
+    ] {
+        new_guest
+            .reconcile_because("notes", "a", reason)
+            .await
+            .unwrap();
+        let read = backends
+            .store
+            .get(CLUSTER, &key("reads", "a"))
+            .await
+            .unwrap()
+            .expect("written");
+        let read: Value = serde_json::from_str(&read.value).unwrap();
+        assert_eq!(read["reason"], reason.as_str());
+    }
+    // The 0.1.0 guest is called as before, whatever the reason: it has no
+    // such argument.
+    assert_eq!(
+        old_guest
+            .reconcile_because("notes", "a", ReconcileReason::Retry)
+            .await
+            .unwrap(),
+        Reconciled::Done
+    );
 
     // The raw 0.2.0 guest still works beside both.
     assert_eq!(

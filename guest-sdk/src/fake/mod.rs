@@ -38,7 +38,7 @@ use std::time::SystemTime;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use crate::controller::{Controller, Reply, dispatch};
+use crate::controller::{Controller, Reason, Reply, dispatch};
 use crate::error::StoreError;
 use crate::fence::Fence;
 use crate::limits::Limits;
@@ -87,7 +87,8 @@ struct State {
 ///
 /// - **seeds** objects: [`FakeHost::seed`], [`FakeHost::remove`];
 /// - **drives** the controller: [`FakeHost::reconcile`] (what the host
-///   would hear, as a [`Reply`]), [`FakeHost::resync`];
+///   would hear, as a [`Reply`]), [`FakeHost::reconcile_because`] (for a
+///   given [`Reason`]: requeue, retry, resync), [`FakeHost::resync`];
 /// - **breaks** things: [`FakeHost::fail`] / [`FakeHost::fail_next_commit`]
 ///   with a [`Fault`], [`FakeHost::set_unavailable`], [`FakeHost::revoke`],
 ///   and [`FakeHost::before`] / [`FakeHost::before_commit`] to slip a
@@ -489,14 +490,55 @@ impl FakeHost {
         kind: &str,
         name: &str,
     ) -> Reply {
+        self.reconcile_because(controller, kind, name, Reason::Change)
+    }
+
+    /// [`FakeHost::reconcile`] for `reason`: what the host does when a
+    /// requeue comes due ([`Reason::Requeue`]), a failed reconcile is
+    /// retried ([`Reason::Retry`]), a resync runs ([`Reason::Resync`]) or
+    /// the object changed ([`Reason::Change`], what
+    /// [`FakeHost::reconcile`] passes).
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use std::time::Duration;
+    ///
+    /// use leasehold_guest::{Context, Controller, Description, Error, FakeHost, Outcome, Reason, Reply};
+    ///
+    /// /// Checks an expiry only when its timer fires.
+    /// struct Expirer;
+    /// impl Controller for Expirer {
+    ///     fn describe(&self) -> Description {
+    ///         Description::watching(["leases"])
+    ///     }
+    ///     fn reconcile(&self, ctx: &Context, _: &str, _: &str) -> Result<Outcome, Error> {
+    ///         match ctx.reason() {
+    ///             Reason::Requeue => Ok(Outcome::Done),
+    ///             _ => Ok(Outcome::RequeueAfter(Duration::from_secs(60))),
+    ///         }
+    ///     }
+    /// }
+    ///
+    /// let host = FakeHost::new();
+    /// assert_eq!(host.reconcile(&Expirer, "leases", "a"), Reply::RequeueAfter(Duration::from_secs(60)));
+    /// assert_eq!(host.reconcile_because(&Expirer, "leases", "a", Reason::Requeue), Reply::Done);
+    /// ```
+    pub fn reconcile_because<C: Controller + ?Sized>(
+        &self,
+        controller: &C,
+        kind: &str,
+        name: &str,
+        reason: Reason,
+    ) -> Reply {
         self.install();
         self.state.borrow_mut().http.begin_reconcile();
-        dispatch(controller, kind, name)
+        dispatch(controller, kind, name, reason)
     }
 
     /// Reconcile every object of every kind the controller watches, kinds
     /// in the order described and objects in name order, as the host does
-    /// at the start of a tenure. Each kind's objects are listed when the
+    /// at the start of a tenure (each with [`Reason::Resync`]). Each kind's objects are listed when the
     /// kind's turn comes, without counting as store calls.
     ///
     /// # Example
@@ -537,7 +579,7 @@ impl FakeHost {
             };
             for key in keys {
                 self.state.borrow_mut().http.begin_reconcile();
-                let reply = dispatch(controller, &key.kind, &key.name);
+                let reply = dispatch(controller, &key.kind, &key.name, Reason::Resync);
                 replies.push((key, reply));
             }
         }

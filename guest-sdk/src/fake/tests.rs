@@ -531,6 +531,77 @@ fn outcomes_reach_the_host_unchanged() {
     );
 }
 
+/// Records the reason of every call, and the one its error policy saw.
+#[derive(Default)]
+struct ReasonRecorder {
+    seen: std::cell::RefCell<Vec<(String, crate::controller::Reason)>>,
+}
+
+impl Controller for ReasonRecorder {
+    fn describe(&self) -> Description {
+        Description::watching(["things"])
+    }
+
+    fn reconcile(&self, ctx: &Context, _: &str, name: &str) -> Result<Outcome, Error> {
+        self.seen
+            .borrow_mut()
+            .push((name.to_string(), ctx.reason()));
+        if name == "fails" {
+            return Err(Error::failed("always"));
+        }
+        Ok(Outcome::Done)
+    }
+
+    fn error_policy(&self, ctx: &Context, _: &str, name: &str, _: &Error) -> Retry {
+        self.seen
+            .borrow_mut()
+            .push((format!("{name} policy"), ctx.reason()));
+        Retry::Backoff
+    }
+}
+
+#[test]
+fn each_way_of_driving_a_controller_tells_its_reason() {
+    use crate::controller::Reason;
+
+    let host = FakeHost::new();
+    host.seed("things", "a", &1);
+    host.seed("things", "b", &2);
+    let recorder = ReasonRecorder::default();
+    host.reconcile(&recorder, "things", "a");
+    for reason in [
+        Reason::Change,
+        Reason::Requeue,
+        Reason::Resync,
+        Reason::Retry,
+    ] {
+        host.reconcile_because(&recorder, "things", "a", reason);
+    }
+    host.resync(&recorder);
+    host.reconcile_because(&recorder, "things", "fails", Reason::Retry);
+    let seen: Vec<(String, &str)> = recorder
+        .seen
+        .take()
+        .into_iter()
+        .map(|(name, reason)| (name, reason.as_str()))
+        .collect();
+    let expected: Vec<(String, &str)> = [
+        ("a", "change"),
+        ("a", "change"),
+        ("a", "requeue"),
+        ("a", "resync"),
+        ("a", "retry"),
+        ("a", "resync"),
+        ("b", "resync"),
+        ("fails", "retry"),
+        ("fails policy", "retry"),
+    ]
+    .into_iter()
+    .map(|(name, reason)| (name.to_string(), reason))
+    .collect();
+    assert_eq!(seen, expected);
+}
+
 #[test]
 fn typed_reads_name_the_object_that_does_not_decode() {
     let host = FakeHost::new();
@@ -645,4 +716,108 @@ fn a_write_before_a_call_may_run_a_controller_through_the_sdk() {
     assert_eq!(host.pending_faults(), 0);
     assert_eq!(host.commits().len(), 1, "only the competing reconcile's");
     assert_eq!(host.calls().commit, 2);
+}
+
+/// A counter that counts the attempts `retry_on_conflict` makes and fails
+/// each with the next scripted error.
+fn scripted_attempts(attempts: u32, errors: Vec<StoreError>) -> (Result<u32, Error>, u32) {
+    let made = Cell::new(0);
+    let mut errors = errors.into_iter();
+    let result = crate::retry::retry_on_conflict(attempts, || {
+        made.set(made.get() + 1);
+        match errors.next() {
+            Some(error) => Err(error.into()),
+            None => Ok(made.get()),
+        }
+    });
+    (result, made.get())
+}
+
+fn conflict() -> StoreError {
+    StoreError::Conflict(ObjectKey::new("things", "a"))
+}
+
+#[test]
+fn retry_on_conflict_retries_failed_preconditions_and_logs_each() {
+    let host = FakeHost::new();
+    let gone = StoreError::NotFound(ObjectKey::new("things", "b"));
+    let (result, made) = scripted_attempts(5, vec![conflict(), gone]);
+    assert_eq!(result.unwrap(), 3);
+    assert_eq!(made, 3);
+    let lines: Vec<String> = host.logs().into_iter().map(|l| l.message).collect();
+    assert_eq!(
+        lines,
+        [
+            "things/a changed since it was read; reading again (attempt 2 of 5)",
+            "things/b changed since it was read; reading again (attempt 3 of 5)",
+        ]
+    );
+}
+
+#[test]
+fn retry_on_conflict_gives_up_after_its_attempts_with_the_conflict() {
+    let _host = FakeHost::new();
+    let (result, made) = scripted_attempts(3, vec![conflict(); 10]);
+    assert_eq!(made, 3);
+    assert_eq!(result.unwrap_err().store_error(), Some(&conflict()));
+    // Zero attempts still makes one.
+    let (result, made) = scripted_attempts(0, vec![conflict()]);
+    assert_eq!(made, 1);
+    assert!(result.is_err());
+}
+
+#[test]
+fn retry_on_conflict_returns_other_errors_at_once() {
+    let _host = FakeHost::new();
+    for error in [
+        StoreError::Fenced("gone".into()),
+        StoreError::Unavailable("down".into()),
+        StoreError::Invalid("bad".into()),
+    ] {
+        let (result, made) = scripted_attempts(5, vec![error.clone()]);
+        assert_eq!(made, 1, "{error:?} must not be retried");
+        assert_eq!(result.unwrap_err().store_error(), Some(&error));
+    }
+}
+
+#[derive(serde::Serialize, serde::Deserialize, Debug, PartialEq)]
+struct Gauge {
+    level: u32,
+}
+
+impl crate::object::Kind for Gauge {
+    const KIND: &'static str = "gauges";
+}
+
+#[test]
+fn typed_writes_go_to_the_types_kind_only() {
+    let host = FakeHost::new();
+    Transaction::new()
+        .create_typed("g", &Gauge { level: 1 })
+        .commit()
+        .unwrap();
+    let gauges = Api::<Gauge>::typed();
+    assert_eq!(gauges.kind(), "gauges");
+    let gauge = gauges.get("g").unwrap().unwrap();
+    assert_eq!(gauge.value, Gauge { level: 1 });
+    Transaction::new()
+        .update_typed(&gauge, &Gauge { level: 2 })
+        .commit()
+        .unwrap();
+    assert_eq!(host.object::<Gauge>("gauges", "g").unwrap().value.level, 2);
+
+    // A gauge-shaped object of another kind is not written as a gauge,
+    // and the host is not called.
+    host.seed("things", "x", &json!({ "level": 7 }));
+    let stray = Api::<Gauge>::new("things").get("x").unwrap().unwrap();
+    let commits = host.calls().commit;
+    let why = invalid(
+        Transaction::new()
+            .update_typed(&stray, &Gauge { level: 8 })
+            .commit(),
+    );
+    assert!(why.contains("kind gauges, not things"), "{why}");
+    assert!(why.contains("things/x"), "{why}");
+    assert_eq!(host.calls().commit, commits);
+    assert_eq!(host.object::<Gauge>("things", "x").unwrap().value.level, 7);
 }

@@ -44,7 +44,7 @@ use bindings::wasi::io::streams::{InputStream, OutputStream, StreamError};
 // The export side's types, for the glue in `export.rs`.
 pub use wit_reconciler::{
     Description as WitDescription, Failure as WitFailure, Guest, Outcome as WitOutcome,
-    ReconcileError as WitReconcileError,
+    ReconcileError as WitReconcileError, ReconcileReason as WitReconcileReason,
 };
 
 fn key_from_wit(key: types::ObjectKey) -> ObjectKey {

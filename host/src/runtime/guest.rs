@@ -220,6 +220,64 @@ pub struct Description {
     pub resync_period: Option<Duration>,
 }
 
+/// Why the host calls a reconcile: the 0.2.0 `reconcile-reason`, which a
+/// 0.1.0 guest never sees.
+///
+/// The work queue holds one entry per key; when several causes meet in one
+/// entry, the strongest is its reason ([`ReconcileReason::strongest`]):
+/// `Change`, then `Retry`, then `Requeue`, then `Resync`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ReconcileReason {
+    /// The object itself was created, updated or deleted (the change
+    /// stream of its kind).
+    Change,
+    /// The guest's timer (`requeue-after`) came due.
+    Requeue,
+    /// A full resync: tenure start, the guest's period, a queue overflow.
+    Resync,
+    /// The previous reconcile of the key failed and its backoff passed.
+    Retry,
+}
+
+impl ReconcileReason {
+    /// The rank in the merge order: higher wins.
+    fn rank(self) -> u8 {
+        match self {
+            ReconcileReason::Resync => 0,
+            ReconcileReason::Requeue => 1,
+            ReconcileReason::Retry => 2,
+            ReconcileReason::Change => 3,
+        }
+    }
+
+    /// The reason of an entry that both causes were merged into: a change
+    /// is work the guest has not seen, a retry repeats work that failed, a
+    /// requeue is the guest's own timer, a resync only the safety net.
+    pub fn strongest(self, other: ReconcileReason) -> ReconcileReason {
+        if other.rank() > self.rank() {
+            other
+        } else {
+            self
+        }
+    }
+
+    /// The WIT name: `change`, `requeue`, `resync`, `retry`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReconcileReason::Change => "change",
+            ReconcileReason::Requeue => "requeue",
+            ReconcileReason::Resync => "resync",
+            ReconcileReason::Retry => "retry",
+        }
+    }
+}
+
+impl std::fmt::Display for ReconcileReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// The result of a reconcile from a healthy guest.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Reconciled {
@@ -469,12 +527,28 @@ impl GuestInstance {
         })
     }
 
-    /// Reconcile one object.
+    /// Reconcile one object because it changed: the same as
+    /// [`reconcile_because`](Self::reconcile_because) with
+    /// [`ReconcileReason::Change`].
     pub async fn reconcile(&mut self, kind: &str, name: &str) -> Result<Reconciled, GuestError> {
+        self.reconcile_because(kind, name, ReconcileReason::Change)
+            .await
+    }
+
+    /// Reconcile one object, telling a 0.2.0 guest `reason` (a 0.1.0 guest
+    /// is called as before, without it).
+    pub async fn reconcile_because(
+        &mut self,
+        kind: &str,
+        name: &str,
+        reason: ReconcileReason,
+    ) -> Result<Reconciled, GuestError> {
         let bindings = self.bindings()?;
         let (kind, name) = (kind.to_string(), name.to_string());
         let result = self
-            .guarded(|store| Box::pin(async move { bindings.reconcile(store, &kind, &name).await }))
+            .guarded(|store| {
+                Box::pin(async move { bindings.reconcile(store, &kind, &name, reason).await })
+            })
             .await?;
         Ok(match result {
             Answer::Done => Reconciled::Done,

@@ -21,7 +21,9 @@ use std::time::Duration;
 use thiserror::Error;
 
 pub use engine::EngineConfig;
-pub use guest::{CompiledController, Description, GuestInstance, Reconciled, Runtime};
+pub use guest::{
+    CompiledController, Description, GuestInstance, ReconcileReason, Reconciled, Runtime,
+};
 pub use host::settings::Settings;
 pub use host::store::CommitCounters;
 pub use revocation::Revocation;

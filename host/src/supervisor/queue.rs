@@ -1,5 +1,14 @@
 //! The per-controller work queue: deduplicated `(kind, name)` keys, ready
-//! now or after a delay, bounded in size.
+//! now or after a delay, bounded in size, each with the reason it will be
+//! reconciled for.
+//!
+//! One entry per key, and its reason is always true when the key runs:
+//! causes that are due together (a change that arrives while a resync has
+//! the key ready, two timers for the same instant) merge into the
+//! strongest of them ([`ReconcileReason::strongest`]: change, then retry,
+//! then requeue, then resync). A timer (a requeue, or a failure's retry)
+//! that is not due when the key runs, because something else made it run
+//! sooner, is consumed by that run and is not its reason.
 //!
 //! Overflow never loses work: when the queue is full, further keys are
 //! dropped and the queue asks for a full resync, which re-reads every
@@ -9,7 +18,16 @@ use std::collections::{BTreeSet, HashMap, VecDeque};
 
 use tokio::time::Instant;
 
+use crate::runtime::ReconcileReason;
 use crate::store::ObjectKey;
+
+/// Where a queued key is, and why it is queued.
+#[derive(Debug, Clone, Copy)]
+struct Entry {
+    /// `None` = ready, `Some((t, seq))` = delayed until t.
+    at: Option<(Instant, u64)>,
+    reason: ReconcileReason,
+}
 
 /// A bounded, deduplicated queue of keys to reconcile.
 #[derive(Debug)]
@@ -18,8 +36,7 @@ pub struct WorkQueue {
     ready: VecDeque<ObjectKey>,
     /// Keys waiting for a time, ordered by (time, insertion).
     delayed: BTreeSet<(Instant, u64, ObjectKey)>,
-    /// Where each queued key is: `None` = ready, `Some(t)` = delayed until t.
-    queued: HashMap<ObjectKey, Option<(Instant, u64)>>,
+    queued: HashMap<ObjectKey, Entry>,
     sequence: u64,
     overflowed: bool,
 }
@@ -47,49 +64,71 @@ impl WorkQueue {
         self.queued.is_empty()
     }
 
-    /// Queue `key` to run now. A key already ready stays where it is; a
-    /// delayed key is moved forward.
-    pub fn add(&mut self, key: ObjectKey) {
-        match self.queued.get(&key) {
-            Some(None) => {}
-            Some(Some((at, seq))) => {
-                self.delayed.remove(&(*at, *seq, key.clone()));
-                self.queued.insert(key.clone(), None);
-                self.ready.push_back(key);
-            }
+    /// Queue `key` to run now for `reason`. A key already ready stays where
+    /// it is, with the strongest of the two reasons; a delayed key is moved
+    /// forward and runs for `reason` (its timer is consumed).
+    pub fn add(&mut self, key: ObjectKey, reason: ReconcileReason) {
+        match self.queued.get_mut(&key) {
+            Some(entry) => match entry.at.take() {
+                None => entry.reason = entry.reason.strongest(reason),
+                Some((at, seq)) => {
+                    entry.reason = reason;
+                    self.delayed.remove(&(at, seq, key.clone()));
+                    self.ready.push_back(key);
+                }
+            },
             None => {
                 if self.is_full() {
                     return;
                 }
-                self.queued.insert(key.clone(), None);
+                self.queued.insert(key.clone(), Entry { at: None, reason });
                 self.ready.push_back(key);
             }
         }
     }
 
-    /// Queue `key` to run at `at`. A key already queued earlier keeps its
-    /// earlier time.
-    pub fn add_at(&mut self, key: ObjectKey, at: Instant) {
-        match self.queued.get(&key) {
-            Some(None) => {}
-            Some(Some((current, _))) if *current <= at => {}
-            Some(Some((current, seq))) => {
-                self.delayed.remove(&(*current, *seq, key.clone()));
-                self.insert_delayed(key, at);
+    /// Queue `key` to run at `at` for `reason`. The earlier time wins and
+    /// the later timer is consumed by that run (for the same instant, the
+    /// strongest reason). A key already ready is left as it is: it runs
+    /// now, which consumes the timer.
+    pub fn add_at(&mut self, key: ObjectKey, at: Instant, reason: ReconcileReason) {
+        match self.queued.get_mut(&key) {
+            Some(Entry { at: None, .. }) => {}
+            Some(Entry {
+                at: Some((current, _)),
+                reason: queued,
+            }) if *current <= at => {
+                if *current == at {
+                    *queued = queued.strongest(reason);
+                }
+            }
+            Some(Entry {
+                at: Some((current, seq)),
+                ..
+            }) => {
+                let old = (*current, *seq, key.clone());
+                self.delayed.remove(&old);
+                self.insert_delayed(key, at, reason);
             }
             None => {
                 if self.is_full() {
                     return;
                 }
-                self.insert_delayed(key, at);
+                self.insert_delayed(key, at, reason);
             }
         }
     }
 
-    fn insert_delayed(&mut self, key: ObjectKey, at: Instant) {
+    fn insert_delayed(&mut self, key: ObjectKey, at: Instant, reason: ReconcileReason) {
         self.sequence += 1;
         self.delayed.insert((at, self.sequence, key.clone()));
-        self.queued.insert(key, Some((at, self.sequence)));
+        self.queued.insert(
+            key,
+            Entry {
+                at: Some((at, self.sequence)),
+                reason,
+            },
+        );
     }
 
     fn is_full(&mut self) -> bool {
@@ -108,16 +147,19 @@ impl WorkQueue {
                 break;
             }
             let (_, _, key) = self.delayed.pop_first().expect("checked non-empty");
-            self.queued.insert(key.clone(), None);
+            if let Some(entry) = self.queued.get_mut(&key) {
+                entry.at = None;
+            }
             self.ready.push_back(key);
         }
     }
 
-    /// The next ready key, if any (call [`promote`](Self::promote) first).
-    pub fn pop(&mut self) -> Option<ObjectKey> {
+    /// The next ready key and why it runs, if any (call
+    /// [`promote`](Self::promote) first).
+    pub fn pop(&mut self) -> Option<(ObjectKey, ReconcileReason)> {
         let key = self.ready.pop_front()?;
-        self.queued.remove(&key);
-        Some(key)
+        let entry = self.queued.remove(&key).expect("a ready key is queued");
+        Some((key, entry.reason))
     }
 
     /// When the earliest delayed key becomes ready.
@@ -137,6 +179,7 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
+    use ReconcileReason::{Change, Requeue, Resync, Retry};
 
     fn key(name: &str) -> ObjectKey {
         ObjectKey {
@@ -148,12 +191,12 @@ mod tests {
     #[test]
     fn keys_are_deduplicated_and_fifo() {
         let mut q = WorkQueue::new(10);
-        q.add(key("a"));
-        q.add(key("b"));
-        q.add(key("a"));
+        q.add(key("a"), Change);
+        q.add(key("b"), Change);
+        q.add(key("a"), Change);
         assert_eq!(q.len(), 2);
-        assert_eq!(q.pop(), Some(key("a")));
-        assert_eq!(q.pop(), Some(key("b")));
+        assert_eq!(q.pop(), Some((key("a"), Change)));
+        assert_eq!(q.pop(), Some((key("b"), Change)));
         assert_eq!(q.pop(), None);
     }
 
@@ -161,14 +204,14 @@ mod tests {
     fn delayed_keys_become_ready_at_their_time_and_earlier_wins() {
         let now = Instant::now();
         let mut q = WorkQueue::new(10);
-        q.add_at(key("a"), now + Duration::from_secs(10));
-        q.add_at(key("a"), now + Duration::from_secs(5));
-        q.add_at(key("a"), now + Duration::from_secs(20));
+        q.add_at(key("a"), now + Duration::from_secs(10), Requeue);
+        q.add_at(key("a"), now + Duration::from_secs(5), Requeue);
+        q.add_at(key("a"), now + Duration::from_secs(20), Requeue);
         assert_eq!(q.next_due(), Some(now + Duration::from_secs(5)));
         q.promote(now + Duration::from_secs(4));
         assert_eq!(q.pop(), None);
         q.promote(now + Duration::from_secs(5));
-        assert_eq!(q.pop(), Some(key("a")));
+        assert_eq!(q.pop(), Some((key("a"), Requeue)));
         assert!(q.is_empty());
     }
 
@@ -176,24 +219,106 @@ mod tests {
     fn an_immediate_add_overrides_a_delay() {
         let now = Instant::now();
         let mut q = WorkQueue::new(10);
-        q.add_at(key("a"), now + Duration::from_secs(60));
-        q.add(key("a"));
+        q.add_at(key("a"), now + Duration::from_secs(60), Requeue);
+        q.add(key("a"), Change);
         assert_eq!(q.next_due(), None);
-        assert_eq!(q.pop(), Some(key("a")));
+        assert_eq!(q.pop(), Some((key("a"), Change)));
+    }
+
+    #[test]
+    fn each_cause_is_its_own_reason() {
+        let now = Instant::now();
+        let mut q = WorkQueue::new(10);
+        q.add(key("changed"), Change);
+        q.add(key("resynced"), Resync);
+        q.add_at(key("timer"), now, Requeue);
+        q.add_at(key("failed"), now, Retry);
+        q.promote(now);
+        let popped: Vec<_> = std::iter::from_fn(|| q.pop()).collect();
+        assert_eq!(
+            popped,
+            [
+                (key("changed"), Change),
+                (key("resynced"), Resync),
+                (key("timer"), Requeue),
+                (key("failed"), Retry),
+            ]
+        );
+    }
+
+    /// change > retry > requeue > resync, whichever arrives first, when
+    /// the causes are due together.
+    #[test]
+    fn causes_due_together_take_the_strongest_reason() {
+        let order = [Resync, Requeue, Retry, Change];
+        let now = Instant::now();
+        for (i, first) in order.iter().copied().enumerate() {
+            for (j, second) in order.iter().copied().enumerate() {
+                let strongest = order[i.max(j)];
+                let mut q = WorkQueue::new(10);
+                q.add(key("a"), first);
+                q.add(key("a"), second);
+                assert_eq!(
+                    q.pop(),
+                    Some((key("a"), strongest)),
+                    "{first} then {second}, both now"
+                );
+                let mut q = WorkQueue::new(10);
+                q.add_at(key("a"), now + Duration::from_secs(1), first);
+                q.add_at(key("a"), now + Duration::from_secs(1), second);
+                q.promote(now + Duration::from_secs(1));
+                assert_eq!(
+                    q.pop(),
+                    Some((key("a"), strongest)),
+                    "{first} then {second}, both at the same time"
+                );
+            }
+        }
+    }
+
+    /// A timer that is not due when the key runs is consumed, and the
+    /// reason is the cause that made it run.
+    #[test]
+    fn a_timer_not_yet_due_is_consumed_not_the_reason() {
+        let now = Instant::now();
+        for timer in [Requeue, Retry] {
+            // Brought forward by a resync: the timer did not fire.
+            let mut q = WorkQueue::new(10);
+            q.add_at(key("a"), now + Duration::from_secs(60), timer);
+            q.add(key("a"), Resync);
+            assert_eq!(q.next_due(), None);
+            assert_eq!(q.pop(), Some((key("a"), Resync)), "{timer} then resync");
+            // A later timer on a ready key: the key runs now.
+            let mut q = WorkQueue::new(10);
+            q.add(key("a"), Resync);
+            q.add_at(key("a"), now + Duration::from_secs(60), timer);
+            assert_eq!(q.next_due(), None);
+            assert_eq!(q.pop(), Some((key("a"), Resync)), "resync then {timer}");
+            assert!(q.is_empty());
+        }
+        // Two timers: the earlier one fires, the later one is consumed.
+        let mut q = WorkQueue::new(10);
+        q.add_at(key("a"), now + Duration::from_secs(5), Requeue);
+        q.add_at(key("a"), now + Duration::from_secs(1), Retry);
+        q.add_at(key("a"), now + Duration::from_secs(9), Requeue);
+        assert_eq!(q.next_due(), Some(now + Duration::from_secs(1)));
+        q.promote(now + Duration::from_secs(1));
+        assert_eq!(q.pop(), Some((key("a"), Retry)));
+        assert!(q.is_empty());
     }
 
     #[test]
     fn overflow_drops_keys_and_asks_for_resync() {
         let mut q = WorkQueue::new(2);
-        q.add(key("a"));
-        q.add(key("b"));
+        q.add(key("a"), Change);
+        q.add(key("b"), Change);
         assert!(!q.take_overflow());
-        q.add(key("c"));
+        q.add(key("c"), Change);
         assert_eq!(q.len(), 2);
         assert!(q.take_overflow());
         assert!(!q.take_overflow());
         // Re-adding an already-queued key is not an overflow.
-        q.add(key("a"));
+        q.add(key("a"), Resync);
         assert!(!q.take_overflow());
     }
 }

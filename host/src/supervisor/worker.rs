@@ -2,8 +2,11 @@
 //!
 //! Fed by the change stream (every committed create, update and delete of
 //! the watched kinds, by the API or any guest, whether or not an event was
-//! appended), a full resync at start and on the guest's period, and
-//! requeues; one reconcile at a time.
+//! appended), a full resync at start and on the guest's period, requeues,
+//! and retries of failed reconciles; one reconcile at a time. Each reconcile
+//! is told which of those it is for (`ReconcileReason`; the queue merges
+//! causes due together, see `queue.rs`), and its span and log lines carry
+//! that reason.
 //! Ends when told to stop taking work, when the guest reports `fenced`, or
 //! when the guest fails and must be torn down.
 
@@ -13,12 +16,13 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 use tokio::time::Instant;
+use tracing::Instrument;
 
 use super::backoff::Backoff;
 use super::queue::WorkQueue;
 use super::sleep_until_some;
 use crate::limits::MAX_PAGE_SIZE;
-use crate::runtime::{GuestError, GuestInstance, Reconciled};
+use crate::runtime::{GuestError, GuestInstance, ReconcileReason, Reconciled};
 use crate::status::ControllerStatus;
 use crate::store::{ObjectKey, Store};
 
@@ -113,8 +117,8 @@ pub(crate) async fn run(mut guest: GuestInstance, ctx: WorkerContext) -> WorkerE
             continue;
         }
         worker.queue.promote(Instant::now());
-        if let Some(key) = worker.queue.pop() {
-            if let Some(exit) = worker.reconcile(&mut guest, key).await {
+        if let Some((key, reason)) = worker.queue.pop() {
+            if let Some(exit) = worker.reconcile(&mut guest, key, reason).await {
                 return exit;
             }
             continue;
@@ -171,10 +175,13 @@ impl Worker {
                         (!self.feed_open).then(|| Instant::now() + crate::timeouts::FEED_POLL);
                     let full = page.changes.len() >= MAX_PAGE_SIZE;
                     for change in page.changes {
-                        self.queue.add(ObjectKey {
-                            kind: change.kind,
-                            name: change.name,
-                        });
+                        self.queue.add(
+                            ObjectKey {
+                                kind: change.kind,
+                                name: change.name,
+                            },
+                            ReconcileReason::Change,
+                        );
                     }
                     // Read through here, whether or not anything matched.
                     self.cursor = self.cursor.max(page.through);
@@ -204,10 +211,13 @@ impl Worker {
                 match page {
                     Ok(page) => {
                         for object in page.objects {
-                            self.queue.add(ObjectKey {
-                                kind: object.kind,
-                                name: object.name,
-                            });
+                            self.queue.add(
+                                ObjectKey {
+                                    kind: object.kind,
+                                    name: object.name,
+                                },
+                                ReconcileReason::Resync,
+                            );
                         }
                         match page.next {
                             Some(next) => after = Some(next),
@@ -227,10 +237,34 @@ impl Worker {
         self.resync_due = false;
     }
 
-    /// Reconcile one key; `Some` ends the worker.
-    async fn reconcile(&mut self, guest: &mut GuestInstance, key: ObjectKey) -> Option<WorkerExit> {
+    /// Reconcile one key for `reason`; `Some` ends the worker.
+    async fn reconcile(
+        &mut self,
+        guest: &mut GuestInstance,
+        key: ObjectKey,
+        reason: ReconcileReason,
+    ) -> Option<WorkerExit> {
         let started = Instant::now();
-        let result = guest.reconcile(&key.kind, &key.name).await;
+        // Everything logged while the guest runs (its own log lines
+        // included) carries the object and why it is reconciled.
+        let span = tracing::debug_span!(
+            "reconcile",
+            controller = self.controller(),
+            epoch = guest.fence().epoch.0,
+            object = %key,
+            reason = reason.as_str(),
+        );
+        let result = guest
+            .reconcile_because(&key.kind, &key.name, reason)
+            .instrument(span)
+            .await;
+        tracing::trace!(
+            controller = self.controller(),
+            object = %key,
+            reason = reason.as_str(),
+            elapsed = ?started.elapsed(),
+            "reconciled"
+        );
         self.ctx
             .status
             .metrics
@@ -243,7 +277,8 @@ impl Worker {
             }
             Ok(Reconciled::RequeueAfter(delay)) => {
                 self.failures.remove(&key);
-                self.queue.add_at(key, now + delay.min(MAX_REQUEUE));
+                self.queue
+                    .add_at(key, now + delay.min(MAX_REQUEUE), ReconcileReason::Requeue);
             }
             Ok(Reconciled::Failed {
                 message,
@@ -264,13 +299,14 @@ impl Worker {
                     controller = self.controller(),
                     epoch = guest.fence().epoch.0,
                     object = %key,
+                    reason = reason.as_str(),
                     retry_in = ?delay,
                     // The message is the guest's own text: escaped so it
                     // cannot forge a log line.
                     "reconcile failed: {}",
                     crate::runtime::host::logging::escape(&message)
                 );
-                self.queue.add_at(key, now + delay);
+                self.queue.add_at(key, now + delay, ReconcileReason::Retry);
             }
             Ok(Reconciled::Fenced) => return Some(WorkerExit::Fenced),
             Err(e) => return Some(WorkerExit::Guest(e)),

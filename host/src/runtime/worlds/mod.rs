@@ -30,6 +30,7 @@ use std::sync::Arc;
 use wasmtime::Store;
 use wasmtime::component::{InstancePre, Linker};
 
+use super::guest::ReconcileReason;
 use super::state::GuestState;
 
 /// The WIT package every controller world belongs to.
@@ -42,7 +43,7 @@ pub enum WorldVersion {
     /// HTTP.
     V0_1_0,
     /// `leasehold:controller@0.2.0`, the current world: 0.1.0 plus the
-    /// controller's settings and the wall clock.
+    /// controller's settings, the wall clock and the reconcile reason.
     V0_2_0,
 }
 
@@ -310,16 +311,19 @@ impl Bound {
         }
     }
 
-    /// Call `reconcile` for `kind/name`.
+    /// Call `reconcile` for `kind/name`. `reason` reaches guests of the
+    /// versions that have it (0.2.0); a 0.1.0 guest's `reconcile` has no
+    /// such argument and is called as it always was.
     pub(crate) async fn reconcile(
         &self,
         store: &mut Store<GuestState>,
         kind: &str,
         name: &str,
+        reason: ReconcileReason,
     ) -> wasmtime::Result<Answer> {
         match self {
             Bound::V0_1_0(bindings) => v0_1_0::reconcile(bindings, store, kind, name).await,
-            Bound::V0_2_0(bindings) => v0_2_0::reconcile(bindings, store, kind, name).await,
+            Bound::V0_2_0(bindings) => v0_2_0::reconcile(bindings, store, kind, name, reason).await,
         }
     }
 }

@@ -1,14 +1,15 @@
 //! `leasehold:controller@0.2.0`, the current world, generated from
 //! `wit/controller.wit`: 0.1.0's interfaces plus `settings` (and the wall
-//! clock, which is WASI's and linked once for every version). Converts
-//! between its types and the host slices of `runtime/host/`; later
-//! additions to the 0.2.0 world (object metadata, selectors, a reconcile
-//! reason) convert here too.
+//! clock, which is WASI's and linked once for every version), and the
+//! reason passed to `reconcile`. Converts between its types and the host
+//! slices of `runtime/host/`; later additions to the 0.2.0 world (object
+//! metadata, selectors) convert here too.
 
 use wasmtime::Store;
 use wasmtime::component::Linker;
 
 use super::{Answer, Described};
+use crate::runtime::guest::ReconcileReason;
 use crate::runtime::host::logging::{Level, LoggingHost};
 use crate::runtime::host::settings::SettingsHost;
 use crate::runtime::host::store::{CallError, StoreHost};
@@ -69,10 +70,17 @@ pub(crate) async fn reconcile(
     store: &mut Store<GuestState>,
     kind: &str,
     name: &str,
+    reason: ReconcileReason,
 ) -> wasmtime::Result<Answer> {
+    let reason = match reason {
+        ReconcileReason::Change => reconciler::ReconcileReason::Change,
+        ReconcileReason::Requeue => reconciler::ReconcileReason::Requeue,
+        ReconcileReason::Resync => reconciler::ReconcileReason::Resync,
+        ReconcileReason::Retry => reconciler::ReconcileReason::Retry,
+    };
     let result = bindings
         .leasehold_controller_reconciler()
-        .call_reconcile(store, kind, name)
+        .call_reconcile(store, kind, name, reason)
         .await?;
     Ok(match result {
         Ok(reconciler::Outcome::Done) => Answer::Done,
