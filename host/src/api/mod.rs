@@ -77,8 +77,10 @@
 //!   granted has no tenures: 200 with no items, not 404 (a configured
 //!   controller that has not run yet is not an error).
 //! - `GET /v1/objects/{kind}/{name}`: `{"kind", "name", "version",
-//!   "value"}` where `value` is the stored JSON value itself (not a
-//!   string), with `ETag: "<version>"`; 404 if absent.
+//!   "value", "generation", "labels", "owner", "finalizers",
+//!   "deleting_since", "status"}` where `value` and `status` are the
+//!   stored JSON itself (not a string), with `ETag: "<version>"`; 404 if
+//!   absent.
 //! - `GET /v1/objects/{kind}[?after=NAME][&limit=N]`: a page of objects in
 //!   name order; `next` is an object name.
 //! - `PUT /v1/objects/{kind}/{name}`: the body is the JSON value (any
@@ -89,10 +91,17 @@
 //!   one after the other, on every backend). Every failed precondition is
 //!   409 `conflict` (not RFC 9110's 412), an absent object under
 //!   `If-Match: <version>` or `*` included. Answers the stored object: 201
-//!   when this request created it, 200 when it replaced one.
+//!   when this request created it, 200 when it replaced one. A bare value
+//!   keeps the metadata; a body of `Content-Type:
+//!   application/vnd.leasehold.object+json` is `{"value", "labels",
+//!   "owner", "finalizers"}` and replaces it (204 when that removed the
+//!   last finalizer of an object marked for deletion).
+//! - `PUT /v1/objects/{kind}/{name}/status[?generation=G]`: the status
+//!   part only (JSON, `null` clears); 409 if `G` is not the generation.
 //! - `DELETE /v1/objects/{kind}/{name}`: optional `If-Match: <version>` or
-//!   `*`; 204, 404 if absent without `If-Match`, 409 when `If-Match` fails
-//!   (another version, or absent).
+//!   `*`; 204 removed (with what it owned), 202 with the object when
+//!   finalizers hold it (marked), 404 if absent without `If-Match`, 409
+//!   when `If-Match` fails (another version, or absent).
 //! - `GET /v1/events[?after=SEQ][&limit=N][&wait=DURATION]`: a page of the
 //!   events with `seq > SEQ` (default 0) in commit order, `{"seq",
 //!   "revision", "at", "kind", "name", "reason", "message", "origin":
@@ -347,6 +356,11 @@ fn assemble(shared: AppState, body_read: Duration) -> (Router, Vec<(Method, &'st
         .add(Method::GET, "/v1/objects/{kind}/{name}", objects::get)
         .add(Method::PUT, "/v1/objects/{kind}/{name}", objects::put)
         .add(Method::DELETE, "/v1/objects/{kind}/{name}", objects::delete)
+        .add(
+            Method::PUT,
+            "/v1/objects/{kind}/{name}/status",
+            objects::put_status,
+        )
         .add(Method::GET, "/v1/events", events::list)
         // Only the routes above (`route_layer` wraps the routes added so
         // far), innermost: a request refused for its token or its body

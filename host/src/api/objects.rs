@@ -25,7 +25,7 @@ use super::error::ApiError;
 use super::page::{self, ListPage};
 use crate::limits::{HTTP_BODY_BYTES, PUT_ATTEMPTS};
 use crate::names::check_label;
-use crate::store::{Object, ObjectKey, StoreError};
+use crate::store::{ApiWrite, Metadata, Object, ObjectKey, StoreError, Written};
 
 /// Longest an `If-Match: *` write keeps retrying while other writers keep
 /// changing the object. Each retry follows another writer's commit (so
@@ -34,30 +34,75 @@ use crate::store::{Object, ObjectKey, StoreError};
 /// The same bound as any single database statement.
 const EXISTS_RETRY_BUDGET: std::time::Duration = crate::timeouts::DATABASE_STATEMENT;
 
-/// An object as the API shows it: `value` is the stored JSON itself.
+/// An object as the API shows it: `value` and `status` are the stored JSON
+/// itself.
 #[derive(Debug, Serialize)]
 pub(super) struct ObjectView {
     kind: String,
     name: String,
     version: u64,
     value: serde_json::Value,
+    generation: u64,
+    labels: std::collections::BTreeMap<String, String>,
+    owner: Option<ObjectKey>,
+    finalizers: Vec<String>,
+    deleting_since: Option<String>,
+    status: serde_json::Value,
+}
+
+/// The media type of a `PUT` body that carries metadata beside the value.
+pub(super) const OBJECT_MEDIA_TYPE: &str = "application/vnd.leasehold.object+json";
+
+/// A `PUT` body of [`OBJECT_MEDIA_TYPE`]: the value and the whole metadata
+/// (absent fields are empty).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ObjectBody {
+    value: serde_json::Value,
+    #[serde(default)]
+    labels: std::collections::BTreeMap<String, String>,
+    #[serde(default)]
+    owner: Option<OwnerBody>,
+    #[serde(default)]
+    finalizers: Vec<String>,
+}
+
+/// An owner reference in a request.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct OwnerBody {
+    kind: String,
+    name: String,
 }
 
 impl TryFrom<Object> for ObjectView {
     type Error = ApiError;
 
     fn try_from(object: Object) -> Result<Self, ApiError> {
-        let value = serde_json::from_str(&object.value).map_err(|e| {
+        let corrupt = |part: &str, e: serde_json::Error| {
             ApiError::internal(format!(
-                "stored value of {}/{} is not JSON ({e}); the store is corrupt",
+                "stored {part} of {}/{} is not JSON ({e}); the store is corrupt",
                 object.kind, object.name
             ))
-        })?;
+        };
+        let value = serde_json::from_str(&object.value).map_err(|e| corrupt("value", e))?;
+        let status = match &object.status {
+            Some(text) => serde_json::from_str(text).map_err(|e| corrupt("status", e))?,
+            None => serde_json::Value::Null,
+        };
         Ok(Self {
             kind: object.kind,
             name: object.name,
             version: object.version,
             value,
+            generation: object.generation,
+            labels: object.meta.labels,
+            owner: object.meta.owner,
+            finalizers: object.meta.finalizers,
+            deleting_since: object
+                .deleting_since
+                .map(|at| at.to_rfc3339_opts(chrono::SecondsFormat::Micros, true)),
+            status,
         })
     }
 }
@@ -205,6 +250,9 @@ pub(super) async fn put(
     let key = key(path)?;
     let condition = precondition(&headers)?;
     let body = body.map_err(body_error)?;
+    if carries_metadata(&headers)? {
+        return put_with_metadata(&shared, key, condition, &body).await;
+    }
     if body.iter().all(u8::is_ascii_whitespace) {
         return Err(ApiError::invalid(
             "the body must be the object's JSON value, e.g. {\"capacity\": 2}",
@@ -248,6 +296,142 @@ pub(super) async fn put(
             replaced(object)
         }
     }
+}
+
+/// Whether a `PUT` body is [`OBJECT_MEDIA_TYPE`] (parameters such as
+/// `charset` aside) rather than the bare value.
+fn carries_metadata(headers: &HeaderMap) -> Result<bool, ApiError> {
+    let Some(media) = one_header(headers, header::CONTENT_TYPE)? else {
+        return Ok(false);
+    };
+    let essence = media.split(';').next().unwrap_or_default().trim();
+    Ok(essence.eq_ignore_ascii_case(OBJECT_MEDIA_TYPE))
+}
+
+/// `PUT` of `{"value", "labels", "owner", "finalizers"}`: value and
+/// metadata in one write. 201 created, 200 replaced, 204 when the write
+/// removed the last finalizer of an object marked for deletion (it is
+/// gone).
+async fn put_with_metadata(
+    shared: &AppState,
+    key: ObjectKey,
+    condition: Precondition,
+    body: &[u8],
+) -> Result<Response, ApiError> {
+    let parsed: ObjectBody = serde_json::from_slice(body).map_err(|e| {
+        ApiError::invalid(format!(
+            "a {OBJECT_MEDIA_TYPE} body is {{\"value\", \"labels\", \"owner\", \"finalizers\"}}: {e}"
+        ))
+    })?;
+    let meta = Metadata {
+        labels: parsed.labels,
+        owner: parsed.owner.map(|o| ObjectKey {
+            kind: o.kind,
+            name: o.name,
+        }),
+        finalizers: parsed.finalizers,
+    };
+    let value = parsed.value.to_string();
+    let store = &shared.api.store;
+    let cluster = &shared.api.cluster;
+    let write = |expected_version| ApiWrite::Put {
+        key: key.clone(),
+        value: value.clone(),
+        meta: Some(meta.clone()),
+        expected_version,
+    };
+    let written = match condition {
+        Precondition::Any => store.write(cluster, &write(None)).await?,
+        Precondition::Version(0) => store.write(cluster, &write(Some(0))).await?,
+        Precondition::Version(version) => store
+            .write(cluster, &write(Some(version)))
+            .await
+            .map_err(|e| absent_is_a_conflict(e, version))?,
+        Precondition::Exists => {
+            let started = tokio::time::Instant::now();
+            loop {
+                let Some(current) = store.get(cluster, &key).await? else {
+                    return Err(must_exist(&key));
+                };
+                match store.write(cluster, &write(Some(current.version))).await {
+                    Ok(written) => break written,
+                    Err(StoreError::NotFound { .. }) => return Err(must_exist(&key)),
+                    Err(StoreError::Conflict { .. }) if started.elapsed() < EXISTS_RETRY_BUDGET => {
+                    }
+                    Err(e) => return Err(e.into()),
+                }
+            }
+        }
+    };
+    answer(written)
+}
+
+/// The answer to a write: 201 created, 200 replaced, 202 marked for
+/// deletion (finalizers hold it), 204 removed.
+fn answer(written: Written) -> Result<Response, ApiError> {
+    match written {
+        Written::Created(object) => respond(StatusCode::CREATED, object),
+        Written::Replaced(object) => respond(StatusCode::OK, object),
+        Written::Marked(object) => respond(StatusCode::ACCEPTED, object),
+        Written::Removed => Ok(StatusCode::NO_CONTENT.into_response()),
+    }
+}
+
+fn must_exist(key: &ObjectKey) -> ApiError {
+    ApiError::conflict(format!(
+        "{key} does not exist, and If-Match: * requires that it does"
+    ))
+}
+
+#[derive(Debug, Deserialize)]
+pub(super) struct StatusQuery {
+    generation: Option<String>,
+}
+
+/// `PUT /v1/objects/{kind}/{name}/status`: write the status part (any
+/// JSON; `null` clears it), leaving value, metadata and generation as they
+/// are; with `?generation=G` only while the object is at generation `G`.
+pub(super) async fn put_status(
+    State(shared): State<AppState>,
+    path: Result<Path<(String, String)>, PathRejection>,
+    query: Result<Query<StatusQuery>, QueryRejection>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    let key = key(path)?;
+    let Query(query) = query.map_err(|e| ApiError::invalid(e.body_text()))?;
+    let expected_generation = query
+        .generation
+        .as_deref()
+        .map(|text| {
+            text.parse::<u64>().ok().filter(|g| *g >= 1).ok_or_else(|| {
+                ApiError::invalid(format!(
+                    "generation {text:?} is not a generation; give a number from 1, as an object's `generation` shows it"
+                ))
+            })
+        })
+        .transpose()?;
+    let body = body.map_err(body_error)?;
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Err(ApiError::invalid(
+            "the body must be the status as JSON, e.g. {\"ready\": true}, or null to clear it",
+        ));
+    }
+    let status: serde_json::Value = serde_json::from_slice(&body)
+        .map_err(|e| ApiError::invalid(format!("the body is not JSON: {e}")))?;
+    let status = (!status.is_null()).then(|| status.to_string());
+    let written = shared
+        .api
+        .store
+        .write(
+            &shared.api.cluster,
+            &ApiWrite::Status {
+                key,
+                status,
+                expected_generation,
+            },
+        )
+        .await?;
+    answer(written)
 }
 
 /// `If-Match: *`: replace `key` only if it exists. Each attempt writes
@@ -303,7 +487,7 @@ pub(super) async fn delete(
     State(shared): State<AppState>,
     path: Result<Path<(String, String)>, PathRejection>,
     headers: HeaderMap,
-) -> Result<StatusCode, ApiError> {
+) -> Result<Response, ApiError> {
     let key = key(path)?;
     let condition = precondition(&headers)?;
     let expected = match condition {
@@ -318,14 +502,18 @@ pub(super) async fn delete(
     let deleted = shared
         .api
         .store
-        .delete(&shared.api.cluster, &key, expected)
+        .write(
+            &shared.api.cluster,
+            &ApiWrite::Delete {
+                key,
+                expected_version: expected,
+            },
+        )
         .await;
     match (deleted, condition) {
-        (Ok(()), _) => Ok(StatusCode::NO_CONTENT),
+        (Ok(written), _) => answer(written),
         (Err(e), Precondition::Version(version)) => Err(absent_is_a_conflict(e, version)),
-        (Err(StoreError::NotFound { key }), Precondition::Exists) => Err(ApiError::conflict(
-            format!("{key} does not exist, and If-Match: * requires that it does"),
-        )),
+        (Err(StoreError::NotFound { key }), Precondition::Exists) => Err(must_exist(&key)),
         (Err(e), _) => Err(e.into()),
     }
 }

@@ -190,7 +190,9 @@ pub(super) mod check {
     fn the_check_refuses_what_does_not_fit() {
         let doc = document();
         let object = serde_json::json!({"$ref": "#/components/schemas/Object"});
-        let good = serde_json::json!({"kind": "nodes", "name": "n1", "version": 3, "value": [1]});
+        let good = serde_json::json!({"kind": "nodes", "name": "n1", "version": 3, "value": [1],
+            "generation": 1, "labels": {}, "owner": null, "finalizers": [],
+            "deleting_since": null, "status": null});
         assert_eq!(validate(&doc, &object, &good), Ok(()));
         for bad in [
             serde_json::json!({"kind": "nodes", "name": "n1", "value": 1}),

@@ -131,6 +131,13 @@ impl Store for Observed {
     ) -> Result<(), StoreError> {
         self.inner.delete(cluster, key, expected_version).await
     }
+    async fn write(
+        &self,
+        cluster: &str,
+        write: &crate::store::ApiWrite,
+    ) -> Result<crate::store::Written, StoreError> {
+        self.inner.write(cluster, write).await
+    }
     async fn events(
         &self,
         cluster: &str,
@@ -1883,4 +1890,214 @@ async fn real_responses_have_the_documented_shapes() {
     let unready = get(h.addr, "/readyz").await;
     assert_eq!(unready.status, 503, "{}", unready.text());
     assert_documented(&doc, "GET", "/readyz", &unready);
+}
+
+const OBJECT_WRITE: (&str, &str) = ("Content-Type", "application/vnd.leasehold.object+json");
+
+#[tokio::test]
+async fn objects_carry_metadata_and_a_bare_put_keeps_it() {
+    let doc = super::openapi::check::document();
+    let h = host().await;
+    let one = "/v1/objects/{kind}/{name}";
+    let owner = put(h.addr, "/v1/objects/nodes/n1", &[], r#"{"capacity": 2}"#).await;
+    assert_eq!(owner.status, 201);
+    let fresh = owner.json();
+    assert_eq!(fresh["generation"], 1);
+    assert_eq!(fresh["labels"], json!({}));
+    assert_eq!(fresh["owner"], Value::Null);
+    assert_eq!(fresh["finalizers"], json!([]));
+    assert_eq!(fresh["deleting_since"], Value::Null);
+    assert_eq!(fresh["status"], Value::Null);
+    assert_documented(&doc, "PUT", one, &owner);
+
+    let body = r#"{"value": {"want": 1}, "labels": {"app": "web"},
+                   "owner": {"kind": "nodes", "name": "n1"}, "finalizers": ["example.com/drain"]}"#;
+    let created = put(h.addr, "/v1/objects/tasks/t1", &[OBJECT_WRITE], body).await;
+    assert_eq!(created.status, 201, "{}", created.text());
+    assert_documented(&doc, "PUT", one, &created);
+    let made = created.json();
+    assert_eq!(made["value"], json!({"want": 1}));
+    assert_eq!(made["labels"], json!({"app": "web"}));
+    assert_eq!(made["owner"], json!({"kind": "nodes", "name": "n1"}));
+    assert_eq!(made["finalizers"], json!(["example.com/drain"]));
+
+    // A bare value, as before this change: the metadata stays.
+    let bare = put(h.addr, "/v1/objects/tasks/t1", &[], r#"{"want": 2}"#).await;
+    assert_eq!(bare.status, 200);
+    let kept = bare.json();
+    assert_eq!(kept["value"], json!({"want": 2}));
+    assert_eq!(kept["labels"], json!({"app": "web"}));
+    assert_eq!(kept["finalizers"], json!(["example.com/drain"]));
+    assert_eq!(kept["generation"], 2);
+    let read = get(h.addr, "/v1/objects/tasks/t1").await;
+    assert_eq!(read.json(), kept);
+    // A JSON body that merely looks like the envelope is a value when sent
+    // as a plain value.
+    let lookalike = put(
+        h.addr,
+        "/v1/objects/tasks/t2",
+        &[],
+        r#"{"value": 1, "labels": {}}"#,
+    )
+    .await;
+    assert_eq!(lookalike.json()["value"], json!({"value": 1, "labels": {}}));
+    assert_eq!(lookalike.json()["labels"], json!({}));
+
+    for (body, what) in [
+        (r#"{"labels": {}}"#, "value"),
+        (r#"{"value": 1, "extra": true}"#, "extra"),
+        (r#"{"value": 1, "labels": {"bad key": "x"}}"#, "bad key"),
+        (r#"{"value": 1, "finalizers": ["a", "a"]}"#, "twice"),
+        (
+            r#"{"value": 1, "owner": {"kind": "Nodes", "name": "n1"}}"#,
+            "owner kind",
+        ),
+    ] {
+        let reply = put(h.addr, "/v1/objects/tasks/t3", &[OBJECT_WRITE], body).await;
+        assert_eq!(reply.status, 400, "{body}: {}", reply.text());
+        assert!(reply.text().contains(what), "{body}: {}", reply.text());
+        assert_documented(&doc, "PUT", one, &reply);
+    }
+    let orphan = r#"{"value": 1, "owner": {"kind": "nodes", "name": "absent"}}"#;
+    let reply = put(h.addr, "/v1/objects/tasks/t3", &[OBJECT_WRITE], orphan).await;
+    assert_eq!(reply.status, 409, "{}", reply.text());
+    assert_eq!(get(h.addr, "/v1/objects/tasks/t3").await.status, 404);
+}
+
+#[tokio::test]
+async fn deletes_with_finalizers_answer_202_until_the_last_is_removed() {
+    let doc = super::openapi::check::document();
+    let h = host().await;
+    let one = "/v1/objects/{kind}/{name}";
+    put(h.addr, "/v1/objects/nodes/n1", &[], "{}").await;
+    let body =
+        r#"{"value": 1, "owner": {"kind": "nodes", "name": "n1"}, "finalizers": ["a", "b"]}"#;
+    assert_eq!(
+        put(h.addr, "/v1/objects/tasks/held", &[OBJECT_WRITE], body)
+            .await
+            .status,
+        201
+    );
+    let free = r#"{"value": 2, "owner": {"kind": "nodes", "name": "n1"}}"#;
+    assert_eq!(
+        put(h.addr, "/v1/objects/tasks/free", &[OBJECT_WRITE], free)
+            .await
+            .status,
+        201
+    );
+
+    // Deleting the owner removes it and what it owns, and marks the rest.
+    let removed = call(h.addr, "DELETE", "/v1/objects/nodes/n1", &[], b"").await;
+    assert_eq!(removed.status, 204, "{}", removed.text());
+    assert_eq!(get(h.addr, "/v1/objects/tasks/free").await.status, 404);
+    let marked = get(h.addr, "/v1/objects/tasks/held").await;
+    assert_eq!(marked.status, 200);
+    assert!(
+        marked.json()["deleting_since"].is_string(),
+        "{}",
+        marked.text()
+    );
+    assert_eq!(marked.json()["value"], 1);
+
+    let again = call(h.addr, "DELETE", "/v1/objects/tasks/held", &[], b"").await;
+    assert_eq!(again.status, 202, "{}", again.text());
+    assert_documented(&doc, "DELETE", one, &again);
+    assert_eq!(again.json(), marked.json());
+
+    let late = r#"{"value": 1, "finalizers": ["a", "b", "c"]}"#;
+    assert_eq!(
+        put(h.addr, "/v1/objects/tasks/held", &[OBJECT_WRITE], late)
+            .await
+            .status,
+        400
+    );
+    let one_left = r#"{"value": 1, "finalizers": ["b"]}"#;
+    let kept = put(h.addr, "/v1/objects/tasks/held", &[OBJECT_WRITE], one_left).await;
+    assert_eq!(kept.status, 200, "{}", kept.text());
+    assert_eq!(
+        kept.json()["deleting_since"],
+        marked.json()["deleting_since"]
+    );
+    let last = put(
+        h.addr,
+        "/v1/objects/tasks/held",
+        &[OBJECT_WRITE],
+        r#"{"value": 1}"#,
+    )
+    .await;
+    assert_eq!(last.status, 204, "{}", last.text());
+    assert_eq!(get(h.addr, "/v1/objects/tasks/held").await.status, 404);
+}
+
+#[tokio::test]
+async fn status_writes_keep_the_value_and_the_generation() {
+    let doc = super::openapi::check::document();
+    let h = host_with(Some("s3cret-token"), READINESS_PROBE_MAX_AGE).await;
+    let auth = [("Authorization", "Bearer s3cret-token")];
+    let path = "/v1/objects/{kind}/{name}/status";
+    put(h.addr, "/v1/objects/tasks/t1", &auth, r#"{"want": 1}"#).await;
+    let written = put(
+        h.addr,
+        "/v1/objects/tasks/t1/status?generation=1",
+        &auth,
+        r#"{"have": 1}"#,
+    )
+    .await;
+    assert_eq!(written.status, 200, "{}", written.text());
+    assert_documented(&doc, "PUT", path, &written);
+    let object = written.json();
+    assert_eq!(object["status"], json!({"have": 1}));
+    assert_eq!(object["value"], json!({"want": 1}));
+    assert_eq!(object["generation"], 1);
+    assert_eq!(
+        written.header("etag"),
+        Some(format!("\"{}\"", object["version"]).as_str())
+    );
+
+    // The spec moves on: a status from generation 1 is refused, without
+    // a generation it is written.
+    let spec = put(h.addr, "/v1/objects/tasks/t1", &auth, r#"{"want": 2}"#).await;
+    assert_eq!(
+        (
+            spec.json()["generation"].clone(),
+            spec.json()["status"].clone()
+        ),
+        (json!(2), json!({"have": 1}))
+    );
+    let stale = put(
+        h.addr,
+        "/v1/objects/tasks/t1/status?generation=1",
+        &auth,
+        "{}",
+    )
+    .await;
+    assert_eq!(stale.status, 409, "{}", stale.text());
+    assert_documented(&doc, "PUT", path, &stale);
+    let cleared = put(h.addr, "/v1/objects/tasks/t1/status", &auth, "null").await;
+    assert_eq!(cleared.status, 200);
+    assert_eq!(cleared.json()["status"], Value::Null);
+    assert_eq!(cleared.json()["generation"], 2);
+
+    for (target, headers, body, status) in [
+        ("/v1/objects/tasks/t1/status", &[][..], "{}", 401),
+        ("/v1/objects/tasks/none/status", &auth[..], "{}", 404),
+        ("/v1/objects/tasks/t1/status", &auth[..], "{oops", 400),
+        ("/v1/objects/tasks/t1/status", &auth[..], "", 400),
+        (
+            "/v1/objects/tasks/t1/status?generation=0",
+            &auth[..],
+            "{}",
+            400,
+        ),
+        (
+            "/v1/objects/tasks/t1/status?generation=x",
+            &auth[..],
+            "{}",
+            400,
+        ),
+    ] {
+        let reply = put(h.addr, target, headers, body).await;
+        assert_eq!(reply.status, status, "{target} {body:?}: {}", reply.text());
+        assert_documented(&doc, "PUT", path, &reply);
+    }
 }
