@@ -39,6 +39,41 @@
 //!   [`postgres`]; memory: commits are applied whole under one lock.)
 //! - Pages hold at most [`crate::limits::MAX_PAGE_SIZE`] items; a limit of
 //!   0 asks for [`crate::limits::DEFAULT_PAGE_SIZE`].
+//!
+//! Metadata, status and deletion ([`Metadata`], [`Object`]; decided in
+//! [`plan`], the same on both backends):
+//!
+//! - Beside its value (the spec) an object has `labels` (at most
+//!   [`crate::limits::MAX_LABELS`]; keys of letters, digits, `-`, `_`, `.`,
+//!   `/`, values of letters, digits, `-`, `_`, `.`), an optional `owner`,
+//!   `finalizers` (at most [`crate::limits::MAX_FINALIZERS`] distinct
+//!   names), a `status` (JSON, like a value) and a `generation`. Only
+//!   [`Op::CreateWith`], [`Op::Replace`] and a user's [`ApiWrite::Put`]
+//!   with metadata set metadata; [`Op::Update`] and [`Store::put`] keep it,
+//!   and every write but a status write keeps the status.
+//! - `generation` is 1 at creation and grows by one with each write that
+//!   changes the value or the metadata, a deletion mark included; a status
+//!   write ([`Op::Status`], optionally conditional on the generation) never
+//!   changes it, so controllers write status without conflicting with
+//!   users' spec writes. Every write, status included, takes a new
+//!   `version` and is a change in the watch stream.
+//! - A delete request of an object with finalizers marks it instead
+//!   (`deleting_since`, the commit's time; a `Updated` change): it stays
+//!   readable with its last value, can be written (its value, status, or
+//!   fewer finalizers, never more), and is removed (a `Deleted` change) by
+//!   the write that leaves it without finalizers. A second delete request
+//!   writes nothing.
+//! - Garbage collection happens in the deleting commit: the first delete
+//!   request of an object is a delete request of each object it owns,
+//!   transitively (removed, or marked if it has finalizers), at most
+//!   [`crate::limits::MAX_COLLECTED_PER_COMMIT`] of them (beyond it the
+//!   commit is [`StoreError::TooLarge`] and nothing is written). A commit
+//!   that deletes an owner and writes an owned object otherwise is
+//!   invalid. A write that gives an object an owner needs that owner to
+//!   exist unmarked (or be created by the same commit), else `Conflict`;
+//!   so no object is ever left owned by an absent owner.
+//! - [`Op::Check`] writes nothing: the commit fails with `Conflict`, whole,
+//!   unless the object is at the version given (0: absent).
 
 pub mod memory;
 mod plan;
@@ -509,9 +544,10 @@ pub trait Store: Send + Sync + 'static {
         events: &[NewEvent],
     ) -> Result<Committed, StoreError>;
 
-    /// API write: create or replace, optionally only if the current version
-    /// is `expected_version` (0 = must not exist). Appends a `Created` or
-    /// `Updated` event.
+    /// API write: create or replace the value, optionally only if the
+    /// current version is `expected_version` (0 = must not exist), keeping
+    /// the metadata and status of an existing object. Appends a `Created`
+    /// or `Updated` event.
     async fn put(
         &self,
         cluster: &str,
@@ -520,8 +556,10 @@ pub trait Store: Send + Sync + 'static {
         expected_version: Option<u64>,
     ) -> Result<Object, StoreError>;
 
-    /// API delete, optionally only at `expected_version`. Appends a
-    /// `Deleted` event. `NotFound` if absent.
+    /// API delete request, optionally only at `expected_version`: removes
+    /// the object, or marks it if finalizers remain (see the module
+    /// documentation). Appends a `Deleted` or `DeletionRequested` event.
+    /// `NotFound` if absent.
     async fn delete(
         &self,
         cluster: &str,

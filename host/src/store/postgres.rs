@@ -26,8 +26,11 @@
 //!    key order, so creates of one name are serialized like updates of one
 //!    row;
 //! 5. lock the rows of every object the commit names (`FOR UPDATE`, in key
-//!    order so concurrent commits cannot deadlock); the store then checks
-//!    each precondition against them ([`super::plan`]);
+//!    order so concurrent commits cannot deadlock), and the owners its
+//!    metadata names, and read their state; the store then checks each
+//!    precondition against them ([`super::plan`]); a commit that deletes
+//!    objects then locks and reads what they own ([`OWNED_SQL`], one
+//!    round trip per level of ownership, only when there is any);
 //! 6. in one statement ([`WRITE_SQL`]): take the revision and then one
 //!    position per object change and per event from the sequence
 //!    `leasehold_positions`, write the objects (version = that revision,
