@@ -40,7 +40,8 @@
 use std::time::Duration;
 
 use leasehold_guest::{
-    Context, Controller, Description, Error, Object, Outcome, Retry, StoreError, Transaction,
+    Context, Controller, Description, Error, Kind, Object, Outcome, Retry, StoreError, Transaction,
+    retry_on_conflict,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -96,6 +97,10 @@ pub struct Service {
     /// Every other field, kept as is.
     #[serde(flatten)]
     pub rest: Map<String, Value>,
+}
+
+impl Kind for Service {
+    const KIND: &'static str = SERVICES;
 }
 
 /// What a reconcile should do with a service.
@@ -186,13 +191,16 @@ impl Controller for Rollout {
     }
 
     fn reconcile(&self, ctx: &Context, kind: &str, name: &str) -> Result<Outcome, Error> {
-        if kind != SERVICES {
+        if kind != Service::KIND {
             leasehold_guest::warn!("asked to reconcile {kind}/{name}, a kind not watched");
             return Ok(Outcome::Done);
         }
-        let services = ctx.api::<Service>(SERVICES);
-        let mut conflicts = 0;
-        loop {
+        let services = ctx.typed::<Service>();
+        // A conflict means the service changed since it was read: read it
+        // again and plan again, a bounded number of times. Fenced: stop.
+        // Unavailable: the step may have landed; the requeue re-reads and
+        // plans from what is there.
+        retry_on_conflict(MAX_CONFLICT_RETRIES + 1, || {
             // A service whose value does not fit `Service` fails the
             // reconcile (with backoff) until someone fixes it: there is no
             // spec to act on, and no shape to record a status in.
@@ -202,21 +210,9 @@ impl Controller for Rollout {
             let Some((write, outcome)) = next_write(ctx, &service) else {
                 return Ok(Outcome::Done);
             };
-            match write.commit() {
-                Ok(_) => return Ok(outcome),
-                Err(StoreError::Conflict(key) | StoreError::NotFound(key))
-                    if conflicts < MAX_CONFLICT_RETRIES =>
-                {
-                    conflicts += 1;
-                    leasehold_guest::info!(
-                        "{key} changed since it was read; re-reading (retry {conflicts} of {MAX_CONFLICT_RETRIES})"
-                    );
-                }
-                // Fenced: stop. Unavailable: the step may have landed; the
-                // requeue re-reads and plans from what is there.
-                Err(error) => return Err(error.into()),
-            }
-        }
+            write.commit()?;
+            Ok(outcome)
+        })
     }
 
     fn error_policy(&self, _: &Context, _: &str, _: &str, error: &Error) -> Retry {
@@ -257,9 +253,11 @@ fn next_write(ctx: &Context, service: &Object<Service>) -> Option<(Transaction, 
                 "{from} -> {to}; {remaining} more step(s) to {} (epoch {epoch})",
                 spec.desired
             );
-            leasehold_guest::info!("{}: {message}", service.key());
+            // The reason (a change, the step timer, a resync, a retry) is
+            // for the log only: every step is planned from what is read.
+            leasehold_guest::info!("{}: {message} ({})", service.key(), ctx.reason());
             let mut write = Transaction::new()
-                .update(service, &next)
+                .update_typed(service, &next)
                 .event(SERVICES, name, STEPPED, message);
             if last {
                 write = write.event(SERVICES, name, COMPLETE, format!("running {to}"));
@@ -277,7 +275,7 @@ fn next_write(ctx: &Context, service: &Object<Service>) -> Option<(Transaction, 
                 message: None,
                 ..spec.clone()
             };
-            let write = Transaction::new().update(service, &next).event(
+            let write = Transaction::new().update_typed(service, &next).event(
                 SERVICES,
                 name,
                 COMPLETE,
@@ -300,7 +298,7 @@ fn next_write(ctx: &Context, service: &Object<Service>) -> Option<(Transaction, 
                 ..spec.clone()
             };
             let write = Transaction::new()
-                .update(service, &next)
+                .update_typed(service, &next)
                 .event(SERVICES, name, FAILED, why);
             Some((write, Outcome::Done))
         }

@@ -41,7 +41,8 @@
 use std::time::Duration;
 
 use leasehold_guest::{
-    Api, Context, Controller, Description, Error, Object, Outcome, Retry, StoreError, Transaction,
+    Api, Context, Controller, Description, Error, Kind, Object, Outcome, Retry, StoreError,
+    Transaction, retry_on_conflict,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -107,6 +108,14 @@ pub struct Task {
     pub rest: Map<String, Value>,
 }
 
+impl Kind for Node {
+    const KIND: &'static str = NODES;
+}
+
+impl Kind for Task {
+    const KIND: &'static str = TASKS;
+}
+
 impl Task {
     fn has_status(&self, status: &str) -> bool {
         self.status.as_deref() == Some(status)
@@ -127,7 +136,8 @@ impl Controller for Scheduler {
     fn reconcile(&self, ctx: &Context, kind: &str, name: &str) -> Result<Outcome, Error> {
         match kind {
             TASKS => {
-                let task = ctx.api::<Value>(TASKS).get(name)?;
+                // Read untyped: a malformed task is skipped, not fatal.
+                let task = ctx.api::<Value>(Task::KIND).get(name)?;
                 match task.as_ref().map(|t| t.decode::<Task>()) {
                     Some(Ok(task)) if task.value.has_status(PENDING) => schedule(ctx, Some(name)),
                     // Our own assignment coming back through the watch:
@@ -188,14 +198,14 @@ impl Cluster {
     /// Read the nodes, then the tasks. The order matters: see the crate
     /// documentation on capacity.
     fn read() -> Result<Self, Error> {
-        let mut slots: Vec<Slot> = Api::<Value>::new(NODES)
+        let mut slots: Vec<Slot> = Api::<Value>::new(Node::KIND)
             .list_all(MAX_NODES)?
             .iter()
             .filter_map(decode_or_warn::<Node>)
             .map(|node| Slot { node, used: 0 })
             .collect();
         let mut pending = Vec::new();
-        for object in Api::<Value>::new(TASKS).list_all(MAX_TASKS)? {
+        for object in Api::<Value>::new(Task::KIND).list_all(MAX_TASKS)? {
             let Some(task) = decode_or_warn::<Task>(&object) else {
                 continue;
             };
@@ -257,46 +267,40 @@ fn decode_or_warn<T: serde::de::DeserializeOwned>(object: &Object<Value>) -> Opt
 
 /// Place pending tasks (only `only`, if given) until none is left, no node
 /// has room, or the per-reconcile bound is reached.
+///
+/// A conflict (or a task or node gone) means the cluster changed since it
+/// was read: [`retry_on_conflict`] reads it again, up to
+/// [`MAX_CONFLICT_RETRIES`] times, and the assignments already committed
+/// count toward the bound. Fenced stops (the host hears `fenced`);
+/// unavailable has an unknown outcome, so there is no blind retry (the
+/// requeue re-reads); conflicts past the bound and invalid writes go to
+/// the error policy.
 fn schedule(ctx: &Context, only: Option<&str>) -> Result<Outcome, Error> {
-    let mut cluster = Cluster::read()?;
     let mut assignments = 0;
-    let mut conflicts = 0;
-    loop {
-        let Some(task) = cluster.next_pending(only) else {
-            return Ok(Outcome::Done);
-        };
-        if assignments == MAX_ASSIGNMENTS_PER_RECONCILE {
-            return Ok(Outcome::RequeueAfter(Duration::ZERO));
-        }
-        let Some(slot) = cluster.pick() else {
-            // Every pending task waits for the same thing: a node change
-            // or a finished task, both of which trigger a reconcile.
-            leasehold_guest::info!(
-                "{} pending task(s), no node has a free slot",
-                cluster.pending.len()
-            );
-            return Ok(Outcome::Done);
-        };
-        match assign(ctx, &cluster.pending[task], &cluster.slots[slot]) {
-            Ok(revision) => {
-                cluster.assigned(task, slot, revision);
-                assignments += 1;
+    retry_on_conflict(MAX_CONFLICT_RETRIES + 1, || {
+        let mut cluster = Cluster::read()?;
+        loop {
+            let Some(task) = cluster.next_pending(only) else {
+                return Ok(Outcome::Done);
+            };
+            if assignments == MAX_ASSIGNMENTS_PER_RECONCILE {
+                return Ok(Outcome::RequeueAfter(Duration::ZERO));
             }
-            Err(StoreError::Conflict(key) | StoreError::NotFound(key))
-                if conflicts < MAX_CONFLICT_RETRIES =>
-            {
-                conflicts += 1;
+            let Some(slot) = cluster.pick() else {
+                // Every pending task waits for the same thing: a node
+                // change or a finished task, both of which trigger a
+                // reconcile.
                 leasehold_guest::info!(
-                    "{key} changed since it was read; re-reading (retry {conflicts} of {MAX_CONFLICT_RETRIES})"
+                    "{} pending task(s), no node has a free slot",
+                    cluster.pending.len()
                 );
-                cluster = Cluster::read()?;
-            }
-            // Fenced: stop, the host hears `fenced`. Unavailable: the
-            // outcome is unknown, so no blind retry; the requeue re-reads.
-            // Conflicts past the bound, invalid: the error policy decides.
-            Err(error) => return Err(error.into()),
+                return Ok(Outcome::Done);
+            };
+            let revision = assign(ctx, &cluster.pending[task], &cluster.slots[slot])?;
+            cluster.assigned(task, slot, revision);
+            assignments += 1;
         }
-    }
+    })
 }
 
 /// Assign `task` to the slot's node in one commit; the commit's revision.
@@ -318,9 +322,11 @@ fn assign(ctx: &Context, task: &Object<Task>, slot: &Slot) -> Result<u64, StoreE
         node.value.capacity,
         ctx.fence().epoch
     );
+    // Typed writes: the task's new value can only go to the task, the
+    // node's only to the node.
     let committed = Transaction::new()
-        .update(task, &assigned_task)
-        .update(node, &bumped_node)
+        .update_typed(task, &assigned_task)
+        .update_typed(node, &bumped_node)
         .event(TASKS, task.name.as_str(), ASSIGNED_REASON, message)
         .commit()?;
     leasehold_guest::info!("assigned {} to {}", task.key(), node.key());
