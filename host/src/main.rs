@@ -58,6 +58,7 @@ Examples:
 Environment:
   LEASEHOLD_DATABASE_URL  overrides [database] url; default for --database-url
   LEASEHOLD_GUEST_DIR     what ${LEASEHOLD_GUEST_DIR} in a component path means
+  LEASEHOLD_HOLDER        this host's holder name; overrides holder
   RUST_LOG                log filter, used when --log-level is not given";
 
 #[derive(Debug, Parser)]

@@ -142,6 +142,7 @@ fn kubernetes_probes_ports_and_config_agree_with_the_contract() {
     let env = Environment {
         database_url: None,
         guest_dir: Some(components.path().to_path_buf()),
+        ..Default::default()
     };
     let config = Config::parse_with(shipped, "/etc/leasehold", &env)
         .unwrap_or_else(|e| panic!("the shipped config does not load: {e}"));
@@ -241,6 +242,23 @@ fn kubernetes_probes_ports_and_config_agree_with_the_contract() {
         .find(|e| e["name"] == "LEASEHOLD_DATABASE_URL")
         .expect("LEASEHOLD_DATABASE_URL");
     assert!(url_env["valueFrom"]["secretKeyRef"].is_object());
+    // Each replica's holder is its pod's name; the shipped config names none.
+    let holder_env = host["env"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["name"] == leasehold_host::config::HOLDER_ENV)
+        .expect("the holder name from the pod");
+    assert_eq!(
+        holder_env["valueFrom"]["fieldRef"]["fieldPath"],
+        "metadata.name"
+    );
+    assert!(
+        !shipped
+            .lines()
+            .any(|l| l.trim_start().starts_with("holder")),
+        "{shipped}"
+    );
 
     // Non-root everywhere.
     let job = object(&objects, "Job", "leasehold-migrate");

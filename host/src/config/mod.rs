@@ -385,6 +385,11 @@ impl ControllerConfig {
     }
 }
 
+/// Environment variable naming this host's holder, overriding the file's
+/// `holder`: one config file for every replica, each with its own name
+/// (a Kubernetes pod's name, say).
+pub const HOLDER_ENV: &str = "LEASEHOLD_HOLDER";
+
 /// What the process environment contributes to a config. Passed in
 /// explicitly so tests never have to change the real environment.
 #[derive(Clone, Default, PartialEq, Eq)]
@@ -393,6 +398,9 @@ pub struct Environment {
     pub database_url: Option<String>,
     /// The value of `LEASEHOLD_GUEST_DIR`, if set.
     pub guest_dir: Option<PathBuf>,
+    /// The value of `LEASEHOLD_HOLDER`, if set: the holder name, overriding
+    /// `holder` (e.g. a Kubernetes pod's name, from the downward API).
+    pub holder: Option<String>,
 }
 
 // By hand, so a password in `LEASEHOLD_DATABASE_URL` never reaches a log
@@ -405,12 +413,13 @@ impl fmt::Debug for Environment {
                 &self.database_url.as_deref().map(crate::db::redact),
             )
             .field("guest_dir", &self.guest_dir)
+            .field("holder", &self.holder)
             .finish()
     }
 }
 
 impl Environment {
-    /// Read both variables from this process's environment. Empty values
+    /// Read the variables from this process's environment. Empty values
     /// count as unset.
     pub fn from_process() -> Self {
         Self {
@@ -420,6 +429,9 @@ impl Environment {
             guest_dir: std::env::var_os(GUEST_DIR_ENV)
                 .filter(|v| !v.is_empty())
                 .map(PathBuf::from),
+            holder: std::env::var(HOLDER_ENV)
+                .ok()
+                .filter(|v| !v.trim().is_empty()),
         }
     }
 }
@@ -835,6 +847,7 @@ mod secret_tests {
         let env = Environment {
             database_url: Some(format!("postgres://u@h/db?password={MARK}")),
             guest_dir: None,
+            ..Default::default()
         };
         assert_hidden(&format!("{env:?}"));
         let config = Config::parse_with(

@@ -135,14 +135,21 @@ pub(super) fn resolve(
         }
     };
 
-    let holder = match &raw.holder {
-        Some(value) => {
+    let holder = match (&env.holder, &raw.holder) {
+        // The environment wins, like LEASEHOLD_DATABASE_URL over `url`.
+        (Some(name), _) => {
+            if let Err(e) = check_holder(name) {
+                c.general(format!("{}: {e}", super::HOLDER_ENV));
+            }
+            name.clone()
+        }
+        (None, Some(value)) => {
             if let Err(e) = check_holder(value.get_ref()) {
                 c.at(value, e.to_string());
             }
             value.get_ref().clone()
         }
-        None => default_holder().to_string(),
+        (None, None) => default_holder().to_string(),
     };
 
     let database = database(&mut c, &raw.database, env);

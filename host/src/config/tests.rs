@@ -784,6 +784,7 @@ fn the_environment_overrides_the_database_url() {
     let env = Environment {
         database_url: Some("postgres://postgres@127.0.0.1:5432/other".into()),
         guest_dir: None,
+        ..Default::default()
     };
     let text =
         "cluster = \"a\"\n[database]\nurl = \"postgres://postgres@127.0.0.1:5432/postgres\"\n";
@@ -799,6 +800,7 @@ fn the_environment_overrides_the_database_url() {
     let env = Environment {
         database_url: Some("postgres://u:hunter2@h:notaport/db".into()),
         guest_dir: None,
+        ..Default::default()
     };
     let error = s.parse_env("cluster = \"a\"\n", &env).unwrap_err();
     let text = error.to_string();
@@ -885,6 +887,7 @@ fn the_guest_dir_placeholder_expands_from_the_environment() {
     let env = Environment {
         database_url: None,
         guest_dir: Some(elsewhere.clone()),
+        ..Default::default()
     };
     let config = s.parse_env(&text, &env).unwrap();
     assert_eq!(
@@ -1289,6 +1292,7 @@ fn the_example_configs_are_valid() {
     let env = Environment {
         database_url: None,
         guest_dir: Some(guests),
+        ..Default::default()
     };
     let demo = Config::load_with(examples.join("leasehold.toml"), &env).unwrap();
     assert_eq!(demo.cluster, "demo");
@@ -1489,4 +1493,36 @@ fn settings_never_show_in_debug() {
     let shown = format!("{config:?}");
     assert!(!shown.contains("hunter2"), "{shown}");
     assert!(shown.contains("bytes of JSON"), "{shown}");
+}
+
+#[test]
+fn leasehold_holder_names_the_host_over_the_file() {
+    let s = Scratch::new();
+    let env = Environment {
+        holder: Some("web-7d9f-abcde".into()),
+        ..Default::default()
+    };
+    let config = s
+        .parse_env("cluster = \"a\"\nholder = \"from-file\"\n", &env)
+        .unwrap();
+    assert_eq!(config.holder.as_deref(), Some("web-7d9f-abcde"));
+    // Without it, the file's name (and without both, the default).
+    let config = s
+        .parse_env(
+            "cluster = \"a\"\nholder = \"from-file\"\n",
+            &Environment::default(),
+        )
+        .unwrap();
+    assert_eq!(config.holder.as_deref(), Some("from-file"));
+
+    // A name the holder rules refuse is refused, naming the variable.
+    let env = Environment {
+        holder: Some("bad name".into()),
+        ..Default::default()
+    };
+    let text = s
+        .parse_env("cluster = \"a\"\n", &env)
+        .unwrap_err()
+        .to_string();
+    assert!(text.contains("LEASEHOLD_HOLDER"), "{text}");
 }
