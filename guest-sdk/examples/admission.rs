@@ -6,7 +6,9 @@
 
 use std::time::Duration;
 
-use leasehold_guest::{Context, Controller, Description, Error, Outcome, StoreError};
+use leasehold_guest::{
+    Context, Controller, Description, Error, Kind, Outcome, Retry, StoreError, retry_on_conflict,
+};
 use serde::{Deserialize, Serialize};
 
 /// A job's value.
@@ -19,7 +21,14 @@ pub struct Job {
     pub ticket: Option<String>,
 }
 
-/// Re-reads after a conflict before the reconcile gives up and is retried.
+/// Jobs are stored under the kind `jobs`: `ctx.typed::<Job>()` reads them,
+/// and `update_typed` writes a `Job` nowhere else.
+impl Kind for Job {
+    const KIND: &'static str = "jobs";
+}
+
+/// Reads (and commits) after a conflict before the reconcile gives up and
+/// is retried.
 const MAX_ATTEMPTS: u32 = 3;
 
 /// The controller. It keeps no state: everything it needs is in the store.
@@ -30,12 +39,16 @@ leasehold_guest::export_controller!(Admission);
 
 impl Controller for Admission {
     fn describe(&self) -> Description {
-        Description::watching(["jobs"]).resync_every(Duration::from_secs(60))
+        Description::watching([Job::KIND]).resync_every(Duration::from_secs(60))
     }
 
     fn reconcile(&self, ctx: &Context, kind: &str, name: &str) -> Result<Outcome, Error> {
-        let jobs = ctx.api::<Job>(kind);
-        for _ in 0..MAX_ATTEMPTS {
+        let jobs = ctx.typed::<Job>();
+        // Changed (or deleted) since we read it: read again and decide
+        // again, at most MAX_ATTEMPTS times. Fenced: stop (the host hears
+        // `fenced`). Unavailable: the host retries with backoff, and the
+        // next reconcile re-reads.
+        retry_on_conflict(MAX_ATTEMPTS, || {
             // Deleted, or already admitted (perhaps by a predecessor whose
             // reply was lost): nothing to do.
             let Some(job) = jobs.get(name)? else {
@@ -48,34 +61,29 @@ impl Controller for Admission {
                 state: "admitted".into(),
                 ticket: Some(ctx.fence().idempotency_key(name)),
             };
-            let result = ctx
-                .transaction()
-                .update(&job, &admitted)
+            ctx.transaction()
+                .update_typed(&job, &admitted)
                 .event(kind, name, "Admitted", "admitted")
-                .commit();
-            match result {
-                Ok(_) => {
-                    leasehold_guest::info!("admitted {kind}/{name}");
-                    return Ok(Outcome::Done);
-                }
-                // Changed since we read it: read again and decide again.
-                Err(StoreError::Conflict(_)) => continue,
-                // Fenced: stop (the host hears `fenced`). Unavailable: the
-                // host retries with backoff, and the next attempt re-reads.
-                Err(other) => return Err(other.into()),
-            }
+                .commit()?;
+            // Why the host called (a change, a resync, ...): for the log.
+            leasehold_guest::info!("admitted {kind}/{name} ({})", ctx.reason());
+            Ok(Outcome::Done)
+        })
+    }
+
+    fn error_policy(&self, _: &Context, _: &str, _: &str, error: &Error) -> Retry {
+        match error.store_error() {
+            // Still changing after MAX_ATTEMPTS reads: look again soon.
+            Some(StoreError::Conflict(_)) => Retry::After(Duration::from_secs(1)),
+            _ => error.retry_hint().map_or(Retry::Backoff, Retry::After),
         }
-        Err(Error::retry_after(
-            format!("{kind}/{name} keeps changing"),
-            Duration::from_secs(1),
-        ))
     }
 }
 
 // The fake host exists on native targets: tests run there.
 #[cfg(all(test, not(target_arch = "wasm32")))]
 mod tests {
-    use leasehold_guest::{FakeHost, Fault, Reply};
+    use leasehold_guest::{At, FakeHost, Fault, Reply};
     use serde_json::json;
 
     use super::*;
@@ -102,6 +110,27 @@ mod tests {
 
         assert_eq!(host.reconcile(&Admission, "jobs", "j1"), Reply::Fenced);
         assert!(host.commits().is_empty());
+    }
+
+    #[test]
+    fn a_job_that_keeps_changing_is_retried_soon() {
+        let host = FakeHost::new();
+        host.seed("jobs", "j1", &json!({ "state": "new" }));
+        for n in 1..=u64::from(MAX_ATTEMPTS) {
+            host.fail(At::Commit(n), Fault::Conflict);
+        }
+
+        let reply = host.reconcile(&Admission, "jobs", "j1");
+        assert!(
+            matches!(reply, Reply::Failed { retry_after: Some(d), .. } if d == Duration::from_secs(1)),
+            "{reply:?}"
+        );
+        assert_eq!(host.calls().commit, u64::from(MAX_ATTEMPTS));
+        assert_eq!(host.reconcile(&Admission, "jobs", "j1"), Reply::Done);
+        assert_eq!(
+            host.object::<Job>("jobs", "j1").unwrap().value.state,
+            "admitted"
+        );
     }
 
     #[test]
