@@ -150,6 +150,24 @@ pub(crate) async fn run(mut guest: GuestInstance, ctx: WorkerContext) -> WorkerE
     }
 }
 
+/// The span of one reconcile: everything logged while the guest runs (its
+/// own log lines included) carries the controller, epoch, object and why it
+/// is reconciled. At info, so the host's default log level shows it.
+fn reconcile_span(
+    controller: &str,
+    epoch: u64,
+    key: &ObjectKey,
+    reason: ReconcileReason,
+) -> tracing::Span {
+    tracing::info_span!(
+        "reconcile",
+        controller,
+        epoch,
+        object = %key,
+        reason = reason.as_str(),
+    )
+}
+
 impl Worker {
     fn controller(&self) -> &str {
         &self.ctx.status.name
@@ -245,15 +263,7 @@ impl Worker {
         reason: ReconcileReason,
     ) -> Option<WorkerExit> {
         let started = Instant::now();
-        // Everything logged while the guest runs (its own log lines
-        // included) carries the object and why it is reconciled.
-        let span = tracing::debug_span!(
-            "reconcile",
-            controller = self.controller(),
-            epoch = guest.fence().epoch.0,
-            object = %key,
-            reason = reason.as_str(),
-        );
+        let span = reconcile_span(self.controller(), guest.fence().epoch.0, &key, reason);
         let result = guest
             .reconcile_because(&key.kind, &key.name, reason)
             .instrument(span)
@@ -312,5 +322,64 @@ impl Worker {
             Err(e) => return Some(WorkerExit::Guest(e)),
         }
         None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write;
+    use std::sync::{Arc, Mutex};
+
+    use super::*;
+
+    /// A log sink the test reads back.
+    #[derive(Clone, Default)]
+    struct Captured(Arc<Mutex<Vec<u8>>>);
+
+    impl Write for Captured {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(bytes);
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn lines_logged_in_a_reconcile_carry_its_reason() {
+        let captured = Captured::default();
+        let sink = captured.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_max_level(tracing::Level::INFO)
+            .with_ansi(false)
+            .with_writer(move || sink.clone())
+            .finish();
+        let key = ObjectKey {
+            kind: "tasks".into(),
+            name: "t1".into(),
+        };
+        tracing::subscriber::with_default(subscriber, || {
+            for reason in [
+                ReconcileReason::Change,
+                ReconcileReason::Requeue,
+                ReconcileReason::Resync,
+                ReconcileReason::Retry,
+            ] {
+                let _entered = reconcile_span("sched", 7, &key, reason).entered();
+                tracing::info!("a guest line");
+            }
+        });
+        let text = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 4, "{text}");
+        for (line, reason) in lines.iter().zip(["change", "requeue", "resync", "retry"]) {
+            assert!(
+                line.contains(&format!(
+                    "reconcile{{controller=\"sched\" epoch=7 object=tasks/t1 reason=\"{reason}\"}}"
+                )),
+                "{line}"
+            );
+        }
     }
 }
