@@ -502,3 +502,57 @@ async fn a_tenure_ends_when_its_liveness_session_ends_or_is_replaced() {
         .expect("the supervisor stops")
         .unwrap();
 }
+
+/// A renewal cut off between its UPDATE and its COMMIT (the COMMIT held at
+/// the leader's proxy, as a partition or a paused host would) must not keep
+/// the lease row locked until the server notices the connection is gone:
+/// the server ends the idle renewal within its bound (a tenth of the ttl),
+/// and the lease goes on having a leader. Before the bound, the row stayed
+/// locked, every later renewal and every grant failed on it, and the lease
+/// had no leader at all.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_renewal_held_before_its_commit_does_not_lock_the_lease_for_good() {
+    use leasehold_tests::proxy::AtCommit;
+    let _serial = ONE_AT_A_TIME.lock().await;
+    let rig = Rig::start(RigSpec::scheduler(2)).await;
+    let (leader, _) = rig.leader(SCHEDULER, secs(30)).await;
+    // Only a renewal sends this in its transaction.
+    let struck = rig.hosts[leader]
+        .proxy
+        .arm_carrying(AtCommit::Hold, b"SET LOCAL lock_timeout");
+    tokio::time::timeout(secs(10), struck)
+        .await
+        .expect("the leader renews")
+        .expect("strike reported");
+
+    // The held renewal's transaction is ended by the server.
+    let ports: Vec<i32> = rig.hosts[leader]
+        .proxy
+        .upstream_ports()
+        .into_iter()
+        .map(i32::from)
+        .collect();
+    let sql = rig.sql().await;
+    eventually(
+        "the server ends the renewal left idle in its transaction",
+        secs(3),
+        || async {
+            let idle: i64 = sql
+                .query_one(
+                    "SELECT count(*) FROM pg_stat_activity
+                      WHERE datname = $1 AND client_port = ANY($2)
+                        AND state LIKE 'idle in transaction%'",
+                    &[&rig.database_name(), &ports],
+                )
+                .await
+                .ok()?
+                .get(0);
+            (idle == 0).then_some(())
+        },
+    )
+    .await;
+    // And the lease has a leader, at an unexpired row, a ttl later.
+    let (_, epoch) = rig.leader(SCHEDULER, Timing::SCENARIO.ttl * 3).await;
+    eprintln!("renewal held before its COMMIT: the lease is led at epoch {epoch}");
+    rig.hosts[leader].proxy.release();
+}

@@ -813,17 +813,24 @@ impl Authority for PostgresAuthority {
         } else {
             format!("renewing {} leases ({first}, ...)", fences.len())
         };
+        // Both bounds: the wait for the row's lock, and the time the
+        // transaction may then sit idle holding it. A renewal cut off
+        // between its UPDATE and its COMMIT (a partition, a paused host)
+        // would otherwise keep the row locked until the server notices the
+        // connection is gone, and no successor could be granted the lease
+        // even long after it expired.
+        let bound = crate::timeouts::renew_lock_timeout(ttl).as_millis().max(1);
         let bound_lock_wait = format!(
-            "SET LOCAL lock_timeout = {}",
-            crate::timeouts::renew_lock_timeout(ttl).as_millis().max(1)
+            "SET LOCAL lock_timeout = {bound}; \
+             SET LOCAL idle_in_transaction_session_timeout = {bound}"
         );
         let rows = self
             .run(&what, async {
                 let mut client = self.shared.db.pool().get().await?;
                 let tx = client.transaction().await?;
                 let renew = tx.prepare_cached(RENEW).await?;
-                // One flight: the lock wait is bounded before the UPDATE
-                // runs. A renewal waits on the lease row only behind a grant
+                // One flight: the lock wait and the idle time are bounded
+                // before the UPDATE runs. A renewal waits on the lease row only behind a grant
                 // or release (never behind fenced writes, which hold it
                 // `FOR KEY SHARE`); past the bound it fails and the next
                 // renewal, well inside the slack, tries again.
