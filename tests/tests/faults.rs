@@ -39,7 +39,7 @@ use leasehold_host::testing::TestDatabase;
 use leasehold_receiver::{Receiver, ReceiverConfig};
 use leasehold_tests::faults::checker::{self, Rule};
 use leasehold_tests::faults::rig::{Build, Rig, RigSpec, Timing};
-use leasehold_tests::faults::schedule::{self, FaultKind, Schedule};
+use leasehold_tests::faults::schedule::{self, FaultKind, GUEST_COMMIT_MARK, Schedule};
 use leasehold_tests::faults::seeds;
 use leasehold_tests::http;
 use leasehold_tests::process::eventually;
@@ -416,7 +416,9 @@ async fn a_partitioned_leader_aborts_and_its_in_flight_commit_is_refused() {
 
     // The partition strikes while the leader's COMMIT is in flight: the
     // server has run the fence check and the writes, and waits for it.
-    let struck = rig.hosts[leader].proxy.arm(AtCommit::Partition);
+    let struck = rig.hosts[leader]
+        .proxy
+        .arm_carrying(AtCommit::Partition, GUEST_COMMIT_MARK);
     rig.task(standby, "in-flight").await;
     tokio::time::timeout(secs(15), struck)
         .await
@@ -583,7 +585,7 @@ async fn a_leader_dying_with_its_commit_in_flight_never_causes_a_double_assignme
         (AtCommit::Hold, "commit-delayed"),
     ] {
         let standby = 1 - leader;
-        let struck = rig.hosts[leader].proxy.arm(at);
+        let struck = rig.hosts[leader].proxy.arm_carrying(at, GUEST_COMMIT_MARK);
         rig.task(standby, task).await;
         tokio::time::timeout(secs(15), struck)
             .await
@@ -665,7 +667,9 @@ async fn a_paused_leader_never_writes_with_its_old_epoch() {
     // b) Paused between its last statement and its COMMIT: the server
     // holds its transaction (and the lease row) open.
     let (leader, epoch) = (next, next_epoch);
-    let struck = rig.hosts[leader].proxy.arm(AtCommit::Hold);
+    let struck = rig.hosts[leader]
+        .proxy
+        .arm_carrying(AtCommit::Hold, GUEST_COMMIT_MARK);
     rig.task(1 - leader, "paused-commit").await;
     tokio::time::timeout(secs(15), struck)
         .await
@@ -1386,7 +1390,9 @@ async fn the_checker_catches_stalled_commits_of_a_build_without_the_fence() {
     ];
     for (fault, task) in tasks {
         let standby = 1 - leader;
-        let struck = rig.hosts[leader].proxy.arm(fault);
+        let struck = rig.hosts[leader]
+            .proxy
+            .arm_carrying(fault, GUEST_COMMIT_MARK);
         rig.task(standby, task).await;
         tokio::time::timeout(secs(15), struck)
             .await
