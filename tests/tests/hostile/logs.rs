@@ -133,11 +133,27 @@ async fn json_logs_stay_one_object_per_line_with_host_chosen_fields() {
                         "epoch",
                         "stream",
                         "object",
-                        "retry_in"
+                        "retry_in",
+                        "reason",
+                        // The host's reconcile span, as the JSON format
+                        // prints it (the current span and the span list).
+                        "span",
+                        "spans"
                     ]
                     .contains(&key.as_str()),
                     "a field the host did not choose: {key:?} in {line}"
                 );
+            }
+            // The span's fields are the host's too.
+            let spans = fields.get("spans").and_then(|s| s.as_array());
+            let current = fields.get("span").into_iter();
+            for span in spans.into_iter().flatten().chain(current) {
+                for key in span.as_object().into_iter().flat_map(|o| o.keys()) {
+                    assert!(
+                        ["name", "controller", "epoch", "object", "reason"].contains(&key.as_str()),
+                        "a span field the host did not choose: {key:?} in {line}"
+                    );
+                }
             }
             // One line, as printed: the controls arrive escaped.
             assert!(
