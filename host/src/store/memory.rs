@@ -28,7 +28,7 @@ use crate::authority::fence_check::FenceLock;
 use crate::fence::Fence;
 
 use super::plan::{Batch, Current, Plan, Planned};
-use super::validate::{check_cluster, check_key, page_limit};
+use super::validate::{check_change_request, check_cluster, check_key, page_limit};
 use super::{
     ApiWrite, Change, ChangeKind, ChangePage, Committed, Event, NewEvent, Object, ObjectKey, Op,
     Origin, Page, Store, StoreError, Written,
@@ -365,10 +365,7 @@ impl Store for MemoryStore {
         after: u64,
         limit: usize,
     ) -> Result<ChangePage, StoreError> {
-        check_cluster(cluster)?;
-        for kind in kinds {
-            crate::names::check_label("watched kind", kind)?;
-        }
+        check_change_request(cluster, kinds)?;
         let limit = page_limit(limit);
         let clusters = self.lock();
         // Every commit is whole under the lock: the mark is the last

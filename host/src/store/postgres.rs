@@ -105,7 +105,7 @@ use crate::limits::{LOST_CREATE_RETRIES, MAX_COLLECTED_PER_COMMIT};
 
 use super::plan::{Batch, Current, Deleting, Plan, Planned, api_batch, written};
 use super::postgres_feed::{Feed, HIGH_WATER_SQL, Mark, high_water};
-use super::validate::{check_cluster, check_key, page_limit};
+use super::validate::{check_change_request, check_cluster, check_key, page_limit};
 use super::{
     ApiWrite, Change, ChangeKind, ChangePage, Committed, Event, Metadata, NewEvent, Object,
     ObjectKey, Op, Origin, Page, Store, StoreError, Written,
@@ -1197,10 +1197,7 @@ impl Store for PostgresStore {
         after: u64,
         limit: usize,
     ) -> Result<ChangePage, StoreError> {
-        check_cluster(cluster)?;
-        for kind in kinds {
-            crate::names::check_label("watched kind", kind)?;
-        }
+        check_change_request(cluster, kinds)?;
         let limit = page_limit(limit);
         let client = self.client().await?;
         let mark = self.mark(&client).await?.high_water;

@@ -222,6 +222,16 @@ pub(crate) fn check_event(event: &NewEvent) -> Result<(), StoreError> {
     Ok(())
 }
 
+/// A change-stream read's cluster and watched kinds, checked alike by
+/// every backend.
+pub(crate) fn check_change_request(cluster: &str, kinds: &[String]) -> Result<(), StoreError> {
+    check_cluster(cluster)?;
+    for kind in kinds {
+        crate::names::check_label("watched kind", kind)?;
+    }
+    Ok(())
+}
+
 /// The page size actually served: 0 asks for the default, anything above
 /// the maximum is capped.
 pub(crate) fn page_limit(limit: usize) -> usize {
