@@ -68,3 +68,47 @@ impl fmt::Display for Fence {
         )
     }
 }
+
+/// Why a fenced write was refused: the typed cause behind every
+/// "fenced" error, for metrics and for callers that act on it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FenceCause {
+    /// The lease has no row: it was never granted.
+    NeverGranted,
+    /// Another epoch (or another holder) is current: the lease was granted
+    /// again.
+    Superseded,
+    /// The tenure ended by orderly release.
+    Released,
+    /// The tenure outlived its expiry by the database clock.
+    Expired,
+}
+
+impl FenceCause {
+    /// Every cause, in a fixed order (metrics expose each from the first
+    /// scrape).
+    pub const ALL: [FenceCause; 4] = [
+        FenceCause::NeverGranted,
+        FenceCause::Superseded,
+        FenceCause::Released,
+        FenceCause::Expired,
+    ];
+
+    /// The cause as a metric label and in JSON: `never_granted`,
+    /// `superseded`, `released`, `expired`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FenceCause::NeverGranted => "never_granted",
+            FenceCause::Superseded => "superseded",
+            FenceCause::Released => "released",
+            FenceCause::Expired => "expired",
+        }
+    }
+}
+
+impl fmt::Display for FenceCause {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}

@@ -20,7 +20,7 @@ use super::{
     Renewed, TenureRecord,
 };
 use crate::db::Database;
-use crate::fence::{Epoch, Fence, LeaseKey};
+use crate::fence::{Epoch, Fence, FenceCause, LeaseKey};
 use crate::testing::TestDatabase;
 use crate::timeouts::{DATABASE_STATEMENT, LEASE_TTL};
 
@@ -97,9 +97,20 @@ fn assert_fenced(result: Result<(), AuthorityError>, fence: &Fence, because: &st
     match result {
         Err(AuthorityError::Fenced {
             fence: refused,
+            cause,
             reason,
         }) => {
             assert_eq!(&refused, fence);
+            let expected = if because.contains("held by") {
+                FenceCause::Superseded
+            } else if because.contains("released") {
+                FenceCause::Released
+            } else if because.contains("never granted") {
+                FenceCause::NeverGranted
+            } else {
+                FenceCause::Expired
+            };
+            assert_eq!(cause, expected, "the cause of {reason:?}");
             assert!(
                 reason.contains(because),
                 "reason {reason:?} lacks {because:?}"

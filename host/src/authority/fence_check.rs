@@ -22,7 +22,7 @@
 
 use std::sync::LazyLock;
 
-use crate::fence::Fence;
+use crate::fence::{Fence, FenceCause};
 use crate::timeouts::DATABASE_STATEMENT;
 
 use super::AuthorityError;
@@ -47,9 +47,10 @@ pub(crate) static BOUND_IDLE_TRANSACTION: LazyLock<String> = LazyLock::new(|| {
 });
 
 /// Why a fence was refused, as seen inside the write's transaction.
-fn fenced(fence: &Fence, reason: impl Into<String>) -> AuthorityError {
+fn fenced(fence: &Fence, cause: FenceCause, reason: impl Into<String>) -> AuthorityError {
     AuthorityError::Fenced {
         fence: fence.clone(),
+        cause,
         reason: reason.into(),
     }
 }
@@ -67,19 +68,28 @@ pub(crate) struct RowView<'a> {
 /// same writes with the same words.
 pub(crate) fn judge(fence: &Fence, row: Option<RowView<'_>>) -> Result<(), AuthorityError> {
     let Some(row) = row else {
-        return Err(fenced(fence, "the lease was never granted"));
+        return Err(fenced(
+            fence,
+            FenceCause::NeverGranted,
+            "the lease was never granted",
+        ));
     };
     if row.epoch != fence.epoch.0 || row.holder != fence.holder {
         return Err(fenced(
             fence,
+            FenceCause::Superseded,
             format!("epoch {} held by {} is current", row.epoch, row.holder),
         ));
     }
     if row.released {
-        return Err(fenced(fence, "the lease was released"));
+        return Err(fenced(
+            fence,
+            FenceCause::Released,
+            "the lease was released",
+        ));
     }
     if !row.live {
-        return Err(fenced(fence, "the lease expired"));
+        return Err(fenced(fence, FenceCause::Expired, "the lease expired"));
     }
     Ok(())
 }

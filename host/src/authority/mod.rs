@@ -26,7 +26,7 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 use thiserror::Error;
 
-use crate::fence::{Epoch, Fence, LeaseKey};
+use crate::fence::{Epoch, Fence, FenceCause, LeaseKey};
 use crate::names::{NameError, check_holder, check_label};
 
 /// Timing of one lease: how long a grant lasts and when the holder gives up.
@@ -341,6 +341,8 @@ pub enum AuthorityError {
     Fenced {
         /// The stale fence.
         fence: Fence,
+        /// Why, typed.
+        cause: FenceCause,
         /// What the authority saw instead.
         reason: String,
     },

@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use crate::fence::Fence;
+use crate::fence::{Fence, FenceCause};
 use crate::limits::{
     DEFAULT_PAGE_SIZE, MAX_EVENT_MESSAGE_BYTES, MAX_EVENT_REASON_BYTES, MAX_EVENTS_PER_COMMIT,
     MAX_OPS_PER_COMMIT, MAX_PAGE_SIZE, MAX_VALUE_BYTES,
@@ -510,8 +510,13 @@ pub(super) async fn expired_lease_is_rejected_even_if_nobody_took_over(b: &Backe
         )
         .await
     {
-        Err(StoreError::Fenced { fence: f, reason }) => {
+        Err(StoreError::Fenced {
+            fence: f,
+            cause,
+            reason,
+        }) => {
             assert_eq!(f, fence);
+            assert_eq!(cause, FenceCause::Expired);
             assert!(reason.contains("expired"), "{reason}");
         }
         other => panic!("an expired lease wrote: {other:?}"),

@@ -11,7 +11,7 @@ use async_trait::async_trait;
 use crate::authority::fence_check::FenceLock;
 use crate::authority::memory::MemoryAuthority;
 use crate::authority::{AcquireRequest, Acquired, Authority, AuthorityError, EndReason};
-use crate::fence::{Epoch, Fence, LeaseKey};
+use crate::fence::{Epoch, Fence, FenceCause, LeaseKey};
 
 use super::conformance::{Backend, Leases, conformance_suite};
 
@@ -45,21 +45,22 @@ impl FenceLock for TestLeases {
         write: &mut dyn FnMut() -> bool,
     ) -> Result<(), AuthorityError> {
         let mut leases = self.lock();
-        let fenced = |reason: &str| AuthorityError::Fenced {
+        let fenced = |cause: FenceCause, reason: &str| AuthorityError::Fenced {
             fence: fence.clone(),
+            cause,
             reason: reason.into(),
         };
         let Some(lease) = leases.get_mut(&fence.key) else {
-            return Err(fenced("the lease was never granted"));
+            return Err(fenced(FenceCause::NeverGranted, "the lease was never granted"));
         };
         if lease.epoch != fence.epoch.0 || lease.holder != fence.holder {
-            return Err(fenced("another epoch is current"));
+            return Err(fenced(FenceCause::Superseded, "another epoch is current"));
         }
         if lease.released {
-            return Err(fenced("the lease was released"));
+            return Err(fenced(FenceCause::Released, "the lease was released"));
         }
         if lease.expired {
-            return Err(fenced("the lease expired"));
+            return Err(fenced(FenceCause::Expired, "the lease expired"));
         }
         if write() {
             *lease.writes.entry(fence.epoch.0).or_default() += 1;

@@ -99,7 +99,7 @@ use serde::Serialize;
 use thiserror::Error;
 
 use crate::authority::AuthorityError;
-use crate::fence::{Epoch, Fence};
+use crate::fence::{Epoch, Fence, FenceCause};
 
 /// A stored object.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -474,6 +474,8 @@ pub enum StoreError {
     Fenced {
         /// The stale fence.
         fence: Fence,
+        /// Why, typed.
+        cause: FenceCause,
         /// What the authority saw.
         reason: String,
     },
@@ -508,7 +510,15 @@ impl From<AuthorityError> for StoreError {
     /// password).
     fn from(error: AuthorityError) -> Self {
         match error {
-            AuthorityError::Fenced { fence, reason } => StoreError::Fenced { fence, reason },
+            AuthorityError::Fenced {
+                fence,
+                cause,
+                reason,
+            } => StoreError::Fenced {
+                fence,
+                cause,
+                reason,
+            },
             AuthorityError::InvalidName(e) => StoreError::Invalid(e.to_string()),
             e @ AuthorityError::Invalid { .. } => StoreError::Invalid(e.to_string()),
             // Whatever else keeps the lease backend from answering: the

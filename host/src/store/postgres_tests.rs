@@ -507,8 +507,13 @@ async fn a_takeover_waits_for_a_fenced_commit_in_flight() {
 
 async fn assert_fenced_now(store: &PostgresStore, old: &Fence, t: &super::ObjectKey) {
     match store.commit_fenced(old, &[update(t, 1, "2")], &[]).await {
-        Err(StoreError::Fenced { fence, reason }) => {
+        Err(StoreError::Fenced {
+            fence,
+            cause,
+            reason,
+        }) => {
             assert_eq!(&fence, old);
+            assert_eq!(cause, crate::fence::FenceCause::Superseded);
             assert!(reason.contains("epoch 2"), "{reason}");
         }
         other => panic!("a stale fence wrote: {other:?}"),
