@@ -35,6 +35,7 @@ pub const MIGRATIONS: &[(i32, &str)] = &[
     (6, include_str!("../migrations/0006_hosts.sql")),
     (7, include_str!("../migrations/0007_change_feed.sql")),
     (8, include_str!("../migrations/0008_object_metadata.sql")),
+    (10, include_str!("../migrations/0010_change_traceparent.sql")),
 ];
 
 /// Database setup failures.

@@ -22,5 +22,6 @@ pub mod session;
 pub mod status;
 pub mod store;
 pub mod supervisor;
+pub mod telemetry;
 pub mod testing;
 pub mod timeouts;

@@ -140,6 +140,8 @@ pub struct Config {
     pub http: HttpConfig,
     /// `[runtime]`.
     pub runtime: RuntimeConfig,
+    /// `[telemetry]`.
+    pub telemetry: TelemetryConfig,
     /// `[[controllers]]`, in file order, names unique.
     pub controllers: Vec<ControllerConfig>,
     /// The absolute folder of the config file; relative paths in the file
@@ -288,6 +290,45 @@ impl Default for RuntimeConfig {
     }
 }
 
+/// `[telemetry]`: OpenTelemetry traces (see [`crate::telemetry`]).
+#[derive(Clone, Debug)]
+pub struct TelemetryConfig {
+    /// The OTLP/HTTP collector's base URL (`http://host:port[/path]`;
+    /// spans go to `<it>/v1/traces`), from `otlp_endpoint` or else
+    /// `OTEL_EXPORTER_OTLP_ENDPOINT`. `None`: no traces are exported.
+    pub otlp_endpoint: Option<String>,
+    /// The share of traces recorded, 0 to 1, for traces that start here
+    /// (a reconcile without a caller's context, a lease step, an API write
+    /// without `traceparent`); a trace a caller's `traceparent` marked
+    /// sampled is always recorded, one marked unsampled never.
+    pub sample_ratio: f64,
+}
+
+/// Default `[telemetry] sample_ratio`: every trace. Lower it on a busy
+/// host (0.1 costs under a tenth of reconcile throughput; see
+/// BENCHMARKS.md).
+pub const DEFAULT_SAMPLE_RATIO: f64 = 1.0;
+
+impl Default for TelemetryConfig {
+    fn default() -> Self {
+        Self {
+            otlp_endpoint: None,
+            sample_ratio: DEFAULT_SAMPLE_RATIO,
+        }
+    }
+}
+
+// By hand: the ratio is a float, compared by its bits (the config never
+// holds a NaN: `resolve` refuses it).
+impl PartialEq for TelemetryConfig {
+    fn eq(&self, other: &Self) -> bool {
+        self.otlp_endpoint == other.otlp_endpoint
+            && self.sample_ratio.to_bits() == other.sample_ratio.to_bits()
+    }
+}
+
+impl Eq for TelemetryConfig {}
+
 /// One `[[controllers]]` entry.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ControllerConfig {
@@ -401,6 +442,9 @@ pub struct Environment {
     /// The value of `LEASEHOLD_HOLDER`, if set: the holder name, overriding
     /// `holder` (e.g. a Kubernetes pod's name, from the downward API).
     pub holder: Option<String>,
+    /// The value of `OTEL_EXPORTER_OTLP_ENDPOINT`, if set: the trace
+    /// collector when `[telemetry] otlp_endpoint` is absent.
+    pub otlp_endpoint: Option<String>,
 }
 
 // By hand, so a password in `LEASEHOLD_DATABASE_URL` never reaches a log
@@ -414,6 +458,10 @@ impl fmt::Debug for Environment {
             )
             .field("guest_dir", &self.guest_dir)
             .field("holder", &self.holder)
+            .field(
+                "otlp_endpoint",
+                &self.otlp_endpoint.as_deref().map(crate::db::redact),
+            )
             .finish()
     }
 }
@@ -430,6 +478,9 @@ impl Environment {
                 .filter(|v| !v.is_empty())
                 .map(PathBuf::from),
             holder: std::env::var(HOLDER_ENV)
+                .ok()
+                .filter(|v| !v.trim().is_empty()),
+            otlp_endpoint: std::env::var(crate::telemetry::OTLP_ENDPOINT_ENV)
                 .ok()
                 .filter(|v| !v.trim().is_empty()),
         }

@@ -29,6 +29,8 @@ pub(super) struct RawConfig {
     #[serde(default)]
     pub runtime: RawRuntime,
     #[serde(default)]
+    pub telemetry: RawTelemetry,
+    #[serde(default)]
     pub controllers: Vec<Spanned<RawController>>,
 }
 
@@ -57,6 +59,14 @@ pub(super) struct RawHttp {
 pub(super) struct RawRuntime {
     pub pooling: Option<bool>,
     pub cache_dir: Option<Spanned<String>>,
+}
+
+/// `[telemetry]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawTelemetry {
+    pub otlp_endpoint: Option<Spanned<String>>,
+    pub sample_ratio: Option<Spanned<f64>>,
 }
 
 /// One `[[controllers]]` entry.

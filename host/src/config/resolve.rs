@@ -19,7 +19,7 @@ use super::{
     Environment, GUEST_DIR_ENV, GUEST_DIR_PLACEHOLDER, HttpConfig, MAX_BACKOFF,
     MAX_DATABASE_CONNECTIONS, MAX_DIRS, MAX_GUEST_MEMORY_BYTES, MAX_GUEST_PATH_BYTES,
     MAX_LEASE_TTL, MAX_RECONCILE_DEADLINE, MAX_TOKEN_BYTES, MIN_GUEST_MEMORY_BYTES, MIN_LEASE_TTL,
-    Problem, RuntimeConfig, default_holder,
+    Problem, RuntimeConfig, TelemetryConfig, default_holder,
 };
 use crate::authority::{CrashDetection, LeaseTiming};
 use crate::limits::{
@@ -175,6 +175,8 @@ pub(super) fn resolve(
         }),
     };
 
+    let telemetry = telemetry(&mut c, &raw, env);
+
     if raw.controllers.len() > MAX_CONTROLLERS {
         c.general(format!(
             "{} controllers are configured; one host runs at most {MAX_CONTROLLERS}",
@@ -223,6 +225,7 @@ pub(super) fn resolve(
         database,
         http,
         runtime,
+        telemetry,
         controllers,
         base_dir: base_dir.to_path_buf(),
     })
@@ -357,6 +360,69 @@ fn database(c: &mut Checker, raw: &RawDatabase, env: &Environment) -> DatabaseCo
         }
     }
     config
+}
+
+/// `[telemetry]`: the collector from the file, else from
+/// `OTEL_EXPORTER_OTLP_ENDPOINT`, and the sampling ratio.
+fn telemetry(c: &mut Checker, raw: &RawConfig, env: &Environment) -> TelemetryConfig {
+    let mut config = TelemetryConfig::default();
+    match &raw.telemetry.otlp_endpoint {
+        Some(value) => match otlp_endpoint(value.get_ref()) {
+            Ok(endpoint) => config.otlp_endpoint = Some(endpoint),
+            Err(why) => c.at(value, format!("telemetry.otlp_endpoint {why}")),
+        },
+        None => {
+            if let Some(text) = &env.otlp_endpoint {
+                match otlp_endpoint(text) {
+                    Ok(endpoint) => config.otlp_endpoint = Some(endpoint),
+                    Err(why) => c.general(format!("{} {why}", crate::telemetry::OTLP_ENDPOINT_ENV)),
+                }
+            }
+        }
+    }
+    if let Some(value) = &raw.telemetry.sample_ratio {
+        let ratio = *value.get_ref();
+        if (0.0..=1.0).contains(&ratio) {
+            config.sample_ratio = ratio;
+        } else {
+            c.at(
+                value,
+                format!(
+                    "telemetry.sample_ratio {ratio} is not between 0 and 1 (the share of \
+                     traces recorded: 1 records every one, 0.1 one in ten)"
+                ),
+            );
+        }
+    }
+    config
+}
+
+/// A collector's base URL as the exporter takes it: `http` (the exporter
+/// speaks plain HTTP; put a local collector or agent in front of a remote
+/// TLS one), a host, no user information, query or fragment. The text is
+/// quoted only when it carries no credentials.
+fn otlp_endpoint(text: &str) -> Result<String, String> {
+    let trimmed = text.trim();
+    let url = url::Url::parse(trimmed).map_err(|e| format!("is not a URL ({e})"))?;
+    if !url.username().is_empty() || url.password().is_some() {
+        return Err("must not carry user information; pass credentials in \
+                    OTEL_EXPORTER_OTLP_HEADERS instead"
+            .to_string());
+    }
+    if url.scheme() != "http" {
+        return Err(format!(
+            "{trimmed:?} must use http (the exporter speaks plain HTTP to a collector \
+             or agent nearby), not {}",
+            url.scheme()
+        ));
+    }
+    if url.host_str().is_none_or(str::is_empty) {
+        return Err(format!("{trimmed:?} names no host"));
+    }
+    if url.query().is_some() || url.fragment().is_some() {
+        return Err(format!("{trimmed:?} must have no query or fragment"));
+    }
+    Ok(trimmed.trim_end_matches('/').to_string())
 }
 
 fn http(c: &mut Checker, raw: &RawConfig) -> HttpConfig {

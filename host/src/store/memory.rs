@@ -153,6 +153,7 @@ impl MemoryStore {
         };
         let revision = next();
         let at = Utc::now();
+        let traceparent = crate::telemetry::write_context();
         for write in &plan.writes {
             let (key, change, version) = match write {
                 Planned::Create { key, row } | Planned::Update { key, row } => {
@@ -197,6 +198,7 @@ impl MemoryStore {
                 change,
                 version,
                 origin: batch.origin.clone(),
+                traceparent: traceparent.clone(),
             });
         }
         let mut event_seqs = Vec::with_capacity(plan.events.len());

@@ -432,6 +432,12 @@ pub struct Change {
     pub version: u64,
     /// Who wrote it.
     pub origin: Origin,
+    /// The W3C trace context of the write, when it had one (an API write
+    /// with a `traceparent` header, a guest commit inside a traced
+    /// reconcile): the reconcile this change wakes joins that trace. Set
+    /// from [`crate::telemetry::with_write_context`] by both backends.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub traceparent: Option<crate::telemetry::TraceParent>,
 }
 
 /// A page of the change stream.

@@ -246,9 +246,10 @@ WITH revision AS MATERIALIZED (
     RETURNING 1
 ), recorded AS (
     INSERT INTO leasehold_changes
-           (cluster, position, revision, at, kind, name, change, version, lease, epoch, holder)
+           (cluster, position, revision, at, kind, name, change, version, lease, epoch, holder,
+            traceparent)
     SELECT $1::text, w.position, r.revision, r.at, w.kind, w.name, w.change,
-           coalesce(w.version, r.revision), $20::text, $21::int8, $22::text
+           coalesce(w.version, r.revision), $20::text, $21::int8, $22::text, $27::text
       FROM revision r, change_positions w
     RETURNING 1
 ), appended AS (
@@ -315,7 +316,8 @@ SELECT seq, revision, at, kind, name, reason, message, lease, epoch, holder
 
 /// Bounded like [`EVENTS_SQL`]; an empty kind list means every kind.
 const CHANGES_SQL: &str = "
-SELECT position, revision, at, kind, name, change, version, lease, epoch, holder
+SELECT position, revision, at, kind, name, change, version, lease, epoch, holder,
+       traceparent
   FROM leasehold_changes
  WHERE cluster = $1::text AND position > $2::int8 AND position <= $4::int8
    AND (cardinality($5::text[]) = 0 OR kind = ANY($5::text[]))
@@ -762,6 +764,9 @@ struct WriteParams<'a> {
     lease: Option<&'a str>,
     epoch: Option<i64>,
     holder: Option<&'a str>,
+    /// The write's trace context, recorded with each change
+    /// ([`crate::telemetry::write_context`]).
+    traceparent: Option<String>,
 }
 
 impl<'a> WriteParams<'a> {
@@ -784,6 +789,7 @@ impl<'a> WriteParams<'a> {
             lease: None,
             epoch: None,
             holder: None,
+            traceparent: crate::telemetry::write_context().map(|t| t.as_str().to_string()),
         };
         for write in &plan.writes {
             match write {
@@ -847,7 +853,7 @@ impl<'a> WriteParams<'a> {
     fn as_sql<'s>(
         &'s self,
         cluster: &'s String,
-    ) -> [&'s (dyn tokio_postgres::types::ToSql + Sync); 26] {
+    ) -> [&'s (dyn tokio_postgres::types::ToSql + Sync); 27] {
         [
             cluster,
             &self.rows[0],
@@ -875,6 +881,7 @@ impl<'a> WriteParams<'a> {
             &self.change[1],
             &self.change[2],
             &self.change_version,
+            &self.traceparent,
         ]
     }
 }
@@ -1238,6 +1245,11 @@ impl Store for PostgresStore {
                 change,
                 version: r.get::<_, i64>(6) as u64,
                 origin: origin(r.get(7), r.get(8), r.get(9)),
+                // Checked when written; a value that does not parse (written
+                // by hand) is no context at all.
+                traceparent: r
+                    .get::<_, Option<&str>>(10)
+                    .and_then(crate::telemetry::TraceParent::parse),
             });
         }
         // A full page was read through its last change; a short one through
