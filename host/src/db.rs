@@ -35,7 +35,11 @@ pub const MIGRATIONS: &[(i32, &str)] = &[
     (6, include_str!("../migrations/0006_hosts.sql")),
     (7, include_str!("../migrations/0007_change_feed.sql")),
     (8, include_str!("../migrations/0008_object_metadata.sql")),
-    (10, include_str!("../migrations/0010_change_traceparent.sql")),
+    (
+        10,
+        include_str!("../migrations/0010_change_traceparent.sql"),
+    ),
+    (11, include_str!("../migrations/0011_database_origin.sql")),
 ];
 
 /// Database setup failures.
@@ -734,18 +738,80 @@ impl Database {
     }
 
     /// Apply every migration not yet applied. Idempotent and safe to run
-    /// from several hosts at once.
+    /// from several hosts at once: they serialize on the migration lock,
+    /// waiting at most [`crate::timeouts::MIGRATION_LOCK_WAIT`] for it.
+    ///
+    /// Refused, saying why: on a server in recovery (a standby); while
+    /// another host holds the migration lock past the wait (naming its
+    /// session); and when the database has a migration this host does not
+    /// know (a newer host migrated it: upgrade this one). Each statement
+    /// waits at most [`crate::timeouts::MIGRATION_STATEMENT_LOCK`] for a
+    /// table lock and the transaction may sit idle at most
+    /// [`crate::timeouts::MIGRATION_IDLE`], so a migration never queues the
+    /// cluster's queries behind it for long.
     pub async fn migrate(&self) -> Result<Vec<i32>, DbError> {
+        self.migrate_with(MIGRATIONS, crate::timeouts::MIGRATION_LOCK_WAIT)
+            .await
+    }
+
+    /// [`Database::migrate`] with another list of migrations (a test's
+    /// newer host) and another wait for the migration lock.
+    pub async fn migrate_with(
+        &self,
+        migrations: &[(i32, &str)],
+        lock_wait: Duration,
+    ) -> Result<Vec<i32>, DbError> {
+        let refused = |reason: String| DbError::Unavailable {
+            endpoint: self.endpoint.clone(),
+            reason,
+        };
         let mut client = self.client().await?;
         let tx = client
             .transaction()
             .await
             .map_err(|e| self.unavailable(e))?;
+        tx.batch_execute(&format!(
+            "SET LOCAL idle_in_transaction_session_timeout = {}; SET LOCAL lock_timeout = {}",
+            crate::timeouts::MIGRATION_IDLE.as_millis(),
+            lock_wait.as_millis().max(1)
+        ))
+        .await
+        .map_err(|e| self.unavailable(e))?;
+        let in_recovery: bool = tx
+            .query_one("SELECT pg_is_in_recovery()", &[])
+            .await
+            .map_err(|e| self.unavailable(e))?
+            .get(0);
+        if in_recovery {
+            return Err(refused(IN_RECOVERY.to_string()));
+        }
         // A fixed key: serializes concurrent migrators. Transaction-scoped,
         // so it cannot leak through the pool.
-        tx.execute("SELECT pg_advisory_xact_lock(7263414711)", &[])
+        match tx
+            .execute("SELECT pg_advisory_xact_lock(7263414711)", &[])
             .await
-            .map_err(|e| self.unavailable(e))?;
+        {
+            Err(e) if e.code() == Some(&tokio_postgres::error::SqlState::LOCK_NOT_AVAILABLE) => {
+                drop(tx);
+                drop(client);
+                let holder = self.migration_lock_holder().await;
+                return Err(refused(format!(
+                    "another session holds the migration lock ({holder}) and did not finish \
+                     within {}: another host is migrating the schema, or is stalled mid-migration; \
+                     this host migrates when it starts again",
+                    humantime::format_duration(lock_wait)
+                )));
+            }
+            locked => {
+                locked.map_err(|e| self.unavailable(e))?;
+            }
+        }
+        tx.batch_execute(&format!(
+            "SET LOCAL lock_timeout = {}",
+            crate::timeouts::MIGRATION_STATEMENT_LOCK.as_millis()
+        ))
+        .await
+        .map_err(|e| self.unavailable(e))?;
         tx.batch_execute(
             "CREATE TABLE IF NOT EXISTS leasehold_migrations (
                  version    integer PRIMARY KEY,
@@ -761,8 +827,20 @@ impl Database {
             .iter()
             .map(|r| r.get(0))
             .collect();
+        let mut unknown: Vec<i32> = applied
+            .iter()
+            .copied()
+            .filter(|v| !migrations.iter().any(|(known, _)| known == v))
+            .collect();
+        if !unknown.is_empty() {
+            unknown.sort_unstable();
+            return Err(refused(newer_schema(
+                &unknown,
+                migrations.iter().map(|(v, _)| *v).max().unwrap_or(0),
+            )));
+        }
         let mut newly = Vec::new();
-        for (version, sql) in MIGRATIONS {
+        for (version, sql) in migrations {
             if applied.contains(version) {
                 continue;
             }
@@ -770,7 +848,20 @@ impl Database {
                 .await
                 .map_err(|e| DbError::Unavailable {
                     endpoint: self.endpoint.clone(),
-                    reason: format!("migration {version} failed: {}", describe(&e)),
+                    reason: if e.code()
+                        == Some(&tokio_postgres::error::SqlState::LOCK_NOT_AVAILABLE)
+                    {
+                        format!(
+                            "migration {version} waited over {} for a table lock another \
+                             session holds, and gave up so as not to queue every query of that \
+                             table behind it; nothing was changed: start again when the \
+                             long-running transaction has ended ({})",
+                            humantime::format_duration(crate::timeouts::MIGRATION_STATEMENT_LOCK),
+                            describe(&e)
+                        )
+                    } else {
+                        format!("migration {version} failed: {}", describe(&e))
+                    },
                 })?;
             tx.execute(
                 "INSERT INTO leasehold_migrations (version) VALUES ($1)",
@@ -783,6 +874,57 @@ impl Database {
         tx.commit().await.map_err(|e| self.unavailable(e))?;
         Ok(newly)
     }
+
+    /// Who holds the migration lock, as far as `pg_stat_activity` tells.
+    async fn migration_lock_holder(&self) -> String {
+        let read = async {
+            let client = self.client().await.ok()?;
+            let row = client
+                .query_opt(
+                    "SELECT a.pid, coalesce(a.application_name, ''),
+                            coalesce(a.client_addr::text, 'local'),
+                            a.xact_start
+                       FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+                      WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
+                        AND l.classid = ((7263414711::int8 >> 32) & 4294967295)::oid
+                        AND l.objid = (7263414711::int8 & 4294967295)::oid
+                        AND l.database = (SELECT oid FROM pg_database
+                                           WHERE datname = current_database())",
+                    &[],
+                )
+                .await
+                .ok()??;
+            let since: Option<chrono::DateTime<chrono::Utc>> = row.get(3);
+            Some(format!(
+                "backend pid {}, application {:?}, client {}, in its transaction since {}",
+                row.get::<_, i32>(0),
+                row.get::<_, String>(1),
+                row.get::<_, String>(2),
+                since.map_or_else(|| "unknown".to_string(), |t| t.to_rfc3339())
+            ))
+        };
+        bounded_by(self, crate::timeouts::DATABASE_STATEMENT, async {
+            Ok::<_, DbError>(read.await)
+        })
+        .await
+        .ok()
+        .flatten()
+        .unwrap_or_else(|| "its session could not be read".to_string())
+    }
+}
+
+/// Why a server in recovery is refused: migrations, leases and writes need
+/// the primary.
+pub const IN_RECOVERY: &str = "the server is in recovery (a standby): migrations, leases and \
+     writes need the primary; point the URL at the primary, or list every server with \
+     target_session_attrs=read-write";
+
+/// Why a host refuses a database a newer host migrated.
+pub fn newer_schema(unknown: &[i32], known: i32) -> String {
+    format!(
+        "the database has schema migration(s) {unknown:?}, newer than this host's (it knows up \
+         to {known}): a newer Leasehold migrated it; upgrade this host before it leads or writes"
+    )
 }
 
 /// Bound a database future by [`crate::timeouts::DATABASE_STATEMENT`].

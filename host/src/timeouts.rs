@@ -69,6 +69,18 @@ declare_timeouts! {
     DATABASE_CONNECT = Duration::from_secs(5);
     /// Upper bound on a single database statement issued by the host.
     DATABASE_STATEMENT = Duration::from_secs(5);
+    /// How long a host starting up waits for another host's migration (the
+    /// migration lock) before it gives up, naming the holder.
+    MIGRATION_LOCK_WAIT = Duration::from_secs(30);
+    /// `lock_timeout` of each statement of a migration once the migration
+    /// lock is held: a schema change waiting for a table lock queues every
+    /// later query of that table behind it, so it gives up instead (and is
+    /// tried again at the next start).
+    MIGRATION_STATEMENT_LOCK = Duration::from_secs(5);
+    /// `idle_in_transaction_session_timeout` of a migration: a host that
+    /// stalls mid-migration must not hold its locks (the migration lock
+    /// and whatever tables it altered) until the server notices.
+    MIGRATION_IDLE = Duration::from_secs(10);
     /// Longest `GET /v1/events` long-poll before it returns an empty page.
     EVENTS_LONG_POLL_MAX = Duration::from_secs(30);
     /// Longest time from the first byte of an HTTP request to the end of

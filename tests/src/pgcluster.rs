@@ -1,6 +1,7 @@
 //! A PostgreSQL cluster of the test's own, for scenarios that must do to
 //! the server what no test may do to a shared one: restart it, stop it,
-//! or (later) make a standby of it.
+//! make a streaming standby of it ([`ScratchCluster::standby_of`],
+//! `pg_basebackup`) and promote that standby.
 //!
 //! The cluster is made with Debian's cluster tools (`pg_createcluster`,
 //! `pg_ctlcluster`, `pg_dropcluster`), which every machine that runs the
@@ -26,6 +27,53 @@ impl ScratchCluster {
     /// connections. Panics with what to install or fix when the cluster
     /// tools are missing or refuse.
     pub fn create() -> Self {
+        let cluster = Self::made();
+        cluster.ctl("start");
+        cluster
+    }
+
+    /// A new cluster that is a streaming standby of `primary` (asynchronous
+    /// replication, hot standby: it answers reads and refuses writes),
+    /// streaming from `primary`'s own port.
+    pub fn standby_of(primary: &ScratchCluster) -> Self {
+        Self::standby_streaming_from(primary, primary.port)
+    }
+
+    /// [`ScratchCluster::standby_of`], streaming through `port` on
+    /// localhost (a fault proxy in front of `primary`, so a test can cut
+    /// replication). Made by `pg_basebackup -R` over that port: the data
+    /// directory is `primary`'s as of now, and the standby follows it from
+    /// there. Returns once the standby accepts connections.
+    pub fn standby_streaming_from(primary: &ScratchCluster, port: u16) -> Self {
+        let standby = Self::made();
+        let data = standby.data_directory();
+        std::fs::remove_dir_all(&data)
+            .unwrap_or_else(|e| panic!("empty the standby's data directory {data}: {e}"));
+        let output = Command::new(standby.bin("pg_basebackup"))
+            .args(["-D", &data, "-h", "127.0.0.1", "-p", &port.to_string()])
+            .args(["-U", "postgres", "-X", "stream", "-R", "-c", "fast"])
+            .output()
+            .unwrap_or_else(|e| panic!("pg_basebackup not runnable: {e}"));
+        assert!(
+            output.status.success(),
+            "pg_basebackup of {} into {} failed: {}",
+            primary.name,
+            standby.name,
+            String::from_utf8_lossy(&output.stderr)
+        );
+        // The server runs as `postgres`; a backup taken as root is not
+        // its own until handed over.
+        let owned = Command::new("chown")
+            .args(["-R", "postgres:postgres", &data])
+            .status()
+            .unwrap_or_else(|e| panic!("chown not runnable: {e}"));
+        assert!(owned.success(), "chown of {data} failed");
+        standby.ctl("start");
+        standby
+    }
+
+    /// A new cluster, not started.
+    fn made() -> Self {
         static NEXT: AtomicU32 = AtomicU32::new(0);
         let version = newest_server_version();
         let name = format!(
@@ -56,8 +104,79 @@ impl ScratchCluster {
             ],
             true,
         );
-        cluster.ctl("start");
         cluster
+    }
+
+    /// `pg_ctlcluster … promote`: the standby ends recovery, moves to a new
+    /// timeline and takes writes; returns once it says it is no longer in
+    /// recovery.
+    pub fn promote(&self) {
+        self.ctl("promote");
+        let start = Instant::now();
+        while self.sql("SELECT pg_is_in_recovery()") != "f" {
+            assert!(
+                start.elapsed() < Duration::from_secs(30),
+                "standby {} still in recovery 30 s after promotion",
+                self.name
+            );
+            // Polling the server's own state: nothing notifies the end of
+            // recovery.
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Wait until this standby has replayed everything `primary` has
+    /// written so far.
+    pub fn catch_up_with(&self, primary: &ScratchCluster) {
+        let written = primary.sql("SELECT pg_current_wal_lsn()");
+        let start = Instant::now();
+        while self.sql(&format!(
+            "SELECT pg_last_wal_replay_lsn() >= '{written}'::pg_lsn"
+        )) != "t"
+        {
+            assert!(
+                start.elapsed() < Duration::from_secs(30),
+                "standby {} has not replayed up to {written} within 30 s",
+                self.name
+            );
+            // As in `promote`: replay progress is only polled.
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// One value `query` answers in the `postgres` database (`psql -tAc`).
+    pub fn sql(&self, query: &str) -> String {
+        let output = Command::new(self.bin("psql"))
+            .args(["-h", "127.0.0.1", "-p", &self.port.to_string()])
+            .args(["-U", "postgres", "-d", "postgres", "-XtAc", query])
+            .output()
+            .unwrap_or_else(|e| panic!("psql not runnable: {e}"));
+        assert!(
+            output.status.success(),
+            "{query:?} on {} failed: {}",
+            self.name,
+            String::from_utf8_lossy(&output.stderr)
+        );
+        String::from_utf8_lossy(&output.stdout).trim().to_string()
+    }
+
+    /// The path of one of the server version's programs (`psql`,
+    /// `pg_dump`, `pg_restore`, `pg_basebackup`).
+    pub fn bin(&self, program: &str) -> String {
+        format!("/usr/lib/postgresql/{}/bin/{program}", self.version)
+    }
+
+    /// The data directory, as `pg_lsclusters` shows it.
+    fn data_directory(&self) -> String {
+        let output = Command::new("pg_lsclusters")
+            .args(["-h", &self.version, &self.name])
+            .output()
+            .unwrap_or_else(|e| panic!("pg_lsclusters not runnable: {e}"));
+        String::from_utf8_lossy(&output.stdout)
+            .split_whitespace()
+            .nth(5)
+            .unwrap_or_else(|| panic!("pg_lsclusters shows no data directory for {}", self.name))
+            .to_string()
     }
 
     /// A URL of the cluster's `postgres` database as superuser.
@@ -90,7 +209,7 @@ impl ScratchCluster {
     fn ctl(&self, action: &str) {
         let mut command = Command::new("pg_ctlcluster");
         command.arg("--skip-systemctl-redirect");
-        if action != "start" {
+        if action == "stop" || action == "restart" {
             command.args(["--mode", "fast"]);
         }
         let status = command
@@ -162,6 +281,15 @@ impl Drop for ScratchCluster {
     fn drop(&mut self) {
         self.tool("pg_dropcluster", &["--stop"], false);
     }
+}
+
+/// The path of a program of the newest PostgreSQL installed (`psql`,
+/// `pg_dump`, `pg_restore`), for any server a test reaches.
+pub fn server_program(program: &str) -> String {
+    format!(
+        "/usr/lib/postgresql/{}/bin/{program}",
+        newest_server_version()
+    )
 }
 
 /// The newest PostgreSQL server installed (`/usr/lib/postgresql/<v>`).

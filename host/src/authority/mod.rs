@@ -260,13 +260,38 @@ pub struct TenureRecord {
 }
 
 /// What the database says it is. Checked before any acquisition (point 4 of
-/// docs/design.md).
+/// docs/design.md) and, on PostgreSQL, inside every renewal, release and
+/// write transaction.
+///
+/// Which parts survive what (see "Running in production" in the README):
+///
+/// | | `database_id` | `system_identifier` | `database_oid` | `timeline` |
+/// |---|---|---|---|---|
+/// | failover to a streaming standby | kept | kept | kept | grows |
+/// | `CREATE DATABASE … TEMPLATE` | copied | kept | new | kept |
+/// | `pg_dump` and restore | copied | new, or kept on the same server | new (rarely the same) | other |
+/// | physical backup restored elsewhere | copied | kept | kept | grows |
+///
+/// A copy made by `TEMPLATE` or restore is recognised by the row itself:
+/// `leasehold_database` records the system identifier and oid of the
+/// database it was created in (migration 11), and a database whose own
+/// differ is a copy.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct DatabaseIdentity {
     /// The uuid created by the first migration.
     pub database_id: uuid::Uuid,
     /// `pg_control_system().system_identifier` (0 for the memory backend).
     pub system_identifier: u64,
+    /// The database's oid in `pg_database` (0 for the memory backend): a
+    /// template copy or a restore gets a new one.
+    pub database_oid: u32,
+    /// `current_database()` (empty for the memory backend); shown, never
+    /// compared (renaming a database keeps it the same database).
+    pub database_name: String,
+    /// The server's WAL timeline, which every promotion of a standby
+    /// raises; `None` while the server is in recovery (and for the memory
+    /// backend).
+    pub timeline: Option<u32>,
     /// `pg_is_in_recovery()`: a standby must never grant leases.
     pub in_recovery: bool,
     /// `transaction_read_only` in the session that answered: every write
@@ -274,6 +299,132 @@ pub struct DatabaseIdentity {
     pub read_only: bool,
     /// The endpoint, password redacted.
     pub endpoint: String,
+}
+
+impl DatabaseIdentity {
+    /// Every way `now` is not the database `self` is (empty: the same
+    /// one). Compares the uuid, the system identifier and the oid; the
+    /// name, the timeline and the recovery state are not identity (a
+    /// rename, a failover and a restart keep the database the same).
+    pub fn differences(&self, now: &DatabaseIdentity) -> Vec<String> {
+        let mut differences = Vec::new();
+        if self.database_id != now.database_id {
+            differences.push(format!(
+                "database id is {} but was {}",
+                now.database_id, self.database_id
+            ));
+        }
+        if self.system_identifier != now.system_identifier {
+            differences.push(format!(
+                "system identifier is {} but was {}",
+                now.system_identifier, self.system_identifier
+            ));
+        }
+        if self.database_oid != now.database_oid {
+            differences.push(format!(
+                "database {:?} has oid {} but the verified database {:?} had oid {}",
+                now.database_name, now.database_oid, self.database_name, self.database_oid
+            ));
+        }
+        differences
+    }
+}
+
+/// What a write must find: the identity verified when the host started
+/// (its uuid, and, when known, the server's system identifier and the
+/// database's oid). A store pinned to it refuses to write anywhere else
+/// and through a server in recovery.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PinnedDatabase {
+    /// `leasehold_database.id`.
+    pub database_id: uuid::Uuid,
+    /// The server's system identifier, when pinned.
+    pub system_identifier: Option<u64>,
+    /// The database's oid, when pinned.
+    pub database_oid: Option<u32>,
+    /// The newest schema version this host knows, when pinned: a database
+    /// a newer host migrated further is refused (upgrade this host).
+    pub schema_version: Option<i32>,
+}
+
+impl From<uuid::Uuid> for PinnedDatabase {
+    fn from(database_id: uuid::Uuid) -> Self {
+        Self {
+            database_id,
+            system_identifier: None,
+            database_oid: None,
+            schema_version: None,
+        }
+    }
+}
+
+impl From<&DatabaseIdentity> for PinnedDatabase {
+    fn from(identity: &DatabaseIdentity) -> Self {
+        Self {
+            database_id: identity.database_id,
+            system_identifier: Some(identity.system_identifier),
+            database_oid: Some(identity.database_oid),
+            schema_version: Some(postgres::required_schema_version()),
+        }
+    }
+}
+
+impl PinnedDatabase {
+    /// Why a write must not go to the database that answered `found`
+    /// (`None`: it may), naming every difference.
+    pub fn refusal(&self, found: &WriteTarget) -> Option<String> {
+        let mut problems = Vec::new();
+        if found.in_recovery {
+            problems
+                .push("the server is in recovery (a standby): writes need the primary".to_string());
+        }
+        if found.database_id != self.database_id {
+            problems.push(format!(
+                "database id is {} but {} was verified",
+                found.database_id, self.database_id
+            ));
+        }
+        if let Some(sys) = self.system_identifier
+            && sys != found.system_identifier
+        {
+            problems.push(format!(
+                "system identifier is {} but {sys} was verified",
+                found.system_identifier
+            ));
+        }
+        if let Some(oid) = self.database_oid
+            && oid != found.database_oid
+        {
+            problems.push(format!(
+                "database {:?} has oid {} but oid {oid} was verified",
+                found.database_name, found.database_oid
+            ));
+        }
+        if let (Some(known), Some(found)) = (self.schema_version, found.schema_version)
+            && found > known
+        {
+            problems.push(crate::db::newer_schema(&[found], known));
+        }
+        (!problems.is_empty()).then(|| problems.join("; "))
+    }
+}
+
+/// What a write transaction reads about the database it reached (one
+/// statement in its first flight).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WriteTarget {
+    /// `leasehold_database.id`.
+    pub database_id: uuid::Uuid,
+    /// The server's system identifier.
+    pub system_identifier: u64,
+    /// The database's oid.
+    pub database_oid: u32,
+    /// `current_database()`.
+    pub database_name: String,
+    /// `pg_is_in_recovery()`.
+    pub in_recovery: bool,
+    /// The newest schema migration applied.
+    pub schema_version: Option<i32>,
 }
 
 /// What the operator pinned: the host refuses to lead if the database

@@ -327,6 +327,9 @@ mod tests {
         DatabaseIdentity {
             database_id: uuid::Uuid::nil(),
             system_identifier: 7,
+            database_oid: 0,
+            database_name: String::new(),
+            timeline: None,
             in_recovery: false,
             read_only: false,
             endpoint: "db".into(),

@@ -5,7 +5,9 @@
 //! What it checks, and why each check is sound:
 //!
 //! - **Tenures** ([`Rule::Tenures`], [`Rule::Overlap`]): each lease's
-//!   tenures carry epochs 1, 2, ... without a gap (L1), only the newest may
+//!   tenures carry epochs 1, 2, ... without a gap (L1; the one gap allowed
+//!   is a grant after a failover, which starts at its timeline's floor
+//!   `(timeline - 1) * 2^32 + 1`), only the newest may
 //!   be open, the lease row shows the newest, a tenure ends no later than
 //!   the next one is granted (L2), all in database time, and every tenure
 //!   records its grant's snapshot (below).
@@ -673,11 +675,20 @@ impl Checker {
                         ),
                     ));
                 }
-                if t.epoch != i as i64 + 1 {
+                // A failover's first grant jumps to its timeline's floor.
+                let floor = |epoch: i64| epoch > 1 && (epoch - 1) % (1_i64 << 32) == 0;
+                let follows = match i.checked_sub(1).map(|p| tenures[p].epoch) {
+                    None => t.epoch == 1 || floor(t.epoch),
+                    Some(previous) => {
+                        t.epoch == previous + 1 || (t.epoch > previous && floor(t.epoch))
+                    }
+                };
+                if !follows {
                     found.push((
                         Rule::Tenures,
                         format!(
-                            "lease {lease}: tenure #{} has epoch {} (epochs must be 1, 2, ... without gaps)",
+                            "lease {lease}: tenure #{} has epoch {} (epochs must be 1, 2, ... without gaps, \
+                             but for a failover's jump to its timeline's floor)",
                             i + 1,
                             t.epoch
                         ),

@@ -215,6 +215,9 @@ impl MemoryAuthority {
                 identity: DatabaseIdentity {
                     database_id: uuid::Uuid::new_v4(),
                     system_identifier: 0,
+                    database_oid: 0,
+                    database_name: String::new(),
+                    timeline: None,
                     in_recovery: false,
                     read_only: false,
                     endpoint: MEMORY_ENDPOINT.to_string(),

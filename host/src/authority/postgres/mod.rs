@@ -50,6 +50,27 @@ macro_rules! holder_session_gone {
     };
 }
 
+/// SQL expression: the server's current WAL insertion timeline, as
+/// `bigint`, from the name of the WAL segment being written (its first 8
+/// hex digits). Only on a primary: `pg_walfile_name` fails in recovery.
+macro_rules! wal_timeline {
+    () => {
+        "('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::int8"
+    };
+}
+
+/// SQL expression: the lowest epoch a grant on the current timeline may
+/// carry, `(timeline - 1) * 2^32 + 1`. Timeline 1 (a server never failed
+/// over) gives 1, so epochs there are 1, 2, 3, ... as always; each
+/// promotion moves the floor above every epoch the former timeline can
+/// have issued (fewer than 2^32 per lease), including grants the standby
+/// never received. See "Failover" in ARCHITECTURE.md.
+macro_rules! timeline_epoch_floor {
+    () => {
+        concat!("(((", wal_timeline!(), ") - 1) << 32) + 1")
+    };
+}
+
 mod errors;
 pub mod holder_claim;
 mod listener;
@@ -57,6 +78,7 @@ mod listener;
 mod tests;
 
 use std::future::Future;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, LazyLock, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -85,13 +107,30 @@ use crate::names::check_label;
 use crate::session::Unusable;
 use crate::timeouts::{DATABASE_STATEMENT, GRANT_LOCK_TIMEOUT};
 
-const IDENTITY: &str = "
+/// The identity of the database a session reaches, with what its
+/// `leasehold_database` row records about where it was created (read
+/// through `to_jsonb`, so a schema older than migration 11 is reported as
+/// too old rather than as a missing column). The timeline is the WAL
+/// insertion timeline, which a promotion raises at once (the checkpoint's
+/// `timeline_id` only follows at the next checkpoint); a server in
+/// recovery has none to give.
+const IDENTITY: &str = concat!(
+    "
     SELECT d.id,
            pg_is_in_recovery(),
            (SELECT system_identifier FROM pg_control_system()),
            (SELECT max(version) FROM leasehold_migrations),
-           current_setting('transaction_read_only')::boolean
-      FROM leasehold_database d";
+           current_setting('transaction_read_only')::boolean,
+           (SELECT oid FROM pg_database WHERE datname = current_database())::int8,
+           current_database()::text,
+           (to_jsonb(d) ->> 'system_identifier')::int8,
+           (to_jsonb(d) ->> 'database_oid')::int8,
+           to_jsonb(d) ->> 'database_name',
+           CASE WHEN pg_is_in_recovery() THEN NULL ELSE ",
+    wal_timeline!(),
+    " END
+      FROM leasehold_database d"
+);
 
 /// Locks the row for the rest of the acquire (or release) transaction:
 /// grants of one lease serialize here, and a grant waits for in-flight
@@ -122,6 +161,18 @@ static BOUND_GRANT_LOCK_WAIT: LazyLock<String> = LazyLock::new(|| {
     )
 });
 
+/// The acquire's first statement: the idle bound of every lease
+/// transaction, and `synchronous_commit = on` whatever the database or
+/// role sets: a grant that a crash could undo (or that a synchronous
+/// standby has not confirmed, where one is configured) could be issued
+/// again at the same epoch.
+static BOUND_GRANT_TRANSACTION: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "{}; SET LOCAL synchronous_commit = on",
+        *BOUND_IDLE_TRANSACTION
+    )
+});
+
 /// [`LOCK_LEASE`] without the lock: what an acquire reads first. A held
 /// lease whose holder's session is alive is answered from it, without
 /// locking anything.
@@ -135,15 +186,20 @@ const PEEK_LEASE: &str = concat!(
      WHERE cluster = $1 AND name = $2"
 );
 
-/// First grant of a lease: epoch 1. `DO NOTHING` on a concurrent first
+/// First grant of a lease: epoch 1 on timeline 1, else the timeline's
+/// floor (`timeline_epoch_floor`: a grant the standby never received may
+/// have given epoch 1 already). `DO NOTHING` on a concurrent first
 /// grant, which then wins. $6–$8: the grant's crash detection and its
 /// holder's liveness session (pid and claim key; NULL under `ttl`).
-const GRANT_FIRST: &str = "
+const GRANT_FIRST: &str = concat!(
+    "
     WITH clock AS (SELECT clock_timestamp() AS t),
     granted AS (
         INSERT INTO leasehold_leases (cluster, name, holder, epoch, acquired_at, renewed_at, expires_at,
                                       crash_detection, holder_pid, holder_claim_key)
-        SELECT $1, $2, $3, 1, t, t, t + $4::bigint * interval '1 microsecond', $6, $7, $8 FROM clock
+        SELECT $1, $2, $3, ",
+    timeline_epoch_floor!(),
+    ", t, t, t + $4::bigint * interval '1 microsecond', $6, $7, $8 FROM clock
         ON CONFLICT (cluster, name) DO NOTHING
         RETURNING epoch, acquired_at, expires_at
     ),
@@ -151,12 +207,14 @@ const GRANT_FIRST: &str = "
         INSERT INTO leasehold_tenures (cluster, lease, epoch, holder, endpoint, acquired_at, granted_snapshot)
         SELECT $1, $2, epoch, $3, $5, acquired_at, pg_current_snapshot() FROM granted
     )
-    SELECT epoch, acquired_at, expires_at FROM granted";
+    SELECT epoch, acquired_at, expires_at FROM granted"
+);
 
 /// Next grant, on the row locked by [`LOCK_LEASE`]: previous epoch + 1
-/// (L1), only if released or expired by the database clock, or its
-/// holder's liveness session is gone under a `session` grant (L2; judged
-/// again here, under the lock). Every still-open earlier tenure is ended:
+/// (L1), or the current timeline's floor when that is higher (the first
+/// grant after a failover; `timeline_epoch_floor`), only if released or
+/// expired by the database clock, or its holder's liveness session is gone
+/// under a `session` grant (L2; judged again here, under the lock). Every still-open earlier tenure is ended:
 /// `expired` at its expiry if the row had expired ($6, $7), else
 /// `superseded` now (a released tenure was ended by its release; a tenure
 /// whose holder's session is gone is superseded). The new tenure records
@@ -169,7 +227,9 @@ const GRANT_NEXT: &str = concat!(
     WITH clock AS (SELECT clock_timestamp() AS t),
     granted AS (
         UPDATE leasehold_leases l
-           SET holder = $3, epoch = l.epoch + 1, acquired_at = clock.t, renewed_at = clock.t,
+           SET holder = $3, epoch = greatest(l.epoch + 1, ",
+    timeline_epoch_floor!(),
+    "), acquired_at = clock.t, renewed_at = clock.t,
                expires_at = clock.t + $4::bigint * interval '1 microsecond', released = false,
                crash_detection = $8, holder_pid = $9, holder_claim_key = $10
           FROM clock
@@ -264,9 +324,13 @@ const RECORD_OUTBOUND: &str = "
            last_outbound_at = greatest(last_outbound_at, $6)
      WHERE cluster = $1 AND lease = $2 AND epoch = $3 AND holder = $4";
 
-/// The schema version this host needs.
-fn required_schema_version() -> i32 {
-    db::MIGRATIONS.last().map_or(0, |(version, _)| *version)
+/// The schema version this host needs (and the newest it knows).
+pub(crate) fn required_schema_version() -> i32 {
+    db::MIGRATIONS
+        .iter()
+        .map(|(version, _)| *version)
+        .max()
+        .unwrap_or(0)
 }
 
 /// The PostgreSQL lease backend. Cheap to clone: clones share the pool,
@@ -296,6 +360,9 @@ struct Shared {
     /// reaches another Leasehold database would acquire there until the
     /// supervisors' periodic identity re-check caught up.)
     first: Mutex<Option<DatabaseIdentity>>,
+    /// The highest WAL timeline seen on this database (0: none yet). A
+    /// server on a lower one is a former primary a failover left behind.
+    timeline: AtomicU32,
     wakes: Arc<ReleaseWakes>,
     /// Started on the first `released` (or `dead_holder`) call; stopped
     /// when the last clone of the authority is dropped.
@@ -329,6 +396,7 @@ impl PostgresAuthority {
                 expected,
                 verified: Mutex::new(None),
                 first: Mutex::new(None),
+                timeline: AtomicU32::new(0),
                 wakes: Arc::new(ReleaseWakes::new()),
                 listener: Mutex::new(None),
                 session_config: Mutex::new(None),
@@ -415,8 +483,9 @@ impl PostgresAuthority {
         Ok(identity)
     }
 
-    /// Check `identity` against the expectation and against the first
-    /// identity this authority admitted (which the first call records).
+    /// Check `identity` against the expectation, against the first
+    /// identity this authority admitted (which the first call records) and
+    /// against the highest timeline it saw.
     fn admit(&self, identity: &DatabaseIdentity) -> Result<(), AuthorityError> {
         self.shared.expected.verify(identity)?;
         let mut first = self
@@ -424,29 +493,57 @@ impl PostgresAuthority {
             .first
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
-        match first.as_ref() {
-            Some(was)
-                if was.database_id != identity.database_id
-                    || was.system_identifier != identity.system_identifier =>
-            {
-                Err(AuthorityError::WrongDatabase {
+        if let Some(was) = first.as_ref() {
+            let differences = was.differences(identity);
+            if !differences.is_empty() {
+                return Err(AuthorityError::WrongDatabase {
                     endpoint: identity.endpoint.clone(),
                     problems: format!(
-                        "database identity changed since this host first verified it: \
-                         was {} / {}, now {} / {}",
-                        was.database_id,
-                        was.system_identifier,
-                        identity.database_id,
-                        identity.system_identifier
+                        "database identity changed since this host first verified it: {}",
+                        differences.join("; ")
                     ),
-                })
-            }
-            Some(_) => Ok(()),
-            None => {
-                *first = Some(identity.clone());
-                Ok(())
+                });
             }
         }
+        if let Some(timeline) = identity.timeline {
+            let seen = self.shared.timeline.fetch_max(timeline, Ordering::AcqRel);
+            if timeline < seen {
+                return Err(AuthorityError::WrongDatabase {
+                    endpoint: identity.endpoint.clone(),
+                    problems: format!(
+                        "the server is on timeline {timeline} but this host saw this database on \
+                         timeline {seen}: it is a former primary that a failover left behind"
+                    ),
+                });
+            }
+        }
+        if first.is_none() {
+            *first = Some(identity.clone());
+        }
+        Ok(())
+    }
+
+    /// Judge the identity row read inside a lease transaction (acquire,
+    /// renew, release) by [`IDENTITY`]. On a refusal, whatever was verified
+    /// before is not what answers now: the pooled sessions are retired and
+    /// the identity must be verified again.
+    fn admit_in_transaction(
+        &self,
+        row: Option<&tokio_postgres::Row>,
+    ) -> Result<(), AuthorityError> {
+        let admitted = identity_of(row, self.endpoint()).and_then(|identity| self.admit(&identity));
+        if admitted.is_err() {
+            self.shared
+                .db
+                .sessions()
+                .retire(&Unusable::wrong_database());
+            *self
+                .shared
+                .verified
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner) = None;
+        }
+        admitted
     }
 
     /// The database and pool this authority uses.
@@ -542,6 +639,14 @@ fn identity_of(
     };
     let version: Option<i32> = row.get(3);
     let required = required_schema_version();
+    if let Some(version) = version
+        && version > required
+    {
+        return Err(AuthorityError::WrongDatabase {
+            endpoint: endpoint.to_string(),
+            problems: db::newer_schema(&[version], required),
+        });
+    }
     if version.unwrap_or(0) < required {
         return Err(AuthorityError::Schema {
             endpoint: endpoint.to_string(),
@@ -551,12 +656,40 @@ fn identity_of(
             ),
         });
     }
+    // The server's identifier is an unsigned 64-bit number shown through a
+    // signed bigint; keep its bits. Oids are unsigned 32-bit.
+    let system_identifier = row.get::<_, i64>(2) as u64;
+    let database_oid = u32::try_from(row.get::<_, i64>(5)).unwrap_or_default();
+    let database_name: String = row.get(6);
+    let recorded_system: Option<i64> = row.get(7);
+    let recorded_oid: Option<i64> = row.get(8);
+    let recorded_name: Option<String> = row.get(9);
+    if let (Some(recorded_system), Some(recorded_oid)) = (recorded_system, recorded_oid) {
+        let recorded_system = recorded_system as u64;
+        if recorded_system != system_identifier || recorded_oid != i64::from(database_oid) {
+            return Err(AuthorityError::WrongDatabase {
+                endpoint: endpoint.to_string(),
+                problems: format!(
+                    "database {database_name:?} (oid {database_oid}, system identifier \
+                     {system_identifier}) is a copy: its leasehold_database row was created in \
+                     database {:?} (oid {recorded_oid}, system identifier {recorded_system}). \
+                     CREATE DATABASE ... TEMPLATE, pg_dump and restore, and major-version \
+                     upgrades copy the row; a copy has its own epochs, which the original \
+                     already issued, so no host leads or writes there",
+                    recorded_name.unwrap_or_default()
+                ),
+            });
+        }
+    }
     Ok(DatabaseIdentity {
         database_id: row.get(0),
         in_recovery: row.get(1),
-        // The server's identifier is an unsigned 64-bit number shown
-        // through a signed bigint; keep its bits.
-        system_identifier: row.get::<_, i64>(2) as u64,
+        system_identifier,
+        database_oid,
+        database_name,
+        timeline: row
+            .get::<_, Option<i64>>(10)
+            .and_then(|t| u32::try_from(t).ok()),
         read_only: row.get(4),
         endpoint: endpoint.to_string(),
     })
@@ -653,24 +786,12 @@ impl Authority for PostgresAuthority {
             let params: [&(dyn tokio_postgres::types::ToSql + Sync); 2] = [&key.cluster, &key.name];
             let (bounded, identity, peeked) = tokio::join!(
                 biased;
-                tx.batch_execute(&BOUND_IDLE_TRANSACTION),
+                tx.batch_execute(&BOUND_GRANT_TRANSACTION),
                 tx.query_opt(&read_identity, &[]),
                 tx.query_opt(&peek, &params)
             );
             bounded?;
-            if let Err(refused) =
-                identity_of(identity?.as_ref(), endpoint).and_then(|identity| self.admit(&identity))
-            {
-                // Whatever was verified before is not what answers now.
-                self.shared
-                    .db
-                    .sessions()
-                    .retire(&Unusable::wrong_database());
-                *self
-                    .shared
-                    .verified
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner) = None;
+            if let Err(refused) = self.admit_in_transaction(identity?.as_ref()) {
                 tx.rollback().await?;
                 return Err(refused.into());
             }
@@ -829,6 +950,7 @@ impl Authority for PostgresAuthority {
                 let mut client = self.shared.db.pool().get().await?;
                 let tx = client.transaction().await?;
                 let renew = tx.prepare_cached(RENEW).await?;
+                let read_identity = tx.prepare_cached(IDENTITY).await?;
                 // One flight: the lock wait and the idle time are bounded
                 // before the UPDATE runs. A renewal waits on the lease row only behind a grant
                 // or release (never behind fenced writes, which hold it
@@ -836,12 +958,20 @@ impl Authority for PostgresAuthority {
                 // renewal, well inside the slack, tries again.
                 let params: [&(dyn tokio_postgres::types::ToSql + Sync); 5] =
                     [&clusters, &names, &epochs, &holders, &micros];
-                let (bounded, rows) = tokio::join!(
+                // The identity is read before the UPDATE runs and judged
+                // before anything commits: renewing at a copy, a standby or
+                // a former primary is refused, whatever the UPDATE found.
+                let (bounded, identity, rows) = tokio::join!(
                     biased;
                     tx.batch_execute(&bound_lock_wait),
+                    tx.query_opt(&read_identity, &[]),
                     tx.query(&renew, &params)
                 );
                 bounded?;
+                if let Err(refused) = self.admit_in_transaction(identity?.as_ref()) {
+                    tx.rollback().await?;
+                    return Err(refused.into());
+                }
                 let rows = rows?;
                 tx.commit().await?;
                 Ok(rows)
@@ -883,9 +1013,11 @@ impl Authority for PostgresAuthority {
                 let tx = client.transaction().await?;
                 let lock = tx.prepare_cached(LOCK_LEASE).await?;
                 let release = tx.prepare_cached(RELEASE).await?;
-                // One flight, in this order: bound the idle time, lock the
-                // row (waiting for in-flight fenced writes), then release
-                // with a snapshot taken after the lock.
+                let read_identity = tx.prepare_cached(IDENTITY).await?;
+                // One flight, in this order: bound the idle time, read the
+                // identity (judged before anything commits), lock the row
+                // (waiting for in-flight fenced writes), then release with
+                // a snapshot taken after the lock.
                 let key: [&(dyn tokio_postgres::types::ToSql + Sync); 2] =
                     [&fence.key.cluster, &fence.key.name];
                 let reason = reason.as_str();
@@ -897,13 +1029,18 @@ impl Authority for PostgresAuthority {
                     &reason,
                     &RELEASE_CHANNEL,
                 ];
-                let (bounded, locked, row) = tokio::join!(
+                let (bounded, identity, locked, row) = tokio::join!(
                     biased;
                     tx.batch_execute(&BOUND_IDLE_TRANSACTION),
+                    tx.query_opt(&read_identity, &[]),
                     tx.query_opt(&lock, &key),
                     tx.query_one(&release, &params)
                 );
                 bounded?;
+                if let Err(refused) = self.admit_in_transaction(identity?.as_ref()) {
+                    tx.rollback().await?;
+                    return Err(refused.into());
+                }
                 locked?;
                 let row = row?;
                 tx.commit().await?;
