@@ -373,7 +373,9 @@ impl Drop for Made {
 
 /// A `pg_dump` of a Leasehold database restored into another database of
 /// the same server carries every row, the uuid included; the authority
-/// still refuses it, naming the copy and the original.
+/// still refuses it, naming the copy and the original, until an operator
+/// adopts it (README, "Running in production"), which moves every lease
+/// above the epochs the original issued.
 #[tokio::test]
 async fn a_restored_dump_is_refused_as_a_copy() {
     let original = TestDatabase::create().await;
@@ -401,6 +403,13 @@ async fn a_restored_dump_is_refused_as_a_copy() {
             String::from_utf8_lossy(&output.stderr)
         );
     };
+    // The original has given epoch 1 of a lease before it is dumped.
+    let original_authority =
+        PostgresAuthority::new(original.database(2), ExpectedIdentity::default());
+    assert!(matches!(
+        original_authority.acquire(&request("east", "host-a")).await,
+        Ok(Acquired::Granted(_))
+    ));
     let file_arg = file.to_str().unwrap();
     run(
         "psql",
@@ -425,11 +434,29 @@ async fn a_restored_dump_is_refused_as_a_copy() {
         }
         other => panic!("a restored dump must be refused, got {other:?}"),
     }
-    // The original is itself.
-    let original_authority =
-        PostgresAuthority::new(original.database(2), ExpectedIdentity::default());
-    assert!(matches!(
-        original_authority.acquire(&request("east", "host-a")).await,
-        Ok(Acquired::Granted(_))
-    ));
+
+    // Adopted as the README says (every host stopped), it is led from,
+    // above every epoch the original could have issued.
+    run(
+        "psql",
+        &[
+            "-XqAc",
+            "UPDATE leasehold_database
+                SET system_identifier = (SELECT system_identifier FROM pg_control_system()),
+                    database_oid = (SELECT oid FROM pg_database WHERE datname = current_database()),
+                    database_name = current_database();
+             UPDATE leasehold_leases SET epoch = ((epoch >> 32) + 1) << 32, released = true;",
+            &restored,
+        ],
+    );
+    let adopted = PostgresAuthority::new(
+        Database::new(&restored, 2).unwrap(),
+        ExpectedIdentity::default(),
+    );
+    match adopted.acquire(&request("east", "host-b")).await {
+        Ok(Acquired::Granted(grant)) => {
+            assert_eq!(grant.fence.epoch.0, (1 << 32) + 1, "{grant:?}");
+        }
+        other => panic!("an adopted copy is led from, got {other:?}"),
+    }
 }
