@@ -18,7 +18,9 @@ use leasehold_host::db::{self, Database};
 use leasehold_host::fence::LeaseKey;
 use leasehold_host::limits::MAX_HISTORY;
 use leasehold_host::names::check_label;
+use leasehold_host::telemetry::{self, Telemetry};
 use tracing_subscriber::EnvFilter;
+use tracing_subscriber::prelude::*;
 
 /// Log filter when neither --log-level nor RUST_LOG is given. The
 /// PostgreSQL driver logs every server NOTICE (such as "relation already
@@ -181,7 +183,23 @@ running process: ask its API instead (GET /v1/leases).")]
 
 pub(crate) fn main() -> ExitCode {
     let cli = Cli::parse();
-    if let Err(e) = init_logging(cli.log_format, cli.log_level.as_deref()) {
+    // `run` reads its config before the log is set up: where traces go is
+    // part of that setup.
+    let mut prepared = None;
+    let mut exporting = None;
+    if let Command::Run { config } = &cli.command {
+        match prepare_run(config) {
+            Ok((run, layer)) => {
+                prepared = Some(run);
+                exporting = layer;
+            }
+            Err(e) => {
+                eprintln!("error: {}", db::scrub(&format!("{e:#}")));
+                return ExitCode::FAILURE;
+            }
+        }
+    }
+    if let Err(e) = init_logging(cli.log_format, cli.log_level.as_deref(), exporting) {
         eprintln!("error: {e:#}");
         return ExitCode::from(2);
     }
@@ -195,7 +213,7 @@ pub(crate) fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(dispatch(cli.command)) {
+    match runtime.block_on(dispatch(cli.command, prepared)) {
         Ok(code) => code,
         Err(e) => {
             // Every error redacts its endpoint where it is made; this is
@@ -207,7 +225,15 @@ pub(crate) fn main() -> ExitCode {
     }
 }
 
-fn init_logging(format: LogFormat, level: Option<&str>) -> anyhow::Result<()> {
+/// Log lines to stderr, filtered by `level` (else `RUST_LOG`, else the
+/// default), and the trace exporter's layer when traces are exported. The
+/// spans only traces carry ([`telemetry::SPAN_TARGET`]) never reach the
+/// log.
+fn init_logging(
+    format: LogFormat,
+    level: Option<&str>,
+    exporting: Option<telemetry::ExportLayer>,
+) -> anyhow::Result<()> {
     let filter = match level {
         Some(level) => EnvFilter::try_new(level)
             .with_context(|| format!("--log-level {level:?} is not a log filter"))?,
@@ -217,19 +243,54 @@ fn init_logging(format: LogFormat, level: Option<&str>) -> anyhow::Result<()> {
             _ => EnvFilter::new(DEFAULT_LOG_FILTER),
         },
     };
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
-    match format {
-        LogFormat::Human => builder.init(),
-        LogFormat::Json => builder.json().flatten_event(true).init(),
-    }
+    let filter = filter.add_directive(
+        format!("{}=off", telemetry::SPAN_TARGET)
+            .parse()
+            .expect("a fixed directive parses"),
+    );
+    let lines = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
+    let lines = match format {
+        LogFormat::Human => lines.boxed(),
+        LogFormat::Json => lines.json().flatten_event(true).boxed(),
+    };
+    tracing_subscriber::registry()
+        .with(exporting)
+        .with(lines.with_filter(filter))
+        .try_init()
+        .context("cannot install the log subscriber")?;
     Ok(())
 }
 
-async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
+/// What `run` needs before the log is set up: its config, and the trace
+/// exporter when the config (or `OTEL_EXPORTER_OTLP_ENDPOINT`) names a
+/// collector. Read once: a reload (SIGHUP) does not change where traces go.
+struct PreparedRun {
+    path: PathBuf,
+    config: Config,
+    exporter: Option<Telemetry>,
+}
+
+fn prepare_run(path: &Path) -> anyhow::Result<(PreparedRun, Option<telemetry::ExportLayer>)> {
+    let config = Config::load(path)?;
+    let (exporter, layer) =
+        match Telemetry::start(&config.telemetry, config.holder(), &config.cluster)? {
+            Some((exporter, layer)) => (Some(exporter), Some(layer)),
+            None => (None, None),
+        };
+    let run = PreparedRun {
+        path: path.to_path_buf(),
+        config,
+        exporter,
+    };
+    Ok((run, layer))
+}
+
+async fn dispatch(command: Command, prepared: Option<PreparedRun>) -> anyhow::Result<ExitCode> {
     match command {
-        Command::Run { config } => run(&config).await,
+        Command::Run { .. } => match prepared {
+            Some(prepared) => run(prepared).await,
+            None => bail!("the run command's config was not read"),
+        },
         Command::Check { config } => check(&config).await,
         Command::Migrate { database_url } => migrate(database_url).await,
         Command::Leases {
@@ -242,9 +303,26 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
     }
 }
 
-async fn run(path: &Path) -> anyhow::Result<ExitCode> {
+async fn run(prepared: PreparedRun) -> anyhow::Result<ExitCode> {
+    let PreparedRun {
+        path,
+        config,
+        exporter,
+    } = prepared;
+    let result = run_service(&path, config, exporter.as_ref()).await;
+    if let Some(exporter) = exporter {
+        // Flushes the spans still queued, the last tenure's included.
+        let _ = tokio::task::spawn_blocking(move || exporter.shutdown()).await;
+    }
+    result
+}
+
+async fn run_service(
+    path: &Path,
+    config: Config,
+    exporter: Option<&Telemetry>,
+) -> anyhow::Result<ExitCode> {
     refuse_an_undeclared_unfenced_build()?;
-    let config = Config::load(path)?;
     tracing::info!(
         config = %path.display(),
         cluster = config.cluster,
@@ -252,6 +330,13 @@ async fn run(path: &Path) -> anyhow::Result<ExitCode> {
         database = %config.database.endpoint(),
         "starting leasehold"
     );
+    if let Some(exporter) = exporter {
+        tracing::info!(
+            endpoint = exporter.endpoint(),
+            sample_ratio = config.telemetry.sample_ratio,
+            "exporting traces (OTLP/HTTP)"
+        );
+    }
     leasehold_host::service::run(config, Some(path.to_path_buf())).await?;
     Ok(ExitCode::SUCCESS)
 }

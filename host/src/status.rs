@@ -119,6 +119,9 @@ pub struct ControllerMetrics {
     pub abort_seconds: Histogram,
     /// Commit outcomes of every tenure on this replica.
     pub commits: Arc<CommitCounters>,
+    /// The running guest's work queue: keys ready and how long the oldest
+    /// has waited.
+    pub queue: QueueGauges,
     /// Outbound HTTP requests of every tenure on this replica.
     pub outbound: OutboundMetrics,
 }
@@ -258,8 +261,44 @@ impl Default for ControllerMetrics {
             renew_seconds: Histogram::new(LATENCY_BUCKETS),
             abort_seconds: Histogram::new(LATENCY_BUCKETS),
             commits: Arc::new(CommitCounters::default()),
+            queue: QueueGauges::default(),
             outbound: OutboundMetrics::default(),
         }
+    }
+}
+
+/// The work queue as `/metrics` shows it, published by the worker each time
+/// it takes or adds work. The age is measured when scraped, so it keeps
+/// growing while a long reconcile holds the worker.
+#[derive(Debug, Default)]
+pub struct QueueGauges {
+    /// Keys ready to reconcile now (delayed requeues and retries not yet
+    /// due are not counted).
+    depth: AtomicU64,
+    /// Since when the longest-waiting ready key has been ready.
+    oldest: Mutex<Option<std::time::Instant>>,
+}
+
+impl QueueGauges {
+    /// Publish the queue's state: `depth` ready keys, the oldest ready
+    /// since `oldest`.
+    pub fn publish(&self, depth: usize, oldest: Option<std::time::Instant>) {
+        self.depth.store(depth as u64, Ordering::Relaxed);
+        *self.oldest.lock().unwrap_or_else(|p| p.into_inner()) = oldest;
+    }
+
+    /// Keys ready now.
+    pub fn depth(&self) -> u64 {
+        self.depth.load(Ordering::Relaxed)
+    }
+
+    /// How long the oldest ready key has waited at `now`; zero when none
+    /// is ready.
+    pub fn oldest_age(&self, now: std::time::Instant) -> Duration {
+        self.oldest
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .map_or(Duration::ZERO, |since| now.saturating_duration_since(since))
     }
 }
 

@@ -47,7 +47,7 @@ use opentelemetry_sdk::trace::{BatchSpanProcessor, Sampler, SdkTracer, SdkTracer
 use serde::Serialize;
 use tracing_opentelemetry::{OpenTelemetryLayer, OpenTelemetrySpanExt};
 use tracing_subscriber::filter::{Filtered, LevelFilter, Targets};
-use tracing_subscriber::{Layer, Registry, reload};
+use tracing_subscriber::{Layer, Registry};
 
 use crate::config::TelemetryConfig;
 
@@ -132,6 +132,16 @@ impl TraceParent {
             // Fails only when the span was already started, which a
             // freshly made span never is.
             let _ = span.set_parent(self.context());
+        }
+    }
+}
+
+impl TraceParent {
+    /// Link `span` to this context (no effect while off): the span was
+    /// caused by it too, though it is not its parent.
+    pub fn link(&self, span: &tracing::Span) {
+        if active() {
+            span.add_link(self.context().span().span_context().clone());
         }
     }
 }
@@ -281,33 +291,10 @@ pub fn api_write_span(
     span
 }
 
-/// The exporting layer, as the subscriber holds it.
-type Exporting = Filtered<Option<OpenTelemetryLayer<Registry, SdkTracer>>, Targets, Registry>;
-
-/// The place in the subscriber where the exporting layer goes once the
-/// config is read: install it first, directly on the registry.
-pub type Slot = reload::Layer<Exporting, Registry>;
-
-/// Fills the [`Slot`] ([`Telemetry::start`]).
-#[derive(Clone)]
-pub struct SlotHandle(reload::Handle<Exporting, Registry>);
-
-impl std::fmt::Debug for SlotHandle {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SlotHandle").finish_non_exhaustive()
-    }
-}
-
-/// An empty slot for the subscriber, and its handle. Only the host's own
-/// spans are exported (the reconcile span and this module's); other
-/// crates' spans never are.
-pub fn slot() -> (Slot, SlotHandle) {
-    let targets = Targets::new()
-        .with_target("leasehold_host", LevelFilter::INFO)
-        .with_target(SPAN_TARGET, LevelFilter::INFO);
-    let (layer, handle) = reload::Layer::new(None.with_filter(targets));
-    (layer, SlotHandle(handle))
-}
+/// The exporting layer, as the subscriber holds it: put it first, directly
+/// on the registry. Only the host's own spans are exported (the reconcile
+/// span and this module's); other crates' spans never are.
+pub type ExportLayer = Filtered<OpenTelemetryLayer<Registry, SdkTracer>, Targets, Registry>;
 
 /// Why telemetry could not start.
 #[derive(Debug, thiserror::Error)]
@@ -320,9 +307,6 @@ pub enum TelemetryError {
         /// What failed.
         reason: String,
     },
-    /// The subscriber is gone (the slot's handle outlived it).
-    #[error("cannot install the trace exporter: {0}")]
-    Install(String),
 }
 
 /// The running exporter; [`Telemetry::shutdown`] flushes it.
@@ -345,14 +329,14 @@ impl std::fmt::Debug for Telemetry {
 
 impl Telemetry {
     /// Start exporting to `config.otlp_endpoint` (nothing when it is
-    /// `None`: telemetry stays off) and fill `slot`. `holder` and `cluster`
-    /// name this host in the traces' resource.
+    /// `None`: telemetry stays off), with the layer to install in the
+    /// subscriber. `holder` and `cluster` name this host in the traces'
+    /// resource.
     pub fn start(
         config: &TelemetryConfig,
         holder: &str,
         cluster: &str,
-        slot: &SlotHandle,
-    ) -> Result<Option<Self>, TelemetryError> {
+    ) -> Result<Option<(Self, ExportLayer)>, TelemetryError> {
         let Some(base) = config.otlp_endpoint.as_deref() else {
             return Ok(None);
         };
@@ -422,21 +406,25 @@ impl Telemetry {
             .with_location(false)
             .with_threads(false)
             .with_tracked_inactivity(false)
+            .with_target(false)
             .with_level(false);
-        slot.0
-            .modify(|slot| *slot.inner_mut() = Some(layer))
-            .map_err(|e| TelemetryError::Install(e.to_string()))?;
+        let targets = Targets::new()
+            .with_target("leasehold_host", LevelFilter::INFO)
+            .with_target(SPAN_TARGET, LevelFilter::INFO);
         ACTIVE.store(true, Ordering::Relaxed);
-        tracing::info!(
-            endpoint = %shown,
-            sample_ratio = config.sample_ratio,
-            "exporting traces (OTLP/HTTP)"
-        );
-        Ok(Some(Self {
-            provider,
-            endpoint: shown,
-            runtime: Some((stop, thread)),
-        }))
+        Ok(Some((
+            Self {
+                provider,
+                endpoint: shown,
+                runtime: Some((stop, thread)),
+            },
+            layer.with_filter(targets),
+        )))
+    }
+
+    /// Where spans go (the collector's URL, credentials scrubbed).
+    pub fn endpoint(&self) -> &str {
+        &self.endpoint
     }
 
     /// Stop making spans, export what is queued (bounded by

@@ -18,6 +18,9 @@
 //! | `leasehold_outbound_request_seconds` | histogram: from sending a request to its response head (or its failure on the wire) | |
 //! | `leasehold_http_overloaded_total` | counter: API requests answered 503 `overloaded` (no `controller` label) | `budget` = requests, events |
 //! | `leasehold_abort_duration_seconds` | histogram: from a lease loss detected to the guest's Store dropped | |
+//! | `leasehold_fenced_refusals_total` | counter: guest commits refused by the fence | `cause` = never_granted, superseded, released, expired, revoked |
+//! | `leasehold_work_queue_depth` | gauge: keys of the running guest's work queue ready to reconcile now | |
+//! | `leasehold_work_queue_oldest_seconds` | gauge: how long the longest-waiting ready key has waited, 0 when none | |
 //!
 //! The host's own series ([`HostMetrics`]; no `controller` label):
 //!
@@ -964,6 +967,58 @@ pub fn render(status: &Status) -> String {
             "leasehold_renew_duration_seconds",
             &c.name,
             &c.metrics.renew_seconds,
+        );
+    }
+
+    header(
+        &mut out,
+        "leasehold_fenced_refusals_total",
+        "counter",
+        "Guest commits refused because the tenure's fence was no longer current, by \
+         cause: the database's verdict (never_granted, superseded, released, expired) \
+         or revoked (the host knew the lease was lost and sent nothing).",
+    );
+    for c in &controllers {
+        for (cause, count) in c.metrics.commits.fenced_by_cause() {
+            sample(
+                &mut out,
+                "leasehold_fenced_refusals_total",
+                &labels(&[("controller", &c.name), ("cause", cause)]),
+                count,
+            );
+        }
+    }
+
+    header(
+        &mut out,
+        "leasehold_work_queue_depth",
+        "gauge",
+        "Keys in the running guest's work queue that are ready to reconcile now \
+         (timers not yet due are not counted); 0 while no guest runs here.",
+    );
+    for c in &controllers {
+        sample(
+            &mut out,
+            "leasehold_work_queue_depth",
+            &labels(&[("controller", &c.name)]),
+            c.metrics.queue.depth(),
+        );
+    }
+
+    header(
+        &mut out,
+        "leasehold_work_queue_oldest_seconds",
+        "gauge",
+        "How long the longest-waiting ready key of the work queue has waited for \
+         the worker, in seconds; 0 when none waits.",
+    );
+    let now = std::time::Instant::now();
+    for c in &controllers {
+        sample(
+            &mut out,
+            "leasehold_work_queue_oldest_seconds",
+            &labels(&[("controller", &c.name)]),
+            c.metrics.queue.oldest_age(now).as_secs_f64(),
         );
     }
 

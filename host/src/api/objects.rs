@@ -26,6 +26,8 @@ use super::page::{self, ListPage};
 use crate::limits::{HTTP_BODY_BYTES, PUT_ATTEMPTS};
 use crate::names::check_label;
 use crate::store::{ApiWrite, Metadata, Object, ObjectKey, StoreError, Written};
+use crate::telemetry::{self, TraceParent};
+use tracing::Instrument;
 
 /// Longest an `If-Match: *` write keeps retrying while other writers keep
 /// changing the object. Each retry follows another writer's commit (so
@@ -241,17 +243,71 @@ fn body_error(rejection: BytesRejection) -> ApiError {
     }
 }
 
+/// The kind and name a write's path gives, for its span.
+fn object_names(path: &Result<Path<(String, String)>, PathRejection>) -> Option<(String, String)> {
+    path.as_ref().ok().map(|Path(names)| names.clone())
+}
+
+/// Run an API write (`method` on the object `names`) inside its
+/// `api.write` span, with the trace context the store records beside its
+/// changes: that span's when traces are exported, else the request's own
+/// `traceparent` as it came (so a leader exporting traces still joins the
+/// caller's trace). A missing, repeated or malformed `traceparent` is no
+/// context, never an error.
+async fn traced(
+    method: &'static str,
+    names: Option<(String, String)>,
+    headers: &HeaderMap,
+    write: impl std::future::Future<Output = Result<Response, ApiError>>,
+) -> Result<Response, ApiError> {
+    let mut values = headers.get_all(telemetry::TRACEPARENT).iter();
+    let parent = match (values.next(), values.next()) {
+        (Some(value), None) => value.to_str().ok().and_then(TraceParent::parse),
+        _ => None,
+    };
+    let span = match &names {
+        Some((kind, name)) => telemetry::api_write_span(method, kind, name, parent.as_ref()),
+        None => tracing::Span::none(),
+    };
+    let context = TraceParent::of_span(&span).or(parent);
+    let result = telemetry::with_write_context(context, write)
+        .instrument(span.clone())
+        .await;
+    let status = match &result {
+        Ok(response) => response.status(),
+        Err(error) => error.status,
+    };
+    telemetry::attribute(&span, "http.status", i64::from(status.as_u16()));
+    result
+}
+
 pub(super) async fn put(
     State(shared): State<AppState>,
     path: Result<Path<(String, String)>, PathRejection>,
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
+    let names = object_names(&path);
+    traced(
+        "PUT",
+        names,
+        &headers,
+        put_untraced(&shared, path, &headers, body),
+    )
+    .await
+}
+
+async fn put_untraced(
+    shared: &AppState,
+    path: Result<Path<(String, String)>, PathRejection>,
+    headers: &HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
     let key = key(path)?;
-    let condition = precondition(&headers)?;
+    let condition = precondition(headers)?;
     let body = body.map_err(body_error)?;
-    if carries_metadata(&headers)? {
-        return put_with_metadata(&shared, key, condition, &body).await;
+    if carries_metadata(headers)? {
+        return put_with_metadata(shared, key, condition, &body).await;
     }
     if body.iter().all(u8::is_ascii_whitespace) {
         return Err(ApiError::invalid(
@@ -395,6 +451,23 @@ pub(super) async fn put_status(
     State(shared): State<AppState>,
     path: Result<Path<(String, String)>, PathRejection>,
     query: Result<Query<StatusQuery>, QueryRejection>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    let names = object_names(&path);
+    traced(
+        "PUT",
+        names,
+        &headers,
+        put_status_untraced(&shared, path, query, body),
+    )
+    .await
+}
+
+async fn put_status_untraced(
+    shared: &AppState,
+    path: Result<Path<(String, String)>, PathRejection>,
+    query: Result<Query<StatusQuery>, QueryRejection>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
     let key = key(path)?;
@@ -488,8 +561,23 @@ pub(super) async fn delete(
     path: Result<Path<(String, String)>, PathRejection>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
+    let names = object_names(&path);
+    traced(
+        "DELETE",
+        names,
+        &headers,
+        delete_untraced(&shared, path, &headers),
+    )
+    .await
+}
+
+async fn delete_untraced(
+    shared: &AppState,
+    path: Result<Path<(String, String)>, PathRejection>,
+    headers: &HeaderMap,
+) -> Result<Response, ApiError> {
     let key = key(path)?;
-    let condition = precondition(&headers)?;
+    let condition = precondition(headers)?;
     let expected = match condition {
         Precondition::Any | Precondition::Exists => None,
         Precondition::Version(0) => {

@@ -47,6 +47,8 @@ use crate::outbound::TenureOutbound;
 use crate::runtime::{CompiledController, GuestError, Revocation};
 use crate::status::{ControllerState, ControllerStatus};
 use crate::store::Store;
+use crate::telemetry::{self, LeaseStep};
+use tracing::Instrument;
 use worker::{WorkerContext, WorkerExit};
 
 /// How one supervisor behaves.
@@ -241,6 +243,12 @@ impl Supervisor {
                         .metrics
                         .acquisitions
                         .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    telemetry::acquired(
+                        self.name(),
+                        grant.fence.epoch.0,
+                        &self.config.holder,
+                        sent.elapsed(),
+                    );
                     let sent = self.confirm_late_grant(&grant, sent).await;
                     let end = self.run_tenure(grant, sent, claim_session).await;
                     if let TenureEnd::Lost(_) = end {
@@ -385,24 +393,36 @@ impl Supervisor {
         // the abort latency runs until the guest's Store is gone.
         let detected = Instant::now();
         let (guest, outbound) = tenure.finish();
-        let stopped = match guest {
-            Some(running) => {
-                let reason = match end {
-                    TenureEnd::Lost(_) => "lease_lost",
-                    TenureEnd::Released => "shutdown",
-                };
-                let stopped = self.abort(running, reason).await;
-                if let TenureEnd::Lost(_) = end {
-                    self.status
-                        .metrics
-                        .abort_seconds
-                        .observe(detected.elapsed());
-                }
-                stopped
+        let lost = match end {
+            TenureEnd::Lost(why) => {
+                telemetry::lease_span(LeaseStep::Lost, self.name(), fence.epoch.0, why)
             }
-            None => GuestStopped(()),
+            TenureEnd::Released => tracing::Span::none(),
         };
-        self.record_end(&fence, end, &outbound, stopped).await;
+        async {
+            let stopped = match guest {
+                Some(running) => {
+                    let reason = match end {
+                        TenureEnd::Lost(_) => "lease_lost",
+                        TenureEnd::Released => "shutdown",
+                    };
+                    let span =
+                        telemetry::lease_span(LeaseStep::Abort, self.name(), fence.epoch.0, reason);
+                    let stopped = self.abort(running, reason).instrument(span).await;
+                    if let TenureEnd::Lost(_) = end {
+                        self.status
+                            .metrics
+                            .abort_seconds
+                            .observe(detected.elapsed());
+                    }
+                    stopped
+                }
+                None => GuestStopped(()),
+            };
+            self.record_end(&fence, end, &outbound, stopped).await;
+        }
+        .instrument(lost)
+        .await;
         end
     }
 

@@ -20,14 +20,24 @@ use tokio::time::Instant;
 
 use crate::runtime::ReconcileReason;
 use crate::store::ObjectKey;
+use crate::telemetry::TraceParent;
 
 /// Where a queued key is, and why it is queued.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 struct Entry {
     /// `None` = ready, `Some((t, seq))` = delayed until t.
     at: Option<(Instant, u64)>,
     reason: ReconcileReason,
+    /// When it last became ready (for the oldest-wait gauge).
+    ready_since: Instant,
+    /// The trace contexts of the changes that queued it, first one first
+    /// (at most [`MAX_TRACES`]).
+    trace: Vec<TraceParent>,
 }
+
+/// How many trace contexts one queued key keeps: the first is the
+/// reconcile's parent, the others its links; more are dropped.
+pub const MAX_TRACES: usize = 8;
 
 /// A bounded, deduplicated queue of keys to reconcile.
 #[derive(Debug)]
@@ -68,20 +78,49 @@ impl WorkQueue {
     /// it is, with the strongest of the two reasons; a delayed key is moved
     /// forward and runs for `reason` (its timer is consumed).
     pub fn add(&mut self, key: ObjectKey, reason: ReconcileReason) {
+        self.add_traced(key, reason, None);
+    }
+
+    /// [`add`](Self::add), remembering `trace`, the trace context of the
+    /// change that queued the key: the reconcile joins the first such
+    /// context and links the later ones (up to [`MAX_TRACES`] in all).
+    pub fn add_traced(
+        &mut self,
+        key: ObjectKey,
+        reason: ReconcileReason,
+        trace: Option<TraceParent>,
+    ) {
         match self.queued.get_mut(&key) {
-            Some(entry) => match entry.at.take() {
-                None => entry.reason = entry.reason.strongest(reason),
-                Some((at, seq)) => {
-                    entry.reason = reason;
-                    self.delayed.remove(&(at, seq, key.clone()));
-                    self.ready.push_back(key);
+            Some(entry) => {
+                if let Some(trace) = trace
+                    && entry.trace.len() < MAX_TRACES
+                    && !entry.trace.contains(&trace)
+                {
+                    entry.trace.push(trace);
                 }
-            },
+                match entry.at.take() {
+                    None => entry.reason = entry.reason.strongest(reason),
+                    Some((at, seq)) => {
+                        entry.reason = reason;
+                        entry.ready_since = Instant::now();
+                        self.delayed.remove(&(at, seq, key.clone()));
+                        self.ready.push_back(key);
+                    }
+                }
+            }
             None => {
                 if self.is_full() {
                     return;
                 }
-                self.queued.insert(key.clone(), Entry { at: None, reason });
+                self.queued.insert(
+                    key.clone(),
+                    Entry {
+                        at: None,
+                        reason,
+                        ready_since: Instant::now(),
+                        trace: trace.into_iter().collect(),
+                    },
+                );
                 self.ready.push_back(key);
             }
         }
@@ -97,6 +136,7 @@ impl WorkQueue {
             Some(Entry {
                 at: Some((current, _)),
                 reason: queued,
+                ..
             }) if *current <= at => {
                 if *current == at {
                     *queued = queued.strongest(reason);
@@ -122,11 +162,18 @@ impl WorkQueue {
     fn insert_delayed(&mut self, key: ObjectKey, at: Instant, reason: ReconcileReason) {
         self.sequence += 1;
         self.delayed.insert((at, self.sequence, key.clone()));
+        let trace = self
+            .queued
+            .get(&key)
+            .map(|e| e.trace.clone())
+            .unwrap_or_default();
         self.queued.insert(
             key,
             Entry {
                 at: Some((at, self.sequence)),
                 reason,
+                ready_since: at,
+                trace,
             },
         );
     }
@@ -149,6 +196,7 @@ impl WorkQueue {
             let (_, _, key) = self.delayed.pop_first().expect("checked non-empty");
             if let Some(entry) = self.queued.get_mut(&key) {
                 entry.at = None;
+                entry.ready_since = now;
             }
             self.ready.push_back(key);
         }
@@ -157,9 +205,27 @@ impl WorkQueue {
     /// The next ready key and why it runs, if any (call
     /// [`promote`](Self::promote) first).
     pub fn pop(&mut self) -> Option<(ObjectKey, ReconcileReason)> {
+        self.pop_traced().map(|(key, reason, _)| (key, reason))
+    }
+
+    /// [`pop`](Self::pop), with the trace contexts the key was queued with
+    /// (first one first).
+    pub fn pop_traced(&mut self) -> Option<(ObjectKey, ReconcileReason, Vec<TraceParent>)> {
         let key = self.ready.pop_front()?;
         let entry = self.queued.remove(&key).expect("a ready key is queued");
-        Some((key, entry.reason))
+        Some((key, entry.reason, entry.trace))
+    }
+
+    /// Keys ready to run now.
+    pub fn ready_len(&self) -> usize {
+        self.ready.len()
+    }
+
+    /// Since when the longest-waiting ready key has been ready (the ready
+    /// list is in the order keys became ready).
+    pub fn oldest_ready_since(&self) -> Option<Instant> {
+        let key = self.ready.front()?;
+        self.queued.get(key).map(|e| e.ready_since)
     }
 
     /// When the earliest delayed key becomes ready.

@@ -25,6 +25,7 @@ use crate::limits::MAX_PAGE_SIZE;
 use crate::runtime::{GuestError, GuestInstance, ReconcileReason, Reconciled};
 use crate::status::ControllerStatus;
 use crate::store::{ObjectKey, Store};
+use crate::telemetry::{self, TraceParent};
 
 use crate::timeouts::MAX_REQUEUE;
 
@@ -100,6 +101,8 @@ pub(crate) async fn run(mut guest: GuestInstance, ctx: WorkerContext) -> WorkerE
         feed_open: true,
         resync_due: true,
     };
+    // The queue gauges read zero again once this guest is gone.
+    let _gauges = QueueGaugesReset(worker.ctx.status.clone());
     let resync_period = description.resync_period;
     let mut next_resync = resync_period.map(|p| Instant::now() + p);
     loop {
@@ -117,8 +120,10 @@ pub(crate) async fn run(mut guest: GuestInstance, ctx: WorkerContext) -> WorkerE
             continue;
         }
         worker.queue.promote(Instant::now());
-        if let Some((key, reason)) = worker.queue.pop() {
-            if let Some(exit) = worker.reconcile(&mut guest, key, reason).await {
+        let next = worker.queue.pop_traced();
+        worker.publish_queue();
+        if let Some((key, reason, trace)) = next {
+            if let Some(exit) = worker.reconcile(&mut guest, key, reason, trace).await {
                 return exit;
             }
             continue;
@@ -150,27 +155,79 @@ pub(crate) async fn run(mut guest: GuestInstance, ctx: WorkerContext) -> WorkerE
     }
 }
 
+/// Zeroes a controller's queue gauges when its worker ends, however it
+/// ends.
+struct QueueGaugesReset(Arc<ControllerStatus>);
+
+impl Drop for QueueGaugesReset {
+    fn drop(&mut self) {
+        self.0.metrics.queue.publish(0, None);
+    }
+}
+
 /// The span of one reconcile: everything logged while the guest runs (its
 /// own log lines included) carries the controller, epoch, object and why it
-/// is reconciled. At info, so the host's default log level shows it.
+/// is reconciled. At info, so the host's default log level shows it. When
+/// traces are exported it also carries the lease, kind and name as trace
+/// attributes (not log fields), and is the child of the first of `trace`,
+/// the contexts of the changes that queued the key, linked to the others.
 fn reconcile_span(
     controller: &str,
     epoch: u64,
     key: &ObjectKey,
     reason: ReconcileReason,
+    trace: &[TraceParent],
 ) -> tracing::Span {
-    tracing::info_span!(
+    let span = tracing::info_span!(
         "reconcile",
         controller,
         epoch,
         object = %key,
         reason = reason.as_str(),
-    )
+    );
+    if telemetry::active() {
+        if let Some((first, others)) = trace.split_first() {
+            first.adopt(&span);
+            for other in others {
+                other.link(&span);
+            }
+        }
+        // The lease is named after its controller.
+        telemetry::attribute(&span, "lease", controller.to_string());
+        telemetry::attribute(&span, "kind", key.kind.clone());
+        telemetry::attribute(&span, "name", key.name.clone());
+    }
+    span
+}
+
+/// The `outcome` trace attribute of a reconcile.
+fn outcome(result: &Result<Reconciled, GuestError>) -> &'static str {
+    match result {
+        Ok(Reconciled::Done) => "done",
+        Ok(Reconciled::RequeueAfter(_)) => "requeue",
+        Ok(Reconciled::Failed { .. }) => "failed",
+        Ok(Reconciled::Fenced) => "fenced",
+        Err(_) => "guest_error",
+    }
 }
 
 impl Worker {
     fn controller(&self) -> &str {
         &self.ctx.status.name
+    }
+
+    /// Show the queue's depth and oldest wait on `/metrics`. A timer that
+    /// falls due while a reconcile runs counts as waiting from then.
+    fn publish_queue(&self) {
+        let oldest = match (self.queue.oldest_ready_since(), self.queue.next_due()) {
+            (Some(ready), Some(due)) => Some(ready.min(due)),
+            (ready, due) => ready.or(due),
+        };
+        self.ctx
+            .status
+            .metrics
+            .queue
+            .publish(self.queue.ready_len(), oldest.map(Instant::into_std));
     }
 
     /// Queue every watched object changed after the cursor.
@@ -193,14 +250,16 @@ impl Worker {
                         (!self.feed_open).then(|| Instant::now() + crate::timeouts::FEED_POLL);
                     let full = page.changes.len() >= MAX_PAGE_SIZE;
                     for change in page.changes {
-                        self.queue.add(
+                        self.queue.add_traced(
                             ObjectKey {
                                 kind: change.kind,
                                 name: change.name,
                             },
                             ReconcileReason::Change,
+                            change.traceparent,
                         );
                     }
+                    self.publish_queue();
                     // Read through here, whether or not anything matched.
                     self.cursor = self.cursor.max(page.through);
                     if !full {
@@ -261,13 +320,22 @@ impl Worker {
         guest: &mut GuestInstance,
         key: ObjectKey,
         reason: ReconcileReason,
+        trace: Vec<TraceParent>,
     ) -> Option<WorkerExit> {
         let started = Instant::now();
-        let span = reconcile_span(self.controller(), guest.fence().epoch.0, &key, reason);
+        let span = reconcile_span(
+            self.controller(),
+            guest.fence().epoch.0,
+            &key,
+            reason,
+            &trace,
+        );
         let result = guest
             .reconcile_because(&key.kind, &key.name, reason)
-            .instrument(span)
+            .instrument(span.clone())
             .await;
+        telemetry::attribute(&span, "outcome", outcome(&result));
+        drop(span);
         tracing::trace!(
             controller = self.controller(),
             object = %key,
@@ -366,7 +434,7 @@ mod tests {
                 ReconcileReason::Resync,
                 ReconcileReason::Retry,
             ] {
-                let _entered = reconcile_span("sched", 7, &key, reason).entered();
+                let _entered = reconcile_span("sched", 7, &key, reason, &[]).entered();
                 tracing::info!("a guest line");
             }
         });

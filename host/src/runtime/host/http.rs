@@ -33,6 +33,8 @@ use crate::outbound::{
     headers,
 };
 use crate::runtime::Revocation;
+use crate::telemetry;
+use tracing::Instrument;
 
 type IoFuture = Box<dyn Future<Output = Result<(), Error>> + Send>;
 type SendFuture = Box<dyn Future<Output = Result<(Response<WasiBody>, IoFuture), Error>> + Send>;
@@ -246,6 +248,13 @@ impl WasiHttpHooks for OutboundHooks {
             Err(error) => return Box::new(async move { Err(error) }),
         };
         self.stamp(&mut request);
+        // A child of the reconcile that sends it; its context travels in
+        // the request's `traceparent` (replacing the guest's own, if any).
+        let span = telemetry::http_span(
+            request.method().as_str(),
+            request.uri().host().unwrap_or_default(),
+        );
+        telemetry::inject(&span, request.headers_mut());
         let options = self.options(options);
         let limits = self.policy.limits;
         let request = request.map(|body| {
@@ -257,46 +266,61 @@ impl WasiHttpHooks for OutboundHooks {
         let cancelled_io = self.cancelled();
         self.tenure.note();
         let started = Instant::now();
-        Box::new(async move {
-            let sent = tokio::select! {
-                // A revocation wins over a ready response: the guest must
-                // not see a reply to a request its lost tenure sent.
-                biased;
-                _ = revocation.revoked() => Err(cancelled),
-                sent = wasmtime_wasi_http::default_send_request(request, Some(options)) => sent,
-            };
-            counters.observe(started.elapsed());
-            match sent {
-                Ok((response, io)) => {
-                    counters.count(Outcome::Sent);
-                    // The connection's driver ends when the tenure is
-                    // revoked, which drops the connection even if the
-                    // guest's store still holds the response body.
-                    let io_revocation = revocation.clone();
-                    let io: IoFuture = Box::new(async move {
-                        tokio::select! {
-                            biased;
-                            _ = io_revocation.revoked() => Err(cancelled_io),
-                            done = io => done,
-                        }
-                    });
-                    let response = response.map(|body| {
-                        Bounded::new(
-                            body.boxed_unsync(),
-                            limits.response_body_bytes,
-                            Side::Response,
-                            Some(permit),
-                        )
-                        .boxed_unsync()
-                    });
-                    Ok((response, io))
+        let traced = span.clone();
+        Box::new(
+            async move {
+                let sent = tokio::select! {
+                    // A revocation wins over a ready response: the guest must
+                    // not see a reply to a request its lost tenure sent.
+                    biased;
+                    _ = revocation.revoked() => Err(cancelled),
+                    sent = wasmtime_wasi_http::default_send_request(request, Some(options)) => sent,
+                };
+                counters.observe(started.elapsed());
+                match &sent {
+                    Ok((response, _)) => telemetry::attribute(
+                        &traced,
+                        "http.status",
+                        i64::from(response.status().as_u16()),
+                    ),
+                    Err(error) => {
+                        telemetry::attribute(&traced, "outcome", outcome_of(error).label())
+                    }
                 }
-                Err(error) => {
-                    counters.count(outcome_of(&error));
-                    Err(error)
+                drop(traced);
+                match sent {
+                    Ok((response, io)) => {
+                        counters.count(Outcome::Sent);
+                        // The connection's driver ends when the tenure is
+                        // revoked, which drops the connection even if the
+                        // guest's store still holds the response body.
+                        let io_revocation = revocation.clone();
+                        let io: IoFuture = Box::new(async move {
+                            tokio::select! {
+                                biased;
+                                _ = io_revocation.revoked() => Err(cancelled_io),
+                                done = io => done,
+                            }
+                        });
+                        let response = response.map(|body| {
+                            Bounded::new(
+                                body.boxed_unsync(),
+                                limits.response_body_bytes,
+                                Side::Response,
+                                Some(permit),
+                            )
+                            .boxed_unsync()
+                        });
+                        Ok((response, io))
+                    }
+                    Err(error) => {
+                        counters.count(outcome_of(&error));
+                        Err(error)
+                    }
                 }
             }
-        })
+            .instrument(span),
+        )
     }
 }
 

@@ -16,10 +16,12 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::fence::Fence;
+use crate::fence::{Fence, FenceCause};
 use crate::quota::{AdmitError, Quota, WriteQuota};
 use crate::runtime::Revocation;
 use crate::store::{Committed, NewEvent, Object, ObjectKey, Op, Page, Store, StoreError};
+use crate::telemetry::{self, TraceParent};
+use tracing::Instrument;
 
 /// Outcomes of a tenure's commits, read by the supervisor's metrics.
 #[derive(Debug, Default)]
@@ -38,9 +40,46 @@ pub struct CommitCounters {
     /// Commits refused by the cap on objects of a kind
     /// (`max_objects_per_kind`).
     pub quota_objects_per_kind: AtomicU64,
+    /// Fenced refusals by cause, in [`FENCED_CAUSES`] order.
+    fenced_by_cause: [AtomicU64; FENCED_CAUSES.len()],
 }
 
+/// Why a guest's commit was fenced, as `leasehold_fenced_refusals_total`
+/// labels it: the database's verdict ([`FenceCause`]), or `revoked` when
+/// the host already knew the lease was lost and sent nothing.
+/// The first four are [`FenceCause::ALL`]'s labels, in order (checked by
+/// a test).
+pub const FENCED_CAUSES: [&str; 5] = [
+    "never_granted",
+    "superseded",
+    "released",
+    "expired",
+    REVOKED,
+];
+
+/// The cause label of a commit the host refused itself (revoked tenure).
+pub const REVOKED: &str = "revoked";
+
 impl CommitCounters {
+    /// Count a fenced refusal: `cause` from the database's fence check, or
+    /// `None` for one the host refused itself (the tenure was revoked).
+    pub fn fenced_because(&self, cause: Option<FenceCause>) {
+        self.fenced.fetch_add(1, Ordering::Relaxed);
+        let label = cause.map_or(REVOKED, FenceCause::as_str);
+        if let Some(i) = FENCED_CAUSES.iter().position(|c| *c == label) {
+            self.fenced_by_cause[i].fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Fenced refusals per cause, every cause in [`FENCED_CAUSES`] order.
+    pub fn fenced_by_cause(&self) -> Vec<(&'static str, u64)> {
+        FENCED_CAUSES
+            .iter()
+            .zip(&self.fenced_by_cause)
+            .map(|(cause, n)| (*cause, n.load(Ordering::Relaxed)))
+            .collect()
+    }
+
     /// Commits refused by `quota`.
     pub fn quota_refusals(&self, quota: Quota) -> &AtomicU64 {
         match quota {
@@ -120,10 +159,17 @@ impl StoreHost {
         if self.revocation.is_revoked() {
             return Err(self.revoked_error());
         }
-        self.backend
+        let span = telemetry::store_span("get");
+        telemetry::attribute(&span, "kind", key.kind.clone());
+        telemetry::attribute(&span, "name", key.name.clone());
+        let result = self
+            .backend
             .get(&self.fence.key.cluster, &key)
+            .instrument(span.clone())
             .await
-            .map_err(to_call_error)
+            .map_err(to_call_error);
+        telemetry::attribute(&span, "outcome", call_outcome(&result));
+        result
     }
 
     /// `store.list`: one page of a kind in name order.
@@ -136,15 +182,24 @@ impl StoreHost {
         if self.revocation.is_revoked() {
             return Err(self.revoked_error());
         }
-        self.backend
+        let span = telemetry::store_span("list");
+        telemetry::attribute(&span, "kind", kind.clone());
+        let result = self
+            .backend
             .list(
                 &self.fence.key.cluster,
                 &kind,
                 after.as_deref(),
                 limit as usize,
             )
+            .instrument(span.clone())
             .await
-            .map_err(to_call_error)
+            .map_err(to_call_error);
+        if let Ok(page) = &result {
+            telemetry::attribute(&span, "objects", page.objects.len() as i64);
+        }
+        telemetry::attribute(&span, "outcome", call_outcome(&result));
+        result
     }
 
     /// `store.commit`: apply `ops` and append `events` atomically, within
@@ -155,7 +210,7 @@ impl StoreHost {
         events: Vec<NewEvent>,
     ) -> Result<Committed, CallError> {
         if self.revocation.is_revoked() {
-            self.counters.fenced.fetch_add(1, Ordering::Relaxed);
+            self.counters.fenced_because(None);
             return Err(self.revoked_error());
         }
         let size = ops.iter().map(op_size).sum::<usize>()
@@ -186,16 +241,53 @@ impl StoreHost {
             }
         };
         permit.sent();
-        let result = self.backend.commit_fenced(&self.fence, &ops, &events).await;
+        let span = telemetry::store_span("commit");
+        telemetry::attribute(&span, "ops", ops.len() as i64);
+        telemetry::attribute(&span, "events", events.len() as i64);
+        // The changes this commit makes carry its trace on, to the
+        // reconciles they wake (of this controller or another).
+        let context = TraceParent::of_span(&span);
+        let result = telemetry::with_write_context(
+            context,
+            self.backend.commit_fenced(&self.fence, &ops, &events),
+        )
+        .instrument(span.clone())
+        .await;
+        telemetry::attribute(
+            &span,
+            "outcome",
+            match &result {
+                Ok(_) => "ok",
+                Err(StoreError::Fenced { .. }) => "fenced",
+                Err(StoreError::Conflict { .. }) => "conflict",
+                Err(_) => "failed",
+            },
+        );
+        drop(span);
         permit.settle(&result).await;
         let counter = match &result {
             Ok(_) => &self.counters.ok,
-            Err(StoreError::Fenced { .. }) => &self.counters.fenced,
+            Err(StoreError::Fenced { cause, .. }) => {
+                self.counters.fenced_because(Some(*cause));
+                return result.map_err(to_call_error);
+            }
             Err(StoreError::Conflict { .. }) => &self.counters.conflict,
             Err(_) => &self.counters.failed,
         };
         counter.fetch_add(1, Ordering::Relaxed);
         result.map_err(to_call_error)
+    }
+}
+
+/// The `outcome` trace attribute of a store read.
+fn call_outcome<T>(result: &Result<T, CallError>) -> &'static str {
+    match result {
+        Ok(_) => "ok",
+        Err(CallError::Fenced(_)) => "fenced",
+        Err(CallError::Conflict(_)) => "conflict",
+        Err(CallError::NotFound(_)) => "not_found",
+        Err(CallError::Invalid(_)) => "invalid",
+        Err(CallError::Unavailable(_)) => "unavailable",
     }
 }
 
@@ -243,4 +335,31 @@ fn meta_size(meta: &crate::store::Metadata) -> usize {
             .as_ref()
             .map_or(0, |o| o.kind.len() + o.name.len())
         + meta.finalizers.iter().map(String::len).sum::<usize>()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_fence_cause_is_counted_under_its_own_label() {
+        let labels: Vec<&str> = FenceCause::ALL.iter().map(|c| c.as_str()).collect();
+        assert_eq!(&FENCED_CAUSES[..4], labels.as_slice());
+        let counters = CommitCounters::default();
+        counters.fenced_because(Some(FenceCause::Superseded));
+        counters.fenced_because(Some(FenceCause::Superseded));
+        counters.fenced_because(Some(FenceCause::Expired));
+        counters.fenced_because(None);
+        assert_eq!(
+            counters.fenced_by_cause(),
+            vec![
+                ("never_granted", 0),
+                ("superseded", 2),
+                ("released", 0),
+                ("expired", 1),
+                ("revoked", 1),
+            ]
+        );
+        assert_eq!(counters.fenced.load(Ordering::Relaxed), 4);
+    }
 }
