@@ -1,22 +1,32 @@
 //! Store writes as writers are added: Leasehold's fenced commits at 1, 4
 //! and 8 concurrent writers against a raw PostgreSQL baseline of the same
-//! statements with no ordering machinery (no counter row, no floor, no
-//! fence, no notification), side by side on one database. Goal: fenced >=
-//! 0.8x the baseline at 8 writers, and fenced / unfenced still >= 0.9.
+//! statements with no ordering machinery, side by side on one database.
+//! Goal: fenced >= 0.8x the baseline at 8 writers, and fenced / unfenced
+//! still >= 0.9.
 //!
 //! Each writer has its own lease and its own objects; a commit updates one
-//! object and appends one event. Shapes: `fenced` (`Store::commit_fenced`),
-//! `unfenced` (`PostgresStore::commit_api`, the same transaction without
-//! the fence check and write count), `baseline` (a plain transaction: lock
-//! the row, update it, insert its change and its event with numbers from
-//! the same sequence, commit) and `control` (the baseline again on other
-//! objects: the A/A control of every ratio). Short rounds interleave the
-//! shapes and rotate which goes first; rounds are grouped into repeats,
-//! each giving one ratio, reported min / median / max; goals are judged
-//! on the median. Change-feed lag: a second store (its own feed, as
-//! another process would have) watches the cluster while 8 writers make
-//! fenced commits, and each change is timed from its commit statement's
-//! clock to the moment the watcher read it.
+//! object and appends one event. Shapes:
+//! - `fenced`: `Store::commit_fenced`;
+//! - `unfenced`: `PostgresStore::commit_api`, the same transaction without
+//!   the fence check and write count;
+//! - `baseline`: the store's own lock and write statements run raw in a
+//!   plain transaction (`PostgresStore::commit_unordered_for_benchmark`):
+//!   no fence, no position floor, no idle bound, no notification — what a
+//!   commit costs PostgreSQL when nothing orders commits;
+//! - `lean`: a hand-written transaction that writes the same rows with the
+//!   simplest statements (lock the row, update it, insert its change and
+//!   its event): a reference for what the store's general-purpose write
+//!   statement (metadata, creates, deletes, owners) costs, reported beside
+//!   the goals, not judged;
+//! - `control`: the baseline again on other objects, the A/A control of
+//!   every ratio.
+//!
+//! Short rounds interleave the shapes and rotate which goes first; rounds
+//! are grouped into repeats, each giving one ratio, reported min / median /
+//! max; goals are judged on the median. Change-feed lag: a second store
+//! (its own feed, as another process would have) watches the cluster while
+//! 8 writers make fenced commits, and each change is timed from its commit
+//! statement's clock to the moment the watcher read it.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -53,26 +63,28 @@ enum Shape {
     Fenced,
     Unfenced,
     Baseline,
+    Lean,
     Control,
 }
 
-const SHAPES: [Shape; 4] = [
+const SHAPES: [Shape; 5] = [
     Shape::Fenced,
     Shape::Unfenced,
     Shape::Baseline,
+    Shape::Lean,
     Shape::Control,
 ];
 
 struct Writer {
     fence: Fence,
-    objects: [ObjectKey; 4],
+    objects: [ObjectKey; 5],
 }
 
-/// The baseline's statements: what the store writes, without anything
-/// that orders commits.
-const BASELINE_LOCK: &str = "SELECT version FROM leasehold_objects
+/// The lean reference's statements: the rows the store writes, by the
+/// simplest statements that write them.
+const LEAN_LOCK: &str = "SELECT version FROM leasehold_objects
   WHERE cluster = $1 AND kind = $2 AND name = $3 FOR UPDATE";
-const BASELINE_WRITE: &str = "
+const LEAN_WRITE: &str = "
 WITH r AS MATERIALIZED (SELECT nextval('leasehold_positions') AS revision, clock_timestamp() AS at),
 u AS (UPDATE leasehold_objects o SET version = r.revision, value = $4, updated_at = r.at
         FROM r WHERE o.cluster = $1 AND o.kind = $2 AND o.name = $3 RETURNING 1),
@@ -117,13 +129,13 @@ async fn measure(scale: Scale, report: &mut Report) -> Result<()> {
     let repeats = scale.pick(REPEATS, QUICK_REPEATS);
     let rounds = scale.pick(ROUNDS, QUICK_ROUNDS);
     for &count in WRITERS {
-        let mut per_repeat: [Vec<f64>; 4] = Default::default();
+        let mut per_repeat: [Vec<f64>; 5] = Default::default();
         for shape in SHAPES {
             round(&store, &raw, &writers, count, shape).await?;
         }
         for repeat in 0..repeats {
-            let mut commits = [0usize; 4];
-            let mut elapsed = [Duration::ZERO; 4];
+            let mut commits = [0usize; 5];
+            let mut elapsed = [Duration::ZERO; 5];
             for r in 0..rounds {
                 for i in 0..SHAPES.len() {
                     let shape = SHAPES[(repeat * rounds + r + i) % SHAPES.len()];
@@ -137,7 +149,7 @@ async fn measure(scale: Scale, report: &mut Report) -> Result<()> {
                 per_repeat[s].push(commits[s] as f64 / elapsed[s].as_secs_f64());
             }
         }
-        let [fenced, unfenced, baseline, control] = &per_repeat;
+        let [fenced, unfenced, baseline, lean, control] = &per_repeat;
         let against_baseline =
             Comparison::new(&ratios(fenced, baseline), &ratios(control, baseline))
                 .ok_or_else(|| anyhow!("no repeat measured"))?;
@@ -147,14 +159,19 @@ async fn measure(scale: Scale, report: &mut Report) -> Result<()> {
         let spread = |values: &[f64]| {
             crate::report::Spread::of(values).map_or_else(|| "none".into(), |s| s.with(rate))
         };
+        let against_lean = Comparison::new(&ratios(fenced, lean), &ratios(control, baseline))
+            .ok_or_else(|| anyhow!("no repeat measured"))?;
         report.info(
             PART,
-            format!("{count} writer(s): commits per second per repeat, fenced; unfenced; baseline"),
             format!(
-                "{}; {}; {}",
+                "{count} writer(s): commits per second per repeat, fenced; unfenced; baseline; lean"
+            ),
+            format!(
+                "{}; {}; {}; {}",
                 spread(fenced),
                 spread(unfenced),
-                spread(baseline)
+                spread(baseline),
+                spread(lean)
             ),
         );
         if count == max_writers {
@@ -183,6 +200,11 @@ async fn measure(scale: Scale, report: &mut Report) -> Result<()> {
                 ),
             );
         }
+        report.info(
+            PART,
+            format!("{count} writer(s): fenced / lean hand-written transaction (reference)"),
+            against_lean.ab.ratios(),
+        );
         report.info(
             PART,
             format!("{count} writer(s): A/A control, baseline again / baseline"),
@@ -244,9 +266,30 @@ async fn round(
                             version = committed.map_err(|e| anyhow!("{e}"))?.revision;
                         }
                         Shape::Baseline | Shape::Control => {
+                            let client = raw.client().await.map_err(|e| anyhow!("{e}"))?;
+                            let ops = [Op::Update {
+                                key: object.clone(),
+                                expected_version: version,
+                                value,
+                            }];
+                            let events = [NewEvent {
+                                key: object.clone(),
+                                reason: "Counted".into(),
+                                message: format!("counted {i}"),
+                            }];
+                            version = PostgresStore::commit_unordered_for_benchmark(
+                                &client,
+                                &writer.fence,
+                                &ops,
+                                &events,
+                            )
+                            .await
+                            .map_err(|e| anyhow!("{e}"))?;
+                        }
+                        Shape::Lean => {
                             let mut client = raw.client().await.map_err(|e| anyhow!("{e}"))?;
-                            let lock = client.prepare_cached(BASELINE_LOCK).await?;
-                            let write = client.prepare_cached(BASELINE_WRITE).await?;
+                            let lock = client.prepare_cached(LEAN_LOCK).await?;
+                            let write = client.prepare_cached(LEAN_WRITE).await?;
                             let tx = client.transaction().await?;
                             tx.query_one(&lock, &[&CLUSTER, &object.kind, &object.name])
                                 .await?;

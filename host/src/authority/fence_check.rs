@@ -125,14 +125,63 @@ pub async fn check_fence(
         .map_err(|e| {
             super::postgres::classify(CALLER_TRANSACTION, &format!("fence check of {fence}"), &e)
         })?;
-    let view = row.as_ref().map(|row| RowView {
+    judge(fence, row.as_ref().map(row_view))
+}
+
+/// [`check_fence`] and [`record_write`] in one statement: lock the lease
+/// row `FOR KEY SHARE`, read it, and count the write against the tenure
+/// only if the row shows this fence current. The store's commit sends this
+/// instead of the two (one statement less on every fenced commit); the
+/// lease row is locked before the tenure row, the order a grant takes them
+/// in (see [`CHECK_AND_COUNT_SQL`]). Only where
+/// [`COUNTS_WRITES_IN_TRANSACTION`]: the unfenced test build neither checks
+/// nor counts inside the transaction.
+pub async fn check_fence_and_count(
+    client: &tokio_postgres::Client,
+    statements: &FenceStatements,
+    fence: &Fence,
+) -> Result<(), AuthorityError> {
+    let row = client
+        .query_opt(
+            &statements.check_and_count,
+            &[
+                &fence.key.cluster,
+                &fence.key.name,
+                &(fence.epoch.0 as i64),
+                &fence.holder,
+            ],
+        )
+        .await
+        .map_err(|e| {
+            super::postgres::classify(CALLER_TRANSACTION, &format!("fence check of {fence}"), &e)
+        })?;
+    let view = row.as_ref().map(row_view);
+    let current = view.as_ref().is_some_and(|v| {
+        v.epoch == fence.epoch.0 && v.holder == fence.holder && !v.released && v.live
+    });
+    let counted = row.as_ref().is_some_and(|r| r.get::<_, bool>(4));
+    judge(fence, view)?;
+    if current && !counted {
+        // The lease row shows this tenure but its history row is missing:
+        // the write would go uncounted (L6). The authority writes both in
+        // one transaction, so this is a damaged database, not a race.
+        return Err(AuthorityError::Unavailable {
+            endpoint: CALLER_TRANSACTION.into(),
+            reason: format!("the tenure record of {fence} is missing; refusing to write uncounted"),
+        });
+    }
+    Ok(())
+}
+
+/// The lease row as [`CHECK_FENCE_SQL`] and [`CHECK_AND_COUNT_SQL`] read it.
+fn row_view(row: &tokio_postgres::Row) -> RowView<'_> {
+    RowView {
         holder: row.get(0),
         // Epochs are written by the authority only, always > 0 (CHECK).
         epoch: row.get::<_, i64>(1) as u64,
         released: row.get(2),
         live: row.get(3),
-    });
-    judge(fence, view)
+    }
 }
 
 /// Whether [`record_write`] runs inside the write's transaction (the real
@@ -191,6 +240,30 @@ const CHECK_FENCE_SQL: &str = "
      WHERE cluster = $1 AND name = $2
        FOR KEY SHARE";
 
+/// [`CHECK_FENCE_SQL`] and [`RECORD_WRITE_SQL`] in one statement. The
+/// main query reads the lease row (`FOR KEY SHARE`, materialized once);
+/// the tenure's count is an `UPDATE` joined to that row, so it runs after
+/// the lease row is locked and changes nothing unless the row shows this
+/// holder and epoch, not released and not expired. `counted` tells the
+/// caller whether the count happened.
+const CHECK_AND_COUNT_SQL: &str = "
+    WITH lease AS MATERIALIZED (
+        SELECT holder, epoch, released, expires_at > clock_timestamp() AS live
+          FROM leasehold_leases
+         WHERE cluster = $1 AND name = $2
+           FOR KEY SHARE
+    ), counted AS (
+        UPDATE leasehold_tenures t
+           SET writes = t.writes + 1, last_write_at = clock_timestamp()
+          FROM lease l
+         WHERE t.cluster = $1 AND t.lease = $2 AND t.epoch = $3
+           AND l.epoch = $3 AND l.holder = $4 AND NOT l.released AND l.live
+        RETURNING 1
+    )
+    SELECT l.holder, l.epoch, l.released, l.live,
+           EXISTS (SELECT 1 FROM counted) AS counted
+      FROM lease l";
+
 const RECORD_WRITE_SQL: &str = "
     UPDATE leasehold_tenures
        SET writes = writes + 1, last_write_at = clock_timestamp()
@@ -208,6 +281,7 @@ const RECORD_WRITE_SQL: &str = "
 pub struct FenceStatements {
     check: tokio_postgres::Statement,
     record: tokio_postgres::Statement,
+    check_and_count: tokio_postgres::Statement,
 }
 
 impl FenceStatements {
@@ -218,6 +292,7 @@ impl FenceStatements {
         Ok(Self {
             check: client.prepare_cached(CHECK_FENCE_SQL).await?,
             record: client.prepare_cached(RECORD_WRITE_SQL).await?,
+            check_and_count: client.prepare_cached(CHECK_AND_COUNT_SQL).await?,
         })
     }
 }

@@ -7,17 +7,18 @@
 //! transaction of the same shape; the server runs its statements in this
 //! order:
 //!
-//! 0. bound the transaction's idle time
-//!    ([`BOUND_IDLE_TRANSACTION`]): a host that stalls before `COMMIT`
-//!    (paused, partitioned) loses the transaction and its locks — the lease
-//!    row above all — after that long, instead of holding them until the
-//!    server notices the connection is gone;
-//! 1. the authority's fence check: lease row `FOR KEY SHARE`, holder, epoch,
-//!    not released, not expired (guests only);
-//! 2. the authority's write count for the tenure (guests only; the
-//!    test-only unfenced build skips steps 1 and 2 and counts the write
-//!    after `COMMIT` in its own statement, so nothing in its transaction
-//!    touches a row the next grant locks);
+//! 0. `BEGIN`, and bound the transaction's idle time
+//!    ([`BOUND_IDLE_TRANSACTION`]), in one message: a host that stalls
+//!    before `COMMIT` (paused, partitioned) loses the transaction and its
+//!    locks — the lease row above all — after that long, instead of
+//!    holding them until the server notices the connection is gone;
+//! 1. and 2. the authority's fence check and the tenure's write count, in
+//!    one statement (guests only; see
+//!    [`crate::authority::fence_check::check_fence_and_count`]): lease row
+//!    `FOR KEY SHARE`, holder, epoch, not released, not expired, and only
+//!    then the count. The test-only unfenced build skips both and counts
+//!    the write after `COMMIT` in its own statement, so nothing in its
+//!    transaction touches a row the next grant locks;
 //! 3. the position floor ([`FLOOR_SQL`]): a shared advisory transaction
 //!    lock whose key is the sequence's `last_value`, a number below every
 //!    position this commit will take (see "Positions" below);
@@ -42,7 +43,10 @@
 //!    transaction of its own (see [`super::postgres_feed`]).
 //!
 //! Steps 0–5 share one network flight, step 6 is the second, `COMMIT` the
-//! third.
+//! third. The transaction is begun and ended by hand (not through
+//! `tokio_postgres::Transaction`, whose `BEGIN` costs a round trip of its
+//! own); a connection goes back to the pool only after its `COMMIT` or
+//! `ROLLBACK` was answered, and is closed otherwise.
 //!
 //! Fencing (L4) rests on the lease row being held `FOR KEY SHARE` from the
 //! check to `COMMIT`: a grant locks that row `FOR UPDATE`, so it waits for this
@@ -71,11 +75,11 @@
 //!   A cursor is the last position delivered; everything after it that
 //!   commits later is above the mark the cursor came from.
 //!
-//! The fence check and the write count are prepared once per session,
+//! The fence check (with the write count) is prepared once per session,
 //! before the transaction (like the store's own statements), and pipelined
-//! with the store's statements: one network flight carries their executions
-//! with the locks. Fencing therefore costs the server a little work but no
-//! extra round trip.
+//! with the store's statements: one network flight carries its execution
+//! with the locks. Fencing therefore costs the server one statement and a
+//! row update, but no extra round trip.
 //!
 //! Lock order everywhere: lease row, tenure row, position floor (shared,
 //! never waited for: nobody takes it exclusively), name claims (in key
@@ -96,8 +100,8 @@ use tokio_postgres::Row;
 
 use crate::authority::AuthorityError;
 use crate::authority::fence_check::{
-    BOUND_IDLE_TRANSACTION, COUNTS_WRITES_IN_TRANSACTION, FenceStatements, check_fence,
-    record_write, record_write_after_commit,
+    BOUND_IDLE_TRANSACTION, COUNTS_WRITES_IN_TRANSACTION, FenceStatements, check_fence_and_count,
+    record_write_after_commit,
 };
 use crate::db::{Database, bounded};
 use crate::fence::{Epoch, Fence};
@@ -359,6 +363,64 @@ enum Failed {
     Error(StoreError),
     /// An unconditional put's create lost a race; try again.
     LostCreate(ObjectKey),
+    /// The `COMMIT` itself failed: report this; the transaction is over
+    /// (or the connection is), so there is nothing to roll back.
+    Commit(StoreError),
+}
+
+/// Step 0 with the `BEGIN` before it, as one simple-protocol message (see
+/// [`BOUND_IDLE_TRANSACTION`]).
+///
+/// It also sets `plan_cache_mode = force_generic_plan` for the
+/// transaction. Every statement of a commit finds rows by key, and the
+/// server's default (a custom plan for each execution while it judges
+/// that cheaper than a generic one) planned [`LOCK_SQL`] anew on every
+/// commit — it never switched — and [`WRITE_SQL`] on each pooled
+/// session's first executions: planning cost more than executing them.
+static BEGIN_BOUNDED: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    format!(
+        "BEGIN; {}; SET LOCAL plan_cache_mode = force_generic_plan",
+        *BOUND_IDLE_TRANSACTION
+    )
+});
+
+/// A pooled connection carrying a hand-made transaction. Back to the pool
+/// only once [`Session::finish`] says the transaction ended (committed or
+/// rolled back); dropped unfinished — an error before the rollback, a
+/// timeout, a caller that gave up — the connection is closed instead, and
+/// the server rolls back whatever did not commit.
+struct Session {
+    client: Option<deadpool_postgres::Object>,
+    finished: bool,
+}
+
+impl Session {
+    fn new(client: deadpool_postgres::Object) -> Self {
+        Self {
+            client: Some(client),
+            finished: false,
+        }
+    }
+
+    fn client(&self) -> &deadpool_postgres::Object {
+        self.client
+            .as_ref()
+            .expect("a session holds its connection until dropped")
+    }
+
+    fn finish(&mut self) {
+        self.finished = true;
+    }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        if !self.finished
+            && let Some(client) = self.client.take()
+        {
+            drop(deadpool_postgres::Object::take(client));
+        }
+    }
 }
 
 impl From<StoreError> for Failed {
@@ -489,12 +551,12 @@ impl PostgresStore {
     ) -> Result<(Committed, Plan, DateTime<Utc>), StoreError> {
         let mut attempt = 0;
         loop {
-            let mut client = self.client().await?;
+            let mut session = Session::new(self.client().await?);
             // The statement bound covers the whole transaction: a commit
             // waits on other commits' row locks at most that long.
             let outcome = tokio::time::timeout(
                 crate::timeouts::DATABASE_STATEMENT,
-                self.transact(&mut client, batch, fence),
+                self.transact(&mut session, batch, fence),
             )
             .await;
             match outcome {
@@ -504,7 +566,7 @@ impl PostgresStore {
                     self.feed.committed(&batch.cluster);
                     return Ok(committed);
                 }
-                Ok(Err(Failed::Error(error))) => return Err(error),
+                Ok(Err(Failed::Error(error) | Failed::Commit(error))) => return Err(error),
                 Ok(Err(Failed::LostCreate(key))) => {
                     attempt += 1;
                     if attempt > LOST_CREATE_RETRIES {
@@ -518,9 +580,10 @@ impl PostgresStore {
                 }
                 Err(_elapsed) => {
                     // The transaction may still be open, or its COMMIT in
-                    // flight: close the session (the server then rolls back
-                    // whatever did not commit) instead of pooling it.
-                    drop(deadpool_postgres::Object::take(client));
+                    // flight: `session` is dropped unfinished, so it is
+                    // closed (the server then rolls back whatever did not
+                    // commit) instead of pooled.
+                    drop(session);
                     return Err(StoreError::Unavailable(format!(
                         "database {}: no answer within {}; whether the commit to cluster {} was applied is unknown",
                         self.db.endpoint(),
@@ -532,10 +595,44 @@ impl PostgresStore {
         }
     }
 
-    /// One attempt: the transaction described in the module comment.
+    /// One attempt: the transaction described in the module comment. The
+    /// transaction is begun and ended by hand rather than through
+    /// [`tokio_postgres::Transaction`], whose `BEGIN` is a round trip of its
+    /// own: here `BEGIN` travels in the first flight with the statements
+    /// after it. Ends the transaction (COMMIT, or ROLLBACK on any failure)
+    /// before it returns, and marks `session` finished once it has; a
+    /// session left unfinished is closed, never pooled.
     async fn transact(
         &self,
-        client: &mut deadpool_postgres::Object,
+        session: &mut Session,
+        batch: &Batch,
+        fence: Option<&Fence>,
+    ) -> Result<(Committed, Plan, DateTime<Utc>), Failed> {
+        let result = self.transact_open(session.client(), batch, fence).await;
+        let client = session.client();
+        match &result {
+            // Committed, or the COMMIT failed: the transaction is over on
+            // a live connection, or the connection is broken (and the pool
+            // drops it when it sees it closed).
+            Ok(_) | Err(Failed::Commit(_)) => session.finish(),
+            // Anything else: roll back, so the pooled session is idle.
+            Err(_) => {
+                if client.batch_execute("ROLLBACK").await.is_ok() {
+                    session.finish();
+                }
+            }
+        }
+        result.map_err(|failed| match failed {
+            Failed::Commit(error) => Failed::Error(error),
+            other => other,
+        })
+    }
+
+    /// [`Self::transact`] up to and including its `COMMIT`; on failure the
+    /// transaction may still be open.
+    async fn transact_open(
+        &self,
+        client: &deadpool_postgres::Object,
         batch: &Batch,
         fence: Option<&Fence>,
     ) -> Result<(Committed, Plan, DateTime<Utc>), Failed> {
@@ -564,7 +661,7 @@ impl PostgresStore {
             )),
             None => None,
         };
-        let tx = client.transaction().await.map_err(db_error)?;
+        let tx: &tokio_postgres::Client = client;
         let keys = batch.keys();
         let kinds: Vec<&str> = keys.iter().map(|k| k.kind.as_str()).collect();
         let names: Vec<&str> = keys.iter().map(|k| k.name.as_str()).collect();
@@ -572,13 +669,10 @@ impl PostgresStore {
         let creatable_kinds: Vec<&str> = creatable.iter().map(|k| k.kind.as_str()).collect();
         let creatable_names: Vec<&str> = creatable.iter().map(|k| k.name.as_str()).collect();
 
-        // A host that stalls before COMMIT must not hold the lease row (and
-        // the objects and counter row) for longer than this.
-        let bounded = async {
-            tx.batch_execute(&BOUND_IDLE_TRANSACTION)
-                .await
-                .map_err(db_error)
-        };
+        // BEGIN, and bound the transaction's idle time: a host that stalls
+        // before COMMIT must not hold the lease row (and the objects) for
+        // longer than this. One simple-protocol message.
+        let begun = async { tx.batch_execute(&BEGIN_BOUNDED).await.map_err(db_error) };
         let database_checked = async {
             let Some((pinned, statement)) = &database_id else {
                 return Ok(());
@@ -594,18 +688,12 @@ impl PostgresStore {
                 ))))
             }
         };
+        // The fence check and the tenure's write count, in one statement
+        // (the unfenced test build does neither here).
         let fence_checked = async {
             match &fencing {
-                Some((fence, statements)) => check_fence(&tx, statements, fence)
-                    .await
-                    .map_err(authority_error),
-                None => Ok(()),
-            }
-        };
-        let write_recorded = async {
-            match &fencing {
                 Some((fence, statements)) if COUNTS_WRITES_IN_TRANSACTION => {
-                    record_write(&tx, statements, fence)
+                    check_fence_and_count(tx, statements, fence)
                         .await
                         .map_err(authority_error)
                 }
@@ -665,31 +753,30 @@ impl PostgresStore {
             Ok::<_, Failed>((plan, row))
         };
         // `biased`: poll in this order, so each flight's requests reach the
-        // server in this order — the idle bound, the database id (when
-        // pinned), the fence check, then the tenure's write count, then the
-        // position floor, the name claims and the store's statements (see
-        // the module comment). Each future sends its next request as soon
-        // as its previous answer is in, so they share network round trips.
-        let (bounded, database_checked, fence_checked, write_recorded, floored, claimed, written) = tokio::join!(
+        // server in this order — BEGIN and the idle bound, the database id
+        // (when pinned), the fence check with the tenure's write count,
+        // the position floor, the name claims and the store's statements
+        // (see the module comment). Each future sends its next request as
+        // soon as its previous answer is in, so they share network round
+        // trips.
+        let (begun, database_checked, fence_checked, floored, claimed, written) = tokio::join!(
             biased;
-            bounded,
+            begun,
             database_checked,
             fence_checked,
-            write_recorded,
             floored,
             claimed,
             written
         );
         // The wrong database explains every other failure.
-        bounded?;
+        begun?;
         database_checked?;
         // Report the cause, not a consequence: the server ran them in this
-        // order — fence check, write count, lock, write — and once one
+        // order — fence check (and count), floor, lock, write — and once one
         // fails every later one fails with "transaction is aborted". A
         // stale fence is thus also reported over a conflict: the guest must
         // stop rather than retry.
         fence_checked?;
-        write_recorded?;
         floored?;
         claimed?;
         let (plan, row) = written?;
@@ -700,8 +787,8 @@ impl PostgresStore {
         if let Some(hook) = &self.before_commit {
             hook.pause().await;
         }
-        tx.commit().await.map_err(|e| {
-            Failed::Error(StoreError::Unavailable(format!(
+        tx.batch_execute("COMMIT").await.map_err(|e| {
+            Failed::Commit(StoreError::Unavailable(format!(
                 "{}; whether the commit to cluster {} was applied is unknown",
                 self.db.unavailable(e),
                 batch.cluster
@@ -712,7 +799,7 @@ impl PostgresStore {
             // write's transaction never touched the tenure row. The write
             // is committed whatever happens here, so a failure is logged,
             // not reported as a failed commit.
-            if let Err(error) = record_write_after_commit(client, statements, fence).await {
+            if let Err(error) = record_write_after_commit(tx, statements, fence).await {
                 tracing::warn!(%error, "counting a committed write of {fence} failed");
             }
         }
@@ -725,6 +812,67 @@ impl PostgresStore {
             plan,
             at,
         ))
+    }
+
+    /// The same lock and write statements as a fenced commit of `ops` and
+    /// `events` under `fence`, run raw on `client`: `BEGIN`, [`LOCK_SQL`],
+    /// [`WRITE_SQL`], `COMMIT`, and nothing else — no fence check or write
+    /// count, no position floor, no idle bound or plan setting, no
+    /// notification, no pooled-session guard. The raw PostgreSQL baseline
+    /// of the store-writes benchmark ("the same statements without the
+    /// ordering machinery"); a commit made this way breaks the change
+    /// feed's promise and is never made by the host. Answers the revision.
+    #[doc(hidden)]
+    pub async fn commit_unordered_for_benchmark(
+        client: &deadpool_postgres::Object,
+        fence: &Fence,
+        ops: &[Op],
+        events: &[NewEvent],
+    ) -> Result<u64, String> {
+        let error = |e: tokio_postgres::Error| e.to_string();
+        let batch = Batch::fenced(fence, ops, events).map_err(|e| e.to_string())?;
+        let lock = client.prepare_cached(LOCK_SQL).await.map_err(error)?;
+        let write = client.prepare_cached(WRITE_SQL).await.map_err(error)?;
+        // Generic plans, as the store's commits use (see BEGIN_BOUNDED):
+        // the baseline is the same statements at their best, not slowed
+        // by planning on every execution.
+        client
+            .batch_execute("BEGIN; SET LOCAL plan_cache_mode = force_generic_plan")
+            .await
+            .map_err(error)?;
+        let result = async {
+            let keys = batch.keys();
+            let kinds: Vec<&str> = keys.iter().map(|k| k.kind.as_str()).collect();
+            let names: Vec<&str> = keys.iter().map(|k| k.name.as_str()).collect();
+            let rows = client
+                .query(&lock, &[&batch.cluster, &kinds, &names])
+                .await
+                .map_err(error)?;
+            let current: HashMap<ObjectKey, Current> = rows
+                .iter()
+                .map(|r| Ok((key_at(r), current_at(r, 2)?)))
+                .collect::<Result<_, StoreError>>()
+                .map_err(|e| e.to_string())?;
+            let plan = batch
+                .resolve(|k| current.get(k))
+                .map_err(|e| e.to_string())?;
+            let params = WriteParams::new(&plan, &batch.origin);
+            let row = client
+                .query_one(&write, &params.as_sql(&batch.cluster))
+                .await
+                .map_err(error)?;
+            client.batch_execute("COMMIT").await.map_err(error)?;
+            Ok::<_, String>(row)
+        }
+        .await;
+        let row = match result {
+            Ok(row) => row,
+            Err(e) => {
+                let _ = client.batch_execute("ROLLBACK").await;
+                return Err(e);
+            }
+        };
+        Ok(WriteOutcome::from_row(&row).revision)
     }
 
     /// The fence check's errors, with this store's endpoint on backend

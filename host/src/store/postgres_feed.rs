@@ -46,7 +46,9 @@
 //! listener here (which recomputes the mark and the watched clusters'
 //! positions) and hands its cluster to the notifier, which sends `NOTIFY
 //! leasehold_feed, '<cluster>'` in a transaction of its own, several
-//! clusters at once while one is in flight, with `synchronous_commit` off.
+//! clusters at once, with `synchronous_commit` off, at most one every
+//! [`crate::timeouts::FEED_NOTIFY_INTERVAL`] (an idle process's first
+//! commit is notified at once).
 //! Not inside the commit: PostgreSQL serializes every notifying
 //! transaction's commit on one database-wide lock, the hot row in another
 //! form. Notifications are wake-ups, not data: on one, the listener reads
@@ -375,8 +377,9 @@ impl Settle {
     }
 }
 
-/// The notifier: one `NOTIFY` transaction at a time for every cluster
-/// committed to since the last one, until the feed stops.
+/// The notifier: one `NOTIFY` transaction at a time, at most one every
+/// [`crate::timeouts::FEED_NOTIFY_INTERVAL`], for every cluster committed
+/// to since the last one, until the feed stops.
 async fn notify_forever(feed: Arc<Feed>) {
     let mut stopped = feed.stopped.subscribe();
     loop {
@@ -387,6 +390,7 @@ async fn notify_forever(feed: Arc<Feed>) {
                 _ = feed.notify_wake.notified() => continue,
             }
         }
+        let sent = tokio::time::Instant::now();
         let result = async {
             let client = feed.db.client().await?;
             let statement = client
@@ -399,6 +403,11 @@ async fn notify_forever(feed: Arc<Feed>) {
         if let Err(e) = result {
             // Watchers elsewhere catch up at their next poll.
             tracing::debug!("change feed notification failed: {e}");
+        }
+        // Rate, not order: what commits meanwhile is named by the next one.
+        tokio::select! {
+            _ = stopped.changed() => return,
+            _ = tokio::time::sleep_until(sent + crate::timeouts::FEED_NOTIFY_INTERVAL) => {}
         }
         if *stopped.borrow() {
             return;
