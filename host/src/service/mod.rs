@@ -128,7 +128,7 @@ pub async fn open_backends(config: &Config) -> Result<Backends, ServiceError> {
             let api_authority =
                 PostgresAuthority::new(db.clone(), config.database.expected_identity());
             let store = PostgresStore::new(db);
-            store.pin_database(identity.database_id);
+            store.pin_database(&identity);
             Ok(Backends {
                 api_authority: Arc::new(api_authority),
                 authority: Arc::new(authority),

@@ -274,9 +274,18 @@ SELECT r.revision, r.at,
        (SELECT count(*) FROM appended) AS appended
   FROM revision r";
 
-/// The id of the database a write reaches (see
-/// [`PostgresStore::pin_database`]).
-const DATABASE_ID_SQL: &str = "SELECT id FROM leasehold_database";
+/// What a write reads about the database it reaches (see
+/// [`PostgresStore::pin_database`]): its uuid, the server's system
+/// identifier, the database's oid and name, whether the server is in
+/// recovery, and the newest schema migration applied.
+const DATABASE_ID_SQL: &str = "
+SELECT d.id,
+       (SELECT system_identifier FROM pg_control_system()),
+       (SELECT oid FROM pg_database WHERE datname = current_database())::int8,
+       current_database()::text,
+       pg_is_in_recovery(),
+       (SELECT max(version) FROM leasehold_migrations)
+  FROM leasehold_database d";
 
 const GET_SQL: &str = concat!(
     "
@@ -338,7 +347,7 @@ pub struct PostgresStore {
     feed: std::sync::Arc<Feed>,
     /// The database every write must find itself in (see
     /// [`PostgresStore::pin_database`]).
-    pinned: std::sync::OnceLock<uuid::Uuid>,
+    pinned: std::sync::OnceLock<crate::authority::PinnedDatabase>,
     #[cfg(test)]
     pub(super) before_commit: Option<tests_hook::BeforeCommit>,
 }
@@ -449,16 +458,20 @@ impl PostgresStore {
         }
     }
 
-    /// Refuse every later write unless the database it reaches has this
-    /// id (`leasehold_database.id`): the one whose identity the host
-    /// verified. A pool reconnects on its own, and a connection string
-    /// that now reaches another Leasehold database (a DNS change, a
-    /// restore into the wrong place) would otherwise have API writes
-    /// acknowledged into it until the next identity re-check. The check is
-    /// one more statement in each write's first flight, not a round trip.
-    /// Pinning twice keeps the first id.
-    pub fn pin_database(&self, id: uuid::Uuid) {
-        let _ = self.pinned.set(id);
+    /// Refuse every later write unless the database it reaches is this
+    /// one: the identity the host verified (a
+    /// [`crate::authority::DatabaseIdentity`]: its uuid, the server's
+    /// system identifier and the database's oid, and no schema newer than
+    /// this host knows), or at least this uuid. Every write through a
+    /// server in recovery is refused too. A pool reconnects on its own,
+    /// and a connection string that now reaches another database (a DNS
+    /// change, a restore or a template copy put in the original's place, a
+    /// standby) would otherwise have API writes acknowledged into it until
+    /// the next identity re-check. The check is one more statement in each
+    /// write's first flight, not a round trip. Pinning twice keeps the
+    /// first pin.
+    pub fn pin_database(&self, pin: impl Into<crate::authority::PinnedDatabase>) {
+        let _ = self.pinned.set(pin.into());
     }
 
     /// The database this store writes to.
@@ -653,7 +666,7 @@ impl PostgresStore {
         };
         let database_id = match self.pinned.get() {
             Some(pinned) => Some((
-                *pinned,
+                pinned,
                 client
                     .prepare_cached(DATABASE_ID_SQL)
                     .await
@@ -677,15 +690,23 @@ impl PostgresStore {
             let Some((pinned, statement)) = &database_id else {
                 return Ok(());
             };
-            let found: uuid::Uuid = tx.query_one(statement, &[]).await.map_err(db_error)?.get(0);
-            if found == *pinned {
-                Ok(())
-            } else {
-                Err(Failed::Error(StoreError::Unavailable(format!(
-                    "database {} has id {found}, not {pinned}, the one this host verified: \
-                     its connection string now reaches another database; refusing to write",
+            let row = tx.query_one(statement, &[]).await.map_err(db_error)?;
+            let found = crate::authority::WriteTarget {
+                database_id: row.get(0),
+                // Unsigned 64-bit, shown through a signed bigint.
+                system_identifier: row.get::<_, i64>(1) as u64,
+                database_oid: u32::try_from(row.get::<_, i64>(2)).unwrap_or_default(),
+                database_name: row.get(3),
+                in_recovery: row.get(4),
+                schema_version: row.get(5),
+            };
+            match pinned.refusal(&found) {
+                None => Ok(()),
+                Some(problems) => Err(Failed::Error(StoreError::Unavailable(format!(
+                    "database {} is not the one this host verified, or cannot take writes: \
+                     {problems}; refusing to write",
                     self.db.endpoint()
-                ))))
+                )))),
             }
         };
         // The fence check and the tenure's write count, in one statement

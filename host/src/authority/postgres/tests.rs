@@ -847,3 +847,412 @@ async fn a_grant_behind_an_open_fenced_write_gives_up_within_its_bound() {
     let next = grant(&standby, &request("east", "scheduler", "host-b")).await;
     assert_eq!(next.fence.epoch, Epoch(held.fence.epoch.0 + 1));
 }
+
+/// A database made by a test from another (a template copy), dropped with
+/// this value, under whatever name it then has.
+struct MadeDatabase {
+    admin_url: String,
+    name: std::sync::Mutex<String>,
+}
+
+impl MadeDatabase {
+    /// `CREATE DATABASE <new> TEMPLATE <of>` on the server of `of`; the
+    /// sessions on `of` are ended first (a template must have none).
+    async fn template_copy(of: &TestDatabase) -> Self {
+        let source = database_name(of.url());
+        let admin_url = admin_url(of.url());
+        let name = format!("leasehold_copy_{}", uuid::Uuid::new_v4().simple());
+        let admin = admin_client(&admin_url).await;
+        end_sessions(&admin, &source).await;
+        admin
+            .batch_execute(&format!("CREATE DATABASE {name} TEMPLATE {source}"))
+            .await
+            .expect("template copy");
+        Self {
+            admin_url,
+            name: std::sync::Mutex::new(name),
+        }
+    }
+
+    fn name(&self) -> String {
+        self.name.lock().unwrap().clone()
+    }
+
+    fn url(&self) -> String {
+        let mut url = url::Url::parse(&self.admin_url).unwrap();
+        url.set_path(&self.name());
+        url.to_string()
+    }
+}
+
+impl Drop for MadeDatabase {
+    fn drop(&mut self) {
+        let admin_url = self.admin_url.clone();
+        let name = self.name();
+        let _ = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            rt.block_on(async move {
+                let admin = admin_client(&admin_url).await;
+                let _ = admin
+                    .batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+                    .await;
+            });
+        })
+        .join();
+    }
+}
+
+fn database_name(url: &str) -> String {
+    url::Url::parse(url)
+        .unwrap()
+        .path()
+        .trim_start_matches('/')
+        .to_string()
+}
+
+/// The server's `postgres` database, where databases are made and renamed.
+fn admin_url(url: &str) -> String {
+    let mut url = url::Url::parse(url).unwrap();
+    url.set_path("postgres");
+    url.to_string()
+}
+
+async fn admin_client(url: &str) -> tokio_postgres::Client {
+    let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    client
+}
+
+/// End every other session on database `name` (CREATE DATABASE ...
+/// TEMPLATE and RENAME need none), until none is left: a pool may open a
+/// new one meanwhile.
+async fn end_sessions(admin: &tokio_postgres::Client, name: &str) {
+    let deadline = Instant::now() + PROMPT;
+    loop {
+        let left: i64 = admin
+            .query_one(
+                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+                  WHERE datname = $1 AND pid <> pg_backend_pid()",
+                &[&name],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        if left == 0 {
+            return;
+        }
+        assert!(Instant::now() < deadline, "sessions on {name} keep coming");
+        tokio::time::sleep(POLL).await;
+    }
+}
+
+#[tokio::test]
+async fn a_template_copy_is_refused_as_a_copy_naming_both_databases() {
+    let original = TestDatabase::create().await;
+    let first = authority(original.database(1)).identity().await.unwrap();
+    let copy = MadeDatabase::template_copy(&original).await;
+    let copy_db = Database::new(&copy.url(), 2).unwrap();
+    // Everything the uuid and the server say is the same: only the oid
+    // tells the copy from the original.
+    let copied: uuid::Uuid = copy_db
+        .client()
+        .await
+        .unwrap()
+        .query_one("SELECT id FROM leasehold_database", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(
+        copied, first.database_id,
+        "a template copy carries the uuid"
+    );
+
+    let leases = authority(copy_db.clone());
+    for refused in [
+        leases.identity().await.map(drop),
+        leases
+            .acquire(&request("east", "scheduler", "host-a"))
+            .await
+            .map(drop),
+    ] {
+        match refused {
+            Err(AuthorityError::WrongDatabase { problems, .. }) => {
+                assert!(problems.contains("is a copy"), "{problems}");
+                assert!(problems.contains(&copy.name()), "{problems}");
+                assert!(
+                    problems.contains(&database_name(original.url())),
+                    "{problems}"
+                );
+                assert!(
+                    problems.contains(&format!("oid {}", first.database_oid)),
+                    "{problems}"
+                );
+            }
+            other => panic!("a template copy must be refused, got {other:?}"),
+        }
+    }
+    let granted: i64 = copy_db
+        .client()
+        .await
+        .unwrap()
+        .query_one("SELECT count(*) FROM leasehold_leases", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(granted, 0, "nothing was granted in the copy");
+    // The original is still itself.
+    grant(
+        &authority(original.database(2)),
+        &request("east", "scheduler", "host-a"),
+    )
+    .await;
+}
+
+/// The URL a host uses comes to reach another database of the same server
+/// (a restore put in place under the original's name): renewals, releases
+/// and store writes are refused, first as a copy, then, once the copy's
+/// row claims to be where it is (as if adopted), by the oid pinned when
+/// the host verified the original.
+#[tokio::test]
+async fn renew_release_and_writes_refuse_a_copy_put_in_the_originals_place() {
+    use crate::store::{ObjectKey, Store as _};
+    let task = |name: &str| ObjectKey {
+        kind: "tasks".into(),
+        name: name.into(),
+    };
+    let original = TestDatabase::create().await;
+    let name = database_name(original.url());
+    let holder = authority(original.database(2));
+    let verified = holder.verify().await.unwrap();
+    let held = grant(&holder, &request("east", "scheduler", "host-a")).await;
+    let store = crate::store::PostgresStore::new(original.database(2));
+    store.pin_database(&verified);
+    store.put("east", &task("t1"), "{}", None).await.unwrap();
+
+    // Swap: the original moves aside, the copy takes its name.
+    let copy = MadeDatabase::template_copy(&original).await;
+    let admin = admin_client(&admin_url(original.url())).await;
+    let aside = format!("{name}_aside");
+    end_sessions(&admin, &name).await;
+    admin
+        .batch_execute(&format!("ALTER DATABASE {name} RENAME TO {aside}"))
+        .await
+        .unwrap();
+    end_sessions(&admin, &copy.name()).await;
+    admin
+        .batch_execute(&format!("ALTER DATABASE {} RENAME TO {name}", copy.name()))
+        .await
+        .unwrap();
+    // Dropped under its new name by `original`; the original under its
+    // new one by `copy`.
+    *copy.name.lock().unwrap() = aside;
+
+    let t2 = task("t2");
+    let write = || store.put("east", &t2, "{}", None);
+    for phase in [
+        "is a copy".to_string(),
+        format!("had oid {}", verified.database_oid),
+    ] {
+        // A call may first meet a session the swap ended; the next one
+        // reaches the copy.
+        let mut renewed = holder.renew(&[held.fence.clone()], TTL).await;
+        if matches!(renewed, Err(AuthorityError::Unavailable { .. })) {
+            renewed = holder.renew(&[held.fence.clone()], TTL).await;
+        }
+        match renewed {
+            Err(AuthorityError::WrongDatabase { problems, .. }) => {
+                assert!(problems.contains(&phase), "{phase:?} missing: {problems}");
+            }
+            other => panic!("renewing at a copy must be refused ({phase}), got {other:?}"),
+        }
+        match holder.release(&held.fence, EndReason::Released).await {
+            Err(AuthorityError::WrongDatabase { problems, .. }) => {
+                assert!(problems.contains(&phase), "{phase:?} missing: {problems}");
+            }
+            other => panic!("releasing at a copy must be refused ({phase}), got {other:?}"),
+        }
+        // The store refuses by its pin, the same in both phases.
+        let mut written = write().await;
+        if matches!(&written, Err(e) if !e.to_string().contains("verified")) {
+            written = write().await;
+        }
+        let text = written
+            .expect_err("a write to the copy must be refused")
+            .to_string();
+        assert!(
+            text.contains(&format!("oid {} was verified", verified.database_oid)),
+            "{text}"
+        );
+        // Make the copy's row claim to be where it is now (what adopting
+        // it would do): then only the pinned oid tells it apart.
+        admin_client(original.url())
+            .await
+            .batch_execute(
+                "UPDATE leasehold_database
+                    SET database_oid = (SELECT oid FROM pg_database WHERE datname = current_database())",
+            )
+            .await
+            .unwrap();
+    }
+    let released: bool = admin_client(original.url())
+        .await
+        .query_one(
+            "SELECT released FROM leasehold_leases WHERE cluster = 'east' AND name = 'scheduler'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert!(!released, "nothing was released in the copy");
+}
+
+/// Two hosts of different schema versions: the newer one migrates (one
+/// migration more than this build has), and the older one, leading and
+/// writing until then, refuses to renew, acquire, write or start, each
+/// time saying to upgrade it.
+#[tokio::test]
+async fn a_newer_host_migrates_and_the_older_one_refuses_saying_to_upgrade() {
+    use crate::store::{ObjectKey, Store as _};
+    let test = TestDatabase::create().await;
+    let older = authority(test.database(2));
+    let verified = older.verify().await.unwrap();
+    let held = grant(&older, &request("east", "scheduler", "host-a")).await;
+    let store = crate::store::PostgresStore::new(test.database(2));
+    store.pin_database(&verified);
+    let task = ObjectKey {
+        kind: "tasks".into(),
+        name: "t1".into(),
+    };
+    store.put("east", &task, "{}", None).await.unwrap();
+
+    let mut newer: Vec<(i32, &str)> = crate::db::MIGRATIONS.to_vec();
+    let future = newer.iter().map(|(v, _)| *v).max().unwrap() + 1;
+    newer.push((future, "CREATE TABLE leasehold_from_a_newer_host (id int)"));
+    let applied = test
+        .database(1)
+        .migrate_with(&newer, crate::timeouts::MIGRATION_LOCK_WAIT)
+        .await
+        .unwrap();
+    assert_eq!(applied, [future], "the newer host applies its migration");
+
+    let upgrade = |text: &str| {
+        assert!(
+            text.contains("upgrade this host") && text.contains(&future.to_string()),
+            "{text}"
+        );
+    };
+    match older.renew(&[held.fence.clone()], TTL).await {
+        Err(e @ AuthorityError::WrongDatabase { .. }) => upgrade(&e.to_string()),
+        other => panic!("the older host must not renew, got {other:?}"),
+    }
+    match older.acquire(&request("east", "rollout", "host-a")).await {
+        Err(e @ AuthorityError::WrongDatabase { .. }) => upgrade(&e.to_string()),
+        other => panic!("the older host must not acquire, got {other:?}"),
+    }
+    let written = store.put("east", &task, "{\"again\": true}", None).await;
+    upgrade(
+        &written
+            .expect_err("the older host must not write")
+            .to_string(),
+    );
+    let started = test.database(1).migrate().await;
+    upgrade(
+        &started
+            .expect_err("the older host must not start")
+            .to_string(),
+    );
+}
+
+/// A host that finds the migration lock held (another host migrating, or
+/// stalled mid-migration) gives up after its wait, naming that session,
+/// and changes nothing.
+#[tokio::test]
+async fn a_held_migration_lock_is_reported_naming_its_holder() {
+    let test = TestDatabase::create().await;
+    let mut other = test.database(1).client().await.unwrap();
+    let migrating = other.transaction().await.unwrap();
+    let pid: i32 = migrating
+        .query_one(
+            "SELECT pg_backend_pid() FROM (SELECT pg_advisory_xact_lock(7263414711)) AS locked",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    let error = test
+        .database(1)
+        .migrate_with(crate::db::MIGRATIONS, Duration::from_millis(200))
+        .await
+        .expect_err("the lock is held")
+        .to_string();
+    assert!(error.contains("holds the migration lock"), "{error}");
+    assert!(error.contains(&format!("backend pid {pid}")), "{error}");
+    migrating.rollback().await.unwrap();
+    assert_eq!(
+        test.database(1).migrate().await.unwrap(),
+        Vec::<i32>::new(),
+        "once the lock is free, there is nothing left to do"
+    );
+}
+
+/// A migration that needs a table lock a long transaction holds gives up
+/// after its bound instead of queueing every later query of that table
+/// behind it, and applies nothing.
+#[tokio::test]
+async fn a_migration_behind_a_long_transaction_gives_up_without_wedging_the_table() {
+    let test = TestDatabase::create().await;
+    let mut reader = test.database(1).client().await.unwrap();
+    let long = reader.transaction().await.unwrap();
+    long.query("SELECT * FROM leasehold_database", &[])
+        .await
+        .unwrap();
+    let mut newer: Vec<(i32, &str)> = crate::db::MIGRATIONS.to_vec();
+    let future = newer.iter().map(|(v, _)| *v).max().unwrap() + 1;
+    newer.push((
+        future,
+        "ALTER TABLE leasehold_database ADD COLUMN from_a_newer_host int",
+    ));
+    let db = test.database(1);
+    let migrating = tokio::spawn({
+        let newer: Vec<(i32, String)> = newer.iter().map(|(v, s)| (*v, s.to_string())).collect();
+        async move {
+            let newer: Vec<(i32, &str)> = newer.iter().map(|(v, s)| (*v, s.as_str())).collect();
+            db.migrate_with(&newer, crate::timeouts::MIGRATION_LOCK_WAIT)
+                .await
+        }
+    });
+    let admin = test.database(1);
+    eventually("the migration waits for its table lock", || async {
+        count(
+            &admin,
+            "SELECT count(*) FROM pg_stat_activity
+              WHERE datname = current_database() AND wait_event_type = 'Lock'",
+            &[],
+        )
+        .await
+            == 1
+    })
+    .await;
+    let bound = crate::timeouts::MIGRATION_STATEMENT_LOCK * 3;
+    let error = tokio::time::timeout(bound, migrating)
+        .await
+        .unwrap_or_else(|_| panic!("the migration still waits after {bound:?}"))
+        .unwrap()
+        .expect_err("the migration must give up")
+        .to_string();
+    assert!(error.contains("gave up"), "{error}");
+    assert!(error.contains(&format!("migration {future}")), "{error}");
+    long.rollback().await.unwrap();
+    let applied: i64 = count(
+        &admin,
+        "SELECT count(*) FROM leasehold_migrations WHERE version = $1",
+        &[&future],
+    )
+    .await;
+    assert_eq!(applied, 0, "nothing of the migration was applied");
+}
