@@ -141,13 +141,14 @@ pub use controller::{Context, Controller, Description, Outcome, Reason, Reply, R
 pub use error::{Error, QUOTA_EXCEEDED_PREFIX, Quota, QuotaExceeded, StoreError};
 pub use fence::{Fence, fence};
 pub use limits::{
-    DEFAULT_PAGE_SIZE, LOG_LINE_BYTES, Limits, MAX_CALL_PAYLOAD_BYTES, MAX_EVENT_MESSAGE_BYTES,
-    MAX_EVENT_REASON_BYTES, MAX_EVENTS_PER_COMMIT, MAX_HTTP_REQUEST_BODY_BYTES,
-    MAX_HTTP_REQUESTS_PER_RECONCILE, MAX_HTTP_RESPONSE_BODY_BYTES, MAX_LABEL_LEN,
-    MAX_OPS_PER_COMMIT, MAX_PAGE_SIZE, MAX_SETTINGS_BYTES, MAX_VALUE_BYTES,
+    DEFAULT_PAGE_SIZE, LOG_LINE_BYTES, Limits, MAX_CALL_PAYLOAD_BYTES, MAX_COLLECTED_PER_COMMIT,
+    MAX_EVENT_MESSAGE_BYTES, MAX_EVENT_REASON_BYTES, MAX_EVENTS_PER_COMMIT, MAX_FINALIZER_BYTES,
+    MAX_FINALIZERS, MAX_HTTP_REQUEST_BODY_BYTES, MAX_HTTP_REQUESTS_PER_RECONCILE,
+    MAX_HTTP_RESPONSE_BODY_BYTES, MAX_LABEL_KEY_BYTES, MAX_LABEL_LEN, MAX_LABEL_VALUE_BYTES,
+    MAX_LABELS, MAX_OPS_PER_COMMIT, MAX_PAGE_SIZE, MAX_SETTINGS_BYTES, MAX_VALUE_BYTES,
 };
 pub use log::{Level, log};
-pub use object::{Api, Kind, Object, ObjectKey, Page};
+pub use object::{Api, Kind, Metadata, Object, ObjectKey, Page};
 pub use retry::{DEFAULT_CONFLICT_ATTEMPTS, retry_on_conflict};
 pub use settings::{settings, settings_json};
 pub use transaction::{Committed, NewEvent, Op, Transaction};

@@ -144,6 +144,63 @@ pub const MAX_HTTP_RESPONSE_BODY_BYTES: usize = 4 * 1024 * 1024;
 /// ```
 pub const MAX_SETTINGS_BYTES: usize = 64 * 1024;
 
+/// Most labels on one object.
+///
+/// # Example
+///
+/// ```
+/// assert_eq!(leasehold_guest::MAX_LABELS, 32);
+/// ```
+pub const MAX_LABELS: usize = 32;
+
+/// Longest label key, in bytes: 1 to this many ASCII letters, digits, `-`,
+/// `_`, `.` or `/`, beginning and ending with a letter or digit.
+///
+/// # Example
+///
+/// ```
+/// assert_eq!(leasehold_guest::MAX_LABEL_KEY_BYTES, 128);
+/// ```
+pub const MAX_LABEL_KEY_BYTES: usize = 128;
+
+/// Longest label value, in bytes: empty, or ASCII letters, digits, `-`,
+/// `_` or `.`, beginning and ending with a letter or digit.
+///
+/// # Example
+///
+/// ```
+/// assert_eq!(leasehold_guest::MAX_LABEL_VALUE_BYTES, 63);
+/// ```
+pub const MAX_LABEL_VALUE_BYTES: usize = 63;
+
+/// Most finalizers on one object (each listed once).
+///
+/// # Example
+///
+/// ```
+/// assert_eq!(leasehold_guest::MAX_FINALIZERS, 16);
+/// ```
+pub const MAX_FINALIZERS: usize = 16;
+
+/// Longest finalizer name, in bytes (spelled like a label key).
+///
+/// # Example
+///
+/// ```
+/// assert_eq!(leasehold_guest::MAX_FINALIZER_BYTES, 128);
+/// ```
+pub const MAX_FINALIZER_BYTES: usize = 128;
+
+/// Most owned objects one commit deletes or marks by garbage collection;
+/// a delete that would collect more is refused whole.
+///
+/// # Example
+///
+/// ```
+/// assert_eq!(leasehold_guest::MAX_COLLECTED_PER_COMMIT, 1000);
+/// ```
+pub const MAX_COLLECTED_PER_COMMIT: usize = 1000;
+
 /// The limits a [`crate::FakeHost`] enforces. [`Limits::default`] is the
 /// host's defaults (the constants of this crate); a test can shrink them to
 /// reach a limit cheaply.

@@ -7,8 +7,10 @@
 //! ([`Api::list_all`] stops at its `max` and at an empty page), or hide a
 //! store error behind a decode error.
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::marker::PhantomData;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -17,9 +19,9 @@ use crate::error::{Error, StoreError};
 use crate::limits::MAX_PAGE_SIZE;
 use crate::sys::{self, RawObject};
 
-// An object's address is a wire type; it is re-exported here, where the
-// author meets it.
-pub use crate::sys::ObjectKey;
+// An object's address and its metadata are wire types; they are
+// re-exported here, where the author meets them.
+pub use crate::sys::{Metadata, ObjectKey};
 
 /// A value type that is stored under one kind: `Api::<Task>::typed()`
 /// reads `T::KIND`, and [`crate::Transaction::create_typed`] and
@@ -62,6 +64,13 @@ pub trait Kind: Serialize + DeserializeOwned {
 /// object to [`crate::Transaction::update`] or
 /// [`crate::Transaction::delete`] to make the write conditional on it.
 ///
+/// Beside its value an object has [`Metadata`] (labels, an owner,
+/// finalizers), a status part written by controllers
+/// ([`Object::status`], [`crate::Transaction::update_status`]), a
+/// `generation` that grows with each change of value or metadata but not
+/// with a status write, and a deletion mark ([`Object::is_deleting`]) set
+/// when a delete was requested while finalizers remained.
+///
 /// # Example
 ///
 /// ```
@@ -89,6 +98,18 @@ pub struct Object<T = serde_json::Value> {
     pub version: u64,
     /// The decoded value.
     pub value: T,
+    /// Labels, owner and finalizers.
+    pub meta: Metadata,
+    /// The status part as JSON, `None` until a status write sets it; read
+    /// it typed with [`Object::status`].
+    pub status_json: Option<serde_json::Value>,
+    /// 1 at creation; grows by one with each write that changes the value
+    /// or the metadata (a deletion mark included), never with a status
+    /// write.
+    pub generation: u64,
+    /// When a delete was requested while finalizers remained (the store's
+    /// clock); `None` unless the object is marked for deletion.
+    pub deleting_since: Option<SystemTime>,
 }
 
 impl<T> Object<T> {
@@ -97,13 +118,167 @@ impl<T> Object<T> {
     /// # Example
     ///
     /// ```
-    /// use leasehold_guest::{Object, ObjectKey};
+    /// use leasehold_guest::{Api, FakeHost, ObjectKey};
     ///
-    /// let object = Object { kind: "tasks".into(), name: "a".into(), version: 3, value: () };
+    /// let host = FakeHost::new();
+    /// host.seed("tasks", "a", &1);
+    /// let object = Api::<u32>::new("tasks").get("a")?.unwrap();
     /// assert_eq!(object.key(), ObjectKey::new("tasks", "a"));
+    /// # Ok::<(), leasehold_guest::Error>(())
     /// ```
     pub fn key(&self) -> ObjectKey {
         ObjectKey::new(self.kind.clone(), self.name.clone())
+    }
+
+    /// The object's labels, by key.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use leasehold_guest::{Api, FakeHost, Metadata};
+    ///
+    /// let host = FakeHost::new();
+    /// host.seed_with("tasks", "a", &1, &Metadata::new().label("team", "db"));
+    /// let task = Api::<u32>::new("tasks").get("a")?.unwrap();
+    /// assert_eq!(task.labels()["team"], "db");
+    /// assert_eq!(task.label("team"), Some("db"));
+    /// assert_eq!(task.label("zone"), None);
+    /// # Ok::<(), leasehold_guest::Error>(())
+    /// ```
+    pub fn labels(&self) -> &BTreeMap<String, String> {
+        &self.meta.labels
+    }
+
+    /// The value of the label `key`, if set.
+    ///
+    /// # Example
+    ///
+    /// See [`Object::labels`].
+    pub fn label(&self, key: &str) -> Option<&str> {
+        self.meta.labels.get(key).map(String::as_str)
+    }
+
+    /// The object that owns this one, if any.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use leasehold_guest::{Api, FakeHost, Metadata, ObjectKey};
+    ///
+    /// let host = FakeHost::new();
+    /// host.seed("projects", "p1", &1);
+    /// host.seed_with("tasks", "a", &1, &Metadata::new().owner(ObjectKey::new("projects", "p1")));
+    /// let task = Api::<u32>::new("tasks").get("a")?.unwrap();
+    /// assert_eq!(task.owner(), Some(&ObjectKey::new("projects", "p1")));
+    /// # Ok::<(), leasehold_guest::Error>(())
+    /// ```
+    pub fn owner(&self) -> Option<&ObjectKey> {
+        self.meta.owner.as_ref()
+    }
+
+    /// The object's finalizers, in the order written.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use leasehold_guest::{Api, FakeHost, Metadata};
+    ///
+    /// let host = FakeHost::new();
+    /// host.seed_with("tasks", "a", &1, &Metadata::new().finalizer("example.com/slot"));
+    /// let task = Api::<u32>::new("tasks").get("a")?.unwrap();
+    /// assert_eq!(task.finalizers(), ["example.com/slot"]);
+    /// assert!(task.has_finalizer("example.com/slot"));
+    /// # Ok::<(), leasehold_guest::Error>(())
+    /// ```
+    pub fn finalizers(&self) -> &[String] {
+        &self.meta.finalizers
+    }
+
+    /// Whether the finalizer `name` is on the object.
+    ///
+    /// # Example
+    ///
+    /// See [`Object::finalizers`].
+    pub fn has_finalizer(&self, name: &str) -> bool {
+        self.meta.finalizers.iter().any(|f| f == name)
+    }
+
+    /// Whether a delete was requested while finalizers remained: the object
+    /// is on its way out, and goes once its last finalizer is removed.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use leasehold_guest::{Api, FakeHost, Metadata};
+    ///
+    /// let host = FakeHost::new();
+    /// host.seed_with("tasks", "a", &1, &Metadata::new().finalizer("example.com/slot"));
+    /// host.remove("tasks", "a"); // a user's delete: the finalizer holds it
+    /// let task = Api::<u32>::new("tasks").get("a")?.expect("still there");
+    /// assert!(task.is_deleting());
+    /// assert_eq!(task.deleting_since, Some(host.now()));
+    /// # Ok::<(), leasehold_guest::Error>(())
+    /// ```
+    pub fn is_deleting(&self) -> bool {
+        self.deleting_since.is_some()
+    }
+
+    /// The object's generation: 1 at creation, one more with each change
+    /// of its value or metadata, unchanged by status writes.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use leasehold_guest::{Api, FakeHost};
+    ///
+    /// let host = FakeHost::new();
+    /// host.seed("tasks", "a", &1);
+    /// host.seed("tasks", "a", &2);
+    /// assert_eq!(Api::<u32>::new("tasks").get("a")?.unwrap().generation(), 2);
+    /// # Ok::<(), leasehold_guest::Error>(())
+    /// ```
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+
+    /// The status part decoded as `S`; `None` if no status was written.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Decode`] naming the object if the status does not decode as
+    /// `S`.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use leasehold_guest::{Api, FakeHost, Transaction};
+    /// use serde::{Deserialize, Serialize};
+    ///
+    /// #[derive(Serialize, Deserialize, Debug, PartialEq)]
+    /// struct TaskStatus {
+    ///     phase: String,
+    /// }
+    ///
+    /// let host = FakeHost::new();
+    /// host.seed("tasks", "a", &1);
+    /// let tasks = Api::<u32>::new("tasks");
+    /// let task = tasks.get("a")?.unwrap();
+    /// assert_eq!(task.status::<TaskStatus>()?, None);
+    /// Transaction::new().update_status(&task, &TaskStatus { phase: "running".into() }).commit()?;
+    /// let task = tasks.get("a")?.unwrap();
+    /// assert_eq!(task.status::<TaskStatus>()?.unwrap().phase, "running");
+    /// # Ok::<(), leasehold_guest::Error>(())
+    /// ```
+    pub fn status<S: DeserializeOwned>(&self) -> Result<Option<S>, Error> {
+        self.status_json
+            .as_ref()
+            .map(|status| {
+                S::deserialize(status).map_err(|e| Error::Decode {
+                    key: self.key(),
+                    message: format!("its status: {e}"),
+                })
+            })
+            .transpose()
     }
 }
 
@@ -141,6 +316,10 @@ impl Object<serde_json::Value> {
             name: self.name.clone(),
             version: self.version,
             value,
+            meta: self.meta.clone(),
+            status_json: self.status_json.clone(),
+            generation: self.generation,
+            deleting_since: self.deleting_since,
         })
     }
 }
@@ -397,18 +576,32 @@ impl<T: Kind> Default for Api<T> {
 }
 
 /// Decode an object from the wire as `T`, naming the object if its value
-/// does not fit.
-fn decode<T: DeserializeOwned>(raw: RawObject) -> Result<Object<T>, Error> {
-    match serde_json::from_str(&raw.value) {
-        Ok(value) => Ok(Object {
-            kind: raw.kind,
-            name: raw.name,
-            version: raw.version,
-            value,
-        }),
-        Err(e) => Err(Error::Decode {
-            key: ObjectKey::new(raw.kind, raw.name),
-            message: e.to_string(),
-        }),
-    }
+/// (or its status, which must be JSON) does not fit.
+pub(crate) fn decode<T: DeserializeOwned>(raw: RawObject) -> Result<Object<T>, Error> {
+    let key = || ObjectKey::new(raw.kind.clone(), raw.name.clone());
+    let value = serde_json::from_str(&raw.value).map_err(|e| Error::Decode {
+        key: key(),
+        message: e.to_string(),
+    })?;
+    let status_json = raw
+        .status
+        .as_deref()
+        .map(serde_json::from_str)
+        .transpose()
+        .map_err(|e| Error::Decode {
+            key: key(),
+            message: format!("its status is not JSON: {e}"),
+        })?;
+    Ok(Object {
+        kind: raw.kind,
+        name: raw.name,
+        version: raw.version,
+        value,
+        meta: raw.meta,
+        status_json,
+        generation: raw.generation,
+        deleting_since: raw
+            .deleting_since_ms
+            .map(|ms| UNIX_EPOCH + Duration::from_millis(ms)),
+    })
 }

@@ -9,15 +9,17 @@
 use serde::Serialize;
 
 use crate::error::StoreError;
-use crate::object::{Kind, Object, ObjectKey};
+use crate::object::{Kind, Metadata, Object, ObjectKey};
 use crate::sys;
 
 // What a commit carries and returns are wire types; they are re-exported
 // here, where the author meets them.
 pub use crate::sys::{Committed, NewEvent, Op};
 
-/// A builder for one atomic, fenced commit: creates, conditional updates
-/// and deletes, and events. The host applies all of it or none of it, and
+/// A builder for one atomic, fenced commit: creates (with metadata or
+/// without), conditional updates, replaces and deletes, finalizer changes,
+/// status writes, checks of objects the commit does not write, and events.
+/// Each object appears in at most one operation of a commit. The host applies all of it or none of it, and
 /// only if this guest's lease is still current.
 ///
 /// Builder methods take and return the transaction by value; a value that
@@ -306,6 +308,360 @@ impl Transaction {
             expected_version: version,
         });
         self
+    }
+
+    /// Create `kind/name` with `value` and `meta` (labels, owner,
+    /// finalizers); the commit fails with [`StoreError::Conflict`] if it
+    /// exists, or if the owner `meta` names does not exist or is marked for
+    /// deletion (unless this commit creates it).
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use leasehold_guest::{FakeHost, Metadata, ObjectKey, Transaction};
+    ///
+    /// let host = FakeHost::new();
+    /// host.seed("projects", "p1", &serde_json::json!({}));
+    /// let meta = Metadata::new()
+    ///     .label("project", "p1")
+    ///     .owner(ObjectKey::new("projects", "p1"));
+    /// Transaction::new().create_with("tasks", "t1", &1, &meta).commit()?;
+    /// let task = host.object::<u32>("tasks", "t1").unwrap();
+    /// assert_eq!(task.meta, meta);
+    /// # Ok::<(), leasehold_guest::StoreError>(())
+    /// ```
+    pub fn create_with<T: Serialize + ?Sized>(
+        mut self,
+        kind: impl Into<String>,
+        name: impl Into<String>,
+        value: &T,
+        meta: &Metadata,
+    ) -> Self {
+        let key = ObjectKey::new(kind, name);
+        let value = self.encode(&key, value);
+        self.ops.push(Op::CreateWith {
+            key,
+            value,
+            meta: meta.clone(),
+        });
+        self
+    }
+
+    /// Create `name` of `T`'s kind ([`Kind::KIND`]) with `value` and
+    /// `meta`, as [`Transaction::create_with`].
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use leasehold_guest::{FakeHost, Kind, Metadata, Transaction};
+    /// use serde::{Deserialize, Serialize};
+    ///
+    /// #[derive(Serialize, Deserialize)]
+    /// struct Counter(u32);
+    /// impl Kind for Counter {
+    ///     const KIND: &'static str = "counters";
+    /// }
+    ///
+    /// let host = FakeHost::new();
+    /// let meta = Metadata::new().label("tier", "gold");
+    /// Transaction::new().create_typed_with("hits", &Counter(0), &meta).commit()?;
+    /// assert_eq!(host.object::<u32>("counters", "hits").unwrap().label("tier"), Some("gold"));
+    /// # Ok::<(), leasehold_guest::StoreError>(())
+    /// ```
+    pub fn create_typed_with<T: Kind>(
+        self,
+        name: impl Into<String>,
+        value: &T,
+        meta: &Metadata,
+    ) -> Self {
+        self.create_with(T::KIND, name, value, meta)
+    }
+
+    /// Replace `object`'s value and all of its metadata if its version is
+    /// still the one `object` was read at ([`StoreError::Conflict`]
+    /// otherwise, [`StoreError::NotFound`] if it was removed). Giving it an
+    /// owner it did not have needs that owner to exist unmarked. On an
+    /// object marked for deletion finalizers can be removed, never added
+    /// ([`StoreError::Invalid`]), and leaving none removes the object.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use leasehold_guest::{Api, FakeHost, Transaction};
+    ///
+    /// let host = FakeHost::new();
+    /// host.seed("tasks", "t1", &1);
+    /// let task = Api::<u32>::new("tasks").get("t1").unwrap().unwrap();
+    /// let meta = task.meta.clone().label("state", "done");
+    /// Transaction::new().replace(&task, &2, &meta).commit()?;
+    /// let task = host.object::<u32>("tasks", "t1").unwrap();
+    /// assert_eq!((task.value, task.label("state")), (2, Some("done")));
+    /// # Ok::<(), leasehold_guest::StoreError>(())
+    /// ```
+    pub fn replace<U, T: Serialize + ?Sized>(
+        mut self,
+        object: &Object<U>,
+        value: &T,
+        meta: &Metadata,
+    ) -> Self {
+        let key = object.key();
+        let value = self.encode(&key, value);
+        self.ops.push(Op::Replace {
+            key,
+            expected_version: object.version,
+            value: Some(value),
+            meta: Some(meta.clone()),
+        });
+        self
+    }
+
+    /// Replace all of `object`'s metadata, keeping its value, if its
+    /// version is still the one `object` was read at (rules as
+    /// [`Transaction::replace`]).
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use leasehold_guest::{Api, FakeHost, Metadata, Transaction};
+    ///
+    /// let host = FakeHost::new();
+    /// host.seed("tasks", "t1", &1);
+    /// let task = Api::<u32>::new("tasks").get("t1").unwrap().unwrap();
+    /// Transaction::new().set_metadata(&task, &Metadata::new().label("a", "b")).commit()?;
+    /// assert_eq!(host.object::<u32>("tasks", "t1").unwrap().label("a"), Some("b"));
+    /// # Ok::<(), leasehold_guest::StoreError>(())
+    /// ```
+    pub fn set_metadata<U>(mut self, object: &Object<U>, meta: &Metadata) -> Self {
+        self.ops.push(Op::Replace {
+            key: object.key(),
+            expected_version: object.version,
+            value: None,
+            meta: Some(meta.clone()),
+        });
+        self
+    }
+
+    /// Add the finalizer `name` to `object` (read at its current version):
+    /// from then on a delete request only marks the object, until the
+    /// finalizer is removed. If `object` has it already, nothing is
+    /// written: the operation is a [`Transaction::check`] of the version
+    /// read, so the commit still depends on it. A marked object cannot
+    /// gain finalizers ([`StoreError::Invalid`]).
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use leasehold_guest::{Api, FakeHost, Transaction};
+    ///
+    /// let host = FakeHost::new();
+    /// host.seed("tasks", "t1", &1);
+    /// let tasks = Api::<u32>::new("tasks");
+    /// let task = tasks.get("t1")?.unwrap();
+    /// Transaction::new().add_finalizer(&task, "example.com/slot").commit()?;
+    ///
+    /// host.remove("tasks", "t1"); // a user's delete request: only marks it
+    /// let task = tasks.get("t1")?.expect("held by the finalizer");
+    /// assert!(task.is_deleting());
+    ///
+    /// // The cleanup is done: removing the last finalizer removes the object.
+    /// Transaction::new().remove_finalizer(&task, "example.com/slot").commit()?;
+    /// assert!(tasks.get("t1")?.is_none());
+    /// # Ok::<(), leasehold_guest::Error>(())
+    /// ```
+    pub fn add_finalizer<U>(self, object: &Object<U>, name: impl Into<String>) -> Self {
+        let name = name.into();
+        if object.has_finalizer(&name) {
+            return self.check(object);
+        }
+        let meta = object.meta.clone().finalizer(name);
+        self.set_metadata(object, &meta)
+    }
+
+    /// Remove the finalizer `name` from `object` (read at its current
+    /// version). If the object is marked for deletion and this was its
+    /// last finalizer, the commit removes the object. If `object` does not
+    /// have it, nothing is written: the operation is a
+    /// [`Transaction::check`] of the version read.
+    ///
+    /// # Example
+    ///
+    /// See [`Transaction::add_finalizer`].
+    pub fn remove_finalizer<U>(self, object: &Object<U>, name: &str) -> Self {
+        if !object.has_finalizer(name) {
+            return self.check(object);
+        }
+        let mut meta = object.meta.clone();
+        meta.finalizers.retain(|f| f != name);
+        self.set_metadata(object, &meta)
+    }
+
+    /// Write `object`'s status part as computed from the generation it was
+    /// read at: the commit fails with [`StoreError::Conflict`] if the value
+    /// or metadata changed since (the generation moved), so a status never
+    /// describes a spec it was not computed from. Other status writes and
+    /// the version do not matter: a status write does not conflict with
+    /// another party's status write, and it keeps the generation. It does
+    /// take a new version, so a later [`Transaction::update`] based on
+    /// `object` conflicts: re-read first.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use leasehold_guest::{Api, FakeHost, StoreError, Transaction};
+    /// use serde_json::json;
+    ///
+    /// let host = FakeHost::new();
+    /// host.seed("tasks", "t1", &json!({ "image": "v1" }));
+    /// let task = Api::<serde_json::Value>::new("tasks").get("t1").unwrap().unwrap();
+    ///
+    /// // A user changes the spec meanwhile: the status computed from the
+    /// // old spec is refused.
+    /// host.seed("tasks", "t1", &json!({ "image": "v2" }));
+    /// let stale = Transaction::new().update_status(&task, &json!({ "running": "v1" })).commit();
+    /// assert!(matches!(stale, Err(StoreError::Conflict(_))));
+    ///
+    /// let task = Api::<serde_json::Value>::new("tasks").get("t1").unwrap().unwrap();
+    /// Transaction::new().update_status(&task, &json!({ "running": "v2" })).commit()?;
+    /// let task = host.object::<serde_json::Value>("tasks", "t1").unwrap();
+    /// assert_eq!(task.status_json, Some(json!({ "running": "v2" })));
+    /// assert_eq!(task.generation, 2, "status writes keep the generation");
+    /// # Ok::<(), StoreError>(())
+    /// ```
+    pub fn update_status<U, S: Serialize + ?Sized>(self, object: &Object<U>, status: &S) -> Self {
+        self.write_status(
+            object.kind.clone(),
+            object.name.clone(),
+            Some(object.generation),
+            status,
+        )
+    }
+
+    /// Write the status part of `kind/name`, at `expected_generation` if
+    /// given (see [`Transaction::update_status`]); `None` writes it
+    /// whatever the generation.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use leasehold_guest::{FakeHost, Transaction};
+    ///
+    /// let host = FakeHost::new();
+    /// host.seed("tasks", "t1", &1);
+    /// Transaction::new().write_status("tasks", "t1", None, &"ready").commit()?;
+    /// let task = host.object::<u32>("tasks", "t1").unwrap();
+    /// assert_eq!(task.status::<String>().unwrap().as_deref(), Some("ready"));
+    /// # Ok::<(), leasehold_guest::StoreError>(())
+    /// ```
+    pub fn write_status<S: Serialize + ?Sized>(
+        mut self,
+        kind: impl Into<String>,
+        name: impl Into<String>,
+        expected_generation: Option<u64>,
+        status: &S,
+    ) -> Self {
+        let key = ObjectKey::new(kind, name);
+        let status = self.encode(&key, status);
+        self.ops.push(Op::Status {
+            key,
+            expected_generation,
+            status: Some(status),
+        });
+        self
+    }
+
+    /// Clear `object`'s status part, at the generation it was read at.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use leasehold_guest::{Api, FakeHost, Transaction};
+    ///
+    /// let host = FakeHost::new();
+    /// host.seed("tasks", "t1", &1);
+    /// Transaction::new().write_status("tasks", "t1", None, &"ready").commit()?;
+    /// let task = Api::<u32>::new("tasks").get("t1").unwrap().unwrap();
+    /// Transaction::new().clear_status(&task).commit()?;
+    /// assert_eq!(host.object::<u32>("tasks", "t1").unwrap().status_json, None);
+    /// # Ok::<(), leasehold_guest::StoreError>(())
+    /// ```
+    pub fn clear_status<U>(mut self, object: &Object<U>) -> Self {
+        self.ops.push(Op::Status {
+            key: object.key(),
+            expected_generation: Some(object.generation),
+            status: None,
+        });
+        self
+    }
+
+    /// Make the commit depend on `object` without writing it: the whole
+    /// commit fails with [`StoreError::Conflict`] (naming `object`) unless
+    /// it is still at the version it was read at. A decision based on an
+    /// object the commit does not change is then as safe as a conditional
+    /// write.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use leasehold_guest::{Api, FakeHost, ObjectKey, StoreError, Transaction};
+    ///
+    /// let host = FakeHost::new();
+    /// host.seed("quotas", "p1", &serde_json::json!({ "max": 1 }));
+    /// let quota = Api::<serde_json::Value>::new("quotas").get("p1").unwrap().unwrap();
+    ///
+    /// // The quota changes before the commit: the task is not created.
+    /// host.seed("quotas", "p1", &serde_json::json!({ "max": 0 }));
+    /// let result = Transaction::new().check(&quota).create("tasks", "t1", &1).commit();
+    /// assert_eq!(result, Err(StoreError::Conflict(ObjectKey::new("quotas", "p1"))));
+    /// assert!(host.object::<u32>("tasks", "t1").is_none());
+    /// ```
+    pub fn check<U>(self, object: &Object<U>) -> Self {
+        self.check_version(object.kind.clone(), object.name.clone(), object.version)
+    }
+
+    /// Make the commit depend on `kind/name` being at `version` (0: being
+    /// absent), without writing it.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use leasehold_guest::{FakeHost, Transaction};
+    ///
+    /// let host = FakeHost::new();
+    /// let version = host.seed("quotas", "p1", &1);
+    /// Transaction::new().check_version("quotas", "p1", version).create("tasks", "t1", &1).commit()?;
+    /// # Ok::<(), leasehold_guest::StoreError>(())
+    /// ```
+    pub fn check_version(
+        mut self,
+        kind: impl Into<String>,
+        name: impl Into<String>,
+        version: u64,
+    ) -> Self {
+        self.ops.push(Op::Check {
+            key: ObjectKey::new(kind, name),
+            expected_version: version,
+        });
+        self
+    }
+
+    /// Make the commit depend on `kind/name` not existing, without writing
+    /// it.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use leasehold_guest::{FakeHost, ObjectKey, StoreError, Transaction};
+    ///
+    /// let host = FakeHost::new();
+    /// host.seed("locks", "maintenance", &true);
+    /// let result = Transaction::new()
+    ///     .check_absent("locks", "maintenance")
+    ///     .create("tasks", "t1", &1)
+    ///     .commit();
+    /// assert_eq!(result, Err(StoreError::Conflict(ObjectKey::new("locks", "maintenance"))));
+    /// ```
+    pub fn check_absent(self, kind: impl Into<String>, name: impl Into<String>) -> Self {
+        self.check_version(kind, name, 0)
     }
 
     /// Append an event about `kind/name` with the commit. `reason` is a

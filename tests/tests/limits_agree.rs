@@ -92,6 +92,32 @@ fn pairs() -> Vec<(&'static str, u64, u64)> {
             n(guest::MAX_SETTINGS_BYTES),
             n(host::MAX_SETTINGS_BYTES),
         ),
+        ("MAX_LABELS", n(guest::MAX_LABELS), n(host::MAX_LABELS)),
+        (
+            "MAX_LABEL_KEY_BYTES",
+            n(guest::MAX_LABEL_KEY_BYTES),
+            n(host::MAX_LABEL_KEY_BYTES),
+        ),
+        (
+            "MAX_LABEL_VALUE_BYTES",
+            n(guest::MAX_LABEL_VALUE_BYTES),
+            n(host::MAX_LABEL_VALUE_BYTES),
+        ),
+        (
+            "MAX_FINALIZERS",
+            n(guest::MAX_FINALIZERS),
+            n(host::MAX_FINALIZERS),
+        ),
+        (
+            "MAX_FINALIZER_BYTES",
+            n(guest::MAX_FINALIZER_BYTES),
+            n(host::MAX_FINALIZER_BYTES),
+        ),
+        (
+            "MAX_COLLECTED_PER_COMMIT",
+            n(guest::MAX_COLLECTED_PER_COMMIT),
+            n(host::MAX_COLLECTED_PER_COMMIT),
+        ),
     ]
 }
 

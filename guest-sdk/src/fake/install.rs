@@ -106,7 +106,8 @@ impl Host for FakeHost {
                 &kind,
             )));
         }
-        let revision = state.objects.apply(&ops)?;
+        let now = state.now;
+        let revision = state.objects.apply(&ops, now)?;
         let event_seqs = state.record_commit(revision, ops, events);
         if fault == Some(Fault::LostReply) {
             return Err(WireError::Unavailable(

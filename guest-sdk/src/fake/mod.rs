@@ -42,7 +42,8 @@ use crate::controller::{Controller, Reason, Reply, dispatch};
 use crate::error::StoreError;
 use crate::fence::Fence;
 use crate::limits::Limits;
-use crate::object::{Object, ObjectKey};
+use crate::object::{Metadata, Object, ObjectKey, decode};
+use crate::sys::Op;
 
 pub use faults::{At, Fault};
 pub use http::{HttpFault, HttpRecord, HttpReply};
@@ -85,7 +86,10 @@ struct State {
 /// share fakes; a thread a test spawns has none). Clones share the same
 /// fake. A test then:
 ///
-/// - **seeds** objects: [`FakeHost::seed`], [`FakeHost::remove`];
+/// - **seeds** objects as users write them through the API:
+///   [`FakeHost::seed`], [`FakeHost::seed_with`] (with metadata),
+///   [`FakeHost::set_status`], [`FakeHost::remove`] (a delete request,
+///   under the store's finalizer and owner rules);
 /// - **drives** the controller: [`FakeHost::reconcile`] (what the host
 ///   would hear, as a [`Reply`]), [`FakeHost::reconcile_because`] (for a
 ///   given [`Reason`]: requeue, retry, resync), [`FakeHost::resync`];
@@ -250,28 +254,84 @@ impl FakeHost {
     /// assert!(host.commits().is_empty());
     /// ```
     pub fn seed<T: Serialize + ?Sized>(&self, kind: &str, name: &str, value: &T) -> u64 {
+        self.put(kind, name, value, None)
+    }
+
+    /// Create or replace `kind/name` with `value` and `meta` (all of it),
+    /// as a user's API write of value and metadata would; returns the new
+    /// version. Records no commit and no event. On an object marked for
+    /// deletion, finalizers can be removed, never added, and leaving none
+    /// removes it (the returned version is then the removal's revision).
+    ///
+    /// # Panics
+    ///
+    /// As [`FakeHost::seed`], and if the metadata breaks the host's rules
+    /// (see [`Metadata`]) or names an owner that does not exist or is
+    /// marked for deletion.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use leasehold_guest::{FakeHost, Metadata};
+    ///
+    /// let host = FakeHost::new();
+    /// host.seed_with("tasks", "t1", &1, &Metadata::new().label("team", "db"));
+    /// assert_eq!(host.object::<u32>("tasks", "t1").unwrap().label("team"), Some("db"));
+    /// // A plain seed keeps the metadata, as a user's write of a bare value does.
+    /// host.seed("tasks", "t1", &2);
+    /// assert_eq!(host.object::<u32>("tasks", "t1").unwrap().label("team"), Some("db"));
+    /// ```
+    pub fn seed_with<T: Serialize + ?Sized>(
+        &self,
+        kind: &str,
+        name: &str,
+        value: &T,
+        meta: &Metadata,
+    ) -> u64 {
+        self.put(kind, name, value, Some(meta))
+    }
+
+    /// A user's create-or-replace of the value, and of the metadata if
+    /// given, through the store's own rules.
+    fn put<T: Serialize + ?Sized>(
+        &self,
+        kind: &str,
+        name: &str,
+        value: &T,
+        meta: Option<&Metadata>,
+    ) -> u64 {
         let key = ObjectKey::new(kind, name);
         let text = serde_json::to_string(value)
             .unwrap_or_else(|e| panic!("seeding {key}: the value does not serialize: {e}"));
         let mut state = self.state.borrow_mut();
         let state = &mut *state;
-        store::check_label("object kind", kind)
-            .and_then(|()| store::check_label("object name", name))
-            .and_then(|()| store::normalize_value(&state.limits, &key, &text))
-            .map(|value| {
-                state.objects.revision += 1;
-                let version = state.objects.revision;
-                state
-                    .objects
-                    .map
-                    .insert(key.clone(), Stored { version, value });
-                version
-            })
+        let now = state.now;
+        let op = match state.objects.map.get(&key) {
+            None => Op::CreateWith {
+                key: key.clone(),
+                value: text,
+                meta: meta.cloned().unwrap_or_default(),
+            },
+            Some(stored) => Op::Replace {
+                key: key.clone(),
+                expected_version: stored.version,
+                value: Some(text),
+                meta: meta.cloned(),
+            },
+        };
+        store::validate_commit(&state.limits, &[op], &[])
+            .and_then(|ops| state.objects.apply(&ops, now))
             .unwrap_or_else(|e| panic!("seeding {key}: {}", StoreError::from_wire(e)))
     }
 
-    /// Delete `kind/name`, as a user's API delete would; whether it
-    /// existed. Records no commit and no event.
+    /// Write the status part of `kind/name` as a user's API status write
+    /// would (whatever the generation); returns the new version. Records
+    /// no commit and no event.
+    ///
+    /// # Panics
+    ///
+    /// If the object does not exist, or the status does not serialize or
+    /// breaks the host's limits.
     ///
     /// # Example
     ///
@@ -279,17 +339,70 @@ impl FakeHost {
     /// use leasehold_guest::FakeHost;
     ///
     /// let host = FakeHost::new();
+    /// host.seed("tasks", "t1", &1);
+    /// host.set_status("tasks", "t1", &"ready");
+    /// let task = host.object::<u32>("tasks", "t1").unwrap();
+    /// assert_eq!(task.status::<String>().unwrap().as_deref(), Some("ready"));
+    /// assert_eq!(task.generation, 1);
+    /// ```
+    pub fn set_status<S: Serialize + ?Sized>(&self, kind: &str, name: &str, status: &S) -> u64 {
+        let key = ObjectKey::new(kind, name);
+        let text = serde_json::to_string(status)
+            .unwrap_or_else(|e| panic!("setting the status of {key}: it does not serialize: {e}"));
+        let mut state = self.state.borrow_mut();
+        let state = &mut *state;
+        let now = state.now;
+        let op = Op::Status {
+            key: key.clone(),
+            expected_generation: None,
+            status: Some(text),
+        };
+        store::validate_commit(&state.limits, &[op], &[])
+            .and_then(|ops| state.objects.apply(&ops, now))
+            .unwrap_or_else(|e| panic!("setting the status of {key}: {}", StoreError::from_wire(e)))
+    }
+
+    /// Request the deletion of `kind/name`, as a user's API delete would;
+    /// whether it existed. As in the host's store, an object without
+    /// finalizers is removed, one with finalizers is only marked
+    /// ([`Object::is_deleting`], at the fake's clock) until its last
+    /// finalizer is removed, and the objects it owns are deleted or marked
+    /// with it. Records no commit and no event.
+    ///
+    /// # Panics
+    ///
+    /// If garbage collection would delete more than
+    /// [`crate::MAX_COLLECTED_PER_COMMIT`] owned objects (the host refuses
+    /// such a delete).
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use leasehold_guest::{FakeHost, Metadata, ObjectKey};
+    ///
+    /// let host = FakeHost::new();
     /// host.seed("tasks", "a", &1);
     /// assert!(host.remove("tasks", "a"));
     /// assert!(!host.remove("tasks", "a"));
+    ///
+    /// // Owned objects go with their owner; a finalizer holds its object.
+    /// host.seed("projects", "p", &1);
+    /// let owned = Metadata::new().owner(ObjectKey::new("projects", "p"));
+    /// host.seed_with("tasks", "t", &1, &owned);
+    /// host.seed_with("tasks", "held", &1, &owned.clone().finalizer("example.com/x"));
+    /// host.remove("projects", "p");
+    /// assert!(host.object::<u32>("tasks", "t").is_none());
+    /// assert!(host.object::<u32>("tasks", "held").unwrap().is_deleting());
     /// ```
     pub fn remove(&self, kind: &str, name: &str) -> bool {
+        let key = ObjectKey::new(kind, name);
         let mut state = self.state.borrow_mut();
-        let removed = state.objects.map.remove(&ObjectKey::new(kind, name));
-        if removed.is_some() {
-            state.objects.revision += 1;
-        }
-        removed.is_some()
+        let state = &mut *state;
+        let now = state.now;
+        state
+            .objects
+            .request_delete_by_user(&key, now)
+            .unwrap_or_else(|e| panic!("deleting {key}: {}", StoreError::from_wire(e)))
     }
 
     /// The object `kind/name` decoded as `T`, read without counting as a
@@ -588,18 +701,12 @@ impl FakeHost {
 }
 
 fn decode_for_test<T: DeserializeOwned>(key: &ObjectKey, stored: &Stored) -> Object<T> {
-    let value = serde_json::from_str(&stored.value).unwrap_or_else(|e| {
+    decode(store::raw(key, stored)).unwrap_or_else(|e| {
         panic!(
             "{key} does not decode as {}: {e}",
             std::any::type_name::<T>()
         )
-    });
-    Object {
-        kind: key.kind.clone(),
-        name: key.name.clone(),
-        version: stored.version,
-        value,
-    }
+    })
 }
 
 #[cfg(test)]

@@ -2,19 +2,100 @@
 //! with none of its durability. Pure data and rules; faults, fences and
 //! records live in their own modules. Errors are the wire's, as the host
 //! sends them.
+//!
+//! The rules of metadata, status and deletion are the host store's (its
+//! `plan` module), decided the same way here: a commit's operations are
+//! resolved in input order against the state before the commit (the first
+//! failing one decides the error), then garbage collection follows the
+//! owners whose first delete request the commit made, and only then is
+//! anything applied:
+//!
+//! - `generation` is 1 at creation and grows by one with each write that
+//!   changes the value or the metadata, a deletion mark included; a status
+//!   write keeps it and fails with a conflict at another generation than
+//!   the one it expects.
+//! - A delete request removes an object without finalizers and marks one
+//!   with finalizers (`deleting_since`, the fake's clock); an object
+//!   already marked is left as it is. A marked object cannot gain
+//!   finalizers (invalid), and the write that leaves it none removes it.
+//! - The first delete request of an object requests the deletion of every
+//!   object it owns, transitively, at most [`MAX_COLLECTED_PER_COMMIT`];
+//!   an owned object the commit writes otherwise, or checks, makes the
+//!   commit invalid.
+//! - A write that gives an object an owner it did not have needs the owner
+//!   to exist unmarked (or be created by the commit), else a conflict
+//!   naming the written object; an owner the same commit deletes is
+//!   invalid.
+//! - A check writes nothing and fails the commit with a conflict unless
+//!   the object is at the version given (0: absent).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Bound;
+use std::time::{SystemTime, UNIX_EPOCH};
 
-use crate::limits::{DEFAULT_PAGE_SIZE, Limits, MAX_LABEL_LEN};
-use crate::sys::{NewEvent, ObjectKey, Op, RawObject, RawPage, WireError};
+use crate::limits::{
+    DEFAULT_PAGE_SIZE, Limits, MAX_COLLECTED_PER_COMMIT, MAX_FINALIZER_BYTES, MAX_FINALIZERS,
+    MAX_LABEL_KEY_BYTES, MAX_LABEL_LEN, MAX_LABEL_VALUE_BYTES, MAX_LABELS,
+};
+use crate::sys::{Metadata, NewEvent, ObjectKey, Op, RawObject, RawPage, WireError};
 
-/// One stored value.
+/// One stored object.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct Stored {
     pub version: u64,
     /// Compact JSON text, normalized as the host normalizes it.
     pub value: String,
+    /// Labels, owner, finalizers.
+    pub meta: Metadata,
+    /// Compact JSON text, if a status was written.
+    pub status: Option<String>,
+    /// 1 at creation; see the module documentation.
+    pub generation: u64,
+    /// When it was marked for deletion, in milliseconds since the Unix
+    /// epoch (the precision the WIT carries).
+    pub deleting_since_ms: Option<u64>,
+}
+
+/// An object as a commit leaves it (its version is the commit's revision).
+#[derive(Debug, Clone)]
+struct Row {
+    value: String,
+    meta: Metadata,
+    status: Option<String>,
+    generation: u64,
+    deleting_since_ms: Option<u64>,
+}
+
+/// One write a commit decided.
+#[derive(Debug, Clone)]
+enum Planned {
+    /// Create or rewrite.
+    Put { key: ObjectKey, row: Row },
+    /// Remove.
+    Remove { key: ObjectKey },
+}
+
+impl Planned {
+    fn key(&self) -> &ObjectKey {
+        match self {
+            Planned::Put { key, .. } | Planned::Remove { key } => key,
+        }
+    }
+}
+
+/// The writes a commit decided so far and the owners whose owned objects
+/// garbage collection has still to look at.
+#[derive(Debug, Default)]
+struct Plan {
+    writes: Vec<Planned>,
+    pending_owners: Vec<ObjectKey>,
+    collected: usize,
+}
+
+/// Milliseconds since the Unix epoch of `at` (0 before it).
+pub(super) fn millis(at: SystemTime) -> u64 {
+    at.duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
 /// Objects keyed by `(kind, name)`; the derived order of [`ObjectKey`]
@@ -65,9 +146,19 @@ pub(super) fn normalize_value(
     key: &ObjectKey,
     value: &str,
 ) -> Result<String, WireError> {
+    normalize_json(limits, key, "value", value)
+}
+
+/// A status is JSON under the same rules and limit as a value.
+fn normalize_json(
+    limits: &Limits,
+    key: &ObjectKey,
+    part: &str,
+    value: &str,
+) -> Result<String, WireError> {
     let too_large = |len: usize, how: &str| {
         WireError::Invalid(format!(
-            "the value of {key} is {len} bytes{how}; the limit is {}",
+            "the {part} of {key} is {len} bytes{how}; the limit is {}",
             limits.max_value_bytes
         ))
     };
@@ -75,12 +166,112 @@ pub(super) fn normalize_value(
         return Err(too_large(value.len(), ""));
     }
     let parsed: serde_json::Value = serde_json::from_str(value)
-        .map_err(|e| WireError::Invalid(format!("the value of {key} is not JSON: {e}")))?;
+        .map_err(|e| WireError::Invalid(format!("the {part} of {key} is not JSON: {e}")))?;
     let text = parsed.to_string();
     if text.len() > limits.max_value_bytes {
         return Err(too_large(text.len(), " once normalized"));
     }
     Ok(text)
+}
+
+/// Label keys and finalizers: 1 to `max` bytes of ASCII letters, digits,
+/// `-`, `_`, `.` and `/`, beginning and ending with a letter or digit.
+fn qualified(text: &str, max: usize) -> bool {
+    let bytes = text.as_bytes();
+    !bytes.is_empty()
+        && bytes.len() <= max
+        && bytes.first().is_some_and(u8::is_ascii_alphanumeric)
+        && bytes.last().is_some_and(u8::is_ascii_alphanumeric)
+        && bytes
+            .iter()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'/'))
+}
+
+/// Label values: empty, or 1 to [`MAX_LABEL_VALUE_BYTES`] ASCII letters,
+/// digits, `-`, `_` and `.`, beginning and ending with a letter or digit.
+fn label_value(text: &str) -> bool {
+    let bytes = text.as_bytes();
+    bytes.is_empty()
+        || (bytes.len() <= MAX_LABEL_VALUE_BYTES
+            && bytes.first().is_some_and(u8::is_ascii_alphanumeric)
+            && bytes.last().is_some_and(u8::is_ascii_alphanumeric)
+            && bytes
+                .iter()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.')))
+}
+
+/// Text quoted into an error, cut short so a huge input stays out of it.
+fn shown(text: &str) -> String {
+    text.chars().take(80).collect()
+}
+
+/// The host's metadata rules (see [`Metadata`]).
+pub(super) fn check_metadata(key: &ObjectKey, meta: &Metadata) -> Result<(), WireError> {
+    if meta.labels.len() > MAX_LABELS {
+        return Err(WireError::Invalid(format!(
+            "{key} has {} labels; the limit is {MAX_LABELS}",
+            meta.labels.len()
+        )));
+    }
+    for (name, value) in &meta.labels {
+        if !qualified(name, MAX_LABEL_KEY_BYTES) {
+            return Err(WireError::Invalid(format!(
+                "label key {:?} of {key} must be 1 to {MAX_LABEL_KEY_BYTES} ASCII letters, \
+                 digits, '-', '_', '.' or '/', beginning and ending with a letter or digit",
+                shown(name)
+            )));
+        }
+        if !label_value(value) {
+            return Err(WireError::Invalid(format!(
+                "label {name} of {key} has value {:?}; a label value is empty or 1 to \
+                 {MAX_LABEL_VALUE_BYTES} ASCII letters, digits, '-', '_' or '.', beginning and \
+                 ending with a letter or digit",
+                shown(value)
+            )));
+        }
+    }
+    if meta.finalizers.len() > MAX_FINALIZERS {
+        return Err(WireError::Invalid(format!(
+            "{key} has {} finalizers; the limit is {MAX_FINALIZERS}",
+            meta.finalizers.len()
+        )));
+    }
+    for (i, finalizer) in meta.finalizers.iter().enumerate() {
+        if !qualified(finalizer, MAX_FINALIZER_BYTES) {
+            return Err(WireError::Invalid(format!(
+                "finalizer {:?} of {key} must be 1 to {MAX_FINALIZER_BYTES} ASCII letters, \
+                 digits, '-', '_', '.' or '/', beginning and ending with a letter or digit",
+                shown(finalizer)
+            )));
+        }
+        if meta.finalizers[..i].contains(finalizer) {
+            return Err(WireError::Invalid(format!(
+                "finalizer {finalizer} of {key} is listed twice"
+            )));
+        }
+    }
+    if let Some(owner) = &meta.owner {
+        check_label("owner kind", &owner.kind)?;
+        check_label("owner name", &owner.name)?;
+        if owner == key {
+            return Err(WireError::Invalid(format!("{key} cannot own itself")));
+        }
+    }
+    Ok(())
+}
+
+/// The bytes of metadata that count towards a call's payload, as the host
+/// counts them.
+fn meta_size(meta: &Metadata) -> usize {
+    meta.labels
+        .iter()
+        .map(|(k, v)| k.len() + v.len())
+        .sum::<usize>()
+        + meta
+            .owner
+            .as_ref()
+            .map_or(0, |o| o.kind.len() + o.name.len())
+        + meta.finalizers.iter().map(String::len).sum::<usize>()
 }
 
 /// The sum of the strings a commit carries, as the host measures a call's
@@ -92,7 +283,12 @@ fn payload_size(ops: &[Op], events: &[NewEvent]) -> usize {
             let key = op.key();
             let value = match op {
                 Op::Create { value, .. } | Op::Update { value, .. } => value.len(),
-                Op::Delete { .. } => 0,
+                Op::CreateWith { value, meta, .. } => value.len() + meta_size(meta),
+                Op::Replace { value, meta, .. } => {
+                    value.as_ref().map_or(0, String::len) + meta.as_ref().map_or(0, meta_size)
+                }
+                Op::Status { status, .. } => status.as_ref().map_or(0, String::len),
+                Op::Delete { .. } | Op::Check { .. } => 0,
             };
             key.kind.len() + key.name.len() + value
         })
@@ -204,7 +400,51 @@ pub(super) fn validate_commit(
                 expected_version: *expected_version,
                 value: normalize_value(limits, key, value)?,
             },
-            Op::Delete { .. } => op.clone(),
+            Op::CreateWith { key, value, meta } => {
+                check_metadata(key, meta)?;
+                Op::CreateWith {
+                    key: key.clone(),
+                    value: normalize_value(limits, key, value)?,
+                    meta: meta.clone(),
+                }
+            }
+            Op::Replace {
+                key,
+                expected_version,
+                value,
+                meta,
+            } => {
+                if let Some(meta) = meta {
+                    check_metadata(key, meta)?;
+                }
+                if value.is_none() && meta.is_none() {
+                    return Err(WireError::Invalid(format!(
+                        "a replace of {key} needs a value, metadata or both"
+                    )));
+                }
+                Op::Replace {
+                    key: key.clone(),
+                    expected_version: *expected_version,
+                    value: value
+                        .as_deref()
+                        .map(|v| normalize_value(limits, key, v))
+                        .transpose()?,
+                    meta: meta.clone(),
+                }
+            }
+            Op::Status {
+                key,
+                expected_generation,
+                status,
+            } => Op::Status {
+                key: key.clone(),
+                expected_generation: *expected_generation,
+                status: status
+                    .as_deref()
+                    .map(|s| normalize_json(limits, key, "status", s))
+                    .transpose()?,
+            },
+            Op::Delete { .. } | Op::Check { .. } => op.clone(),
         });
     }
     for event in events {
@@ -259,59 +499,331 @@ impl Objects {
         Ok(RawPage { objects, next })
     }
 
-    /// Check the preconditions of validated `ops` (each object at most
-    /// once) against the stored versions, the first failing operation in
-    /// input order deciding the error, and apply them all under a new
-    /// revision, or none of them.
-    pub(super) fn apply(&mut self, ops: &[Op]) -> Result<u64, WireError> {
+    /// Resolve validated `ops` (each object at most once) against the
+    /// stored state, the first failing operation in input order deciding
+    /// the error, collect what the deleted objects own, and apply it all
+    /// under a new revision, or nothing. `now` is the commit's time (a
+    /// deletion mark's).
+    pub(super) fn apply(&mut self, ops: &[Op], now: SystemTime) -> Result<u64, WireError> {
+        let mut plan = Plan::default();
         for op in ops {
-            let key = op.key();
-            match (op, self.map.get(key)) {
-                (Op::Create { .. }, Some(_)) => return Err(WireError::Conflict(key.clone())),
-                (Op::Create { .. }, None) => {}
-                (Op::Update { .. } | Op::Delete { .. }, None) => {
-                    return Err(WireError::NotFound(key.clone()));
-                }
-                (
-                    Op::Update {
-                        expected_version, ..
-                    }
-                    | Op::Delete {
-                        expected_version, ..
-                    },
-                    Some(stored),
-                ) => {
-                    if stored.version != *expected_version {
-                        return Err(WireError::Conflict(key.clone()));
-                    }
-                }
+            if let Some(write) = self.resolve(ops, &mut plan, op, now)? {
+                plan.writes.push(write);
             }
         }
+        self.collect(ops, &mut plan, now)?;
+        Ok(self.commit(plan))
+    }
+
+    /// A user's delete request of `key` through the API (not fenced, no
+    /// version check), with the same marking and garbage collection; false
+    /// if it does not exist.
+    pub(super) fn request_delete_by_user(
+        &mut self,
+        key: &ObjectKey,
+        now: SystemTime,
+    ) -> Result<bool, WireError> {
+        let Some(stored) = self.map.get(key) else {
+            return Ok(false);
+        };
+        let mut plan = Plan::default();
+        if let Some(write) = request_delete(&mut plan, key, stored, now) {
+            plan.writes.push(write);
+        }
+        self.collect(&[], &mut plan, now)?;
+        if !plan.writes.is_empty() {
+            self.commit(plan);
+        }
+        Ok(true)
+    }
+
+    /// Apply a decided plan under the next revision.
+    fn commit(&mut self, plan: Plan) -> u64 {
         let revision = self.revision + 1;
-        for op in ops {
-            match op {
-                Op::Create { key, value } | Op::Update { key, value, .. } => {
+        for write in plan.writes {
+            match write {
+                Planned::Put { key, row } => {
                     let stored = Stored {
                         version: revision,
-                        value: value.clone(),
+                        value: row.value,
+                        meta: row.meta,
+                        status: row.status,
+                        generation: row.generation,
+                        deleting_since_ms: row.deleting_since_ms,
                     };
-                    self.map.insert(key.clone(), stored);
+                    self.map.insert(key, stored);
                 }
-                Op::Delete { key, .. } => {
-                    self.map.remove(key);
+                Planned::Remove { key } => {
+                    self.map.remove(&key);
                 }
             }
         }
         self.revision = revision;
-        Ok(revision)
+        revision
+    }
+
+    /// Garbage collection: the objects owned by each object whose first
+    /// delete request the plan made, in key order, transitively.
+    fn collect(&self, ops: &[Op], plan: &mut Plan, now: SystemTime) -> Result<(), WireError> {
+        loop {
+            let owners = std::mem::take(&mut plan.pending_owners);
+            if owners.is_empty() {
+                return Ok(());
+            }
+            let owned: Vec<(&ObjectKey, &Stored)> = self
+                .map
+                .iter()
+                .filter(|(_, s)| s.meta.owner.as_ref().is_some_and(|o| owners.contains(o)))
+                .collect();
+            for (key, stored) in owned {
+                if plan.writes.iter().any(|w| w.key() == key) {
+                    if deletes(ops, key) {
+                        continue;
+                    }
+                    let owner = stored
+                        .meta
+                        .owner
+                        .as_ref()
+                        .map_or_else(String::new, ToString::to_string);
+                    return Err(WireError::Invalid(format!(
+                        "the commit deletes {owner}, which owns {key}, and also writes {key}: \
+                         delete {key} too, or write it in another commit"
+                    )));
+                }
+                if ops.iter().any(|op| op.key() == key) {
+                    return Err(WireError::Invalid(format!(
+                        "the commit checks {key} and deletes its owner; check or delete, not both"
+                    )));
+                }
+                plan.collected += 1;
+                if plan.collected > MAX_COLLECTED_PER_COMMIT {
+                    return Err(WireError::Invalid(format!(
+                        "deleting {} would delete or mark more than {MAX_COLLECTED_PER_COMMIT} \
+                         owned objects in one commit; delete owned objects first",
+                        ops.iter()
+                            .map(|op| op.key().to_string())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    )));
+                }
+                if let Some(write) = request_delete(plan, key, stored, now) {
+                    plan.writes.push(write);
+                }
+            }
+        }
+    }
+
+    /// What one operation writes, given the state before the commit.
+    fn resolve(
+        &self,
+        ops: &[Op],
+        plan: &mut Plan,
+        op: &Op,
+        now: SystemTime,
+    ) -> Result<Option<Planned>, WireError> {
+        let key = op.key();
+        let found = self.map.get(key);
+        let conflict = || Err(WireError::Conflict(key.clone()));
+        match (op, found) {
+            (
+                Op::Check {
+                    expected_version, ..
+                },
+                found,
+            ) => match (found.map(|s| s.version), *expected_version) {
+                (None, 0) => Ok(None),
+                (Some(v), w) if v == w => Ok(None),
+                _ => conflict(),
+            },
+            (Op::Create { .. } | Op::CreateWith { .. }, Some(_)) => conflict(),
+            (Op::Create { value, .. }, None) => Ok(Some(created(key, value, Metadata::default()))),
+            (Op::CreateWith { value, meta, .. }, None) => {
+                self.check_owner(ops, key, None, meta)?;
+                Ok(Some(created(key, value, meta.clone())))
+            }
+            (
+                Op::Update { .. } | Op::Replace { .. } | Op::Delete { .. } | Op::Status { .. },
+                None,
+            ) => Err(WireError::NotFound(key.clone())),
+            (
+                Op::Update {
+                    expected_version, ..
+                }
+                | Op::Replace {
+                    expected_version, ..
+                }
+                | Op::Delete {
+                    expected_version, ..
+                },
+                Some(stored),
+            ) if *expected_version != stored.version => conflict(),
+            (Op::Update { value, .. }, Some(stored)) => {
+                self.rewrite(ops, key, stored, Some(value), None).map(Some)
+            }
+            (Op::Replace { value, meta, .. }, Some(stored)) => self
+                .rewrite(ops, key, stored, value.as_ref(), meta.as_ref())
+                .map(Some),
+            (Op::Delete { .. }, Some(stored)) => Ok(request_delete(plan, key, stored, now)),
+            (
+                Op::Status {
+                    expected_generation,
+                    status,
+                    ..
+                },
+                Some(stored),
+            ) => {
+                if expected_generation.is_some_and(|g| g != stored.generation) {
+                    return conflict();
+                }
+                Ok(Some(Planned::Put {
+                    key: key.clone(),
+                    row: Row {
+                        status: status.clone(),
+                        ..row_of(stored)
+                    },
+                }))
+            }
+        }
+    }
+
+    /// A new value and/or metadata over `stored`: an update, or the removal
+    /// of a marked object left without finalizers.
+    fn rewrite(
+        &self,
+        ops: &[Op],
+        key: &ObjectKey,
+        stored: &Stored,
+        value: Option<&String>,
+        meta: Option<&Metadata>,
+    ) -> Result<Planned, WireError> {
+        let value = value.unwrap_or(&stored.value);
+        let meta = meta.unwrap_or(&stored.meta);
+        if stored.deleting_since_ms.is_some() {
+            if let Some(new) = meta
+                .finalizers
+                .iter()
+                .find(|f| !stored.meta.finalizers.contains(f))
+            {
+                return Err(WireError::Invalid(format!(
+                    "{key} is marked for deletion: finalizers can be removed, not added ({new})"
+                )));
+            }
+            if meta.finalizers.is_empty() {
+                return Ok(Planned::Remove { key: key.clone() });
+            }
+        }
+        self.check_owner(ops, key, stored.meta.owner.as_ref(), meta)?;
+        let changed = *value != stored.value || *meta != stored.meta;
+        Ok(Planned::Put {
+            key: key.clone(),
+            row: Row {
+                value: value.clone(),
+                meta: meta.clone(),
+                generation: stored.generation + u64::from(changed),
+                ..row_of(stored)
+            },
+        })
+    }
+
+    /// A write that gives `key` an owner it did not have must find the
+    /// owner existing, unmarked, and not deleted by this commit.
+    fn check_owner(
+        &self,
+        ops: &[Op],
+        key: &ObjectKey,
+        had: Option<&ObjectKey>,
+        meta: &Metadata,
+    ) -> Result<(), WireError> {
+        let Some(owner) = &meta.owner else {
+            return Ok(());
+        };
+        if had == Some(owner) {
+            return Ok(());
+        }
+        let created_here = ops.iter().any(|op| {
+            matches!(op, Op::Create { key: k, .. } | Op::CreateWith { key: k, .. } if k == owner)
+        });
+        if created_here {
+            return Ok(());
+        }
+        match self.map.get(owner) {
+            None => Err(WireError::Conflict(key.clone())),
+            Some(o) if o.deleting_since_ms.is_some() => Err(WireError::Conflict(key.clone())),
+            Some(_) if deletes(ops, owner) => Err(WireError::Invalid(format!(
+                "the commit deletes {owner} and makes it the owner of {key}"
+            ))),
+            Some(_) => Ok(()),
+        }
     }
 }
 
-fn raw(key: &ObjectKey, stored: &Stored) -> RawObject {
+/// Whether `ops` request the deletion of `key` itself.
+fn deletes(ops: &[Op], key: &ObjectKey) -> bool {
+    ops.iter()
+        .any(|op| matches!(op, Op::Delete { key: k, .. } if k == key))
+}
+
+/// A new object's row.
+fn created(key: &ObjectKey, value: &str, meta: Metadata) -> Planned {
+    Planned::Put {
+        key: key.clone(),
+        row: Row {
+            value: value.to_string(),
+            meta,
+            status: None,
+            generation: 1,
+            deleting_since_ms: None,
+        },
+    }
+}
+
+/// `stored` as a row, unchanged.
+fn row_of(stored: &Stored) -> Row {
+    Row {
+        value: stored.value.clone(),
+        meta: stored.meta.clone(),
+        status: stored.status.clone(),
+        generation: stored.generation,
+        deleting_since_ms: stored.deleting_since_ms,
+    }
+}
+
+/// A delete request of `key` as it stands: remove it, mark it, or (already
+/// marked) nothing. A first request also queues what it owns for
+/// collection.
+fn request_delete(
+    plan: &mut Plan,
+    key: &ObjectKey,
+    stored: &Stored,
+    now: SystemTime,
+) -> Option<Planned> {
+    if stored.meta.finalizers.is_empty() {
+        plan.pending_owners.push(key.clone());
+        return Some(Planned::Remove { key: key.clone() });
+    }
+    if stored.deleting_since_ms.is_some() {
+        return None;
+    }
+    plan.pending_owners.push(key.clone());
+    Some(Planned::Put {
+        key: key.clone(),
+        row: Row {
+            generation: stored.generation + 1,
+            deleting_since_ms: Some(millis(now)),
+            ..row_of(stored)
+        },
+    })
+}
+
+pub(super) fn raw(key: &ObjectKey, stored: &Stored) -> RawObject {
     RawObject {
         kind: key.kind.clone(),
         name: key.name.clone(),
         version: stored.version,
         value: stored.value.clone(),
+        meta: stored.meta.clone(),
+        status: stored.status.clone(),
+        generation: stored.generation,
+        deleting_since_ms: stored.deleting_since_ms,
     }
 }

@@ -26,7 +26,7 @@ pub(crate) use wasm::{commit, fence, get, http_send, list, log, now, settings};
 
 #[cfg(any(target_arch = "wasm32", test))]
 pub(crate) use wire::FieldSize;
-pub use wire::{Committed, Fence, Level, Method, NewEvent, ObjectKey, Op};
+pub use wire::{Committed, Fence, Level, Metadata, Method, NewEvent, ObjectKey, Op};
 pub(crate) use wire::{
     ErrorCode, RawObject, RawPage, Scheme, WireError, WireHttpError, WireRequest, WireResponse,
 };

@@ -9,8 +9,8 @@
 //! `Controller` lives above this layer, in `export.rs`.
 
 use super::{
-    Committed, ErrorCode, Fence, FieldSize, Level, Method, NewEvent, ObjectKey, Op, RawObject,
-    RawPage, Scheme, WireError, WireHttpError, WireRequest, WireResponse,
+    Committed, ErrorCode, Fence, FieldSize, Level, Metadata, Method, NewEvent, ObjectKey, Op,
+    RawObject, RawPage, Scheme, WireError, WireHttpError, WireRequest, WireResponse,
 };
 
 /// Generated bindings for the `leasehold:controller/controller@0.2.0` world.
@@ -67,6 +67,33 @@ fn object_from_wit(object: types::Object) -> RawObject {
         name: object.name,
         version: object.version,
         value: object.value,
+        meta: metadata_from_wit(object.metadata),
+        status: object.status,
+        generation: object.generation,
+        deleting_since_ms: object.deleting_since,
+    }
+}
+
+fn metadata_from_wit(meta: types::Metadata) -> Metadata {
+    Metadata {
+        labels: meta.labels.into_iter().collect(),
+        owner: meta.owner.map(key_from_wit),
+        finalizers: meta.finalizers,
+    }
+}
+
+fn metadata_to_wit(meta: &Metadata) -> types::Metadata {
+    types::Metadata {
+        labels: meta
+            .labels
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect(),
+        owner: meta.owner.as_ref().map(|o| types::ObjectKey {
+            kind: o.kind.clone(),
+            name: o.name.clone(),
+        }),
+        finalizers: meta.finalizers.clone(),
     }
 }
 
@@ -91,6 +118,42 @@ fn op_to_wit(op: &Op) -> store::Op {
             key,
             expected_version,
         } => store::Op::Delete(store::DeleteOp {
+            kind: key.kind.clone(),
+            name: key.name.clone(),
+            expected_version: *expected_version,
+        }),
+        Op::CreateWith { key, value, meta } => store::Op::CreateWith(store::CreateWithOp {
+            kind: key.kind.clone(),
+            name: key.name.clone(),
+            value: value.clone(),
+            metadata: metadata_to_wit(meta),
+        }),
+        Op::Replace {
+            key,
+            expected_version,
+            value,
+            meta,
+        } => store::Op::Replace(store::ReplaceOp {
+            kind: key.kind.clone(),
+            name: key.name.clone(),
+            expected_version: *expected_version,
+            value: value.clone(),
+            metadata: meta.as_ref().map(metadata_to_wit),
+        }),
+        Op::Status {
+            key,
+            expected_generation,
+            status,
+        } => store::Op::Status(store::StatusOp {
+            kind: key.kind.clone(),
+            name: key.name.clone(),
+            expected_generation: *expected_generation,
+            status: status.clone(),
+        }),
+        Op::Check {
+            key,
+            expected_version,
+        } => store::Op::Check(store::CheckOp {
             kind: key.kind.clone(),
             name: key.name.clone(),
             expected_version: *expected_version,

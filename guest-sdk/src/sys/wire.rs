@@ -9,6 +9,7 @@
 //! policy (typed decoding, retry decisions, quota parsing); those belong to
 //! the layers above, which re-export the public types from here.
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::time::Duration;
 
@@ -54,6 +55,115 @@ impl fmt::Display for ObjectKey {
     }
 }
 
+/// What an object carries beside its value and status: labels, an owner
+/// and finalizers. Read it from [`crate::Object::meta`]; write it with
+/// [`crate::Transaction::create_with`], [`crate::Transaction::replace`],
+/// [`crate::Transaction::set_metadata`], or the finalizer helpers
+/// [`crate::Transaction::add_finalizer`] and
+/// [`crate::Transaction::remove_finalizer`].
+///
+/// The host's rules: at most [`crate::MAX_LABELS`] labels, keys of 1 to
+/// [`crate::MAX_LABEL_KEY_BYTES`] ASCII letters, digits, `-`, `_`, `.` or
+/// `/` and values empty or of 1 to [`crate::MAX_LABEL_VALUE_BYTES`] ASCII
+/// letters, digits, `-`, `_` or `.` (both beginning and ending with a
+/// letter or digit); at most [`crate::MAX_FINALIZERS`] distinct
+/// finalizers, spelled like label keys; an owner other than the object
+/// itself, which must exist and not be marked for deletion when a write
+/// gives it.
+///
+/// # Example
+///
+/// ```
+/// use leasehold_guest::{Metadata, ObjectKey};
+///
+/// let meta = Metadata::new()
+///     .label("team", "storage")
+///     .owner(ObjectKey::new("projects", "p1"))
+///     .finalizer("example.com/cleanup");
+/// assert_eq!(meta.labels["team"], "storage");
+/// assert_eq!(meta.owner, Some(ObjectKey::new("projects", "p1")));
+/// assert_eq!(meta.finalizers, ["example.com/cleanup"]);
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Metadata {
+    /// String labels, by key.
+    pub labels: BTreeMap<String, String>,
+    /// The object that owns this one: the owner's first delete request is
+    /// a delete request of this object too, in the same commit.
+    pub owner: Option<ObjectKey>,
+    /// Parties that must act before the object is removed: while any
+    /// remain, a delete request only marks the object.
+    pub finalizers: Vec<String>,
+}
+
+impl Metadata {
+    /// No labels, owner or finalizers.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// assert!(leasehold_guest::Metadata::new().is_empty());
+    /// ```
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// With the label `key` set to `value` (replacing an earlier value).
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// let meta = leasehold_guest::Metadata::new().label("tier", "a").label("tier", "b");
+    /// assert_eq!(meta.labels["tier"], "b");
+    /// ```
+    pub fn label(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        self.labels.insert(key.into(), value.into());
+        self
+    }
+
+    /// With `owner` as the owning object.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use leasehold_guest::{Metadata, ObjectKey};
+    ///
+    /// let meta = Metadata::new().owner(ObjectKey::new("projects", "p1"));
+    /// assert_eq!(meta.owner.unwrap().name, "p1");
+    /// ```
+    pub fn owner(mut self, owner: ObjectKey) -> Self {
+        self.owner = Some(owner);
+        self
+    }
+
+    /// With the finalizer `name` (listed once, however often given).
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// let meta = leasehold_guest::Metadata::new().finalizer("a/b").finalizer("a/b");
+    /// assert_eq!(meta.finalizers, ["a/b"]);
+    /// ```
+    pub fn finalizer(mut self, name: impl Into<String>) -> Self {
+        let name = name.into();
+        if !self.finalizers.contains(&name) {
+            self.finalizers.push(name);
+        }
+        self
+    }
+
+    /// No labels, owner or finalizers.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// assert!(!leasehold_guest::Metadata::new().label("a", "b").is_empty());
+    /// ```
+    pub fn is_empty(&self) -> bool {
+        self.labels.is_empty() && self.owner.is_none() && self.finalizers.is_empty()
+    }
+}
+
 /// One write of a commit, as sent to the host. Values are JSON text.
 ///
 /// # Example
@@ -84,11 +194,53 @@ pub enum Op {
         /// The new value as JSON text.
         value: String,
     },
-    /// Delete an object if its version is still `expected_version`.
+    /// Request the deletion of an object if its version is still
+    /// `expected_version`: it is removed if it has no finalizers, marked
+    /// otherwise (already marked: left as it is); objects it owns are
+    /// deleted or marked in the same commit.
     Delete {
         /// Where.
         key: ObjectKey,
         /// The version read.
+        expected_version: u64,
+    },
+    /// Create an object that must not exist yet, with metadata.
+    CreateWith {
+        /// Where.
+        key: ObjectKey,
+        /// The new value as JSON text.
+        value: String,
+        /// Its labels, owner and finalizers.
+        meta: Metadata,
+    },
+    /// Replace the value, the metadata or both (a `None` part is kept) if
+    /// the version is still `expected_version`.
+    Replace {
+        /// Where.
+        key: ObjectKey,
+        /// The version read.
+        expected_version: u64,
+        /// The new value as JSON text, or keep it.
+        value: Option<String>,
+        /// The new metadata (all of it), or keep it.
+        meta: Option<Metadata>,
+    },
+    /// Write only the status part, at `expected_generation` if given.
+    Status {
+        /// Where.
+        key: ObjectKey,
+        /// The generation the status was computed from, if it must still be
+        /// current.
+        expected_generation: Option<u64>,
+        /// The new status as JSON text, or `None` to clear it.
+        status: Option<String>,
+    },
+    /// Write nothing; fail the commit with a conflict unless the object is
+    /// at `expected_version` (0: absent).
+    Check {
+        /// Where.
+        key: ObjectKey,
+        /// The version it must be at; 0 for "absent".
         expected_version: u64,
     },
 }
@@ -106,11 +258,19 @@ impl Op {
     /// ```
     pub fn key(&self) -> &ObjectKey {
         match self {
-            Op::Create { key, .. } | Op::Update { key, .. } | Op::Delete { key, .. } => key,
+            Op::Create { key, .. }
+            | Op::Update { key, .. }
+            | Op::Delete { key, .. }
+            | Op::CreateWith { key, .. }
+            | Op::Replace { key, .. }
+            | Op::Status { key, .. }
+            | Op::Check { key, .. } => key,
         }
     }
 
-    /// The value written, parsed, for assertions; `None` for a delete.
+    /// The value written, parsed, for assertions; `None` for an operation
+    /// that writes no value (a delete, a status write, a check, a replace
+    /// of the metadata only).
     ///
     /// # Example
     ///
@@ -122,8 +282,37 @@ impl Op {
     /// ```
     pub fn value_json(&self) -> Option<serde_json::Value> {
         match self {
-            Op::Create { value, .. } | Op::Update { value, .. } => serde_json::from_str(value).ok(),
-            Op::Delete { .. } => None,
+            Op::Create { value, .. } | Op::Update { value, .. } | Op::CreateWith { value, .. } => {
+                serde_json::from_str(value).ok()
+            }
+            Op::Replace { value, .. } => {
+                value.as_deref().and_then(|v| serde_json::from_str(v).ok())
+            }
+            Op::Delete { .. } | Op::Status { .. } | Op::Check { .. } => None,
+        }
+    }
+
+    /// The status written, parsed, for assertions: `Some(None)` for a
+    /// status write that clears it, `None` for any other operation.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use leasehold_guest::{ObjectKey, Op};
+    ///
+    /// let op = Op::Status {
+    ///     key: ObjectKey::new("tasks", "a"),
+    ///     expected_generation: Some(2),
+    ///     status: Some(r#"{"phase":"done"}"#.into()),
+    /// };
+    /// assert_eq!(op.status_json(), Some(Some(serde_json::json!({ "phase": "done" }))));
+    /// ```
+    pub fn status_json(&self) -> Option<Option<serde_json::Value>> {
+        match self {
+            Op::Status { status, .. } => {
+                Some(status.as_deref().and_then(|s| serde_json::from_str(s).ok()))
+            }
+            _ => None,
         }
     }
 }
@@ -294,6 +483,12 @@ pub(crate) struct RawObject {
     pub name: String,
     pub version: u64,
     pub value: String,
+    pub meta: Metadata,
+    /// JSON text, if a status was written.
+    pub status: Option<String>,
+    pub generation: u64,
+    /// Milliseconds since the Unix epoch, when marked for deletion.
+    pub deleting_since_ms: Option<u64>,
 }
 
 /// A page as it crosses the boundary.

@@ -1,9 +1,12 @@
 //! `leasehold:controller@0.2.0`, the current world, generated from
 //! `wit/controller.wit`: 0.1.0's interfaces plus `settings` (and the wall
 //! clock, which is WASI's and linked once for every version), and the
-//! reason passed to `reconcile`. Converts between its types and the host
-//! slices of `runtime/host/`; later additions to the 0.2.0 world (object
-//! metadata, selectors) convert here too.
+//! reason passed to `reconcile`, and object metadata, status, generation
+//! and the deletion mark with the operations that write them (`create-with`,
+//! `replace`, `status`) or only check an object (`check`). Converts between
+//! its types and the host slices of `runtime/host/`: guests reach the
+//! store only through `StoreHost`'s fenced calls, which apply the store's
+//! own validation and limits to metadata and status as to values.
 
 use wasmtime::Store;
 use wasmtime::component::Linker;
@@ -15,7 +18,7 @@ use crate::runtime::host::settings::SettingsHost;
 use crate::runtime::host::store::{CallError, StoreHost};
 use crate::runtime::host::tenure::TenureHost;
 use crate::runtime::state::{GuestState, LoggingView, SettingsView, StoreView, TenureView};
-use crate::store::{NewEvent, ObjectKey, Op};
+use crate::store::{Metadata, NewEvent, ObjectKey, Op};
 
 wasmtime::component::bindgen!({
     path: "../wit",
@@ -116,15 +119,53 @@ fn wit_object(object: crate::store::Object) -> types::Object {
         name: object.name,
         version: object.version,
         value: object.value,
+        metadata: wit_metadata(object.meta),
+        status: object.status,
+        generation: object.generation,
+        // Milliseconds since the Unix epoch; a mark before 1970 cannot
+        // happen (the store's clock set it), and would read as 0.
+        deleting_since: object
+            .deleting_since
+            .map(|at| u64::try_from(at.timestamp_millis()).unwrap_or(0)),
     }
+}
+
+fn wit_metadata(meta: Metadata) -> types::Metadata {
+    types::Metadata {
+        labels: meta.labels.into_iter().collect(),
+        owner: meta.owner.map(wit_key),
+        finalizers: meta.finalizers,
+    }
+}
+
+/// The guest's metadata as the store's. A label key given twice is
+/// refused rather than silently keeping one of its values.
+fn metadata(key: &ObjectKey, meta: types::Metadata) -> Result<Metadata, store::StoreError> {
+    let mut labels = std::collections::BTreeMap::new();
+    for (name, value) in meta.labels {
+        if labels.contains_key(&name) {
+            return Err(store::StoreError::Invalid(format!(
+                "label {name} of {key} is given twice"
+            )));
+        }
+        labels.insert(name, value);
+    }
+    Ok(Metadata {
+        labels,
+        owner: meta.owner.map(|o| ObjectKey {
+            kind: o.kind,
+            name: o.name,
+        }),
+        finalizers: meta.finalizers,
+    })
 }
 
 fn key(kind: String, name: String) -> ObjectKey {
     ObjectKey { kind, name }
 }
 
-fn op(op: store::Op) -> Op {
-    match op {
+fn op(op: store::Op) -> Result<Op, store::StoreError> {
+    Ok(match op {
         store::Op::Create(c) => Op::Create {
             key: key(c.kind, c.name),
             value: c.value,
@@ -138,7 +179,35 @@ fn op(op: store::Op) -> Op {
             key: key(d.kind, d.name),
             expected_version: d.expected_version,
         },
-    }
+        store::Op::CreateWith(c) => {
+            let key = key(c.kind, c.name);
+            let meta = metadata(&key, c.metadata)?;
+            Op::CreateWith {
+                key,
+                value: c.value,
+                meta,
+            }
+        }
+        store::Op::Replace(r) => {
+            let key = key(r.kind, r.name);
+            let meta = r.metadata.map(|m| metadata(&key, m)).transpose()?;
+            Op::Replace {
+                key,
+                expected_version: r.expected_version,
+                value: r.value,
+                meta,
+            }
+        }
+        store::Op::Status(s) => Op::Status {
+            key: key(s.kind, s.name),
+            expected_generation: s.expected_generation,
+            status: s.status,
+        },
+        store::Op::Check(c) => Op::Check {
+            key: key(c.kind, c.name),
+            expected_version: c.expected_version,
+        },
+    })
 }
 
 fn event(event: store::NewEvent) -> NewEvent {
@@ -182,7 +251,7 @@ impl store::Host for StoreHost {
         ops: Vec<store::Op>,
         events: Vec<store::NewEvent>,
     ) -> Result<store::Committed, store::StoreError> {
-        let ops = ops.into_iter().map(op).collect();
+        let ops = ops.into_iter().map(op).collect::<Result<_, _>>()?;
         let events = events.into_iter().map(event).collect();
         let committed = self.commit_ops(ops, events).await.map_err(wit_error)?;
         Ok(store::Committed {
