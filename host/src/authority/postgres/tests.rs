@@ -1060,9 +1060,9 @@ async fn renew_release_and_writes_refuse_a_copy_put_in_the_originals_place() {
     ] {
         // A call may first meet a session the swap ended; the next one
         // reaches the copy.
-        let mut renewed = holder.renew(&[held.fence.clone()], TTL).await;
+        let mut renewed = holder.renew(std::slice::from_ref(&held.fence), TTL).await;
         if matches!(renewed, Err(AuthorityError::Unavailable { .. })) {
-            renewed = holder.renew(&[held.fence.clone()], TTL).await;
+            renewed = holder.renew(std::slice::from_ref(&held.fence), TTL).await;
         }
         match renewed {
             Err(AuthorityError::WrongDatabase { problems, .. }) => {
@@ -1146,7 +1146,7 @@ async fn a_newer_host_migrates_and_the_older_one_refuses_saying_to_upgrade() {
             "{text}"
         );
     };
-    match older.renew(&[held.fence.clone()], TTL).await {
+    match older.renew(std::slice::from_ref(&held.fence), TTL).await {
         Err(e @ AuthorityError::WrongDatabase { .. }) => upgrade(&e.to_string()),
         other => panic!("the older host must not renew, got {other:?}"),
     }
