@@ -710,4 +710,6 @@ fn decode_for_test<T: DeserializeOwned>(key: &ObjectKey, stored: &Stored) -> Obj
 }
 
 #[cfg(test)]
+mod meta_tests;
+#[cfg(test)]
 mod tests;
