@@ -35,6 +35,7 @@ mod report;
 mod store_writes;
 mod support;
 mod throughput;
+mod tracing_cost;
 mod wasm_cost;
 
 use std::path::PathBuf;
@@ -80,6 +81,11 @@ const PARTS: &[(&str, PartFn, &str)] = &[
         "wasm-cost",
         wasm_cost::run,
         "scheduler reconcile as a component vs native (memory, PostgreSQL)",
+    ),
+    (
+        "tracing-cost",
+        tracing_cost::run,
+        "scheduler reconcile throughput with traces exported (10 % sampled) vs off",
     ),
     (
         "fencing",

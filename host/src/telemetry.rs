@@ -13,7 +13,7 @@
 //!   woke it carried a W3C `traceparent`, it is that context's child.
 //! - `store.get`, `store.list`, `store.commit`: the guest's store host
 //!   calls, children of the reconcile that made them (`kind`, `name`,
-//!   `ops`, `outcome`).
+//!   `objects`, `ops`, `events`, `outcome`).
 //! - `http.request`: a guest's outbound request (`method`, `host`,
 //!   `status` or `outcome`); its context goes out in the request's
 //!   `traceparent` header.
@@ -29,7 +29,7 @@
 //!   the reconciles those changes trigger join the caller's trace.
 //!
 //! Spans of this module's own making use the target [`SPAN_TARGET`], which
-//! the log output never shows. Export runs on its own thread and a small
+//! the log output never shows; log lines (events) are never exported. Export runs on its own thread and a small
 //! runtime of its own: a slow or absent collector never holds up a
 //! reconcile (the batch queue drops spans when full), and shutdown flushes
 //! what is queued ([`Telemetry::shutdown`]).
@@ -45,8 +45,9 @@ use opentelemetry_otlp::{Protocol, WithExportConfig, WithHttpConfig};
 use opentelemetry_sdk::propagation::TraceContextPropagator;
 use opentelemetry_sdk::trace::{BatchSpanProcessor, Sampler, SdkTracer, SdkTracerProvider};
 use serde::Serialize;
+use tracing::Metadata;
 use tracing_opentelemetry::{OpenTelemetryLayer, OpenTelemetrySpanExt};
-use tracing_subscriber::filter::{Filtered, LevelFilter, Targets};
+use tracing_subscriber::filter::{FilterFn, Filtered};
 use tracing_subscriber::{Layer, Registry};
 
 use crate::config::TelemetryConfig;
@@ -84,12 +85,26 @@ impl TraceParent {
     /// value; anything else is `None` (a bad header is ignored, as the W3C
     /// recommendation says, never refused).
     pub fn parse(text: &str) -> Option<Self> {
+        fn hex(part: &str, len: usize) -> bool {
+            part.len() == len && part.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+        }
         if text.len() > 512 {
             return None;
         }
-        let carrier = HashMap::from([(TRACEPARENT.to_string(), text.trim().to_string())]);
-        let context = TraceContextPropagator::new().extract(&carrier);
-        Self::of_context(&context)
+        let mut parts = text.trim().split('-');
+        let (version, trace, span, flags) =
+            (parts.next()?, parts.next()?, parts.next()?, parts.next()?);
+        let valid = hex(version, 2)
+            && version != "ff"
+            // Version 00 has exactly four parts; a later version may add
+            // more, which a 00 reader ignores.
+            && (version != "00" || parts.next().is_none())
+            && hex(trace, 32)
+            && trace.bytes().any(|b| b != b'0')
+            && hex(span, 16)
+            && span.bytes().any(|b| b != b'0')
+            && hex(flags, 2);
+        valid.then(|| TraceParent(format!("00-{trace}-{span}-{flags}")))
     }
 
     /// The header value, e.g. `00-<trace id>-<span id>-01`.
@@ -112,12 +127,18 @@ impl TraceParent {
     }
 
     fn of_context(context: &opentelemetry::Context) -> Option<Self> {
-        if !context.span().span_context().is_valid() {
+        let span = context.span();
+        let span = span.span_context();
+        if !span.is_valid() {
             return None;
         }
-        let mut carrier = HashMap::new();
-        TraceContextPropagator::new().inject_context(context, &mut carrier);
-        carrier.remove(TRACEPARENT).map(TraceParent)
+        // The version-00 form the propagator writes, without its map.
+        Some(TraceParent(format!(
+            "00-{:032x}-{:016x}-{:02x}",
+            span.trace_id(),
+            span.span_id(),
+            span.trace_flags().to_u8()
+        )))
     }
 
     /// This trace context as a remote parent.
@@ -183,17 +204,54 @@ pub fn attribute(span: &tracing::Span, key: &'static str, value: impl Into<opent
     }
 }
 
+/// A guest store call that has a span of its own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StoreCall<'a> {
+    /// `store.get` of one object.
+    Get {
+        /// Its kind.
+        kind: &'a str,
+        /// Its name.
+        name: &'a str,
+    },
+    /// `store.list` of a kind.
+    List {
+        /// The kind.
+        kind: &'a str,
+    },
+    /// `store.commit` of `ops` operations and `events` events.
+    Commit {
+        /// Operations.
+        ops: usize,
+        /// Events.
+        events: usize,
+    },
+}
+
 /// The span of one guest store call, a child of the current (reconcile)
-/// span; disabled while off.
-pub fn store_span(call: &'static str) -> tracing::Span {
+/// span, with an empty `outcome` field to [`outcome`]; disabled while off.
+pub fn store_span(call: StoreCall<'_>) -> tracing::Span {
+    use tracing::field::Empty;
     if !active() {
         return tracing::Span::none();
     }
     match call {
-        "get" => tracing::info_span!(target: SPAN_TARGET, "store.get"),
-        "list" => tracing::info_span!(target: SPAN_TARGET, "store.list"),
-        _ => tracing::info_span!(target: SPAN_TARGET, "store.commit"),
+        StoreCall::Get { kind, name } => {
+            tracing::info_span!(target: SPAN_TARGET, "store.get", kind, name, outcome = Empty)
+        }
+        StoreCall::List { kind } => {
+            tracing::info_span!(target: SPAN_TARGET, "store.list", kind, objects = Empty, outcome = Empty)
+        }
+        StoreCall::Commit { ops, events } => {
+            tracing::info_span!(target: SPAN_TARGET, "store.commit", ops, events, outcome = Empty)
+        }
     }
+}
+
+/// Record `value` in the `outcome` field of a span made here (no effect on
+/// a disabled span).
+pub fn outcome(span: &tracing::Span, value: &'static str) {
+    span.record("outcome", value);
 }
 
 /// The span of a guest's outbound HTTP request (`method`, `host`; never
@@ -203,7 +261,14 @@ pub fn http_span(method: &str, host: &str) -> tracing::Span {
     if !active() {
         return tracing::Span::none();
     }
-    tracing::info_span!(target: SPAN_TARGET, "http.request", method, host)
+    tracing::info_span!(
+        target: SPAN_TARGET,
+        "http.request",
+        method,
+        host,
+        http.status = tracing::field::Empty,
+        outcome = tracing::field::Empty,
+    )
 }
 
 /// Put `span`'s context in `headers` as `traceparent` (no effect while
@@ -284,7 +349,14 @@ pub fn api_write_span(
     if !active() {
         return tracing::Span::none();
     }
-    let span = tracing::info_span!(target: SPAN_TARGET, "api.write", method, kind, name);
+    let span = tracing::info_span!(
+        target: SPAN_TARGET,
+        "api.write",
+        method,
+        kind,
+        name,
+        http.status = tracing::field::Empty,
+    );
     if let Some(parent) = parent {
         parent.adopt(&span);
     }
@@ -294,7 +366,19 @@ pub fn api_write_span(
 /// The exporting layer, as the subscriber holds it: put it first, directly
 /// on the registry. Only the host's own spans are exported (the reconcile
 /// span and this module's); other crates' spans never are.
-pub type ExportLayer = Filtered<OpenTelemetryLayer<Registry, SdkTracer>, Targets, Registry>;
+pub type ExportLayer = Filtered<
+    OpenTelemetryLayer<Registry, SdkTracer>,
+    FilterFn<fn(&Metadata<'_>) -> bool>,
+    Registry,
+>;
+
+/// What the exporting layer sees: spans of the host (never events: log
+/// lines, a guest's own among them, stay out of the traces, and cost
+/// nothing there).
+fn exported(metadata: &Metadata<'_>) -> bool {
+    metadata.is_span()
+        && (metadata.target() == SPAN_TARGET || metadata.target().starts_with("leasehold_host"))
+}
 
 /// Why telemetry could not start.
 #[derive(Debug, thiserror::Error)]
@@ -408,9 +492,7 @@ impl Telemetry {
             .with_tracked_inactivity(false)
             .with_target(false)
             .with_level(false);
-        let targets = Targets::new()
-            .with_target("leasehold_host", LevelFilter::INFO)
-            .with_target(SPAN_TARGET, LevelFilter::INFO);
+        let filter = FilterFn::new(exported as fn(&Metadata<'_>) -> bool);
         ACTIVE.store(true, Ordering::Relaxed);
         Ok(Some((
             Self {
@@ -418,8 +500,15 @@ impl Telemetry {
                 endpoint: shown,
                 runtime: Some((stop, thread)),
             },
-            layer.with_filter(targets),
+            layer.with_filter(filter),
         )))
+    }
+
+    /// Stop (`false`) or start again (`true`) making the spans this module
+    /// adds, without stopping the exporter: a host never does, the
+    /// tracing-cost benchmark does to compare both in one run.
+    pub fn set_making_spans(&self, on: bool) {
+        ACTIVE.store(on, Ordering::Relaxed);
     }
 
     /// Where spans go (the collector's URL, credentials scrubbed).
@@ -540,6 +629,14 @@ mod tests {
         // Unsampled contexts are kept, flags and all.
         let unsampled = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00";
         assert_eq!(TraceParent::parse(unsampled).unwrap().as_str(), unsampled);
+        // A later version is read as 00, its extra parts ignored.
+        assert_eq!(
+            TraceParent::parse("01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-extra")
+                .unwrap()
+                .as_str(),
+            good
+        );
+        assert_eq!(TraceParent::parse(&format!("{good}-extra")), None);
     }
 
     #[tokio::test]

@@ -1044,6 +1044,74 @@ mod tests {
     use super::*;
 
     #[test]
+    fn fenced_refusals_are_exported_by_cause_from_the_start() {
+        let status = Status::new("c1".into(), "host-a".into(), &["sched".to_string()]);
+        let text = render(&status);
+        assert!(
+            text.contains("# TYPE leasehold_fenced_refusals_total counter"),
+            "{text}"
+        );
+        for cause in crate::runtime::host::store::FENCED_CAUSES {
+            assert!(
+                text.contains(&format!(
+                    "leasehold_fenced_refusals_total{{controller=\"sched\",cause=\"{cause}\"}} 0\n"
+                )),
+                "{cause}: {text}"
+            );
+        }
+        let sched = status.controller("sched").expect("configured");
+        sched
+            .metrics
+            .commits
+            .fenced_because(Some(crate::fence::FenceCause::Superseded));
+        let text = render(&status);
+        assert!(
+            text.contains(
+                "leasehold_fenced_refusals_total{controller=\"sched\",cause=\"superseded\"} 1\n"
+            ),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn the_work_queue_is_exported_per_controller_and_its_age_grows_at_scrape() {
+        let status = Status::new("c1".into(), "host-a".into(), &["sched".to_string()]);
+        let text = render(&status);
+        // From the first scrape, at 0.
+        assert!(
+            text.contains("leasehold_work_queue_depth{controller=\"sched\"} 0\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("leasehold_work_queue_oldest_seconds{controller=\"sched\"} 0\n"),
+            "{text}"
+        );
+        let sched = status.controller("sched").expect("configured");
+        let since = std::time::Instant::now() - std::time::Duration::from_secs(30);
+        sched.metrics.queue.publish(3, Some(since));
+        let text = render(&status);
+        assert!(
+            text.contains("leasehold_work_queue_depth{controller=\"sched\"} 3\n"),
+            "{text}"
+        );
+        let age: f64 = text
+            .lines()
+            .find_map(|l| {
+                l.strip_prefix("leasehold_work_queue_oldest_seconds{controller=\"sched\"} ")
+            })
+            .expect("the age series")
+            .parse()
+            .expect("a number");
+        assert!((30.0..60.0).contains(&age), "{age}");
+        // The worker gone: back to 0.
+        sched.metrics.queue.publish(0, None);
+        assert!(
+            render(&status)
+                .contains("leasehold_work_queue_oldest_seconds{controller=\"sched\"} 0\n")
+        );
+    }
+
+    #[test]
     fn quota_refusals_are_exported_per_controller_and_quota() {
         let status = Status::new("c1".into(), "host-a".into(), &["flood".to_string()]);
         let flood = status.controller("flood").expect("configured");

@@ -277,7 +277,7 @@ async fn traced(
         Ok(response) => response.status(),
         Err(error) => error.status,
     };
-    telemetry::attribute(&span, "http.status", i64::from(status.as_u16()));
+    span.record("http.status", status.as_u16());
     result
 }
 

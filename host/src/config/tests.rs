@@ -1526,3 +1526,85 @@ fn leasehold_holder_names_the_host_over_the_file() {
         .to_string();
     assert!(text.contains("LEASEHOLD_HOLDER"), "{text}");
 }
+
+#[test]
+fn telemetry_is_off_unless_an_endpoint_is_given_and_the_file_wins() {
+    let s = Scratch::new();
+    let config = s
+        .parse_env("cluster = \"a\"\n", &Environment::default())
+        .unwrap();
+    assert_eq!(config.telemetry, TelemetryConfig::default());
+    assert_eq!(config.telemetry.otlp_endpoint, None);
+    assert_eq!(config.telemetry.sample_ratio, 1.0);
+
+    let env = Environment {
+        otlp_endpoint: Some("http://collector.local:4318/".into()),
+        ..Default::default()
+    };
+    let config = s.parse_env("cluster = \"a\"\n", &env).unwrap();
+    assert_eq!(
+        config.telemetry.otlp_endpoint.as_deref(),
+        Some("http://collector.local:4318")
+    );
+    let text = "cluster = \"a\"\n[telemetry]\notlp_endpoint = \"http://127.0.0.1:4318/otlp\"\nsample_ratio = 0.1\n";
+    let config = s.parse_env(text, &env).unwrap();
+    assert_eq!(
+        config.telemetry.otlp_endpoint.as_deref(),
+        Some("http://127.0.0.1:4318/otlp")
+    );
+    assert_eq!(config.telemetry.sample_ratio, 0.1);
+}
+
+#[test]
+fn bad_telemetry_settings_are_refused_by_line_without_credentials() {
+    let s = Scratch::new();
+    let text = "cluster = \"a\"\n[telemetry]\notlp_endpoint = \"https://collector:4318\"\nsample_ratio = 1.5\n";
+    let problems = s
+        .parse_env(text, &Environment::default())
+        .unwrap_err()
+        .problems();
+    assert_eq!(problems.len(), 2, "{problems:?}");
+    assert!(
+        problems[0].contains("line 3") && problems[0].contains("must use http"),
+        "{problems:?}"
+    );
+    assert!(
+        problems[1].contains("line 4") && problems[1].contains("sample_ratio 1.5"),
+        "{problems:?}"
+    );
+
+    for (value, why) in [
+        ("http://user:secret-pw@collector:4318", "user information"),
+        ("collector:4318", "must use http"),
+        ("http://collector:4318/?token=x", "no query"),
+        ("not a url", "is not a URL"),
+    ] {
+        let text = format!("cluster = \"a\"\n[telemetry]\notlp_endpoint = \"{value}\"\n");
+        let problems = s
+            .parse_env(&text, &Environment::default())
+            .unwrap_err()
+            .problems();
+        assert!(problems[0].contains(why), "{value}: {problems:?}");
+        assert!(!problems[0].contains("secret-pw"), "{problems:?}");
+    }
+    for ratio in ["-0.1", "nan"] {
+        let text = format!("cluster = \"a\"\n[telemetry]\nsample_ratio = {ratio}\n");
+        assert!(
+            s.parse_env(&text, &Environment::default()).is_err(),
+            "{ratio}"
+        );
+    }
+    // The environment's value is checked too, and named.
+    let env = Environment {
+        otlp_endpoint: Some("grpc://collector:4317".into()),
+        ..Default::default()
+    };
+    let problems = s
+        .parse_env("cluster = \"a\"\n", &env)
+        .unwrap_err()
+        .problems();
+    assert!(
+        problems[0].contains("OTEL_EXPORTER_OTLP_ENDPOINT"),
+        "{problems:?}"
+    );
+}

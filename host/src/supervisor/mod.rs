@@ -37,6 +37,7 @@ pub use backoff::Backoff;
 pub use identity::IdentityCheck;
 pub use queue::WorkQueue;
 pub use renewer::{Registration, Renewer};
+pub use worker::{reconcile_outcome, reconcile_span};
 
 use crate::authority::{
     AcquireRequest, Acquired, Authority, CrashDetection, EndReason, Grant, LeaseTiming, Renewed,

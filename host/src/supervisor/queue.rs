@@ -387,4 +387,63 @@ mod tests {
         q.add(key("a"), Resync);
         assert!(!q.take_overflow());
     }
+
+    fn trace(n: u8) -> TraceParent {
+        TraceParent::parse(&format!(
+            "00-4bf92f3577b34da6a3ce929d0e0e47{n:02x}-00f067aa0ba902b7-01"
+        ))
+        .expect("valid")
+    }
+
+    #[test]
+    fn a_key_keeps_the_first_changes_trace_and_the_others_for_links() {
+        let mut q = WorkQueue::new(10);
+        q.add(key("a"), Resync);
+        q.add_traced(key("a"), Change, Some(trace(1)));
+        q.add_traced(key("a"), Change, None);
+        q.add_traced(key("a"), Change, Some(trace(2)));
+        q.add_traced(key("a"), Change, Some(trace(1)));
+        assert_eq!(
+            q.pop_traced(),
+            Some((key("a"), Change, vec![trace(1), trace(2)]))
+        );
+        // Bounded: a key changed many times keeps the first MAX_TRACES.
+        for n in 0..(MAX_TRACES as u8 + 5) {
+            q.add_traced(key("b"), Change, Some(trace(n)));
+        }
+        let (_, _, traces) = q.pop_traced().unwrap();
+        assert_eq!(traces, (0..MAX_TRACES as u8).map(trace).collect::<Vec<_>>());
+        // A delayed key moved forward by a change keeps what it had.
+        let now = Instant::now();
+        q.add_traced(key("c"), Change, Some(trace(3)));
+        q.pop();
+        q.add_at(key("c"), now + Duration::from_secs(5), Requeue);
+        q.add_traced(key("c"), Change, Some(trace(4)));
+        assert_eq!(q.pop_traced(), Some((key("c"), Change, vec![trace(4)])));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_oldest_ready_key_and_the_ready_count_are_known() {
+        let mut q = WorkQueue::new(10);
+        assert_eq!((q.ready_len(), q.oldest_ready_since()), (0, None));
+        let first = Instant::now();
+        q.add(key("a"), Change);
+        tokio::time::advance(Duration::from_secs(3)).await;
+        q.add(key("b"), Change);
+        // Re-adding a ready key does not make it younger.
+        q.add(key("a"), Change);
+        q.add_at(key("c"), first + Duration::from_secs(10), Requeue);
+        assert_eq!(q.ready_len(), 2, "a delayed key is not ready");
+        assert_eq!(q.oldest_ready_since(), Some(first));
+        assert_eq!(q.pop(), Some((key("a"), Change)));
+        assert_eq!(q.oldest_ready_since(), Some(first + Duration::from_secs(3)));
+        q.pop();
+        assert_eq!((q.ready_len(), q.oldest_ready_since()), (0, None));
+        // A timer that came due is ready from when it is promoted.
+        tokio::time::advance(Duration::from_secs(8)).await;
+        let promoted = Instant::now();
+        q.promote(promoted);
+        assert_eq!(q.ready_len(), 1);
+        assert_eq!(q.oldest_ready_since(), Some(promoted));
+    }
 }

@@ -171,7 +171,7 @@ impl Drop for QueueGaugesReset {
 /// traces are exported it also carries the lease, kind and name as trace
 /// attributes (not log fields), and is the child of the first of `trace`,
 /// the contexts of the changes that queued the key, linked to the others.
-fn reconcile_span(
+pub fn reconcile_span(
     controller: &str,
     epoch: u64,
     key: &ObjectKey,
@@ -201,7 +201,7 @@ fn reconcile_span(
 }
 
 /// The `outcome` trace attribute of a reconcile.
-fn outcome(result: &Result<Reconciled, GuestError>) -> &'static str {
+pub fn reconcile_outcome(result: &Result<Reconciled, GuestError>) -> &'static str {
     match result {
         Ok(Reconciled::Done) => "done",
         Ok(Reconciled::RequeueAfter(_)) => "requeue",
@@ -334,7 +334,7 @@ impl Worker {
             .reconcile_because(&key.kind, &key.name, reason)
             .instrument(span.clone())
             .await;
-        telemetry::attribute(&span, "outcome", outcome(&result));
+        telemetry::attribute(&span, "outcome", reconcile_outcome(&result));
         drop(span);
         tracing::trace!(
             controller = self.controller(),

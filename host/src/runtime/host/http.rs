@@ -278,14 +278,10 @@ impl WasiHttpHooks for OutboundHooks {
                 };
                 counters.observe(started.elapsed());
                 match &sent {
-                    Ok((response, _)) => telemetry::attribute(
-                        &traced,
-                        "http.status",
-                        i64::from(response.status().as_u16()),
-                    ),
-                    Err(error) => {
-                        telemetry::attribute(&traced, "outcome", outcome_of(error).label())
+                    Ok((response, _)) => {
+                        traced.record("http.status", response.status().as_u16());
                     }
+                    Err(error) => telemetry::outcome(&traced, outcome_of(error).label()),
                 }
                 drop(traced);
                 match sent {

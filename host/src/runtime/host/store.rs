@@ -20,7 +20,7 @@ use crate::fence::{Fence, FenceCause};
 use crate::quota::{AdmitError, Quota, WriteQuota};
 use crate::runtime::Revocation;
 use crate::store::{Committed, NewEvent, Object, ObjectKey, Op, Page, Store, StoreError};
-use crate::telemetry::{self, TraceParent};
+use crate::telemetry::{self, StoreCall, TraceParent};
 use tracing::Instrument;
 
 /// Outcomes of a tenure's commits, read by the supervisor's metrics.
@@ -159,16 +159,17 @@ impl StoreHost {
         if self.revocation.is_revoked() {
             return Err(self.revoked_error());
         }
-        let span = telemetry::store_span("get");
-        telemetry::attribute(&span, "kind", key.kind.clone());
-        telemetry::attribute(&span, "name", key.name.clone());
+        let span = telemetry::store_span(StoreCall::Get {
+            kind: &key.kind,
+            name: &key.name,
+        });
         let result = self
             .backend
             .get(&self.fence.key.cluster, &key)
             .instrument(span.clone())
             .await
             .map_err(to_call_error);
-        telemetry::attribute(&span, "outcome", call_outcome(&result));
+        telemetry::outcome(&span, call_outcome(&result));
         result
     }
 
@@ -182,8 +183,7 @@ impl StoreHost {
         if self.revocation.is_revoked() {
             return Err(self.revoked_error());
         }
-        let span = telemetry::store_span("list");
-        telemetry::attribute(&span, "kind", kind.clone());
+        let span = telemetry::store_span(StoreCall::List { kind: &kind });
         let result = self
             .backend
             .list(
@@ -196,9 +196,9 @@ impl StoreHost {
             .await
             .map_err(to_call_error);
         if let Ok(page) = &result {
-            telemetry::attribute(&span, "objects", page.objects.len() as i64);
+            span.record("objects", page.objects.len());
         }
-        telemetry::attribute(&span, "outcome", call_outcome(&result));
+        telemetry::outcome(&span, call_outcome(&result));
         result
     }
 
@@ -241,9 +241,10 @@ impl StoreHost {
             }
         };
         permit.sent();
-        let span = telemetry::store_span("commit");
-        telemetry::attribute(&span, "ops", ops.len() as i64);
-        telemetry::attribute(&span, "events", events.len() as i64);
+        let span = telemetry::store_span(StoreCall::Commit {
+            ops: ops.len(),
+            events: events.len(),
+        });
         // The changes this commit makes carry its trace on, to the
         // reconciles they wake (of this controller or another).
         let context = TraceParent::of_span(&span);
@@ -253,9 +254,8 @@ impl StoreHost {
         )
         .instrument(span.clone())
         .await;
-        telemetry::attribute(
+        telemetry::outcome(
             &span,
-            "outcome",
             match &result {
                 Ok(_) => "ok",
                 Err(StoreError::Fenced { .. }) => "fenced",
