@@ -16,7 +16,7 @@ use leasehold_host::fence::{Fence, LeaseKey};
 use leasehold_host::runtime::{CompiledController, EngineConfig, GuestLimits, Runtime};
 use leasehold_host::store::memory::MemoryStore;
 use leasehold_host::store::{
-    Committed, Event, NewEvent, Object, ObjectKey, Op, Page, Store, StoreError,
+    Committed, Event, NewEvent, Object, ObjectKey, Op, Page, Selector, Store, StoreError,
 };
 use tokio::sync::{mpsc, watch};
 
@@ -177,6 +177,19 @@ impl Store for HeldStore {
         limit: usize,
     ) -> Result<Page, StoreError> {
         self.inner.list(cluster, kind, after, limit).await
+    }
+
+    async fn list_selected(
+        &self,
+        cluster: &str,
+        kind: &str,
+        selector: &Selector,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Page, StoreError> {
+        self.inner
+            .list_selected(cluster, kind, selector, after, limit)
+            .await
     }
 
     async fn commit_fenced(

@@ -40,7 +40,10 @@ pub const MIGRATIONS: &[(i32, &str)] = &[
         include_str!("../migrations/0010_change_traceparent.sql"),
     ),
     (11, include_str!("../migrations/0011_database_origin.sql")),
-    (12, include_str!("../migrations/0012_object_value_index.sql")),
+    (
+        12,
+        include_str!("../migrations/0012_object_value_index.sql"),
+    ),
 ];
 
 /// Database setup failures.

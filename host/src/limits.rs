@@ -24,6 +24,17 @@ pub const MAX_FINALIZER_BYTES: usize = 128;
 /// (transitively) when it deletes their owner; beyond it the commit is
 /// refused as too large and the owned objects must be deleted first.
 pub const MAX_COLLECTED_PER_COMMIT: usize = 1000;
+/// Most labels one selector may name: no object carries more, so a
+/// selector naming more could never match.
+pub const MAX_SELECTOR_LABELS: usize = MAX_LABELS;
+/// Largest `contains` of a selector, as compact JSON: a condition on a
+/// value, not a copy of one; it rides in a URL on the HTTP API.
+pub const MAX_SELECTOR_CONTAINS_BYTES: usize = 4 * 1024;
+/// Deepest nesting of a selector's `contains` (a scalar is depth 0, each
+/// array or object around it one more): containment is checked
+/// recursively, and this bounds that recursion.
+pub const MAX_SELECTOR_CONTAINS_DEPTH: usize = 16;
+const _: () = assert!(MAX_SELECTOR_CONTAINS_BYTES < MAX_VALUE_BYTES);
 /// Default and largest page of a listing.
 pub const DEFAULT_PAGE_SIZE: usize = 100;
 /// Largest page of a listing, events included.

@@ -51,7 +51,7 @@ use leasehold_host::runtime::{
 };
 use leasehold_host::store::memory::MemoryStore;
 use leasehold_host::store::{
-    Committed, Event, NewEvent, Object, ObjectKey, Op, Origin, Page, Store, StoreError,
+    Committed, Event, NewEvent, Object, ObjectKey, Op, Origin, Page, Selector, Store, StoreError,
 };
 use serde_json::Value;
 use tokio::sync::watch;
@@ -673,6 +673,20 @@ impl Store for FaultyStore {
     ) -> Result<Page, StoreError> {
         self.check_available()?;
         self.inner.list(cluster, kind, after, limit).await
+    }
+
+    async fn list_selected(
+        &self,
+        cluster: &str,
+        kind: &str,
+        selector: &Selector,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Page, StoreError> {
+        self.check_available()?;
+        self.inner
+            .list_selected(cluster, kind, selector, after, limit)
+            .await
     }
 
     async fn commit_fenced(

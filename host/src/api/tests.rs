@@ -106,6 +106,18 @@ impl Store for Observed {
     ) -> Result<Page, StoreError> {
         self.inner.list(cluster, kind, after, limit).await
     }
+    async fn list_selected(
+        &self,
+        cluster: &str,
+        kind: &str,
+        selector: &crate::store::Selector,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Page, StoreError> {
+        self.inner
+            .list_selected(cluster, kind, selector, after, limit)
+            .await
+    }
     async fn commit_fenced(
         &self,
         fence: &Fence,

@@ -20,12 +20,13 @@ use async_trait::async_trait;
 use crate::fence::{Fence, FenceCause};
 use crate::limits::{
     DEFAULT_PAGE_SIZE, MAX_EVENT_MESSAGE_BYTES, MAX_EVENT_REASON_BYTES, MAX_EVENTS_PER_COMMIT,
-    MAX_OPS_PER_COMMIT, MAX_PAGE_SIZE, MAX_VALUE_BYTES,
+    MAX_OPS_PER_COMMIT, MAX_PAGE_SIZE, MAX_SELECTOR_CONTAINS_BYTES, MAX_SELECTOR_CONTAINS_DEPTH,
+    MAX_SELECTOR_LABELS, MAX_VALUE_BYTES,
 };
 
 use super::{
-    ApiWrite, Change, ChangeKind, Event, Metadata, NewEvent, ObjectKey, Op, Origin, Store,
-    StoreError, Written,
+    ApiWrite, Change, ChangeKind, Event, Metadata, NewEvent, ObjectKey, Op, Origin, Selector,
+    Store, StoreError, Written,
 };
 
 /// Upper bound on any wait in the suite: a failure bound, never a way to
@@ -89,6 +90,10 @@ macro_rules! conformance_suite {
             owners_must_exist_and_not_be_deleting,
             status_writes_keep_the_generation_and_skip_spec_conflicts,
             checks_gate_a_commit_without_writing,
+            selectors_match_labels,
+            selectors_match_contained_json,
+            selectors_combine_and_page_in_name_order,
+            invalid_selectors_are_refused,
         );
     };
     (@cases $make:path; $($case:ident),* $(,)?) => {
@@ -1932,4 +1937,386 @@ pub(super) async fn checks_gate_a_commit_without_writing(b: &Backend) {
     }
     assert_eq!(version(store, &task).await, Some(c.revision));
     assert_eq!(all_events(store, CLUSTER).await.len(), before);
+}
+
+// ---------------------------------------------------------------- selectors
+
+/// A selector of these labels and this containment (JSON text).
+fn selector(labels: &[(&str, &str)], contains: Option<&str>) -> Selector {
+    Selector {
+        labels: labels
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+        contains: contains.map(|text| serde_json::from_str(text).unwrap()),
+    }
+}
+
+/// Every name `selector` selects in `kind`, read page by page (`page`
+/// at a time), checking each page's cursor on the way.
+async fn selected(store: &dyn Store, kind: &str, selector: &Selector, page: usize) -> Vec<String> {
+    let mut names: Vec<String> = Vec::new();
+    let mut after: Option<String> = None;
+    loop {
+        let got = store
+            .list_selected(CLUSTER, kind, selector, after.as_deref(), page)
+            .await
+            .unwrap();
+        assert!(
+            got.objects.len() <= page,
+            "{selector:?}: a page over its limit"
+        );
+        assert!(got.objects.iter().all(|o| o.kind == kind));
+        names.extend(got.objects.iter().map(|o| o.name.clone()));
+        match got.next {
+            Some(next) => {
+                assert_eq!(
+                    Some(&next),
+                    names.last(),
+                    "{selector:?}: next is the last name"
+                );
+                after = Some(next);
+            }
+            None => return names,
+        }
+    }
+}
+
+pub(super) async fn selectors_match_labels(b: &Backend) {
+    let store = &*b.store;
+    let objects: [(&str, &[(&str, &str)]); 6] = [
+        ("a", &[("app", "web"), ("tier", "front")]),
+        ("b", &[("app", "web")]),
+        ("c", &[("app", "db"), ("tier", "front")]),
+        ("d", &[]),
+        ("e", &[("app", ""), ("example.com/zone", "eu-1")]),
+        ("f", &[("tier", "front")]),
+    ];
+    for (name, labels) in objects {
+        let write = ApiWrite::Put {
+            key: key("tasks", name),
+            value: "{}".into(),
+            meta: Some(meta(labels, None, &[])),
+            expected_version: None,
+        };
+        store.write(CLUSTER, &write).await.unwrap();
+    }
+    // The same labels on another kind are never listed with this one.
+    let other = ApiWrite::Put {
+        key: key("nodes", "a"),
+        value: "{}".into(),
+        meta: Some(meta(&[("app", "web")], None, &[])),
+        expected_version: None,
+    };
+    store.write(CLUSTER, &other).await.unwrap();
+
+    let names = |list: &[&str]| list.iter().map(|n| n.to_string()).collect::<Vec<_>>();
+    // (labels of the selector, names it selects)
+    type Case<'a> = (&'a [(&'a str, &'a str)], &'a [&'a str]);
+    let cases: [Case; 7] = [
+        (&[("app", "web")], &["a", "b"]),
+        (&[("tier", "front")], &["a", "c", "f"]),
+        (&[("app", "web"), ("tier", "front")], &["a"]),
+        (&[("app", "db"), ("tier", "back")], &[]),
+        // An empty value selects the label set to "", not an absent one.
+        (&[("app", "")], &["e"]),
+        (&[("example.com/zone", "eu-1")], &["e"]),
+        (&[("missing", "x")], &[]),
+    ];
+    for (labels, expected) in cases {
+        let sel = selector(labels, None);
+        assert_eq!(
+            selected(store, "tasks", &sel, 10).await,
+            names(expected),
+            "{labels:?}"
+        );
+    }
+    // The empty selector is a plain list.
+    let all = store
+        .list_selected(CLUSTER, "tasks", &Selector::default(), None, 10)
+        .await
+        .unwrap();
+    assert_eq!(all, store.list(CLUSTER, "tasks", None, 10).await.unwrap());
+    assert_eq!(all.objects.len(), 6);
+    // A label written away is no longer selected.
+    let b_key = key("tasks", "b");
+    store.put(CLUSTER, &b_key, "{}", None).await.unwrap();
+    let relabel = ApiWrite::Put {
+        key: b_key,
+        value: "{}".into(),
+        meta: Some(meta(&[("app", "api")], None, &[])),
+        expected_version: None,
+    };
+    store.write(CLUSTER, &relabel).await.unwrap();
+    let sel = selector(&[("app", "web")], None);
+    assert_eq!(selected(store, "tasks", &sel, 10).await, names(&["a"]));
+}
+
+pub(super) async fn selectors_match_contained_json(b: &Backend) {
+    let store = &*b.store;
+    let values = [
+        (
+            "a",
+            r#"{"status": "pending", "spec": {"cpu": 2, "zone": "eu"}, "tags": ["x", "y"]}"#,
+        ),
+        ("b", r#"{"status": "running", "spec": {"cpu": 2}}"#),
+        ("c", r#"["x", "y", 3, {"k": [1, 2]}]"#),
+        ("d", r#""x""#),
+        ("e", "1.0"),
+        (
+            "f",
+            r#"{"status": "pending", "tags": [["nested"]], "n": null, "ok": true}"#,
+        ),
+        ("g", r#"{"status": {"phase": "pending"}}"#),
+    ];
+    for (name, value) in values {
+        store
+            .put(CLUSTER, &key("tasks", name), value, None)
+            .await
+            .unwrap();
+    }
+    store
+        .put(
+            CLUSTER,
+            &key("nodes", "a"),
+            r#"{"status": "pending"}"#,
+            None,
+        )
+        .await
+        .unwrap();
+    let cases: &[(&str, &[&str])] = &[
+        // Objects: each key given, recursively.
+        (r#"{"status": "pending"}"#, &["a", "f"]),
+        (r#"{"spec": {"cpu": 2}}"#, &["a", "b"]),
+        (
+            r#"{"spec": {"cpu": 2, "zone": "eu"}, "status": "pending"}"#,
+            &["a"],
+        ),
+        (r#"{"spec": {"zone": "us"}}"#, &[]),
+        (r#"{"status": {"phase": "pending"}}"#, &["g"]),
+        (r#"{"status": {}}"#, &["g"]),
+        (r#"{}"#, &["a", "b", "f", "g"]),
+        // Numbers compare by value.
+        (r#"{"spec": {"cpu": 2.0}}"#, &["a", "b"]),
+        (r#"{"spec": {"cpu": 3}}"#, &[]),
+        // Arrays: each element given is in the array, in any order, any
+        // number of times.
+        (r#"{"tags": ["y"]}"#, &["a"]),
+        (r#"{"tags": ["y", "x", "x"]}"#, &["a"]),
+        (r#"{"tags": ["z"]}"#, &[]),
+        (r#"{"tags": []}"#, &["a", "f"]),
+        (r#"{"tags": [["nested"]]}"#, &["f"]),
+        (r#"{"tags": ["nested"]}"#, &[]),
+        (r#"["x"]"#, &["c"]),
+        (r#"[{"k": [2]}]"#, &["c"]),
+        (r#"[]"#, &["c"]),
+        // Scalars: equal ones; at the top level an array contains its
+        // scalar elements, but a scalar never contains an array.
+        (r#""x""#, &["c", "d"]),
+        ("3", &["c"]),
+        ("1", &["e"]),
+        (r#"{"n": null, "ok": true}"#, &["f"]),
+        (r#"{"ok": "true"}"#, &[]),
+        // Never across types, below the top level.
+        (r#"{"tags": "x"}"#, &[]),
+        (r#"{"status": ["pending"]}"#, &[]),
+        (r#"{"spec": 2}"#, &[]),
+        (r#"{"status": "done"}"#, &[]),
+    ];
+    for (contains, expected) in cases {
+        let sel = selector(&[], Some(contains));
+        let want: Vec<String> = expected.iter().map(|n| n.to_string()).collect();
+        assert_eq!(
+            selected(store, "tasks", &sel, 10).await,
+            want,
+            "contains {contains}"
+        );
+    }
+    // A value written away from a match is no longer selected.
+    store
+        .put(CLUSTER, &key("tasks", "a"), r#"{"status": "done"}"#, None)
+        .await
+        .unwrap();
+    let sel = selector(&[], Some(r#"{"status": "pending"}"#));
+    assert_eq!(
+        selected(store, "tasks", &sel, 10).await,
+        vec!["f".to_string()]
+    );
+}
+
+pub(super) async fn selectors_combine_and_page_in_name_order(b: &Backend) {
+    let store = &*b.store;
+    // 30 tasks: every third pending, every other labelled team=a; names
+    // whose byte order is not their number's.
+    let mut expected_both = Vec::new();
+    let mut expected_pending = Vec::new();
+    for i in 0..30 {
+        let name = format!("t{i}");
+        let pending = i % 3 == 0;
+        let team = if i % 2 == 0 { "a" } else { "b" };
+        let value = format!(
+            r#"{{"status": "{}", "n": {i}}}"#,
+            if pending { "pending" } else { "done" }
+        );
+        let write = ApiWrite::Put {
+            key: key("tasks", &name),
+            value,
+            meta: Some(meta(&[("team", team)], None, &[])),
+            expected_version: None,
+        };
+        store.write(CLUSTER, &write).await.unwrap();
+        if pending {
+            expected_pending.push(name.clone());
+            if team == "a" {
+                expected_both.push(name);
+            }
+        }
+    }
+    expected_both.sort();
+    expected_pending.sort();
+    let both = selector(&[("team", "a")], Some(r#"{"status": "pending"}"#));
+    let pending = selector(&[], Some(r#"{"status": "pending"}"#));
+    for page in [1, 2, 3, 4, 100] {
+        assert_eq!(
+            selected(store, "tasks", &both, page).await,
+            expected_both,
+            "page {page}"
+        );
+        assert_eq!(
+            selected(store, "tasks", &pending, page).await,
+            expected_pending,
+            "page {page}"
+        );
+    }
+    // A full page says there may be more, even when nothing more matches.
+    let exact = store
+        .list_selected(CLUSTER, "tasks", &both, None, expected_both.len())
+        .await
+        .unwrap();
+    assert_eq!(exact.next, None, "exactly a page, nothing after it");
+    let short = store
+        .list_selected(CLUSTER, "tasks", &both, None, expected_both.len() - 1)
+        .await
+        .unwrap();
+    assert_eq!(
+        short.next.as_ref(),
+        expected_both.get(expected_both.len() - 2)
+    );
+    // A cursor need not name a selected object (nor an existing one).
+    let after = store
+        .list_selected(CLUSTER, "tasks", &both, Some("t13"), 100)
+        .await
+        .unwrap();
+    let names: Vec<String> = after.objects.iter().map(|o| o.name.clone()).collect();
+    let want: Vec<String> = expected_both
+        .iter()
+        .filter(|n| n.as_str() > "t13")
+        .cloned()
+        .collect();
+    assert_eq!(names, want);
+    // Whole objects come back, as `get` reads them.
+    for object in &after.objects {
+        assert_eq!(
+            store.get(CLUSTER, &object.key()).await.unwrap().as_ref(),
+            Some(object)
+        );
+    }
+    // A limit of 0 asks for the default page, larger ones are capped.
+    let default = store
+        .list_selected(CLUSTER, "tasks", &Selector::default(), None, 0)
+        .await
+        .unwrap();
+    assert_eq!(default.objects.len(), 30.min(DEFAULT_PAGE_SIZE));
+}
+
+pub(super) async fn invalid_selectors_are_refused(b: &Backend) {
+    let store = &*b.store;
+    store
+        .put(
+            CLUSTER,
+            &key("tasks", "a"),
+            r#"{"status": "pending"}"#,
+            None,
+        )
+        .await
+        .unwrap();
+    let nested = |depth: usize| {
+        let mut value = serde_json::json!("x");
+        for _ in 0..depth {
+            value = serde_json::json!([value]);
+        }
+        value
+    };
+    let many: Vec<(String, String)> = (0..=MAX_SELECTOR_LABELS)
+        .map(|i| (format!("k{i}"), "v".to_string()))
+        .collect();
+    let cases: Vec<(Selector, &str)> = vec![
+        (
+            Selector {
+                labels: many.into_iter().collect(),
+                contains: None,
+            },
+            "labels; the limit is",
+        ),
+        (selector(&[("-bad", "v")], None), "label key"),
+        (selector(&[("", "v")], None), "label key"),
+        (selector(&[("app", "no spaces")], None), "has value"),
+        (selector(&[("app", &"v".repeat(64))], None), "has value"),
+        (
+            Selector {
+                labels: Default::default(),
+                contains: Some(nested(MAX_SELECTOR_CONTAINS_DEPTH + 1)),
+            },
+            "nested more than",
+        ),
+        (
+            Selector {
+                labels: Default::default(),
+                contains: Some(serde_json::json!({ "k": "x".repeat(MAX_SELECTOR_CONTAINS_BYTES) })),
+            },
+            "bytes of compact JSON",
+        ),
+    ];
+    for (sel, says) in cases {
+        match store.list_selected(CLUSTER, "tasks", &sel, None, 10).await {
+            Err(StoreError::Invalid(message)) => {
+                assert!(message.contains(says), "{message:?} should say {says:?}");
+                assert!(message.contains("tasks"), "{message:?} names the kind");
+            }
+            other => panic!("{sel:?} must be refused as invalid, got {other:?}"),
+        }
+    }
+    // At the bounds exactly, a selector is served.
+    let at_bounds = [
+        Selector {
+            labels: (0..MAX_SELECTOR_LABELS)
+                .map(|i| (format!("k{i}"), "v".to_string()))
+                .collect(),
+            contains: None,
+        },
+        Selector {
+            labels: Default::default(),
+            contains: Some(nested(MAX_SELECTOR_CONTAINS_DEPTH)),
+        },
+        Selector {
+            labels: Default::default(),
+            // `{"k":"…"}`: 8 bytes around the string.
+            contains: Some(serde_json::json!({ "k": "x".repeat(MAX_SELECTOR_CONTAINS_BYTES - 8) })),
+        },
+    ];
+    for sel in at_bounds {
+        let page = store
+            .list_selected(CLUSTER, "tasks", &sel, None, 10)
+            .await
+            .unwrap();
+        assert!(page.objects.is_empty());
+    }
+    // Bad kinds and cursors are refused with a selector as without.
+    let sel = selector(&[("app", "web")], None);
+    for (kind, after) in [("Tasks", None), ("tasks", Some("Bad_Name"))] {
+        assert!(matches!(
+            store.list_selected(CLUSTER, kind, &sel, after, 10).await,
+            Err(StoreError::Invalid(_))
+        ));
+    }
 }

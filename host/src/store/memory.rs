@@ -28,10 +28,12 @@ use crate::authority::fence_check::FenceLock;
 use crate::fence::Fence;
 
 use super::plan::{Batch, Current, Plan, Planned};
-use super::validate::{check_change_request, check_cluster, check_key, page_limit};
+use super::validate::{
+    check_change_request, check_cluster, check_key, check_list_request, page_limit,
+};
 use super::{
     ApiWrite, Change, ChangeKind, ChangePage, Committed, Event, NewEvent, Object, ObjectKey, Op,
-    Origin, Page, Store, StoreError, Written,
+    Origin, Page, Selector, Store, StoreError, Written,
 };
 
 /// State of every cluster, in memory.
@@ -252,11 +254,19 @@ impl Store for MemoryStore {
         after: Option<&str>,
         limit: usize,
     ) -> Result<Page, StoreError> {
-        check_cluster(cluster)?;
-        crate::names::check_label("object kind", kind)?;
-        if let Some(after) = after {
-            crate::names::check_label("list cursor", after)?;
-        }
+        self.list_selected(cluster, kind, &Selector::default(), after, limit)
+            .await
+    }
+
+    async fn list_selected(
+        &self,
+        cluster: &str,
+        kind: &str,
+        selector: &Selector,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Page, StoreError> {
+        check_list_request(cluster, kind, after, selector)?;
         let limit = page_limit(limit);
         let clusters = self.lock();
         let Some(state) = clusters.by_name.get(cluster) else {
@@ -273,17 +283,25 @@ impl Store for MemoryStore {
             Some(_) => Bound::Excluded(start),
             None => Bound::Included(start),
         };
-        // One more than asked tells whether another page exists.
-        let mut objects: Vec<Object> = state
+        // One more than asked tells whether another page exists. The
+        // kind's objects are scanned in name order (the memory backend's
+        // index is the map's order) until that many match.
+        let mut objects = Vec::new();
+        for (k, o) in state
             .objects
             .range((lower, Bound::Unbounded))
             .take_while(|(k, _)| k.kind == kind)
-            .take(limit + 1)
-            .map(|(k, o)| o.current.object(k))
-            .collect();
+        {
+            if objects.len() > limit {
+                break;
+            }
+            if selects(selector, &o.current)? {
+                objects.push(o.current.object(k));
+            }
+        }
         let next = if objects.len() > limit {
             objects.truncate(limit);
-            objects.last().map(|o| o.name.clone())
+            objects.last().map(|o: &Object| o.name.clone())
         } else {
             None
         };
@@ -420,6 +438,73 @@ impl Store for MemoryStore {
             .take(usize::try_from(limit).unwrap_or(usize::MAX))
             .count();
         Ok(counted as u64)
+    }
+}
+
+/// Whether `selector` selects an object in this state: its labels, then
+/// its value's containment. A stored value is always valid JSON; failing
+/// to read one back is reported, never taken for "no match".
+fn selects(selector: &Selector, current: &Current) -> Result<bool, StoreError> {
+    let labels = selector
+        .labels
+        .iter()
+        .all(|(name, value)| current.meta.labels.get(name) == Some(value));
+    if !labels {
+        return Ok(false);
+    }
+    let Some(contains) = &selector.contains else {
+        return Ok(true);
+    };
+    let value: serde_json::Value = serde_json::from_str(&current.value).map_err(|e| {
+        StoreError::Unavailable(format!(
+            "a stored value is not JSON ({e}); the store is corrupt"
+        ))
+    })?;
+    Ok(json_contains(&value, contains))
+}
+
+/// PostgreSQL's `jsonb @> jsonb`: whether `value` contains `query` (see
+/// [`Selector`]). At the top level only, an array contains a scalar it
+/// has as an element.
+pub(crate) fn json_contains(value: &serde_json::Value, query: &serde_json::Value) -> bool {
+    use serde_json::Value;
+    match (value, query) {
+        (
+            Value::Array(items),
+            Value::Null | Value::Bool(_) | Value::Number(_) | Value::String(_),
+        ) => items.iter().any(|item| contained(item, query)),
+        _ => contained(value, query),
+    }
+}
+
+/// Containment below the top level: containers of the same type
+/// recursively, scalars by equality, nothing across types.
+fn contained(value: &serde_json::Value, query: &serde_json::Value) -> bool {
+    use serde_json::Value;
+    match (value, query) {
+        (Value::Object(have), Value::Object(want)) => want
+            .iter()
+            .all(|(key, wanted)| have.get(key).is_some_and(|had| contained(had, wanted))),
+        (Value::Array(have), Value::Array(want)) => want
+            .iter()
+            .all(|wanted| have.iter().any(|had| contained(had, wanted))),
+        (Value::Object(_) | Value::Array(_), _) | (_, Value::Object(_) | Value::Array(_)) => false,
+        (Value::Number(a), Value::Number(b)) => same_number(a, b),
+        (a, b) => a == b,
+    }
+}
+
+/// Numbers compare by value, as PostgreSQL's `numeric` does (`1` equals
+/// `1.0` and `1e0`): integers exactly, anything else as a double.
+fn same_number(a: &serde_json::Number, b: &serde_json::Number) -> bool {
+    let whole = |n: &serde_json::Number| {
+        n.as_i64()
+            .map(i128::from)
+            .or_else(|| n.as_u64().map(i128::from))
+    };
+    match (whole(a), whole(b)) {
+        (Some(a), Some(b)) => a == b,
+        _ => a.as_f64() == b.as_f64(),
     }
 }
 

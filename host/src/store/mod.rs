@@ -463,6 +463,45 @@ pub struct Committed {
     pub event_seqs: Vec<u64>,
 }
 
+/// Which objects of a kind a list returns: every label named must be present with that value,
+/// and the value must contain `contains` (JSON containment, PostgreSQL's `@>` semantics:
+/// objects match recursively, arrays match if every element given is contained).
+///
+/// The empty selector (the default) selects every object of the kind. A
+/// selector is checked before it is used ([`StoreError::Invalid`] or
+/// [`StoreError::TooLarge`]): at most [`crate::limits::MAX_SELECTOR_LABELS`]
+/// labels, each of the syntax an object's labels have (a selector naming
+/// a label no object can carry is refused rather than matching nothing),
+/// and a `contains` of at most [`crate::limits::MAX_SELECTOR_CONTAINS_BYTES`]
+/// as compact JSON, nested at most
+/// [`crate::limits::MAX_SELECTOR_CONTAINS_DEPTH`] deep.
+///
+/// Containment in detail, the same on both backends: an object contains
+/// an object if it has each of its keys with a value that contains the
+/// given one; an array contains an array if each element given is
+/// contained in some element of it (order and repetition do not matter);
+/// scalars contain only equal scalars (numbers compare by value, `1` equals
+/// `1.0`); a value never contains a value of another type, with one
+/// exception at the top level only: an array contains a scalar it has as
+/// an element (`["a", "b"]` contains `"a"`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Selector {
+    /// Labels the object must carry, each with exactly this value (an
+    /// empty value matches a label set to the empty string, not an absent
+    /// one).
+    pub labels: std::collections::BTreeMap<String, String>,
+    /// JSON the object's value must contain; `None` places no condition
+    /// on the value.
+    pub contains: Option<serde_json::Value>,
+}
+
+impl Selector {
+    /// No condition: every object of the kind.
+    pub fn is_empty(&self) -> bool {
+        self.labels.is_empty() && self.contains.is_none()
+    }
+}
+
 /// A page of objects.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Page {
@@ -549,6 +588,33 @@ pub trait Store: Send + Sync + 'static {
         after: Option<&str>,
         limit: usize,
     ) -> Result<Page, StoreError>;
+
+    /// List the objects of a kind that `selector` selects, in name order
+    /// after `after`, at most `limit` (capped at
+    /// [`crate::limits::MAX_PAGE_SIZE`], 0 for the default), like
+    /// [`Store::list`]: `next` is the last name of the page when more may
+    /// follow. An empty selector lists exactly what [`Store::list`] does.
+    /// Both backends serve it from an index (PostgreSQL: GIN indexes on the
+    /// labels and on the value; see [`postgres`]).
+    ///
+    /// The default serves the empty selector through [`Store::list`] and
+    /// refuses any other: a store must serve selectors itself (wrappers
+    /// pass them on).
+    async fn list_selected(
+        &self,
+        cluster: &str,
+        kind: &str,
+        selector: &Selector,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Page, StoreError> {
+        if selector.is_empty() {
+            return self.list(cluster, kind, after, limit).await;
+        }
+        Err(StoreError::Unavailable(format!(
+            "this store does not serve selective lists (kind {kind} in cluster {cluster})"
+        )))
+    }
 
     /// Apply `ops` and append `events` in one transaction that first checks
     /// `fence` (lease row FOR KEY SHARE: holder, epoch, unexpired), and records

@@ -97,6 +97,7 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use tokio::sync::watch;
 use tokio_postgres::Row;
+use tokio_postgres::types::{ToSql, Type};
 
 use crate::authority::AuthorityError;
 use crate::authority::fence_check::{
@@ -109,10 +110,12 @@ use crate::limits::{LOST_CREATE_RETRIES, MAX_COLLECTED_PER_COMMIT};
 
 use super::plan::{Batch, Current, Deleting, Plan, Planned, api_batch, written};
 use super::postgres_feed::{Feed, HIGH_WATER_SQL, Mark, high_water};
-use super::validate::{check_change_request, check_cluster, check_key, page_limit};
+use super::validate::{
+    check_change_request, check_cluster, check_key, check_list_request, page_limit,
+};
 use super::{
     ApiWrite, Change, ChangeKind, ChangePage, Committed, Event, Metadata, NewEvent, Object,
-    ObjectKey, Op, Origin, Page, Store, StoreError, Written,
+    ObjectKey, Op, Origin, Page, Selector, Store, StoreError, Written,
 };
 
 /// Step 3: the position floor. A shared advisory transaction lock in the
@@ -277,14 +280,17 @@ SELECT r.revision, r.at,
 /// What a write reads about the database it reaches (see
 /// [`PostgresStore::pin_database`]): its uuid, the server's system
 /// identifier, the database's oid and name, whether the server is in
-/// recovery, and the newest schema migration applied.
+/// recovery, the newest schema migration applied, and the WAL timeline
+/// (none in recovery).
 const DATABASE_ID_SQL: &str = "
 SELECT d.id,
        (SELECT system_identifier FROM pg_control_system()),
        (SELECT oid FROM pg_database WHERE datname = current_database())::int8,
        current_database()::text,
        pg_is_in_recovery(),
-       (SELECT max(version) FROM leasehold_migrations)
+       (SELECT max(version) FROM leasehold_migrations),
+       CASE WHEN pg_is_in_recovery() THEN NULL
+            ELSE ('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::int8 END
   FROM leasehold_database d";
 
 const GET_SQL: &str = concat!(
@@ -296,17 +302,55 @@ SELECT ",
  WHERE o.cluster = $1::text AND o.kind = $2::text AND o.name = $3::text"
 );
 
-// Names compare in the `C` collation (migration 3), the byte order the
-// memory backend uses; '' sorts before every valid name.
-const LIST_SQL: &str = concat!(
-    "
+/// A list of a kind's objects after a cursor, in name order, with the
+/// selector's conditions (if any) between the key range and the order.
+/// Names compare in the `C` collation (migration 3), the byte order the
+/// memory backend uses; '' sorts before every valid name.
+macro_rules! list_sql {
+    ($($condition:literal),*) => {
+        concat!(
+            "
 SELECT o.name, ",
-    state_columns!(),
-    "
+            state_columns!(),
+            "
   FROM leasehold_objects o
- WHERE o.cluster = $1::text AND o.kind = $2::text AND o.name > $3::text
+ WHERE o.cluster = $1::text AND o.kind = $2::text AND o.name > $3::text",
+            $($condition,)*
+            "
  ORDER BY o.name
  LIMIT $4::int8"
+        )
+    };
+}
+
+const LIST_SQL: &str = list_sql!();
+
+/// Selective lists, one statement per shape of selector (an absent
+/// condition is not a neutral `@> '{}'`: that would scan a whole GIN
+/// index, and `{}` is not contained in an array or scalar value), each
+/// run unnamed so that it is planned for the selector's values. Labels use
+/// `leasehold_objects_labels` (migration 8), containment of the value the
+/// expression index `leasehold_objects_value` on `(value::jsonb)`
+/// (migration 12): the condition is written exactly as that expression so
+/// the planner can use it. Where a condition matches most of a kind, the
+/// planner may walk the primary key in name order instead and stop at the
+/// page's end; both plans answer the same rows.
+pub(super) const LIST_LABELS_SQL: &str = list_sql!(
+    "
+   AND o.labels @> $5::jsonb"
+);
+
+/// See [`LIST_LABELS_SQL`].
+pub(super) const LIST_CONTAINS_SQL: &str = list_sql!(
+    "
+   AND (o.value::jsonb) @> $5::jsonb"
+);
+
+/// See [`LIST_LABELS_SQL`].
+pub(super) const LIST_SELECTED_SQL: &str = list_sql!(
+    "
+   AND o.labels @> $5::jsonb
+   AND (o.value::jsonb) @> $6::jsonb"
 );
 
 /// Bounded by the limit inside, so the primary key's index is scanned at
@@ -347,7 +391,7 @@ pub struct PostgresStore {
     feed: std::sync::Arc<Feed>,
     /// The database every write must find itself in (see
     /// [`PostgresStore::pin_database`]).
-    pinned: std::sync::OnceLock<crate::authority::PinnedDatabase>,
+    pinned: std::sync::OnceLock<crate::authority::WritePin>,
     #[cfg(test)]
     pub(super) before_commit: Option<tests_hook::BeforeCommit>,
 }
@@ -463,7 +507,8 @@ impl PostgresStore {
     /// [`crate::authority::DatabaseIdentity`]: its uuid, the server's
     /// system identifier and the database's oid, and no schema newer than
     /// this host knows), or at least this uuid. Every write through a
-    /// server in recovery is refused too. A pool reconnects on its own,
+    /// server in recovery is refused too, and through a server on a lower
+    /// timeline than writes found before (a former primary). A pool reconnects on its own,
     /// and a connection string that now reaches another database (a DNS
     /// change, a restore or a template copy put in the original's place, a
     /// standby) would otherwise have API writes acknowledged into it until
@@ -471,7 +516,7 @@ impl PostgresStore {
     /// write's first flight, not a round trip. Pinning twice keeps the
     /// first pin.
     pub fn pin_database(&self, pin: impl Into<crate::authority::PinnedDatabase>) {
-        let _ = self.pinned.set(pin.into());
+        let _ = self.pinned.set(crate::authority::WritePin::new(pin.into()));
     }
 
     /// The database this store writes to.
@@ -699,6 +744,9 @@ impl PostgresStore {
                 database_name: row.get(3),
                 in_recovery: row.get(4),
                 schema_version: row.get(5),
+                timeline: row
+                    .get::<_, Option<i64>>(6)
+                    .and_then(|t| u32::try_from(t).ok()),
             };
             match pinned.refusal(&found) {
                 None => Ok(()),
@@ -1246,23 +1294,69 @@ impl Store for PostgresStore {
         after: Option<&str>,
         limit: usize,
     ) -> Result<Page, StoreError> {
-        check_cluster(cluster)?;
-        crate::names::check_label("object kind", kind)?;
-        if let Some(after) = after {
-            crate::names::check_label("list cursor", after)?;
-        }
+        self.list_selected(cluster, kind, &Selector::default(), after, limit)
+            .await
+    }
+
+    async fn list_selected(
+        &self,
+        cluster: &str,
+        kind: &str,
+        selector: &Selector,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Page, StoreError> {
+        check_list_request(cluster, kind, after, selector)?;
         let limit = page_limit(limit);
         let after = after.unwrap_or_default();
         // One more than asked tells whether another page exists.
         let fetch = limit as i64 + 1;
+        let labels = (!selector.labels.is_empty()).then(|| {
+            serde_json::Value::Object(
+                selector
+                    .labels
+                    .iter()
+                    .map(|(k, v)| (k.clone(), serde_json::Value::String(v.clone())))
+                    .collect(),
+            )
+        });
+        let conditions: Vec<(&(dyn ToSql + Sync), Type)> = match (&labels, &selector.contains) {
+            (None, None) => Vec::new(),
+            (Some(labels), None) => vec![(labels, Type::JSONB)],
+            (None, Some(contains)) => vec![(contains, Type::JSONB)],
+            (Some(labels), Some(contains)) => {
+                vec![(labels, Type::JSONB), (contains, Type::JSONB)]
+            }
+        };
         let client = self.client().await?;
-        let rows = bounded(&self.db, async {
-            let statement = client.prepare_cached(LIST_SQL).await?;
-            client
-                .query(&statement, &[&cluster, &kind, &after, &fetch])
-                .await
-        })
-        .await
+        let rows = if conditions.is_empty() {
+            bounded(&self.db, async {
+                let statement = client.prepare_cached(LIST_SQL).await?;
+                client
+                    .query(&statement, &[&cluster, &kind, &after, &fetch])
+                    .await
+            })
+            .await
+        } else {
+            // Unnamed, and so planned for this selector's own values, in
+            // the same one round trip: whether the GIN index or the name
+            // order is the cheaper way depends on how many objects match
+            // (`{"status": "pending"}` among mostly finished tasks, or the
+            // reverse), which a cached generic plan could not know.
+            let sql = match (&labels, &selector.contains) {
+                (Some(_), None) => LIST_LABELS_SQL,
+                (None, Some(_)) => LIST_CONTAINS_SQL,
+                _ => LIST_SELECTED_SQL,
+            };
+            let mut params: Vec<(&(dyn ToSql + Sync), Type)> = vec![
+                (&cluster, Type::TEXT),
+                (&kind, Type::TEXT),
+                (&after, Type::TEXT),
+                (&fetch, Type::INT8),
+            ];
+            params.extend(conditions);
+            bounded(&self.db, client.query_typed(sql, &params)).await
+        }
         .map_err(unavailable)?;
         let mut objects: Vec<Object> = rows
             .iter()

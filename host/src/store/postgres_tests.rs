@@ -1050,3 +1050,115 @@ async fn a_watcher_wakes_once_a_held_commit_ends() {
         .unwrap();
     assert!(later.version < last);
 }
+
+/// The plan a selective list statement gets for these values, as JSON
+/// text (run unnamed, as the store runs it).
+async fn list_plan(db: &Database, sql: &str, conditions: &[&serde_json::Value]) -> String {
+    use tokio_postgres::types::{ToSql, Type};
+    let client = db.client().await.unwrap();
+    let (cluster, kind, after, fetch) = (CLUSTER, "tasks", "", 101i64);
+    let mut params: Vec<(&(dyn ToSql + Sync), Type)> = vec![
+        (&cluster, Type::TEXT),
+        (&kind, Type::TEXT),
+        (&after, Type::TEXT),
+        (&fetch, Type::INT8),
+    ];
+    params.extend(
+        conditions
+            .iter()
+            .map(|c| (*c as &(dyn ToSql + Sync), Type::JSONB)),
+    );
+    let rows = client
+        .query_typed(&format!("EXPLAIN (FORMAT JSON) {sql}"), &params)
+        .await
+        .unwrap();
+    rows.iter()
+        .map(|r| r.get::<_, serde_json::Value>(0).to_string())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn selective_lists_are_served_by_the_gin_indexes() {
+    use super::postgres::{LIST_CONTAINS_SQL, LIST_LABELS_SQL, LIST_SELECTED_SQL};
+    let f = fixture().await;
+    // 5,000 tasks, about 1% pending and 2% of each team, spread without
+    // relation to their names or values (md5), as a backlog looks.
+    f.db.client()
+        .await
+        .unwrap()
+        .batch_execute(
+            "INSERT INTO leasehold_objects (cluster, kind, name, version, value, updated_at, labels)
+             SELECT 'c1', 'tasks', 't' || i, i,
+                    jsonb_build_object(
+                        'n', i,
+                        'status', CASE WHEN md5(i::text) < '03' THEN 'pending' ELSE 'done' END
+                    )::text,
+                    now(),
+                    jsonb_build_object('team', 'team-' || (i % 50))
+               FROM generate_series(1, 5000) AS i;
+             ANALYZE leasehold_objects;",
+        )
+        .await
+        .unwrap();
+    let pending = serde_json::json!({"status": "pending"});
+    let team = serde_json::json!({"team": "team-7"});
+    let plans = [
+        (
+            "labels",
+            list_plan(&f.db, LIST_LABELS_SQL, &[&team]).await,
+            "leasehold_objects_labels",
+        ),
+        (
+            "contains",
+            list_plan(&f.db, LIST_CONTAINS_SQL, &[&pending]).await,
+            "leasehold_objects_value",
+        ),
+    ];
+    for (what, plan, index) in &plans {
+        assert!(
+            plan.contains(index),
+            "a {what} selector's plan does not use {index}: {plan}"
+        );
+    }
+    let both = list_plan(&f.db, LIST_SELECTED_SQL, &[&team, &pending]).await;
+    assert!(
+        both.contains("leasehold_objects_labels") || both.contains("leasehold_objects_value"),
+        "a combined selector's plan uses neither GIN index: {both}"
+    );
+    // And the store answers what the table holds, page by page.
+    let expected: Vec<String> =
+        f.db.client()
+            .await
+            .unwrap()
+            .query(
+                "SELECT name FROM leasehold_objects
+              WHERE kind = 'tasks' AND value::jsonb @> '{\"status\": \"pending\"}'
+              ORDER BY name",
+                &[],
+            )
+            .await
+            .unwrap()
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+    assert!(expected.len() > 20, "about 1% of 5,000 are pending");
+    let selector = super::Selector {
+        labels: Default::default(),
+        contains: Some(pending),
+    };
+    let mut listed: Vec<String> = Vec::new();
+    let mut after: Option<String> = None;
+    loop {
+        let page = f
+            .store
+            .list_selected(CLUSTER, "tasks", &selector, after.as_deref(), 16)
+            .await
+            .unwrap();
+        listed.extend(page.objects.into_iter().map(|o| o.name));
+        match page.next {
+            Some(next) => after = Some(next),
+            None => break,
+        }
+    }
+    assert_eq!(listed, expected);
+}

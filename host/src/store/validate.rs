@@ -8,11 +8,12 @@
 use crate::limits::{
     DEFAULT_PAGE_SIZE, MAX_EVENT_MESSAGE_BYTES, MAX_EVENT_REASON_BYTES, MAX_EVENTS_PER_COMMIT,
     MAX_FINALIZER_BYTES, MAX_FINALIZERS, MAX_LABEL_KEY_BYTES, MAX_LABEL_VALUE_BYTES, MAX_LABELS,
-    MAX_OPS_PER_COMMIT, MAX_PAGE_SIZE, MAX_VALUE_BYTES,
+    MAX_OPS_PER_COMMIT, MAX_PAGE_SIZE, MAX_SELECTOR_CONTAINS_BYTES, MAX_SELECTOR_CONTAINS_DEPTH,
+    MAX_SELECTOR_LABELS, MAX_VALUE_BYTES,
 };
 use crate::names::{NameError, check_holder, check_label};
 
-use super::{Metadata, NewEvent, ObjectKey, StoreError};
+use super::{Metadata, NewEvent, ObjectKey, Selector, StoreError};
 
 impl From<NameError> for StoreError {
     fn from(error: NameError) -> Self {
@@ -230,6 +231,105 @@ pub(crate) fn check_change_request(cluster: &str, kinds: &[String]) -> Result<()
         crate::names::check_label("watched kind", kind)?;
     }
     Ok(())
+}
+
+/// A list's cluster, kind, cursor and selector, checked alike by every
+/// backend. Every problem with a selector is [`StoreError::Invalid`] and
+/// names the kind: a selector is a question, not stored data, so even one
+/// over a bound is a bad request rather than a write too large.
+pub(crate) fn check_list_request(
+    cluster: &str,
+    kind: &str,
+    after: Option<&str>,
+    selector: &Selector,
+) -> Result<(), StoreError> {
+    check_cluster(cluster)?;
+    check_label("object kind", kind)?;
+    if let Some(after) = after {
+        check_label("list cursor", after)?;
+    }
+    check_selector(kind, selector)
+}
+
+/// A selector: at most [`MAX_SELECTOR_LABELS`] labels of the syntax object
+/// labels have, and a `contains` of at most [`MAX_SELECTOR_CONTAINS_BYTES`]
+/// (compact JSON) nested at most [`MAX_SELECTOR_CONTAINS_DEPTH`] deep.
+pub(crate) fn check_selector(kind: &str, selector: &Selector) -> Result<(), StoreError> {
+    if selector.labels.len() > MAX_SELECTOR_LABELS {
+        return Err(StoreError::Invalid(format!(
+            "selector for kind {kind} names {} labels; the limit is {MAX_SELECTOR_LABELS}",
+            selector.labels.len()
+        )));
+    }
+    for (name, value) in &selector.labels {
+        if !qualified(name, MAX_LABEL_KEY_BYTES) {
+            return Err(StoreError::Invalid(format!(
+                "selector for kind {kind}: label key {:?} must be 1 to {MAX_LABEL_KEY_BYTES} ASCII letters, digits, '-', '_', '.' or '/', beginning and ending with a letter or digit",
+                shown(name)
+            )));
+        }
+        if !label_value(value) {
+            return Err(StoreError::Invalid(format!(
+                "selector for kind {kind}: label {name} has value {:?}; a label value is empty or 1 to {MAX_LABEL_VALUE_BYTES} ASCII letters, digits, '-', '_' or '.', beginning and ending with a letter or digit",
+                shown(value)
+            )));
+        }
+    }
+    if let Some(contains) = &selector.contains {
+        if exceeds_depth(contains, MAX_SELECTOR_CONTAINS_DEPTH) {
+            return Err(StoreError::Invalid(format!(
+                "selector for kind {kind}: contains is nested more than {MAX_SELECTOR_CONTAINS_DEPTH} arrays or objects deep"
+            )));
+        }
+        let mut size = BoundedSize {
+            written: 0,
+            max: MAX_SELECTOR_CONTAINS_BYTES,
+        };
+        if serde_json::to_writer(&mut size, contains).is_err() {
+            return Err(StoreError::Invalid(format!(
+                "selector for kind {kind}: contains is over {MAX_SELECTOR_CONTAINS_BYTES} bytes of compact JSON"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Whether `value` nests arrays and objects more than `max` deep (a
+/// scalar is depth 0). Descends no further than `max + 1`, so a value of
+/// any depth is judged without deep recursion.
+fn exceeds_depth(value: &serde_json::Value, max: usize) -> bool {
+    let children: Box<dyn Iterator<Item = &serde_json::Value>> = match value {
+        serde_json::Value::Array(items) => Box::new(items.iter()),
+        serde_json::Value::Object(map) => Box::new(map.values()),
+        _ => return false,
+    };
+    if max == 0 {
+        return true;
+    }
+    children
+        .into_iter()
+        .any(|child| exceeds_depth(child, max - 1))
+}
+
+/// A writer that only counts, and fails once past `max` bytes: measures
+/// compact JSON without building it whole.
+struct BoundedSize {
+    written: usize,
+    max: usize,
+}
+
+impl std::io::Write for BoundedSize {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.written += buf.len();
+        if self.written > self.max {
+            return Err(std::io::Error::other("over the bound"));
+        }
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }
 
 /// The page size actually served: 0 asks for the default, anything above
