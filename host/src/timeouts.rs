@@ -161,6 +161,12 @@ declare_timeouts! {
     /// of the write throughput at 8 writers. Other processes see a commit
     /// at most this much later.
     FEED_NOTIFY_INTERVAL = Duration::from_millis(5);
+    /// How long `leasehold run` keeps retrying, with backoff, a database
+    /// that is unreachable or drops its connections while the host starts
+    /// (a restart or failover in progress, sessions terminated), before it
+    /// exits with the error. A refusal (wrong database, newer schema, bad
+    /// URL) is not retried.
+    STARTUP_DATABASE_RETRY = Duration::from_secs(15);
 
     // Floors and ceilings of the configurable durations. `leasehold check`
     // refuses a value outside them, naming the key, the bound and the

@@ -366,6 +366,67 @@ async fn readiness_follows_the_database_without_a_restart() {
     .await;
 }
 
+/// A database that refuses connections while the host starts is retried
+/// (bounded by `STARTUP_DATABASE_RETRY`): the host starts once it comes
+/// back, instead of exiting at its first refused connection.
+#[tokio::test]
+async fn a_database_down_while_the_host_starts_is_waited_for() {
+    let db = TestDatabase::create().await;
+    let upstream = url::Url::parse(db.url()).unwrap();
+    let upstream_addr: std::net::SocketAddr = format!(
+        "{}:{}",
+        upstream
+            .host_str()
+            .unwrap()
+            .replace("localhost", "127.0.0.1"),
+        upstream.port().unwrap_or(5432)
+    )
+    .parse()
+    .unwrap();
+    let proxy = FaultProxy::start(upstream_addr).await;
+    proxy.set(Mode::Reset);
+    let mut proxied = upstream.clone();
+    proxied.set_port(Some(proxy.addr().port())).unwrap();
+    proxied.set_host(Some("127.0.0.1")).unwrap();
+    let dir = TempDir::new();
+    let port = free_port();
+    let mut replica = Replica::start(
+        dir.path(),
+        "a",
+        port,
+        &config(&cluster(), "replica-a", port, proxied.as_str()),
+    );
+    // The host has met the refusal and is retrying (not exited).
+    eventually(
+        "the host retrying the database while it starts",
+        Duration::from_secs(30),
+        || {
+            let log = replica.log();
+            async move { log.contains("retrying").then_some(()) }
+        },
+    )
+    .await;
+    assert!(
+        replica.running(),
+        "the host exited:\n{}",
+        replica.log_tail(20)
+    );
+    proxy.set(Mode::Pass);
+    replica.wait_healthy(Duration::from_secs(30)).await;
+    eventually(
+        "ready once the database is back",
+        Duration::from_secs(20),
+        || {
+            let addr = replica.addr.clone();
+            async move {
+                let r = http::get(&addr, "/readyz").await.ok()?;
+                (r.status == 200).then_some(())
+            }
+        },
+    )
+    .await;
+}
+
 /// `(epoch, held here)` of each lease the replica reports.
 async fn lease_epochs(replica: &Replica) -> Option<Vec<(String, i64, bool)>> {
     let leases = replica.leases().await?;

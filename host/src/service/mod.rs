@@ -101,43 +101,83 @@ pub async fn open_backends(config: &Config) -> Result<Backends, ServiceError> {
             })
         }
         Some(url) => {
-            let db = Database::new(url, config.database.max_connections)?;
-            let applied = db.migrate().await?;
-            if !applied.is_empty() {
-                tracing::info!(endpoint = db.endpoint(), ?applied, "applied migrations");
+            // A database that drops or refuses connections while the host
+            // starts (a restart, a failover, sessions terminated) is
+            // retried, with backoff, for a bounded time; a wrong database,
+            // a refused schema or a bad URL fails at once.
+            let started = tokio::time::Instant::now();
+            let mut delay = std::time::Duration::from_millis(100);
+            loop {
+                match open_postgres(config, url).await {
+                    Ok(backends) => return Ok(backends),
+                    Err(error)
+                        if unavailable(&error)
+                            && started.elapsed() + delay
+                                < crate::timeouts::STARTUP_DATABASE_RETRY =>
+                    {
+                        tracing::warn!(
+                            %error,
+                            retry_in = ?delay,
+                            "the database is unavailable while this host starts; retrying"
+                        );
+                        tokio::time::sleep(delay).await;
+                        delay = (delay * 2).min(std::time::Duration::from_secs(2));
+                    }
+                    Err(error) => return Err(error),
+                }
             }
-            // Renewals get connections of their own (issue 16, item 6).
-            let lease_db = db.sibling(
-                crate::limits::AUTHORITY_POOL_CONNECTIONS,
-                crate::db::AUTHORITY_APPLICATION,
-            )?;
-            let pools = vec![db.clone(), lease_db.clone()];
-            let authority =
-                PostgresAuthority::connect(lease_db, config.database.expected_identity()).await?;
-            // The liveness (claim) session and the release listener reach
-            // PostgreSQL itself, never a pooler (issue 16, item 1).
-            if let Some(session_url) = &config.database.session_url {
-                authority.use_session_url(session_url)?;
-            }
-            // Writes land only in the database just verified (no round
-            // trip: `connect` remembered the identity).
-            let identity = authority.verify().await?;
-            // Reads only (leases, history, identity): it never acquires, so
-            // it needs no verification of its own; the readiness probe
-            // compares what it reads with the identity verified above.
-            let api_authority =
-                PostgresAuthority::new(db.clone(), config.database.expected_identity());
-            let store = PostgresStore::new(db);
-            store.pin_database(&identity);
-            Ok(Backends {
-                api_authority: Arc::new(api_authority),
-                authority: Arc::new(authority),
-                store: Arc::new(store),
-                embedded: false,
-                pools,
-            })
         }
     }
+}
+
+/// Whether an error opening the PostgreSQL backends is the database being
+/// unreachable or dropping the connection (worth retrying while the host
+/// starts), rather than a refusal that retrying cannot change.
+fn unavailable(error: &ServiceError) -> bool {
+    matches!(
+        error,
+        ServiceError::Database(DbError::Unavailable { .. })
+            | ServiceError::Authority(AuthorityError::Unavailable { .. })
+    )
+}
+
+/// The PostgreSQL backends: migrated, identity verified, the store pinned
+/// to the verified database. One attempt of [`open_backends`].
+async fn open_postgres(config: &Config, url: &str) -> Result<Backends, ServiceError> {
+    let db = Database::new(url, config.database.max_connections)?;
+    let applied = db.migrate().await?;
+    if !applied.is_empty() {
+        tracing::info!(endpoint = db.endpoint(), ?applied, "applied migrations");
+    }
+    // Renewals get connections of their own (issue 16, item 6).
+    let lease_db = db.sibling(
+        crate::limits::AUTHORITY_POOL_CONNECTIONS,
+        crate::db::AUTHORITY_APPLICATION,
+    )?;
+    let pools = vec![db.clone(), lease_db.clone()];
+    let authority =
+        PostgresAuthority::connect(lease_db, config.database.expected_identity()).await?;
+    // The liveness (claim) session and the release listener reach
+    // PostgreSQL itself, never a pooler (issue 16, item 1).
+    if let Some(session_url) = &config.database.session_url {
+        authority.use_session_url(session_url)?;
+    }
+    // Writes land only in the database just verified (no round
+    // trip: `connect` remembered the identity).
+    let identity = authority.verify().await?;
+    // Reads only (leases, history, identity): it never acquires, so
+    // it needs no verification of its own; the readiness probe
+    // compares what it reads with the identity verified above.
+    let api_authority = PostgresAuthority::new(db.clone(), config.database.expected_identity());
+    let store = PostgresStore::new(db);
+    store.pin_database(&identity);
+    Ok(Backends {
+        api_authority: Arc::new(api_authority),
+        authority: Arc::new(authority),
+        store: Arc::new(store),
+        embedded: false,
+        pools,
+    })
 }
 
 /// Validate what `run` would run without leading anything: compile every
