@@ -12,6 +12,10 @@
 //!   the SDK, and a reload (SIGHUP) with new settings restarts the
 //!   controller so its next instance reads them; the guest reads the host's
 //!   wall clock.
+//! - A 0.2.0 guest reads an object's metadata, status, generation and
+//!   deletion mark through the host, and writes a finalizer, an owned
+//!   object with labels, a status at the generation it read and a check,
+//!   all through the fenced commit path and the store's own rules.
 
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -20,7 +24,7 @@ use leasehold_host::runtime::{
     CommitCounters, CompiledController, EngineConfig, GuestLimits, ReconcileReason, Reconciled,
     Runtime, Settings, WorldVersion,
 };
-use leasehold_host::store::{ObjectKey, Origin, Store};
+use leasehold_host::store::{ApiWrite, Metadata, ObjectKey, Origin, Store, Written};
 use leasehold_tests::process::{Replica, eventually, free_port, run_to_end};
 use leasehold_tests::{MemoryBackends, TempDir, guest, http};
 use serde_json::{Value, json};
@@ -111,7 +115,10 @@ async fn a_010_component_runs_unchanged_next_to_020_components() {
         unreachable!()
     };
     assert_eq!(old_guest.describe().await.unwrap().watches, ["notes"]);
-    assert_eq!(new_guest.describe().await.unwrap().watches, ["notes"]);
+    assert_eq!(
+        new_guest.describe().await.unwrap().watches,
+        ["notes", "items"]
+    );
     assert_eq!(raw_guest.describe().await.unwrap().watches, ["cmd"]);
 
     for name in ["a", "b"] {
@@ -269,6 +276,160 @@ async fn a_010_component_runs_unchanged_next_to_020_components() {
     assert_eq!(
         old_guest.reconcile("notes", "a").await.unwrap(),
         Reconciled::Done
+    );
+}
+
+/// The finalizer the v020 fixture keeps on its items.
+const HOLD: &str = "v020.test/hold";
+
+#[tokio::test]
+async fn a_020_guest_reads_metadata_and_status_and_writes_finalizers_status_and_checks() {
+    let compiled = load("items", "v020", GuestLimits::default());
+    let backends = MemoryBackends::new();
+    let store = backends.store.clone();
+    let grant = backends.grant(CLUSTER, compiled.name(), "host-a").await;
+    let mut guest = compiled
+        .instantiate(
+            grant.fence.clone(),
+            store.clone(),
+            Arc::new(CommitCounters::default()),
+            compiled.revocation(),
+        )
+        .await
+        .expect("instantiate");
+    let get = async |kind: &str, name: &str| store.get(CLUSTER, &key(kind, name)).await.unwrap();
+    let json = |text: &str| serde_json::from_str::<Value>(text).unwrap();
+
+    let gate = store
+        .put(CLUSTER, &key("gates", "main"), "{}", None)
+        .await
+        .unwrap()
+        .version;
+    let labels = Metadata {
+        labels: [("team".to_string(), "db".to_string())].into(),
+        ..Metadata::default()
+    };
+    store
+        .write(
+            CLUSTER,
+            &ApiWrite::Put {
+                key: key("items", "a"),
+                value: json!({ "gate_version": gate }).to_string(),
+                meta: Some(labels),
+                expected_version: None,
+            },
+        )
+        .await
+        .unwrap();
+
+    // First reconcile: it saw the labels, no finalizers, generation 1, no
+    // status; it added its finalizer, created an owned, labelled child and
+    // wrote the status at the generation the finalizer made.
+    assert_eq!(
+        guest.reconcile("items", "a").await.unwrap(),
+        Reconciled::Done
+    );
+    let seen = json(&get("seen", "a").await.expect("seen").value);
+    assert_eq!(seen["labels"], json!({ "team": "db" }));
+    assert_eq!(seen["finalizers"], json!([]));
+    assert_eq!(seen["owner"], Value::Null);
+    assert_eq!(
+        (seen["generation"].clone(), seen["status"].clone()),
+        (json!(1), Value::Null)
+    );
+    assert_eq!(seen["deleting"], false);
+    let item = get("items", "a").await.expect("item");
+    assert_eq!(item.meta.finalizers, [HOLD]);
+    assert_eq!(item.meta.labels["team"], "db", "labels kept by the guest");
+    assert_eq!(item.generation, 2);
+    assert_eq!(
+        item.status.as_deref().map(json),
+        Some(json!({ "phase": "held", "observed": 2 }))
+    );
+    assert_eq!(
+        store.written_by(CLUSTER, &key("items", "a")).unwrap(),
+        Some(Origin::Guest {
+            lease: "items".into(),
+            epoch: grant.fence.epoch,
+            holder: "host-a".into(),
+        })
+    );
+    let child = get("children", "a").await.expect("the owned child");
+    assert_eq!(child.meta.owner, Some(key("items", "a")));
+    assert_eq!(child.meta.labels["parent"], "a");
+
+    // Second reconcile: it reads back what it wrote, through the host.
+    assert_eq!(
+        guest.reconcile("items", "a").await.unwrap(),
+        Reconciled::Done
+    );
+    let seen = json(&get("seen", "a").await.expect("seen").value);
+    assert_eq!(seen["finalizers"], json!([HOLD]));
+    assert_eq!(seen["generation"], 2);
+    assert_eq!(seen["status"], json!({ "phase": "held", "observed": 2 }));
+
+    // The gate moves: the guest's check fails its whole commit.
+    store
+        .put(CLUSTER, &key("gates", "main"), r#"{"moved":true}"#, None)
+        .await
+        .unwrap();
+    let seen_before = get("seen", "a").await.expect("seen").version;
+    match guest.reconcile("items", "a").await.unwrap() {
+        Reconciled::Failed { message, .. } => {
+            assert!(message.contains("gates/main"), "{message}")
+        }
+        other => panic!("the check should fail the reconcile, got {other:?}"),
+    }
+    assert_eq!(
+        get("seen", "a").await.expect("seen").version,
+        seen_before,
+        "nothing of the checked commit was written"
+    );
+
+    // A user's delete: the finalizer holds the item, the owned child is
+    // collected at once; the guest sees the mark and lets the item go.
+    let gate = get("gates", "main").await.expect("gate").version;
+    store
+        .put(
+            CLUSTER,
+            &key("items", "a"),
+            &json!({ "gate_version": gate }).to_string(),
+            None,
+        )
+        .await
+        .unwrap();
+    let marked = store
+        .write(
+            CLUSTER,
+            &ApiWrite::Delete {
+                key: key("items", "a"),
+                expected_version: None,
+            },
+        )
+        .await
+        .unwrap();
+    let since = match marked {
+        Written::Marked(object) => object.deleting_since.expect("marked"),
+        other => panic!("the finalizer should hold the item, got {other:?}"),
+    };
+    assert!(
+        get("children", "a").await.is_none(),
+        "collected with its owner"
+    );
+    assert_eq!(
+        guest.reconcile("items", "a").await.unwrap(),
+        Reconciled::Done
+    );
+    let seen = json(&get("seen", "a").await.expect("seen").value);
+    assert_eq!(seen["deleting"], true);
+    assert_eq!(
+        seen["deleting_since_ms"],
+        json!(since.timestamp_millis()),
+        "the mark's time, in milliseconds"
+    );
+    assert!(
+        get("items", "a").await.is_none(),
+        "removing the last finalizer removed it"
     );
 }
 
