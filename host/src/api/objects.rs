@@ -25,7 +25,7 @@ use super::error::ApiError;
 use super::page::{self, ListPage};
 use crate::limits::{HTTP_BODY_BYTES, PUT_ATTEMPTS};
 use crate::names::check_label;
-use crate::store::{ApiWrite, Metadata, Object, ObjectKey, StoreError, Written};
+use crate::store::{ApiWrite, Metadata, Object, ObjectKey, Selector, StoreError, Written};
 use crate::telemetry::{self, TraceParent};
 use tracing::Instrument;
 
@@ -193,23 +193,93 @@ pub(super) async fn get(
     }
 }
 
-#[derive(Debug, Deserialize)]
-pub(super) struct ListQuery {
+/// The query of `GET /v1/objects/{kind}`: paging, and a selector.
+#[derive(Debug, Default)]
+struct ListQuery {
     after: Option<String>,
     limit: Option<String>,
+    selector: Selector,
+}
+
+impl ListQuery {
+    /// Read from the query's pairs (percent-decoded, in order): `after`,
+    /// `limit` and `contains` at most once each, `label=KEY=VALUE` any
+    /// number of times with each key once. Other parameters are ignored,
+    /// as by every list of the API. The selector's bounds and label syntax
+    /// are the store's to check (the same 400 whichever backend).
+    fn parse(pairs: Vec<(String, String)>) -> Result<Self, ApiError> {
+        let mut query = ListQuery::default();
+        let mut contains: Option<String> = None;
+        for (name, text) in pairs {
+            let once = |slot: &mut Option<String>, text: String| {
+                if slot.is_some() {
+                    return Err(ApiError::invalid(format!(
+                        "the query parameter {name} is given more than once"
+                    )));
+                }
+                *slot = Some(text);
+                Ok(())
+            };
+            match name.as_str() {
+                "after" => once(&mut query.after, text)?,
+                "limit" => once(&mut query.limit, text)?,
+                "contains" => once(&mut contains, text)?,
+                "label" => {
+                    let Some((key, value)) = text.split_once('=') else {
+                        return Err(ApiError::invalid(format!(
+                            "label {:?} must be KEY=VALUE (an empty VALUE selects the label set \
+                             to the empty string)",
+                            shown(&text)
+                        )));
+                    };
+                    if query.selector.labels.contains_key(key) {
+                        return Err(ApiError::invalid(format!(
+                            "label {:?} is selected more than once",
+                            shown(key)
+                        )));
+                    }
+                    query
+                        .selector
+                        .labels
+                        .insert(key.to_string(), value.to_string());
+                }
+                _ => {}
+            }
+        }
+        // The request line's own bound keeps the text short; its size as
+        // compact JSON and its depth are the store's to check.
+        if let Some(text) = contains {
+            let value = serde_json::from_str(&text).map_err(|e| {
+                ApiError::invalid(format!(
+                    "contains must be JSON (URL-encoded), such as {{\"status\":\"pending\"}}: {e}"
+                ))
+            })?;
+            query.selector.contains = Some(value);
+        }
+        Ok(query)
+    }
+}
+
+/// Text quoted into an error, cut short so a huge input stays out of it.
+fn shown(text: &str) -> String {
+    text.chars().take(80).collect()
 }
 
 /// `GET /v1/objects/{kind}`: one page of objects, by name.
 pub(super) type ObjectsPage = ListPage<ObjectView, String>;
 
+/// `GET /v1/objects/{kind}[?after=NAME][&limit=N][&label=KEY=VALUE...][&contains=JSON]`:
+/// one page of the kind's objects that carry every label given and whose
+/// value contains `contains` ([`Selector`]), in name order.
 pub(super) async fn list(
     State(shared): State<AppState>,
     kind: Result<Path<String>, PathRejection>,
-    query: Result<Query<ListQuery>, QueryRejection>,
+    query: Result<Query<Vec<(String, String)>>, QueryRejection>,
 ) -> Result<Json<ObjectsPage>, ApiError> {
     let Path(kind) = kind.map_err(|e| ApiError::invalid(e.body_text()))?;
-    let Query(query) = query.map_err(|e| ApiError::invalid(e.body_text()))?;
+    let Query(pairs) = query.map_err(|e| ApiError::invalid(e.body_text()))?;
     check_label("object kind", &kind)?;
+    let query = ListQuery::parse(pairs)?;
     if let Some(after) = query.after.as_deref() {
         check_label("object name (after)", after)?;
     }
@@ -217,7 +287,13 @@ pub(super) async fn list(
     let page = shared
         .api
         .store
-        .list(&shared.api.cluster, &kind, query.after.as_deref(), limit)
+        .list_selected(
+            &shared.api.cluster,
+            &kind,
+            &query.selector,
+            query.after.as_deref(),
+            limit,
+        )
         .await?;
     let items = page
         .objects

@@ -948,6 +948,198 @@ async fn objects_list_in_pages() {
         .assert_error(400, "invalid_request");
 }
 
+/// Percent-encode a query value: everything but the unreserved
+/// characters.
+fn encoded(text: &str) -> String {
+    text.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// The names of a list reply's items.
+fn item_names(page: &Value) -> Vec<String> {
+    page["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["name"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[tokio::test]
+async fn objects_list_by_labels_and_contained_json() {
+    let doc = super::openapi::check::document();
+    let h = host().await;
+    let objects = [
+        (
+            "a",
+            r#"{"status": "pending", "spec": {"cpu": 2}}"#,
+            r#"{"app": "web"}"#,
+        ),
+        (
+            "b",
+            r#"{"status": "done", "spec": {"cpu": 2}}"#,
+            r#"{"app": "web"}"#,
+        ),
+        (
+            "c",
+            r#"{"status": "pending", "tags": ["x", "y"]}"#,
+            r#"{"app": "db"}"#,
+        ),
+        (
+            "d",
+            r#"{"status": "pending"}"#,
+            r#"{"app": "web", "tier": "front"}"#,
+        ),
+        ("e", r#"["x", "y"]"#, r#"{}"#),
+    ];
+    for (name, value, labels) in objects {
+        let body = format!(r#"{{"value": {value}, "labels": {labels}}}"#);
+        let reply = put(
+            h.addr,
+            &format!("/v1/objects/tasks/{name}"),
+            &[OBJECT_WRITE],
+            &body,
+        )
+        .await;
+        assert_eq!(reply.status, 201, "{}", reply.text());
+    }
+    put(
+        h.addr,
+        "/v1/objects/nodes/a",
+        &[OBJECT_WRITE],
+        r#"{"value": {"status": "pending"}, "labels": {"app": "web"}}"#,
+    )
+    .await;
+
+    let list = |query: String| {
+        let addr = h.addr;
+        async move { get(addr, &format!("/v1/objects/tasks?{query}")).await }
+    };
+    let pending = encoded(r#"{"status":"pending"}"#);
+    let cases: Vec<(String, &[&str])> = vec![
+        ("label=app=web".into(), &["a", "b", "d"]),
+        ("label=app%3Dweb".into(), &["a", "b", "d"]),
+        ("label=app=web&label=tier=front".into(), &["d"]),
+        ("label=app=".into(), &[]),
+        (format!("contains={pending}"), &["a", "c", "d"]),
+        (
+            format!("contains={}", encoded(r#"{"spec": {"cpu": 2}}"#)),
+            &["a", "b"],
+        ),
+        (
+            format!("contains={}", encoded(r#"{"tags": ["y"]}"#)),
+            &["c"],
+        ),
+        (format!("contains={}", encoded(r#""x""#)), &["e"]),
+        (format!("label=app=web&contains={pending}"), &["a", "d"]),
+        // Unknown parameters are ignored, as by every list.
+        ("label=app=db&unknown=1".into(), &["c"]),
+    ];
+    for (query, expected) in cases {
+        let reply = list(query.clone()).await;
+        assert_eq!(reply.status, 200, "{query}: {}", reply.text());
+        assert_documented(&doc, "GET", "/v1/objects/{kind}", &reply);
+        let page = reply.json();
+        assert_eq!(item_names(&page), expected, "{query}");
+        assert_eq!(page["next"], Value::Null, "{query}");
+    }
+
+    // Paged like any list: `next` is the last name, passed as `after`
+    // with the same selector.
+    let mut seen = Vec::new();
+    let mut after: Option<String> = None;
+    loop {
+        let query = match &after {
+            Some(after) => format!("label=app=web&contains={pending}&limit=1&after={after}"),
+            None => format!("label=app=web&contains={pending}&limit=1"),
+        };
+        let page = list(query).await.json();
+        let names = item_names(&page);
+        assert!(names.len() <= 1);
+        seen.extend(names);
+        match page["next"].as_str() {
+            Some(next) => {
+                assert_eq!(Some(next), seen.last().map(String::as_str));
+                after = Some(next.to_string());
+            }
+            None => break,
+        }
+    }
+    assert_eq!(seen, ["a", "d"]);
+
+    // Bad selectors are 400s that say what is wrong.
+    let deep = format!("{}1{}", "[".repeat(17), "]".repeat(17));
+    let refused: Vec<(String, &str)> = vec![
+        ("label=app".into(), "KEY=VALUE"),
+        ("label=app=web&label=app=db".into(), "more than once"),
+        ("label=-app=web".into(), "label key"),
+        ("label=app=no%20spaces".into(), "has value"),
+        ("contains=pending".into(), "must be JSON"),
+        (
+            format!("contains={pending}&contains={pending}"),
+            "more than once",
+        ),
+        (format!("contains={}", encoded(&deep)), "nested more than"),
+        (
+            format!("contains={}", encoded(&format!("\"{}\"", "x".repeat(5000)))),
+            "bytes of compact JSON",
+        ),
+    ];
+    for (query, says) in refused {
+        let reply = list(query.clone()).await;
+        reply.assert_error(400, "invalid_request");
+        assert!(
+            reply.text().contains(says),
+            "{query}: {} lacks {says:?}",
+            reply.text()
+        );
+    }
+}
+
+#[test]
+fn the_document_states_the_selector_parameters_and_bounds() {
+    use crate::limits::{
+        MAX_SELECTOR_CONTAINS_BYTES, MAX_SELECTOR_CONTAINS_DEPTH, MAX_SELECTOR_LABELS,
+    };
+    let doc = super::openapi::check::document();
+    let listed: Vec<&str> = doc["paths"]["/v1/objects/{kind}"]["get"]["parameters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|p| p["$ref"].as_str())
+        .collect();
+    for wanted in [
+        "#/components/parameters/Label",
+        "#/components/parameters/Contains",
+    ] {
+        assert!(
+            listed.contains(&wanted),
+            "listObjects lacks {wanted}: {listed:?}"
+        );
+    }
+    let parameters = &doc["components"]["parameters"];
+    assert_eq!(parameters["Label"]["name"], "label");
+    assert_eq!(parameters["Contains"]["name"], "contains");
+    let label = parameters["Label"]["description"].as_str().unwrap();
+    assert!(
+        label.contains(&format!("at most {MAX_SELECTOR_LABELS}")),
+        "{label}"
+    );
+    let contains = parameters["Contains"]["description"].as_str().unwrap();
+    for figure in [
+        format!("at most {MAX_SELECTOR_CONTAINS_BYTES} bytes"),
+        format!("at most {MAX_SELECTOR_CONTAINS_DEPTH} arrays or objects deep"),
+    ] {
+        assert!(contains.contains(&figure), "{contains} lacks {figure:?}");
+    }
+}
+
 #[tokio::test]
 async fn writes_need_the_token_when_one_is_configured() {
     let h = host_with(Some("s3cret-token"), READINESS_PROBE_MAX_AGE).await;
