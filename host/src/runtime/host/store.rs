@@ -19,7 +19,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use crate::fence::{Fence, FenceCause};
 use crate::quota::{AdmitError, Quota, WriteQuota};
 use crate::runtime::Revocation;
-use crate::store::{Committed, NewEvent, Object, ObjectKey, Op, Page, Store, StoreError};
+use crate::store::{
+    Committed, NewEvent, Object, ObjectKey, Op, Page, Selector, Store, StoreError,
+};
 use crate::telemetry::{self, StoreCall, TraceParent};
 use tracing::Instrument;
 
@@ -200,6 +202,30 @@ impl StoreHost {
         }
         telemetry::outcome(&span, call_outcome(&result));
         result
+    }
+
+    /// `store.list-selected`: one page of the objects of a kind that
+    /// `selector` selects, in name order (the store checks the selector).
+    pub async fn list_selected_objects(
+        &mut self,
+        kind: String,
+        selector: Selector,
+        after: Option<String>,
+        limit: u32,
+    ) -> Result<Page, CallError> {
+        if self.revocation.is_revoked() {
+            return Err(self.revoked_error());
+        }
+        self.backend
+            .list_selected(
+                &self.fence.key.cluster,
+                &kind,
+                &selector,
+                after.as_deref(),
+                limit as usize,
+            )
+            .await
+            .map_err(to_call_error)
     }
 
     /// `store.commit`: apply `ops` and append `events` atomically, within

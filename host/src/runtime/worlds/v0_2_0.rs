@@ -18,7 +18,7 @@ use crate::runtime::host::settings::SettingsHost;
 use crate::runtime::host::store::{CallError, StoreHost};
 use crate::runtime::host::tenure::TenureHost;
 use crate::runtime::state::{GuestState, LoggingView, SettingsView, StoreView, TenureView};
-use crate::store::{Metadata, NewEvent, ObjectKey, Op};
+use crate::store::{Metadata, NewEvent, ObjectKey, Op, Selector};
 
 wasmtime::component::bindgen!({
     path: "../wit",
@@ -160,6 +160,41 @@ fn metadata(key: &ObjectKey, meta: types::Metadata) -> Result<Metadata, store::S
     })
 }
 
+/// The guest's selector as the store's: labels given twice and
+/// `contains` that is not JSON are refused naming the kind (the store
+/// checks the rest).
+fn selector(kind: &str, selector: store::Selector) -> Result<Selector, store::StoreError> {
+    let mut labels = std::collections::BTreeMap::new();
+    for (name, value) in selector.labels {
+        if labels.contains_key(&name) {
+            return Err(store::StoreError::Invalid(format!(
+                "selector for kind {kind}: label {name} is given twice"
+            )));
+        }
+        labels.insert(name, value);
+    }
+    let contains = selector
+        .contains
+        .map(|text| {
+            // Bounded before it is parsed, as a value is (the store bounds
+            // its compact form far lower).
+            if text.len() > crate::limits::MAX_VALUE_BYTES {
+                return Err(store::StoreError::Invalid(format!(
+                    "selector for kind {kind}: contains is {} bytes of JSON text; the limit is {}",
+                    text.len(),
+                    crate::limits::MAX_VALUE_BYTES
+                )));
+            }
+            serde_json::from_str(&text).map_err(|e| {
+                store::StoreError::Invalid(format!(
+                    "selector for kind {kind}: contains is not JSON: {e}"
+                ))
+            })
+        })
+        .transpose()?;
+    Ok(Selector { labels, contains })
+}
+
 fn key(kind: String, name: String) -> ObjectKey {
     ObjectKey { kind, name }
 }
@@ -238,6 +273,24 @@ impl store::Host for StoreHost {
     ) -> Result<store::ObjectPage, store::StoreError> {
         let page = self
             .list_objects(kind, after, limit)
+            .await
+            .map_err(wit_error)?;
+        Ok(store::ObjectPage {
+            objects: page.objects.into_iter().map(wit_object).collect(),
+            next: page.next,
+        })
+    }
+
+    async fn list_selected(
+        &mut self,
+        kind: String,
+        selector: store::Selector,
+        after: Option<String>,
+        limit: u32,
+    ) -> Result<store::ObjectPage, store::StoreError> {
+        let selector = self::selector(&kind, selector)?;
+        let page = self
+            .list_selected_objects(kind, selector, after, limit)
             .await
             .map_err(wit_error)?;
         Ok(store::ObjectPage {
