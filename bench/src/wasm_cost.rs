@@ -435,6 +435,11 @@ async fn native_on_store(
                 key: key(&k.kind, &k.name),
                 expected_version: version(&k.kind, &k.name)?,
             },
+            // The scheduler writes values only; anything else would make
+            // the native side's calls differ from the component's.
+            other => {
+                bail!("the native scheduler made an operation this part does not replay: {other:?}")
+            }
         });
     }
     let events: Vec<NewEvent> = record
