@@ -490,6 +490,9 @@ impl Telemetry {
             .with_location(false)
             .with_threads(false)
             .with_tracked_inactivity(false)
+            // Parents come from the tracing span tree; no OpenTelemetry
+            // context is attached on every poll of a traced future.
+            .with_context_activation(false)
             .with_target(false)
             .with_level(false);
         let filter = FilterFn::new(exported as fn(&Metadata<'_>) -> bool);
