@@ -10,7 +10,9 @@
 //! - after promotion the hosts lead again, at an epoch above every epoch
 //!   the former primary issued, the lost grant's included (the timeline
 //!   floor: `(timeline - 1) * 2^32 + 1`), so no fence token repeats;
-//! - the invariant checker finds nothing wrong in the promoted database.
+//! - the invariant checker finds nothing wrong in the promoted database;
+//! - the former primary, started again without being rewound, is refused
+//!   by a host that saw the new timeline.
 //!
 //! And copies are refused: a `pg_dump` restored into another database is
 //! not the database it came from, even with every row the same.
@@ -23,6 +25,7 @@ use leasehold_host::authority::{
 };
 use leasehold_host::db::Database;
 use leasehold_host::fence::LeaseKey;
+use leasehold_host::store::{ObjectKey, PostgresStore, Store as _};
 use leasehold_host::testing::TestDatabase;
 use leasehold_tests::faults::checker::{self, Ack};
 use leasehold_tests::http;
@@ -303,6 +306,34 @@ async fn a_failover_that_loses_a_grant_never_repeats_an_epoch() {
         }
         other => panic!("acquiring on a standby must be refused, got {other:?}"),
     }
+    // ... a write through it is refused in its own transaction, saying
+    // why (not merely failing as read-only) ...
+    let standby_store = PostgresStore::new(Database::new(&standby_url, 2).unwrap());
+    let id: uuid::Uuid = {
+        let (client, connection) = tokio_postgres::connect(&standby_url, tokio_postgres::NoTls)
+            .await
+            .unwrap();
+        tokio::spawn(connection);
+        client
+            .query_one("SELECT id FROM leasehold_database", &[])
+            .await
+            .unwrap()
+            .get(0)
+    };
+    standby_store.pin_database(id);
+    let key = ObjectKey {
+        kind: "tasks".into(),
+        name: "through-the-standby".into(),
+    };
+    let refused = standby_store
+        .put(&cluster, &key, "{}", None)
+        .await
+        .expect_err("a write through a standby")
+        .to_string();
+    assert!(
+        refused.contains("in recovery") && refused.contains("refusing to write"),
+        "{refused}"
+    );
     // ... and a host whose URL names only the standby refuses to start.
     let mut c = Replica::start_binary(
         binary(),
@@ -345,6 +376,69 @@ async fn a_failover_that_loses_a_grant_never_repeats_an_epoch() {
     let report = checker::check(&standby_url, &cluster, &acks).await;
     eprintln!("failover: {report}");
     report.assert_clean("failover");
+
+    // host-b writes on the promoted server (timeline 2) ...
+    create(&b.addr, "nodes", "n2", json!({"capacity": 1})).await;
+    // ... then the former primary is started again without being rewound: writable,
+    // on timeline 1, and first in host-b's URL. host-b saw timeline 2, so
+    // once its sessions end and it reconnects there, it writes nothing
+    // (an API write acknowledged there would be lost with the rewind).
+    {
+        let primary = primary.clone();
+        blocking(move || primary.start()).await;
+    }
+    let (admin, connection) = tokio_postgres::connect(&standby_url, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    let refused = eventually(
+        "host-b refuses a write once it reaches the former primary",
+        secs(30),
+        || async {
+            admin
+                .execute(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+                      WHERE datname = current_database() AND pid <> pg_backend_pid()",
+                    &[],
+                )
+                .await
+                .ok()?;
+            let name = format!("split-{}", uuid::Uuid::new_v4().simple());
+            let response = http::request_within(
+                secs(5),
+                &b.addr,
+                "PUT",
+                &format!("/v1/objects/tasks/{name}"),
+                &[("If-None-Match", "*")],
+                Some(r#"{"status": "pending"}"#),
+            )
+            .await
+            .ok()?;
+            assert_ne!(
+                response.status, 201,
+                "host-b wrote {name} into the former primary"
+            );
+            response
+                .body
+                .contains("former primary")
+                .then_some(response.body)
+        },
+    )
+    .await;
+    eprintln!("host-b at the former primary: {refused}");
+    let (old, connection) = tokio_postgres::connect(&primary_url, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    let split: i64 = old
+        .query_one(
+            "SELECT count(*) FROM leasehold_objects WHERE name LIKE 'split-%'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(split, 0, "nothing was written into the former primary");
     // The hosts stop before their database is dropped.
     drop((b, c, db));
 }

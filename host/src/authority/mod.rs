@@ -345,6 +345,8 @@ pub struct PinnedDatabase {
     /// The newest schema version this host knows, when pinned: a database
     /// a newer host migrated further is refused (upgrade this host).
     pub schema_version: Option<i32>,
+    /// The server's timeline when the identity was verified, if known.
+    pub timeline: Option<u32>,
 }
 
 impl From<uuid::Uuid> for PinnedDatabase {
@@ -354,6 +356,7 @@ impl From<uuid::Uuid> for PinnedDatabase {
             system_identifier: None,
             database_oid: None,
             schema_version: None,
+            timeline: None,
         }
     }
 }
@@ -365,6 +368,7 @@ impl From<&DatabaseIdentity> for PinnedDatabase {
             system_identifier: Some(identity.system_identifier),
             database_oid: Some(identity.database_oid),
             schema_version: Some(postgres::required_schema_version()),
+            timeline: identity.timeline,
         }
     }
 }
@@ -425,6 +429,70 @@ pub struct WriteTarget {
     pub in_recovery: bool,
     /// The newest schema migration applied.
     pub schema_version: Option<i32>,
+    /// The server's WAL timeline (`None` in recovery).
+    pub timeline: Option<u32>,
+}
+
+/// Record that database `(system_identifier, database_oid)` was seen on
+/// WAL `timeline`; returns why that server must be refused when this
+/// process saw the database on a higher timeline before: it is a former
+/// primary that a failover left behind (started again without being
+/// rewound), and what it acknowledges is lost with the rewind. Shared by
+/// the lease authority and the store of a process, so a host that renewed
+/// on the new primary refuses to write to the old one, and the other way
+/// round.
+pub fn sight_timeline(system_identifier: u64, database_oid: u32, timeline: u32) -> Option<String> {
+    static SEEN: std::sync::LazyLock<std::sync::Mutex<std::collections::HashMap<(u64, u32), u32>>> =
+        std::sync::LazyLock::new(Default::default);
+    let mut seen = SEEN
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let highest = seen
+        .entry((system_identifier, database_oid))
+        .or_insert(timeline);
+    let before = *highest;
+    *highest = before.max(timeline);
+    (timeline < before).then(|| {
+        format!(
+            "the server is on timeline {timeline} but this host saw this database on timeline \
+             {before}: it is a former primary that a failover left behind"
+        )
+    })
+}
+
+/// A store's [`PinnedDatabase`], judged with the timelines this process
+/// saw ([`sight_timeline`]).
+#[derive(Debug)]
+pub struct WritePin {
+    pinned: PinnedDatabase,
+}
+
+impl WritePin {
+    /// Start from `pinned` (and record its timeline, if known).
+    pub fn new(pinned: PinnedDatabase) -> Self {
+        if let (Some(sys), Some(oid), Some(timeline)) = (
+            pinned.system_identifier,
+            pinned.database_oid,
+            pinned.timeline,
+        ) {
+            sight_timeline(sys, oid, timeline);
+        }
+        Self { pinned }
+    }
+
+    /// Why a write must not go to the database that answered `found`
+    /// ([`PinnedDatabase::refusal`], and a timeline below the highest this
+    /// process saw); `None`: it may.
+    pub fn refusal(&self, found: &WriteTarget) -> Option<String> {
+        let mut problems: Vec<String> = self.pinned.refusal(found).into_iter().collect();
+        if let Some(timeline) = found.timeline
+            && let Some(former) =
+                sight_timeline(found.system_identifier, found.database_oid, timeline)
+        {
+            problems.push(former);
+        }
+        (!problems.is_empty()).then(|| problems.join("; "))
+    }
 }
 
 /// What the operator pinned: the host refuses to lead if the database

@@ -78,7 +78,6 @@ mod listener;
 mod tests;
 
 use std::future::Future;
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, LazyLock, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -360,9 +359,6 @@ struct Shared {
     /// reaches another Leasehold database would acquire there until the
     /// supervisors' periodic identity re-check caught up.)
     first: Mutex<Option<DatabaseIdentity>>,
-    /// The highest WAL timeline seen on this database (0: none yet). A
-    /// server on a lower one is a former primary a failover left behind.
-    timeline: AtomicU32,
     wakes: Arc<ReleaseWakes>,
     /// Started on the first `released` (or `dead_holder`) call; stopped
     /// when the last clone of the authority is dropped.
@@ -396,7 +392,6 @@ impl PostgresAuthority {
                 expected,
                 verified: Mutex::new(None),
                 first: Mutex::new(None),
-                timeline: AtomicU32::new(0),
                 wakes: Arc::new(ReleaseWakes::new()),
                 listener: Mutex::new(None),
                 session_config: Mutex::new(None),
@@ -485,7 +480,8 @@ impl PostgresAuthority {
 
     /// Check `identity` against the expectation, against the first
     /// identity this authority admitted (which the first call records) and
-    /// against the highest timeline it saw.
+    /// against the highest timeline this process saw
+    /// ([`super::sight_timeline`]).
     fn admit(&self, identity: &DatabaseIdentity) -> Result<(), AuthorityError> {
         self.shared.expected.verify(identity)?;
         let mut first = self
@@ -505,17 +501,14 @@ impl PostgresAuthority {
                 });
             }
         }
-        if let Some(timeline) = identity.timeline {
-            let seen = self.shared.timeline.fetch_max(timeline, Ordering::AcqRel);
-            if timeline < seen {
-                return Err(AuthorityError::WrongDatabase {
-                    endpoint: identity.endpoint.clone(),
-                    problems: format!(
-                        "the server is on timeline {timeline} but this host saw this database on \
-                         timeline {seen}: it is a former primary that a failover left behind"
-                    ),
-                });
-            }
+        if let Some(timeline) = identity.timeline
+            && let Some(former) =
+                super::sight_timeline(identity.system_identifier, identity.database_oid, timeline)
+        {
+            return Err(AuthorityError::WrongDatabase {
+                endpoint: identity.endpoint.clone(),
+                problems: former,
+            });
         }
         if first.is_none() {
             *first = Some(identity.clone());
@@ -739,6 +732,19 @@ impl Authority for PostgresAuthority {
             let row = client.query_opt(&statement, &[]).await?;
             let identity = identity_of(row.as_ref(), &endpoint)?;
             self.shared.db.sessions().note_read_only(identity.read_only);
+            if let Some(timeline) = identity.timeline
+                && let Some(former) = super::sight_timeline(
+                    identity.system_identifier,
+                    identity.database_oid,
+                    timeline,
+                )
+            {
+                return Err(AuthorityError::WrongDatabase {
+                    endpoint,
+                    problems: former,
+                }
+                .into());
+            }
             Ok(identity)
         })
         .await

@@ -1184,12 +1184,15 @@ async fn a_held_migration_lock_is_reported_naming_its_holder() {
         .await
         .unwrap()
         .get(0);
-    let error = test
-        .database(1)
-        .migrate_with(crate::db::MIGRATIONS, Duration::from_millis(200))
-        .await
-        .expect_err("the lock is held")
-        .to_string();
+    let error = tokio::time::timeout(
+        PROMPT,
+        test.database(1)
+            .migrate_with(crate::db::MIGRATIONS, Duration::from_millis(200)),
+    )
+    .await
+    .expect("the wait for the migration lock is bounded")
+    .expect_err("the lock is held")
+    .to_string();
     assert!(error.contains("holds the migration lock"), "{error}");
     assert!(error.contains(&format!("backend pid {pid}")), "{error}");
     migrating.rollback().await.unwrap();
