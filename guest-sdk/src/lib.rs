@@ -145,10 +145,11 @@ pub use limits::{
     MAX_EVENT_MESSAGE_BYTES, MAX_EVENT_REASON_BYTES, MAX_EVENTS_PER_COMMIT, MAX_FINALIZER_BYTES,
     MAX_FINALIZERS, MAX_HTTP_REQUEST_BODY_BYTES, MAX_HTTP_REQUESTS_PER_RECONCILE,
     MAX_HTTP_RESPONSE_BODY_BYTES, MAX_LABEL_KEY_BYTES, MAX_LABEL_LEN, MAX_LABEL_VALUE_BYTES,
-    MAX_LABELS, MAX_OPS_PER_COMMIT, MAX_PAGE_SIZE, MAX_SETTINGS_BYTES, MAX_VALUE_BYTES,
+    MAX_LABELS, MAX_OPS_PER_COMMIT, MAX_PAGE_SIZE, MAX_SELECTOR_CONTAINS_BYTES,
+    MAX_SELECTOR_CONTAINS_DEPTH, MAX_SELECTOR_LABELS, MAX_SETTINGS_BYTES, MAX_VALUE_BYTES,
 };
 pub use log::{Level, log};
-pub use object::{Api, Kind, Metadata, Object, ObjectKey, Page};
+pub use object::{Api, Kind, Metadata, Object, ObjectKey, Page, Selector};
 pub use retry::{DEFAULT_CONFLICT_ATTEMPTS, retry_on_conflict};
 pub use settings::{settings, settings_json};
 pub use transaction::{Committed, NewEvent, Op, Transaction};

@@ -201,6 +201,34 @@ pub const MAX_FINALIZER_BYTES: usize = 128;
 /// ```
 pub const MAX_COLLECTED_PER_COMMIT: usize = 1000;
 
+/// Most labels one selector may name ([`crate::Selector`]).
+///
+/// # Example
+///
+/// ```
+/// assert_eq!(leasehold_guest::MAX_SELECTOR_LABELS, leasehold_guest::MAX_LABELS);
+/// ```
+pub const MAX_SELECTOR_LABELS: usize = MAX_LABELS;
+
+/// Largest `contains` of a selector, in bytes of compact JSON.
+///
+/// # Example
+///
+/// ```
+/// assert_eq!(leasehold_guest::MAX_SELECTOR_CONTAINS_BYTES, 4 * 1024);
+/// ```
+pub const MAX_SELECTOR_CONTAINS_BYTES: usize = 4 * 1024;
+
+/// Deepest nesting of a selector's `contains`: a scalar is depth 0, each
+/// array or object around it one more.
+///
+/// # Example
+///
+/// ```
+/// assert_eq!(leasehold_guest::MAX_SELECTOR_CONTAINS_DEPTH, 16);
+/// ```
+pub const MAX_SELECTOR_CONTAINS_DEPTH: usize = 16;
+
 /// The limits a [`crate::FakeHost`] enforces. [`Limits::default`] is the
 /// host's defaults (the constants of this crate); a test can shrink them to
 /// reach a limit cheaply.

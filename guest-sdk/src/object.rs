@@ -21,7 +21,7 @@ use crate::sys::{self, RawObject};
 
 // An object's address and its metadata are wire types; they are
 // re-exported here, where the author meets them.
-pub use crate::sys::{Metadata, ObjectKey};
+pub use crate::sys::{Metadata, ObjectKey, Selector};
 
 /// A value type that is stored under one kind: `Api::<Task>::typed()`
 /// reads `T::KIND`, and [`crate::Transaction::create_typed`] and
@@ -517,10 +517,98 @@ impl<T: DeserializeOwned> Api<T> {
     /// # Ok::<(), leasehold_guest::Error>(())
     /// ```
     pub fn list_all(&self, max: usize) -> Result<Vec<Object<T>>, Error> {
+        self.collect_pages(max, |after| self.list(after, MAX_PAGE_SIZE))
+    }
+
+    /// List up to `limit` objects that `selector` selects (labels and JSON
+    /// containment in the value, see [`Selector`]), in name order, starting
+    /// after the name `after` (exclusive). Pass the page's `next` as
+    /// `after` with the same selector for the next page. The host serves it
+    /// from indexes instead of reading the whole kind.
+    ///
+    /// # Errors
+    ///
+    /// As [`Api::list`]; a selector over the host's bounds (see
+    /// [`Selector`]) is [`crate::StoreError::Invalid`].
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use leasehold_guest::{Api, FakeHost, Metadata, Selector};
+    /// use serde_json::{Value, json};
+    ///
+    /// let host = FakeHost::new();
+    /// let team = Metadata::new().label("team", "db");
+    /// host.seed_with("tasks", "a", &json!({ "status": "pending" }), &team);
+    /// host.seed_with("tasks", "b", &json!({ "status": "done" }), &team);
+    /// host.seed("tasks", "c", &json!({ "status": "pending" }));
+    ///
+    /// let pending = Selector::new().label("team", "db").contains(json!({ "status": "pending" }));
+    /// let page = Api::<Value>::new("tasks").list_selected(&pending, None, 10)?;
+    /// let names: Vec<_> = page.objects.iter().map(|o| o.name.as_str()).collect();
+    /// assert_eq!(names, ["a"]);
+    /// # Ok::<(), leasehold_guest::Error>(())
+    /// ```
+    pub fn list_selected(
+        &self,
+        selector: &Selector,
+        after: Option<&str>,
+        limit: u32,
+    ) -> Result<Page<T>, Error> {
+        let page = sys::list_selected(&self.kind, selector, after, limit)
+            .map_err(StoreError::from_wire)?;
+        let objects = page
+            .objects
+            .into_iter()
+            .map(decode)
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Page {
+            objects,
+            next: page.next,
+        })
+    }
+
+    /// Every object `selector` selects, page by page, failing with
+    /// [`Error::TooMany`] beyond `max` objects (as [`Api::list_all`]).
+    ///
+    /// # Errors
+    ///
+    /// As [`Api::list_selected`], and [`Error::TooMany`].
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use leasehold_guest::{Api, FakeHost, Selector};
+    /// use serde_json::json;
+    ///
+    /// let host = FakeHost::new();
+    /// for i in 0..5 {
+    ///     host.seed("tasks", &format!("t{i}"), &json!({ "even": i % 2 == 0 }));
+    /// }
+    /// let even = Selector::new().contains(json!({ "even": true }));
+    /// assert_eq!(Api::<serde_json::Value>::new("tasks").list_all_selected(&even, 10)?.len(), 3);
+    /// # Ok::<(), leasehold_guest::Error>(())
+    /// ```
+    pub fn list_all_selected(
+        &self,
+        selector: &Selector,
+        max: usize,
+    ) -> Result<Vec<Object<T>>, Error> {
+        self.collect_pages(max, |after| {
+            self.list_selected(selector, after, MAX_PAGE_SIZE)
+        })
+    }
+
+    /// Read pages from `page` until the end, failing beyond `max` objects.
+    fn collect_pages(
+        &self,
+        max: usize,
+        page: impl Fn(Option<&str>) -> Result<Page<T>, Error>,
+    ) -> Result<Vec<Object<T>>, Error> {
         let mut all = Vec::new();
         let mut after: Option<String> = None;
         loop {
-            let page = self.list(after.as_deref(), MAX_PAGE_SIZE)?;
+            let page = page(after.as_deref())?;
             let empty = page.objects.is_empty();
             all.extend(page.objects);
             if all.len() > max {

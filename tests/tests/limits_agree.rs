@@ -118,6 +118,21 @@ fn pairs() -> Vec<(&'static str, u64, u64)> {
             n(guest::MAX_COLLECTED_PER_COMMIT),
             n(host::MAX_COLLECTED_PER_COMMIT),
         ),
+        (
+            "MAX_SELECTOR_LABELS",
+            n(guest::MAX_SELECTOR_LABELS),
+            n(host::MAX_SELECTOR_LABELS),
+        ),
+        (
+            "MAX_SELECTOR_CONTAINS_BYTES",
+            n(guest::MAX_SELECTOR_CONTAINS_BYTES),
+            n(host::MAX_SELECTOR_CONTAINS_BYTES),
+        ),
+        (
+            "MAX_SELECTOR_CONTAINS_DEPTH",
+            n(guest::MAX_SELECTOR_CONTAINS_DEPTH),
+            n(host::MAX_SELECTOR_CONTAINS_DEPTH),
+        ),
     ]
 }
 

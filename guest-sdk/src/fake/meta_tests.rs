@@ -5,8 +5,12 @@
 use serde_json::{Value, json};
 
 use super::*;
-use crate::limits::MAX_COLLECTED_PER_COMMIT;
-use crate::object::Api;
+use crate::error::Error;
+use crate::limits::{
+    MAX_COLLECTED_PER_COMMIT, MAX_LABELS, MAX_SELECTOR_CONTAINS_BYTES, MAX_SELECTOR_CONTAINS_DEPTH,
+    MAX_SELECTOR_LABELS, MAX_VALUE_BYTES,
+};
+use crate::object::{Api, Selector};
 use crate::transaction::Transaction;
 
 fn tasks() -> Api<Value> {
@@ -223,7 +227,7 @@ fn an_owner_must_exist_unmarked_when_a_write_names_it() {
 #[test]
 fn metadata_breaking_the_hosts_rules_is_invalid() {
     let _host = FakeHost::new();
-    let many = (0..=crate::MAX_LABELS).fold(Metadata::new(), |m, i| m.label(format!("k{i}"), "v"));
+    let many = (0..=MAX_LABELS).fold(Metadata::new(), |m, i| m.label(format!("k{i}"), "v"));
     let bad = [
         many,
         Metadata::new().label("-bad", "v"),
@@ -324,7 +328,7 @@ fn statuses_are_json_within_the_value_limit() {
         .create("tasks", "t", &1)
         .commit()
         .unwrap();
-    let big = "x".repeat(crate::MAX_VALUE_BYTES);
+    let big = "x".repeat(MAX_VALUE_BYTES);
     let result = Transaction::new()
         .write_status("tasks", "t", None, &big)
         .commit();
@@ -439,4 +443,117 @@ fn finalizer_helpers_write_nothing_when_there_is_nothing_to_change() {
         stale,
         Err(StoreError::Conflict(ObjectKey::new("tasks", "t")))
     );
+}
+
+fn selected(selector: &Selector) -> Vec<String> {
+    tasks()
+        .list_all_selected(selector, 100)
+        .expect("selected")
+        .into_iter()
+        .map(|o| o.name)
+        .collect()
+}
+
+#[test]
+fn a_selector_matches_labels_exactly() {
+    let host = FakeHost::new();
+    host.seed_with(
+        "tasks",
+        "a",
+        &1,
+        &Metadata::new().label("team", "db").label("tier", ""),
+    );
+    host.seed_with("tasks", "b", &1, &Metadata::new().label("team", "web"));
+    host.seed("tasks", "c", &1);
+    host.seed_with("nodes", "n", &1, &Metadata::new().label("team", "db"));
+    assert_eq!(selected(&Selector::new().label("team", "db")), ["a"]);
+    assert_eq!(selected(&Selector::new().label("tier", "")), ["a"]);
+    assert!(
+        selected(&Selector::new().label("team", "db").label("zone", "")).is_empty(),
+        "an empty value matches a label set to \"\", not an absent one"
+    );
+    assert_eq!(selected(&Selector::new()), ["a", "b", "c"]);
+    assert_eq!(host.calls().list, 4, "a selective list counts as a list");
+}
+
+#[test]
+fn a_selector_contains_json_by_the_stores_rules() {
+    let seeds = [
+        (
+            "obj",
+            json!({ "status": "pending", "spec": { "cpu": 2, "tags": ["a", "b"] } }),
+        ),
+        ("arr", json!(["x", "y", { "k": 1 }])),
+        ("nested", json!([["x"]])),
+        ("num", json!({ "n": 1.0 })),
+        ("str", json!({ "n": "1" })),
+    ];
+    let host = FakeHost::new();
+    for (name, value) in &seeds {
+        host.seed("tasks", name, value);
+    }
+    let with = |query: Value| selected(&Selector::new().contains(query));
+    assert_eq!(with(json!({ "status": "pending" })), ["obj"]);
+    assert_eq!(with(json!({ "spec": { "tags": ["b"] } })), ["obj"]);
+    assert!(
+        with(json!({ "spec": { "tags": "b" } })).is_empty(),
+        "only at the top level"
+    );
+    assert_eq!(
+        with(json!("x")),
+        ["arr"],
+        "a top-level array holds the scalar"
+    );
+    assert_eq!(with(json!([{ "k": 1 }])), ["arr"]);
+    assert_eq!(with(json!([["x"]])), ["nested"]);
+    assert_eq!(with(json!({ "n": 1 })), ["num"], "numbers by value");
+    assert_eq!(with(json!({ "n": "1" })), ["str"], "never across types");
+    assert_eq!(
+        with(json!({})),
+        ["num", "obj", "str"],
+        "every object contains {{}}"
+    );
+}
+
+#[test]
+fn selective_lists_page_by_name_with_the_same_selector() {
+    let host = FakeHost::new();
+    for i in 0..7 {
+        host.seed("tasks", &format!("t{i}"), &json!({ "odd": i % 2 == 1 }));
+    }
+    let odd = Selector::new().contains(json!({ "odd": true }));
+    let first = tasks().list_selected(&odd, None, 2).unwrap();
+    let names: Vec<_> = first.objects.iter().map(|o| o.name.as_str()).collect();
+    assert_eq!(names, ["t1", "t3"]);
+    assert_eq!(first.next.as_deref(), Some("t3"));
+    let rest = tasks().list_selected(&odd, Some("t3"), 2).unwrap();
+    let names: Vec<_> = rest.objects.iter().map(|o| o.name.as_str()).collect();
+    assert_eq!(names, ["t5"]);
+    assert_eq!(rest.next, None);
+}
+
+#[test]
+fn selectors_over_the_hosts_bounds_are_invalid() {
+    let _host = FakeHost::new();
+    let deep = (0..=MAX_SELECTOR_CONTAINS_DEPTH).fold(json!(1), |v, _| json!([v]));
+    let fits = (0..MAX_SELECTOR_CONTAINS_DEPTH).fold(json!(1), |v, _| json!([v]));
+    let many =
+        (0..=MAX_SELECTOR_LABELS).fold(Selector::new(), |s, i| s.label(format!("k{i}"), "v"));
+    let bad = [
+        many,
+        Selector::new().label("-k", "v"),
+        Selector::new().label("k", "a b"),
+        Selector::new().contains(deep),
+        Selector::new().contains(json!("x".repeat(MAX_SELECTOR_CONTAINS_BYTES))),
+    ];
+    for selector in bad {
+        let result = tasks().list_selected(&selector, None, 10);
+        assert!(
+            matches!(result, Err(Error::Store(StoreError::Invalid(_)))),
+            "{selector:?}: {result:?}"
+        );
+    }
+    tasks()
+        .list_selected(&Selector::new().contains(fits), None, 10)
+        .expect("at the depth bound");
 }

@@ -36,8 +36,9 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use crate::limits::{
     DEFAULT_PAGE_SIZE, Limits, MAX_COLLECTED_PER_COMMIT, MAX_FINALIZER_BYTES, MAX_FINALIZERS,
     MAX_LABEL_KEY_BYTES, MAX_LABEL_LEN, MAX_LABEL_VALUE_BYTES, MAX_LABELS,
+    MAX_SELECTOR_CONTAINS_BYTES, MAX_SELECTOR_CONTAINS_DEPTH, MAX_SELECTOR_LABELS,
 };
-use crate::sys::{Metadata, NewEvent, ObjectKey, Op, RawObject, RawPage, WireError};
+use crate::sys::{Metadata, NewEvent, ObjectKey, Op, RawObject, RawPage, Selector, WireError};
 
 /// One stored object.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -467,6 +468,38 @@ impl Objects {
         after: Option<&str>,
         limit: u32,
     ) -> Result<RawPage, WireError> {
+        self.list_matching(limits, kind, after, limit, |_| true)
+    }
+
+    /// The host's `list_selected`: checked as the host checks it (kind,
+    /// cursor, then the selector), then the kind in name order, keeping
+    /// what the selector selects.
+    pub(super) fn list_selected(
+        &self,
+        limits: &Limits,
+        kind: &str,
+        selector: &Selector,
+        after: Option<&str>,
+        limit: u32,
+    ) -> Result<RawPage, WireError> {
+        check_label("object kind", kind)?;
+        if let Some(after) = after {
+            check_label("list cursor", after)?;
+        }
+        check_selector(kind, selector)?;
+        self.list_matching(limits, kind, after, limit, |stored| {
+            selects(selector, stored)
+        })
+    }
+
+    fn list_matching(
+        &self,
+        limits: &Limits,
+        kind: &str,
+        after: Option<&str>,
+        limit: u32,
+        keep: impl Fn(&Stored) -> bool,
+    ) -> Result<RawPage, WireError> {
         check_label("object kind", kind)?;
         if let Some(after) = after {
             check_label("list cursor", after)?;
@@ -487,6 +520,7 @@ impl Objects {
             .map
             .range((start, Bound::Unbounded))
             .take_while(|(key, _)| key.kind == kind)
+            .filter(|(_, stored)| keep(stored))
             .take(limit + 1)
             .map(|(key, stored)| raw(key, stored))
             .collect();
@@ -754,6 +788,126 @@ impl Objects {
             ))),
             Some(_) => Ok(()),
         }
+    }
+}
+
+/// The host's selector bounds: at most [`MAX_SELECTOR_LABELS`] labels of
+/// label syntax, a `contains` of at most [`MAX_SELECTOR_CONTAINS_BYTES`] of
+/// compact JSON nested at most [`MAX_SELECTOR_CONTAINS_DEPTH`] deep.
+fn check_selector(kind: &str, selector: &Selector) -> Result<(), WireError> {
+    if selector.labels.len() > MAX_SELECTOR_LABELS {
+        return Err(WireError::Invalid(format!(
+            "selector for kind {kind} names {} labels; the limit is {MAX_SELECTOR_LABELS}",
+            selector.labels.len()
+        )));
+    }
+    for (name, value) in &selector.labels {
+        if !qualified(name, MAX_LABEL_KEY_BYTES) {
+            return Err(WireError::Invalid(format!(
+                "selector for kind {kind}: label key {:?} must be 1 to {MAX_LABEL_KEY_BYTES} \
+                 ASCII letters, digits, '-', '_', '.' or '/', beginning and ending with a \
+                 letter or digit",
+                shown(name)
+            )));
+        }
+        if !label_value(value) {
+            return Err(WireError::Invalid(format!(
+                "selector for kind {kind}: label {name} has value {:?}; a label value is empty \
+                 or 1 to {MAX_LABEL_VALUE_BYTES} ASCII letters, digits, '-', '_' or '.', \
+                 beginning and ending with a letter or digit",
+                shown(value)
+            )));
+        }
+    }
+    if let Some(contains) = &selector.contains {
+        if depth(contains, MAX_SELECTOR_CONTAINS_DEPTH + 1) > MAX_SELECTOR_CONTAINS_DEPTH {
+            return Err(WireError::Invalid(format!(
+                "selector for kind {kind}: contains is nested more than \
+                 {MAX_SELECTOR_CONTAINS_DEPTH} arrays or objects deep"
+            )));
+        }
+        if contains.to_string().len() > MAX_SELECTOR_CONTAINS_BYTES {
+            return Err(WireError::Invalid(format!(
+                "selector for kind {kind}: contains is over {MAX_SELECTOR_CONTAINS_BYTES} bytes \
+                 of compact JSON"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// How deep `value` nests arrays and objects (a scalar is 0), counted no
+/// further than `cap`.
+fn depth(value: &serde_json::Value, cap: usize) -> usize {
+    if cap == 0 {
+        return 0;
+    }
+    let below = match value {
+        serde_json::Value::Array(items) => items.iter().map(|v| depth(v, cap - 1)).max(),
+        serde_json::Value::Object(map) => map.values().map(|v| depth(v, cap - 1)).max(),
+        _ => return 0,
+    };
+    1 + below.unwrap_or(0)
+}
+
+/// Whether `stored` carries every label of `selector` with its value and
+/// its value contains `selector.contains`.
+fn selects(selector: &Selector, stored: &Stored) -> bool {
+    let labelled = selector
+        .labels
+        .iter()
+        .all(|(name, value)| stored.meta.labels.get(name) == Some(value));
+    labelled
+        && selector.contains.as_ref().is_none_or(|query| {
+            // Stored values were normalized from JSON: they parse.
+            serde_json::from_str(&stored.value).is_ok_and(|value| top_contains(&value, query))
+        })
+}
+
+/// PostgreSQL's `jsonb @>` at the top level: there, and only there, an
+/// array contains a scalar it has as an element.
+fn top_contains(value: &serde_json::Value, query: &serde_json::Value) -> bool {
+    use serde_json::Value;
+    match (value, query) {
+        (
+            Value::Array(items),
+            Value::Null | Value::Bool(_) | Value::Number(_) | Value::String(_),
+        ) => items.iter().any(|item| contains(item, query)),
+        _ => contains(value, query),
+    }
+}
+
+/// Containment below the top level: objects key by key, arrays element by
+/// element (each wanted element in some element had), scalars by equality
+/// (numbers by value), never across types.
+fn contains(value: &serde_json::Value, query: &serde_json::Value) -> bool {
+    use serde_json::Value;
+    match (value, query) {
+        (Value::Object(had), Value::Object(wanted)) => wanted
+            .iter()
+            .all(|(key, want)| had.get(key).is_some_and(|have| contains(have, want))),
+        (Value::Array(had), Value::Array(wanted)) => wanted
+            .iter()
+            .all(|want| had.iter().any(|have| contains(have, want))),
+        (Value::Number(a), Value::Number(b)) => equal_numbers(a, b),
+        (Value::Null, Value::Null) => true,
+        (Value::Bool(a), Value::Bool(b)) => a == b,
+        (Value::String(a), Value::String(b)) => a == b,
+        _ => false,
+    }
+}
+
+/// Numbers by value (`1`, `1.0` and `1e0` are equal): integers exactly,
+/// others as doubles.
+fn equal_numbers(a: &serde_json::Number, b: &serde_json::Number) -> bool {
+    let integer = |n: &serde_json::Number| {
+        n.as_i64()
+            .map(i128::from)
+            .or_else(|| n.as_u64().map(i128::from))
+    };
+    match (integer(a), integer(b)) {
+        (Some(a), Some(b)) => a == b,
+        _ => a.as_f64() == b.as_f64(),
     }
 }
 

@@ -8,7 +8,7 @@ use std::rc::Rc;
 use std::time::SystemTime;
 
 use super::{
-    Committed, Fence, Level, NewEvent, Op, RawObject, RawPage, WireError, WireHttpError,
+    Committed, Fence, Level, NewEvent, Op, RawObject, RawPage, Selector, WireError, WireHttpError,
     WireRequest, WireResponse,
 };
 
@@ -19,6 +19,14 @@ pub(crate) trait Host {
     fn get(&self, kind: &str, name: &str) -> Result<Option<RawObject>, WireError>;
     /// `store.list`.
     fn list(&self, kind: &str, after: Option<&str>, limit: u32) -> Result<RawPage, WireError>;
+    /// `store.list-selected`.
+    fn list_selected(
+        &self,
+        kind: &str,
+        selector: &Selector,
+        after: Option<&str>,
+        limit: u32,
+    ) -> Result<RawPage, WireError>;
     /// `store.commit`.
     fn commit(&self, ops: &[Op], events: &[NewEvent]) -> Result<Committed, WireError>;
     /// `tenure.current`.
@@ -71,6 +79,15 @@ pub(crate) fn get(kind: &str, name: &str) -> Result<Option<RawObject>, WireError
 
 pub(crate) fn list(kind: &str, after: Option<&str>, limit: u32) -> Result<RawPage, WireError> {
     current().list(kind, after, limit)
+}
+
+pub(crate) fn list_selected(
+    kind: &str,
+    selector: &Selector,
+    after: Option<&str>,
+    limit: u32,
+) -> Result<RawPage, WireError> {
+    current().list_selected(kind, selector, after, limit)
 }
 
 pub(crate) fn commit(ops: &[Op], events: &[NewEvent]) -> Result<Committed, WireError> {

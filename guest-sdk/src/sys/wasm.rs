@@ -10,7 +10,7 @@
 
 use super::{
     Committed, ErrorCode, Fence, FieldSize, Level, Metadata, Method, NewEvent, ObjectKey, Op,
-    RawObject, RawPage, Scheme, WireError, WireHttpError, WireRequest, WireResponse,
+    RawObject, RawPage, Scheme, Selector, WireError, WireHttpError, WireRequest, WireResponse,
 };
 
 /// Generated bindings for the `leasehold:controller/controller@0.2.0` world.
@@ -178,6 +178,27 @@ pub(crate) fn get(kind: &str, name: &str) -> Result<Option<RawObject>, WireError
 
 pub(crate) fn list(kind: &str, after: Option<&str>, limit: u32) -> Result<RawPage, WireError> {
     let page = store::list(kind, after, limit).map_err(error_from_wit)?;
+    Ok(RawPage {
+        objects: page.objects.into_iter().map(object_from_wit).collect(),
+        next: page.next,
+    })
+}
+
+pub(crate) fn list_selected(
+    kind: &str,
+    selector: &Selector,
+    after: Option<&str>,
+    limit: u32,
+) -> Result<RawPage, WireError> {
+    let selector = store::Selector {
+        labels: selector
+            .labels
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect(),
+        contains: selector.contains.as_ref().map(ToString::to_string),
+    };
+    let page = store::list_selected(kind, &selector, after, limit).map_err(error_from_wit)?;
     Ok(RawPage {
         objects: page.objects.into_iter().map(object_from_wit).collect(),
         next: page.next,

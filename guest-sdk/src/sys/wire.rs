@@ -164,6 +164,93 @@ impl Metadata {
     }
 }
 
+/// Which objects [`crate::Api::list_selected`] returns: those that carry
+/// every label given, each with exactly the value given (an empty value
+/// matches a label set to the empty string, not an absent one), and whose
+/// value contains `contains`.
+///
+/// Containment is PostgreSQL's `jsonb @>`, on every backend and in the
+/// [`crate::FakeHost`]: an object contains an object if it has each of its
+/// keys with a value that contains the given one; an array contains an
+/// array if each element given is contained in some element of it; scalars
+/// contain equal scalars (numbers by value), never across types; at the top
+/// level only, an array contains a scalar it has as an element.
+///
+/// Bounds: at most [`crate::MAX_SELECTOR_LABELS`] labels of label syntax,
+/// a `contains` of at most [`crate::MAX_SELECTOR_CONTAINS_BYTES`] of compact
+/// JSON nested at most [`crate::MAX_SELECTOR_CONTAINS_DEPTH`] deep.
+///
+/// # Example
+///
+/// ```
+/// use leasehold_guest::Selector;
+/// use serde_json::json;
+///
+/// let pending = Selector::new().label("team", "db").contains(json!({ "status": "pending" }));
+/// assert_eq!(pending.labels["team"], "db");
+/// assert_eq!(pending.contains, Some(json!({ "status": "pending" })));
+/// assert!(Selector::new().is_empty());
+/// ```
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Selector {
+    /// Labels the object must carry, by key.
+    pub labels: BTreeMap<String, String>,
+    /// JSON the object's value must contain; `None` places no condition on
+    /// the value.
+    pub contains: Option<serde_json::Value>,
+}
+
+impl Selector {
+    /// Every object: no labels, no `contains`.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// assert!(leasehold_guest::Selector::new().is_empty());
+    /// ```
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Also require the label `key` with `value`.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// let selector = leasehold_guest::Selector::new().label("zone", "eu");
+    /// assert_eq!(selector.labels.len(), 1);
+    /// ```
+    pub fn label(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        self.labels.insert(key.into(), value.into());
+        self
+    }
+
+    /// Require the value to contain `json` (replacing an earlier
+    /// condition).
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// let selector = leasehold_guest::Selector::new().contains(serde_json::json!({ "a": 1 }));
+    /// assert!(!selector.is_empty());
+    /// ```
+    pub fn contains(mut self, json: serde_json::Value) -> Self {
+        self.contains = Some(json);
+        self
+    }
+
+    /// Whether it selects every object of the kind.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// assert!(!leasehold_guest::Selector::new().label("a", "b").is_empty());
+    /// ```
+    pub fn is_empty(&self) -> bool {
+        self.labels.is_empty() && self.contains.is_none()
+    }
+}
+
 /// One write of a commit, as sent to the host. Values are JSON text.
 ///
 /// # Example
