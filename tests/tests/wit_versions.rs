@@ -15,7 +15,8 @@
 //! - A 0.2.0 guest reads an object's metadata, status, generation and
 //!   deletion mark through the host, and writes a finalizer, an owned
 //!   object with labels, a status at the generation it read and a check,
-//!   all through the fenced commit path and the store's own rules.
+//!   all through the fenced commit path and the store's own rules; and
+//!   lists a kind selectively (labels, JSON containment) through the host.
 
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -431,6 +432,75 @@ async fn a_020_guest_reads_metadata_and_status_and_writes_finalizers_status_and_
         get("items", "a").await.is_none(),
         "removing the last finalizer removed it"
     );
+}
+
+#[tokio::test]
+async fn a_020_guest_lists_selectively_through_the_host() {
+    let compiled = load("selects", "v020", GuestLimits::default());
+    let backends = MemoryBackends::new();
+    let store = backends.store.clone();
+    let grant = backends.grant(CLUSTER, compiled.name(), "host-a").await;
+    let mut guest = compiled
+        .instantiate(
+            grant.fence.clone(),
+            store.clone(),
+            Arc::new(CommitCounters::default()),
+            compiled.revocation(),
+        )
+        .await
+        .expect("instantiate");
+    let team = |name: &str| Metadata {
+        labels: [("team".to_string(), name.to_string())].into(),
+        ..Metadata::default()
+    };
+    let items = [
+        (
+            "a",
+            json!({ "select": { "labels": { "team": "db" }, "contains": { "color": "red" } } }),
+            team("db"),
+        ),
+        ("b", json!({ "color": "red", "size": 1 }), team("db")),
+        ("c", json!({ "color": "blue" }), team("db")),
+        ("d", json!({ "color": "red" }), team("web")),
+        ("e", json!({ "color": "red" }), Metadata::default()),
+        (
+            "f",
+            json!({ "select": { "labels": { "-bad": "x" } } }),
+            Metadata::default(),
+        ),
+    ];
+    for (name, value, meta) in items {
+        store
+            .write(
+                CLUSTER,
+                &ApiWrite::Put {
+                    key: key("items", name),
+                    value: value.to_string(),
+                    meta: Some(meta),
+                    expected_version: None,
+                },
+            )
+            .await
+            .unwrap();
+    }
+    assert_eq!(
+        guest.reconcile("items", "a").await.unwrap(),
+        Reconciled::Done
+    );
+    let seen = store
+        .get(CLUSTER, &key("seen", "a"))
+        .await
+        .unwrap()
+        .expect("seen");
+    let seen: Value = serde_json::from_str(&seen.value).unwrap();
+    assert_eq!(seen["selected"], json!(["b"]), "labels and containment");
+    // A selector the store refuses fails the guest's read, naming it.
+    match guest.reconcile("items", "f").await.unwrap() {
+        Reconciled::Failed { message, .. } => {
+            assert!(message.contains("selector"), "{message}")
+        }
+        other => panic!("the bad selector should fail the reconcile, got {other:?}"),
+    }
 }
 
 #[tokio::test]
