@@ -31,6 +31,8 @@ pub(super) struct RawConfig {
     #[serde(default)]
     pub telemetry: RawTelemetry,
     #[serde(default)]
+    pub store: RawStore,
+    #[serde(default)]
     pub controllers: Vec<Spanned<RawController>>,
 }
 
@@ -67,6 +69,15 @@ pub(super) struct RawRuntime {
 pub(super) struct RawTelemetry {
     pub otlp_endpoint: Option<Spanned<String>>,
     pub sample_ratio: Option<Spanned<f64>>,
+}
+
+/// `[store]`: retention of the event log, the change stream and tenure
+/// history.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawStore {
+    pub event_retention: Option<Spanned<DurationText>>,
+    pub tenure_retention: Option<Spanned<i64>>,
 }
 
 /// One `[[controllers]]` entry.

@@ -19,7 +19,7 @@ use super::{
     Environment, GUEST_DIR_ENV, GUEST_DIR_PLACEHOLDER, HttpConfig, MAX_BACKOFF,
     MAX_DATABASE_CONNECTIONS, MAX_DIRS, MAX_GUEST_MEMORY_BYTES, MAX_GUEST_PATH_BYTES,
     MAX_LEASE_TTL, MAX_RECONCILE_DEADLINE, MAX_TOKEN_BYTES, MIN_GUEST_MEMORY_BYTES, MIN_LEASE_TTL,
-    Problem, RuntimeConfig, TelemetryConfig, default_holder,
+    Problem, RuntimeConfig, StoreConfig, TelemetryConfig, default_holder,
 };
 use crate::authority::{CrashDetection, LeaseTiming};
 use crate::limits::{
@@ -176,6 +176,7 @@ pub(super) fn resolve(
     };
 
     let telemetry = telemetry(&mut c, &raw, env);
+    let store = store(&mut c, &raw);
 
     if raw.controllers.len() > MAX_CONTROLLERS {
         c.general(format!(
@@ -226,6 +227,7 @@ pub(super) fn resolve(
         http,
         runtime,
         telemetry,
+        store,
         controllers,
         base_dir: base_dir.to_path_buf(),
     })
@@ -482,6 +484,40 @@ fn guest_dir(base_dir: &Path, env: &Environment) -> PathBuf {
 fn absolute_in(base: &Path, path: &Path) -> PathBuf {
     let joined = base.join(path);
     std::path::absolute(&joined).unwrap_or(joined)
+}
+
+/// `[store]`: retention, bounded; a bad value is reported naming its key.
+fn store(c: &mut Checker, raw: &RawConfig) -> StoreConfig {
+    let mut config = StoreConfig::default();
+    let (event_retention, _) = duration(
+        c,
+        "store",
+        &raw.store.event_retention,
+        DurationRule {
+            key: "event_retention",
+            default: super::DEFAULT_EVENT_RETENTION,
+            min: super::MIN_EVENT_RETENTION,
+            max: super::MAX_EVENT_RETENTION,
+            why_min: "a reader further behind than this re-lists everything it watches",
+            why_max: "keep the log bounded; ten years is the most",
+        },
+    );
+    config.event_retention = event_retention;
+    if let Some(value) = &raw.store.tenure_retention {
+        let n = *value.get_ref();
+        match u64::try_from(n) {
+            Ok(n) if (1..=super::MAX_TENURE_RETENTION).contains(&n) => config.tenure_retention = n,
+            _ => c.at(
+                value,
+                format!(
+                    "store.tenure_retention is {n}; it must be between 1 and {} (the newest \
+                     tenures kept per lease; the live one is always kept)",
+                    super::MAX_TENURE_RETENTION
+                ),
+            ),
+        }
+    }
+    config
 }
 
 /// Bounds and default of one duration key, with why each bound is there

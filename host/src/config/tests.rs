@@ -1608,3 +1608,54 @@ fn bad_telemetry_settings_are_refused_by_line_without_credentials() {
         "{problems:?}"
     );
 }
+
+#[test]
+fn store_retention_has_defaults_bounds_and_names_its_keys() {
+    let s = Scratch::new();
+    s.file("scheduler.wasm");
+    let config = s.parse(ONE).unwrap();
+    assert_eq!(config.store, StoreConfig::default());
+    assert_eq!(
+        config.store.event_retention,
+        Duration::from_secs(7 * 24 * 3600)
+    );
+    assert_eq!(config.store.tenure_retention, 1000);
+
+    let text = format!("{ONE}\n[store]\nevent_retention = \"36h\"\ntenure_retention = 5\n");
+    let config = s.parse(&text).unwrap();
+    assert_eq!(config.store.event_retention, Duration::from_secs(36 * 3600));
+    assert_eq!(config.store.tenure_retention, 5);
+
+    let cases = [
+        (
+            "event_retention = \"30s\"",
+            "store: event_retention is 30s; it must be at least 1m",
+        ),
+        (
+            "event_retention = \"20years\"",
+            "store: event_retention is 20years",
+        ),
+        ("event_retention = \"a week\"", "store: event_retention: "),
+        (
+            "event_retention = \"0s\"",
+            "store: event_retention must be greater than zero",
+        ),
+        (
+            "tenure_retention = 0",
+            "store.tenure_retention is 0; it must be between 1 and 1000000",
+        ),
+        ("tenure_retention = -3", "store.tenure_retention is -3"),
+    ];
+    for (line, needle) in cases {
+        let text = format!("{ONE}\n[store]\n{line}\n");
+        let p = problems(s.parse(&text).unwrap_err());
+        assert_has(&p, Some(9), needle);
+    }
+    let unknown = s
+        .parse(&format!("{ONE}\n[store]\nevent_retention_days = 3\n"))
+        .unwrap_err();
+    assert!(
+        unknown.to_string().contains("store.event_retention_days"),
+        "{unknown}"
+    );
+}
