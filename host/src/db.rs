@@ -44,6 +44,7 @@ pub const MIGRATIONS: &[(i32, &str)] = &[
         12,
         include_str!("../migrations/0012_object_value_index.sql"),
     ),
+    (13, include_str!("../migrations/0013_retention.sql")),
 ];
 
 /// Database setup failures.
