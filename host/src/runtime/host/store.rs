@@ -19,9 +19,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use crate::fence::{Fence, FenceCause};
 use crate::quota::{AdmitError, Quota, WriteQuota};
 use crate::runtime::Revocation;
-use crate::store::{
-    Committed, NewEvent, Object, ObjectKey, Op, Page, Selector, Store, StoreError,
-};
+use crate::store::{Committed, NewEvent, Object, ObjectKey, Op, Page, Selector, Store, StoreError};
 use crate::telemetry::{self, StoreCall, TraceParent};
 use tracing::Instrument;
 
@@ -323,7 +321,10 @@ fn to_call_error(error: StoreError) -> CallError {
         StoreError::Conflict { key, .. } => CallError::Conflict(key),
         StoreError::NotFound { key } => CallError::NotFound(key),
         StoreError::Invalid(_) | StoreError::TooLarge(_) => CallError::Invalid(error.to_string()),
-        StoreError::Unavailable(_) => CallError::Unavailable(error.to_string()),
+        // Guests read no stream; a trimmed one is the store failing them.
+        StoreError::Unavailable(_) | StoreError::TooOld { .. } => {
+            CallError::Unavailable(error.to_string())
+        }
     }
 }
 
