@@ -19,7 +19,88 @@
 //!
 //! Adding a version: a module generated from its WIT (keep the older text
 //! in `wit/<version>/`), a variant in [`WorldVersion`], [`Pre`] and
-//! [`Bound`], and its line in [`link`].
+//! [`Bound`], and its line in [`link`]. The conversions every version
+//! shares unchanged are written once, in [`shared_conversions`], and
+//! expanded in each version's module against its own generated types.
+
+/// The conversions between a version's generated types and the host's
+/// that are the same text in every version so far: keys, store errors,
+/// events, the reconcile outcome, and the `tenure` and `logging` hosts.
+/// Expanded inside a version's module, where `types`, `store`, `tenure`,
+/// `logging` and `reconciler` name that version's generated modules (and
+/// `CallError`, `ObjectKey`, `NewEvent`, `Answer`, `Level`, `TenureHost`
+/// and `LoggingHost` the host's types). A version whose shapes differ
+/// writes that conversion itself instead.
+macro_rules! shared_conversions {
+    () => {
+        fn wit_key(key: ObjectKey) -> types::ObjectKey {
+            types::ObjectKey {
+                kind: key.kind,
+                name: key.name,
+            }
+        }
+
+        fn wit_error(error: CallError) -> store::StoreError {
+            match error {
+                CallError::Fenced(why) => store::StoreError::Fenced(why),
+                CallError::Conflict(key) => store::StoreError::Conflict(wit_key(key)),
+                CallError::NotFound(key) => store::StoreError::NotFound(wit_key(key)),
+                CallError::Invalid(why) => store::StoreError::Invalid(why),
+                CallError::Unavailable(why) => store::StoreError::Unavailable(why),
+            }
+        }
+
+        fn key(kind: String, name: String) -> ObjectKey {
+            ObjectKey { kind, name }
+        }
+
+        fn event(event: store::NewEvent) -> NewEvent {
+            NewEvent {
+                key: key(event.kind, event.name),
+                reason: event.reason,
+                message: event.message,
+            }
+        }
+
+        fn answer(result: Result<reconciler::Outcome, reconciler::ReconcileError>) -> Answer {
+            match result {
+                Ok(reconciler::Outcome::Done) => Answer::Done,
+                Ok(reconciler::Outcome::RequeueAfter(ms)) => Answer::RequeueAfter(ms),
+                Err(reconciler::ReconcileError::Fenced) => Answer::Fenced,
+                Err(reconciler::ReconcileError::Failed(failure)) => Answer::Failed {
+                    message: failure.message,
+                    retry_after_ms: failure.retry_after_ms,
+                },
+            }
+        }
+
+        impl tenure::Host for TenureHost {
+            fn current(&mut self) -> wasmtime::Result<tenure::Fence> {
+                let fence = self.fence();
+                Ok(tenure::Fence {
+                    cluster: fence.key.cluster.clone(),
+                    lease: fence.key.name.clone(),
+                    epoch: fence.epoch.0,
+                    holder: fence.holder.clone(),
+                })
+            }
+        }
+
+        impl logging::Host for LoggingHost {
+            fn log(&mut self, level: logging::Level, message: String) -> wasmtime::Result<()> {
+                let level = match level {
+                    logging::Level::Trace => Level::Trace,
+                    logging::Level::Debug => Level::Debug,
+                    logging::Level::Info => Level::Info,
+                    logging::Level::Warn => Level::Warn,
+                    logging::Level::Error => Level::Error,
+                };
+                self.log_line(level, &message);
+                Ok(())
+            }
+        }
+    };
+}
 
 pub(crate) mod v0_1_0;
 pub(crate) mod v0_2_0;

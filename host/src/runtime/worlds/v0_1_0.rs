@@ -39,6 +39,8 @@ wasmtime::component::bindgen!({
 use exports::leasehold::controller0_1_0::reconciler;
 use leasehold::controller0_1_0::{logging, store, tenure, types};
 
+shared_conversions!();
+
 /// Link this version's Leasehold interfaces (WASI is linked once, for
 /// every version).
 pub(crate) fn link(linker: &mut Linker<GuestState>) -> wasmtime::Result<()> {
@@ -72,32 +74,7 @@ pub(crate) async fn reconcile(
         .leasehold_controller0_1_0_reconciler()
         .call_reconcile(store, kind, name)
         .await?;
-    Ok(match result {
-        Ok(reconciler::Outcome::Done) => Answer::Done,
-        Ok(reconciler::Outcome::RequeueAfter(ms)) => Answer::RequeueAfter(ms),
-        Err(reconciler::ReconcileError::Fenced) => Answer::Fenced,
-        Err(reconciler::ReconcileError::Failed(failure)) => Answer::Failed {
-            message: failure.message,
-            retry_after_ms: failure.retry_after_ms,
-        },
-    })
-}
-
-fn wit_key(key: ObjectKey) -> types::ObjectKey {
-    types::ObjectKey {
-        kind: key.kind,
-        name: key.name,
-    }
-}
-
-fn wit_error(error: CallError) -> store::StoreError {
-    match error {
-        CallError::Fenced(why) => store::StoreError::Fenced(why),
-        CallError::Conflict(key) => store::StoreError::Conflict(wit_key(key)),
-        CallError::NotFound(key) => store::StoreError::NotFound(wit_key(key)),
-        CallError::Invalid(why) => store::StoreError::Invalid(why),
-        CallError::Unavailable(why) => store::StoreError::Unavailable(why),
-    }
+    Ok(answer(result))
 }
 
 fn wit_object(object: crate::store::Object) -> types::Object {
@@ -107,10 +84,6 @@ fn wit_object(object: crate::store::Object) -> types::Object {
         version: object.version,
         value: object.value,
     }
-}
-
-fn key(kind: String, name: String) -> ObjectKey {
-    ObjectKey { kind, name }
 }
 
 fn op(op: store::Op) -> Op {
@@ -128,14 +101,6 @@ fn op(op: store::Op) -> Op {
             key: key(d.kind, d.name),
             expected_version: d.expected_version,
         },
-    }
-}
-
-fn event(event: store::NewEvent) -> NewEvent {
-    NewEvent {
-        key: key(event.kind, event.name),
-        reason: event.reason,
-        message: event.message,
     }
 }
 
@@ -179,31 +144,5 @@ impl store::Host for StoreHost {
             revision: committed.revision,
             event_seqs: committed.event_seqs,
         })
-    }
-}
-
-impl tenure::Host for TenureHost {
-    fn current(&mut self) -> wasmtime::Result<tenure::Fence> {
-        let fence = self.fence();
-        Ok(tenure::Fence {
-            cluster: fence.key.cluster.clone(),
-            lease: fence.key.name.clone(),
-            epoch: fence.epoch.0,
-            holder: fence.holder.clone(),
-        })
-    }
-}
-
-impl logging::Host for LoggingHost {
-    fn log(&mut self, level: logging::Level, message: String) -> wasmtime::Result<()> {
-        let level = match level {
-            logging::Level::Trace => Level::Trace,
-            logging::Level::Debug => Level::Debug,
-            logging::Level::Info => Level::Info,
-            logging::Level::Warn => Level::Warn,
-            logging::Level::Error => Level::Error,
-        };
-        self.log_line(level, &message);
-        Ok(())
     }
 }
