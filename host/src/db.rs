@@ -1187,3 +1187,33 @@ mod tests {
         assert_eq!(main.pool_stats().in_use, 0);
     }
 }
+
+#[cfg(test)]
+mod multi_host_tests {
+    use super::*;
+    use tokio_postgres::config::TargetSessionAttrs;
+
+    /// Both spellings of a multi-host connection string reach
+    /// tokio-postgres whole: every host and port in order, and the request
+    /// for a writable session (what a failover needs), with the password
+    /// still hidden in the endpoint.
+    #[test]
+    fn multi_host_urls_pass_through_with_target_session_attrs() {
+        for url in [
+            "postgres://app:s3cret@db1:5432,db2:5433/app?target_session_attrs=read-write",
+            "host=db1,db2 port=5432,5433 user=app password=s3cret dbname=app \
+             target_session_attrs=read-write",
+        ] {
+            let db = Database::new(url, 1).unwrap();
+            let config = db.config();
+            assert_eq!(config.get_hosts().len(), 2, "{url}");
+            assert_eq!(config.get_ports(), [5432, 5433], "{url}");
+            assert_eq!(
+                config.get_target_session_attrs(),
+                TargetSessionAttrs::ReadWrite,
+                "{url}"
+            );
+            assert!(!db.endpoint().contains("s3cret"), "{}", db.endpoint());
+        }
+    }
+}
