@@ -16,6 +16,10 @@ use crate::store::StoreError;
 /// takes at once (see [`super::serve::Limiter`]).
 pub const OVERLOADED: &str = "overloaded";
 
+/// The code of a read whose cursor is behind what retention keeps (410;
+/// see [`crate::store::retention`]).
+pub const TOO_OLD: &str = "too_old";
+
 /// An error response.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ApiError {
@@ -25,6 +29,9 @@ pub struct ApiError {
     pub code: &'static str,
     /// What happened, and what to do about it.
     pub message: String,
+    /// For 410 `too_old`: the lowest position still kept (answered as
+    /// `oldest_kept`; resume after one below it, having re-listed).
+    pub oldest_kept: Option<u64>,
 }
 
 impl ApiError {
@@ -33,6 +40,16 @@ impl ApiError {
             status,
             code,
             message: message.into(),
+            oldest_kept: None,
+        }
+    }
+
+    /// 410 `too_old`: the cursor is behind what retention keeps; the
+    /// answer carries `oldest_kept`.
+    pub fn too_old(message: impl Into<String>, oldest_kept: u64) -> Self {
+        Self {
+            oldest_kept: Some(oldest_kept),
+            ..Self::new(StatusCode::GONE, TOO_OLD, message)
         }
     }
 
@@ -88,11 +105,11 @@ impl IntoResponse for ApiError {
                 tracing::warn!(status = %self.status, code = self.code, error = %self.message, "API request failed");
             }
         }
-        let mut response = (
-            self.status,
-            Json(json!({ "error": self.message, "code": self.code })),
-        )
-            .into_response();
+        let mut body = json!({ "error": self.message, "code": self.code });
+        if let Some(oldest_kept) = self.oldest_kept {
+            body["oldest_kept"] = json!(oldest_kept);
+        }
+        let mut response = (self.status, Json(body)).into_response();
         if overloaded {
             response.headers_mut().insert(
                 header::RETRY_AFTER,
@@ -129,6 +146,7 @@ impl From<StoreError> for ApiError {
             StoreError::Unavailable(_) => {
                 ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", message)
             }
+            StoreError::TooOld { oldest_kept, .. } => ApiError::too_old(message, oldest_kept),
         }
     }
 }

@@ -557,6 +557,7 @@ async fn read_body_within_deadline(
                 "the request body did not arrive within {}; send it at once after the header",
                 humantime::format_duration(deadline)
             ),
+            oldest_kept: None,
         }),
     }
 }

@@ -94,6 +94,8 @@ macro_rules! conformance_suite {
             selectors_match_contained_json,
             selectors_combine_and_page_in_name_order,
             invalid_selectors_are_refused,
+            trimming_goes_in_batches_and_keeps_the_recent,
+            readers_behind_the_floor_are_told_too_old,
         );
     };
     (@cases $make:path; $($case:ident),* $(,)?) => {
@@ -2319,4 +2321,127 @@ pub(super) async fn invalid_selectors_are_refused(b: &Backend) {
             Err(StoreError::Invalid(_))
         ));
     }
+}
+
+// ---------------------------------------------------------------- retention
+
+fn trim_everything_in(batch: usize) -> super::retention::Policy {
+    super::retention::Policy {
+        event_retention: Duration::ZERO,
+        tenure_retention: 1,
+        batch,
+    }
+}
+
+async fn put_tasks(store: &dyn Store, cluster: &str, names: &[&str]) {
+    for name in names {
+        store
+            .put(cluster, &key("tasks", name), "{}", None)
+            .await
+            .unwrap();
+    }
+}
+
+pub(super) async fn trimming_goes_in_batches_and_keeps_the_recent(b: &Backend) {
+    let store = &*b.store;
+    put_tasks(store, CLUSTER, &["t1", "t2", "t3"]).await;
+    put_tasks(store, "other", &["o1"]).await;
+    let (events, changes) = (
+        all_events(store, CLUSTER).await,
+        all_changes(store, CLUSTER).await,
+    );
+    assert_eq!((events.len(), changes.len()), (3, 3));
+
+    // Everything is younger than an hour: nothing goes.
+    let keep = super::retention::Policy {
+        event_retention: Duration::from_secs(3600),
+        ..trim_everything_in(2)
+    };
+    let none = store.trim(CLUSTER, &keep).await.unwrap();
+    assert_eq!((none.events, none.changes), (0, 0));
+    assert_eq!(all_events(store, CLUSTER).await, events);
+
+    // Past the retention: at most a batch a call, oldest first.
+    let first = store.trim(CLUSTER, &trim_everything_in(2)).await.unwrap();
+    assert_eq!((first.events, first.changes), (2, 2));
+    let kept = store
+        .events(CLUSTER, events[1].seq, MAX_PAGE_SIZE)
+        .await
+        .unwrap();
+    assert_eq!(kept, events[2..]);
+    let page = store
+        .changes(CLUSTER, &[], changes[1].position, MAX_PAGE_SIZE)
+        .await
+        .unwrap();
+    assert_eq!(page.changes, changes[2..]);
+    let second = store.trim(CLUSTER, &trim_everything_in(2)).await.unwrap();
+    assert_eq!((second.events, second.changes), (1, 1));
+    let third = store.trim(CLUSTER, &trim_everything_in(2)).await.unwrap();
+    assert_eq!((third.events, third.changes), (0, 0));
+    // Read from the last position, the streams are whole (and empty).
+    let last = events[2].seq.max(changes[2].position);
+    assert!(store.events(CLUSTER, last, 10).await.unwrap().is_empty());
+    // Another cluster is untouched.
+    assert_eq!(all_events(store, "other").await.len(), 1);
+    assert_eq!(all_changes(store, "other").await.len(), 1);
+    // New writes follow the trimmed ones as usual.
+    put_tasks(store, CLUSTER, &["t4"]).await;
+    let after = store.events(CLUSTER, events[2].seq, 10).await.unwrap();
+    assert_eq!(after.len(), 1);
+    assert_eq!(after[0].name, "t4");
+}
+
+pub(super) async fn readers_behind_the_floor_are_told_too_old(b: &Backend) {
+    let store = &*b.store;
+    put_tasks(store, CLUSTER, &["t1", "t2", "t3"]).await;
+    let (events, changes) = (
+        all_events(store, CLUSTER).await,
+        all_changes(store, CLUSTER).await,
+    );
+    // Nothing trimmed yet: reading from the start is fine.
+    assert_eq!(store.events(CLUSTER, 0, 10).await.unwrap().len(), 3);
+    store.trim(CLUSTER, &trim_everything_in(2)).await.unwrap();
+
+    for after in [0, events[0].seq, events[1].seq - 1] {
+        match store.events(CLUSTER, after, 10).await {
+            Err(StoreError::TooOld {
+                cluster,
+                after: asked,
+                oldest_kept,
+                ..
+            }) => {
+                assert_eq!((cluster.as_str(), asked), (CLUSTER, after));
+                assert_eq!(oldest_kept, events[1].seq + 1);
+            }
+            other => panic!("events after {after}: expected TooOld, got {other:?}"),
+        }
+    }
+    for kinds in [vec![], vec!["tasks".to_string()], vec!["nodes".to_string()]] {
+        match store
+            .changes(CLUSTER, &kinds, changes[0].position, 10)
+            .await
+        {
+            Err(e @ StoreError::TooOld { oldest_kept, .. }) => {
+                assert_eq!(oldest_kept, changes[1].position + 1);
+                let text = e.to_string();
+                assert!(
+                    text.contains("change stream") && text.contains(CLUSTER),
+                    "{text}"
+                );
+            }
+            other => panic!("changes of {kinds:?}: expected TooOld, got {other:?}"),
+        }
+    }
+    // From one below the oldest kept position, the rest is there.
+    assert_eq!(
+        store.events(CLUSTER, events[1].seq, 10).await.unwrap(),
+        events[2..]
+    );
+    let page = store
+        .changes(CLUSTER, &[], changes[1].position, 10)
+        .await
+        .unwrap();
+    assert_eq!(page.changes, changes[2..]);
+    // A cluster never trimmed has no floor.
+    assert!(store.events("other", 0, 10).await.unwrap().is_empty());
 }

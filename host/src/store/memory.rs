@@ -65,6 +65,11 @@ struct ClusterState {
     changes: Vec<Change>,
     /// In `seq` order.
     events: Vec<Event>,
+    /// Every change up to this position may have been trimmed (see
+    /// [`super::retention`]); everything above is kept.
+    changes_floor: u64,
+    /// The same for events.
+    events_floor: u64,
     /// The last change or event position, for watchers.
     feed: watch::Sender<u64>,
 }
@@ -80,6 +85,8 @@ impl ClusterState {
             objects: BTreeMap::new(),
             changes: Vec::new(),
             events: Vec::new(),
+            changes_floor: 0,
+            events_floor: 0,
             feed: watch::channel(0).0,
         }
     }
@@ -374,6 +381,7 @@ impl Store for MemoryStore {
         let Some(state) = clusters.by_name.get(cluster) else {
             return Ok(Vec::new());
         };
+        super::check_floor(cluster, super::EVENT_LOG, after, state.events_floor)?;
         let start = state.events.partition_point(|e| e.seq <= after);
         Ok(state.events[start..].iter().take(limit).cloned().collect())
     }
@@ -397,6 +405,7 @@ impl Store for MemoryStore {
                 through: after.max(mark),
             });
         };
+        super::check_floor(cluster, super::CHANGE_STREAM, after, state.changes_floor)?;
         let start = state.changes.partition_point(|c| c.position <= after);
         let changes: Vec<Change> = state.changes[start..]
             .iter()
@@ -409,6 +418,52 @@ impl Store for MemoryStore {
             _ => after.max(mark),
         };
         Ok(ChangePage { changes, through })
+    }
+
+    /// Events and changes older than the retention by this process's clock,
+    /// at most `policy.batch` of each, from the oldest, stopping at the
+    /// first one still kept; the floors rise under the same lock as the
+    /// rows go. Tenures live in the memory authority, which bounds its own
+    /// history: nothing to trim here.
+    async fn trim(
+        &self,
+        cluster: &str,
+        policy: &super::retention::Policy,
+    ) -> Result<super::retention::Trimmed, StoreError> {
+        check_cluster(cluster)?;
+        let retention =
+            chrono::Duration::from_std(policy.event_retention).unwrap_or(chrono::Duration::MAX);
+        let cutoff = Utc::now()
+            .checked_sub_signed(retention)
+            .unwrap_or(DateTime::<Utc>::MIN_UTC);
+        let mut clusters = self.lock();
+        let Some(state) = clusters.by_name.get_mut(cluster) else {
+            return Ok(super::retention::Trimmed::default());
+        };
+        // Every commit is whole under the lock: nothing is in flight.
+        let events = state
+            .events
+            .iter()
+            .take(policy.batch)
+            .take_while(|e| e.at < cutoff)
+            .count();
+        if let Some(last) = state.events.drain(..events).last() {
+            state.events_floor = state.events_floor.max(last.seq);
+        }
+        let changes = state
+            .changes
+            .iter()
+            .take(policy.batch)
+            .take_while(|c| c.at < cutoff)
+            .count();
+        if let Some(last) = state.changes.drain(..changes).last() {
+            state.changes_floor = state.changes_floor.max(last.position);
+        }
+        Ok(super::retention::Trimmed {
+            events: events as u64,
+            changes: changes as u64,
+            ..Default::default()
+        })
     }
 
     fn watch(&self, cluster: &str) -> watch::Receiver<u64> {

@@ -79,6 +79,7 @@ pub mod memory;
 mod plan;
 pub mod postgres;
 mod postgres_feed;
+pub mod retention;
 mod validate;
 
 #[cfg(test)]
@@ -547,6 +548,51 @@ pub enum StoreError {
     /// The backend failed or is unreachable; a commit's outcome is unknown.
     #[error("store unavailable: {0}")]
     Unavailable(String),
+    /// A read of the event log or the change stream asked for positions
+    /// that retention has trimmed (see [`retention`]): what was committed
+    /// after `after` is no longer all there. The reader re-lists the
+    /// objects it follows and resumes after `oldest_kept - 1`, from which
+    /// every position is kept.
+    #[error(
+        "too old: the {stream} of cluster {cluster} no longer keeps what followed position {after}; \
+         positions from {oldest_kept} on are kept: re-list, then resume after {}",
+        oldest_kept.saturating_sub(1)
+    )]
+    TooOld {
+        /// The cluster.
+        cluster: String,
+        /// Which stream: `event log` or `change stream`.
+        stream: &'static str,
+        /// The cursor asked for.
+        after: u64,
+        /// The lowest position guaranteed kept (the trimmed floor plus
+        /// one): every position from here on is still readable.
+        oldest_kept: u64,
+    },
+}
+
+/// The name of the event log in [`StoreError::TooOld`].
+pub const EVENT_LOG: &str = "event log";
+/// The name of the change stream in [`StoreError::TooOld`].
+pub const CHANGE_STREAM: &str = "change stream";
+
+/// [`StoreError::TooOld`] when `after` is below `floor` (every position up
+/// to `floor` may have been trimmed), else nothing.
+pub fn check_floor(
+    cluster: &str,
+    stream: &'static str,
+    after: u64,
+    floor: u64,
+) -> Result<(), StoreError> {
+    if after < floor {
+        return Err(StoreError::TooOld {
+            cluster: cluster.to_string(),
+            stream,
+            after,
+            oldest_kept: floor + 1,
+        });
+    }
+    Ok(())
 }
 
 impl From<AuthorityError> for StoreError {
@@ -663,7 +709,8 @@ pub trait Store: Send + Sync + 'static {
 
     /// Events with `seq > after`, in order, at most `limit`, up to the
     /// high-water mark (see the module documentation): resuming after the
-    /// last seq returned skips and repeats nothing.
+    /// last seq returned skips and repeats nothing. [`StoreError::TooOld`]
+    /// when retention trimmed events above `after`.
     async fn events(
         &self,
         cluster: &str,
@@ -674,6 +721,7 @@ pub trait Store: Send + Sync + 'static {
     /// Object changes of `kinds` (all kinds if empty) with `position >
     /// after`, in order, at most `limit`, up to the high-water mark;
     /// resuming after the page's `through` skips and repeats nothing.
+    /// [`StoreError::TooOld`] when retention trimmed changes above `after`.
     ///
     /// The default refuses: a store must serve the watch stream itself
     /// (wrappers pass it on).
@@ -688,6 +736,22 @@ pub trait Store: Send + Sync + 'static {
         Err(StoreError::Unavailable(format!(
             "this store does not serve the change stream of cluster {cluster}"
         )))
+    }
+
+    /// Trim one batch of what `policy` no longer keeps in `cluster` (see
+    /// [`retention`]): events and changes past the retention, tenures beyond
+    /// the newest kept per lease. Readers behind what was trimmed get
+    /// [`StoreError::TooOld`].
+    ///
+    /// The default trims nothing: a store that keeps no log of its own
+    /// (a wrapper that does not pass it on) has nothing to trim.
+    async fn trim(
+        &self,
+        cluster: &str,
+        policy: &retention::Policy,
+    ) -> Result<retention::Trimmed, StoreError> {
+        let _ = (cluster, policy);
+        Ok(retention::Trimmed::default())
     }
 
     /// A receiver of a number that grows whenever `cluster` has new changes

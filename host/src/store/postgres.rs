@@ -114,8 +114,9 @@ use super::validate::{
     check_change_request, check_cluster, check_key, check_list_request, page_limit,
 };
 use super::{
-    ApiWrite, Change, ChangeKind, ChangePage, Committed, Event, Metadata, NewEvent, Object,
-    ObjectKey, Op, Origin, Page, Selector, Store, StoreError, Written,
+    ApiWrite, CHANGE_STREAM, Change, ChangeKind, ChangePage, Committed, EVENT_LOG, Event, Metadata,
+    NewEvent, Object, ObjectKey, Op, Origin, Page, Selector, Store, StoreError, Written,
+    check_floor,
 };
 
 /// Step 3: the position floor. A shared advisory transaction lock in the
@@ -363,23 +364,40 @@ SELECT count(*) FROM (
 ) AS bounded";
 
 /// Bounded by the high-water mark `$4`, read by an earlier statement (see
-/// [`PostgresStore::high_water`]).
+/// [`PostgresStore::high_water`]). The first column is the cluster's
+/// retention floor for events, read in the same statement (one snapshot)
+/// as the rows: a cursor below it has lost events to trimming (see
+/// [`super::retention`]). One row with NULL event columns when no event
+/// follows.
 const EVENTS_SQL: &str = "
-SELECT seq, revision, at, kind, name, reason, message, lease, epoch, holder
-  FROM leasehold_events
- WHERE cluster = $1::text AND seq > $2::int8 AND seq <= $4::int8
- ORDER BY seq
- LIMIT $3::int8";
+SELECT f.floor, e.seq, e.revision, e.at, e.kind, e.name, e.reason, e.message, e.lease,
+       e.epoch, e.holder
+  FROM (SELECT coalesce((SELECT events_floor FROM leasehold_retention
+                          WHERE cluster = $1::text), 0) AS floor) AS f
+  LEFT JOIN LATERAL (
+       SELECT seq, revision, at, kind, name, reason, message, lease, epoch, holder
+         FROM leasehold_events
+        WHERE cluster = $1::text AND seq > $2::int8 AND seq <= $4::int8
+        ORDER BY seq
+        LIMIT $3::int8) AS e ON true
+ ORDER BY e.seq";
 
-/// Bounded like [`EVENTS_SQL`]; an empty kind list means every kind.
+/// Bounded like [`EVENTS_SQL`], with the change stream's retention floor
+/// first the same way; an empty kind list means every kind.
 const CHANGES_SQL: &str = "
-SELECT position, revision, at, kind, name, change, version, lease, epoch, holder,
-       traceparent
-  FROM leasehold_changes
- WHERE cluster = $1::text AND position > $2::int8 AND position <= $4::int8
-   AND (cardinality($5::text[]) = 0 OR kind = ANY($5::text[]))
- ORDER BY position
- LIMIT $3::int8";
+SELECT f.floor, c.position, c.revision, c.at, c.kind, c.name, c.change, c.version, c.lease,
+       c.epoch, c.holder, c.traceparent
+  FROM (SELECT coalesce((SELECT changes_floor FROM leasehold_retention
+                          WHERE cluster = $1::text), 0) AS floor) AS f
+  LEFT JOIN LATERAL (
+       SELECT position, revision, at, kind, name, change, version, lease, epoch, holder,
+              traceparent
+         FROM leasehold_changes
+        WHERE cluster = $1::text AND position > $2::int8 AND position <= $4::int8
+          AND (cardinality($5::text[]) = 0 OR kind = ANY($5::text[]))
+        ORDER BY position
+        LIMIT $3::int8) AS c ON true
+ ORDER BY c.position";
 
 const WRITTEN_BY_SQL: &str = "
 SELECT lease, epoch, holder FROM leasehold_objects
@@ -1264,6 +1282,12 @@ fn unavailable(error: crate::db::DbError) -> StoreError {
     StoreError::Unavailable(error.to_string())
 }
 
+/// The retention floor the first column of [`EVENTS_SQL`] and
+/// [`CHANGES_SQL`] carries (on every row, and there is always one).
+fn floor_of(rows: &[tokio_postgres::Row]) -> u64 {
+    rows.first().map_or(0, |r| r.get::<_, i64>(0).max(0) as u64)
+}
+
 /// Clamp a cursor to the database's integer range.
 fn sql_seq(seq: u64) -> i64 {
     i64::try_from(seq).unwrap_or(i64::MAX)
@@ -1445,17 +1469,19 @@ impl Store for PostgresStore {
         })
         .await
         .map_err(unavailable)?;
+        check_floor(cluster, EVENT_LOG, after as u64, floor_of(&rows))?;
         Ok(rows
             .iter()
+            .filter(|r| r.get::<_, Option<i64>>(1).is_some())
             .map(|r| Event {
-                seq: r.get::<_, i64>(0) as u64,
-                revision: r.get::<_, i64>(1) as u64,
-                at: r.get::<_, DateTime<Utc>>(2),
-                kind: r.get(3),
-                name: r.get(4),
-                reason: r.get(5),
-                message: r.get(6),
-                origin: origin(r.get(7), r.get(8), r.get(9)),
+                seq: r.get::<_, i64>(1) as u64,
+                revision: r.get::<_, i64>(2) as u64,
+                at: r.get::<_, DateTime<Utc>>(3),
+                kind: r.get(4),
+                name: r.get(5),
+                reason: r.get(6),
+                message: r.get(7),
+                origin: origin(r.get(8), r.get(9), r.get(10)),
             })
             .collect())
     }
@@ -1489,10 +1515,14 @@ impl Store for PostgresStore {
         })
         .await
         .map_err(unavailable)?;
+        check_floor(cluster, CHANGE_STREAM, after, floor_of(&rows))?;
         let mut changes = Vec::with_capacity(rows.len());
         for r in &rows {
-            let position = r.get::<_, i64>(0) as u64;
-            let text: String = r.get(5);
+            let Some(position) = r.get::<_, Option<i64>>(1) else {
+                continue;
+            };
+            let position = position as u64;
+            let text: String = r.get(6);
             let Some(change) = ChangeKind::parse(&text) else {
                 return Err(StoreError::Unavailable(format!(
                     "database {}: change {position} of cluster {cluster} is {text:?}, not created, updated or deleted",
@@ -1501,17 +1531,17 @@ impl Store for PostgresStore {
             };
             changes.push(Change {
                 position,
-                revision: r.get::<_, i64>(1) as u64,
-                at: r.get::<_, DateTime<Utc>>(2),
-                kind: r.get(3),
-                name: r.get(4),
+                revision: r.get::<_, i64>(2) as u64,
+                at: r.get::<_, DateTime<Utc>>(3),
+                kind: r.get(4),
+                name: r.get(5),
                 change,
-                version: r.get::<_, i64>(6) as u64,
-                origin: origin(r.get(7), r.get(8), r.get(9)),
+                version: r.get::<_, i64>(7) as u64,
+                origin: origin(r.get(8), r.get(9), r.get(10)),
                 // Checked when written; a value that does not parse (written
                 // by hand) is no context at all.
                 traceparent: r
-                    .get::<_, Option<&str>>(10)
+                    .get::<_, Option<&str>>(11)
                     .and_then(crate::telemetry::TraceParent::parse),
             });
         }
@@ -1522,6 +1552,15 @@ impl Store for PostgresStore {
             _ => mark,
         };
         Ok(ChangePage { changes, through })
+    }
+
+    async fn trim(
+        &self,
+        cluster: &str,
+        policy: &super::retention::Policy,
+    ) -> Result<super::retention::Trimmed, StoreError> {
+        check_cluster(cluster)?;
+        super::retention::trim_postgres(&self.db, cluster, policy).await
     }
 
     fn watch(&self, cluster: &str) -> watch::Receiver<u64> {

@@ -101,14 +101,19 @@ SELECT h.head,
   FROM (SELECT last_value - CASE WHEN is_called THEN 0 ELSE 1 END AS head
           FROM leasehold_positions OFFSET 0) AS h";
 
-/// Each watched cluster's last change or event position up to the mark.
+/// Each watched cluster's last change or event position up to the mark,
+/// or its retention floors when above (retention may have trimmed every
+/// row: the position never goes back, and a worker starting from it is
+/// never behind the floor; see [`super::retention`]).
 const LATEST_SQL: &str = "
 SELECT c.cluster,
        coalesce(greatest(
            (SELECT max(position) FROM leasehold_changes
              WHERE cluster = c.cluster AND position <= $2::int8),
            (SELECT max(seq) FROM leasehold_events
-             WHERE cluster = c.cluster AND seq <= $2::int8)), 0)
+             WHERE cluster = c.cluster AND seq <= $2::int8),
+           (SELECT greatest(events_floor, changes_floor) FROM leasehold_retention
+             WHERE cluster = c.cluster)), 0)
   FROM unnest($1::text[]) AS c(cluster)";
 
 /// The notifier's statement: its own transaction, committed without

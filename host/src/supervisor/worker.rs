@@ -24,7 +24,7 @@ use super::sleep_until_some;
 use crate::limits::MAX_PAGE_SIZE;
 use crate::runtime::{GuestError, GuestInstance, ReconcileReason, Reconciled};
 use crate::status::ControllerStatus;
-use crate::store::{ObjectKey, Store};
+use crate::store::{ObjectKey, Store, StoreError};
 use crate::telemetry::{self, TraceParent};
 
 use crate::timeouts::MAX_REQUEUE;
@@ -266,6 +266,20 @@ impl Worker {
                         return;
                     }
                 }
+                Err(StoreError::TooOld { oldest_kept, .. }) => {
+                    // Retention trimmed changes this worker had not read:
+                    // what they said is in the objects themselves, so
+                    // re-list every watched kind and follow the stream from
+                    // where it is whole again.
+                    tracing::warn!(
+                        controller = self.controller(),
+                        cursor = self.cursor,
+                        oldest_kept,
+                        "the change stream no longer keeps what followed this worker's cursor; resyncing"
+                    );
+                    self.cursor = self.cursor.max(oldest_kept.saturating_sub(1));
+                    self.resync_due = true;
+                }
                 Err(e) => {
                     tracing::warn!(controller = self.controller(), %e, "cannot read the change feed; retrying");
                     self.feed_retry_at = Some(Instant::now() + crate::timeouts::FEED_POLL);
@@ -449,5 +463,72 @@ mod tests {
                 "{line}"
             );
         }
+    }
+
+    /// A worker whose cursor fell behind what retention keeps is told so
+    /// by the store, moves its cursor to where the stream is whole again
+    /// and re-lists every watched kind, instead of reading on as if the
+    /// trimmed changes had never been.
+    #[tokio::test]
+    async fn a_cursor_behind_the_trimmed_floor_resyncs() {
+        let authority = crate::authority::memory::MemoryAuthority::new();
+        let store = Arc::new(crate::store::MemoryStore::new(Arc::new(authority)));
+        let (_stop_tx, stop) = watch::channel(false);
+        let feed = store.watch("c1");
+        let cursor = *feed.borrow();
+        for name in ["t1", "t2", "t3"] {
+            let task = ObjectKey {
+                kind: "tasks".into(),
+                name: name.into(),
+            };
+            store.put("c1", &task, "{}", None).await.unwrap();
+        }
+        let policy = crate::store::retention::Policy {
+            event_retention: Duration::ZERO,
+            tenure_retention: 1,
+            batch: 2,
+        };
+        // Two of the three changes are trimmed: the worker, still at the
+        // position before the first, has lost t1 and t2 from the stream.
+        let trimmed = store.trim("c1", &policy).await.unwrap();
+        assert_eq!(trimmed.changes, 2);
+        let mut worker = Worker {
+            ctx: WorkerContext {
+                cluster: "c1".into(),
+                store: store.clone(),
+                status: Arc::new(ControllerStatus::new("sched")),
+                max_queue: 100,
+                backoff_min: Duration::from_millis(100),
+                backoff_max: Duration::from_secs(1),
+                stop,
+            },
+            watches: vec!["tasks".into()],
+            queue: WorkQueue::new(100),
+            failures: HashMap::new(),
+            cursor,
+            feed,
+            feed_retry_at: None,
+            feed_open: true,
+            resync_due: false,
+        };
+        worker.read_feed().await;
+        assert!(worker.resync_due, "a trimmed cursor must ask for a resync");
+        assert!(worker.cursor > cursor, "the cursor moves past the floor");
+        // Only t3's change is still in the stream.
+        let mut changed = Vec::new();
+        while let Some((key, reason)) = worker.queue.pop() {
+            assert_eq!(reason, ReconcileReason::Change);
+            changed.push(key.name);
+        }
+        assert_eq!(changed, ["t3"]);
+        worker.resync().await;
+        assert!(!worker.resync_due);
+        let mut listed = Vec::new();
+        while let Some((key, reason)) = worker.queue.pop() {
+            assert_eq!(reason, ReconcileReason::Resync);
+            listed.push(key.name);
+        }
+        listed.sort();
+        assert_eq!(listed, ["t1", "t2", "t3"]);
     }
 }

@@ -1,0 +1,320 @@
+//! Retention: the event log, the change stream and tenure history are
+//! trimmed in the background, in bounded batches.
+//!
+//! Owns: the trimming loop each host runs for its cluster ([`run`]), the
+//! policy it follows ([`Policy`], from `[store] event_retention` and
+//! `tenure_retention`), and the PostgreSQL side of one batch
+//! ([`trim_postgres`]). The memory backend trims its own log
+//! ([`super::MemoryStore`]); its tenure history lives in the memory
+//! authority, which keeps a bounded history of its own.
+//!
+//! What is kept:
+//! - events and object changes committed within `event_retention` (by the
+//!   database's clock on PostgreSQL), and everything above the high-water
+//!   mark (a position that may still commit is never passed);
+//! - per lease, the newest `tenure_retention` tenures, and always the live
+//!   one (the tenure whose epoch the lease row holds).
+//!
+//! What a reader sees: each stream has a floor per cluster (PostgreSQL:
+//! `leasehold_retention`, migration 13): every position up to it may be
+//! gone, every position above it is kept. The floor is raised in the same
+//! transaction as the `DELETE` it covers, and a read takes its rows and the
+//! floor in one statement, so a cursor below the floor is answered with
+//! [`StoreError::TooOld`] (HTTP 410, a worker's resync) rather than a page
+//! that silently skips what was trimmed.
+//!
+//! Only one host trims a cluster at a time: each batch runs in a
+//! transaction that first takes `pg_try_advisory_xact_lock` on the
+//! cluster's retention key (the two-key space, first key `LR` in its upper
+//! half, distinct from the position floors and the name claims); a host
+//! that does not get it skips the round. Two hosts trimming together would
+//! still be correct (floors only rise, deletes are idempotent); the lock
+//! saves the duplicated work.
+
+use std::time::Duration;
+
+use tokio::sync::watch;
+
+use crate::config::StoreConfig;
+use crate::db::{Database, bounded};
+
+use super::StoreError;
+
+/// Rows deleted per statement, per table.
+pub const TRIM_BATCH: usize = 1000;
+/// How often a host looks for something to trim.
+pub const TRIM_INTERVAL: Duration = Duration::from_secs(60);
+/// The pause between two batches of one round: rate limiting only, so a
+/// backlog (retention just turned on, a lowered retention) is deleted
+/// without monopolizing the database. Never ordering anything.
+pub const TRIM_PAUSE: Duration = Duration::from_millis(50);
+
+/// The first key of the retention lock, `LR` in its upper half.
+const LOCK_KEY: i32 = 0x4C52_0000;
+
+/// What one trim keeps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Policy {
+    /// Events and changes older than this are trimmed.
+    pub event_retention: Duration,
+    /// Newest tenures kept per lease (at least 1; the live one is always
+    /// kept).
+    pub tenure_retention: u64,
+    /// Most rows deleted per table in one batch.
+    pub batch: usize,
+}
+
+impl Policy {
+    /// The configured policy, in batches of [`TRIM_BATCH`].
+    pub fn from_config(config: &StoreConfig) -> Self {
+        Self {
+            event_retention: config.event_retention,
+            tenure_retention: config.tenure_retention.max(1),
+            batch: TRIM_BATCH,
+        }
+    }
+}
+
+/// What one batch (or one round) trimmed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Trimmed {
+    /// Events deleted.
+    pub events: u64,
+    /// Object changes deleted.
+    pub changes: u64,
+    /// Tenures deleted.
+    pub tenures: u64,
+    /// Another host holds the cluster's retention lock: nothing was tried.
+    pub skipped: bool,
+}
+
+impl Trimmed {
+    /// Rows deleted, all tables together.
+    pub fn total(&self) -> u64 {
+        self.events + self.changes + self.tenures
+    }
+
+    fn add(&mut self, other: Trimmed) {
+        self.events += other.events;
+        self.changes += other.changes;
+        self.tenures += other.tenures;
+        self.skipped |= other.skipped;
+    }
+
+    /// Whether some table had a full batch (more may be left).
+    fn full(&self, batch: usize) -> bool {
+        let batch = batch as u64;
+        self.events >= batch || self.changes >= batch || self.tenures >= batch
+    }
+}
+
+/// Trim `cluster` until nothing old is left, batch after batch with
+/// [`TRIM_PAUSE`] between them; stops early when `stop` turns true.
+pub async fn trim_round(
+    store: &dyn super::Store,
+    cluster: &str,
+    policy: &Policy,
+    stop: &watch::Receiver<bool>,
+) -> Result<Trimmed, StoreError> {
+    let mut total = Trimmed::default();
+    loop {
+        let batch = store.trim(cluster, policy).await?;
+        total.add(batch);
+        if batch.skipped || !batch.full(policy.batch) || *stop.borrow() {
+            return Ok(total);
+        }
+        tokio::time::sleep(TRIM_PAUSE).await;
+    }
+}
+
+/// The background trimmer of one host: a round every [`TRIM_INTERVAL`]
+/// until `stop` turns true. Failures are logged and retried next round.
+pub async fn run(
+    store: std::sync::Arc<dyn super::Store>,
+    cluster: String,
+    policy: Policy,
+    mut stop: watch::Receiver<bool>,
+) {
+    tracing::info!(
+        cluster,
+        event_retention = %humantime::format_duration(policy.event_retention),
+        tenure_retention = policy.tenure_retention,
+        "retention trimmer started"
+    );
+    loop {
+        if *stop.borrow() {
+            return;
+        }
+        match trim_round(store.as_ref(), &cluster, &policy, &stop).await {
+            Ok(trimmed) if trimmed.total() > 0 => tracing::info!(
+                cluster,
+                events = trimmed.events,
+                changes = trimmed.changes,
+                tenures = trimmed.tenures,
+                "trimmed what retention no longer keeps"
+            ),
+            Ok(trimmed) if trimmed.skipped => tracing::debug!(
+                cluster,
+                "another host is trimming this cluster; skipping this round"
+            ),
+            Ok(_) => {}
+            Err(e) => tracing::warn!(cluster, %e, "retention trim failed; retrying next round"),
+        }
+        tokio::select! {
+            changed = stop.changed() => {
+                if changed.is_err() {
+                    return;
+                }
+            }
+            () = tokio::time::sleep(TRIM_INTERVAL) => {}
+        }
+    }
+}
+
+const TRY_LOCK_SQL: &str = "SELECT pg_try_advisory_xact_lock($1::int4, hashtext($2::text))";
+
+const FLOORS_SQL: &str = "
+SELECT events_floor, changes_floor FROM leasehold_retention WHERE cluster = $1::text";
+
+/// The oldest events above the floor and below the mark, and whether each
+/// is older than the retention (by the database's clock).
+const OLD_EVENTS_SQL: &str = "
+SELECT seq, at < now() - make_interval(secs => $4::float8)
+  FROM leasehold_events
+ WHERE cluster = $1::text AND seq > $2::int8 AND seq <= $3::int8
+ ORDER BY seq
+ LIMIT $5::int8";
+
+/// Like [`OLD_EVENTS_SQL`], for the change stream.
+const OLD_CHANGES_SQL: &str = "
+SELECT position, at < now() - make_interval(secs => $4::float8)
+  FROM leasehold_changes
+ WHERE cluster = $1::text AND position > $2::int8 AND position <= $3::int8
+ ORDER BY position
+ LIMIT $5::int8";
+
+const RAISE_EVENTS_FLOOR_SQL: &str = "
+INSERT INTO leasehold_retention AS r (cluster, events_floor) VALUES ($1::text, $2::int8)
+ON CONFLICT (cluster) DO UPDATE
+   SET events_floor = greatest(r.events_floor, EXCLUDED.events_floor),
+       trimmed_at = clock_timestamp()";
+
+const RAISE_CHANGES_FLOOR_SQL: &str = "
+INSERT INTO leasehold_retention AS r (cluster, changes_floor) VALUES ($1::text, $2::int8)
+ON CONFLICT (cluster) DO UPDATE
+   SET changes_floor = greatest(r.changes_floor, EXCLUDED.changes_floor),
+       trimmed_at = clock_timestamp()";
+
+const DELETE_EVENTS_SQL: &str = "
+DELETE FROM leasehold_events WHERE cluster = $1::text AND seq > $2::int8 AND seq <= $3::int8";
+
+const DELETE_CHANGES_SQL: &str = "
+DELETE FROM leasehold_changes
+ WHERE cluster = $1::text AND position > $2::int8 AND position <= $3::int8";
+
+/// Tenures beyond the newest `$2` of their lease, at most `$3`, never the
+/// lease's live one.
+const DELETE_TENURES_SQL: &str = "
+DELETE FROM leasehold_tenures t
+ USING (SELECT r.lease, r.epoch
+          FROM (SELECT lease, epoch,
+                       row_number() OVER (PARTITION BY lease ORDER BY epoch DESC) AS rank
+                  FROM leasehold_tenures
+                 WHERE cluster = $1::text) AS r
+         WHERE r.rank > $2::int8
+         ORDER BY r.lease, r.epoch
+         LIMIT $3::int8) AS d
+ WHERE t.cluster = $1::text AND t.lease = d.lease AND t.epoch = d.epoch
+   AND NOT EXISTS (SELECT 1 FROM leasehold_leases l
+                    WHERE l.cluster = t.cluster AND l.name = t.lease AND l.epoch = t.epoch)";
+
+/// One batch on PostgreSQL, in one transaction: the retention lock (or
+/// nothing, `skipped`), then for each stream the oldest run of positions
+/// above its floor that are all past the retention and below the
+/// high-water mark, at most `policy.batch`: the floor raised to the last of
+/// them and the rows deleted; then at most `policy.batch` tenures.
+pub(crate) async fn trim_postgres(
+    db: &Database,
+    cluster: &str,
+    policy: &Policy,
+) -> Result<Trimmed, StoreError> {
+    let unavailable = |e: crate::db::DbError| {
+        StoreError::Unavailable(format!("retention trim of cluster {cluster}: {e}"))
+    };
+    let mut client = db.client().await.map_err(unavailable)?;
+    let secs = policy.event_retention.as_secs_f64();
+    let batch = i64::try_from(policy.batch).unwrap_or(i64::MAX);
+    let keep = i64::try_from(policy.tenure_retention.max(1)).unwrap_or(i64::MAX);
+    // The high-water mark by an earlier statement than the rows it bounds
+    // (see `postgres_feed`); read before the transaction, it can only be
+    // lower than the mark at the deletes, never past a position in flight.
+    let mark = bounded(db, async {
+        let statement = client
+            .prepare_cached(super::postgres_feed::HIGH_WATER_SQL)
+            .await?;
+        super::postgres_feed::high_water(&client, &statement).await
+    })
+    .await
+    .map_err(unavailable)?;
+    let mark = i64::try_from(mark.high_water).unwrap_or(i64::MAX);
+    bounded(db, async {
+        let tx = client.transaction().await?;
+        let locked: bool = tx
+            .query_one(TRY_LOCK_SQL, &[&LOCK_KEY, &cluster])
+            .await?
+            .get(0);
+        if !locked {
+            tx.rollback().await?;
+            return Ok(Trimmed {
+                skipped: true,
+                ..Trimmed::default()
+            });
+        }
+        let (events_floor, changes_floor) = match tx.query_opt(FLOORS_SQL, &[&cluster]).await? {
+            Some(row) => (row.get::<_, i64>(0), row.get::<_, i64>(1)),
+            None => (0, 0),
+        };
+        let mut trimmed = Trimmed::default();
+        for (floor, select, raise, delete, count) in [
+            (
+                events_floor,
+                OLD_EVENTS_SQL,
+                RAISE_EVENTS_FLOOR_SQL,
+                DELETE_EVENTS_SQL,
+                &mut trimmed.events,
+            ),
+            (
+                changes_floor,
+                OLD_CHANGES_SQL,
+                RAISE_CHANGES_FLOOR_SQL,
+                DELETE_CHANGES_SQL,
+                &mut trimmed.changes,
+            ),
+        ] {
+            let rows = tx
+                .query(select, &[&cluster, &floor, &mark, &secs, &batch])
+                .await?;
+            // The run of old rows from the floor up, stopping at the first
+            // one still kept: positions are taken before commit, so `at`
+            // is not strictly ordered by position, and nothing above a
+            // kept row is trimmed.
+            let Some(new_floor) = rows
+                .iter()
+                .take_while(|r| r.get::<_, Option<bool>>(1).unwrap_or(false))
+                .map(|r| r.get::<_, i64>(0))
+                .last()
+            else {
+                continue;
+            };
+            tx.execute(raise, &[&cluster, &new_floor]).await?;
+            *count = tx.execute(delete, &[&cluster, &floor, &new_floor]).await?;
+        }
+        trimmed.tenures = tx
+            .execute(DELETE_TENURES_SQL, &[&cluster, &keep, &batch])
+            .await?;
+        tx.commit().await?;
+        Ok::<_, tokio_postgres::Error>(trimmed)
+    })
+    .await
+    .map_err(unavailable)
+}
