@@ -284,3 +284,131 @@ impl settings::Host for SettingsHost {
         Ok(self.json())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn wit_meta(labels: &[(&str, &str)]) -> types::Metadata {
+        types::Metadata {
+            labels: labels
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            owner: Some(types::ObjectKey {
+                kind: "projects".into(),
+                name: "p".into(),
+            }),
+            finalizers: vec!["f".into()],
+        }
+    }
+
+    #[test]
+    fn metadata_converts_both_ways_and_refuses_a_label_given_twice() {
+        let object = key("tasks".into(), "t".into());
+        let meta = metadata(&object, wit_meta(&[("b", "2"), ("a", "1")])).unwrap();
+        assert_eq!(
+            meta.labels.iter().collect::<Vec<_>>(),
+            [
+                (&"a".to_string(), &"1".to_string()),
+                (&"b".to_string(), &"2".to_string())
+            ]
+        );
+        assert_eq!(meta.owner, Some(key("projects".into(), "p".into())));
+        let back = wit_metadata(meta);
+        assert_eq!(
+            back.labels,
+            [("a".into(), "1".into()), ("b".into(), "2".into())]
+        );
+        match metadata(&object, wit_meta(&[("a", "1"), ("a", "2")])) {
+            Err(store::StoreError::Invalid(why)) => {
+                assert!(why.contains("label a of tasks/t"), "{why}")
+            }
+            other => panic!("expected invalid, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_selector_converts_and_refuses_what_the_store_cannot_read() {
+        let selected = selector(
+            "tasks",
+            store::Selector {
+                labels: vec![("team".into(), "db".into())],
+                contains: Some(r#"{"status": "pending"}"#.into()),
+            },
+        )
+        .unwrap();
+        assert_eq!(selected.labels["team"], "db");
+        assert_eq!(
+            selected.contains,
+            Some(serde_json::json!({ "status": "pending" }))
+        );
+        let refused = [
+            store::Selector {
+                labels: vec![("a".into(), "1".into()), ("a".into(), "1".into())],
+                contains: None,
+            },
+            store::Selector {
+                labels: Vec::new(),
+                contains: Some("{not json".into()),
+            },
+            store::Selector {
+                labels: Vec::new(),
+                contains: Some(" ".repeat(crate::limits::MAX_VALUE_BYTES + 1)),
+            },
+        ];
+        for bad in refused {
+            match selector("tasks", bad) {
+                Err(store::StoreError::Invalid(why)) => {
+                    assert!(why.contains("selector for kind tasks"), "{why}")
+                }
+                other => panic!("expected invalid, got {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn every_new_op_reaches_the_store_as_its_own_op() {
+        let status = op(store::Op::Status(store::StatusOp {
+            kind: "tasks".into(),
+            name: "t".into(),
+            expected_generation: Some(3),
+            status: None,
+        }))
+        .unwrap();
+        assert_eq!(
+            status,
+            Op::Status {
+                key: key("tasks".into(), "t".into()),
+                expected_generation: Some(3),
+                status: None,
+            }
+        );
+        let check = op(store::Op::Check(store::CheckOp {
+            kind: "gates".into(),
+            name: "g".into(),
+            expected_version: 0,
+        }))
+        .unwrap();
+        assert_eq!(
+            check,
+            Op::Check {
+                key: key("gates".into(), "g".into()),
+                expected_version: 0,
+            }
+        );
+        let replace = op(store::Op::Replace(store::ReplaceOp {
+            kind: "tasks".into(),
+            name: "t".into(),
+            expected_version: 7,
+            value: None,
+            metadata: Some(wit_meta(&[])),
+        }))
+        .unwrap();
+        assert!(matches!(
+            replace,
+            Op::Replace { expected_version: 7, value: None, meta: Some(ref m), .. }
+                if m.finalizers == ["f"]
+        ));
+    }
+}
