@@ -213,7 +213,8 @@ DELETE FROM leasehold_changes
  WHERE cluster = $1::text AND position > $2::int8 AND position <= $3::int8";
 
 /// Tenures beyond the newest `$2` of their lease, at most `$3`, never the
-/// lease's live one.
+/// lease's live one (left out before the limit, so a batch is never spent
+/// on it).
 const DELETE_TENURES_SQL: &str = "
 DELETE FROM leasehold_tenures t
  USING (SELECT r.lease, r.epoch
@@ -222,11 +223,12 @@ DELETE FROM leasehold_tenures t
                   FROM leasehold_tenures
                  WHERE cluster = $1::text) AS r
          WHERE r.rank > $2::int8
+           AND NOT EXISTS (SELECT 1 FROM leasehold_leases l
+                            WHERE l.cluster = $1::text AND l.name = r.lease
+                              AND l.epoch = r.epoch)
          ORDER BY r.lease, r.epoch
          LIMIT $3::int8) AS d
- WHERE t.cluster = $1::text AND t.lease = d.lease AND t.epoch = d.epoch
-   AND NOT EXISTS (SELECT 1 FROM leasehold_leases l
-                    WHERE l.cluster = t.cluster AND l.name = t.lease AND l.epoch = t.epoch)";
+ WHERE t.cluster = $1::text AND t.lease = d.lease AND t.epoch = d.epoch";
 
 /// One batch on PostgreSQL, in one transaction: the retention lock (or
 /// nothing, `skipped`), then for each stream the oldest run of positions
@@ -317,4 +319,102 @@ pub(crate) async fn trim_postgres(
     })
     .await
     .map_err(unavailable)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::{PostgresStore, Store};
+    use crate::testing::TestDatabase;
+
+    async fn epochs(db: &Database, lease: &str) -> Vec<i64> {
+        db.client()
+            .await
+            .unwrap()
+            .query(
+                "SELECT epoch FROM leasehold_tenures WHERE cluster = 'c1' AND lease = $1 \
+                 ORDER BY epoch",
+                &[&lease],
+            )
+            .await
+            .unwrap()
+            .iter()
+            .map(|r| r.get(0))
+            .collect()
+    }
+
+    /// Tenures 1..=`last` of `lease`, the lease row at `live`.
+    async fn tenures(db: &Database, lease: &str, last: i64, live: i64) {
+        let client = db.client().await.unwrap();
+        client
+            .execute(
+                "INSERT INTO leasehold_leases (cluster, name, holder, epoch, acquired_at, \
+                 renewed_at, expires_at) VALUES ('c1', $1, 'h', $2, now(), now(), now())",
+                &[&lease, &live],
+            )
+            .await
+            .unwrap();
+        client
+            .execute(
+                "INSERT INTO leasehold_tenures (cluster, lease, epoch, holder, endpoint, \
+                 acquired_at, ended_at, end_reason) \
+                 SELECT 'c1', $1, e, 'h', 'x', now(), now(), 'released' \
+                   FROM generate_series(1::int8, $2::int8) AS e",
+                &[&lease, &last],
+            )
+            .await
+            .unwrap();
+    }
+
+    /// Tenure history keeps the newest `tenure_retention` of each lease and
+    /// the live one whatever its rank, trimmed a batch at a time.
+    #[tokio::test]
+    async fn tenures_keep_the_newest_and_the_live_one_in_batches() {
+        let test = TestDatabase::create().await;
+        let db = test.database(2);
+        let store = PostgresStore::new(db.clone());
+        // `a`'s lease row names epoch 3: not the newest, but the one a
+        // holder may still write under.
+        tenures(&db, "a", 8, 3).await;
+        tenures(&db, "b", 2, 2).await;
+        let policy = Policy {
+            event_retention: Duration::from_secs(3600),
+            tenure_retention: 2,
+            batch: 3,
+        };
+        let first = store.trim("c1", &policy).await.unwrap();
+        assert_eq!(first.tenures, 3);
+        let second = store.trim("c1", &policy).await.unwrap();
+        assert_eq!(second.tenures, 2);
+        let third = store.trim("c1", &policy).await.unwrap();
+        assert_eq!(third.tenures, 0);
+        assert_eq!(epochs(&db, "a").await, [3, 7, 8]);
+        assert_eq!(epochs(&db, "b").await, [1, 2]);
+    }
+
+    /// While another session holds the cluster's retention lock, a host
+    /// trims nothing and says it skipped.
+    #[tokio::test]
+    async fn one_host_trims_a_cluster_at_a_time() {
+        let test = TestDatabase::create().await;
+        let db = test.database(2);
+        let store = PostgresStore::new(db.clone());
+        tenures(&db, "a", 3, 3).await;
+        let policy = Policy {
+            event_retention: Duration::from_secs(3600),
+            tenure_retention: 1,
+            batch: 10,
+        };
+        let mut other = db.client().await.unwrap();
+        let tx = other.transaction().await.unwrap();
+        tx.execute(TRY_LOCK_SQL, &[&LOCK_KEY, &"c1"]).await.unwrap();
+        let skipped = store.trim("c1", &policy).await.unwrap();
+        assert!(skipped.skipped);
+        assert_eq!(skipped.total(), 0);
+        tx.rollback().await.unwrap();
+        let trimmed = store.trim("c1", &policy).await.unwrap();
+        assert!(!trimmed.skipped);
+        assert_eq!(trimmed.tenures, 2);
+        assert_eq!(epochs(&db, "a").await, [3]);
+    }
 }
