@@ -16,16 +16,21 @@
 //!   deletion mark through the host, and writes a finalizer, an owned
 //!   object with labels, a status at the generation it read and a check,
 //!   all through the fenced commit path and the store's own rules; and
-//!   lists a kind selectively (labels, JSON containment) through the host.
+//!   lists a kind selectively (labels, JSON containment) through the host;
+//!   the metadata round trip runs on the memory and PostgreSQL backends.
 
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use leasehold_host::authority::postgres::PostgresAuthority;
+use leasehold_host::authority::{AcquireRequest, Acquired, Authority, ExpectedIdentity};
+use leasehold_host::fence::LeaseKey;
 use leasehold_host::runtime::{
     CommitCounters, CompiledController, EngineConfig, GuestLimits, ReconcileReason, Reconciled,
     Runtime, Settings, WorldVersion,
 };
-use leasehold_host::store::{ApiWrite, Metadata, ObjectKey, Origin, Store, Written};
+use leasehold_host::store::{ApiWrite, Metadata, ObjectKey, Origin, PostgresStore, Store, Written};
+use leasehold_host::testing::TestDatabase;
 use leasehold_tests::process::{Replica, eventually, free_port, run_to_end};
 use leasehold_tests::{MemoryBackends, TempDir, guest, http};
 use serde_json::{Value, json};
@@ -287,11 +292,50 @@ const HOLD: &str = "v020.test/hold";
 async fn a_020_guest_reads_metadata_and_status_and_writes_finalizers_status_and_checks() {
     let compiled = load("items", "v020", GuestLimits::default());
     let backends = MemoryBackends::new();
-    let store = backends.store.clone();
     let grant = backends.grant(CLUSTER, compiled.name(), "host-a").await;
+    metadata_through_the_host(&compiled, backends.store.clone(), grant.fence.clone()).await;
+    assert_eq!(
+        backends
+            .store
+            .written_by(CLUSTER, &key("seen", "a"))
+            .unwrap(),
+        Some(Origin::Guest {
+            lease: "items".into(),
+            epoch: grant.fence.epoch,
+            holder: "host-a".into(),
+        })
+    );
+}
+
+#[tokio::test]
+async fn a_020_guest_reads_metadata_and_status_and_writes_them_on_postgresql() {
+    let compiled = load("items", "v020", GuestLimits::default());
+    let db = TestDatabase::create().await;
+    let authority = PostgresAuthority::new(db.database(2), ExpectedIdentity::default());
+    let request = AcquireRequest {
+        key: LeaseKey::new(CLUSTER, compiled.name()),
+        holder: "host-a".into(),
+        ttl: Duration::from_secs(60),
+    };
+    let fence = match authority.acquire(&request).await.expect("acquire") {
+        Acquired::Granted(grant) => grant.fence,
+        Acquired::Held { holder, .. } => panic!("held by {holder}"),
+    };
+    let store: Arc<dyn Store> = Arc::new(PostgresStore::new(db.database(4)));
+    metadata_through_the_host(&compiled, store, fence).await;
+}
+
+/// The v020 guest's items, driven through the host on `store` under
+/// `fence`: what it reads of metadata, status, generation and the deletion
+/// mark, and what its finalizer, owned child, status write and check do.
+async fn metadata_through_the_host(
+    compiled: &CompiledController,
+    store: Arc<dyn Store>,
+    fence: leasehold_host::fence::Fence,
+) {
     let mut guest = compiled
         .instantiate(
-            grant.fence.clone(),
+            fence,
             store.clone(),
             Arc::new(CommitCounters::default()),
             compiled.revocation(),
@@ -346,14 +390,6 @@ async fn a_020_guest_reads_metadata_and_status_and_writes_finalizers_status_and_
     assert_eq!(
         item.status.as_deref().map(json),
         Some(json!({ "phase": "held", "observed": 2 }))
-    );
-    assert_eq!(
-        store.written_by(CLUSTER, &key("items", "a")).unwrap(),
-        Some(Origin::Guest {
-            lease: "items".into(),
-            epoch: grant.fence.epoch,
-            holder: "host-a".into(),
-        })
     );
     let child = get("children", "a").await.expect("the owned child");
     assert_eq!(child.meta.owner, Some(key("items", "a")));
