@@ -375,6 +375,15 @@ pub async fn run_managed(
         shutdown_rx.clone(),
     ));
 
+    // Retention: the event log, the change stream and tenure history are
+    // trimmed in the background (one host per cluster at a time).
+    let retention_task = tokio::spawn(crate::store::retention::run(
+        backends.store.clone(),
+        config.cluster.clone(),
+        crate::store::retention::Policy::from_config(&config.store),
+        shutdown_rx.clone(),
+    ));
+
     let heartbeat = Heartbeat::new();
     let renewer = Renewer::start_beating(backends.authority.clone(), &heartbeat);
     let mut controllers = Controllers::new(controllers::Shared {
@@ -465,6 +474,9 @@ pub async fn run_managed(
     // their guests and release their leases before they return.
     controllers.stop_all().await;
     identity_task.abort();
+    // Told to stop with the rest; a batch in flight is one transaction,
+    // committed or rolled back whole.
+    retention_task.abort();
     let _ = http_stop_tx.send(true);
     http.stopped().await;
     if let Some(task) = watchdog_task {
