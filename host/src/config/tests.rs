@@ -1297,6 +1297,8 @@ fn the_example_configs_are_valid() {
     let demo = Config::load_with(examples.join("leasehold.toml"), &env).unwrap();
     assert_eq!(demo.cluster, "demo");
     assert!(demo.is_embedded());
+    // The example spells out the retention defaults.
+    assert_eq!(demo.store, StoreConfig::default());
     assert_eq!(demo.http.listen, "127.0.0.1:8080".parse().unwrap());
     assert_eq!(demo.controller_names(), ["scheduler", "rollout"]);
 
