@@ -447,7 +447,7 @@ impl Store for MemoryStore {
             .take(policy.batch)
             .take_while(|e| e.at < cutoff)
             .count();
-        if let Some(last) = state.events.drain(..events).last() {
+        if let Some(last) = state.events.drain(..events).next_back() {
             state.events_floor = state.events_floor.max(last.seq);
         }
         let changes = state
@@ -456,7 +456,7 @@ impl Store for MemoryStore {
             .take(policy.batch)
             .take_while(|c| c.at < cutoff)
             .count();
-        if let Some(last) = state.changes.drain(..changes).last() {
+        if let Some(last) = state.changes.drain(..changes).next_back() {
             state.changes_floor = state.changes_floor.max(last.position);
         }
         Ok(super::retention::Trimmed {
