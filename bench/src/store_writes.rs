@@ -222,6 +222,22 @@ async fn measure(scale: Scale, report: &mut Report) -> Result<()> {
     Ok(())
 }
 
+/// One commit of the shapes that go through the store's statements:
+/// update `object` (at `version`) to `value` and append its `i`th event.
+fn counted(object: &ObjectKey, version: u64, value: String, i: usize) -> ([Op; 1], [NewEvent; 1]) {
+    let ops = [Op::Update {
+        key: object.clone(),
+        expected_version: version,
+        value,
+    }];
+    let events = [NewEvent {
+        key: object.clone(),
+        reason: "Counted".into(),
+        message: format!("counted {i}"),
+    }];
+    (ops, events)
+}
+
 /// Each of the first `count` writers makes [`COMMITS`] commits of `shape`
 /// at once; the wall time and how many committed.
 async fn round(
@@ -248,16 +264,7 @@ async fn round(
                     let value = format!("{{\"n\":{i}}}");
                     match shape {
                         Shape::Fenced | Shape::Unfenced => {
-                            let ops = [Op::Update {
-                                key: object.clone(),
-                                expected_version: version,
-                                value,
-                            }];
-                            let events = [NewEvent {
-                                key: object.clone(),
-                                reason: "Counted".into(),
-                                message: format!("counted {i}"),
-                            }];
+                            let (ops, events) = counted(object, version, value, i);
                             let committed = if shape == Shape::Fenced {
                                 store.commit_fenced(&writer.fence, &ops, &events).await
                             } else {
@@ -267,16 +274,7 @@ async fn round(
                         }
                         Shape::Baseline | Shape::Control => {
                             let client = raw.client().await.map_err(|e| anyhow!("{e}"))?;
-                            let ops = [Op::Update {
-                                key: object.clone(),
-                                expected_version: version,
-                                value,
-                            }];
-                            let events = [NewEvent {
-                                key: object.clone(),
-                                reason: "Counted".into(),
-                                message: format!("counted {i}"),
-                            }];
+                            let (ops, events) = counted(object, version, value, i);
                             version = PostgresStore::commit_unordered_for_benchmark(
                                 &client,
                                 &writer.fence,

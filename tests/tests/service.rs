@@ -314,9 +314,8 @@ async fn bad_input_is_refused_clearly_by_check_and_run() {
     assert_refused(&wrong_identity, "00000000-0000-0000-0000-000000000000");
 }
 
-#[tokio::test]
-async fn readiness_follows_the_database_without_a_restart() {
-    let db = TestDatabase::create().await;
+/// A fault proxy in front of `db`, and `db`'s URL through it.
+async fn proxied(db: &TestDatabase) -> (FaultProxy, url::Url) {
     let upstream = url::Url::parse(db.url()).unwrap();
     let upstream_addr: std::net::SocketAddr = format!(
         "{}:{}",
@@ -332,6 +331,13 @@ async fn readiness_follows_the_database_without_a_restart() {
     let mut proxied = upstream.clone();
     proxied.set_port(Some(proxy.addr().port())).unwrap();
     proxied.set_host(Some("127.0.0.1")).unwrap();
+    (proxy, proxied)
+}
+
+#[tokio::test]
+async fn readiness_follows_the_database_without_a_restart() {
+    let db = TestDatabase::create().await;
+    let (proxy, proxied) = proxied(&db).await;
     let dir = TempDir::new();
     let port = free_port();
     let replica = Replica::start(
@@ -372,22 +378,8 @@ async fn readiness_follows_the_database_without_a_restart() {
 #[tokio::test]
 async fn a_database_down_while_the_host_starts_is_waited_for() {
     let db = TestDatabase::create().await;
-    let upstream = url::Url::parse(db.url()).unwrap();
-    let upstream_addr: std::net::SocketAddr = format!(
-        "{}:{}",
-        upstream
-            .host_str()
-            .unwrap()
-            .replace("localhost", "127.0.0.1"),
-        upstream.port().unwrap_or(5432)
-    )
-    .parse()
-    .unwrap();
-    let proxy = FaultProxy::start(upstream_addr).await;
+    let (proxy, proxied) = proxied(&db).await;
     proxy.set(Mode::Reset);
-    let mut proxied = upstream.clone();
-    proxied.set_port(Some(proxy.addr().port())).unwrap();
-    proxied.set_host(Some("127.0.0.1")).unwrap();
     let dir = TempDir::new();
     let port = free_port();
     let mut replica = Replica::start(

@@ -51,7 +51,10 @@ impl FenceLock for TestLeases {
             reason: reason.into(),
         };
         let Some(lease) = leases.get_mut(&fence.key) else {
-            return Err(fenced(FenceCause::NeverGranted, "the lease was never granted"));
+            return Err(fenced(
+                FenceCause::NeverGranted,
+                "the lease was never granted",
+            ));
         };
         if lease.epoch != fence.epoch.0 || lease.holder != fence.holder {
             return Err(fenced(FenceCause::Superseded, "another epoch is current"));
