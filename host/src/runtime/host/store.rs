@@ -180,15 +180,31 @@ impl StoreHost {
         after: Option<String>,
         limit: u32,
     ) -> Result<Page, CallError> {
+        self.list_selected_objects(kind, Selector::default(), after, limit)
+            .await
+    }
+
+    /// `store.list-selected`: one page of the objects of a kind that
+    /// `selector` selects, in name order (the store checks the selector).
+    /// `store.list` is the same call with an empty selector; both are
+    /// traced as a `store.list` span.
+    pub async fn list_selected_objects(
+        &mut self,
+        kind: String,
+        selector: Selector,
+        after: Option<String>,
+        limit: u32,
+    ) -> Result<Page, CallError> {
         if self.revocation.is_revoked() {
             return Err(self.revoked_error());
         }
         let span = telemetry::store_span(StoreCall::List { kind: &kind });
         let result = self
             .backend
-            .list(
+            .list_selected(
                 &self.fence.key.cluster,
                 &kind,
+                &selector,
                 after.as_deref(),
                 limit as usize,
             )
@@ -200,30 +216,6 @@ impl StoreHost {
         }
         telemetry::outcome(&span, call_outcome(&result));
         result
-    }
-
-    /// `store.list-selected`: one page of the objects of a kind that
-    /// `selector` selects, in name order (the store checks the selector).
-    pub async fn list_selected_objects(
-        &mut self,
-        kind: String,
-        selector: Selector,
-        after: Option<String>,
-        limit: u32,
-    ) -> Result<Page, CallError> {
-        if self.revocation.is_revoked() {
-            return Err(self.revoked_error());
-        }
-        self.backend
-            .list_selected(
-                &self.fence.key.cluster,
-                &kind,
-                &selector,
-                after.as_deref(),
-                limit as usize,
-            )
-            .await
-            .map_err(to_call_error)
     }
 
     /// `store.commit`: apply `ops` and append `events` atomically, within
