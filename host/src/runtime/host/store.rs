@@ -144,6 +144,18 @@ impl StoreHost {
         ))
     }
 
+    /// A commit after the tenure was revoked: refused as fenced (and
+    /// counted), before anything of it is looked at. The worlds call this
+    /// before converting a guest's ops, so a revoked guest is told
+    /// `fenced` whatever its commit holds.
+    pub(crate) fn refuse_commit_if_revoked(&mut self) -> Result<(), CallError> {
+        if self.revocation.is_revoked() {
+            self.counters.fenced_because(None);
+            return Err(self.revoked_error());
+        }
+        Ok(())
+    }
+
     fn check_payload(&self, size: usize) -> Result<(), CallError> {
         if size > self.max_payload {
             return Err(CallError::Invalid(format!(
@@ -225,10 +237,7 @@ impl StoreHost {
         ops: Vec<Op>,
         events: Vec<NewEvent>,
     ) -> Result<Committed, CallError> {
-        if self.revocation.is_revoked() {
-            self.counters.fenced_because(None);
-            return Err(self.revoked_error());
-        }
+        self.refuse_commit_if_revoked()?;
         let size = ops.iter().map(op_size).sum::<usize>()
             + events
                 .iter()

@@ -269,6 +269,9 @@ impl store::Host for StoreHost {
         ops: Vec<store::Op>,
         events: Vec<store::NewEvent>,
     ) -> Result<store::Committed, store::StoreError> {
+        // A revoked guest is told `fenced` before its ops are converted
+        // (a malformed op would otherwise answer `invalid`).
+        self.refuse_commit_if_revoked().map_err(wit_error)?;
         let ops = ops.into_iter().map(op).collect::<Result<_, _>>()?;
         let events = events.into_iter().map(event).collect();
         let committed = self.commit_ops(ops, events).await.map_err(wit_error)?;
@@ -410,5 +413,52 @@ mod tests {
             Op::Replace { expected_version: 7, value: None, meta: Some(ref m), .. }
                 if m.finalizers == ["f"]
         ));
+    }
+
+    /// A guest whose tenure was revoked is told `fenced` by commit, and
+    /// counted as such, even when its ops would be refused as malformed.
+    #[tokio::test]
+    async fn a_revoked_guest_is_told_fenced_whatever_its_commit_holds() {
+        use std::sync::Arc;
+
+        use crate::authority::memory::MemoryAuthority;
+        use crate::fence::{Epoch, Fence, LeaseKey};
+        use crate::quota::{QuotaLimits, WriteQuota};
+        use crate::runtime::host::store::CommitCounters;
+        use crate::store::memory::MemoryStore;
+
+        let engine = wasmtime::Engine::default();
+        let revocation = crate::runtime::Revocation::new(&engine);
+        let backend = Arc::new(MemoryStore::new(Arc::new(MemoryAuthority::new())));
+        let fence = Fence {
+            key: LeaseKey::new("east", "ctl"),
+            epoch: Epoch(1),
+            holder: "host-a".into(),
+        };
+        let counters = Arc::new(CommitCounters::default());
+        let mut host = StoreHost::new(
+            backend,
+            fence,
+            revocation.clone(),
+            1 << 20,
+            counters.clone(),
+            Arc::new(WriteQuota::new("ctl", QuotaLimits::default())),
+        );
+        revocation.revoke();
+        let malformed = store::Op::CreateWith(store::CreateWithOp {
+            kind: "tasks".into(),
+            name: "t".into(),
+            value: "{}".into(),
+            metadata: wit_meta(&[("a", "1"), ("a", "2")]),
+        });
+        match store::Host::commit(&mut host, vec![malformed], vec![]).await {
+            Err(store::StoreError::Fenced(why)) => assert!(why.contains("revoked"), "{why}"),
+            other => panic!("a revoked guest's commit must be fenced, got {other:?}"),
+        }
+        assert_eq!(
+            counters.fenced_by_cause().last(),
+            Some(&("revoked", 1)),
+            "counted as a revoked refusal"
+        );
     }
 }
