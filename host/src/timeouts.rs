@@ -164,8 +164,11 @@ declare_timeouts! {
     /// How long `leasehold run` keeps retrying, with backoff, a database
     /// that is unreachable or drops its connections while the host starts
     /// (a restart or failover in progress, sessions terminated), before it
-    /// exits with the error. A refusal (wrong database, newer schema, bad
-    /// URL) is not retried.
+    /// exits with the error. Retried: whatever the database layer reports
+    /// as unavailable — a refused or dropped connection, and also a server
+    /// still in recovery (a failover in progress) or a schema a newer host
+    /// migrated, which then fail after this long. Not retried: a wrong
+    /// database (identity), an invalid URL, a missing schema.
     STARTUP_DATABASE_RETRY = Duration::from_secs(15);
 
     // Floors and ceilings of the configurable durations. `leasehold check`

@@ -103,8 +103,9 @@ pub async fn open_backends(config: &Config) -> Result<Backends, ServiceError> {
         Some(url) => {
             // A database that drops or refuses connections while the host
             // starts (a restart, a failover, sessions terminated) is
-            // retried, with backoff, for a bounded time; a wrong database,
-            // a refused schema or a bad URL fails at once.
+            // retried, with backoff, for a bounded time (see
+            // STARTUP_DATABASE_RETRY for what counts); a wrong database or
+            // a bad URL fails at once.
             let started = tokio::time::Instant::now();
             let mut delay = std::time::Duration::from_millis(100);
             loop {

@@ -283,7 +283,7 @@ SELECT r.revision, r.at,
 /// identifier, the database's oid and name, whether the server is in
 /// recovery, the newest schema migration applied, and the WAL timeline
 /// (none in recovery).
-const DATABASE_ID_SQL: &str = "
+pub(super) const DATABASE_ID_SQL: &str = "
 SELECT d.id,
        (SELECT system_identifier FROM pg_control_system()),
        (SELECT oid FROM pg_database WHERE datname = current_database())::int8,
@@ -754,19 +754,7 @@ impl PostgresStore {
                 return Ok(());
             };
             let row = tx.query_one(statement, &[]).await.map_err(db_error)?;
-            let found = crate::authority::WriteTarget {
-                database_id: row.get(0),
-                // Unsigned 64-bit, shown through a signed bigint.
-                system_identifier: row.get::<_, i64>(1) as u64,
-                database_oid: u32::try_from(row.get::<_, i64>(2)).unwrap_or_default(),
-                database_name: row.get(3),
-                in_recovery: row.get(4),
-                schema_version: row.get(5),
-                timeline: row
-                    .get::<_, Option<i64>>(6)
-                    .and_then(|t| u32::try_from(t).ok()),
-            };
-            match pinned.refusal(&found) {
+            match pinned.refusal(&write_target(&row)) {
                 None => Ok(()),
                 Some(problems) => Err(Failed::Error(StoreError::Unavailable(format!(
                     "database {} is not the one this host verified, or cannot take writes: \
@@ -1278,6 +1266,23 @@ fn origin(lease: Option<String>, epoch: Option<i64>, holder: Option<String>) -> 
     }
 }
 
+/// What [`DATABASE_ID_SQL`] read: the database a write (or a trim) would
+/// reach, for [`crate::authority::WritePin::refusal`].
+pub(super) fn write_target(row: &Row) -> crate::authority::WriteTarget {
+    crate::authority::WriteTarget {
+        database_id: row.get(0),
+        // Unsigned 64-bit, shown through a signed bigint.
+        system_identifier: row.get::<_, i64>(1) as u64,
+        database_oid: u32::try_from(row.get::<_, i64>(2)).unwrap_or_default(),
+        database_name: row.get(3),
+        in_recovery: row.get(4),
+        schema_version: row.get(5),
+        timeline: row
+            .get::<_, Option<i64>>(6)
+            .and_then(|t| u32::try_from(t).ok()),
+    }
+}
+
 fn unavailable(error: crate::db::DbError) -> StoreError {
     StoreError::Unavailable(error.to_string())
 }
@@ -1560,7 +1565,7 @@ impl Store for PostgresStore {
         policy: &super::retention::Policy,
     ) -> Result<super::retention::Trimmed, StoreError> {
         check_cluster(cluster)?;
-        super::retention::trim_postgres(&self.db, cluster, policy).await
+        super::retention::trim_postgres(&self.db, self.pinned.get(), cluster, policy).await
     }
 
     fn watch(&self, cluster: &str) -> watch::Receiver<u64> {

@@ -235,8 +235,13 @@ DELETE FROM leasehold_tenures t
 /// above its floor that are all past the retention and below the
 /// high-water mark, at most `policy.batch`: the floor raised to the last of
 /// them and the rows deleted; then at most `policy.batch` tenures.
+///
+/// Like every write, a trim goes only to the database this host verified
+/// (`pin`, when the store is pinned): checked inside the trim's own
+/// transaction, before anything is deleted.
 pub(crate) async fn trim_postgres(
     db: &Database,
+    pin: Option<&crate::authority::WritePin>,
     cluster: &str,
     policy: &Policy,
 ) -> Result<Trimmed, StoreError> {
@@ -259,18 +264,25 @@ pub(crate) async fn trim_postgres(
     .await
     .map_err(unavailable)?;
     let mark = i64::try_from(mark.high_water).unwrap_or(i64::MAX);
-    bounded(db, async {
+    let refused = bounded(db, async {
         let tx = client.transaction().await?;
+        if let Some(pin) = pin {
+            let row = tx.query_one(super::postgres::DATABASE_ID_SQL, &[]).await?;
+            if let Some(problems) = pin.refusal(&super::postgres::write_target(&row)) {
+                tx.rollback().await?;
+                return Ok(Err(problems));
+            }
+        }
         let locked: bool = tx
             .query_one(TRY_LOCK_SQL, &[&LOCK_KEY, &cluster])
             .await?
             .get(0);
         if !locked {
             tx.rollback().await?;
-            return Ok(Trimmed {
+            return Ok(Ok(Trimmed {
                 skipped: true,
                 ..Trimmed::default()
-            });
+            }));
         }
         let (events_floor, changes_floor) = match tx.query_opt(FLOORS_SQL, &[&cluster]).await? {
             Some(row) => (row.get::<_, i64>(0), row.get::<_, i64>(1)),
@@ -315,10 +327,17 @@ pub(crate) async fn trim_postgres(
             .execute(DELETE_TENURES_SQL, &[&cluster, &keep, &batch])
             .await?;
         tx.commit().await?;
-        Ok::<_, tokio_postgres::Error>(trimmed)
+        Ok::<_, tokio_postgres::Error>(Ok(trimmed))
     })
     .await
-    .map_err(unavailable)
+    .map_err(unavailable)?;
+    refused.map_err(|problems| {
+        StoreError::Unavailable(format!(
+            "retention trim of cluster {cluster}: database {} is not the one this host \
+             verified, or cannot take writes: {problems}; refusing to trim",
+            db.endpoint()
+        ))
+    })
 }
 
 #[cfg(test)]
@@ -390,6 +409,42 @@ mod tests {
         assert_eq!(third.tenures, 0);
         assert_eq!(epochs(&db, "a").await, [3, 7, 8]);
         assert_eq!(epochs(&db, "b").await, [1, 2]);
+    }
+
+    /// A store pinned to another database (its connection string now
+    /// reaches a copy, say) deletes nothing there: the trim is refused like
+    /// a write. Pinned to the database it reaches, it trims.
+    #[tokio::test]
+    async fn a_pinned_store_trims_only_the_database_it_was_pinned_to() {
+        let test = TestDatabase::create().await;
+        let db = test.database(2);
+        tenures(&db, "a", 5, 5).await;
+        let policy = Policy {
+            event_retention: Duration::from_secs(3600),
+            tenure_retention: 1,
+            batch: 10,
+        };
+        let elsewhere = PostgresStore::new(db.clone());
+        elsewhere.pin_database(uuid::Uuid::new_v4());
+        match elsewhere.trim("c1", &policy).await {
+            Err(StoreError::Unavailable(reason)) => {
+                assert!(reason.contains("refusing to trim"), "{reason}")
+            }
+            other => panic!("a trim reached a database other than the pinned one: {other:?}"),
+        }
+        assert_eq!(epochs(&db, "a").await, [1, 2, 3, 4, 5]);
+        let actual: uuid::Uuid = db
+            .client()
+            .await
+            .unwrap()
+            .query_one("SELECT id FROM leasehold_database", &[])
+            .await
+            .unwrap()
+            .get(0);
+        let here = PostgresStore::new(db.clone());
+        here.pin_database(actual);
+        assert_eq!(here.trim("c1", &policy).await.unwrap().tenures, 4);
+        assert_eq!(epochs(&db, "a").await, [5]);
     }
 
     /// While another session holds the cluster's retention lock, a host
