@@ -1,0 +1,195 @@
+"""The controller: what it watches, how it reconciles, how it fails."""
+
+from __future__ import annotations
+
+import datetime as _dt
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any, Callable, List, Optional, Sequence, Type
+
+from . import clock
+from .errors import LeaseholdError
+from .fence import Fence, fence
+from .objects import Api, K
+from .transaction import Transaction
+
+
+@dataclass(frozen=True)
+class Description:
+    """What the controller needs: the kinds it watches and its resync period.
+
+    `resync_ms` of None (or 0) disables the periodic resync; a resync
+    still happens at the start of each tenure.
+    """
+
+    watches: List[str]
+    resync_ms: Optional[int] = None
+
+    @staticmethod
+    def watching(kinds: Sequence[str]) -> "Description":
+        """A description watching `kinds`, without periodic resync."""
+        return Description(list(kinds))
+
+    def resync_every(self, ms: int) -> "Description":
+        """A copy that resyncs every watched object every `ms` milliseconds."""
+        return Description(list(self.watches), ms)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """A successful reconcile's result: done, or the timer `requeue_after_ms`."""
+
+    #: None: nothing more to do until the object changes; else wake in this many ms.
+    requeue_after_ms: Optional[int] = None
+
+    @staticmethod
+    def done() -> "Outcome":
+        """Nothing more to do until the object changes."""
+        return Outcome(None)
+
+    @staticmethod
+    def requeue_after(ms: int) -> "Outcome":
+        """Reconcile the same key again in `ms` milliseconds (capped at a day by the host)."""
+        return Outcome(max(0, int(ms)))
+
+    @staticmethod
+    def wake_at(at: _dt.datetime) -> "Outcome":
+        """Reconcile the same key again at the wall-clock time `at`."""
+        return Outcome(clock.until_ms(at))
+
+
+@dataclass(frozen=True)
+class Retry:
+    """What `Controller.error_policy` decides: the host's backoff, or a delay."""
+
+    #: None: the host's exponential backoff; else retry after this many ms.
+    after_ms: Optional[int] = None
+
+    @staticmethod
+    def backoff() -> "Retry":
+        """Let the host back off exponentially."""
+        return Retry(None)
+
+    @staticmethod
+    def after(ms: int) -> "Retry":
+        """Retry after `ms` milliseconds."""
+        return Retry(max(0, int(ms)))
+
+
+class Reason(Enum):
+    """Why the host calls `reconcile`: a hint, never a promise about the object."""
+
+    #: The object itself was created, updated or deleted.
+    CHANGE = "change"
+    #: The controller's own timer came due.
+    REQUEUE = "requeue"
+    #: A full resync (tenure start, resync period, queue overflow).
+    RESYNC = "resync"
+    #: The previous reconcile of this key failed and its backoff passed.
+    RETRY = "retry"
+
+    def strongest(self, other: "Reason") -> "Reason":
+        """The stronger of two causes: change, then retry, then requeue, then resync."""
+        rank = {Reason.RESYNC: 0, Reason.REQUEUE: 1, Reason.RETRY: 2, Reason.CHANGE: 3}
+        return other if rank[other] > rank[self] else self
+
+
+@dataclass(frozen=True)
+class Reply:
+    """What the host hears from one reconcile (`dispatch`'s result).
+
+    `kind` is `done`, `requeue`, `fenced` or `failed`; `delay_ms` is the
+    requeue delay or the failure's retry delay (None: the host's backoff).
+    """
+
+    kind: str
+    delay_ms: Optional[int] = None
+    message: Optional[str] = None
+
+    @property
+    def is_fenced(self) -> bool:
+        """True if the reconcile ended fenced."""
+        return self.kind == "fenced"
+
+    @property
+    def is_failed(self) -> bool:
+        """True if the reconcile failed (not fenced)."""
+        return self.kind == "failed"
+
+
+class Context:
+    """What a reconcile may use besides the key: the reason, the fence, readers, transactions."""
+
+    def __init__(self, reason: Reason = Reason.CHANGE) -> None:
+        self._reason = reason
+        self._fence: Optional[Fence] = None
+
+    @property
+    def reason(self) -> Reason:
+        """Why this reconcile was called."""
+        return self._reason
+
+    @property
+    def fence(self) -> Fence:
+        """The tenure's fence (read from the host on first use)."""
+        if self._fence is None:
+            self._fence = fence()
+        return self._fence
+
+    def api(self, kind: str, decode: Optional[Callable[[Any], Any]] = None) -> Api:
+        """A reader of `kind`, untyped or decoding with `decode`."""
+        return Api(kind, decode)
+
+    def typed(self, kind_type: Type[K]) -> Api[K]:
+        """A reader of `kind_type.KIND` decoding each value as `kind_type`."""
+        return Api.typed(kind_type)
+
+    def transaction(self) -> Transaction:
+        """A new, empty transaction."""
+        return Transaction()
+
+
+class Controller:
+    """The base class of a controller: override `describe` and `reconcile`.
+
+    One instance serves one tenure: the host makes one call at a time
+    (`describe`, then reconciles one after another). `reconcile` returns an
+    `Outcome` or raises. A `Fenced` error (the lease is gone) is reported
+    as fenced whatever `error_policy` says; any other exception is a
+    failure the host retries after `error_policy`'s delay.
+    """
+
+    def describe(self) -> Description:
+        """The kinds this controller watches and its resync period."""
+        raise NotImplementedError(f"{type(self).__name__}.describe")
+
+    def reconcile(self, ctx: Context, kind: str, name: str) -> Outcome:
+        """Bring `kind/name` to its desired state (it may have been deleted: read it)."""
+        raise NotImplementedError(f"{type(self).__name__}.reconcile")
+
+    def error_policy(self, ctx: Context, kind: str, name: str, error: Exception) -> Retry:
+        """When to retry after `error`: by default the error's own hint, else backoff."""
+        hint = getattr(error, "retry_after_ms", None)
+        return Retry.backoff() if hint is None else Retry.after(hint)
+
+
+def dispatch(controller: Controller, kind: str, name: str, reason: Reason) -> Reply:
+    """Run one reconcile and turn its result into the host's reply."""
+    ctx = Context(reason)
+    try:
+        outcome = controller.reconcile(ctx, kind, name)
+    except Exception as error:  # noqa: BLE001 - every failure becomes a reply
+        if isinstance(error, LeaseholdError) and error.is_fenced:
+            return Reply("fenced")
+        retry = controller.error_policy(ctx, kind, name, error)
+        message = str(error) if isinstance(error, LeaseholdError) else f"{type(error).__name__}: {error}"
+        return Reply("failed", retry.after_ms, message)
+    if not isinstance(outcome, Outcome):
+        return Reply(
+            "failed",
+            None,
+            f"reconcile of {kind}/{name} returned {type(outcome).__name__}, not an Outcome",
+        )
+    if outcome.requeue_after_ms is None:
+        return Reply("done")
+    return Reply("requeue", outcome.requeue_after_ms)

@@ -1,0 +1,1036 @@
+"""A fake host for testing controllers natively, with pytest.
+
+`FakeHost` answers every host call the SDK makes with the real host's
+rules: kinds and names are DNS labels; values are JSON within the size
+limit, normalized (compact, keys sorted); versions are store revisions
+that only grow and are never reused; every operation of a commit applies
+or none does; one operation per object per commit; metadata rules,
+finalizers, the deletion mark and owner deletion (transitively, at most
+1000 per commit) as the host applies them; selectors with the host's
+containment; commits fenced by the lease (`revoke`, `new_tenure`).
+
+Faults are aimed at a call or commit: `Fault.FENCED` (the lease is lost),
+`Fault.CONFLICT`, `Fault.UNAVAILABLE`, `Fault.LOST_REPLY` (the commit
+applied, its reply lost: the guest sees `Unavailable`), and quota
+refusals. `before` runs a write "by someone else" just before a call.
+
+Creating a `FakeHost` installs it: the SDK's calls go to the newest one.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import sys
+from dataclasses import dataclass, field, replace
+from enum import Enum
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+
+from . import _host
+from . import limits as L
+from .controller import Controller, Reason, Reply, dispatch
+from .errors import (
+    QUOTA_EXCEEDED_PREFIX,
+    Conflict,
+    Fenced,
+    Invalid,
+    NotFound,
+    StoreError,
+    Unavailable,
+    invalid,
+)
+from .fence import Fence
+from .keys import Metadata, ObjectKey, RawObject, RawPage, Selector
+from .log import Level
+from .objects import Object, decode_raw
+from .transaction import (
+    Check,
+    Committed,
+    Create,
+    CreateWith,
+    Delete,
+    NewEvent,
+    Op,
+    Replace,
+    Status,
+    Update,
+)
+
+#: The fake's clock starts here: 2026-01-01T00:00:00Z.
+START = _dt.datetime(2026, 1, 1, tzinfo=_dt.timezone.utc)
+
+
+@dataclass(frozen=True)
+class Limits:
+    """The bounds the fake enforces; the host's defaults unless given."""
+
+    max_value_bytes: int = L.MAX_VALUE_BYTES
+    max_ops_per_commit: int = L.MAX_OPS_PER_COMMIT
+    max_events_per_commit: int = L.MAX_EVENTS_PER_COMMIT
+    max_event_reason_bytes: int = L.MAX_EVENT_REASON_BYTES
+    max_event_message_bytes: int = L.MAX_EVENT_MESSAGE_BYTES
+    max_page_size: int = L.MAX_PAGE_SIZE
+    max_call_payload_bytes: int = L.MAX_CALL_PAYLOAD_BYTES
+    log_line_bytes: int = L.LOG_LINE_BYTES
+
+
+class Fault(Enum):
+    """A fault the fake injects at a chosen call or commit."""
+
+    #: The lease is lost: this call and every later one raise `Fenced`.
+    FENCED = "fenced"
+    #: The commit raises `Conflict` naming its first object (commits only).
+    CONFLICT = "conflict"
+    #: The call raises `Unavailable` and does nothing.
+    UNAVAILABLE = "unavailable"
+    #: The commit applies, then its reply is lost: `Unavailable` (commits only).
+    LOST_REPLY = "lost-reply"
+    #: A `max_creates_per_second` quota refusal (commits only).
+    QUOTA_CREATES = "quota-creates"
+    #: A `max_objects_per_kind` quota refusal (commits only).
+    QUOTA_OBJECTS = "quota-objects"
+
+    @property
+    def commits_only(self) -> bool:
+        """True for faults that only a commit can meet."""
+        return self not in (Fault.FENCED, Fault.UNAVAILABLE)
+
+
+@dataclass(frozen=True)
+class At:
+    """Which call a fault or hook aims at, counting from 1 (the next one).
+
+    `At.call(n)`: the n-th host call from now (get, list or commit);
+    `At.commit(n)`: the n-th commit from now.
+    """
+
+    commits: bool
+    n: int
+
+    @staticmethod
+    def call(n: int) -> "At":
+        """The n-th store call from now, of any kind."""
+        return At(False, n)
+
+    @staticmethod
+    def commit(n: int) -> "At":
+        """The n-th commit from now."""
+        return At(True, n)
+
+
+@dataclass(frozen=True)
+class CallCounts:
+    """How many store calls of each kind the guest made."""
+
+    get: int = 0
+    list: int = 0
+    commit: int = 0
+
+    @property
+    def total(self) -> int:
+        """All store calls."""
+        return self.get + self.list + self.commit
+
+
+@dataclass(frozen=True)
+class CommitRecord:
+    """A commit that applied: revision, the epoch it was made in, ops and events."""
+
+    revision: int
+    epoch: int
+    ops: Tuple[Op, ...]
+    events: Tuple[NewEvent, ...]
+    event_seqs: Tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class EventRecord:
+    """An event in the fake's event log."""
+
+    seq: int
+    revision: int
+    epoch: int
+    key: ObjectKey
+    reason: str
+    message: str
+
+
+@dataclass(frozen=True)
+class Change:
+    """One entry of the change stream: `key` written (or removed) at `revision`."""
+
+    revision: int
+    key: ObjectKey
+    deleted: bool
+
+
+@dataclass(frozen=True)
+class LogLine:
+    """A log line the guest wrote, with the epoch it was written in."""
+
+    level: Level
+    message: str
+    epoch: int
+
+
+@dataclass
+class _Stored:
+    version: int
+    value: str
+    metadata: Metadata
+    status: Optional[str]
+    generation: int
+    deleting_since_ms: Optional[int]
+
+
+# ----- rules ----------------------------------------------------------------
+
+
+def _utf8_len(text: str) -> int:
+    return len(text.encode("utf-8"))
+
+
+def _is_lower_alnum(c: str) -> bool:
+    return ("a" <= c <= "z") or ("0" <= c <= "9")
+
+
+def _is_alnum(c: str) -> bool:
+    return c.isascii() and c.isalnum()
+
+
+def _check_label(what: str, value: str) -> None:
+    def refuse(rule: str) -> None:
+        raise Invalid(f"invalid {what} {json.dumps(value)}: {rule}")
+
+    if not value:
+        refuse("must not be empty")
+    if len(value) > L.MAX_LABEL_LEN:
+        refuse("must be at most 63 characters")
+    if not (_is_lower_alnum(value[0]) and _is_lower_alnum(value[-1])):
+        refuse("must start and end with a lowercase letter or digit")
+    if not all(_is_lower_alnum(c) or c == "-" for c in value):
+        refuse("may contain only lowercase letters, digits and '-'")
+
+
+def _check_key(key: ObjectKey) -> None:
+    _check_label("object kind", key.kind)
+    _check_label("object name", key.name)
+
+
+def _qualified(text: str, max_bytes: int) -> bool:
+    return (
+        bool(text)
+        and _utf8_len(text) <= max_bytes
+        and _is_alnum(text[0])
+        and _is_alnum(text[-1])
+        and all(_is_alnum(c) or c in "-_./" for c in text)
+    )
+
+
+def _label_value(text: str) -> bool:
+    return text == "" or (
+        _utf8_len(text) <= L.MAX_LABEL_VALUE_BYTES
+        and _is_alnum(text[0])
+        and _is_alnum(text[-1])
+        and all(_is_alnum(c) or c in "-_." for c in text)
+    )
+
+
+def _shown(text: str) -> str:
+    return json.dumps(text[:80])
+
+
+def _compact(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, sort_keys=True)
+
+
+def _normalize(limits: Limits, key: ObjectKey, part: str, text: str) -> str:
+    def too_large(size: int, how: str) -> Invalid:
+        return Invalid(
+            f"the {part} of {key} is {size} bytes{how}; the limit is {limits.max_value_bytes}"
+        )
+
+    if _utf8_len(text) > limits.max_value_bytes:
+        raise too_large(_utf8_len(text), "")
+    try:
+        parsed = json.loads(text, parse_constant=_no_constant)
+    except ValueError as e:
+        raise Invalid(f"the {part} of {key} is not JSON: {e}") from None
+    normal = _compact(parsed)
+    if _utf8_len(normal) > limits.max_value_bytes:
+        raise too_large(_utf8_len(normal), " once normalized")
+    return normal
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _check_metadata(key: ObjectKey, meta: Metadata) -> None:
+    if len(meta.labels) > L.MAX_LABELS:
+        raise Invalid(f"{key} has {len(meta.labels)} labels; the limit is {L.MAX_LABELS}")
+    for name, value in meta.labels.items():
+        if not _qualified(name, L.MAX_LABEL_KEY_BYTES):
+            raise Invalid(
+                f"label key {_shown(name)} of {key} must be 1 to {L.MAX_LABEL_KEY_BYTES} ASCII "
+                "letters, digits, '-', '_', '.' or '/', beginning and ending with a letter or digit"
+            )
+        if not _label_value(value):
+            raise Invalid(
+                f"label {name} of {key} has value {_shown(value)}; a label value is empty or 1 to "
+                f"{L.MAX_LABEL_VALUE_BYTES} ASCII letters, digits, '-', '_' or '.', beginning and "
+                "ending with a letter or digit"
+            )
+    if len(meta.finalizers) > L.MAX_FINALIZERS:
+        raise Invalid(
+            f"{key} has {len(meta.finalizers)} finalizers; the limit is {L.MAX_FINALIZERS}"
+        )
+    for i, finalizer in enumerate(meta.finalizers):
+        if not _qualified(finalizer, L.MAX_FINALIZER_BYTES):
+            raise Invalid(
+                f"finalizer {_shown(finalizer)} of {key} must be 1 to {L.MAX_FINALIZER_BYTES} "
+                "ASCII letters, digits, '-', '_', '.' or '/', beginning and ending with a letter "
+                "or digit"
+            )
+        if finalizer in meta.finalizers[:i]:
+            raise Invalid(f"finalizer {finalizer} of {key} is listed twice")
+    if meta.owner is not None:
+        _check_label("owner kind", meta.owner.kind)
+        _check_label("owner name", meta.owner.name)
+        if meta.owner == key:
+            raise Invalid(f"{key} cannot own itself")
+
+
+def _meta_size(meta: Optional[Metadata]) -> int:
+    if meta is None:
+        return 0
+    size = sum(_utf8_len(k) + _utf8_len(v) for k, v in meta.labels.items())
+    if meta.owner is not None:
+        size += _utf8_len(meta.owner.kind) + _utf8_len(meta.owner.name)
+    return size + sum(_utf8_len(f) for f in meta.finalizers)
+
+
+def _op_size(op: Op) -> int:
+    size = _utf8_len(op.key.kind) + _utf8_len(op.key.name)
+    if isinstance(op, (Create, Update)):
+        size += _utf8_len(op.value)
+    elif isinstance(op, CreateWith):
+        size += _utf8_len(op.value) + _meta_size(op.metadata)
+    elif isinstance(op, Replace):
+        size += (_utf8_len(op.value) if op.value is not None else 0) + _meta_size(op.metadata)
+    elif isinstance(op, Status):
+        size += _utf8_len(op.status) if op.status is not None else 0
+    return size
+
+
+def _check_event(limits: Limits, event: NewEvent) -> None:
+    _check_key(event.key)
+    key, reason = event.key, event.reason
+    if _utf8_len(reason) > limits.max_event_reason_bytes:
+        raise Invalid(
+            f"the reason of an event about {key} is {_utf8_len(reason)} bytes; the limit is "
+            f"{limits.max_event_reason_bytes}"
+        )
+    pascal = bool(reason) and "A" <= reason[0] <= "Z" and all(_is_alnum(c) for c in reason)
+    if not pascal:
+        raise Invalid(
+            f"the reason {json.dumps(reason)} of an event about {key} must be a PascalCase word "
+            "(A-Z first, then letters and digits)"
+        )
+    if _utf8_len(event.message) > limits.max_event_message_bytes:
+        raise Invalid(
+            f"the message of an event about {key} is {_utf8_len(event.message)} bytes; the "
+            f"limit is {limits.max_event_message_bytes}"
+        )
+    if "\0" in event.message:
+        raise Invalid(f"the message of an event about {key} contains a NUL character")
+
+
+def _validate_commit(limits: Limits, ops: Sequence[Op], events: Sequence[NewEvent]) -> List[Op]:
+    size = sum(_op_size(op) for op in ops) + sum(
+        _utf8_len(e.key.kind) + _utf8_len(e.key.name) + _utf8_len(e.reason) + _utf8_len(e.message)
+        for e in events
+    )
+    if size > limits.max_call_payload_bytes:
+        raise Invalid(
+            f"host call payload of {size} bytes exceeds the limit of "
+            f"{limits.max_call_payload_bytes} bytes"
+        )
+    if len(ops) > limits.max_ops_per_commit:
+        raise Invalid(
+            f"a commit has {len(ops)} operations; the limit is {limits.max_ops_per_commit}"
+        )
+    if len(events) > limits.max_events_per_commit:
+        raise Invalid(
+            f"a commit has {len(events)} events; the limit is {limits.max_events_per_commit}"
+        )
+    if not ops and not events:
+        raise Invalid("a commit needs at least one operation or event")
+    seen = set()
+    normalized: List[Op] = []
+    for op in ops:
+        key = op.key
+        _check_key(key)
+        if key in seen:
+            raise Invalid(f"{key} appears in more than one operation of the commit")
+        seen.add(key)
+        if isinstance(op, Create):
+            op = Create(key, _normalize(limits, key, "value", op.value))
+        elif isinstance(op, Update):
+            op = Update(key, op.expected_version, _normalize(limits, key, "value", op.value))
+        elif isinstance(op, CreateWith):
+            _check_metadata(key, op.metadata)
+            op = CreateWith(key, _normalize(limits, key, "value", op.value), op.metadata)
+        elif isinstance(op, Replace):
+            if op.metadata is not None:
+                _check_metadata(key, op.metadata)
+            if op.value is None and op.metadata is None:
+                raise Invalid(f"a replace of {key} needs a value, metadata or both")
+            value = None if op.value is None else _normalize(limits, key, "value", op.value)
+            op = Replace(key, op.expected_version, value, op.metadata)
+        elif isinstance(op, Status):
+            status = None if op.status is None else _normalize(limits, key, "status", op.status)
+            op = Status(key, op.expected_generation, status)
+        elif not isinstance(op, (Delete, Check)):
+            raise Invalid(f"unknown operation {type(op).__name__} on {key}")
+        normalized.append(op)
+    for event in events:
+        _check_event(limits, event)
+    return normalized
+
+
+def _check_selector(kind: str, selector: Selector) -> None:
+    if len(selector.labels) > L.MAX_SELECTOR_LABELS:
+        raise Invalid(
+            f"selector for kind {kind} names {len(selector.labels)} labels; the limit is "
+            f"{L.MAX_SELECTOR_LABELS}"
+        )
+    for name, value in selector.labels.items():
+        if not _qualified(name, L.MAX_LABEL_KEY_BYTES):
+            raise Invalid(
+                f"selector for kind {kind}: label key {_shown(name)} must be 1 to "
+                f"{L.MAX_LABEL_KEY_BYTES} ASCII letters, digits, '-', '_', '.' or '/', beginning "
+                "and ending with a letter or digit"
+            )
+        if not _label_value(value):
+            raise Invalid(
+                f"selector for kind {kind}: label {name} has value {_shown(value)}; a label value "
+                f"is empty or 1 to {L.MAX_LABEL_VALUE_BYTES} ASCII letters, digits, '-', '_' or "
+                "'.', beginning and ending with a letter or digit"
+            )
+    if selector.has_contains:
+        if _depth(selector.contains, L.MAX_SELECTOR_CONTAINS_DEPTH + 1) > L.MAX_SELECTOR_CONTAINS_DEPTH:
+            raise Invalid(
+                f"selector for kind {kind}: contains is nested more than "
+                f"{L.MAX_SELECTOR_CONTAINS_DEPTH} arrays or objects deep"
+            )
+        if _utf8_len(selector.contains_json() or "") > L.MAX_SELECTOR_CONTAINS_BYTES:
+            raise Invalid(
+                f"selector for kind {kind}: contains is over {L.MAX_SELECTOR_CONTAINS_BYTES} bytes "
+                "of compact JSON"
+            )
+
+
+def _depth(value: Any, cap: int) -> int:
+    if cap == 0:
+        return 0
+    if isinstance(value, list):
+        return 1 + max((_depth(v, cap - 1) for v in value), default=0)
+    if isinstance(value, dict):
+        return 1 + max((_depth(v, cap - 1) for v in value.values()), default=0)
+    return 0
+
+
+def _scalar_kind(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, (int, float)):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    return "object"
+
+
+def _contains(value: Any, query: Any) -> bool:
+    a, b = _scalar_kind(value), _scalar_kind(query)
+    if a != b:
+        return False
+    if a == "object":
+        return all(k in value and _contains(value[k], q) for k, q in query.items())
+    if a == "array":
+        return all(any(_contains(have, want) for have in value) for want in query)
+    # Numbers by value (1 equals 1.0); bools, strings and null by equality.
+    return value == query
+
+
+def _top_contains(value: Any, query: Any) -> bool:
+    if isinstance(value, list) and _scalar_kind(query) not in ("array", "object"):
+        return any(_contains(item, query) for item in value)
+    return _contains(value, query)
+
+
+def _selects(selector: Selector, stored: _Stored) -> bool:
+    if any(stored.metadata.labels.get(k) != v for k, v in selector.labels.items()):
+        return False
+    if not selector.has_contains:
+        return True
+    return _top_contains(json.loads(stored.value), selector.contains)
+
+
+def _millis(at: _dt.datetime) -> int:
+    return int(at.timestamp() * 1000)
+
+
+# ----- the store --------------------------------------------------------------
+
+
+class _Plan:
+    def __init__(self) -> None:
+        # key -> the row to put, or None to remove.
+        self.writes: Dict[ObjectKey, Optional[_Stored]] = {}
+        self.pending_owners: List[ObjectKey] = []
+        self.collected = 0
+
+
+class _Objects:
+    def __init__(self) -> None:
+        self.map: Dict[ObjectKey, _Stored] = {}
+        self.revision = 0
+        self.changes: List[Change] = []
+
+    def raw(self, key: ObjectKey) -> Optional[RawObject]:
+        s = self.map.get(key)
+        if s is None:
+            return None
+        return RawObject(
+            key.kind, key.name, s.version, s.value, s.metadata, s.status, s.generation,
+            s.deleting_since_ms,
+        )
+
+    def list_matching(
+        self,
+        limits: Limits,
+        kind: str,
+        after: Optional[str],
+        limit: int,
+        keep: Callable[[_Stored], bool],
+    ) -> RawPage:
+        _check_label("object kind", kind)
+        if after is not None:
+            _check_label("list cursor", after)
+        limit = min(L.DEFAULT_PAGE_SIZE if limit == 0 else limit, limits.max_page_size)
+        names = sorted(k.name for k in self.map if k.kind == kind and (after is None or k.name > after))
+        objects: List[RawObject] = []
+        for name in names:
+            key = ObjectKey(kind, name)
+            if keep(self.map[key]):
+                objects.append(self.raw(key))  # type: ignore[arg-type]
+                if len(objects) > limit:
+                    break
+        nxt = None
+        if len(objects) > limit:
+            objects = objects[:limit]
+            nxt = objects[-1].name
+        return RawPage(objects, nxt)
+
+    def apply(self, ops: Sequence[Op], now_ms: int) -> int:
+        plan = _Plan()
+        for op in ops:
+            self._resolve(ops, plan, op, now_ms)
+        self._collect(ops, plan, now_ms)
+        return self._commit(plan)
+
+    def request_delete_by_user(self, key: ObjectKey, now_ms: int) -> bool:
+        stored = self.map.get(key)
+        if stored is None:
+            return False
+        plan = _Plan()
+        _request_delete(plan, key, stored, now_ms)
+        self._collect([], plan, now_ms)
+        if plan.writes:
+            self._commit(plan)
+        return True
+
+    def _commit(self, plan: _Plan) -> int:
+        revision = self.revision + 1
+        for key, row in plan.writes.items():
+            if row is None:
+                self.map.pop(key, None)
+            else:
+                row.version = revision
+                self.map[key] = row
+            self.changes.append(Change(revision, key, row is None))
+        self.revision = revision
+        return revision
+
+    def _collect(self, ops: Sequence[Op], plan: _Plan, now_ms: int) -> None:
+        while plan.pending_owners:
+            owners = plan.pending_owners
+            plan.pending_owners = []
+            owned = sorted(
+                (k, s) for k, s in self.map.items() if s.metadata.owner in owners
+            )
+            for key, stored in owned:
+                if key in plan.writes:
+                    if any(isinstance(op, Delete) and op.key == key for op in ops):
+                        continue
+                    raise Invalid(
+                        f"the commit deletes {stored.metadata.owner}, which owns {key}, and also "
+                        f"writes {key}: delete {key} too, or write it in another commit"
+                    )
+                if any(op.key == key for op in ops):
+                    raise Invalid(
+                        f"the commit checks {key} and deletes its owner; check or delete, not both"
+                    )
+                plan.collected += 1
+                if plan.collected > L.MAX_COLLECTED_PER_COMMIT:
+                    raise Invalid(
+                        f"deleting {', '.join(str(op.key) for op in ops)} would delete or mark "
+                        f"more than {L.MAX_COLLECTED_PER_COMMIT} owned objects in one commit; "
+                        "delete owned objects first"
+                    )
+                _request_delete(plan, key, stored, now_ms)
+
+    def _resolve(self, ops: Sequence[Op], plan: _Plan, op: Op, now_ms: int) -> None:
+        key = op.key
+        found = self.map.get(key)
+        if isinstance(op, Check):
+            have = 0 if found is None else found.version
+            if have != op.expected_version or (found is not None and op.expected_version == 0):
+                raise Conflict(key)
+            return
+        if isinstance(op, (Create, CreateWith)):
+            if found is not None:
+                raise Conflict(key)
+            meta = op.metadata if isinstance(op, CreateWith) else Metadata()
+            self._check_owner(ops, key, None, meta)
+            plan.writes[key] = _Stored(0, op.value, meta, None, 1, None)
+            return
+        if found is None:
+            raise NotFound(key)
+        if isinstance(op, (Update, Replace, Delete)) and op.expected_version != found.version:
+            raise Conflict(key)
+        if isinstance(op, Update):
+            plan.writes[key] = self._rewrite(ops, key, found, op.value, None)
+        elif isinstance(op, Replace):
+            plan.writes[key] = self._rewrite(ops, key, found, op.value, op.metadata)
+        elif isinstance(op, Delete):
+            _request_delete(plan, key, found, now_ms)
+        elif isinstance(op, Status):
+            if op.expected_generation is not None and op.expected_generation != found.generation:
+                raise Conflict(key)
+            plan.writes[key] = replace(found, status=op.status)
+
+    def _rewrite(
+        self,
+        ops: Sequence[Op],
+        key: ObjectKey,
+        stored: _Stored,
+        value: Optional[str],
+        meta: Optional[Metadata],
+    ) -> Optional[_Stored]:
+        value = stored.value if value is None else value
+        meta = stored.metadata if meta is None else meta
+        if stored.deleting_since_ms is not None:
+            added = [f for f in meta.finalizers if f not in stored.metadata.finalizers]
+            if added:
+                raise Invalid(
+                    f"{key} is marked for deletion: finalizers can be removed, not added "
+                    f"({added[0]})"
+                )
+            if not meta.finalizers:
+                return None
+        self._check_owner(ops, key, stored.metadata.owner, meta)
+        changed = value != stored.value or meta != stored.metadata
+        return replace(
+            stored, value=value, metadata=meta, generation=stored.generation + int(changed)
+        )
+
+    def _check_owner(
+        self, ops: Sequence[Op], key: ObjectKey, had: Optional[ObjectKey], meta: Metadata
+    ) -> None:
+        owner = meta.owner
+        if owner is None or owner == had:
+            return
+        if any(isinstance(op, (Create, CreateWith)) and op.key == owner for op in ops):
+            return
+        found = self.map.get(owner)
+        if found is None or found.deleting_since_ms is not None:
+            raise Conflict(key)
+        if any(isinstance(op, Delete) and op.key == owner for op in ops):
+            raise Invalid(f"the commit deletes {owner} and makes it the owner of {key}")
+
+
+def _request_delete(plan: _Plan, key: ObjectKey, stored: _Stored, now_ms: int) -> None:
+    if not stored.metadata.finalizers:
+        plan.pending_owners.append(key)
+        plan.writes[key] = None
+        return
+    if stored.deleting_since_ms is not None:
+        return
+    plan.pending_owners.append(key)
+    plan.writes[key] = replace(
+        stored, generation=stored.generation + 1, deleting_since_ms=now_ms
+    )
+
+
+# ----- the host ---------------------------------------------------------------
+
+_CALLS = ("get", "list", "commit")
+
+
+class FakeHost:
+    """A host in memory: the store, the fence, logs, settings and the clock.
+
+    Creating one installs it (`install` again to switch between two).
+    Seed objects with `seed`, drive the controller with `reconcile` or
+    `resync`, inspect `objects`, `commits`, `events`, `logs`, and aim
+    faults with `fail` and writes of others with `before`.
+    """
+
+    def __init__(self, limits: Limits = Limits()) -> None:
+        self.limits = limits
+        self._fence = Fence("test", "controller", 1, "fake-host")
+        self._revoked = False
+        self._unavailable = False
+        self._objects = _Objects()
+        self._commits: List[CommitRecord] = []
+        self._events: List[EventRecord] = []
+        self._logs: List[LogLine] = []
+        self._calls = {"get": 0, "list": 0, "commit": 0}
+        self._faults: List[Tuple[str, int, Fault]] = []
+        self._hooks: List[Tuple[str, int, Callable[["FakeHost"], None]]] = []
+        self._settings = "{}"
+        self._now = START
+        self.install()
+
+    def install(self) -> None:
+        """Make this host answer the SDK's calls."""
+        _host.install(self)
+
+    # ----- seeding and inspecting ------------------------------------------
+
+    def seed(self, kind: str, name: str, value: Any) -> int:
+        """Create or overwrite `kind/name` with `value`, as a user would; its version."""
+        return self._put(kind, name, value, None)
+
+    def seed_with(self, kind: str, name: str, value: Any, metadata: Metadata) -> int:
+        """As `seed`, with metadata."""
+        return self._put(kind, name, value, metadata)
+
+    def _put(self, kind: str, name: str, value: Any, meta: Optional[Metadata]) -> int:
+        key = ObjectKey(kind, name)
+        text = _compact(value)
+        stored = self._objects.map.get(key)
+        if stored is None:
+            op: Op = CreateWith(key, text, meta or Metadata())
+        else:
+            op = Replace(key, stored.version, text, meta)
+        try:
+            ops = _validate_commit(self.limits, [op], [])
+            return self._objects.apply(ops, _millis(self._now))
+        except StoreError as e:
+            raise AssertionError(f"seeding {key}: {e}") from None
+
+    def set_status(self, kind: str, name: str, status: Any) -> int:
+        """Write the status of `kind/name` as a user would; the new version."""
+        key = ObjectKey(kind, name)
+        try:
+            ops = _validate_commit(self.limits, [Status(key, None, _compact(status))], [])
+            return self._objects.apply(ops, _millis(self._now))
+        except StoreError as e:
+            raise AssertionError(f"setting the status of {key}: {e}") from None
+
+    def remove(self, kind: str, name: str) -> bool:
+        """A user's delete request (marks it if it has finalizers); False if absent."""
+        return self._objects.request_delete_by_user(ObjectKey(kind, name), _millis(self._now))
+
+    def object(self, kind: str, name: str, decode: Optional[Callable[[Any], Any]] = None) -> Optional[Object]:
+        """`kind/name` as stored, or None."""
+        raw = self._objects.raw(ObjectKey(kind, name))
+        return None if raw is None else decode_raw(raw, decode)
+
+    def objects(self, kind: str, decode: Optional[Callable[[Any], Any]] = None) -> List[Object]:
+        """Every object of `kind`, in name order."""
+        keys = sorted(k for k in self._objects.map if k.kind == kind)
+        return [decode_raw(self._objects.raw(k), decode) for k in keys]  # type: ignore[arg-type]
+
+    @property
+    def revision(self) -> int:
+        """The store's latest revision."""
+        return self._objects.revision
+
+    def changes(self, after: int = 0) -> List[Change]:
+        """The change stream: every write after revision `after`, in order."""
+        return [c for c in self._objects.changes if c.revision > after]
+
+    # ----- the fence ----------------------------------------------------------
+
+    def fence(self) -> Fence:
+        """The current fence (answers the SDK's `fence()` too)."""
+        return self._fence
+
+    def set_fence(self, fence: Fence) -> None:
+        """Run under `fence` from now on, not revoked."""
+        self._fence = fence
+        self._revoked = False
+
+    def new_tenure(self) -> Fence:
+        """A new tenure of the same lease: epoch + 1, not revoked."""
+        self._fence = replace(self._fence, epoch=self._fence.epoch + 1)
+        self._revoked = False
+        return self._fence
+
+    def revoke(self) -> None:
+        """Lose the lease: every later store call raises `Fenced`."""
+        self._revoked = True
+
+    @property
+    def is_revoked(self) -> bool:
+        """True once the lease is lost."""
+        return self._revoked
+
+    # ----- driving a controller ---------------------------------------------
+
+    def reconcile(
+        self, controller: Controller, kind: str, name: str, reason: Reason = Reason.CHANGE
+    ) -> Reply:
+        """Run one reconcile of `kind/name` as the host would; its reply."""
+        self.install()
+        return dispatch(controller, kind, name, reason)
+
+    def resync(self, controller: Controller) -> List[Tuple[ObjectKey, Reply]]:
+        """Reconcile every object of every watched kind (reason resync)."""
+        self.install()
+        replies = []
+        for kind in controller.describe().watches:
+            for key in sorted(k for k in self._objects.map if k.kind == kind):
+                replies.append((key, dispatch(controller, key.kind, key.name, Reason.RESYNC)))
+        return replies
+
+    def run_changes(
+        self, controller: Controller, after: int = 0, max_reconciles: int = 10_000
+    ) -> int:
+        """Reconcile each watched key changed after revision `after`, following the
+        changes those reconciles make, until none is left; the last revision seen.
+
+        A reconcile that asks to be requeued or fails is not repeated here: the
+        test decides about time. Stops with `AssertionError` past `max_reconciles`.
+        """
+        watches = set(controller.describe().watches)
+        seen, done = after, 0
+        while True:
+            pending: List[ObjectKey] = []
+            for change in self.changes(seen):
+                if change.key.kind in watches and change.key not in pending:
+                    pending.append(change.key)
+                seen = change.revision
+            if not pending:
+                return seen
+            for key in pending:
+                done += 1
+                if done > max_reconciles:
+                    raise AssertionError(f"more than {max_reconciles} reconciles: not settling")
+                self.reconcile(controller, key.kind, key.name)
+
+    # ----- faults ---------------------------------------------------------
+
+    def fail(self, at: At, fault: Fault) -> None:
+        """Inject `fault` at the call `at` names."""
+        if not at.commits and fault.commits_only:
+            raise ValueError(f"{fault} applies to commits only: aim it with At.commit")
+        self._faults.append(self._target(at) + (fault,))
+
+    def fail_next_commit(self, fault: Fault) -> None:
+        """Inject `fault` at the next commit."""
+        self.fail(At.commit(1), fault)
+
+    def set_unavailable(self, unavailable: bool) -> None:
+        """Make every store call raise `Unavailable` until set back."""
+        self._unavailable = unavailable
+
+    def before(self, at: At, write: Callable[["FakeHost"], None]) -> None:
+        """Run `write(host)` just before the call `at` names (someone else's write)."""
+        self._hooks.append(self._target(at) + (write,))
+
+    def before_commit(self, n: int, write: Callable[["FakeHost"], None]) -> None:
+        """Run `write(host)` just before the n-th commit from now."""
+        self.before(At.commit(n), write)
+
+    @property
+    def pending_faults(self) -> int:
+        """Faults and hooks not met yet."""
+        return len(self._faults) + len(self._hooks)
+
+    def _target(self, at: At) -> Tuple[str, int]:
+        if at.n < 1:
+            raise ValueError("positions count from 1 (the next call)")
+        if at.commits:
+            return ("commit", self._calls["commit"] + at.n)
+        return ("call", sum(self._calls.values()) + at.n)
+
+    def _is_now(self, target: Tuple[str, int], call: str) -> bool:
+        what, n = target
+        if what == "call":
+            return n == sum(self._calls.values())
+        return call == "commit" and n == self._calls["commit"]
+
+    def _enter(self, call: str) -> Optional[Fault]:
+        self._calls[call] += 1
+        due = [h for h in self._hooks if self._is_now(h[:2], call)]
+        self._hooks = [h for h in self._hooks if not self._is_now(h[:2], call)]
+        for _, _, hook in due:
+            hook(self)
+            self.install()
+        fault = None
+        for i, (what, n, f) in enumerate(self._faults):
+            if self._is_now((what, n), call):
+                fault = f
+                del self._faults[i]
+                break
+        if fault is Fault.FENCED:
+            self._revoked = True
+        if self._revoked:
+            raise Fenced(f"{self._fence} was revoked by the host: the lease is no longer held")
+        if fault is Fault.UNAVAILABLE:
+            raise Unavailable("the backend did not answer (injected by FakeHost)")
+        if self._unavailable:
+            raise Unavailable("the backend is down (FakeHost.set_unavailable)")
+        return fault
+
+    # ----- the host calls (the SDK's side) ------------------------------------
+
+    def get(self, kind: str, name: str) -> Optional[RawObject]:
+        """The store's `get`."""
+        self._enter("get")
+        key = ObjectKey(kind, name)
+        _check_key(key)
+        return self._objects.raw(key)
+
+    def list(self, kind: str, after: Optional[str], limit: int) -> RawPage:
+        """The store's `list`."""
+        self._enter("list")
+        return self._objects.list_matching(self.limits, kind, after, limit, lambda s: True)
+
+    def list_selected(
+        self, kind: str, selector: Selector, after: Optional[str], limit: int
+    ) -> RawPage:
+        """The store's `list-selected` (counted, and struck by faults, as a list)."""
+        self._enter("list")
+        _check_label("object kind", kind)
+        _check_selector(kind, selector)
+        return self._objects.list_matching(
+            self.limits, kind, after, limit, lambda s: _selects(selector, s)
+        )
+
+    def commit(self, ops: Sequence[Op], events: Sequence[NewEvent]) -> Committed:
+        """The store's `commit`: validated, fenced, atomic."""
+        fault = self._enter("commit")
+        ops = _validate_commit(self.limits, ops, events)
+        first = ops[0].key if ops else events[0].key
+        if fault is Fault.CONFLICT:
+            raise Conflict(first)
+        if fault in (Fault.QUOTA_CREATES, Fault.QUOTA_OBJECTS):
+            raise invalid(self._quota_message(fault, first.kind))
+        revision = self._objects.apply(ops, _millis(self._now))
+        seqs = []
+        for event in events:
+            seq = len(self._events) + 1
+            seqs.append(seq)
+            self._events.append(
+                EventRecord(seq, revision, self._fence.epoch, event.key, event.reason, event.message)
+            )
+        self._commits.append(
+            CommitRecord(revision, self._fence.epoch, tuple(ops), tuple(events), tuple(seqs))
+        )
+        if fault is Fault.LOST_REPLY:
+            raise Unavailable(
+                "the connection dropped before the reply arrived (injected by FakeHost)"
+            )
+        return Committed(revision, tuple(seqs))
+
+    def _quota_message(self, fault: Fault, kind: str) -> str:
+        controller = self._fence.lease
+        if fault is Fault.QUOTA_CREATES:
+            return (
+                f"{QUOTA_EXCEEDED_PREFIX}controller={controller} quota=max_creates_per_second "
+                f"limit=100 retry_after_ms=10: controller {json.dumps(controller)} has spent its "
+                "creates (injected by FakeHost); nothing was written"
+            )
+        return (
+            f"{QUOTA_EXCEEDED_PREFIX}controller={controller} quota=max_objects_per_kind "
+            f"limit=100000 kind={kind}: kind {json.dumps(kind)} is full (injected by FakeHost); "
+            "nothing was written"
+        )
+
+    def log(self, level: Level, message: str) -> None:
+        """The logging host: keeps the line (truncated as the host does) and prints it."""
+        data = message.encode("utf-8")
+        if len(data) > self.limits.log_line_bytes:
+            message = data[: self.limits.log_line_bytes].decode("utf-8", errors="ignore")
+        epoch = self._fence.epoch
+        print(f"[{level.value} epoch={epoch}] {message}", file=sys.stderr)
+        self._logs.append(LogLine(level, message, epoch))
+
+    def settings(self) -> str:
+        """The settings host: JSON text of an object."""
+        return self._settings
+
+    def now_ms(self) -> int:
+        """The wall clock, in ms since the Unix epoch."""
+        return _millis(self._now)
+
+    # ----- records, settings and the clock -----------------------------------
+
+    def commits(self) -> List[CommitRecord]:
+        """Every commit that applied, in order."""
+        return list(self._commits)
+
+    def events(self) -> List[EventRecord]:
+        """Every event appended, in order."""
+        return list(self._events)
+
+    def events_with_reason(self, reason: str) -> List[EventRecord]:
+        """The events with `reason`."""
+        return [e for e in self._events if e.reason == reason]
+
+    def logs(self) -> List[LogLine]:
+        """Every log line, in order."""
+        return list(self._logs)
+
+    def calls(self) -> CallCounts:
+        """How many store calls of each kind were made."""
+        return CallCounts(self._calls["get"], self._calls["list"], self._calls["commit"])
+
+    def set_settings(self, settings: Dict[str, Any]) -> None:
+        """Give the controller these settings (a JSON object within the host's bound)."""
+        if not isinstance(settings, dict):
+            raise ValueError("settings are a table in the host's config, so a JSON object")
+        text = json.dumps(settings, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+        if _utf8_len(text) > L.MAX_SETTINGS_BYTES:
+            raise ValueError(
+                f"the settings are {_utf8_len(text)} bytes of JSON; the host allows at most "
+                f"{L.MAX_SETTINGS_BYTES}"
+            )
+        self._settings = text
+
+    def set_settings_json(self, text: str) -> None:
+        """As `set_settings`, from JSON text."""
+        self.set_settings(json.loads(text))
+
+    def now(self) -> _dt.datetime:
+        """The fake's wall clock."""
+        return self._now
+
+    def set_now(self, now: _dt.datetime) -> None:
+        """Set the wall clock (an aware datetime)."""
+        self._now = now
+
+    def advance(self, ms: int) -> _dt.datetime:
+        """Move the wall clock forward by `ms` milliseconds; the new now."""
+        self._now = self._now + _dt.timedelta(milliseconds=ms)
+        return self._now
