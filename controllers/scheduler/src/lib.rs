@@ -1,51 +1,94 @@
-//! The example scheduler: assigns each pending task to a node with free
-//! capacity.
+//! The example scheduler: assigns pending tasks to nodes with free
+//! capacity, many per commit, and frees a node's slot when its task
+//! finishes or is deleted.
 //!
 //! # Objects
 //!
-//! - `nodes/NAME`: `{"capacity": N, ...}`. When the scheduler assigns a task
-//!   to a node it also writes `"assigned": K` (the node's task count after
-//!   the assignment) into the node, keeping every other field.
+//! - `nodes/NAME`: `{"capacity": N, ...}`. The scheduler keeps `"assigned":
+//!   K` in the node's value, K being how many tasks hold a slot on it, and
+//!   keeps every other field. A user's write that leaves `assigned` out
+//!   (say `{"capacity": 4}` to resize the node) is fine: the scheduler then
+//!   counts the node's slots from the tasks' labels (below) before it next
+//!   writes the node.
 //! - `tasks/NAME`: `{"status": "pending", ...}`. The scheduler changes it to
-//!   `{"status": "assigned", "node": NODE, ...}`, keeping every other field.
-//!   Any other status (say `"done"`) is left alone and frees its slot.
+//!   `{"status": "assigned", "node": NODE, ...}`, keeping every other field,
+//!   and gives the task the finalizer [`SLOT_FINALIZER`] and the label
+//!   [`NODE_LABEL`]` = NODE`: the task holds a slot on NODE.
+//!
+//! # Freeing a slot
+//!
+//! A task that holds a slot (has [`SLOT_FINALIZER`]) frees it when it
+//! finishes (any status other than `pending` and `assigned`, say `"done"`)
+//! or is deleted (the finalizer turns the delete into a mark, so the
+//! scheduler still sees the task and the node it held). The scheduler then
+//! removes the finalizer and the label and lowers the node's `assigned` in
+//! one commit, with a `Released` event; a deleted task disappears with that
+//! commit. A task set back to `pending` while it holds a slot is placed
+//! again, and its old slot is freed in the same commit.
+//!
+//! # Reading little
+//!
+//! The scheduler never lists every task: it reads the pending ones through
+//! a selector (`contains {"status": "pending"}`, served by the store's
+//! index), page by page, and only when there are some does it read the
+//! nodes, keeping those with room. A node's usage is its `assigned`, not a
+//! count of tasks.
+//!
+//! # Batches
+//!
+//! Each reconcile, whatever key it was called for, places pending tasks
+//! until none is left, no node has room, or [`MAX_ASSIGNMENTS_PER_RECONCILE`]
+//! were placed (then it is requeued at once). The assignments go out in as
+//! few commits as the host's limits allow: one commit holds up to
+//! [`MAX_OPS_PER_COMMIT`] operations (one per task, one per node it
+//! touches) and [`MAX_EVENTS_PER_COMMIT`] events (one per task).
 //!
 //! # Guarantees, and what makes them hold
 //!
-//! One assignment is one commit: the task's update conditional on the
-//! version it was read at while pending, the node's update conditional on
-//! the version it was read at, and an `Assigned` event. All of it lands or
-//! none of it, and only while this tenure's lease is current.
+//! Every commit is atomic and fenced: each task's write is conditional on
+//! the version it was read at, each node's write on the version it was read
+//! at (or last written at by this reconcile), and each task's event comes
+//! with it. All of it lands or none of it, and only while this tenure's
+//! lease is current.
 //!
-//! - **A task is never assigned twice**: a second assignment would have to
-//!   update the task at a version at which it was still pending, but the
-//!   first assignment replaced that version. Whoever comes second
-//!   conflicts, re-reads, and finds the task assigned.
-//! - **A node is never over capacity**: usage is counted from a listing of
-//!   the tasks made *after* the node was read. Every assignment to a node
-//!   changes the node's version, so an assignment committed after our read
-//!   of the node makes our commit conflict, and one committed before it is
-//!   in our listing. (Tasks marked assigned by someone who bypasses the
-//!   scheduler, without touching the node, are outside this guarantee.)
+//! - **A task is never assigned twice**: an assignment replaces the task's
+//!   pending version, so a second one, based on that version, conflicts,
+//!   re-reads, and no longer finds the task pending.
+//! - **A node is never over capacity**: every change to a node's slots
+//!   (an assignment, a release) writes the node's `assigned` conditionally
+//!   on the node's version, in the same commit as the tasks' writes, so two
+//!   writers never both build on one count: the second conflicts and
+//!   re-reads. When `assigned` is missing, the count comes from a listing
+//!   of the tasks labelled with the node, made after the node was read: an
+//!   assignment committed before that listing is in it, one committed
+//!   after the node's read changed the node's version and makes our commit
+//!   conflict. (Tasks marked assigned by someone who bypasses the scheduler
+//!   without touching the node are outside this guarantee.)
+//! - **A slot is freed once**: the release removes the finalizer,
+//!   conditionally on the task's version, so a second release of the same
+//!   task conflicts and finds no finalizer.
 //! - **A deposed scheduler writes nothing**: its commit is fenced; it stops
 //!   and returns the fenced error.
 //! - **A lost reply is harmless**: after an `unavailable` commit the
 //!   scheduler does not retry blindly; the host requeues with backoff and
-//!   the next reconcile re-reads, finding the task assigned if the commit
+//!   the next reconcile re-reads, finding the tasks assigned if the commit
 //!   did land.
 //!
 //! Malformed objects (a node without a numeric capacity, a task whose
 //! status is not a string) are skipped with a warning, never fatal: they
-//! cannot hold capacity, so skipping them cannot overfill a node.
+//! cannot hold capacity, so skipping them cannot overfill a node. A
+//! malformed task that holds a slot frees it.
 
+use std::collections::BTreeSet;
 use std::time::Duration;
 
 use leasehold_guest::{
-    Api, Context, Controller, Description, Error, Kind, Object, Outcome, Retry, StoreError,
-    Transaction, retry_on_conflict,
+    Api, Context, Controller, Description, Error, Kind, MAX_CALL_PAYLOAD_BYTES,
+    MAX_EVENTS_PER_COMMIT, MAX_OPS_PER_COMMIT, MAX_PAGE_SIZE, Object, Outcome, Retry, Selector,
+    StoreError, Transaction, retry_on_conflict,
 };
 use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value};
+use serde_json::{Map, Value, json};
 
 /// The kind of the nodes tasks are assigned to.
 pub const NODES: &str = "nodes";
@@ -57,6 +100,13 @@ pub const PENDING: &str = "pending";
 pub const ASSIGNED: &str = "assigned";
 /// The reason of the event recorded with each assignment.
 pub const ASSIGNED_REASON: &str = "Assigned";
+/// The reason of the event recorded when a task frees its slot.
+pub const RELEASED_REASON: &str = "Released";
+/// The finalizer of a task that holds a slot on a node: it keeps a deleted
+/// task readable until the scheduler has freed the slot.
+pub const SLOT_FINALIZER: &str = "scheduler/slot";
+/// The label naming the node a task holds a slot on.
+pub const NODE_LABEL: &str = "scheduler/node";
 
 /// How often every node and task is looked at again without a change: the
 /// safety net for a missed change.
@@ -71,21 +121,26 @@ pub const CONFLICT_RETRY_AFTER: Duration = Duration::from_millis(200);
 /// Assignments one reconcile makes at most, so a reconcile stays well
 /// inside the host's deadline however many tasks are pending. More work
 /// requeues at once.
-pub const MAX_ASSIGNMENTS_PER_RECONCILE: usize = 64;
+pub const MAX_ASSIGNMENTS_PER_RECONCILE: usize = 1_000;
+/// Pending tasks read per page.
+pub const PENDING_PAGE: u32 = MAX_PAGE_SIZE;
 /// Most nodes the scheduler reads in one reconcile.
 pub const MAX_NODES: usize = 1_000;
-/// Most tasks the scheduler reads in one reconcile; beyond it, reconciles
-/// fail (and are retried with backoff) instead of running out of memory.
-pub const MAX_TASKS: usize = 20_000;
+/// Most tasks a count of one node's slots reads (when the node has no
+/// `assigned`); beyond it the reconcile fails and is retried with backoff.
+pub const MAX_TASKS_PER_NODE: usize = 100_000;
+/// Bytes of values and messages one commit carries at most: half the
+/// host call's bound, leaving room for keys, metadata and framing.
+pub const MAX_COMMIT_BYTES: usize = MAX_CALL_PAYLOAD_BYTES / 2;
 
 /// A node's value.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Node {
     /// How many tasks may be assigned to it.
     pub capacity: u64,
-    /// Its task count after the scheduler's last assignment to it. Writing
-    /// it changes the node's version, which is what makes concurrent
-    /// assignments to one node conflict.
+    /// How many tasks hold a slot on it. Written with every assignment and
+    /// release, which changes the node's version: that is what makes
+    /// concurrent changes to one node's slots conflict.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub assigned: Option<u64>,
     /// Every other field, kept as is.
@@ -96,8 +151,8 @@ pub struct Node {
 /// A task's value.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Task {
-    /// `pending`, `assigned`, or anything else (which the scheduler leaves
-    /// alone).
+    /// `pending`, `assigned`, or anything else (which frees the task's
+    /// slot, if it holds one).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<String>,
     /// The node it is assigned to.
@@ -122,6 +177,17 @@ impl Task {
     }
 }
 
+/// The selector of pending tasks.
+pub fn pending_tasks() -> Selector {
+    Selector::new().contains(json!({ "status": PENDING }))
+}
+
+/// The node whose slot `task` holds, if it holds one.
+fn held_slot<T>(task: &Object<T>) -> Option<&str> {
+    task.has_finalizer(SLOT_FINALIZER)
+        .then(|| task.label(NODE_LABEL).unwrap_or_default())
+}
+
 /// The scheduler controller.
 #[derive(Debug, Default)]
 pub struct Scheduler;
@@ -136,20 +202,11 @@ impl Controller for Scheduler {
     fn reconcile(&self, ctx: &Context, kind: &str, name: &str) -> Result<Outcome, Error> {
         match kind {
             TASKS => {
-                // Read untyped: a malformed task is skipped, not fatal.
-                let task = ctx.api::<Value>(Task::KIND).get(name)?;
-                match task.as_ref().map(|t| t.decode::<Task>()) {
-                    Some(Ok(task)) if task.value.has_status(PENDING) => schedule(ctx, Some(name)),
-                    // Our own assignment coming back through the watch:
-                    // nothing was freed, nothing to place.
-                    Some(Ok(task)) if task.value.has_status(ASSIGNED) => Ok(Outcome::Done),
-                    // Deleted, finished or malformed: it may have freed a
-                    // slot for a pending task.
-                    _ => schedule(ctx, None),
-                }
+                release_if_done(ctx, name)?;
+                schedule(ctx)
             }
             // A new node or a capacity change may make room.
-            NODES => schedule(ctx, None),
+            NODES => schedule(ctx),
             other => {
                 leasehold_guest::warn!("asked to reconcile {other}/{name}, a kind not watched");
                 Ok(Outcome::Done)
@@ -171,8 +228,93 @@ impl Controller for Scheduler {
     }
 }
 
-/// One node as the scheduler sees it: the object read, and how many tasks
-/// are assigned to it.
+fn decode_or_warn<T: serde::de::DeserializeOwned>(object: &Object<Value>) -> Option<Object<T>> {
+    match object.decode::<T>() {
+        Ok(decoded) => Some(decoded),
+        Err(error) => {
+            leasehold_guest::warn!("skipping {}: {error}", object.key());
+            None
+        }
+    }
+}
+
+/// How many tasks hold a slot on `node`: its `assigned`, or, without one,
+/// a count of the tasks labelled with it (read after the node).
+fn slots_used(node: &Object<Node>) -> Result<u64, Error> {
+    if let Some(assigned) = node.value.assigned {
+        return Ok(assigned);
+    }
+    let labelled = Api::<Value>::new(Task::KIND).list_all_selected(
+        &Selector::new().label(NODE_LABEL, node.name.as_str()),
+        MAX_TASKS_PER_NODE,
+    )?;
+    Ok(labelled
+        .iter()
+        .filter(|task| held_slot(task) == Some(node.name.as_str()))
+        .count() as u64)
+}
+
+/// Free the slot of task `name` if it holds one and no longer needs it: it
+/// is marked for deletion, or its status is neither pending nor assigned.
+/// One commit: the task loses the finalizer and the label (and goes, if it
+/// was marked and that was its last finalizer), the node's `assigned` goes
+/// down by one, and a `Released` event records it.
+fn release_if_done(ctx: &Context, name: &str) -> Result<(), Error> {
+    retry_on_conflict(MAX_CONFLICT_RETRIES + 1, || {
+        let Some(task) = ctx.api::<Value>(Task::KIND).get(name)? else {
+            return Ok(());
+        };
+        let Some(node_name) = held_slot(&task).map(str::to_string) else {
+            // Not ours to free (never assigned, or freed already). Decoded
+            // for the warning a malformed task deserves.
+            decode_or_warn::<Task>(&task);
+            return Ok(());
+        };
+        let status = task
+            .decode::<Task>()
+            .ok()
+            .and_then(|t| t.value.status)
+            .unwrap_or_default();
+        if !task.is_deleting() && (status == PENDING || status == ASSIGNED) {
+            // Still assigned, or pending again (placed anew, with its old
+            // slot freed in the same commit, by `schedule`).
+            return Ok(());
+        }
+        let mut meta = task.meta.clone();
+        meta.finalizers.retain(|f| f != SLOT_FINALIZER);
+        meta.labels.remove(NODE_LABEL);
+        let mut tx = Transaction::new().set_metadata(&task, &meta);
+        let freed = match ctx
+            .api::<Value>(Node::KIND)
+            .get(&node_name)?
+            .as_ref()
+            .and_then(decode_or_warn::<Node>)
+        {
+            Some(node) => {
+                let used = slots_used(&node)?.saturating_sub(1);
+                let capacity = node.value.capacity;
+                let lowered = Node {
+                    assigned: Some(used),
+                    ..node.value.clone()
+                };
+                tx = tx.update_typed(&node, &lowered);
+                format!("({used} of {capacity} slots in use)")
+            }
+            // The node is gone (or unreadable): nothing to lower.
+            None => "(the node is gone)".to_string(),
+        };
+        let message = format!(
+            "released its slot on node {node_name} {freed} at epoch {}",
+            ctx.fence().epoch
+        );
+        tx.event(TASKS, name, RELEASED_REASON, message).commit()?;
+        leasehold_guest::info!("released the slot of tasks/{name} on nodes/{node_name}");
+        Ok(())
+    })
+}
+
+/// One node as the scheduler sees it: the object read (its version the
+/// last one this reconcile knows of), and how many tasks hold a slot on it.
 #[derive(Debug)]
 struct Slot {
     node: Object<Node>,
@@ -185,49 +327,27 @@ impl Slot {
     }
 }
 
-/// What one reconcile knows: every node (read first) and, from a listing
-/// made after that, the usage of each and the pending tasks.
+/// The nodes one reconcile places tasks on.
 #[derive(Debug)]
-struct Cluster {
+struct Nodes {
     slots: Vec<Slot>,
-    /// Pending tasks in name order.
-    pending: Vec<Object<Task>>,
 }
 
-impl Cluster {
-    /// Read the nodes, then the tasks. The order matters: see the crate
-    /// documentation on capacity.
+impl Nodes {
+    /// Every node, with its slots in use.
     fn read() -> Result<Self, Error> {
-        let mut slots: Vec<Slot> = Api::<Value>::new(Node::KIND)
-            .list_all(MAX_NODES)?
-            .iter()
-            .filter_map(decode_or_warn::<Node>)
-            .map(|node| Slot { node, used: 0 })
-            .collect();
-        let mut pending = Vec::new();
-        for object in Api::<Value>::new(Task::KIND).list_all(MAX_TASKS)? {
-            let Some(task) = decode_or_warn::<Task>(&object) else {
-                continue;
-            };
-            if task.value.has_status(PENDING) {
-                pending.push(task);
-            } else if task.value.has_status(ASSIGNED)
-                && let Some(node) = task.value.node.as_deref()
-                && let Some(slot) = slots.iter_mut().find(|s| s.node.name == node)
-            {
-                slot.used += 1;
+        let mut slots = Vec::new();
+        for object in Api::<Value>::new(Node::KIND).list_all(MAX_NODES)? {
+            if let Some(node) = decode_or_warn::<Node>(&object) {
+                let used = slots_used(&node)?;
+                slots.push(Slot { node, used });
             }
         }
-        Ok(Self { slots, pending })
+        Ok(Self { slots })
     }
 
-    /// The next task to place: `only`, if it is pending, or else the first
-    /// pending task in name order.
-    fn next_pending(&self, only: Option<&str>) -> Option<usize> {
-        match only {
-            Some(name) => self.pending.iter().position(|t| t.name == name),
-            None => (!self.pending.is_empty()).then_some(0),
-        }
+    fn find(&self, name: &str) -> Option<usize> {
+        self.slots.iter().position(|s| s.node.name == name)
     }
 
     /// The node with the most free slots; the first in name order among
@@ -241,94 +361,194 @@ impl Cluster {
         }
         best
     }
-
-    /// Account for an assignment that committed at `revision`, so the next
-    /// one in this reconcile can build on it without re-reading: the node's
-    /// version is now that revision. If anything else changed meanwhile,
-    /// the next commit's preconditions catch it.
-    fn assigned(&mut self, task: usize, slot: usize, revision: u64) {
-        self.pending.remove(task);
-        let slot = &mut self.slots[slot];
-        slot.used += 1;
-        slot.node.version = revision;
-        slot.node.value.assigned = Some(slot.used);
-    }
 }
 
-fn decode_or_warn<T: serde::de::DeserializeOwned>(object: &Object<Value>) -> Option<Object<T>> {
-    match object.decode::<T>() {
-        Ok(decoded) => Some(decoded),
-        Err(error) => {
-            leasehold_guest::warn!("skipping {}: {error}", object.key());
-            None
+/// One planned assignment.
+#[derive(Debug)]
+struct Planned {
+    task: Object<Task>,
+    node: usize,
+    message: String,
+}
+
+/// Assignments collected for one commit, and what they touch.
+#[derive(Debug, Default)]
+struct Batch {
+    planned: Vec<Planned>,
+    /// Nodes whose `assigned` the commit writes.
+    nodes: BTreeSet<usize>,
+    bytes: usize,
+}
+
+impl Batch {
+    /// Whether one more assignment, touching `nodes` and carrying about
+    /// `bytes`, still fits in the commit.
+    fn fits(&self, nodes: &[usize], bytes: usize) -> bool {
+        let new_nodes = nodes.iter().filter(|n| !self.nodes.contains(n)).count();
+        let ops = self.planned.len() + self.nodes.len() + 1 + new_nodes;
+        ops <= MAX_OPS_PER_COMMIT
+            && self.planned.len() < MAX_EVENTS_PER_COMMIT
+            && (self.planned.is_empty() || self.bytes + bytes <= MAX_COMMIT_BYTES)
+    }
+
+    /// Commit the batch: each task assigned and holding its slot, each
+    /// touched node with its new count, each assignment's event. Afterwards
+    /// the touched nodes are known at the commit's revision.
+    fn commit(&mut self, nodes: &mut Nodes) -> Result<usize, Error> {
+        if self.planned.is_empty() {
+            return Ok(0);
         }
+        let mut tx = Transaction::new();
+        for planned in &self.planned {
+            let node = &nodes.slots[planned.node].node.name;
+            let assigned = Task {
+                status: Some(ASSIGNED.to_string()),
+                node: Some(node.clone()),
+                rest: planned.task.value.rest.clone(),
+            };
+            let mut meta = planned.task.meta.clone();
+            meta.labels.insert(NODE_LABEL.to_string(), node.clone());
+            if !meta.finalizers.iter().any(|f| f == SLOT_FINALIZER) {
+                meta.finalizers.push(SLOT_FINALIZER.to_string());
+            }
+            tx = tx.replace(&planned.task, &assigned, &meta);
+        }
+        for &index in &self.nodes {
+            let slot = &nodes.slots[index];
+            let counted = Node {
+                assigned: Some(slot.used),
+                ..slot.node.value.clone()
+            };
+            tx = tx.update_typed(&slot.node, &counted);
+        }
+        for planned in &self.planned {
+            tx = tx.event(
+                TASKS,
+                planned.task.name.as_str(),
+                ASSIGNED_REASON,
+                planned.message.as_str(),
+            );
+        }
+        let committed = tx.commit()?;
+        for &index in &self.nodes {
+            let slot = &mut nodes.slots[index];
+            slot.node.version = committed.revision;
+            slot.node.value.assigned = Some(slot.used);
+        }
+        let placed = self.planned.len();
+        leasehold_guest::info!(
+            "assigned {placed} task(s) to {} node(s) at revision {}",
+            self.nodes.len(),
+            committed.revision
+        );
+        *self = Self::default();
+        Ok(placed)
     }
 }
 
-/// Place pending tasks (only `only`, if given) until none is left, no node
-/// has room, or the per-reconcile bound is reached.
+/// Place pending tasks until none is left, no node has room, or the
+/// per-reconcile bound is reached, in as few commits as the limits allow.
 ///
-/// A conflict (or a task or node gone) means the cluster changed since it
-/// was read: [`retry_on_conflict`] reads it again, up to
+/// A conflict (or a task or node gone) means something changed since it
+/// was read: [`retry_on_conflict`] reads again, up to
 /// [`MAX_CONFLICT_RETRIES`] times, and the assignments already committed
 /// count toward the bound. Fenced stops (the host hears `fenced`);
 /// unavailable has an unknown outcome, so there is no blind retry (the
 /// requeue re-reads); conflicts past the bound and invalid writes go to
 /// the error policy.
-fn schedule(ctx: &Context, only: Option<&str>) -> Result<Outcome, Error> {
-    let mut assignments = 0;
+fn schedule(ctx: &Context) -> Result<Outcome, Error> {
+    let mut placed = 0;
     retry_on_conflict(MAX_CONFLICT_RETRIES + 1, || {
-        let mut cluster = Cluster::read()?;
+        let tasks = Api::<Value>::new(Task::KIND);
+        let pending = pending_tasks();
+        let mut nodes: Option<Nodes> = None;
+        let mut after: Option<String> = None;
+        let mut batch = Batch::default();
         loop {
-            let Some(task) = cluster.next_pending(only) else {
-                return Ok(Outcome::Done);
-            };
-            if assignments == MAX_ASSIGNMENTS_PER_RECONCILE {
-                return Ok(Outcome::RequeueAfter(Duration::ZERO));
-            }
-            let Some(slot) = cluster.pick() else {
-                // Every pending task waits for the same thing: a node
-                // change or a finished task, both of which trigger a
-                // reconcile.
-                leasehold_guest::info!(
-                    "{} pending task(s), no node has a free slot",
-                    cluster.pending.len()
+            let page = tasks.list_selected(&pending, after.as_deref(), PENDING_PAGE)?;
+            let mut bound_reached = false;
+            for object in &page.objects {
+                let Some(task) = decode_or_warn::<Task>(object) else {
+                    continue;
+                };
+                // A task marked for deletion is not placed; if it holds a
+                // slot, its own reconcile frees it.
+                if task.is_deleting() || !task.value.has_status(PENDING) {
+                    continue;
+                }
+                if placed + batch.planned.len() >= MAX_ASSIGNMENTS_PER_RECONCILE {
+                    bound_reached = true;
+                    break;
+                }
+                // The nodes are read only when there is a task to place.
+                if nodes.is_none() {
+                    nodes = Some(Nodes::read()?);
+                }
+                let nodes = nodes.as_mut().expect("read above");
+                // A task set back to pending while holding a slot gives it
+                // up as it is placed again, in the same commit.
+                let old = held_slot(&task).and_then(|n| nodes.find(n));
+                if let Some(old) = old {
+                    nodes.slots[old].used = nodes.slots[old].used.saturating_sub(1);
+                }
+                let Some(node) = nodes.pick() else {
+                    if let Some(old) = old {
+                        nodes.slots[old].used += 1;
+                    }
+                    placed += batch.commit(nodes)?;
+                    // Every pending task waits for the same thing: a node
+                    // change or a freed slot, both of which trigger a
+                    // reconcile.
+                    leasehold_guest::info!("pending tasks wait: no node has a free slot");
+                    return Ok(Outcome::Done);
+                };
+                let mut touched = vec![node];
+                touched.extend(old.filter(|&o| o != node));
+                let bytes = object_bytes(&task) + object_bytes(&nodes.slots[node].node);
+                if !batch.fits(&touched, bytes) {
+                    placed += batch.commit(nodes)?;
+                }
+                let slot = &mut nodes.slots[node];
+                slot.used += 1;
+                let message = format!(
+                    "assigned to node {} ({} of {} slots) at epoch {}",
+                    slot.node.name,
+                    slot.used,
+                    slot.node.value.capacity,
+                    ctx.fence().epoch
                 );
-                return Ok(Outcome::Done);
+                batch.bytes += bytes + message.len();
+                batch.nodes.extend(touched);
+                batch.planned.push(Planned {
+                    task,
+                    node,
+                    message,
+                });
+            }
+            let more = match page.next {
+                Some(next) if !page.objects.is_empty() => Some(next),
+                _ => None,
             };
-            let revision = assign(ctx, &cluster.pending[task], &cluster.slots[slot])?;
-            cluster.assigned(task, slot, revision);
-            assignments += 1;
+            if bound_reached || more.is_none() {
+                if let Some(nodes) = nodes.as_mut() {
+                    placed += batch.commit(nodes)?;
+                }
+                return Ok(if bound_reached {
+                    // More may be pending: the next reconcile goes on at
+                    // once.
+                    Outcome::RequeueAfter(Duration::ZERO)
+                } else {
+                    Outcome::Done
+                });
+            }
+            // The batch carries over to the next page: the cursor is past
+            // its tasks, whether or not they are committed yet.
+            after = more;
         }
     })
 }
 
-/// Assign `task` to the slot's node in one commit; the commit's revision.
-fn assign(ctx: &Context, task: &Object<Task>, slot: &Slot) -> Result<u64, StoreError> {
-    let node = &slot.node;
-    let count = slot.used + 1;
-    let assigned_task = Task {
-        status: Some(ASSIGNED.to_string()),
-        node: Some(node.name.clone()),
-        rest: task.value.rest.clone(),
-    };
-    let bumped_node = Node {
-        assigned: Some(count),
-        ..node.value.clone()
-    };
-    let message = format!(
-        "assigned to node {} ({count} of {} slots) at epoch {}",
-        node.name,
-        node.value.capacity,
-        ctx.fence().epoch
-    );
-    // Typed writes: the task's new value can only go to the task, the
-    // node's only to the node.
-    let committed = Transaction::new()
-        .update_typed(task, &assigned_task)
-        .update_typed(node, &bumped_node)
-        .event(TASKS, task.name.as_str(), ASSIGNED_REASON, message)
-        .commit()?;
-    leasehold_guest::info!("assigned {} to {}", task.key(), node.key());
-    Ok(committed.revision)
+/// About how many bytes `object`'s value takes in a commit.
+fn object_bytes<T: Serialize>(object: &Object<T>) -> usize {
+    serde_json::to_vec(&object.value).map_or(0, |v| v.len()) + object.name.len() + 64
 }

@@ -6,10 +6,12 @@
 
 use std::collections::BTreeMap;
 
-use leasehold_guest::{At, Controller, FakeHost, Fault, Op, Reply};
+use leasehold_guest::{
+    At, Controller, FakeHost, Fault, MAX_EVENTS_PER_COMMIT, MAX_OPS_PER_COMMIT, Op, Reply,
+};
 use scheduler::{
     ASSIGNED_REASON, CONFLICT_RETRY_AFTER, MAX_ASSIGNMENTS_PER_RECONCILE, MAX_CONFLICT_RETRIES,
-    NODES, Scheduler, TASKS,
+    NODE_LABEL, NODES, RELEASED_REASON, SLOT_FINALIZER, Scheduler, TASKS,
 };
 use serde_json::{Value, json};
 
@@ -105,12 +107,16 @@ fn assigns_a_pending_task_with_its_node_and_event_in_one_commit() {
         .collect();
     assert_eq!(keys, ["tasks/t1", "nodes/n1"]);
     assert!(
-        commits[0]
-            .ops
-            .iter()
-            .all(|op| matches!(op, Op::Update { .. })),
-        "both writes are conditional updates"
+        matches!(commits[0].ops[0], Op::Replace { .. }),
+        "the task's value and metadata in one conditional write"
     );
+    assert!(
+        matches!(commits[0].ops[1], Op::Update { .. }),
+        "the node's count, conditionally"
+    );
+    let t1 = host.object::<Value>(TASKS, "t1").unwrap();
+    assert_eq!(t1.finalizers(), [SLOT_FINALIZER], "t1 holds a slot");
+    assert_eq!(t1.label(NODE_LABEL), Some("n1"));
     let events = host.events_with_reason(ASSIGNED_REASON);
     assert_eq!(events.len(), 1);
     assert_eq!(events[0].key.to_string(), "tasks/t1");
@@ -187,6 +193,30 @@ fn a_finished_task_frees_its_slot() {
     assert_eq!(host.reconcile(&Scheduler, TASKS, "t1"), Reply::Done);
     assert_eq!(task(&host, "t2")["node"], "n1");
     assert_within_capacity(&host);
+
+    // t1 gave up its slot: no finalizer, no label, a Released event, in
+    // the same commit as the node's lower count.
+    let t1 = host.object::<Value>(TASKS, "t1").unwrap();
+    assert!(t1.finalizers().is_empty());
+    assert_eq!(t1.label(NODE_LABEL), None);
+    assert_eq!(t1.value, json!({ "status": "done", "node": "n1" }));
+    let released = host.events_with_reason(RELEASED_REASON);
+    assert_eq!(released.len(), 1);
+    assert_eq!(released[0].key.to_string(), "tasks/t1");
+    let commits = host.commits();
+    let release = commits
+        .iter()
+        .find(|c| c.revision == released[0].revision)
+        .unwrap();
+    let keys: Vec<String> = release.ops.iter().map(|op| op.key().to_string()).collect();
+    assert_eq!(keys, ["tasks/t1", "nodes/n1"]);
+    // Then t2 took it: the node counts one again.
+    assert_eq!(node_count(&host, "n1"), Some(1));
+
+    // Reconciling t1 again frees nothing more.
+    let commits = host.commits().len();
+    assert_eq!(host.reconcile(&Scheduler, TASKS, "t1"), Reply::Done);
+    assert_eq!(host.commits().len(), commits);
 }
 
 #[test]
@@ -430,6 +460,9 @@ fn malformed_objects_are_skipped_with_a_warning() {
     pending(&host, "t1");
 
     assert_eq!(host.reconcile(&Scheduler, TASKS, "t1"), Reply::Done);
+    // The pending selector never reads the junk task; its own reconcile
+    // does.
+    assert_eq!(host.reconcile(&Scheduler, TASKS, "junk"), Reply::Done);
 
     assert_eq!(task(&host, "t1")["node"], "n1");
     let warnings: Vec<String> = host
@@ -462,15 +495,265 @@ fn assignments_per_reconcile_are_bounded() {
     let total = MAX_ASSIGNMENTS_PER_RECONCILE + 6;
     node(&host, "n1", total as u64);
     for i in 0..total {
-        pending(&host, &format!("t{i:03}"));
+        pending(&host, &format!("t{i:04}"));
     }
 
     assert_eq!(
         host.reconcile(&Scheduler, NODES, "n1"),
         Reply::RequeueAfter(std::time::Duration::ZERO)
     );
-    assert_eq!(host.commits().len(), MAX_ASSIGNMENTS_PER_RECONCILE);
+    assert_eq!(pending_names(&host).len(), 6);
+    assert_eq!(
+        host.events_with_reason(ASSIGNED_REASON).len(),
+        MAX_ASSIGNMENTS_PER_RECONCILE
+    );
     assert_eq!(host.reconcile(&Scheduler, NODES, "n1"), Reply::Done);
     assert!(pending_names(&host).is_empty());
     assert_within_capacity(&host);
+    assert_eq!(node_count(&host, "n1"), Some(total as u64));
+}
+
+/// The node's own count of the slots held on it.
+fn node_count(host: &FakeHost, name: &str) -> Option<u64> {
+    host.object::<Value>(NODES, name).unwrap().value["assigned"].as_u64()
+}
+
+/// Every commit keeps to the host's limits.
+fn assert_within_commit_limits(host: &FakeHost) {
+    for commit in host.commits() {
+        assert!(
+            commit.ops.len() <= MAX_OPS_PER_COMMIT,
+            "{} ops",
+            commit.ops.len()
+        );
+        assert!(commit.events.len() <= MAX_EVENTS_PER_COMMIT);
+    }
+}
+
+#[test]
+fn many_pending_tasks_are_assigned_in_as_few_commits_as_the_limits_allow() {
+    let host = FakeHost::new();
+    for name in ["n1", "n2", "n3"] {
+        node(&host, name, 100);
+    }
+    for i in 0..300 {
+        pending(&host, &format!("t{i:03}"));
+    }
+
+    assert_eq!(host.reconcile(&Scheduler, TASKS, "t000"), Reply::Done);
+
+    assert!(pending_names(&host).is_empty());
+    // Each commit: up to 125 tasks plus the 3 nodes they go to, 128 ops.
+    let per_commit = MAX_OPS_PER_COMMIT - 3;
+    assert_eq!(host.commits().len(), 300_usize.div_ceil(per_commit));
+    assert_eq!(host.commits()[0].ops.len(), MAX_OPS_PER_COMMIT);
+    assert_within_commit_limits(&host);
+    // Every assignment has its event, in the commit that made it.
+    let events = host.events_with_reason(ASSIGNED_REASON);
+    assert_eq!(events.len(), 300);
+    for event in &events {
+        let task = host.object::<Value>(TASKS, &event.key.name).unwrap();
+        assert_eq!(task.version, event.revision, "{}", event.key);
+        assert!(
+            event
+                .message
+                .contains(&format!("node {}", task.value["node"].as_str().unwrap())),
+            "{}",
+            event.message
+        );
+    }
+    assert_eq!(
+        usage(&host),
+        BTreeMap::from([
+            ("n1".to_string(), 100),
+            ("n2".to_string(), 100),
+            ("n3".to_string(), 100)
+        ])
+    );
+    for name in ["n1", "n2", "n3"] {
+        assert_eq!(node_count(&host, name), Some(100));
+    }
+    // Reconciles of the assigned tasks (their changes coming back) write
+    // nothing.
+    let commits = host.commits().len();
+    host.resync(&Scheduler);
+    assert_eq!(host.commits().len(), commits);
+}
+
+#[test]
+fn batches_never_fill_a_node_past_capacity() {
+    let host = FakeHost::new();
+    node(&host, "a", 50);
+    node(&host, "b", 30);
+    node(&host, "c", 0);
+    // b already holds 25 slots, by its own count.
+    host.seed(NODES, "b", &json!({ "capacity": 30, "assigned": 25 }));
+    for i in 0..200 {
+        pending(&host, &format!("t{i:03}"));
+    }
+
+    assert_eq!(host.reconcile(&Scheduler, NODES, "a"), Reply::Done);
+
+    assert_eq!(
+        usage(&host),
+        BTreeMap::from([("a".to_string(), 50), ("b".to_string(), 5)])
+    );
+    assert_eq!(node_count(&host, "a"), Some(50));
+    assert_eq!(node_count(&host, "b"), Some(30));
+    assert_eq!(pending_names(&host).len(), 145);
+    assert_eq!(host.commits().len(), 1, "55 tasks and 2 nodes: one commit");
+    assert_within_commit_limits(&host);
+
+    // Full: nothing more, whatever is reconciled.
+    host.resync(&Scheduler);
+    assert_eq!(host.commits().len(), 1);
+}
+
+#[test]
+fn a_deleted_task_frees_its_slot_before_it_goes() {
+    let host = FakeHost::new();
+    node(&host, "n1", 1);
+    pending(&host, "t1");
+    pending(&host, "t2");
+    host.resync(&Scheduler);
+    assert_eq!(pending_names(&host), ["t2"]);
+
+    // The user deletes t1: the finalizer holds it, marked.
+    host.remove(TASKS, "t1");
+    assert!(host.object::<Value>(TASKS, "t1").unwrap().is_deleting());
+    assert_eq!(host.reconcile(&Scheduler, TASKS, "t1"), Reply::Done);
+
+    assert!(
+        host.object::<Value>(TASKS, "t1").is_none(),
+        "gone once freed"
+    );
+    assert_eq!(task(&host, "t2")["node"], "n1", "the freed slot is used");
+    assert_eq!(node_count(&host, "n1"), Some(1));
+    let released = host.events_with_reason(RELEASED_REASON);
+    assert_eq!(released.len(), 1);
+    assert!(
+        released[0].message.contains("node n1"),
+        "{}",
+        released[0].message
+    );
+}
+
+#[test]
+fn a_deleted_pending_task_is_not_placed() {
+    let host = FakeHost::new();
+    node(&host, "n1", 1);
+    // A pending task held by someone else's finalizer, marked for deletion.
+    host.seed_with(
+        TASKS,
+        "t1",
+        &json!({ "status": "pending" }),
+        &leasehold_guest::Metadata::new().finalizer("example.com/other"),
+    );
+    host.remove(TASKS, "t1");
+
+    assert_eq!(host.reconcile(&Scheduler, TASKS, "t1"), Reply::Done);
+
+    assert!(host.commits().is_empty());
+    assert_eq!(node_count(&host, "n1"), None);
+}
+
+#[test]
+fn a_node_count_lost_to_a_user_write_is_recounted_from_the_tasks() {
+    let host = FakeHost::new();
+    node(&host, "n1", 2);
+    pending(&host, "t1");
+    pending(&host, "t2");
+    host.resync(&Scheduler);
+    assert_eq!(node_count(&host, "n1"), Some(2));
+
+    // A user resizes the node with a bare value, dropping the count.
+    host.seed(NODES, "n1", &json!({ "capacity": 3 }));
+    pending(&host, "t3");
+    pending(&host, "t4");
+    assert_eq!(host.reconcile(&Scheduler, NODES, "n1"), Reply::Done);
+
+    assert_eq!(usage(&host), BTreeMap::from([("n1".to_string(), 3)]));
+    assert_eq!(node_count(&host, "n1"), Some(3));
+    assert_eq!(pending_names(&host), ["t4"]);
+}
+
+#[test]
+fn a_task_pending_again_is_placed_anew_and_its_old_slot_freed_at_once() {
+    let host = FakeHost::new();
+    node(&host, "a", 1);
+    pending(&host, "t1");
+    host.resync(&Scheduler);
+    assert_eq!(task(&host, "t1")["node"], "a");
+    // A second node comes: a has 1 used of 1, b 0 of 5.
+    node(&host, "b", 5);
+
+    // A user sets t1 back to pending (its metadata stays).
+    host.seed(TASKS, "t1", &json!({ "status": "pending" }));
+    assert_eq!(host.reconcile(&Scheduler, TASKS, "t1"), Reply::Done);
+
+    let t1 = host.object::<Value>(TASKS, "t1").unwrap();
+    assert_eq!(
+        t1.value["node"], "b",
+        "b has the most room once a's slot is freed"
+    );
+    assert_eq!(t1.label(NODE_LABEL), Some("b"));
+    assert_eq!(node_count(&host, "a"), Some(0), "a's slot freed");
+    assert_eq!(node_count(&host, "b"), Some(1));
+    let last = host.commits().pop().unwrap();
+    let keys: Vec<String> = last.ops.iter().map(|op| op.key().to_string()).collect();
+    assert_eq!(keys, ["tasks/t1", "nodes/a", "nodes/b"], "one commit");
+}
+
+#[test]
+fn a_conflict_in_a_batch_re_reads_and_places_every_task_once() {
+    let host = FakeHost::new();
+    node(&host, "n1", 10);
+    for i in 0..5 {
+        pending(&host, &format!("t{i}"));
+    }
+    // Between the read and the first commit: a user edits t2, and another
+    // assignment takes a slot on n1 by the rules (it bumps the count).
+    host.before_commit(1, |host| {
+        host.seed(TASKS, "t2", &json!({ "status": "pending", "priority": 7 }));
+        host.seed(TASKS, "t4", &json!({ "status": "assigned", "node": "n1" }));
+        host.seed(NODES, "n1", &json!({ "capacity": 10, "assigned": 1 }));
+    });
+
+    assert_eq!(host.reconcile(&Scheduler, TASKS, "t0"), Reply::Done);
+
+    assert_eq!(host.pending_faults(), 0);
+    assert_eq!(host.calls().commit, 2, "one conflict, one retry");
+    assert_eq!(host.commits().len(), 1);
+    assert_eq!(
+        task(&host, "t2"),
+        json!({ "status": "assigned", "node": "n1", "priority": 7 })
+    );
+    assert_eq!(
+        host.events_with_reason(ASSIGNED_REASON).len(),
+        4,
+        "t4 was taken"
+    );
+    assert_eq!(node_count(&host, "n1"), Some(5));
+    assert!(pending_names(&host).is_empty());
+}
+
+#[test]
+fn a_lost_reply_on_a_batch_assigns_nothing_twice() {
+    let host = FakeHost::new();
+    node(&host, "n1", 200);
+    for i in 0..150 {
+        pending(&host, &format!("t{i:03}"));
+    }
+    // The second batch lands but its reply is lost.
+    host.fail(At::Commit(2), Fault::LostReply);
+    let reply = host.reconcile(&Scheduler, TASKS, "t000");
+    assert!(matches!(reply, Reply::Failed { .. }), "{reply:?}");
+
+    host.new_tenure();
+    host.resync(&Scheduler);
+
+    assert!(pending_names(&host).is_empty());
+    assert_eq!(host.events_with_reason(ASSIGNED_REASON).len(), 150);
+    assert_eq!(node_count(&host, "n1"), Some(150));
+    assert_eq!(usage(&host), BTreeMap::from([("n1".to_string(), 150)]));
 }
