@@ -15,8 +15,33 @@ from .transaction import Transaction
 
 
 @dataclass(frozen=True)
+class RelatedWatch:
+    """A kind whose changes reconcile another object, with the reason `related`.
+
+    Built with `Description.owns` (a change maps to the changed object's
+    owner, of `owner_kind` only if given) or `Description.related_by_label`
+    (an object labelled `label_key=V` maps to `target_kind/V`).
+    """
+
+    #: The kind whose changes are mapped, e.g. `pods`.
+    kind: str
+    #: For an owner mapping: only owners of this kind (None: any kind).
+    owner_kind: Optional[str] = None
+    #: For a label mapping: the label key whose value names the target.
+    label_key: Optional[str] = None
+    #: For a label mapping: the kind of the objects the label's value names.
+    target_kind: Optional[str] = None
+
+    @property
+    def by_label(self) -> bool:
+        """True for a label mapping, false for an owner mapping."""
+        return self.label_key is not None
+
+
+@dataclass(frozen=True)
 class Description:
-    """What the controller needs: the kinds it watches and its resync period.
+    """What the controller needs: the kinds it watches, its resync period,
+    and the related kinds whose changes reconcile the objects they map to.
 
     `resync_ms` of None (or 0) disables the periodic resync; a resync
     still happens at the start of each tenure.
@@ -24,6 +49,7 @@ class Description:
 
     watches: List[str]
     resync_ms: Optional[int] = None
+    related: List[RelatedWatch] = field(default_factory=list)
 
     @staticmethod
     def watching(kinds: Sequence[str]) -> "Description":
@@ -32,7 +58,18 @@ class Description:
 
     def resync_every(self, ms: int) -> "Description":
         """A copy that resyncs every watched object every `ms` milliseconds."""
-        return Description(list(self.watches), ms)
+        return Description(list(self.watches), ms, list(self.related))
+
+    def owns(self, kind: str, owner_kind: Optional[str] = None) -> "Description":
+        """A copy where a change of a `kind` object reconciles its owner (of `owner_kind`)."""
+        return Description(
+            list(self.watches), self.resync_ms, self.related + [RelatedWatch(kind, owner_kind)]
+        )
+
+    def related_by_label(self, kind: str, label_key: str, target_kind: str) -> "Description":
+        """A copy where a change of a `kind` object labelled `label_key=V` reconciles `target_kind/V`."""
+        watch = RelatedWatch(kind, None, label_key, target_kind)
+        return Description(list(self.watches), self.resync_ms, self.related + [watch])
 
 
 @dataclass(frozen=True)
@@ -87,10 +124,18 @@ class Reason(Enum):
     RESYNC = "resync"
     #: The previous reconcile of this key failed and its backoff passed.
     RETRY = "retry"
+    #: An object of a related kind that maps to this key changed.
+    RELATED = "related"
 
     def strongest(self, other: "Reason") -> "Reason":
-        """The stronger of two causes: change, then retry, then requeue, then resync."""
-        rank = {Reason.RESYNC: 0, Reason.REQUEUE: 1, Reason.RETRY: 2, Reason.CHANGE: 3}
+        """The stronger of two causes: change, related, retry, requeue, then resync."""
+        rank = {
+            Reason.RESYNC: 0,
+            Reason.REQUEUE: 1,
+            Reason.RETRY: 2,
+            Reason.RELATED: 3,
+            Reason.CHANGE: 4,
+        }
         return other if rank[other] > rank[self] else self
 
 

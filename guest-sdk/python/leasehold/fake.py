@@ -28,7 +28,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from . import _host
 from . import limits as L
-from .controller import Controller, Reason, Reply, dispatch
+from .controller import Controller, Reason, RelatedWatch, Reply, dispatch
 from .errors import (
     QUOTA_EXCEEDED_PREFIX,
     Conflict,
@@ -157,11 +157,47 @@ class EventRecord:
 
 @dataclass(frozen=True)
 class Change:
-    """One entry of the change stream: `key` written (or removed) at `revision`."""
+    """One entry of the change stream: `key` written (or removed) at `revision`.
+
+    `before` and `after` are the object's metadata before and after the
+    change (None where it did not exist): what related watches map through.
+    """
 
     revision: int
     key: ObjectKey
     deleted: bool
+    before: Optional[Metadata] = None
+    after: Optional[Metadata] = None
+
+
+def related_keys(watch: RelatedWatch, change: Change) -> List[ObjectKey]:
+    """The keys `change` maps to through `watch` (none if `watch` is of another kind).
+
+    As the host maps: through what the object has after the change and,
+    when an update moved its owner or label, through what it had before.
+    """
+    if change.key.kind != watch.kind:
+        return []
+    keys: List[ObjectKey] = []
+    for meta in (change.after, change.before):
+        if meta is None:
+            continue
+        if watch.by_label:
+            value = meta.labels.get(watch.label_key or "")
+            if value is None:
+                continue
+            try:
+                _check_label("name", value)
+            except Invalid:
+                continue
+            key = ObjectKey(watch.target_kind or "", value)
+        else:
+            if meta.owner is None or (watch.owner_kind not in (None, meta.owner.kind)):
+                continue
+            key = meta.owner
+        if key not in keys:
+            keys.append(key)
+    return keys
 
 
 @dataclass(frozen=True)
@@ -558,12 +594,15 @@ class _Objects:
     def _commit(self, plan: _Plan) -> int:
         revision = self.revision + 1
         for key, row in plan.writes.items():
+            old = self.map.get(key)
+            before = None if old is None else old.metadata
             if row is None:
                 self.map.pop(key, None)
             else:
                 row.version = revision
                 self.map[key] = row
-            self.changes.append(Change(revision, key, row is None))
+            after = None if row is None else row.metadata
+            self.changes.append(Change(revision, key, row is None, before, after))
         self.revision = revision
         return revision
 
@@ -804,38 +843,51 @@ class FakeHost:
         return dispatch(controller, kind, name, reason)
 
     def resync(self, controller: Controller) -> List[Tuple[ObjectKey, Reply]]:
-        """Reconcile every object of every watched kind (reason resync)."""
+        """Reconcile every object of every watched kind, then every key the
+        objects of the related kinds map to (each key once, reason resync)."""
         self.install()
-        replies = []
-        for kind in controller.describe().watches:
-            for key in sorted(k for k in self._objects.map if k.kind == kind):
-                replies.append((key, dispatch(controller, key.kind, key.name, Reason.RESYNC)))
-        return replies
+        description = controller.describe()
+        keys: List[ObjectKey] = []
+        for kind in description.watches:
+            keys.extend(sorted(k for k in self._objects.map if k.kind == kind))
+        for watch in description.related:
+            for key in sorted(k for k in self._objects.map if k.kind == watch.kind):
+                meta = self._objects.map[key].metadata
+                for mapped in related_keys(watch, Change(0, key, False, None, meta)):
+                    if mapped not in keys:
+                        keys.append(mapped)
+        return [(k, dispatch(controller, k.kind, k.name, Reason.RESYNC)) for k in keys]
 
     def run_changes(
         self, controller: Controller, after: int = 0, max_reconciles: int = 10_000
     ) -> int:
-        """Reconcile each watched key changed after revision `after`, following the
-        changes those reconciles make, until none is left; the last revision seen.
+        """Reconcile each watched key changed after revision `after` (reason
+        change), and each key a related watch maps a change to (reason related,
+        unless the key changed itself), following the changes those reconciles
+        make, until none is left; the last revision seen.
 
         A reconcile that asks to be requeued or fails is not repeated here: the
         test decides about time. Stops with `AssertionError` past `max_reconciles`.
         """
-        watches = set(controller.describe().watches)
+        description = controller.describe()
+        watches = set(description.watches)
         seen, done = after, 0
         while True:
-            pending: List[ObjectKey] = []
+            pending: Dict[ObjectKey, Reason] = {}
             for change in self.changes(seen):
-                if change.key.kind in watches and change.key not in pending:
-                    pending.append(change.key)
+                if change.key.kind in watches:
+                    pending[change.key] = Reason.CHANGE
+                for watch in description.related:
+                    for key in related_keys(watch, change):
+                        pending[key] = pending.get(key, Reason.RELATED).strongest(Reason.RELATED)
                 seen = change.revision
             if not pending:
                 return seen
-            for key in pending:
+            for key, reason in pending.items():
                 done += 1
                 if done > max_reconciles:
                     raise AssertionError(f"more than {max_reconciles} reconciles: not settling")
-                self.reconcile(controller, key.kind, key.name)
+                self.reconcile(controller, key.kind, key.name, reason)
 
     # ----- faults ---------------------------------------------------------
 

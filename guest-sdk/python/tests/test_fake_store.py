@@ -123,7 +123,8 @@ def test_versions_are_never_reused_after_delete_and_recreate(host):
     Transaction().create("things", "a", 1).commit()
     again = things().get("a")
     assert again.version > first.version
-    assert host.changes(first.version)[0] == Change(first.version + 1, ObjectKey("things", "a"), True)
+    removal = host.changes(first.version)[0]
+    assert (removal.revision, removal.key, removal.deleted) == (first.version + 1, ObjectKey("things", "a"), True)
     with pytest.raises(Conflict):
         Transaction().delete(first).commit()
 

@@ -263,3 +263,45 @@ def test_run_changes_follows_the_change_stream(host):
     host.seed("other", "b", 0)
     host.run_changes(Echo())
     assert host.object("things", "a").value == 3
+
+
+def test_related_watches_map_changes_to_owners_and_labelled_targets(host):
+    class Parent(Controller):
+        def __init__(self):
+            self.seen = []
+
+        def describe(self):
+            return (
+                Description.watching(["jobs"])
+                .owns("pods", "jobs")
+                .related_by_label("notes", "example.com/job", "jobs")
+            )
+
+        def reconcile(self, ctx, kind, name):
+            self.seen.append((f"{kind}/{name}", ctx.reason))
+            return Outcome.done()
+
+    c = Parent()
+    host.seed("jobs", "j1", 1)
+    host.seed("jobs", "j2", 1)
+    start = host.run_changes(c)
+    assert c.seen == [("jobs/j1", Reason.CHANGE), ("jobs/j2", Reason.CHANGE)]
+    c.seen.clear()
+    host.seed_with("pods", "p", 1, leasehold.Metadata().owned_by("jobs", "j1"))
+    host.seed("other", "j2", 1)
+    host.seed_with("pods", "q", 1, leasehold.Metadata().owned_by("other", "j2"))
+    host.seed_with("notes", "n", 1, leasehold.Metadata(labels={"example.com/job": "j2"}))
+    host.seed_with("notes", "bad", 1, leasehold.Metadata(labels={"example.com/job": "Not_A_Name"}))
+    start = host.run_changes(c, start)
+    assert c.seen == [("jobs/j1", Reason.RELATED), ("jobs/j2", Reason.RELATED)]
+    c.seen.clear()
+    # A label moved: both the object it left and the one it joined.
+    host.seed_with("notes", "n", 1, leasehold.Metadata(labels={"example.com/job": "j1"}))
+    host.run_changes(c, start)
+    assert c.seen == [("jobs/j1", Reason.RELATED), ("jobs/j2", Reason.RELATED)]
+    c.seen.clear()
+    # A resync reaches what related objects map to, each key once.
+    host.resync(c)
+    assert c.seen == [("jobs/j1", Reason.RESYNC), ("jobs/j2", Reason.RESYNC)]
+    assert Reason.RELATED.strongest(Reason.RETRY) is Reason.RELATED
+    assert Reason.RELATED.strongest(Reason.CHANGE) is Reason.CHANGE
