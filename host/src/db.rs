@@ -45,6 +45,7 @@ pub const MIGRATIONS: &[(i32, &str)] = &[
         include_str!("../migrations/0012_object_value_index.sql"),
     ),
     (13, include_str!("../migrations/0013_retention.sql")),
+    (14, include_str!("../migrations/0014_change_relations.sql")),
 ];
 
 /// Database setup failures.

@@ -25,8 +25,8 @@ use crate::limits::{
 };
 
 use super::{
-    ApiWrite, Change, ChangeKind, Event, Metadata, NewEvent, ObjectKey, Op, Origin, Selector,
-    Store, StoreError, Written,
+    ApiWrite, Change, ChangeKind, Event, Metadata, NewEvent, ObjectKey, Op, Origin, Relations,
+    Selector, Store, StoreError, Written,
 };
 
 /// Upper bound on any wait in the suite: a failure bound, never a way to
@@ -96,6 +96,7 @@ macro_rules! conformance_suite {
             invalid_selectors_are_refused,
             trimming_goes_in_batches_and_keeps_the_recent,
             readers_behind_the_floor_are_told_too_old,
+            changes_carry_owner_and_labels,
         );
     };
     (@cases $make:path; $($case:ident),* $(,)?) => {
@@ -2444,4 +2445,187 @@ pub(super) async fn readers_behind_the_floor_are_told_too_old(b: &Backend) {
     assert_eq!(page.changes, changes[2..]);
     // A cluster never trimmed has no floor.
     assert!(store.events("other", 0, 10).await.unwrap().is_empty());
+}
+
+/// Every change records the object's owner and labels after it (for a
+/// delete, those it had), and, only when an update changed either, those
+/// before it: what a watcher needs to map a change to the objects it
+/// concerns without reading the object again. Garbage collection's
+/// deletes carry theirs too.
+pub(super) async fn changes_carry_owner_and_labels(b: &Backend) {
+    let (store, fence) = (&*b.store, b.leases.grant(CLUSTER, "ctl", "host-a").await);
+    let (n1, n2) = (key("nodes", "n1"), key("nodes", "n2"));
+    let (p, q) = (key("pods", "p"), key("pods", "q"));
+    let relations = |owner: Option<&ObjectKey>, labels: &[(&str, &str)]| Relations {
+        owner: owner.cloned(),
+        labels: labels
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+    };
+    let made = store
+        .commit_fenced(
+            &fence,
+            &[
+                create(&n1, "{}"),
+                create(&n2, "{}"),
+                create_with(
+                    &p,
+                    "1",
+                    meta(&[("app", "a"), ("task", "t1")], Some(&n1), &[]),
+                ),
+            ],
+            &[],
+        )
+        .await
+        .unwrap();
+    let since = mark(store).await;
+    // A value-only update keeps both: nothing before is recorded.
+    let valued = store
+        .commit_fenced(&fence, &[update(&p, made.revision, "2")], &[])
+        .await
+        .unwrap();
+    // The owner and a label move: both sides are recorded.
+    let moved = store
+        .commit_fenced(
+            &fence,
+            &[replace_meta(
+                &p,
+                valued.revision,
+                meta(
+                    &[("app", "a"), ("task", "t2")],
+                    Some(&n2),
+                    &["example.com/hold"],
+                ),
+            )],
+            &[],
+        )
+        .await
+        .unwrap();
+    // Finalizers alone are no change of relations.
+    store
+        .commit_fenced(
+            &fence,
+            &[replace_meta(
+                &p,
+                moved.revision,
+                meta(&[("app", "a"), ("task", "t2")], Some(&n2), &[]),
+            )],
+            &[],
+        )
+        .await
+        .unwrap();
+    // A status write and a user's value write keep them.
+    let status = store
+        .commit_fenced(
+            &fence,
+            &[Op::Status {
+                key: p.clone(),
+                expected_generation: None,
+                status: Some("{}".into()),
+            }],
+            &[],
+        )
+        .await
+        .unwrap();
+    store
+        .put(CLUSTER, &p, "3", Some(status.revision))
+        .await
+        .unwrap();
+    // Labels dropped and the owner kept.
+    store
+        .write(
+            CLUSTER,
+            &ApiWrite::Put {
+                key: p.clone(),
+                value: "4".into(),
+                meta: Some(meta(&[], Some(&n2), &[])),
+                expected_version: None,
+            },
+        )
+        .await
+        .unwrap();
+    store
+        .commit_fenced(
+            &fence,
+            &[create_with(
+                &q,
+                "5",
+                meta(&[("task", "t9")], Some(&n2), &[]),
+            )],
+            &[],
+        )
+        .await
+        .unwrap();
+    // Deleting n2 collects p and q: each delete records what it had.
+    let n2_version = store.get(CLUSTER, &n2).await.unwrap().unwrap().version;
+    store
+        .commit_fenced(&fence, &[delete(&n2, n2_version)], &[])
+        .await
+        .unwrap();
+    let seen: Vec<(String, ChangeKind, Relations, Option<Relations>)> = all_changes(store, CLUSTER)
+        .await
+        .into_iter()
+        .filter(|c| c.position > since)
+        .map(|c| {
+            (
+                format!("{}/{}", c.kind, c.name),
+                c.change,
+                c.relations,
+                c.previous,
+            )
+        })
+        .collect();
+    use ChangeKind::{Created, Deleted, Updated};
+    let both = [("app", "a"), ("task", "t2")];
+    assert_eq!(
+        seen,
+        vec![
+            (
+                "pods/p".into(),
+                Updated,
+                relations(Some(&n1), &[("app", "a"), ("task", "t1")]),
+                None
+            ),
+            (
+                "pods/p".into(),
+                Updated,
+                relations(Some(&n2), &both),
+                Some(relations(Some(&n1), &[("app", "a"), ("task", "t1")]))
+            ),
+            ("pods/p".into(), Updated, relations(Some(&n2), &both), None),
+            ("pods/p".into(), Updated, relations(Some(&n2), &both), None),
+            ("pods/p".into(), Updated, relations(Some(&n2), &both), None),
+            (
+                "pods/p".into(),
+                Updated,
+                relations(Some(&n2), &[]),
+                Some(relations(Some(&n2), &both))
+            ),
+            (
+                "pods/q".into(),
+                Created,
+                relations(Some(&n2), &[("task", "t9")]),
+                None
+            ),
+            ("nodes/n2".into(), Deleted, relations(None, &[]), None),
+            ("pods/p".into(), Deleted, relations(Some(&n2), &[]), None),
+            (
+                "pods/q".into(),
+                Deleted,
+                relations(Some(&n2), &[("task", "t9")]),
+                None
+            ),
+        ]
+    );
+    // The create recorded what the object was made with.
+    let first = all_changes(store, CLUSTER)
+        .await
+        .into_iter()
+        .find(|c| c.kind == "pods" && c.change == Created)
+        .unwrap();
+    assert_eq!(
+        (first.relations, first.previous),
+        (relations(Some(&n1), &[("app", "a"), ("task", "t1")]), None)
+    );
 }

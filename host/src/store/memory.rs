@@ -33,7 +33,7 @@ use super::validate::{
 };
 use super::{
     ApiWrite, Change, ChangeKind, ChangePage, Committed, Event, NewEvent, Object, ObjectKey, Op,
-    Origin, Page, Selector, Store, StoreError, Written,
+    Origin, Page, Relations, Selector, Store, StoreError, Written,
 };
 
 /// State of every cluster, in memory.
@@ -164,7 +164,7 @@ impl MemoryStore {
         let at = Utc::now();
         let traceparent = crate::telemetry::write_context();
         for write in &plan.writes {
-            let (key, change, version) = match write {
+            let (key, change, version, (relations, previous)) = match write {
                 Planned::Create { key, row } | Planned::Update { key, row } => {
                     debug_assert!(
                         state
@@ -187,15 +187,20 @@ impl MemoryStore {
                             written_by: batch.origin.clone(),
                         },
                     );
+                    let relations =
+                        Relations::change(previous.as_ref().map(|o| &o.current.meta), &row.meta);
                     let change = match previous {
                         Some(_) => ChangeKind::Updated,
                         None => ChangeKind::Created,
                     };
-                    (key, change, revision)
+                    (key, change, revision, relations)
                 }
                 Planned::Delete { key, .. } => {
-                    let deleted = state.objects.remove(key).map_or(0, |o| o.current.version);
-                    (key, ChangeKind::Deleted, deleted)
+                    let (deleted, relations) = state.objects.remove(key).map_or_else(
+                        || (0, Relations::default()),
+                        |o| (o.current.version, Relations::of(&o.current.meta)),
+                    );
+                    (key, ChangeKind::Deleted, deleted, (relations, None))
                 }
             };
             state.changes.push(Change {
@@ -208,6 +213,8 @@ impl MemoryStore {
                 version,
                 origin: batch.origin.clone(),
                 traceparent: traceparent.clone(),
+                relations,
+                previous,
             });
         }
         let mut event_seqs = Vec::with_capacity(plan.events.len());

@@ -82,6 +82,8 @@ mod postgres_feed;
 pub mod retention;
 mod validate;
 
+pub(crate) use validate::check_label_key;
+
 #[cfg(test)]
 mod conformance;
 #[cfg(test)]
@@ -439,6 +441,46 @@ pub struct Change {
     /// from [`crate::telemetry::with_write_context`] by both backends.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub traceparent: Option<crate::telemetry::TraceParent>,
+    /// The object's owner and labels after the change; for a delete, those
+    /// it had. What a watcher that maps changes to related objects (the
+    /// owner, or the object a label names) needs, without reading the
+    /// object again (it may be gone).
+    pub relations: Relations,
+    /// The owner and labels before the change, only when an update changed
+    /// either (`None` for a create, a delete, and an update that kept
+    /// both): a watcher wakes both the object the change left and the one
+    /// it joined.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub previous: Option<Relations>,
+}
+
+/// What a [`Change`] records of an object's relations to others.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Relations {
+    /// The owning object, if any.
+    pub owner: Option<ObjectKey>,
+    /// The labels, by key.
+    pub labels: BTreeMap<String, String>,
+}
+
+impl Relations {
+    /// The relations of an object with `meta`.
+    pub fn of(meta: &Metadata) -> Self {
+        Relations {
+            owner: meta.owner.clone(),
+            labels: meta.labels.clone(),
+        }
+    }
+
+    /// The relations a write records: `after` (for a delete, what the
+    /// object had), and `before` as `previous` only if it differs.
+    pub fn change(before: Option<&Metadata>, after: &Metadata) -> (Relations, Option<Relations>) {
+        let now = Relations::of(after);
+        let previous = before
+            .map(Relations::of)
+            .filter(|previous| *previous != now);
+        (now, previous)
+    }
 }
 
 /// A page of the change stream.

@@ -202,11 +202,17 @@ const WRITE_SQL: &str = "
 WITH revision AS MATERIALIZED (
     SELECT nextval('leasehold_positions') AS revision, clock_timestamp() AS at
 ), change_positions AS MATERIALIZED (
-    SELECT w.kind, w.name, w.change, w.version, w.ord,
+    SELECT w.kind, w.name, w.change, w.version, w.ord, w.owner_kind, w.owner_name,
+           w.labels::jsonb AS labels, w.previous, w.previous_owner_kind,
+           w.previous_owner_name, w.previous_labels::jsonb AS previous_labels,
            nextval('leasehold_positions') AS position
       FROM revision,
-           unnest($23::text[], $24::text[], $25::text[], $26::int8[])
-           WITH ORDINALITY AS w(kind, name, change, version, ord)
+           unnest($23::text[], $24::text[], $25::text[], $26::int8[], $28::text[],
+                  $29::text[], $30::text[], $31::bool[], $32::text[], $33::text[],
+                  $34::text[])
+           WITH ORDINALITY AS w(kind, name, change, version, owner_kind, owner_name, labels,
+                                previous, previous_owner_kind, previous_owner_name,
+                                previous_labels, ord)
 ), event_positions AS MATERIALIZED (
     SELECT e.kind, e.name, e.reason, e.message, e.ord,
            nextval('leasehold_positions') AS seq
@@ -255,9 +261,12 @@ WITH revision AS MATERIALIZED (
 ), recorded AS (
     INSERT INTO leasehold_changes
            (cluster, position, revision, at, kind, name, change, version, lease, epoch, holder,
-            traceparent)
+            traceparent, owner_kind, owner_name, labels, previous, previous_owner_kind,
+            previous_owner_name, previous_labels)
     SELECT $1::text, w.position, r.revision, r.at, w.kind, w.name, w.change,
-           coalesce(w.version, r.revision), $20::text, $21::int8, $22::text, $27::text
+           coalesce(w.version, r.revision), $20::text, $21::int8, $22::text, $27::text,
+           w.owner_kind, w.owner_name, w.labels, w.previous, w.previous_owner_kind,
+           w.previous_owner_name, w.previous_labels
       FROM revision r, change_positions w
     RETURNING 1
 ), appended AS (
@@ -386,12 +395,14 @@ SELECT f.floor, e.seq, e.revision, e.at, e.kind, e.name, e.reason, e.message, e.
 /// first the same way; an empty kind list means every kind.
 const CHANGES_SQL: &str = "
 SELECT f.floor, c.position, c.revision, c.at, c.kind, c.name, c.change, c.version, c.lease,
-       c.epoch, c.holder, c.traceparent
+       c.epoch, c.holder, c.traceparent, c.owner_kind, c.owner_name, c.labels::text,
+       c.previous, c.previous_owner_kind, c.previous_owner_name, c.previous_labels::text
   FROM (SELECT coalesce((SELECT changes_floor FROM leasehold_retention
                           WHERE cluster = $1::text), 0) AS floor) AS f
   LEFT JOIN LATERAL (
        SELECT position, revision, at, kind, name, change, version, lease, epoch, holder,
-              traceparent
+              traceparent, owner_kind, owner_name, labels, previous, previous_owner_kind,
+              previous_owner_name, previous_labels
          FROM leasehold_changes
         WHERE cluster = $1::text AND position > $2::int8 AND position <= $4::int8
           AND (cardinality($5::text[]) = 0 OR kind = ANY($5::text[]))
@@ -794,7 +805,7 @@ impl PostgresStore {
                 .query(&lock, &[&batch.cluster, &kinds, &names])
                 .await
                 .map_err(db_error)?;
-            let current: HashMap<ObjectKey, Current> = rows
+            let mut current: HashMap<ObjectKey, Current> = rows
                 .iter()
                 .map(|r| Ok((key_at(r), current_at(r, 2)?)))
                 .collect::<Result<_, StoreError>>()?;
@@ -818,9 +829,12 @@ impl PostgresStore {
                     .iter()
                     .map(|r| Ok((key_at(r), current_at(r, 2)?)))
                     .collect::<Result<Vec<_>, StoreError>>()?;
+                // What collection deletes or marks records its relations
+                // too.
+                current.extend(found.iter().cloned());
                 plan.collect(batch, found)?;
             }
-            let params = WriteParams::new(&plan, &batch.origin);
+            let params = WriteParams::new(&plan, &batch.origin, &current);
             let row = tx
                 .query_one(&write, &params.as_sql(&batch.cluster))
                 .await
@@ -931,7 +945,7 @@ impl PostgresStore {
             let plan = batch
                 .resolve(|k| current.get(k))
                 .map_err(|e| e.to_string())?;
-            let params = WriteParams::new(&plan, &batch.origin);
+            let params = WriteParams::new(&plan, &batch.origin, &current);
             let row = client
                 .query_one(&write, &params.as_sql(&batch.cluster))
                 .await
@@ -984,6 +998,14 @@ struct WriteParams<'a> {
     /// The version each change records: `None` for the commit's revision
     /// (create, update), the deleted version for a delete.
     change_version: Vec<Option<i64>>,
+    /// Each change's relations ([`Change::relations`]): owner kind and
+    /// name, labels as a JSON object (`None` for none).
+    change_owner: [Vec<Option<&'a str>>; 2],
+    change_labels: Vec<Option<String>>,
+    /// Whether an update changed them, and what they were before.
+    change_previous: Vec<bool>,
+    change_previous_owner: [Vec<Option<&'a str>>; 2],
+    change_previous_labels: Vec<Option<String>>,
     lease: Option<&'a str>,
     epoch: Option<i64>,
     holder: Option<&'a str>,
@@ -993,7 +1015,10 @@ struct WriteParams<'a> {
 }
 
 impl<'a> WriteParams<'a> {
-    fn new(plan: &'a Plan, origin: &'a Origin) -> Self {
+    /// `before`: the metadata every object the plan updates or deletes had
+    /// before it (as locked and read), for the relations its change
+    /// records.
+    fn new(plan: &'a Plan, origin: &'a Origin, before: &'a HashMap<ObjectKey, Current>) -> Self {
         let n = plan.writes.len();
         let mut params = WriteParams {
             rows: Default::default(),
@@ -1009,6 +1034,11 @@ impl<'a> WriteParams<'a> {
             event: Default::default(),
             change: Default::default(),
             change_version: Vec::with_capacity(n),
+            change_owner: Default::default(),
+            change_labels: Vec::with_capacity(n),
+            change_previous: Vec::with_capacity(n),
+            change_previous_owner: Default::default(),
+            change_previous_labels: Vec::with_capacity(n),
             lease: None,
             epoch: None,
             holder: None,
@@ -1041,11 +1071,23 @@ impl<'a> WriteParams<'a> {
                     params.mark.push(mark);
                     push(&mut params.change, [&key.kind, &key.name, change]);
                     params.change_version.push(None);
+                    let previous = match write {
+                        Planned::Update { .. } => before
+                            .get(key)
+                            .map(|c| &c.meta)
+                            .filter(|m| m.owner != row.meta.owner || m.labels != row.meta.labels),
+                        _ => None,
+                    };
+                    params.push_relations(&row.meta, previous);
                 }
                 Planned::Delete { key, version } => {
                     push(&mut params.delete, [&key.kind, &key.name]);
                     push(&mut params.change, [&key.kind, &key.name, "deleted"]);
                     params.change_version.push(Some(sql_seq(*version)));
+                    match before.get(key) {
+                        Some(current) => params.push_relations(&current.meta, None),
+                        None => params.push_relations(&NO_METADATA, None),
+                    }
                 }
             }
         }
@@ -1073,10 +1115,24 @@ impl<'a> WriteParams<'a> {
         params
     }
 
+    /// The relations of one change: `meta` after it, `previous` before it
+    /// when an update changed them.
+    fn push_relations(&mut self, meta: &'a Metadata, previous: Option<&'a Metadata>) {
+        let labels = |m: &Metadata| (!m.labels.is_empty()).then(|| json_text(&m.labels));
+        self.change_owner[0].push(meta.owner.as_ref().map(|o| o.kind.as_str()));
+        self.change_owner[1].push(meta.owner.as_ref().map(|o| o.name.as_str()));
+        self.change_labels.push(labels(meta));
+        self.change_previous.push(previous.is_some());
+        let owner = previous.and_then(|m| m.owner.as_ref());
+        self.change_previous_owner[0].push(owner.map(|o| o.kind.as_str()));
+        self.change_previous_owner[1].push(owner.map(|o| o.name.as_str()));
+        self.change_previous_labels.push(previous.and_then(labels));
+    }
+
     fn as_sql<'s>(
         &'s self,
         cluster: &'s String,
-    ) -> [&'s (dyn tokio_postgres::types::ToSql + Sync); 27] {
+    ) -> [&'s (dyn tokio_postgres::types::ToSql + Sync); 34] {
         [
             cluster,
             &self.rows[0],
@@ -1105,6 +1161,13 @@ impl<'a> WriteParams<'a> {
             &self.change[2],
             &self.change_version,
             &self.traceparent,
+            &self.change_owner[0],
+            &self.change_owner[1],
+            &self.change_labels,
+            &self.change_previous,
+            &self.change_previous_owner[0],
+            &self.change_previous_owner[1],
+            &self.change_previous_labels,
         ]
     }
 }
@@ -1113,6 +1176,41 @@ impl<'a> WriteParams<'a> {
 fn json_text(value: &impl serde::Serialize) -> String {
     // Maps of strings and lists of strings always serialize.
     serde_json::to_string(value).unwrap_or_else(|_| String::from("null"))
+}
+
+/// The metadata of an object the lock did not find (a delete always finds
+/// it; this only keeps [`WriteParams::new`] total).
+static NO_METADATA: Metadata = Metadata {
+    labels: std::collections::BTreeMap::new(),
+    owner: None,
+    finalizers: Vec::new(),
+};
+
+/// A change's relations from [`CHANGES_SQL`]'s owner kind, owner name and
+/// labels columns starting at `first`.
+fn relations_at(
+    row: &Row,
+    first: usize,
+    cluster: &str,
+    position: u64,
+) -> Result<super::Relations, StoreError> {
+    let owner = match (
+        row.get::<_, Option<String>>(first),
+        row.get::<_, Option<String>>(first + 1),
+    ) {
+        (Some(kind), Some(name)) => Some(ObjectKey { kind, name }),
+        _ => None,
+    };
+    let labels = match row.get::<_, Option<&str>>(first + 2) {
+        None => Default::default(),
+        Some(text) => serde_json::from_str(text).map_err(|e| {
+            StoreError::Unavailable(format!(
+                "change {position} of cluster {cluster}: stored labels are not a JSON object \
+                 of strings ({e}): {text:.80}"
+            ))
+        })?,
+    };
+    Ok(super::Relations { owner, labels })
 }
 
 /// The address in columns 0 and 1.
@@ -1548,6 +1646,12 @@ impl Store for PostgresStore {
                 traceparent: r
                     .get::<_, Option<&str>>(11)
                     .and_then(crate::telemetry::TraceParent::parse),
+                relations: relations_at(r, 12, cluster, position)?,
+                previous: if r.get::<_, bool>(15) {
+                    Some(relations_at(r, 16, cluster, position)?)
+                } else {
+                    None
+                },
             });
         }
         // A full page was read through its last change; a short one through

@@ -92,6 +92,19 @@ fn qualified(text: &str, max: usize) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'/'))
 }
 
+/// A label key named outside an object (a related watch's label): the
+/// syntax of [`check_metadata`]'s label keys.
+pub(crate) fn check_label_key(key: &str) -> Result<(), String> {
+    if qualified(key, MAX_LABEL_KEY_BYTES) {
+        Ok(())
+    } else {
+        Err(format!(
+            "label key {:?} must be 1 to {MAX_LABEL_KEY_BYTES} ASCII letters, digits, '-', '_', '.' or '/', beginning and ending with a letter or digit",
+            shown(key)
+        ))
+    }
+}
+
 /// Label values: empty, or up to [`MAX_LABEL_VALUE_BYTES`] of ASCII
 /// letters, digits, `-`, `_` and `.`, beginning and ending with a letter or
 /// digit.
