@@ -11,7 +11,7 @@ use std::ffi::OsStr;
 use std::net::{TcpStream, ToSocketAddrs};
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
-use std::time::Duration;
+use std::time::{Duration, Instant, SystemTime};
 
 /// Crates built as guest components.
 const GUESTS: &[&str] = &[
@@ -26,6 +26,22 @@ const GUESTS: &[&str] = &[
     "v020",
     "future-world",
 ];
+/// Controllers written in Python: (component name, folder holding the app
+/// module, app module). Built with componentize-py against
+/// `wit/controller.wit` into the guest folder as `<component name>.wasm`.
+const PYTHON_GUESTS: &[(&str, &str, &str)] = &[("scheduler_py", "controllers/scheduler-py", "app")];
+/// The Python SDK, on every Python guest's path.
+const PYTHON_SDK: &str = "guest-sdk/python";
+/// The world every Python guest targets.
+const PYTHON_WORLD: &str = "leasehold:controller/controller@0.2.0";
+/// The Python tools, pinned: installed from PyPI with pip into
+/// [`python_tools_dir`] on first use, and again whenever this list changes.
+const PYTHON_TOOL_PINS: &[&str] = &["componentize-py==0.25.1", "pytest==9.2.0"];
+/// The oldest Python the SDK (and so its native tests) supports.
+const PYTHON_MIN: (u32, u32) = (3, 11);
+/// Folders whose pytest suites `cargo xtask test` runs: the SDK's and
+/// each Python controller's.
+const PYTHON_TEST_DIRS: &[&str] = &["guest-sdk/python", "controllers/scheduler-py"];
 /// The fault suite's unfenced test fixture (tests/fixtures/unfenced-host):
 /// built alone, never in a `--workspace` build with the other packages.
 const UNFENCED_FIXTURE: &str = "leasehold-unfenced";
@@ -40,8 +56,13 @@ cargo xtask <command>
 
 Commands:
   guests          build the guest components (controllers and test fixtures)
-                  for wasm32-wasip2 into target/wasm32-wasip2/guest/
+                  for wasm32-wasip2 into target/wasm32-wasip2/guest/; the
+                  Python controllers with componentize-py, installed with
+                  pytest (pinned) into target/tools/python on first use
   test            check formatting and lints, build the guests, run every test
+                  (the Python SDK's and controllers' pytest suites included)
+  python          the Python side alone: run the Python SDK's and
+                  controllers' pytest suites, then build the Python guests
   run [ARGS...]   build the guests and run `leasehold run --config
                   examples/leasehold.toml` on the embedded in-memory backend;
                   extra ARGS are passed to `leasehold`
@@ -54,6 +75,8 @@ Commands:
 Environment:
   LEASEHOLD_DATABASE_URL  PostgreSQL for the tests (default
                           postgres://postgres@127.0.0.1:5432/postgres)
+  LEASEHOLD_PYTHON        the Python (3.11 or newer) that hosts the Python
+                          tool folder target/tools/python (default python3)
 ";
 
 fn main() -> ExitCode {
@@ -61,6 +84,7 @@ fn main() -> ExitCode {
     let result = match args.first().map(String::as_str) {
         Some("guests") => build_guests().map(|_| ()),
         Some("test") => test(),
+        Some("python") => python_tests().and_then(|()| build_python_guests().map(|_| ())),
         Some("run") => run(&args[1..]),
         Some("bench") => bench(&args[1..]),
         Some("help") | Some("--help") | Some("-h") | None => {
@@ -159,19 +183,203 @@ fn build_guests() -> Result<Vec<PathBuf>, String> {
     for guest in GUESTS {
         // Cargo names the artifact after the library: dashes become underscores.
         let path = guest_dir().join(format!("{}.wasm", guest.replace('-', "_")));
-        let bytes = std::fs::read(&path)
-            .map_err(|e| format!("expected component {} was not built: {e}", path.display()))?;
-        // A component's header: \0asm, version 0x0d, layer 1.
-        if bytes.len() < 8 || &bytes[..4] != b"\0asm" || bytes[6..8] != [1, 0] {
-            return Err(format!(
-                "{} is not a WebAssembly component (a core module?)",
-                path.display()
-            ));
-        }
-        eprintln!("xtask:   {} ({} KiB)", path.display(), bytes.len() / 1024);
+        check_component(&path)?;
         built.push(path);
     }
+    built.extend(build_python_guests()?);
     Ok(built)
+}
+
+/// Fail unless `path` holds a WebAssembly component; print its size.
+fn check_component(path: &Path) -> Result<(), String> {
+    let bytes = std::fs::read(path)
+        .map_err(|e| format!("expected component {} was not built: {e}", path.display()))?;
+    // A component's header: \0asm, version 0x0d, layer 1.
+    if bytes.len() < 8 || &bytes[..4] != b"\0asm" || bytes[6..8] != [1, 0] {
+        return Err(format!(
+            "{} is not a WebAssembly component (a core module?)",
+            path.display()
+        ));
+    }
+    eprintln!("xtask:   {} ({} KiB)", path.display(), bytes.len() / 1024);
+    Ok(())
+}
+
+/// The local folder of the pinned Python tools (a virtual environment).
+fn python_tools_dir() -> PathBuf {
+    target_dir().join("tools").join("python")
+}
+
+/// The virtual environment's `bin/<tool>`.
+fn python_tool(tool: &str) -> PathBuf {
+    python_tools_dir().join("bin").join(tool)
+}
+
+/// Make sure the Python tool folder exists with exactly the pinned tools:
+/// created with `venv` and filled by pip from PyPI on first use, and again
+/// when the pins change (a stamp file records what was installed).
+fn ensure_python_tools() -> Result<(), String> {
+    let dir = python_tools_dir();
+    let stamp = dir.join("leasehold-pins.txt");
+    let pins = PYTHON_TOOL_PINS.join("\n");
+    let installed = std::fs::read_to_string(&stamp).ok();
+    if installed.as_deref() == Some(pins.as_str()) && python_tool("python").is_file() {
+        return Ok(());
+    }
+    let python = env::var_os("LEASEHOLD_PYTHON").unwrap_or_else(|| "python3".into());
+    let version = Command::new(&python)
+        .args([
+            "-c",
+            "import sys; print(sys.version_info[0], sys.version_info[1])",
+        ])
+        .output()
+        .map_err(|e| {
+            format!(
+                "the Python guests need Python {}.{} or newer, and {:?} cannot be started: {e}. \
+                 Install Python (or point LEASEHOLD_PYTHON at it) and try again.",
+                PYTHON_MIN.0,
+                PYTHON_MIN.1,
+                python.to_string_lossy()
+            )
+        })?;
+    let text = String::from_utf8_lossy(&version.stdout);
+    let mut parts = text.split_whitespace().map(|p| p.parse::<u32>().ok());
+    let found = (parts.next().flatten(), parts.next().flatten());
+    match found {
+        (Some(major), Some(minor)) if (major, minor) >= PYTHON_MIN => {}
+        _ => {
+            return Err(format!(
+                "the Python guests need Python {}.{} or newer; {:?} is {}",
+                PYTHON_MIN.0,
+                PYTHON_MIN.1,
+                python.to_string_lossy(),
+                text.trim()
+            ));
+        }
+    }
+    if dir.exists() {
+        std::fs::remove_dir_all(&dir)
+            .map_err(|e| format!("cannot remove the stale {}: {e}", dir.display()))?;
+    }
+    status(
+        &format!("creating the Python tool folder {}", dir.display()),
+        Command::new(&python).arg("-m").arg("venv").arg(&dir),
+    )?;
+    status(
+        &format!("installing {} from PyPI", PYTHON_TOOL_PINS.join(", ")),
+        Command::new(python_tool("python"))
+            .args([
+                "-m",
+                "pip",
+                "install",
+                "--quiet",
+                "--disable-pip-version-check",
+            ])
+            .args(PYTHON_TOOL_PINS),
+    )
+    .map_err(|e| format!("{e}\nThe Python guests need these packages from PyPI."))?;
+    std::fs::write(&stamp, &pins).map_err(|e| format!("cannot write {}: {e}", stamp.display()))
+}
+
+/// The newest modification time of the files under `dir` whose names end
+/// with one of `extensions` (caches skipped).
+fn newest(dir: &Path, extensions: &[&str]) -> Result<SystemTime, String> {
+    let mut latest = SystemTime::UNIX_EPOCH;
+    let entries =
+        std::fs::read_dir(dir).map_err(|e| format!("cannot read {}: {e}", dir.display()))?;
+    for entry in entries {
+        let entry = entry.map_err(|e| format!("cannot read {}: {e}", dir.display()))?;
+        let path = entry.path();
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        let kind = entry
+            .file_type()
+            .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        let found = if kind.is_dir() {
+            if name.starts_with('.') || name == "__pycache__" {
+                continue;
+            }
+            newest(&path, extensions)?
+        } else if extensions.iter().any(|ext| name.ends_with(ext)) {
+            entry
+                .metadata()
+                .and_then(|m| m.modified())
+                .map_err(|e| format!("cannot read {}: {e}", path.display()))?
+        } else {
+            continue;
+        };
+        latest = latest.max(found);
+    }
+    Ok(latest)
+}
+
+/// Build each Python controller into a component with componentize-py,
+/// unless the component is newer than its sources, the SDK, the WIT files
+/// and the tool pins.
+fn build_python_guests() -> Result<Vec<PathBuf>, String> {
+    ensure_python_tools()?;
+    let root = root();
+    let shared = newest(&root.join(PYTHON_SDK), &[".py"])?
+        .max(newest(&root.join("wit"), &[".wit"])?)
+        .max(
+            std::fs::metadata(python_tools_dir().join("leasehold-pins.txt"))
+                .and_then(|m| m.modified())
+                .map_err(|e| format!("cannot read the tool pins' stamp: {e}"))?,
+        );
+    std::fs::create_dir_all(guest_dir())
+        .map_err(|e| format!("cannot create {}: {e}", guest_dir().display()))?;
+    let mut built = Vec::new();
+    for (name, folder, module) in PYTHON_GUESTS {
+        let out = guest_dir().join(format!("{name}.wasm"));
+        let sources = shared.max(newest(&root.join(folder), &[".py"])?);
+        let fresh = std::fs::metadata(&out)
+            .and_then(|m| m.modified())
+            .is_ok_and(|built_at| built_at > sources);
+        if fresh {
+            eprintln!("xtask: {name} is up to date");
+        } else {
+            let started = Instant::now();
+            status(
+                &format!("building the Python guest {name} with componentize-py"),
+                Command::new(python_tool("componentize-py"))
+                    .current_dir(&root)
+                    .arg("-d")
+                    .arg(root.join("wit"))
+                    .args(["-w", PYTHON_WORLD, "componentize", "-p"])
+                    .arg(root.join(folder))
+                    .arg("-p")
+                    .arg(root.join(PYTHON_SDK))
+                    .arg(module)
+                    .arg("-o")
+                    .arg(&out),
+            )
+            .map_err(|e| format!("{e}\n{folder} must componentize against {PYTHON_WORLD}."))?;
+            eprintln!(
+                "xtask:   built {name} in {:.1} s",
+                started.elapsed().as_secs_f64()
+            );
+        }
+        check_component(&out)?;
+        built.push(out);
+    }
+    Ok(built)
+}
+
+/// Run the Python SDK's and the Python controllers' pytest suites natively
+/// (against the SDK's fake host), with the pinned pytest.
+fn python_tests() -> Result<(), String> {
+    ensure_python_tools()?;
+    for folder in PYTHON_TEST_DIRS {
+        status(
+            &format!("running the Python tests of {folder}"),
+            Command::new(python_tool("python"))
+                .current_dir(root().join(folder))
+                .args(["-m", "pytest", "-q", "-p", "no:cacheprovider"])
+                // No __pycache__ folders in the work tree.
+                .env("PYTHONDONTWRITEBYTECODE", "1"),
+        )?;
+    }
+    Ok(())
 }
 
 /// Fail early, and clearly, when PostgreSQL is not reachable.
@@ -220,6 +428,7 @@ fn test() -> Result<(), String> {
         ]),
     )?;
     build_guests()?;
+    python_tests()?;
     check_postgres()?;
     // The multi-process tests start the `leasehold` binary itself; `cargo
     // test` builds a package's binaries only for its own integration tests.
