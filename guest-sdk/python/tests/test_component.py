@@ -155,6 +155,10 @@ def test_every_op_and_event_reaches_the_wire_as_itself(wit, monkeypatch):
     ops, _ = sent[1]
     assert ops[0] == s.Op_Replace(s.ReplaceOp("tasks", "t", 5, None, wire_meta))
     assert ops[1] == s.Op_Status(s.StatusOp("tasks", "q", 1, None))
+    # A replace of the value alone keeps the metadata: none on the wire.
+    wit.component.WitHost().commit([leasehold.Replace(obj.key, 5, "3", None)], [])
+    ops, _ = sent[2]
+    assert ops[0] == s.Op_Replace(s.ReplaceOp("tasks", "t", 5, "3", None))
 
 
 def test_reads_convert_objects_pages_and_selectors(wit, monkeypatch):

@@ -303,5 +303,10 @@ def test_related_watches_map_changes_to_owners_and_labelled_targets(host):
     # A resync reaches what related objects map to, each key once.
     host.resync(c)
     assert c.seen == [("jobs/j1", Reason.RESYNC), ("jobs/j2", Reason.RESYNC)]
+    # Even for keys of a kind the controller does not watch itself.
+    only_related = Parent()
+    only_related.describe = lambda: Description.watching([]).owns("pods")
+    host.resync(only_related)
+    assert only_related.seen == [("jobs/j1", Reason.RESYNC), ("other/j2", Reason.RESYNC)]
     assert Reason.RELATED.strongest(Reason.RETRY) is Reason.RELATED
     assert Reason.RELATED.strongest(Reason.CHANGE) is Reason.CHANGE
