@@ -46,6 +46,7 @@ pub const MIGRATIONS: &[(i32, &str)] = &[
     ),
     (13, include_str!("../migrations/0013_retention.sql")),
     (14, include_str!("../migrations/0014_change_relations.sql")),
+    (15, include_str!("../migrations/0015_epoch_base.sql")),
 ];
 
 /// Database setup failures.
@@ -567,6 +568,224 @@ impl std::ops::Deref for PooledPool {
     }
 }
 
+/// How the main URL reaches PostgreSQL (`[database] pooler`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Pooler {
+    /// PostgreSQL itself, or a pooler that keeps a client on one server
+    /// session: statements are prepared once per session and cached.
+    #[default]
+    None,
+    /// A pooler in transaction pooling (PgBouncer's `pool_mode =
+    /// transaction`): consecutive transactions of one pooled connection
+    /// may run on different server sessions, so nothing on a pooled
+    /// connection relies on session state. Statements run unnamed, their
+    /// parameter types given ([`Prepared::Unnamed`]); `LISTEN` and the
+    /// liveness session go to `[database] session_url`.
+    Transaction,
+}
+
+impl Pooler {
+    /// The value of `[database] pooler` that selects this mode.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Pooler::None => "none",
+            Pooler::Transaction => "transaction",
+        }
+    }
+}
+
+/// A statement ready to run on a pooled connection: what
+/// [`Database::prepare`] gives, in the form the pool's [`Pooler`] mode
+/// allows. Its `query*` and `execute` methods send it with its parameters in
+/// one flight either way, so callers pipeline it as they would a
+/// [`tokio_postgres::Statement`].
+#[derive(Clone)]
+pub enum Prepared {
+    /// A named statement, prepared once on this session and cached there
+    /// ([`Pooler::None`]).
+    Named(tokio_postgres::Statement),
+    /// The text and the parameter types the server inferred for it, sent
+    /// each time as the unnamed statement: `Parse`, `Bind`, `Execute` and
+    /// `Sync` in one message, so no later message relies on the server
+    /// session that parsed it ([`Pooler::Transaction`]).
+    Unnamed {
+        /// The statement's text.
+        sql: std::sync::Arc<str>,
+        /// Its parameters' types, as the server inferred them.
+        types: std::sync::Arc<[tokio_postgres::types::Type]>,
+    },
+}
+
+impl std::fmt::Debug for Prepared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Prepared::Named(statement) => f.debug_tuple("Named").field(statement).finish(),
+            Prepared::Unnamed { types, .. } => f
+                .debug_struct("Unnamed")
+                .field("types", types)
+                .finish_non_exhaustive(),
+        }
+    }
+}
+
+/// A parameter as `query*`/`execute` take it.
+pub type Param<'a> = &'a (dyn tokio_postgres::types::ToSql + Sync);
+
+impl Prepared {
+    fn typed<'a>(
+        types: &[tokio_postgres::types::Type],
+        params: &[Param<'a>],
+    ) -> Vec<(Param<'a>, tokio_postgres::types::Type)> {
+        params
+            .iter()
+            .enumerate()
+            .map(|(i, p)| {
+                // A parameter past the statement's own is declared text;
+                // the server refuses the count, as a named statement's
+                // bind would be refused.
+                let ty = types
+                    .get(i)
+                    .cloned()
+                    .unwrap_or(tokio_postgres::types::Type::TEXT);
+                (*p, ty)
+            })
+            .collect()
+    }
+
+    /// Run it, every row.
+    pub async fn query(
+        &self,
+        client: &tokio_postgres::Client,
+        params: &[Param<'_>],
+    ) -> Result<Vec<tokio_postgres::Row>, tokio_postgres::Error> {
+        match self {
+            Prepared::Named(statement) => client.query(statement, params).await,
+            Prepared::Unnamed { sql, types } => {
+                client.query_typed(sql, &Self::typed(types, params)).await
+            }
+        }
+    }
+
+    /// Run it, exactly one row (an error otherwise).
+    pub async fn query_one(
+        &self,
+        client: &tokio_postgres::Client,
+        params: &[Param<'_>],
+    ) -> Result<tokio_postgres::Row, tokio_postgres::Error> {
+        match self {
+            Prepared::Named(statement) => client.query_one(statement, params).await,
+            Prepared::Unnamed { sql, types } => {
+                client
+                    .query_typed_one(sql, &Self::typed(types, params))
+                    .await
+            }
+        }
+    }
+
+    /// Run it, at most one row (an error on more).
+    pub async fn query_opt(
+        &self,
+        client: &tokio_postgres::Client,
+        params: &[Param<'_>],
+    ) -> Result<Option<tokio_postgres::Row>, tokio_postgres::Error> {
+        match self {
+            Prepared::Named(statement) => client.query_opt(statement, params).await,
+            Prepared::Unnamed { sql, types } => {
+                client
+                    .query_typed_opt(sql, &Self::typed(types, params))
+                    .await
+            }
+        }
+    }
+
+    /// Run it, the number of rows it changed.
+    pub async fn execute(
+        &self,
+        client: &tokio_postgres::Client,
+        params: &[Param<'_>],
+    ) -> Result<u64, tokio_postgres::Error> {
+        match self {
+            Prepared::Named(statement) => client.execute(statement, params).await,
+            Prepared::Unnamed { sql, types } => {
+                client.execute_typed(sql, &Self::typed(types, params)).await
+            }
+        }
+    }
+}
+
+/// A pooled session [`Database::prepare`] prepares on: a pooled connection
+/// or a transaction on one.
+pub trait Session: Sync {
+    /// The session's client.
+    fn pg(&self) -> &tokio_postgres::Client;
+    /// `sql` as a named statement from (or into) the session's cache.
+    fn prepare_cached(
+        &self,
+        sql: &str,
+    ) -> impl std::future::Future<Output = Result<tokio_postgres::Statement, tokio_postgres::Error>> + Send;
+}
+
+impl Session for deadpool_postgres::ClientWrapper {
+    fn pg(&self) -> &tokio_postgres::Client {
+        self
+    }
+
+    fn prepare_cached(
+        &self,
+        sql: &str,
+    ) -> impl std::future::Future<Output = Result<tokio_postgres::Statement, tokio_postgres::Error>> + Send
+    {
+        deadpool_postgres::ClientWrapper::prepare_cached(self, sql)
+    }
+}
+
+impl Session for deadpool_postgres::Object {
+    fn pg(&self) -> &tokio_postgres::Client {
+        self
+    }
+
+    fn prepare_cached(
+        &self,
+        sql: &str,
+    ) -> impl std::future::Future<Output = Result<tokio_postgres::Statement, tokio_postgres::Error>> + Send
+    {
+        deadpool_postgres::ClientWrapper::prepare_cached(self, sql)
+    }
+}
+
+impl Session for deadpool_postgres::Transaction<'_> {
+    fn pg(&self) -> &tokio_postgres::Client {
+        self.client()
+    }
+
+    fn prepare_cached(
+        &self,
+        sql: &str,
+    ) -> impl std::future::Future<Output = Result<tokio_postgres::Statement, tokio_postgres::Error>> + Send
+    {
+        deadpool_postgres::Transaction::prepare_cached(self, sql)
+    }
+}
+
+/// What the statements of a [`Database`] (and its siblings) share: the
+/// pooler mode and, in [`Pooler::Transaction`], the parameter types learnt
+/// for each statement text.
+#[derive(Default)]
+struct Statements {
+    pooler: Pooler,
+    types: std::sync::Mutex<
+        std::collections::HashMap<
+            std::sync::Arc<str>,
+            std::sync::Arc<[tokio_postgres::types::Type]>,
+        >,
+    >,
+}
+
+/// The name under which [`Database::prepare`] describes a statement in
+/// [`Pooler::Transaction`]: prepared, read and deallocated in one
+/// simple-protocol message, so one server session sees all three.
+const DESCRIBED: &str = "leasehold_describe";
+
 /// A connection pool plus the endpoint it talks to.
 #[derive(Clone)]
 pub struct Database {
@@ -576,6 +795,10 @@ pub struct Database {
     endpoint: String,
     config: tokio_postgres::Config,
     sessions: std::sync::Arc<crate::session::Sessions>,
+    statements: std::sync::Arc<Statements>,
+    /// Where dedicated sessions (LISTEN, the liveness session) connect
+    /// (`[database] session_url`); `None`: `config`.
+    session_config: Option<tokio_postgres::Config>,
 }
 
 impl std::fmt::Debug for Database {
@@ -622,13 +845,134 @@ impl Database {
         let name = application
             .strip_prefix("leasehold-")
             .unwrap_or(application);
-        Self::build(
+        let mut sibling = Self::build(
             config,
             self.endpoint.clone(),
             max_connections,
             self.sessions.clone(),
             name,
-        )
+        )?;
+        sibling.statements = self.statements.clone();
+        sibling.session_config = self.session_config.clone();
+        Ok(sibling)
+    }
+
+    /// This pool as `[database]` says beyond its URL and size: its
+    /// [`Pooler`] mode and its `session_url`.
+    pub fn configured(self, database: &crate::config::DatabaseConfig) -> Result<Self, DbError> {
+        let db = self.with_pooler(database.pooler);
+        match &database.session_url {
+            Some(url) => db.with_session_url(url),
+            None => Ok(db),
+        }
+    }
+
+    /// This pool (and the siblings made from it afterwards) in `pooler`
+    /// mode. Call before the first [`Database::prepare`].
+    pub fn with_pooler(mut self, pooler: Pooler) -> Self {
+        self.statements = std::sync::Arc::new(Statements {
+            pooler,
+            ..Statements::default()
+        });
+        self
+    }
+
+    /// The pooler mode of this pool.
+    pub fn pooler(&self) -> Pooler {
+        self.statements.pooler
+    }
+
+    /// Open the dedicated sessions (LISTEN, the liveness session) at `url`
+    /// (`[database] session_url`) instead of this pool's URL.
+    pub fn with_session_url(mut self, url: &str) -> Result<Self, DbError> {
+        let config =
+            url.parse::<tokio_postgres::Config>()
+                .map_err(|e: tokio_postgres::Error| DbError::InvalidUrl {
+                    endpoint: redact(url),
+                    reason: format!("session_url: {}", describe(&e)),
+                })?;
+        self.session_config = Some(config);
+        Ok(self)
+    }
+
+    /// The configuration dedicated, never-pooled sessions connect with:
+    /// `[database] session_url`'s, or else this pool's.
+    pub fn session_config(&self) -> tokio_postgres::Config {
+        let mut config = self
+            .session_config
+            .clone()
+            .unwrap_or_else(|| self.config.clone());
+        if config.get_connect_timeout().is_none() {
+            config.connect_timeout(crate::timeouts::DATABASE_CONNECT);
+        }
+        config
+    }
+
+    /// `sql`, ready to run on `session` in this pool's [`Pooler`] mode: a
+    /// named statement from the session's cache ([`Pooler::None`]), or the
+    /// text with the parameter types the server infers for it
+    /// ([`Pooler::Transaction`]; learnt once per text, by preparing,
+    /// reading and deallocating it in one simple-protocol message, which a
+    /// transaction pooler sends to one server session).
+    pub async fn prepare(
+        &self,
+        session: &impl Session,
+        sql: &str,
+    ) -> Result<Prepared, tokio_postgres::Error> {
+        if self.statements.pooler == Pooler::None {
+            return session.prepare_cached(sql).await.map(Prepared::Named);
+        }
+        let known = self
+            .statements
+            .types
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get_key_value(sql)
+            .map(|(sql, types)| (sql.clone(), types.clone()));
+        if let Some((sql, types)) = known {
+            return Ok(Prepared::Unnamed { sql, types });
+        }
+        let messages = session
+            .pg()
+            .simple_query(&format!(
+                "PREPARE {DESCRIBED} AS {sql}; \
+                 SELECT parameter_types::oid[]::text FROM pg_prepared_statements \
+                  WHERE name = '{DESCRIBED}'; \
+                 DEALLOCATE {DESCRIBED}"
+            ))
+            .await?;
+        let listed = messages
+            .iter()
+            .find_map(|m| match m {
+                tokio_postgres::SimpleQueryMessage::Row(row) => Some(row.get(0).unwrap_or("{}")),
+                _ => None,
+            })
+            .unwrap_or("{}");
+        let types: std::sync::Arc<[tokio_postgres::types::Type]> = listed
+            .trim_matches(|c| c == '{' || c == '}')
+            .split(',')
+            .filter(|oid| !oid.is_empty())
+            .map(|oid| {
+                let oid: u32 = oid.trim().parse().unwrap_or(0);
+                tokio_postgres::types::Type::from_oid(oid).unwrap_or_else(|| {
+                    // Not a built-in type: a value of it is refused by
+                    // name when sent (no statement of the host has one).
+                    tokio_postgres::types::Type::new(
+                        format!("oid {oid}"),
+                        oid,
+                        tokio_postgres::types::Kind::Simple,
+                        String::new(),
+                    )
+                })
+            })
+            .collect();
+        let sql: std::sync::Arc<str> = sql.into();
+        self.statements
+            .types
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(sql.clone(), types.clone());
+        Ok(Prepared::Unnamed { sql, types })
     }
 
     fn build(
@@ -670,6 +1014,8 @@ impl Database {
             endpoint,
             config,
             sessions,
+            statements: std::sync::Arc::default(),
+            session_config: None,
         })
     }
 
@@ -784,7 +1130,7 @@ impl Database {
         .await
         .map_err(|e| self.unavailable(e))?;
         let in_recovery: bool = tx
-            .query_one("SELECT pg_is_in_recovery()", &[])
+            .query_typed_one("SELECT pg_is_in_recovery()", &[])
             .await
             .map_err(|e| self.unavailable(e))?
             .get(0);
@@ -794,7 +1140,7 @@ impl Database {
         // A fixed key: serializes concurrent migrators. Transaction-scoped,
         // so it cannot leak through the pool.
         match tx
-            .execute("SELECT pg_advisory_xact_lock(7263414711)", &[])
+            .batch_execute("SELECT pg_advisory_xact_lock(7263414711)")
             .await
         {
             Err(e) if e.code() == Some(&tokio_postgres::error::SqlState::LOCK_NOT_AVAILABLE) => {
@@ -827,7 +1173,7 @@ impl Database {
         .await
         .map_err(|e| self.unavailable(e))?;
         let applied: Vec<i32> = tx
-            .query("SELECT version FROM leasehold_migrations", &[])
+            .query_typed("SELECT version FROM leasehold_migrations", &[])
             .await
             .map_err(|e| self.unavailable(e))?
             .iter()
@@ -869,9 +1215,9 @@ impl Database {
                         format!("migration {version} failed: {}", describe(&e))
                     },
                 })?;
-            tx.execute(
+            tx.execute_typed(
                 "INSERT INTO leasehold_migrations (version) VALUES ($1)",
-                &[version],
+                &[(version, tokio_postgres::types::Type::INT4)],
             )
             .await
             .map_err(|e| self.unavailable(e))?;
@@ -886,7 +1232,7 @@ impl Database {
         let read = async {
             let client = self.client().await.ok()?;
             let row = client
-                .query_opt(
+                .query_typed_opt(
                     "SELECT a.pid, coalesce(a.application_name, ''),
                             coalesce(a.client_addr::text, 'local'),
                             a.xact_start

@@ -161,6 +161,12 @@ declare_timeouts! {
     /// of the write throughput at 8 writers. Other processes see a commit
     /// at most this much later.
     FEED_NOTIFY_INTERVAL = Duration::from_millis(5);
+    /// How long the start-up notification self-test waits for a `NOTIFY`
+    /// sent through the pool to arrive on the LISTEN session (at
+    /// `[database] session_url`) before it warns that notifications are
+    /// lost on the way (a pooler or proxy between): one round trip each
+    /// way, with room for a busy server.
+    NOTIFICATION_SELF_TEST = Duration::from_secs(5);
     /// How long `leasehold run` keeps retrying, with backoff, a database
     /// that is unreachable or drops its connections while the host starts
     /// (a restart or failover in progress, sessions terminated), before it

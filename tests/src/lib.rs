@@ -22,6 +22,7 @@ use tokio::sync::{mpsc, watch};
 pub mod faults;
 pub mod harness;
 pub mod http;
+pub mod pgbouncer;
 pub mod pgcluster;
 pub mod process;
 pub mod proxy;

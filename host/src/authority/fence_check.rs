@@ -119,8 +119,9 @@ pub async fn check_fence(
         // stale-epoch writes. Never deployed.
         return Ok(());
     }
-    let row = tx
-        .query_opt(&statements.check, &[&fence.key.cluster, &fence.key.name])
+    let row = statements
+        .check
+        .query_opt(tx.client(), &[&fence.key.cluster, &fence.key.name])
         .await
         .map_err(|e| {
             super::postgres::classify(CALLER_TRANSACTION, &format!("fence check of {fence}"), &e)
@@ -141,9 +142,10 @@ pub async fn check_fence_and_count(
     statements: &FenceStatements,
     fence: &Fence,
 ) -> Result<(), AuthorityError> {
-    let row = client
+    let row = statements
+        .check_and_count
         .query_opt(
-            &statements.check_and_count,
+            client,
             &[
                 &fence.key.cluster,
                 &fence.key.name,
@@ -200,7 +202,7 @@ pub async fn record_write(
     statements: &FenceStatements,
     fence: &Fence,
 ) -> Result<(), AuthorityError> {
-    count_write(tx, statements, fence).await
+    count_write(tx.client(), statements, fence).await
 }
 
 /// [`record_write`] on the session, after the write committed: only where
@@ -214,13 +216,14 @@ pub async fn record_write_after_commit(
 }
 
 async fn count_write(
-    client: &impl tokio_postgres::GenericClient,
+    client: &tokio_postgres::Client,
     statements: &FenceStatements,
     fence: &Fence,
 ) -> Result<(), AuthorityError> {
-    client
+    statements
+        .record
         .execute(
-            &statements.record,
+            client,
             &[&fence.key.cluster, &fence.key.name, &(fence.epoch.0 as i64)],
         )
         .await
@@ -279,20 +282,35 @@ const RECORD_WRITE_SQL: &str = "
 /// connection's statement cache, they are parsed once per session rather
 /// than on every commit.
 pub struct FenceStatements {
-    check: tokio_postgres::Statement,
-    record: tokio_postgres::Statement,
-    check_and_count: tokio_postgres::Statement,
+    check: crate::db::Prepared,
+    record: crate::db::Prepared,
+    check_and_count: crate::db::Prepared,
 }
 
 impl FenceStatements {
-    /// Both statements, from (or into) `client`'s statement cache.
+    /// The statements, from (or into) `client`'s statement cache (named
+    /// statements: a pool without a transaction pooler in front).
     pub async fn cached(
         client: &deadpool_postgres::ClientWrapper,
     ) -> Result<Self, tokio_postgres::Error> {
+        use crate::db::Prepared::Named;
         Ok(Self {
-            check: client.prepare_cached(CHECK_FENCE_SQL).await?,
-            record: client.prepare_cached(RECORD_WRITE_SQL).await?,
-            check_and_count: client.prepare_cached(CHECK_AND_COUNT_SQL).await?,
+            check: Named(client.prepare_cached(CHECK_FENCE_SQL).await?),
+            record: Named(client.prepare_cached(RECORD_WRITE_SQL).await?),
+            check_and_count: Named(client.prepare_cached(CHECK_AND_COUNT_SQL).await?),
+        })
+    }
+
+    /// The statements for `session` of `db`, in the pool's pooler mode
+    /// ([`crate::db::Database::prepare`]).
+    pub async fn prepare(
+        db: &crate::db::Database,
+        session: &impl crate::db::Session,
+    ) -> Result<Self, tokio_postgres::Error> {
+        Ok(Self {
+            check: db.prepare(session, CHECK_FENCE_SQL).await?,
+            record: db.prepare(session, RECORD_WRITE_SQL).await?,
+            check_and_count: db.prepare(session, CHECK_AND_COUNT_SQL).await?,
         })
     }
 }

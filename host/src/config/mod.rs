@@ -18,6 +18,7 @@
 //! [database]
 //! url = "postgres://postgres@127.0.0.1:5432/postgres"  # absent: embedded, single process
 //! session_url = "postgres://…"     # optional: the dedicated sessions, never via a pooler
+//! pooler = "none"                  # or "transaction": url goes through PgBouncer pool_mode = transaction
 //! max_connections = 16
 //! expected_database_id = "…uuid…"  # optional: refuse any other database
 //! expected_system_identifier = "…" # optional: refuse any other server
@@ -169,6 +170,12 @@ pub struct DatabaseConfig {
     /// transaction-pooling proxy: these sessions need PostgreSQL itself
     /// (a session lock, the backend pid, LISTEN).
     pub session_url: Option<String>,
+    /// What `url` goes through (`pooler`, default `"none"`):
+    /// [`crate::db::Pooler::Transaction`] for a pooler in transaction
+    /// pooling (PgBouncer's `pool_mode = transaction`), in which nothing on
+    /// a pooled connection relies on session state. Requires
+    /// `session_url`.
+    pub pooler: crate::db::Pooler,
     /// Pool size (1 to [`MAX_DATABASE_CONNECTIONS`], default
     /// [`DEFAULT_MAX_CONNECTIONS`]).
     pub max_connections: usize,
@@ -191,6 +198,7 @@ impl fmt::Debug for DatabaseConfig {
                 "session_url",
                 &self.session_url.as_deref().map(crate::db::redact),
             )
+            .field("pooler", &self.pooler)
             .field("max_connections", &self.max_connections)
             .field("expected_database_id", &self.expected_database_id)
             .field(
@@ -206,6 +214,7 @@ impl Default for DatabaseConfig {
         Self {
             url: None,
             session_url: None,
+            pooler: crate::db::Pooler::None,
             max_connections: DEFAULT_MAX_CONNECTIONS,
             expected_database_id: None,
             expected_system_identifier: None,

@@ -42,6 +42,7 @@ pub(super) struct RawConfig {
 pub(super) struct RawDatabase {
     pub url: Option<Spanned<String>>,
     pub session_url: Option<Spanned<String>>,
+    pub pooler: Option<Spanned<String>>,
     pub max_connections: Option<Spanned<i64>>,
     pub expected_database_id: Option<Spanned<String>>,
     pub expected_system_identifier: Option<Spanned<IntOrText>>,

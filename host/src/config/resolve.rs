@@ -361,7 +361,56 @@ fn database(c: &mut Checker, raw: &RawDatabase, env: &Environment) -> DatabaseCo
             ),
         }
     }
+    if let Some(value) = &raw.pooler {
+        match value.get_ref().as_str() {
+            "none" => config.pooler = crate::db::Pooler::None,
+            "transaction" => config.pooler = crate::db::Pooler::Transaction,
+            other => c.at(
+                value,
+                format!(
+                    "database.pooler is {other:?}; it must be \"none\" (url reaches PostgreSQL, \
+                     or a pooler in session pooling) or \"transaction\" (url goes through a \
+                     pooler in transaction pooling, such as PgBouncer's pool_mode = transaction)"
+                ),
+            ),
+        }
+        if config.pooler == crate::db::Pooler::Transaction {
+            pooled_url_checks(c, value, &config);
+        }
+    }
     config
+}
+
+/// What `pooler = "transaction"` needs of the rest of `[database]`: a
+/// `session_url` (LISTEN and the liveness session keep session state, which
+/// a transaction pooler does not), and no session settings in `url`'s
+/// `options` (PgBouncer refuses that start-up parameter unless
+/// `ignore_startup_parameters` lists it, and then drops it).
+fn pooled_url_checks(c: &mut Checker, value: &Spanned<String>, config: &DatabaseConfig) {
+    if config.session_url.is_none() {
+        c.at(
+            value,
+            "database.pooler = \"transaction\" needs database.session_url: the liveness \
+             session (a session advisory lock) and LISTEN keep session state, which a \
+             transaction pooler hands to other clients between transactions; set session_url \
+             to a URL that reaches PostgreSQL itself, not the pooler",
+        );
+    }
+    let options = config
+        .url
+        .as_deref()
+        .and_then(|url| url.parse::<tokio_postgres::Config>().ok())
+        .and_then(|parsed| parsed.get_options().map(drop));
+    if options.is_some() {
+        c.at(
+            value,
+            "database.url sets options but database.pooler = \"transaction\": a \
+             transaction pooler refuses that start-up parameter (PgBouncer: unless \
+             ignore_startup_parameters lists it, and then it is dropped), and session \
+             settings would not follow a client from one server session to the next; set \
+             them on the role or database instead (ALTER ROLE … SET …)",
+        );
+    }
 }
 
 /// `[telemetry]`: the collector from the file, else from

@@ -145,7 +145,7 @@ fn unavailable(error: &ServiceError) -> bool {
 /// The PostgreSQL backends: migrated, identity verified, the store pinned
 /// to the verified database. One attempt of [`open_backends`].
 async fn open_postgres(config: &Config, url: &str) -> Result<Backends, ServiceError> {
-    let db = Database::new(url, config.database.max_connections)?;
+    let db = Database::new(url, config.database.max_connections)?.configured(&config.database)?;
     let applied = db.migrate().await?;
     if !applied.is_empty() {
         tracing::info!(endpoint = db.endpoint(), ?applied, "applied migrations");
@@ -166,6 +166,18 @@ async fn open_postgres(config: &Config, url: &str) -> Result<Backends, ServiceEr
     // Writes land only in the database just verified (no round
     // trip: `connect` remembered the identity).
     let identity = authority.verify().await?;
+    // Notifications sent through the pool must reach the LISTEN sessions;
+    // checked in the background, so a slow answer never delays the start.
+    let probe = authority.clone();
+    tokio::spawn(async move {
+        match probe
+            .check_notifications(crate::timeouts::NOTIFICATION_SELF_TEST)
+            .await
+        {
+            Ok(took) => tracing::info!(?took, "notification self-test passed"),
+            Err(warning) => tracing::warn!("{warning}"),
+        }
+    });
     // Reads only (leases, history, identity): it never acquires, so
     // it needs no verification of its own; the readiness probe
     // compares what it reads with the identity verified above.
@@ -211,16 +223,38 @@ pub async fn check(config: &Config) -> Result<Vec<String>, Vec<String>> {
     match &config.database.url {
         None => notes
             .push("database: embedded in-memory backend (single process, not durable)".to_string()),
-        Some(url) => match Database::new(url, 1) {
+        Some(url) => match Database::new(url, 1).and_then(|db| db.configured(&config.database)) {
             Err(e) => problems.push(e.to_string()),
             Ok(db) => {
                 let authority =
                     PostgresAuthority::new(db.clone(), config.database.expected_identity());
                 match authority.verify().await {
-                    Ok(id) => notes.push(format!(
-                        "database {}: identity verified (database id {}, system identifier {})",
-                        id.endpoint, id.database_id, id.system_identifier
-                    )),
+                    Ok(id) => {
+                        notes.push(format!(
+                            "database {}: identity verified (database id {}, system identifier {})",
+                            id.endpoint, id.database_id, id.system_identifier
+                        ));
+                        if let Some(url) = &config.database.session_url
+                            && let Err(e) = authority.use_session_url(url)
+                        {
+                            problems.push(e.to_string());
+                        }
+                        notes.push(format!(
+                            "database: pooler = {:?}",
+                            config.database.pooler.as_str()
+                        ));
+                        match authority
+                            .check_notifications(crate::timeouts::NOTIFICATION_SELF_TEST)
+                            .await
+                        {
+                            Ok(took) => notes.push(format!(
+                                "database: a notification sent through url reached the LISTEN \
+                                 session in {}",
+                                humantime::format_duration(took)
+                            )),
+                            Err(warning) => notes.push(format!("WARNING: {warning}")),
+                        }
+                    }
                     Err(e) => problems.push(e.to_string()),
                 }
                 // Crash detection `session` reads pg_locks inside grants.

@@ -577,9 +577,9 @@ impl PostgresStore {
         check_key(key)?;
         let client = self.client().await?;
         let row = bounded(&self.db, async {
-            let statement = client.prepare_cached(WRITTEN_BY_SQL).await?;
-            client
-                .query_opt(&statement, &[&cluster, &key.kind, &key.name])
+            let statement = self.db.prepare(&client, WRITTEN_BY_SQL).await?;
+            statement
+                .query_opt(&client, &[&cluster, &key.kind, &key.name])
                 .await
         })
         .await
@@ -605,7 +605,7 @@ impl PostgresStore {
 
     async fn mark(&self, client: &deadpool_postgres::Object) -> Result<Mark, StoreError> {
         bounded(&self.db, async {
-            let statement = client.prepare_cached(HIGH_WATER_SQL).await?;
+            let statement = self.db.prepare(client, HIGH_WATER_SQL).await?;
             high_water(client, &statement).await
         })
         .await
@@ -726,23 +726,25 @@ impl PostgresStore {
         let db_error =
             |e: tokio_postgres::Error| Failed::Error(unavailable(self.db.unavailable(e)));
         let authority_error = |e: AuthorityError| Failed::Error(self.authority_error(e));
-        let floor = client.prepare_cached(FLOOR_SQL).await.map_err(db_error)?;
-        let claim = client.prepare_cached(CLAIM_SQL).await.map_err(db_error)?;
-        let lock = client.prepare_cached(LOCK_SQL).await.map_err(db_error)?;
-        let owned = client.prepare_cached(OWNED_SQL).await.map_err(db_error)?;
-        let write = client.prepare_cached(WRITE_SQL).await.map_err(db_error)?;
+        let floor = self.db.prepare(client, FLOOR_SQL).await.map_err(db_error)?;
+        let claim = self.db.prepare(client, CLAIM_SQL).await.map_err(db_error)?;
+        let lock = self.db.prepare(client, LOCK_SQL).await.map_err(db_error)?;
+        let owned = self.db.prepare(client, OWNED_SQL).await.map_err(db_error)?;
+        let write = self.db.prepare(client, WRITE_SQL).await.map_err(db_error)?;
         let fencing = match fence {
             Some(fence) => Some((
                 fence,
-                FenceStatements::cached(client).await.map_err(db_error)?,
+                FenceStatements::prepare(&self.db, client)
+                    .await
+                    .map_err(db_error)?,
             )),
             None => None,
         };
         let database_id = match self.pinned.get() {
             Some(pinned) => Some((
                 pinned,
-                client
-                    .prepare_cached(DATABASE_ID_SQL)
+                self.db
+                    .prepare(client, DATABASE_ID_SQL)
                     .await
                     .map_err(db_error)?,
             )),
@@ -764,7 +766,7 @@ impl PostgresStore {
             let Some((pinned, statement)) = &database_id else {
                 return Ok(());
             };
-            let row = tx.query_one(statement, &[]).await.map_err(db_error)?;
+            let row = statement.query_one(tx, &[]).await.map_err(db_error)?;
             match pinned.refusal(&write_target(&row)) {
                 None => Ok(()),
                 Some(problems) => Err(Failed::Error(StoreError::Unavailable(format!(
@@ -787,22 +789,20 @@ impl PostgresStore {
             }
         };
         // Before any position is taken (step 6, the next flight).
-        let floored = async { tx.execute(&floor, &[]).await.map(drop).map_err(db_error) };
+        let floored = async { floor.execute(tx, &[]).await.map(drop).map_err(db_error) };
         let claimed = async {
             if creatable.is_empty() {
                 return Ok(());
             }
-            tx.execute(
-                &claim,
-                &[&batch.cluster, &creatable_kinds, &creatable_names],
-            )
-            .await
-            .map(drop)
-            .map_err(db_error)
+            claim
+                .execute(tx, &[&batch.cluster, &creatable_kinds, &creatable_names])
+                .await
+                .map(drop)
+                .map_err(db_error)
         };
         let written = async {
-            let rows = tx
-                .query(&lock, &[&batch.cluster, &kinds, &names])
+            let rows = lock
+                .query(tx, &[&batch.cluster, &kinds, &names])
                 .await
                 .map_err(db_error)?;
             let mut current: HashMap<ObjectKey, Current> = rows
@@ -821,8 +821,8 @@ impl PostgresStore {
                 let kinds: Vec<&str> = owners.iter().map(|k| k.kind.as_str()).collect();
                 let names: Vec<&str> = owners.iter().map(|k| k.name.as_str()).collect();
                 let bound = MAX_COLLECTED_PER_COMMIT as i64 + 1;
-                let rows = tx
-                    .query(&owned, &[&batch.cluster, &kinds, &names, &bound])
+                let rows = owned
+                    .query(tx, &[&batch.cluster, &kinds, &names, &bound])
                     .await
                     .map_err(db_error)?;
                 let found = rows
@@ -835,8 +835,8 @@ impl PostgresStore {
                 plan.collect(batch, found)?;
             }
             let params = WriteParams::new(&plan, &batch.origin, &current);
-            let row = tx
-                .query_one(&write, &params.as_sql(&batch.cluster))
+            let row = write
+                .query_one(tx, &params.as_sql(&batch.cluster))
                 .await
                 .map_err(db_error)?;
             Ok::<_, Failed>((plan, row))
@@ -1403,9 +1403,9 @@ impl Store for PostgresStore {
         check_key(key)?;
         let client = self.client().await?;
         let row = bounded(&self.db, async {
-            let statement = client.prepare_cached(GET_SQL).await?;
-            client
-                .query_opt(&statement, &[&cluster, &key.kind, &key.name])
+            let statement = self.db.prepare(&client, GET_SQL).await?;
+            statement
+                .query_opt(&client, &[&cluster, &key.kind, &key.name])
                 .await
         })
         .await
@@ -1458,9 +1458,9 @@ impl Store for PostgresStore {
         let client = self.client().await?;
         let rows = if conditions.is_empty() {
             bounded(&self.db, async {
-                let statement = client.prepare_cached(LIST_SQL).await?;
-                client
-                    .query(&statement, &[&cluster, &kind, &after, &fetch])
+                let statement = self.db.prepare(&client, LIST_SQL).await?;
+                statement
+                    .query(&client, &[&cluster, &kind, &after, &fetch])
                     .await
             })
             .await
@@ -1565,9 +1565,9 @@ impl Store for PostgresStore {
             return Ok(Vec::new());
         }
         let rows = bounded(&self.db, async {
-            let statement = client.prepare_cached(EVENTS_SQL).await?;
-            client
-                .query(&statement, &[&cluster, &after, &limit, &mark])
+            let statement = self.db.prepare(&client, EVENTS_SQL).await?;
+            statement
+                .query(&client, &[&cluster, &after, &limit, &mark])
                 .await
         })
         .await
@@ -1608,10 +1608,10 @@ impl Store for PostgresStore {
         }
         let (after_sql, mark_sql, limit_sql) = (sql_seq(after), sql_seq(mark), limit as i64);
         let rows = bounded(&self.db, async {
-            let statement = client.prepare_cached(CHANGES_SQL).await?;
-            client
+            let statement = self.db.prepare(&client, CHANGES_SQL).await?;
+            statement
                 .query(
-                    &statement,
+                    &client,
                     &[&cluster, &after_sql, &limit_sql, &mark_sql, &kinds],
                 )
                 .await
@@ -1682,9 +1682,9 @@ impl Store for PostgresStore {
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         let client = self.client().await?;
         let row = bounded(&self.db, async {
-            let statement = client.prepare_cached(COUNT_SQL).await?;
-            client
-                .query_one(&statement, &[&cluster, &kind, &limit])
+            let statement = self.db.prepare(&client, COUNT_SQL).await?;
+            statement
+                .query_one(&client, &[&cluster, &kind, &limit])
                 .await
         })
         .await

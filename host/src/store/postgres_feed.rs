@@ -144,10 +144,10 @@ impl Mark {
 /// The rows it bounds must be read by a later statement.
 pub(crate) async fn high_water(
     client: &tokio_postgres::Client,
-    statement: &tokio_postgres::Statement,
+    statement: &crate::db::Prepared,
 ) -> Result<Mark, tokio_postgres::Error> {
-    let row = client
-        .query_one(statement, &[&super::postgres::FLOOR_TAG])
+    let row = statement
+        .query_one(client, &[&super::postgres::FLOOR_TAG])
         .await?;
     let head = row.get::<_, i64>(0).max(0) as u64;
     let floor = row.get::<_, Option<i64>>(1).map(|f| f.max(0) as u64);
@@ -282,7 +282,7 @@ impl Feed {
         // visible here.
         let rows = bounded(
             &self.db,
-            client.query(&statements.latest, &[&clusters, &bound]),
+            statements.latest.query(client, &[&clusters, &bound]),
         )
         .await?;
         let watchers = lock(&self.watchers);
@@ -301,8 +301,8 @@ impl Feed {
             let client = self.db.client().await?;
             let prepared = async {
                 Ok::<_, tokio_postgres::Error>(Statements {
-                    high_water: client.prepare_cached(HIGH_WATER_SQL).await?,
-                    latest: client.prepare_cached(LATEST_SQL).await?,
+                    high_water: self.db.prepare(&client, HIGH_WATER_SQL).await?,
+                    latest: self.db.prepare(&client, LATEST_SQL).await?,
                 })
             };
             let statements = prepared.await.map_err(|e| self.db.unavailable(e))?;
@@ -325,15 +325,17 @@ impl Feed {
 
 /// The feed's statements, prepared once per session.
 struct Statements {
-    high_water: tokio_postgres::Statement,
-    latest: tokio_postgres::Statement,
+    high_water: crate::db::Prepared,
+    latest: crate::db::Prepared,
 }
 
 impl Statements {
+    /// Named, on the dedicated (never pooled) LISTEN session.
     async fn prepare(client: &tokio_postgres::Client) -> Result<Self, tokio_postgres::Error> {
+        use crate::db::Prepared::Named;
         Ok(Self {
-            high_water: client.prepare(HIGH_WATER_SQL).await?,
-            latest: client.prepare(LATEST_SQL).await?,
+            high_water: Named(client.prepare(HIGH_WATER_SQL).await?),
+            latest: Named(client.prepare(LATEST_SQL).await?),
         })
     }
 }
@@ -398,11 +400,12 @@ async fn notify_forever(feed: Arc<Feed>) {
         let sent = tokio::time::Instant::now();
         let result = async {
             let client = feed.db.client().await?;
-            let statement = client
-                .prepare_cached(NOTIFY_SQL)
+            let statement = feed
+                .db
+                .prepare(&client, NOTIFY_SQL)
                 .await
                 .map_err(|e| feed.db.unavailable(e))?;
-            bounded(&feed.db, client.execute(&statement, &[&clusters, &CHANNEL])).await
+            bounded(&feed.db, statement.execute(&client, &[&clusters, &CHANNEL])).await
         }
         .await;
         if let Err(e) = result {
@@ -512,7 +515,8 @@ struct Session {
 
 impl Session {
     async fn open(feed: &Arc<Feed>) -> Result<Self, crate::db::DbError> {
-        let mut config = feed.db.config().clone();
+        // Never through a transaction pooler (`[database] session_url`).
+        let mut config = feed.db.session_config();
         config.application_name(APPLICATION_NAME);
         let (client, mut connection) = config
             .connect(NoTls)

@@ -256,8 +256,8 @@ pub(crate) async fn trim_postgres(
     // (see `postgres_feed`); read before the transaction, it can only be
     // lower than the mark at the deletes, never past a position in flight.
     let mark = bounded(db, async {
-        let statement = client
-            .prepare_cached(super::postgres_feed::HIGH_WATER_SQL)
+        let statement = db
+            .prepare(&client, super::postgres_feed::HIGH_WATER_SQL)
             .await?;
         super::postgres_feed::high_water(&client, &statement).await
     })

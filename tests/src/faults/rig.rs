@@ -185,6 +185,8 @@ pub struct Rig {
     pub receiver: Option<Arc<RunningReceiver>>,
     spec: RigSpec,
     upstream: std::net::SocketAddr,
+    /// Extra TOML lines for every host's `[database]` table.
+    database_lines: String,
     dir: TempDir,
     /// The database (dropped last).
     pub db: TestDatabase,
@@ -200,6 +202,19 @@ impl Rig {
     /// [`Rig::start`] on a database the test created itself (on its own
     /// PostgreSQL cluster, for instance).
     pub async fn start_on(spec: RigSpec, db: TestDatabase) -> Self {
+        Self::start_through(spec, db, None, "").await
+    }
+
+    /// [`Rig::start_on`] with every host's proxy forwarding to `upstream`
+    /// (a pooler in front of the database's server, say) instead of the
+    /// server itself, and `database_lines` (TOML) added to every host's
+    /// `[database]` table. The rig's own sessions go to the server.
+    pub async fn start_through(
+        spec: RigSpec,
+        db: TestDatabase,
+        upstream: Option<std::net::SocketAddr>,
+        database_lines: &str,
+    ) -> Self {
         let url = url::Url::parse(db.url()).expect("database url");
         let host = url.host_str().unwrap_or("127.0.0.1");
         let host = if host == "localhost" {
@@ -207,9 +222,11 @@ impl Rig {
         } else {
             host
         };
-        let upstream = format!("{host}:{}", url.port().unwrap_or(5432))
-            .parse()
-            .expect("database address");
+        let upstream = upstream.unwrap_or_else(|| {
+            format!("{host}:{}", url.port().unwrap_or(5432))
+                .parse()
+                .expect("database address")
+        });
         let mut rig = Self {
             hosts: Vec::new(),
             acks: Acks::default(),
@@ -217,6 +234,7 @@ impl Rig {
             receiver: None,
             spec: spec.clone(),
             upstream,
+            database_lines: database_lines.to_string(),
             dir: TempDir::new(),
             db,
         };
@@ -304,6 +322,7 @@ holder = "{holder}"
 
 [database]
 url = "{url}"
+{database_lines}
 
 [http]
 listen = "127.0.0.1:{port}"
@@ -313,6 +332,7 @@ cache_dir = "{cache}"
 "#,
             cluster = self.cluster,
             cache = cache.display(),
+            database_lines = self.database_lines,
         );
         for name in controllers {
             config.push_str(&format!(

@@ -526,7 +526,7 @@ pub async fn check_liveness(db: &crate::db::Database) -> Result<String, String> 
     let checked = tokio::time::timeout(DATABASE_STATEMENT, async {
         let client = db.pool().get().await.map_err(|e| e.to_string())?;
         let locks = client
-            .query_one(
+            .query_typed_one(
                 "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'",
                 &[],
             )
@@ -542,7 +542,7 @@ pub async fn check_liveness(db: &crate::db::Database) -> Result<String, String> 
             ));
         }
         let may_register = client
-            .query_one(
+            .query_typed_one(
                 "SELECT has_table_privilege('leasehold_hosts', 'INSERT')
                         AND has_table_privilege('leasehold_hosts', 'UPDATE')",
                 &[],

@@ -60,14 +60,19 @@ macro_rules! wal_timeline {
 }
 
 /// SQL expression: the lowest epoch a grant on the current timeline may
-/// carry, `(timeline - 1) * 2^32 + 1`. Timeline 1 (a server never failed
-/// over) gives 1, so epochs there are 1, 2, 3, ... as always; each
-/// promotion moves the floor above every epoch the former timeline can
-/// have issued (fewer than 2^32 per lease), including grants the standby
-/// never received. See "Failover" in ARCHITECTURE.md.
+/// carry, `leasehold_epoch_floor(timeline)` (migration 15): `(base bucket
+/// + timeline − base timeline) · 2^32 + 1`, the base recorded at the first
+/// migration and moved by adopting a copy. A database never adopted has
+/// base timeline t₀ and bucket t₀ − 1, so the floor is `(timeline − 1) ·
+/// 2^32 + 1`: timeline 1 (a server never failed over) gives 1, and epochs
+/// there are 1, 2, 3, ... as always. Each promotion moves the floor above
+/// every epoch the former timeline can have issued (fewer than 2^32 per
+/// lease), including grants the standby never received, and so does it
+/// after an adoption moved every epoch up a bucket. See "Failover" in
+/// ARCHITECTURE.md.
 macro_rules! timeline_epoch_floor {
     () => {
-        concat!("(((", wal_timeline!(), ") - 1) << 32) + 1")
+        concat!("leasehold_epoch_floor(", wal_timeline!(), ")")
     };
 }
 
@@ -332,6 +337,10 @@ pub(crate) fn required_schema_version() -> i32 {
         .unwrap_or(0)
 }
 
+/// The notification self-test's statement
+/// ([`PostgresAuthority::check_notifications`]): channel, payload.
+const NOTIFY_PROBE: &str = "SELECT pg_notify($1, $2)";
+
 /// The PostgreSQL lease backend. Cheap to clone: clones share the pool,
 /// the verified identity and the release listener.
 #[derive(Clone)]
@@ -427,7 +436,7 @@ impl PostgresAuthority {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .clone()
-            .unwrap_or_else(|| self.shared.db.config().clone())
+            .unwrap_or_else(|| self.shared.db.session_config())
     }
 
     /// The liveness session `holder` of `cluster` holds its claim on now,
@@ -555,6 +564,70 @@ impl PostgresAuthority {
     pub fn listener_sessions(&self) -> watch::Receiver<u64> {
         self.start_listener()
             .unwrap_or_else(|| watch::Sender::new(0).subscribe())
+    }
+
+    /// The start-up self-test of notifications: send one `NOTIFY` through
+    /// the pool and wait at most `within` for it to arrive on this
+    /// authority's LISTEN session (at `[database] session_url`). A pooler
+    /// or proxy in between that drops notifications would otherwise go
+    /// unnoticed: standbys and change-feed watchers fall back to polling.
+    /// `Ok` with how long the notification took, or `Err` saying what to
+    /// fix.
+    pub async fn check_notifications(&self, within: Duration) -> Result<Duration, String> {
+        let started = tokio::time::Instant::now();
+        let deadline = started + within;
+        let mut sessions = self.listener_sessions();
+        let fail = |what: &str| {
+            format!(
+                "notification self-test: {what} within {}: standbys and change-feed watchers \
+                 of this host fall back to polling (handovers and changes arrive late). \
+                 LISTEN needs a session on PostgreSQL itself: with url behind a transaction \
+                 pooler, set database.session_url to reach PostgreSQL directly, and check that \
+                 no proxy between drops asynchronous messages",
+                humantime::format_duration(within)
+            )
+        };
+        if !matches!(
+            tokio::time::timeout_at(deadline, sessions.wait_for(|n| *n > 0)).await,
+            Ok(Ok(_))
+        ) {
+            return Err(fail("the LISTEN session was not established"));
+        }
+        let probe = format!(
+            "notify-probe-{:x}-{:x}",
+            std::process::id(),
+            rand::random::<u32>()
+        );
+        let mut woken = self.shared.wakes.subscribe(&probe);
+        loop {
+            woken.borrow_and_update();
+            let listening = *sessions.borrow_and_update();
+            self.run("sending the notification self-test", async {
+                let client = self.shared.db.pool().get().await?;
+                let statement = self.shared.db.prepare(&client, NOTIFY_PROBE).await?;
+                statement
+                    .execute(&client, &[&RELEASE_CHANNEL, &probe])
+                    .await?;
+                Ok(())
+            })
+            .await
+            .map_err(|e| {
+                fail(&format!(
+                    "sending a notification through the pool failed ({e})"
+                ))
+            })?;
+            match tokio::time::timeout_at(deadline, woken.changed()).await {
+                // A new LISTEN session wakes every waiter: not proof.
+                Ok(Ok(())) if *sessions.borrow() != listening => continue,
+                Ok(Ok(())) => return Ok(started.elapsed()),
+                _ => {
+                    return Err(fail(&format!(
+                        "a notification sent through {} did not arrive on the LISTEN session",
+                        self.endpoint()
+                    )));
+                }
+            }
+        }
     }
 
     fn start_listener(&self) -> Option<watch::Receiver<u64>> {
@@ -728,8 +801,8 @@ impl Authority for PostgresAuthority {
         let endpoint = self.endpoint().to_string();
         self.run("reading the database identity", async {
             let client = self.shared.db.pool().get().await?;
-            let statement = client.prepare_cached(IDENTITY).await?;
-            let row = client.query_opt(&statement, &[]).await?;
+            let statement = self.shared.db.prepare(&client, IDENTITY).await?;
+            let row = statement.query_opt(&client, &[]).await?;
             let identity = identity_of(row.as_ref(), &endpoint)?;
             self.shared.db.sessions().note_read_only(identity.read_only);
             if let Some(timeline) = identity.timeline
@@ -782,9 +855,9 @@ impl Authority for PostgresAuthority {
         self.run(&what, async {
             let mut client = self.shared.db.pool().get().await?;
             let tx = client.transaction().await?;
-            let lock = tx.prepare_cached(LOCK_LEASE).await?;
-            let peek = tx.prepare_cached(PEEK_LEASE).await?;
-            let read_identity = tx.prepare_cached(IDENTITY).await?;
+            let lock = self.shared.db.prepare(&tx, LOCK_LEASE).await?;
+            let peek = self.shared.db.prepare(&tx, PEEK_LEASE).await?;
+            let read_identity = self.shared.db.prepare(&tx, IDENTITY).await?;
             // One flight: bound the transaction's idle time, read the
             // identity of the database this very session reaches (a
             // reconnect since `verify` may have reached another one), and
@@ -793,8 +866,8 @@ impl Authority for PostgresAuthority {
             let (bounded, identity, peeked) = tokio::join!(
                 biased;
                 tx.batch_execute(&BOUND_GRANT_TRANSACTION),
-                tx.query_opt(&read_identity, &[]),
-                tx.query_opt(&peek, &params)
+                read_identity.query_opt(tx.client(), &[]),
+                peek.query_opt(tx.client(), &params)
             );
             bounded?;
             if let Err(refused) = self.admit_in_transaction(identity?.as_ref()) {
@@ -826,7 +899,7 @@ impl Authority for PostgresAuthority {
                 // asks again at its next poll.
                 Some(row) => {
                     tx.batch_execute(&BOUND_GRANT_LOCK_WAIT).await?;
-                    match tx.query_opt(&lock, &params).await {
+                    match lock.query_opt(tx.client(), &params).await {
                         Err(e) if e.code() == Some(&SqlState::LOCK_NOT_AVAILABLE) => {
                             tx.rollback().await?;
                             return Ok(Acquired::Held {
@@ -854,50 +927,51 @@ impl Authority for PostgresAuthority {
                         });
                     }
                     let previous_expiry: DateTime<Utc> = row.get(3);
-                    let grant = tx.prepare_cached(GRANT_NEXT).await?;
-                    tx.query_opt(
-                        &grant,
-                        &[
-                            &key.cluster,
-                            &key.name,
-                            &request.holder,
-                            &micros,
-                            &endpoint,
-                            &(expired && !released),
-                            &previous_expiry,
-                            &recorded,
-                            &holder_pid,
-                            &holder_claim_key,
-                        ],
-                    )
-                    .await?
+                    let grant = self.shared.db.prepare(&tx, GRANT_NEXT).await?;
+                    grant
+                        .query_opt(
+                            tx.client(),
+                            &[
+                                &key.cluster,
+                                &key.name,
+                                &request.holder,
+                                &micros,
+                                &endpoint,
+                                &(expired && !released),
+                                &previous_expiry,
+                                &recorded,
+                                &holder_pid,
+                                &holder_claim_key,
+                            ],
+                        )
+                        .await?
                 }
                 None => {
-                    let grant = tx.prepare_cached(GRANT_FIRST).await?;
-                    tx.query_opt(
-                        &grant,
-                        &[
-                            &key.cluster,
-                            &key.name,
-                            &request.holder,
-                            &micros,
-                            &endpoint,
-                            &recorded,
-                            &holder_pid,
-                            &holder_claim_key,
-                        ],
-                    )
-                    .await?
+                    let grant = self.shared.db.prepare(&tx, GRANT_FIRST).await?;
+                    grant
+                        .query_opt(
+                            tx.client(),
+                            &[
+                                &key.cluster,
+                                &key.name,
+                                &request.holder,
+                                &micros,
+                                &endpoint,
+                                &recorded,
+                                &holder_pid,
+                                &holder_claim_key,
+                            ],
+                        )
+                        .await?
                 }
             };
             let Some(granted) = granted else {
                 // Lost a race for the first grant (or, on a locked row, the
                 // grant condition no longer held): someone else holds it.
                 tx.rollback().await?;
-                let client = &client;
-                let current = client.prepare_cached(CURRENT).await?;
-                let row = client
-                    .query_one(&current, &[&key.cluster, &key.name])
+                let current = self.shared.db.prepare(&client, CURRENT).await?;
+                let row = current
+                    .query_one(&client, &[&key.cluster, &key.name])
                     .await?;
                 return Ok(Acquired::Held {
                     holder: row.get(0),
@@ -955,8 +1029,8 @@ impl Authority for PostgresAuthority {
             .run(&what, async {
                 let mut client = self.shared.db.pool().get().await?;
                 let tx = client.transaction().await?;
-                let renew = tx.prepare_cached(RENEW).await?;
-                let read_identity = tx.prepare_cached(IDENTITY).await?;
+                let renew = self.shared.db.prepare(&tx, RENEW).await?;
+                let read_identity = self.shared.db.prepare(&tx, IDENTITY).await?;
                 // One flight: the lock wait and the idle time are bounded
                 // before the UPDATE runs. A renewal waits on the lease row only behind a grant
                 // or release (never behind fenced writes, which hold it
@@ -970,8 +1044,8 @@ impl Authority for PostgresAuthority {
                 let (bounded, identity, rows) = tokio::join!(
                     biased;
                     tx.batch_execute(&bound_lock_wait),
-                    tx.query_opt(&read_identity, &[]),
-                    tx.query(&renew, &params)
+                    read_identity.query_opt(tx.client(), &[]),
+                    renew.query(tx.client(), &params)
                 );
                 bounded?;
                 if let Err(refused) = self.admit_in_transaction(identity?.as_ref()) {
@@ -1017,9 +1091,9 @@ impl Authority for PostgresAuthority {
             .run(&what, async {
                 let mut client = self.shared.db.pool().get().await?;
                 let tx = client.transaction().await?;
-                let lock = tx.prepare_cached(LOCK_LEASE).await?;
-                let release = tx.prepare_cached(RELEASE).await?;
-                let read_identity = tx.prepare_cached(IDENTITY).await?;
+                let lock = self.shared.db.prepare(&tx, LOCK_LEASE).await?;
+                let release = self.shared.db.prepare(&tx, RELEASE).await?;
+                let read_identity = self.shared.db.prepare(&tx, IDENTITY).await?;
                 // One flight, in this order: bound the idle time, read the
                 // identity (judged before anything commits), lock the row
                 // (waiting for in-flight fenced writes), then release with
@@ -1038,9 +1112,9 @@ impl Authority for PostgresAuthority {
                 let (bounded, identity, locked, row) = tokio::join!(
                     biased;
                     tx.batch_execute(&BOUND_IDLE_TRANSACTION),
-                    tx.query_opt(&read_identity, &[]),
-                    tx.query_opt(&lock, &key),
-                    tx.query_one(&release, &params)
+                    read_identity.query_opt(tx.client(), &[]),
+                    lock.query_opt(tx.client(), &key),
+                    release.query_one(tx.client(), &params)
                 );
                 bounded?;
                 if let Err(refused) = self.admit_in_transaction(identity?.as_ref()) {
@@ -1069,8 +1143,8 @@ impl Authority for PostgresAuthority {
         let rows = self
             .run(&format!("listing the leases of cluster {cluster}"), async {
                 let client = self.shared.db.pool().get().await?;
-                let observe = client.prepare_cached(OBSERVE).await?;
-                Ok(client.query(&observe, &[&cluster, &limit]).await?)
+                let observe = self.shared.db.prepare(&client, OBSERVE).await?;
+                Ok(observe.query(&client, &[&cluster, &limit]).await?)
             })
             .await?;
         Ok(rows
@@ -1105,9 +1179,9 @@ impl Authority for PostgresAuthority {
         let rows = self
             .run(&format!("reading the history of lease {key}"), async {
                 let client = self.shared.db.pool().get().await?;
-                let history = client.prepare_cached(HISTORY).await?;
-                Ok(client
-                    .query(&history, &[&key.cluster, &key.name, &limit, &before])
+                let history = self.shared.db.prepare(&client, HISTORY).await?;
+                Ok(history
+                    .query(&client, &[&key.cluster, &key.name, &limit, &before])
                     .await?)
             })
             .await?;
@@ -1146,10 +1220,10 @@ impl Authority for PostgresAuthority {
             &format!("recording the outbound requests of {fence}"),
             async {
                 let client = self.shared.db.pool().get().await?;
-                let record = client.prepare_cached(RECORD_OUTBOUND).await?;
-                client
+                let record = self.shared.db.prepare(&client, RECORD_OUTBOUND).await?;
+                record
                     .execute(
-                        &record,
+                        &client,
                         &[
                             &fence.key.cluster,
                             &fence.key.name,

@@ -1259,3 +1259,106 @@ async fn a_migration_behind_a_long_transaction_gives_up_without_wedging_the_tabl
     .await;
     assert_eq!(applied, 0, "nothing of the migration was applied");
 }
+
+/// The server's current WAL timeline, as grants read it.
+async fn wal_timeline(db: &Database) -> i64 {
+    db.client()
+        .await
+        .unwrap()
+        .query_one(concat!("SELECT ", wal_timeline!()), &[])
+        .await
+        .unwrap()
+        .get(0)
+}
+
+/// The highest epoch `db` ever issued, from its lease rows and tenures.
+async fn highest_epoch(db: &Database) -> i64 {
+    db.client()
+        .await
+        .unwrap()
+        .query_one(
+            "SELECT greatest((SELECT max(epoch) FROM leasehold_leases),
+                             (SELECT max(epoch) FROM leasehold_tenures))",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0)
+}
+
+/// The floor a grant would get on `timeline` (what a failover to it
+/// would give: the same function the grants call).
+async fn floor_on(db: &Database, timeline: i64) -> i64 {
+    db.client()
+        .await
+        .unwrap()
+        .query_one("SELECT leasehold_epoch_floor($1)", &[&timeline])
+        .await
+        .unwrap()
+        .get(0)
+}
+
+/// Adopting a copy moves every epoch up a 2^32 bucket on a server still at
+/// its timeline (ARCHITECTURE, "Failover"): the floor of the next
+/// failover must still clear every epoch issued, before the adoption and
+/// after it, and a grant after the adoption starts above every epoch the
+/// original gave, whatever the operator's statements did to the leases.
+#[tokio::test]
+async fn after_an_adoption_a_failovers_floor_is_above_every_epoch_issued() {
+    let original = TestDatabase::create().await;
+    let original_db = original.database(2);
+    let before = authority(original_db.clone());
+    // Epochs 1 and 2 of one lease, 1 of another.
+    let first = grant(&before, &request("east", "scheduler", "host-a")).await;
+    before
+        .release(&first.fence, EndReason::Released)
+        .await
+        .unwrap();
+    grant(&before, &request("east", "scheduler", "host-b")).await;
+    grant(&before, &request("east", "rollout", "host-a")).await;
+    let timeline = wal_timeline(&original_db).await;
+    assert!(
+        floor_on(&original_db, timeline + 1).await > highest_epoch(&original_db).await,
+        "the next timeline's floor is above the epochs of this one"
+    );
+
+    // A copy, adopted as the README says (every host stopped).
+    let copy = MadeDatabase::template_copy(&original).await;
+    let copy_db = Database::new(&copy.url(), 2).unwrap();
+    admin_client(&copy.url())
+        .await
+        .batch_execute(
+            "UPDATE leasehold_database
+                SET system_identifier = (SELECT system_identifier FROM pg_control_system()),
+                    database_oid = (SELECT oid FROM pg_database WHERE datname = current_database()),
+                    database_name = current_database();
+             UPDATE leasehold_leases SET epoch = ((epoch >> 32) + 1) << 32, released = true;",
+        )
+        .await
+        .unwrap();
+    let adopted = authority(copy_db.clone());
+    let after = grant(&adopted, &request("east", "scheduler", "host-c")).await;
+    assert!(
+        after.fence.epoch.0 > 1 << 32,
+        "the adopted copy leads above the original's epochs: {after:?}"
+    );
+    // A lease the adoption did not move (an operator who skipped the
+    // lease update, or a lease first granted now) starts above them too.
+    let fresh = grant(&adopted, &request("east", "provisioner", "host-c")).await;
+    assert!(fresh.fence.epoch.0 > 1 << 32, "{fresh:?}");
+    grant(&adopted, &request("east", "rollout", "host-c")).await;
+
+    // Simulated failover: the next timeline's floor is above every epoch
+    // the adopted copy issued (the grants a promoted standby may lack).
+    let issued = highest_epoch(&copy_db).await;
+    let timeline = wal_timeline(&copy_db).await;
+    let floor = floor_on(&copy_db, timeline + 1).await;
+    assert!(
+        floor > issued,
+        "after the adoption, a failover to timeline {} would grant from {floor}, not above \
+         epoch {issued} already issued on timeline {timeline}",
+        timeline + 1
+    );
+    // And the one after that, above the floor before it.
+    assert!(floor_on(&copy_db, timeline + 2).await > floor + (1 << 31));
+}
