@@ -19,7 +19,8 @@ use crate::sys::{self, Fence};
 use crate::transaction::Transaction;
 
 /// What a controller needs from the host: the kinds whose changes trigger
-/// a reconcile, and how often every watched object is reconciled again
+/// a reconcile, the related kinds whose changes reconcile the object they
+/// concern, and how often every watched object is reconciled again
 /// without a change.
 ///
 /// # Example
@@ -27,22 +28,226 @@ use crate::transaction::Transaction;
 /// ```
 /// use std::time::Duration;
 ///
-/// use leasehold_guest::Description;
+/// use leasehold_guest::{Description, Map, Related};
 ///
-/// let description = Description::watching(["nodes", "tasks"]).resync_every(Duration::from_secs(30));
-/// assert_eq!(description.watches, ["nodes", "tasks"]);
+/// let description = Description::new()
+///     .watch("tasks")
+///     .owns("pods")
+///     .watch_related("leases", Map::label("example.com/task", "tasks"))
+///     .resync_every(Duration::from_secs(30));
+/// assert_eq!(description.watches, ["tasks"]);
+/// assert_eq!(description.related[0], Related { kind: "pods".into(), map: Map::Owner { kind: None } });
 /// assert_eq!(description.resync, Some(Duration::from_secs(30)));
 /// ```
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Description {
-    /// The kinds whose changes trigger a reconcile.
+    /// The kinds whose changes trigger a reconcile of the changed object.
     pub watches: Vec<String>,
     /// The periodic resync interval; `None` disables it (the host still
     /// resyncs at the start of every tenure).
     pub resync: Option<Duration>,
+    /// Kinds whose changes reconcile the objects they map to, with
+    /// [`Reason::Related`] (see [`Related`]).
+    pub related: Vec<Related>,
+}
+
+/// "Watch `kind` and map each of its changes through `map`" (the WIT's
+/// `related-watch`): controller-runtime's `Owns` and
+/// `Watches(EnqueueRequestsFromMapFunc)`.
+///
+/// The host maps each change through what the change stream recorded:
+/// the changed object's owner and labels after the change, and before it
+/// when an update changed them. So a create maps through what the object
+/// has, an update through what it has and what it had (an owner or label
+/// that moved wakes both the object it left and the one it joined), and a
+/// delete through what it had. One change can wake several keys; a key
+/// woken several times before it runs is reconciled once, and a key whose
+/// own object changed too is reconciled for [`Reason::Change`]. A resync
+/// maps every object of the related kinds as well.
+///
+/// [`crate::FakeHost::reconcile_changes`] applies the same mapping
+/// natively.
+///
+/// # Example
+///
+/// ```
+/// use leasehold_guest::{Map, Related};
+///
+/// let owned = Related::new("pods", Map::owner());
+/// assert_eq!(owned.map, Map::Owner { kind: None });
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Related {
+    /// The kind whose changes are mapped, e.g. `pods`.
+    pub kind: String,
+    /// How each change maps to the keys to reconcile.
+    pub map: Map,
+}
+
+impl Related {
+    /// Watch `kind`, mapping through `map`.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use leasehold_guest::{Map, Related};
+    ///
+    /// let by_label = Related::new("pods", Map::label("example.com/task", "tasks"));
+    /// assert_eq!(by_label.kind, "pods");
+    /// ```
+    pub fn new(kind: impl Into<String>, map: Map) -> Self {
+        Self {
+            kind: kind.into(),
+            map,
+        }
+    }
+}
+
+/// How a change of a related kind maps to the keys to reconcile (the
+/// WIT's `related-map`).
+///
+/// # Example
+///
+/// ```
+/// use leasehold_guest::Map;
+///
+/// assert_eq!(Map::owner_of_kind("tasks"), Map::Owner { kind: Some("tasks".into()) });
+/// assert_eq!(
+///     Map::label("example.com/task", "tasks"),
+///     Map::Label { key: "example.com/task".into(), target_kind: "tasks".into() }
+/// );
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Map {
+    /// To the changed object's owner ([`crate::Metadata::owner`]): an
+    /// object owned by `K/N` wakes `K/N`. With `kind`, only owners of that
+    /// kind are woken; `None` wakes the owner whatever its kind. An object
+    /// without an owner maps to nothing.
+    Owner {
+        /// The owner kind to wake, or `None` for any.
+        kind: Option<String>,
+    },
+    /// Through a label: an object labelled `key = V` wakes
+    /// `target_kind/V`. An object without the label, or whose value is not
+    /// an object name (empty, uppercase, `_` or `.`), maps to nothing.
+    Label {
+        /// The label key, e.g. `example.com/task`.
+        key: String,
+        /// The kind of the objects the label's value names.
+        target_kind: String,
+    },
+}
+
+impl Map {
+    /// [`Map::Owner`] of any kind.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// assert_eq!(leasehold_guest::Map::owner(), leasehold_guest::Map::Owner { kind: None });
+    /// ```
+    pub fn owner() -> Self {
+        Map::Owner { kind: None }
+    }
+
+    /// [`Map::Owner`], only owners of `kind`.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use leasehold_guest::Map;
+    ///
+    /// assert_eq!(Map::owner_of_kind("tasks"), Map::Owner { kind: Some("tasks".into()) });
+    /// ```
+    pub fn owner_of_kind(kind: impl Into<String>) -> Self {
+        Map::Owner {
+            kind: Some(kind.into()),
+        }
+    }
+
+    /// [`Map::Label`]: label `key = V` wakes `target_kind/V`.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use leasehold_guest::Map;
+    ///
+    /// let map = Map::label("example.com/task", "tasks");
+    /// assert!(matches!(map, Map::Label { .. }));
+    /// ```
+    pub fn label(key: impl Into<String>, target_kind: impl Into<String>) -> Self {
+        Map::Label {
+            key: key.into(),
+            target_kind: target_kind.into(),
+        }
+    }
 }
 
 impl Description {
+    /// Watch nothing yet: add kinds with [`Description::watch`],
+    /// [`Description::owns`] and [`Description::watch_related`].
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use leasehold_guest::Description;
+    ///
+    /// let description = Description::new().watch("tasks");
+    /// assert_eq!(description, Description::watching(["tasks"]));
+    /// ```
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Also watch `kind`: each change of one of its objects reconciles
+    /// that object ([`Reason::Change`]).
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use leasehold_guest::Description;
+    ///
+    /// assert_eq!(Description::new().watch("a").watch("b").watches, ["a", "b"]);
+    /// ```
+    pub fn watch(mut self, kind: impl Into<String>) -> Self {
+        self.watches.push(kind.into());
+        self
+    }
+
+    /// Also watch `kind` and map each change to the changed object's owner
+    /// (of any kind), as controller-runtime's `Owns`: the owner is
+    /// reconciled with [`Reason::Related`].
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use leasehold_guest::{Description, Map};
+    ///
+    /// let description = Description::new().watch("tasks").owns("pods");
+    /// assert_eq!(description.related[0].map, Map::owner());
+    /// ```
+    pub fn owns(self, kind: impl Into<String>) -> Self {
+        self.watch_related(kind, Map::owner())
+    }
+
+    /// Also watch `kind` and map each change through `map` (see
+    /// [`Related`]).
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use leasehold_guest::{Description, Map};
+    ///
+    /// let description =
+    ///     Description::new().watch_related("pods", Map::label("example.com/task", "tasks"));
+    /// assert_eq!(description.related.len(), 1);
+    /// assert!(description.watches.is_empty());
+    /// ```
+    pub fn watch_related(mut self, kind: impl Into<String>, map: Map) -> Self {
+        self.related.push(Related::new(kind, map));
+        self
+    }
+
     /// Watch `kinds`, with no periodic resync.
     ///
     /// # Example
@@ -61,6 +266,7 @@ impl Description {
         Self {
             watches: kinds.into_iter().map(Into::into).collect(),
             resync: None,
+            related: Vec::new(),
         }
     }
 
@@ -224,7 +430,8 @@ pub enum Reply {
 /// The host queues one entry per key. Causes that are due together (a
 /// change arriving while a resync has the key queued) make one reconcile,
 /// whose reason is the strongest of them: [`Reason::Change`], then
-/// [`Reason::Retry`], then [`Reason::Requeue`], then [`Reason::Resync`]
+/// [`Reason::Related`], then [`Reason::Retry`], then [`Reason::Requeue`],
+/// then [`Reason::Resync`]
 /// ([`Reason::strongest`]). A timer (a requeue or a failure's retry) that
 /// is not due yet when something else makes the key run is consumed by
 /// that run and is not its reason: the reason is always a cause that was
@@ -270,6 +477,11 @@ pub enum Reason {
     /// The previous reconcile of this key failed and its backoff (or the
     /// [`Controller::error_policy`]'s delay) has passed.
     Retry,
+    /// An object of another kind that relates to this one changed: a
+    /// change that one of [`Description::related`] maps to this key (an
+    /// object it owns, or one whose label names it, was created, updated
+    /// or deleted, or its owner or label moved to or away from this key).
+    Related,
 }
 
 impl Reason {
@@ -278,12 +490,13 @@ impl Reason {
             Reason::Resync => 0,
             Reason::Requeue => 1,
             Reason::Retry => 2,
-            Reason::Change => 3,
+            Reason::Related => 3,
+            Reason::Change => 4,
         }
     }
 
     /// Of two causes due together, the one the host reports: change, then
-    /// retry, then requeue, then resync.
+    /// related, then retry, then requeue, then resync.
     ///
     /// # Example
     ///
@@ -301,7 +514,8 @@ impl Reason {
         }
     }
 
-    /// The contract's name: `change`, `requeue`, `resync` or `retry`.
+    /// The contract's name: `change`, `requeue`, `resync`, `retry` or
+    /// `related`.
     ///
     /// # Example
     ///
@@ -317,6 +531,7 @@ impl Reason {
             Reason::Requeue => "requeue",
             Reason::Resync => "resync",
             Reason::Retry => "retry",
+            Reason::Related => "related",
         }
     }
 }

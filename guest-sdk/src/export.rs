@@ -11,10 +11,11 @@
 use std::time::Duration;
 
 #[cfg(target_arch = "wasm32")]
-use crate::controller::{Controller, Reason, Reply, dispatch};
+use crate::controller::{Controller, Map, Reason, Reply, dispatch};
 #[cfg(target_arch = "wasm32")]
 use crate::sys::wasm::{
-    WitDescription, WitFailure, WitOutcome, WitReconcileError, WitReconcileReason,
+    WitDescription, WitFailure, WitLabelMap, WitOutcome, WitReconcileError, WitReconcileReason,
+    WitRelatedMap, WitRelatedWatch,
 };
 
 /// `describe`, for [`crate::export_controller!`].
@@ -24,6 +25,19 @@ pub fn describe<C: Controller>(controller: &C) -> WitDescription {
     WitDescription {
         watches: description.watches,
         resync_period_ms: description.resync.map_or(0, millis),
+        related: description
+            .related
+            .into_iter()
+            .map(|related| WitRelatedWatch {
+                kind: related.kind,
+                mapping: match related.map {
+                    Map::Owner { kind } => WitRelatedMap::Owner(kind),
+                    Map::Label { key, target_kind } => {
+                        WitRelatedMap::Label(WitLabelMap { key, target_kind })
+                    }
+                },
+            })
+            .collect(),
     }
 }
 
@@ -40,6 +54,7 @@ pub fn reconcile<C: Controller>(
         WitReconcileReason::Requeue => Reason::Requeue,
         WitReconcileReason::Resync => Reason::Resync,
         WitReconcileReason::Retry => Reason::Retry,
+        WitReconcileReason::Related => Reason::Related,
     };
     match dispatch(controller, kind, name, reason) {
         Reply::Done => Ok(WitOutcome::Done),

@@ -137,7 +137,9 @@ mod transaction;
 #[cfg(not(target_arch = "wasm32"))]
 mod fake;
 
-pub use controller::{Context, Controller, Description, Outcome, Reason, Reply, Retry};
+pub use controller::{
+    Context, Controller, Description, Map, Outcome, Reason, Related, Reply, Retry,
+};
 pub use error::{Error, QUOTA_EXCEEDED_PREFIX, Quota, QuotaExceeded, StoreError};
 pub use fence::{Fence, fence};
 pub use limits::{
@@ -156,8 +158,8 @@ pub use transaction::{Committed, NewEvent, Op, Transaction};
 
 #[cfg(not(target_arch = "wasm32"))]
 pub use fake::{
-    At, CallCounts, CommitRecord, EventRecord, FakeHost, Fault, HttpFault, HttpRecord, HttpReply,
-    LogLine,
+    At, CallCounts, Change, ChangeKind, CommitRecord, EventRecord, FakeHost, Fault, HttpFault,
+    HttpRecord, HttpReply, LogLine, Relations,
 };
 
 /// Export a [`Controller`] as the component's `reconciler`.

@@ -29,6 +29,7 @@ mod http;
 mod install;
 mod records;
 mod store;
+mod watch;
 
 use std::cell::RefCell;
 use std::fmt;
@@ -48,6 +49,7 @@ use crate::sys::Op;
 pub use faults::{At, Fault};
 pub use http::{HttpFault, HttpRecord, HttpReply};
 pub use records::{CallCounts, CommitRecord, EventRecord, LogLine};
+pub use watch::{Change, ChangeKind, Relations};
 
 use faults::{Hook, PendingFault, Target};
 use http::HttpState;
@@ -76,6 +78,9 @@ struct State {
     settings: String,
     /// The wall clock (`env.rs`).
     now: SystemTime,
+    /// How many of `objects.changes` [`FakeHost::reconcile_changes`] has
+    /// delivered (`watch.rs`).
+    delivered: usize,
 }
 
 /// An in-memory host for native unit tests of a controller.
@@ -92,7 +97,10 @@ struct State {
 ///   under the store's finalizer and owner rules);
 /// - **drives** the controller: [`FakeHost::reconcile`] (what the host
 ///   would hear, as a [`Reply`]), [`FakeHost::reconcile_because`] (for a
-///   given [`Reason`]: requeue, retry, resync), [`FakeHost::resync`];
+///   given [`Reason`]: requeue, retry, resync), [`FakeHost::resync`],
+///   [`FakeHost::reconcile_changes`] (every key the changes since the last
+///   call wake, mapped as the host maps them: watched kinds and related
+///   kinds, see [`crate::Related`]);
 /// - **breaks** things: [`FakeHost::fail`] / [`FakeHost::fail_next_commit`]
 ///   with a [`Fault`], [`FakeHost::set_unavailable`], [`FakeHost::revoke`],
 ///   and [`FakeHost::before`] / [`FakeHost::before_commit`] to slip a
@@ -108,7 +116,8 @@ struct State {
 ///   [`FakeHost::fail_http`] with an [`HttpFault`];
 /// - **asserts** on [`FakeHost::object`], [`FakeHost::commits`],
 ///   [`FakeHost::events`], [`FakeHost::logs`], [`FakeHost::calls`],
-///   [`FakeHost::http_requests`].
+///   [`FakeHost::http_requests`], [`FakeHost::changes`] (the change
+///   stream: every object write, with its owner and labels).
 ///
 /// Versions follow the host: a per-fake revision counter that every commit
 /// (and every seed or removal) advances, and that becomes the version of
@@ -225,6 +234,7 @@ impl FakeHost {
                 http: HttpState::default(),
                 settings: env::NO_SETTINGS.to_string(),
                 now: env::start(),
+                delivered: 0,
             })),
         };
         host.install();
@@ -647,6 +657,114 @@ impl FakeHost {
         self.install();
         self.state.borrow_mut().http.begin_reconcile();
         dispatch(controller, kind, name, reason)
+    }
+
+    /// The change stream so far: every object write (by commits, seeds and
+    /// removals, garbage collection's included), in commit order, each
+    /// with the object's owner and labels as the host records them.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use leasehold_guest::{ChangeKind, FakeHost, Metadata};
+    ///
+    /// let host = FakeHost::new();
+    /// host.seed_with("pods", "p", &1, &Metadata::new().label("example.com/task", "t1"));
+    /// host.seed_with("pods", "p", &1, &Metadata::new().label("example.com/task", "t2"));
+    /// host.remove("pods", "p");
+    /// let changes = host.changes();
+    /// let kinds: Vec<ChangeKind> = changes.iter().map(|c| c.kind).collect();
+    /// assert_eq!(kinds, [ChangeKind::Created, ChangeKind::Updated, ChangeKind::Deleted]);
+    /// // The move records where the label was.
+    /// assert_eq!(changes[1].previous.as_ref().unwrap().labels["example.com/task"], "t1");
+    /// ```
+    pub fn changes(&self) -> Vec<Change> {
+        self.state.borrow().objects.changes.clone()
+    }
+
+    /// The keys the host would queue for `controller` from the changes not
+    /// yet delivered by [`FakeHost::reconcile_changes`], without running
+    /// anything: a change of a watched kind wakes its object
+    /// ([`Reason::Change`]); one of a related kind wakes the keys its
+    /// [`crate::Map`] gives for the object's owner and labels after the
+    /// change and, if an update moved them, before it ([`Reason::Related`]).
+    /// One entry per key, with the strongest reason, in the order first
+    /// woken.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use leasehold_guest::{Context, Controller, Description, Error, FakeHost, Metadata, ObjectKey, Outcome, Reason};
+    ///
+    /// struct Owner;
+    /// impl Controller for Owner {
+    ///     fn describe(&self) -> Description {
+    ///         Description::new().watch("tasks").owns("pods")
+    ///     }
+    ///     fn reconcile(&self, _: &Context, _: &str, _: &str) -> Result<Outcome, Error> {
+    ///         Ok(Outcome::Done)
+    ///     }
+    /// }
+    ///
+    /// let host = FakeHost::new();
+    /// host.seed("tasks", "t1", &1);
+    /// host.seed_with("pods", "p", &1, &Metadata::new().owner(ObjectKey::new("tasks", "t1")));
+    /// // The task's own change outranks its pod's.
+    /// assert_eq!(host.wakes(&Owner), [(ObjectKey::new("tasks", "t1"), Reason::Change)]);
+    /// ```
+    pub fn wakes<C: Controller + ?Sized>(&self, controller: &C) -> Vec<(ObjectKey, Reason)> {
+        let description = controller.describe();
+        let state = self.state.borrow();
+        watch::wakes(&description, &state.objects.changes[state.delivered..])
+    }
+
+    /// Reconcile every key the changes since the last call wake (see
+    /// [`FakeHost::wakes`]), each once, for its reason, as the host's
+    /// worker does, and mark those changes delivered. Changes the
+    /// reconciles make are left for the next call, as the host reads them
+    /// on its next turn.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use leasehold_guest::{Context, Controller, Description, Error, FakeHost, Map, Metadata, ObjectKey, Outcome, Reason, Reply};
+    ///
+    /// struct Tally;
+    /// impl Controller for Tally {
+    ///     fn describe(&self) -> Description {
+    ///         Description::new().watch_related("pods", Map::label("example.com/task", "tasks"))
+    ///     }
+    ///     fn reconcile(&self, ctx: &Context, kind: &str, name: &str) -> Result<Outcome, Error> {
+    ///         leasehold_guest::info!("{kind}/{name}: {}", ctx.reason());
+    ///         Ok(Outcome::Done)
+    ///     }
+    /// }
+    ///
+    /// let host = FakeHost::new();
+    /// host.seed_with("pods", "p", &1, &Metadata::new().label("example.com/task", "t1"));
+    /// host.seed_with("pods", "p", &1, &Metadata::new().label("example.com/task", "t2"));
+    /// let ran: Vec<(String, Reason)> =
+    ///     host.reconcile_changes(&Tally).into_iter().map(|(key, reason, _)| (key.to_string(), reason)).collect();
+    /// assert_eq!(ran, [("tasks/t1".to_string(), Reason::Related), ("tasks/t2".to_string(), Reason::Related)]);
+    /// assert!(host.reconcile_changes(&Tally).is_empty());
+    /// ```
+    pub fn reconcile_changes<C: Controller + ?Sized>(
+        &self,
+        controller: &C,
+    ) -> Vec<(ObjectKey, Reason, Reply)> {
+        self.install();
+        let woken = self.wakes(controller);
+        {
+            let mut state = self.state.borrow_mut();
+            state.delivered = state.objects.changes.len();
+        }
+        let mut replies = Vec::new();
+        for (key, reason) in woken {
+            self.state.borrow_mut().http.begin_reconcile();
+            let reply = dispatch(controller, &key.kind, &key.name, reason);
+            replies.push((key, reason, reply));
+        }
+        replies
     }
 
     /// Reconcile every object of every kind the controller watches, kinds

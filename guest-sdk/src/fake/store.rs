@@ -108,6 +108,9 @@ pub(super) struct Objects {
     /// The last revision handed out; every commit (and every seed) takes the
     /// next one.
     pub revision: u64,
+    /// Every object write, in commit order: the host's change stream
+    /// (`watch.rs` maps it to the keys a controller is woken for).
+    pub changes: Vec<super::watch::Change>,
 }
 
 /// Check a kind or object name against the DNS-label rules the host uses.
@@ -575,6 +578,13 @@ impl Objects {
     fn commit(&mut self, plan: Plan) -> u64 {
         let revision = self.revision + 1;
         for write in plan.writes {
+            let (key, after) = match &write {
+                Planned::Put { key, row } => (key, Some(&row.meta)),
+                Planned::Remove { key } => (key, None),
+            };
+            let before = self.map.get(key).map(|stored| &stored.meta);
+            let change = super::watch::Change::of(revision, key, before, after);
+            self.changes.push(change);
             match write {
                 Planned::Put { key, row } => {
                     let stored = Stored {

@@ -43,8 +43,10 @@ use bindings::wasi::io::streams::{InputStream, OutputStream, StreamError};
 
 // The export side's types, for the glue in `export.rs`.
 pub use wit_reconciler::{
-    Description as WitDescription, Failure as WitFailure, Guest, Outcome as WitOutcome,
-    ReconcileError as WitReconcileError, ReconcileReason as WitReconcileReason,
+    Description as WitDescription, Failure as WitFailure, Guest, LabelMap as WitLabelMap,
+    Outcome as WitOutcome, ReconcileError as WitReconcileError,
+    ReconcileReason as WitReconcileReason, RelatedMap as WitRelatedMap,
+    RelatedWatch as WitRelatedWatch,
 };
 
 fn key_from_wit(key: types::ObjectKey) -> ObjectKey {

@@ -218,6 +218,76 @@ pub struct Description {
     pub watches: Vec<String>,
     /// Periodic full resync; `None` for never (besides tenure start).
     pub resync_period: Option<Duration>,
+    /// Kinds whose changes reconcile the objects they map to (0.2.0
+    /// `description.related`; none for a 0.1.0 guest), as the guest gave
+    /// them: [`RelatedWatch::check`] tells a usable one.
+    pub related: Vec<RelatedWatch>,
+}
+
+/// "Watch `kind` and map each change through `map`" (the WIT's
+/// `related-watch`): the keys it maps to are reconciled with
+/// [`ReconcileReason::Related`].
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct RelatedWatch {
+    /// The kind whose changes are mapped.
+    pub kind: String,
+    /// How.
+    pub map: RelatedMap,
+}
+
+/// How a change of a related kind maps to keys (the WIT's `related-map`).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum RelatedMap {
+    /// To the changed object's owner; with `kind`, only owners of it.
+    Owner {
+        /// The owner kind queued, or `None` for any.
+        kind: Option<String>,
+    },
+    /// Label `key` with value `V` maps to `target_kind/V`.
+    Label {
+        /// The label key.
+        key: String,
+        /// The kind the label's value names.
+        target_kind: String,
+    },
+}
+
+/// At most this many related watches in one description.
+pub const MAX_RELATED_WATCHES: usize = 32;
+
+impl RelatedWatch {
+    /// Whether the watch is usable: every kind a DNS label, the label key
+    /// of label-key syntax. The error names what is wrong.
+    pub fn check(&self) -> Result<(), String> {
+        let named = |what: &'static str, kind: &str| {
+            crate::names::check_label(what, kind)
+                .map_err(|e| format!("related watch of kind {:?}: {e}", self.kind))
+        };
+        named("related kind", &self.kind)?;
+        match &self.map {
+            RelatedMap::Owner { kind: None } => Ok(()),
+            RelatedMap::Owner { kind: Some(owner) } => named("owner kind", owner),
+            RelatedMap::Label { key, target_kind } => {
+                crate::store::check_label_key(key)
+                    .map_err(|e| format!("related watch of kind {}: {e}", self.kind))?;
+                named("target kind", target_kind)
+            }
+        }
+    }
+}
+
+impl std::fmt::Display for RelatedWatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.map {
+            RelatedMap::Owner { kind: None } => write!(f, "{} by owner", self.kind),
+            RelatedMap::Owner { kind: Some(kind) } => {
+                write!(f, "{} by owner of kind {kind}", self.kind)
+            }
+            RelatedMap::Label { key, target_kind } => {
+                write!(f, "{} by label {key} naming {target_kind}", self.kind)
+            }
+        }
+    }
 }
 
 /// Why the host calls a reconcile: the 0.2.0 `reconcile-reason`, which a
@@ -225,7 +295,7 @@ pub struct Description {
 ///
 /// The work queue holds one entry per key; when several causes meet in one
 /// entry, the strongest is its reason ([`ReconcileReason::strongest`]):
-/// `Change`, then `Retry`, then `Requeue`, then `Resync`.
+/// `Change`, then `Related`, then `Retry`, then `Requeue`, then `Resync`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ReconcileReason {
     /// The object itself was created, updated or deleted (the change
@@ -237,6 +307,9 @@ pub enum ReconcileReason {
     Resync,
     /// The previous reconcile of the key failed and its backoff passed.
     Retry,
+    /// A change of an object of a related kind mapped to this key
+    /// ([`RelatedWatch`]).
+    Related,
 }
 
 impl ReconcileReason {
@@ -246,12 +319,14 @@ impl ReconcileReason {
             ReconcileReason::Resync => 0,
             ReconcileReason::Requeue => 1,
             ReconcileReason::Retry => 2,
-            ReconcileReason::Change => 3,
+            ReconcileReason::Related => 3,
+            ReconcileReason::Change => 4,
         }
     }
 
     /// The reason of an entry that both causes were merged into: a change
-    /// is work the guest has not seen, a retry repeats work that failed, a
+    /// is work the guest has not seen (of the object itself, then of a
+    /// related one), a retry repeats work that failed, a
     /// requeue is the guest's own timer, a resync only the safety net.
     pub fn strongest(self, other: ReconcileReason) -> ReconcileReason {
         if other.rank() > self.rank() {
@@ -261,13 +336,14 @@ impl ReconcileReason {
         }
     }
 
-    /// The WIT name: `change`, `requeue`, `resync`, `retry`.
+    /// The WIT name: `change`, `requeue`, `resync`, `retry`, `related`.
     pub fn as_str(self) -> &'static str {
         match self {
             ReconcileReason::Change => "change",
             ReconcileReason::Requeue => "requeue",
             ReconcileReason::Resync => "resync",
             ReconcileReason::Retry => "retry",
+            ReconcileReason::Related => "related",
         }
     }
 }
@@ -520,6 +596,7 @@ impl GuestInstance {
             .await?;
         Ok(Description {
             watches: description.watches,
+            related: description.related,
             resync_period: match description.resync_period_ms {
                 0 => None,
                 ms => Some(self.resync_period(Duration::from_millis(ms))),

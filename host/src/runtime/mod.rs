@@ -22,7 +22,8 @@ use thiserror::Error;
 
 pub use engine::EngineConfig;
 pub use guest::{
-    CompiledController, Description, GuestInstance, ReconcileReason, Reconciled, Runtime,
+    CompiledController, Description, GuestInstance, MAX_RELATED_WATCHES, ReconcileReason,
+    Reconciled, RelatedMap, RelatedWatch, Runtime,
 };
 pub use host::settings::Settings;
 pub use host::store::CommitCounters;

@@ -5,8 +5,10 @@
 //! One entry per key, and its reason is always true when the key runs:
 //! causes that are due together (a change that arrives while a resync has
 //! the key ready, two timers for the same instant) merge into the
-//! strongest of them ([`ReconcileReason::strongest`]: change, then retry,
-//! then requeue, then resync). A timer (a requeue, or a failure's retry)
+//! strongest of them ([`ReconcileReason::strongest`]: change, then
+//! related, then retry, then requeue, then resync). Several related
+//! changes, or a change of the object and of an object related to it,
+//! queue the key once. A timer (a requeue, or a failure's retry)
 //! that is not due when the key runs, because something else made it run
 //! sooner, is consumed by that run and is not its reason.
 //!
@@ -245,7 +247,7 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use ReconcileReason::{Change, Requeue, Resync, Retry};
+    use ReconcileReason::{Change, Related, Requeue, Resync, Retry};
 
     fn key(name: &str) -> ObjectKey {
         ObjectKey {
@@ -299,6 +301,7 @@ mod tests {
         q.add(key("resynced"), Resync);
         q.add_at(key("timer"), now, Requeue);
         q.add_at(key("failed"), now, Retry);
+        q.add(key("owner"), Related);
         q.promote(now);
         let popped: Vec<_> = std::iter::from_fn(|| q.pop()).collect();
         assert_eq!(
@@ -306,17 +309,18 @@ mod tests {
             [
                 (key("changed"), Change),
                 (key("resynced"), Resync),
+                (key("owner"), Related),
                 (key("timer"), Requeue),
                 (key("failed"), Retry),
             ]
         );
     }
 
-    /// change > retry > requeue > resync, whichever arrives first, when
-    /// the causes are due together.
+    /// change > related > retry > requeue > resync, whichever arrives
+    /// first, when the causes are due together.
     #[test]
     fn causes_due_together_take_the_strongest_reason() {
-        let order = [Resync, Requeue, Retry, Change];
+        let order = [Resync, Requeue, Retry, Related, Change];
         let now = Instant::now();
         for (i, first) in order.iter().copied().enumerate() {
             for (j, second) in order.iter().copied().enumerate() {

@@ -2,8 +2,10 @@
 //!
 //! Fed by the change stream (every committed create, update and delete of
 //! the watched kinds, by the API or any guest, whether or not an event was
-//! appended), a full resync at start and on the guest's period, requeues,
-//! and retries of failed reconciles; one reconcile at a time. Each reconcile
+//! appended), changes of related kinds mapped to the keys they concern
+//! (`RelatedWatch`: the owner, or the object a label names, before and
+//! after the change), a full resync at start and on the guest's period,
+//! requeues, and retries of failed reconciles; one reconcile at a time. Each reconcile
 //! is told which of those it is for (`ReconcileReason`; the queue merges
 //! causes due together, see `queue.rs`), and its span and log lines carry
 //! that reason.
@@ -22,9 +24,12 @@ use super::backoff::Backoff;
 use super::queue::WorkQueue;
 use super::sleep_until_some;
 use crate::limits::MAX_PAGE_SIZE;
-use crate::runtime::{GuestError, GuestInstance, ReconcileReason, Reconciled};
+use crate::runtime::{
+    GuestError, GuestInstance, MAX_RELATED_WATCHES, ReconcileReason, Reconciled, RelatedMap,
+    RelatedWatch,
+};
 use crate::status::ControllerStatus;
-use crate::store::{ObjectKey, Store, StoreError};
+use crate::store::{ObjectKey, Relations, Store, StoreError};
 use crate::telemetry::{self, TraceParent};
 
 use crate::timeouts::MAX_REQUEUE;
@@ -55,6 +60,10 @@ pub(crate) enum WorkerExit {
 struct Worker {
     ctx: WorkerContext,
     watches: Vec<String>,
+    /// Related watches (checked), and every kind the feed is read for:
+    /// the watched ones, then the related ones not watched.
+    related: Vec<RelatedWatch>,
+    kinds: Vec<String>,
     queue: WorkQueue,
     failures: HashMap<ObjectKey, Backoff>,
     cursor: u64,
@@ -79,6 +88,20 @@ pub(crate) async fn run(mut guest: GuestInstance, ctx: WorkerContext) -> WorkerE
             Err(e) => tracing::warn!(controller, %e, "ignoring a watched kind"),
         }
     }
+    let mut related: Vec<RelatedWatch> = Vec::new();
+    for watch in description.related {
+        if let Err(e) = watch.check() {
+            tracing::warn!(controller, error = %e, "ignoring a related watch");
+        } else if related.len() >= MAX_RELATED_WATCHES {
+            tracing::warn!(
+                controller,
+                %watch,
+                "ignoring a related watch beyond the first {MAX_RELATED_WATCHES}"
+            );
+        } else if !related.contains(&watch) {
+            related.push(watch);
+        }
+    }
     let mut feed = ctx.store.watch(&ctx.cluster);
     // The cursor is taken before the first resync, so every change after
     // it is seen either by the resync or by the feed.
@@ -87,13 +110,16 @@ pub(crate) async fn run(mut guest: GuestInstance, ctx: WorkerContext) -> WorkerE
         controller,
         epoch = guest.fence().epoch.0,
         ?watches,
+        related = %related.iter().map(ToString::to_string).collect::<Vec<_>>().join(", "),
         resync = ?description.resync_period,
         "guest ready"
     );
     let mut worker = Worker {
         queue: WorkQueue::new(ctx.max_queue),
         ctx,
+        kinds: feed_kinds(&watches, &related),
         watches,
+        related,
         failures: HashMap::new(),
         cursor,
         feed,
@@ -153,6 +179,48 @@ pub(crate) async fn run(mut guest: GuestInstance, ctx: WorkerContext) -> WorkerE
             }
         }
     }
+}
+
+/// The kinds whose changes a worker reads: the watched ones, then the
+/// related ones not watched, each once.
+fn feed_kinds(watches: &[String], related: &[RelatedWatch]) -> Vec<String> {
+    let mut kinds: Vec<String> = Vec::new();
+    for kind in watches.iter().chain(related.iter().map(|r| &r.kind)) {
+        if !kinds.contains(kind) {
+            kinds.push(kind.clone());
+        }
+    }
+    kinds
+}
+
+/// The keys a related watch maps an object's relations to, each once, in
+/// the order given (the relations after a change, then before it): its
+/// owner (of the watch's owner kind, if it names one), or
+/// `target_kind/V` for its label `key = V` when `V` is an object name.
+pub(crate) fn related_keys(watch: &RelatedWatch, relations: &[&Relations]) -> Vec<ObjectKey> {
+    let mut keys: Vec<ObjectKey> = Vec::new();
+    for relations in relations {
+        let key = match &watch.map {
+            RelatedMap::Owner { kind } => relations
+                .owner
+                .clone()
+                .filter(|owner| kind.as_ref().is_none_or(|kind| *kind == owner.kind)),
+            RelatedMap::Label { key, target_kind } => relations
+                .labels
+                .get(key)
+                .filter(|value| crate::names::check_label("object name", value).is_ok())
+                .map(|value| ObjectKey {
+                    kind: target_kind.clone(),
+                    name: value.clone(),
+                }),
+        };
+        if let Some(key) = key
+            && !keys.contains(&key)
+        {
+            keys.push(key);
+        }
+    }
+    keys
 }
 
 /// Zeroes a controller's queue gauges when its worker ends, however it
@@ -230,10 +298,13 @@ impl Worker {
             .publish(self.queue.ready_len(), oldest.map(Instant::into_std));
     }
 
-    /// Queue every watched object changed after the cursor.
+    /// Queue every watched object changed after the cursor, and every key
+    /// a change of a related kind maps to (through what the change
+    /// recorded: the object's relations after it and, if an update changed
+    /// them, before it, so both the old and the new target wake).
     async fn read_feed(&mut self) {
         self.feed.borrow_and_update();
-        if self.watches.is_empty() {
+        if self.kinds.is_empty() {
             // An empty kind list asks for every kind; watching none asks
             // for nothing.
             return;
@@ -242,7 +313,7 @@ impl Worker {
             match self
                 .ctx
                 .store
-                .changes(&self.ctx.cluster, &self.watches, self.cursor, MAX_PAGE_SIZE)
+                .changes(&self.ctx.cluster, &self.kinds, self.cursor, MAX_PAGE_SIZE)
                 .await
             {
                 Ok(page) => {
@@ -250,14 +321,27 @@ impl Worker {
                         (!self.feed_open).then(|| Instant::now() + crate::timeouts::FEED_POLL);
                     let full = page.changes.len() >= MAX_PAGE_SIZE;
                     for change in page.changes {
-                        self.queue.add_traced(
-                            ObjectKey {
-                                kind: change.kind,
-                                name: change.name,
-                            },
-                            ReconcileReason::Change,
-                            change.traceparent,
-                        );
+                        let mut seen = vec![&change.relations];
+                        seen.extend(change.previous.as_ref());
+                        for watch in self.related.iter().filter(|w| w.kind == change.kind) {
+                            for key in related_keys(watch, &seen) {
+                                self.queue.add_traced(
+                                    key,
+                                    ReconcileReason::Related,
+                                    change.traceparent.clone(),
+                                );
+                            }
+                        }
+                        if self.watches.contains(&change.kind) {
+                            self.queue.add_traced(
+                                ObjectKey {
+                                    kind: change.kind,
+                                    name: change.name,
+                                },
+                                ReconcileReason::Change,
+                                change.traceparent,
+                            );
+                        }
                     }
                     self.publish_queue();
                     // Read through here, whether or not anything matched.
@@ -289,9 +373,12 @@ impl Worker {
         }
     }
 
-    /// Queue every object of every watched kind.
+    /// Queue every object of every watched kind, and every key the objects
+    /// of the related kinds map to (what a related change would have
+    /// queued, should a queue overflow have dropped it).
     async fn resync(&mut self) {
-        for kind in self.watches.clone() {
+        for kind in self.kinds.clone() {
+            let watched = self.watches.contains(&kind);
             let mut after: Option<String> = None;
             loop {
                 let page = self
@@ -302,13 +389,21 @@ impl Worker {
                 match page {
                     Ok(page) => {
                         for object in page.objects {
-                            self.queue.add(
-                                ObjectKey {
-                                    kind: object.kind,
-                                    name: object.name,
-                                },
-                                ReconcileReason::Resync,
-                            );
+                            let relations = Relations::of(&object.meta);
+                            for watch in self.related.iter().filter(|w| w.kind == kind) {
+                                for key in related_keys(watch, &[&relations]) {
+                                    self.queue.add(key, ReconcileReason::Resync);
+                                }
+                            }
+                            if watched {
+                                self.queue.add(
+                                    ObjectKey {
+                                        kind: object.kind,
+                                        name: object.name,
+                                    },
+                                    ReconcileReason::Resync,
+                                );
+                            }
                         }
                         match page.next {
                             Some(next) => after = Some(next),
@@ -503,6 +598,8 @@ mod tests {
                 stop,
             },
             watches: vec!["tasks".into()],
+            related: Vec::new(),
+            kinds: vec!["tasks".into()],
             queue: WorkQueue::new(100),
             failures: HashMap::new(),
             cursor,
@@ -530,5 +627,250 @@ mod tests {
         }
         listed.sort();
         assert_eq!(listed, ["t1", "t2", "t3"]);
+    }
+
+    // ------------------------------------------------------ related watches
+
+    use crate::store::{ApiWrite, MemoryStore, Metadata};
+
+    fn key(kind: &str, name: &str) -> ObjectKey {
+        ObjectKey {
+            kind: kind.into(),
+            name: name.into(),
+        }
+    }
+
+    /// A worker of a memory store's cluster `c1` watching `watches` and
+    /// `related`, its cursor at the store's current position.
+    fn related_worker(
+        store: &Arc<MemoryStore>,
+        watches: &[&str],
+        related: Vec<RelatedWatch>,
+    ) -> (Worker, watch::Sender<bool>) {
+        let (stop_tx, stop) = watch::channel(false);
+        let feed = store.watch("c1");
+        let cursor = *feed.borrow();
+        let watches: Vec<String> = watches.iter().map(|w| w.to_string()).collect();
+        let worker = Worker {
+            ctx: WorkerContext {
+                cluster: "c1".into(),
+                store: store.clone(),
+                status: Arc::new(ControllerStatus::new("owner")),
+                max_queue: 100,
+                backoff_min: Duration::from_millis(100),
+                backoff_max: Duration::from_secs(1),
+                stop,
+            },
+            kinds: feed_kinds(&watches, &related),
+            watches,
+            related,
+            queue: WorkQueue::new(100),
+            failures: HashMap::new(),
+            cursor,
+            feed,
+            feed_retry_at: None,
+            feed_open: true,
+            resync_due: false,
+        };
+        (worker, stop_tx)
+    }
+
+    /// Read the feed and take every queued key with its reason, in queue
+    /// order.
+    async fn woken(worker: &mut Worker) -> Vec<(String, ReconcileReason)> {
+        worker.read_feed().await;
+        let mut out = Vec::new();
+        while let Some((key, reason)) = worker.queue.pop() {
+            out.push((key.to_string(), reason));
+        }
+        out
+    }
+
+    async fn put(store: &MemoryStore, k: &ObjectKey, meta: Metadata) {
+        store
+            .write(
+                "c1",
+                &ApiWrite::Put {
+                    key: k.clone(),
+                    value: "{}".into(),
+                    meta: Some(meta),
+                    expected_version: None,
+                },
+            )
+            .await
+            .unwrap();
+    }
+
+    fn owned_by(owner: &ObjectKey) -> Metadata {
+        Metadata {
+            owner: Some(owner.clone()),
+            ..Metadata::default()
+        }
+    }
+
+    fn labelled(key: &str, value: &str) -> Metadata {
+        Metadata {
+            labels: [(key.to_string(), value.to_string())].into(),
+            ..Metadata::default()
+        }
+    }
+
+    fn memory_store() -> Arc<MemoryStore> {
+        let authority = crate::authority::memory::MemoryAuthority::new();
+        Arc::new(MemoryStore::new(Arc::new(authority)))
+    }
+
+    /// controller-runtime's `Owns`: a change of an owned object queues its
+    /// owner as `related`, whether it was created, updated or deleted; an
+    /// owner that moves wakes both the old and the new one; an owner of
+    /// another kind than the watch names wakes nothing; and a key queued by
+    /// both its own change and a related one runs once, as `change`.
+    #[tokio::test]
+    async fn owned_changes_queue_their_owner_as_related() {
+        let store = memory_store();
+        let (a, b, n) = (key("tasks", "a"), key("tasks", "b"), key("nodes", "n"));
+        for k in [&a, &b, &n] {
+            store.put("c1", k, "{}", None).await.unwrap();
+        }
+        let owns = RelatedWatch {
+            kind: "pods".into(),
+            map: RelatedMap::Owner {
+                kind: Some("tasks".into()),
+            },
+        };
+        let (mut worker, _stop) = related_worker(&store, &["tasks"], vec![owns]);
+        let related = ReconcileReason::Related;
+        let p = key("pods", "p");
+
+        put(&store, &p, owned_by(&a)).await;
+        assert_eq!(woken(&mut worker).await, [("tasks/a".into(), related)]);
+
+        store.put("c1", &p, "{\"v\":2}", None).await.unwrap();
+        assert_eq!(woken(&mut worker).await, [("tasks/a".into(), related)]);
+
+        put(&store, &p, owned_by(&b)).await;
+        assert_eq!(
+            woken(&mut worker).await,
+            [("tasks/b".into(), related), ("tasks/a".into(), related)],
+            "a move wakes the new owner and the old"
+        );
+
+        store.delete("c1", &p, None).await.unwrap();
+        assert_eq!(woken(&mut worker).await, [("tasks/b".into(), related)]);
+
+        // Owned by a node: not an owner this watch maps to.
+        put(&store, &key("pods", "q"), owned_by(&n)).await;
+        assert_eq!(woken(&mut worker).await, []);
+
+        // Two pods of one owner and the owner itself: one entry, `change`.
+        put(&store, &key("pods", "r"), owned_by(&a)).await;
+        put(&store, &key("pods", "s"), owned_by(&a)).await;
+        store.put("c1", &a, "{\"v\":2}", None).await.unwrap();
+        assert_eq!(
+            woken(&mut worker).await,
+            [("tasks/a".into(), ReconcileReason::Change)]
+        );
+    }
+
+    /// `EnqueueRequestsFromMapFunc` through a label: a change of an object
+    /// labelled `key = V` queues `target/V`; a label moving from V1 to V2
+    /// wakes both; a delete wakes the one it named; a value that is no
+    /// object name maps to nothing; one change can wake keys of several
+    /// watches.
+    #[tokio::test]
+    async fn a_label_maps_a_change_to_the_object_it_names() {
+        let store = memory_store();
+        let by_label = RelatedWatch {
+            kind: "pods".into(),
+            map: RelatedMap::Label {
+                key: "example.com/task".into(),
+                target_kind: "tasks".into(),
+            },
+        };
+        let by_owner = RelatedWatch {
+            kind: "pods".into(),
+            map: RelatedMap::Owner { kind: None },
+        };
+        let (mut worker, _stop) = related_worker(&store, &[], vec![by_label, by_owner]);
+        let related = ReconcileReason::Related;
+        let p = key("pods", "p");
+
+        put(&store, &p, labelled("example.com/task", "v1")).await;
+        assert_eq!(woken(&mut worker).await, [("tasks/v1".into(), related)]);
+
+        put(&store, &p, labelled("example.com/task", "v2")).await;
+        assert_eq!(
+            woken(&mut worker).await,
+            [("tasks/v2".into(), related), ("tasks/v1".into(), related)]
+        );
+
+        // Unrelated labels leave the mapping where it is.
+        let mut both = labelled("example.com/task", "v2");
+        both.labels.insert("team".into(), "db".into());
+        put(&store, &p, both).await;
+        assert_eq!(woken(&mut worker).await, [("tasks/v2".into(), related)]);
+
+        store.delete("c1", &p, None).await.unwrap();
+        assert_eq!(woken(&mut worker).await, [("tasks/v2".into(), related)]);
+
+        put(
+            &store,
+            &key("pods", "q"),
+            labelled("example.com/task", "Not_A.Name"),
+        )
+        .await;
+        assert_eq!(woken(&mut worker).await, []);
+
+        // Labelled and owned: each watch queues its key.
+        store
+            .put("c1", &key("nodes", "n"), "{}", None)
+            .await
+            .unwrap();
+        let mut meta = labelled("example.com/task", "v3");
+        meta.owner = Some(key("nodes", "n"));
+        put(&store, &key("pods", "r"), meta).await;
+        assert_eq!(
+            woken(&mut worker).await,
+            [("tasks/v3".into(), related), ("nodes/n".into(), related)]
+        );
+    }
+
+    /// A resync queues what the related kinds' objects map to as well, so
+    /// a related change dropped by an overflowing queue is not lost.
+    #[tokio::test]
+    async fn a_resync_maps_the_related_kinds_too() {
+        let store = memory_store();
+        store
+            .put("c1", &key("tasks", "a"), "{}", None)
+            .await
+            .unwrap();
+        put(&store, &key("pods", "p"), owned_by(&key("tasks", "a"))).await;
+        put(&store, &key("pods", "q"), labelled("example.com/task", "b")).await;
+        let watches = vec![
+            RelatedWatch {
+                kind: "pods".into(),
+                map: RelatedMap::Owner { kind: None },
+            },
+            RelatedWatch {
+                kind: "pods".into(),
+                map: RelatedMap::Label {
+                    key: "example.com/task".into(),
+                    target_kind: "tasks".into(),
+                },
+            },
+        ];
+        let (mut worker, _stop) = related_worker(&store, &[], watches);
+        worker.resync().await;
+        let mut queued = Vec::new();
+        while let Some((key, reason)) = worker.queue.pop() {
+            queued.push((key.to_string(), reason));
+        }
+        assert_eq!(
+            queued,
+            [
+                ("tasks/a".to_string(), ReconcileReason::Resync),
+                ("tasks/b".to_string(), ReconcileReason::Resync)
+            ]
+        );
     }
 }

@@ -357,6 +357,8 @@ impl Pre {
 pub(crate) struct Described {
     pub watches: Vec<String>,
     pub resync_period_ms: u64,
+    /// Related watches (0.2.0); none from a 0.1.0 guest.
+    pub related: Vec<crate::runtime::RelatedWatch>,
 }
 
 /// What `reconcile` answered, in any version.

@@ -61,6 +61,8 @@ pub(crate) async fn describe(
     Ok(Described {
         watches: description.watches,
         resync_period_ms: description.resync_period_ms,
+        // 0.1.0 has no related watches.
+        related: Vec::new(),
     })
 }
 

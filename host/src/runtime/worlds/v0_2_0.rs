@@ -12,7 +12,7 @@ use wasmtime::Store;
 use wasmtime::component::Linker;
 
 use super::{Answer, Described};
-use crate::runtime::guest::ReconcileReason;
+use crate::runtime::guest::{ReconcileReason, RelatedMap, RelatedWatch};
 use crate::runtime::host::logging::{Level, LoggingHost};
 use crate::runtime::host::settings::SettingsHost;
 use crate::runtime::host::store::{CallError, StoreHost};
@@ -67,7 +67,23 @@ pub(crate) async fn describe(
     Ok(Described {
         watches: description.watches,
         resync_period_ms: description.resync_period_ms,
+        related: description.related.into_iter().map(related_watch).collect(),
     })
+}
+
+/// A related watch as the host keeps it (checked by the worker and by
+/// `leasehold check`, not here: a conversion refuses nothing).
+fn related_watch(watch: reconciler::RelatedWatch) -> RelatedWatch {
+    RelatedWatch {
+        kind: watch.kind,
+        map: match watch.mapping {
+            reconciler::RelatedMap::Owner(kind) => RelatedMap::Owner { kind },
+            reconciler::RelatedMap::Label(label) => RelatedMap::Label {
+                key: label.key,
+                target_kind: label.target_kind,
+            },
+        },
+    }
 }
 
 pub(crate) async fn reconcile(
@@ -82,6 +98,7 @@ pub(crate) async fn reconcile(
         ReconcileReason::Requeue => reconciler::ReconcileReason::Requeue,
         ReconcileReason::Resync => reconciler::ReconcileReason::Resync,
         ReconcileReason::Retry => reconciler::ReconcileReason::Retry,
+        ReconcileReason::Related => reconciler::ReconcileReason::Related,
     };
     let result = bindings
         .leasehold_controller_reconciler()

@@ -1,0 +1,281 @@
+//! The fake's change stream and the host's mapping of it to the keys a
+//! controller is woken for: every object write (a commit's, a seed's, a
+//! removal's) is one [`Change`], recording the object's owner and labels
+//! after it and, when an update changed them, before it, as the host's
+//! change stream does; [`wakes`] maps changes through a [`Description`]
+//! as the host's worker does (watched kinds as [`Reason::Change`], related
+//! kinds through their [`Map`] as [`Reason::Related`], one entry per key
+//! with the strongest reason, in first-woken order).
+
+use std::collections::BTreeMap;
+
+use crate::controller::{Description, Map, Reason};
+use crate::object::{Metadata, ObjectKey};
+
+/// What a write did to an object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ChangeKind {
+    /// The object was created.
+    Created,
+    /// It was rewritten: value, metadata, status, or a deletion mark.
+    Updated,
+    /// It was removed.
+    Deleted,
+}
+
+/// An object's owner and labels, as a [`Change`] records them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Relations {
+    /// The owning object, if any.
+    pub owner: Option<ObjectKey>,
+    /// The labels, by key.
+    pub labels: BTreeMap<String, String>,
+}
+
+impl Relations {
+    fn of(meta: &Metadata) -> Self {
+        Self {
+            owner: meta.owner.clone(),
+            labels: meta.labels.clone(),
+        }
+    }
+}
+
+/// One write of one object, as the host's change stream records it.
+///
+/// # Example
+///
+/// ```
+/// use leasehold_guest::{ChangeKind, FakeHost, Metadata, ObjectKey};
+///
+/// let host = FakeHost::new();
+/// host.seed("tasks", "t1", &1);
+/// host.seed_with("pods", "p", &1, &Metadata::new().owner(ObjectKey::new("tasks", "t1")));
+/// let last = host.changes().pop().unwrap();
+/// assert_eq!((last.key.to_string(), last.kind), ("pods/p".to_string(), ChangeKind::Created));
+/// assert_eq!(last.relations.owner, Some(ObjectKey::new("tasks", "t1")));
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Change {
+    /// The revision of the write (shared by every change of one commit).
+    pub revision: u64,
+    /// The object written.
+    pub key: ObjectKey,
+    /// What the write did to it.
+    pub kind: ChangeKind,
+    /// Its owner and labels after the write; for a delete, those it had.
+    pub relations: Relations,
+    /// Its owner and labels before the write, only when an update changed
+    /// either.
+    pub previous: Option<Relations>,
+}
+
+impl Change {
+    /// The change a write of `key` from `before` (absent: a create) to
+    /// `after` (absent: a removal) makes.
+    pub(super) fn of(
+        revision: u64,
+        key: &ObjectKey,
+        before: Option<&Metadata>,
+        after: Option<&Metadata>,
+    ) -> Self {
+        let (kind, relations, previous) = match (before, after) {
+            (None, after) => (
+                ChangeKind::Created,
+                after.map(Relations::of).unwrap_or_default(),
+                None,
+            ),
+            (Some(before), None) => (ChangeKind::Deleted, Relations::of(before), None),
+            (Some(before), Some(after)) => {
+                let (now, then) = (Relations::of(after), Relations::of(before));
+                let previous = (now != then).then_some(then);
+                (ChangeKind::Updated, now, previous)
+            }
+        };
+        Self {
+            revision,
+            key: key.clone(),
+            kind,
+            relations,
+            previous,
+        }
+    }
+}
+
+/// Whether `name` is an object name (a DNS label), as a label's value
+/// must be to name an object.
+fn is_name(name: &str) -> bool {
+    let bytes = name.as_bytes();
+    let edge = |b: &u8| b.is_ascii_lowercase() || b.is_ascii_digit();
+    !bytes.is_empty()
+        && bytes.len() <= 63
+        && bytes.first().is_some_and(edge)
+        && bytes.last().is_some_and(edge)
+        && bytes
+            .iter()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'-')
+}
+
+/// The keys `map` sends `relations` to (after, then before), each once.
+fn mapped(map: &Map, relations: &[&Relations]) -> Vec<ObjectKey> {
+    let mut keys: Vec<ObjectKey> = Vec::new();
+    for relations in relations {
+        let key = match map {
+            Map::Owner { kind } => relations
+                .owner
+                .clone()
+                .filter(|owner| kind.as_ref().is_none_or(|kind| *kind == owner.kind)),
+            Map::Label { key, target_kind } => relations
+                .labels
+                .get(key)
+                .filter(|value| is_name(value))
+                .map(|value| ObjectKey::new(target_kind.clone(), value.clone())),
+        };
+        if let Some(key) = key
+            && !keys.contains(&key)
+        {
+            keys.push(key);
+        }
+    }
+    keys
+}
+
+/// The keys the host queues for `changes` given `description`, one entry
+/// per key with the strongest reason, in the order first queued.
+pub(super) fn wakes(description: &Description, changes: &[Change]) -> Vec<(ObjectKey, Reason)> {
+    let mut queued: Vec<(ObjectKey, Reason)> = Vec::new();
+    let mut queue =
+        |key: ObjectKey, reason: Reason| match queued.iter_mut().find(|(k, _)| *k == key) {
+            Some((_, queued)) => *queued = queued.strongest(reason),
+            None => queued.push((key, reason)),
+        };
+    for change in changes {
+        let mut seen = vec![&change.relations];
+        seen.extend(change.previous.as_ref());
+        for related in description
+            .related
+            .iter()
+            .filter(|r| r.kind == change.key.kind)
+        {
+            for key in mapped(&related.map, &seen) {
+                queue(key, Reason::Related);
+            }
+        }
+        if description.watches.contains(&change.key.kind) {
+            queue(change.key.clone(), Reason::Change);
+        }
+    }
+    queued
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::{
+        Api, Context, Controller, Description, Error, FakeHost, Map, Metadata, ObjectKey, Outcome,
+        Reason, Transaction,
+    };
+
+    /// Watches tasks, owns pods (owners of kind `tasks` only), and maps
+    /// `leases` through the label `example.com/task`.
+    struct Owner;
+
+    impl Controller for Owner {
+        fn describe(&self) -> Description {
+            Description::new()
+                .watch("tasks")
+                .watch_related("pods", Map::owner_of_kind("tasks"))
+                .watch_related("leases", Map::label("example.com/task", "tasks"))
+        }
+
+        fn reconcile(&self, _: &Context, _: &str, _: &str) -> Result<Outcome, Error> {
+            Ok(Outcome::Done)
+        }
+    }
+
+    fn woken(host: &FakeHost) -> Vec<(String, Reason)> {
+        host.reconcile_changes(&Owner)
+            .into_iter()
+            .map(|(key, reason, _)| (key.to_string(), reason))
+            .collect()
+    }
+
+    fn task(name: &str) -> ObjectKey {
+        ObjectKey::new("tasks", name)
+    }
+
+    /// A guest's commits wake an owned object's owner on create, update
+    /// and delete; a moved owner wakes both; an owner of another kind
+    /// wakes nothing; garbage collection's deletes wake the owner too.
+    #[test]
+    fn owned_objects_wake_their_owner_through_every_write() {
+        let host = FakeHost::new();
+        host.seed("tasks", "a", &1);
+        host.seed("tasks", "b", &1);
+        host.seed("nodes", "n", &1);
+        woken(&host);
+        let related = Reason::Related;
+        let pods = Api::<u32>::new("pods");
+
+        Transaction::new()
+            .create_with("pods", "p", &1, &Metadata::new().owner(task("a")))
+            .commit()
+            .unwrap();
+        assert_eq!(woken(&host), [("tasks/a".into(), related)]);
+
+        let p = pods.get("p").unwrap().unwrap();
+        Transaction::new().update(&p, &2).commit().unwrap();
+        assert_eq!(woken(&host), [("tasks/a".into(), related)]);
+
+        let p = pods.get("p").unwrap().unwrap();
+        Transaction::new()
+            .set_metadata(&p, &Metadata::new().owner(task("b")))
+            .commit()
+            .unwrap();
+        assert_eq!(
+            woken(&host),
+            [("tasks/b".into(), related), ("tasks/a".into(), related)]
+        );
+
+        let p = pods.get("p").unwrap().unwrap();
+        Transaction::new().delete(&p).commit().unwrap();
+        assert_eq!(woken(&host), [("tasks/b".into(), related)]);
+
+        host.seed_with(
+            "pods",
+            "q",
+            &1,
+            &Metadata::new().owner(ObjectKey::new("nodes", "n")),
+        );
+        assert_eq!(woken(&host), []);
+
+        // Deleting the task collects its pod: the task's own change wins.
+        host.seed_with("pods", "r", &1, &Metadata::new().owner(task("a")));
+        woken(&host);
+        host.remove("tasks", "a");
+        assert_eq!(woken(&host), [("tasks/a".into(), Reason::Change)]);
+        assert!(host.object::<u32>("pods", "r").is_none());
+    }
+
+    /// A label moving from V1 to V2 wakes both; a delete wakes the one it
+    /// named; a value that is no object name wakes nothing.
+    #[test]
+    fn a_label_wakes_the_object_it_names_before_and_after() {
+        let host = FakeHost::new();
+        let related = Reason::Related;
+        let label = |v: &str| Metadata::new().label("example.com/task", v);
+        host.seed_with("leases", "l", &1, &label("v1"));
+        assert_eq!(woken(&host), [("tasks/v1".into(), related)]);
+        host.seed_with("leases", "l", &1, &label("v2"));
+        assert_eq!(
+            woken(&host),
+            [("tasks/v2".into(), related), ("tasks/v1".into(), related)]
+        );
+        host.seed_with("leases", "l", &1, &label("v2").label("team", "db"));
+        assert_eq!(woken(&host), [("tasks/v2".into(), related)]);
+        host.remove("leases", "l");
+        assert_eq!(woken(&host), [("tasks/v2".into(), related)]);
+        host.seed_with("leases", "m", &1, &label("Not_A.Name"));
+        assert_eq!(woken(&host), []);
+        assert!(host.wakes(&Owner).is_empty(), "every change was delivered");
+    }
+}
