@@ -227,6 +227,49 @@ session_url = "postgres://app:hunter2@db:5432/db"
     );
 }
 
+#[test]
+fn the_transaction_pooler_mode_needs_a_session_url_and_no_options() {
+    use crate::db::Pooler;
+    let s = Scratch::new();
+    let config = s
+        .parse("cluster = \"demo\"\n[database]\nurl = \"postgres://x@db/y\"\n")
+        .unwrap();
+    assert_eq!(config.database.pooler, Pooler::None, "off by default");
+    let config = s
+        .parse(
+            "cluster = \"demo\"\n[database]\nurl = \"postgres://x@pgbouncer:6432/y\"\n\
+             session_url = \"postgres://x@db:5432/y\"\npooler = \"transaction\"\n",
+        )
+        .unwrap();
+    assert_eq!(config.database.pooler, Pooler::Transaction);
+    let explicit_none = s
+        .parse("cluster = \"demo\"\n[database]\nurl = \"postgres://x@db/y\"\npooler = \"none\"\n")
+        .unwrap();
+    assert_eq!(explicit_none.database.pooler, Pooler::None);
+
+    let problems = problems_of(
+        &s,
+        "cluster = \"demo\"\n[database]\nurl = \"postgres://x@pgbouncer:6432/y\"\npooler = \"transaction\"\n",
+    );
+    assert_has(
+        &problems,
+        Some(4),
+        "database.pooler = \"transaction\" needs database.session_url",
+    );
+    let problems = problems_of(
+        &s,
+        "cluster = \"demo\"\n[database]\n\
+         url = \"postgres://x@pgbouncer:6432/y?options=-c%20statement_timeout%3D5s\"\n\
+         session_url = \"postgres://x@db:5432/y\"\npooler = \"transaction\"\n",
+    );
+    assert_has(&problems, Some(5), "database.url sets options");
+    let problems = problems_of(
+        &s,
+        "cluster = \"demo\"\n[database]\nurl = \"postgres://x@db/y\"\npooler = \"session\"\n",
+    );
+    assert_has(&problems, Some(4), "database.pooler is \"session\"");
+}
+
 fn problems_of(s: &Scratch, text: &str) -> Vec<Problem> {
     problems(s.parse(text).unwrap_err())
 }
