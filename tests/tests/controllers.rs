@@ -374,11 +374,12 @@ mod scheduler {
     #[tokio::test]
     async fn assignments_per_reconcile_are_bounded() {
         let mut h = load().await;
-        // Comfortably more than the scheduler places in one reconcile (64).
-        let total = 100;
+        // More than the scheduler places in one reconcile (1000, in
+        // commits of up to 127 tasks).
+        let total = 1100;
         node(&h, "n1", total).await;
         for i in 0..total {
-            pending(&h, &format!("t{i:03}")).await;
+            pending(&h, &format!("t{i:04}")).await;
         }
 
         assert_eq!(
@@ -386,9 +387,13 @@ mod scheduler {
             Reconciled::RequeueAfter(Duration::ZERO),
             "more work: requeued at once"
         );
-        let placed = h.commit_attempts();
+        let placed = total - pending_names(&h).await.len() as u64;
         assert!(placed > 0 && placed < total, "{placed} placed");
-        assert_eq!(pending_names(&h).await.len() as u64, total - placed);
+        assert!(
+            h.commit_attempts() < placed / 100,
+            "{} commits for {placed} tasks",
+            h.commit_attempts()
+        );
 
         // Each requeued reconcile makes progress, so this ends; bounded in
         // case it does not.
