@@ -29,7 +29,7 @@ const GUESTS: &[&str] = &[
 /// Controllers written in Python: (component name, folder holding the app
 /// module, app module). Built with componentize-py against
 /// `wit/controller.wit` into the guest folder as `<component name>.wasm`.
-const PYTHON_GUESTS: &[(&str, &str, &str)] = &[("scheduler_py", "controllers/scheduler-py", "app")];
+const PYTHON_GUESTS: &[(&str, &str, &str)] = &[("scheduler-py", "controllers/scheduler-py", "app")];
 /// The Python SDK, on every Python guest's path.
 const PYTHON_SDK: &str = "guest-sdk/python";
 /// The world every Python guest targets.
@@ -445,6 +445,11 @@ fn test() -> Result<(), String> {
     status(
         "building the leasehold-unfenced test fixture (fault suite only)",
         cargo().args(["build", "--package", UNFENCED_FIXTURE]),
+    )?;
+    // A host of the next schema version, for the schema-versions test.
+    status(
+        "building the leasehold-newer-schema test fixture",
+        cargo().args(["build", "--package", "leasehold-newer-schema"]),
     )?;
     let mut cmd = cargo();
     cmd.args(["test", "--workspace", "--exclude", UNFENCED_FIXTURE]);
