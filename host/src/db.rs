@@ -49,6 +49,31 @@ pub const MIGRATIONS: &[(i32, &str)] = &[
     (15, include_str!("../migrations/0015_epoch_base.sql")),
 ];
 
+/// The migrations this program knows: [`MIGRATIONS`], but in the
+/// newer-host test fixture ([`declare_newer_schema_test_binary`]).
+static KNOWN_MIGRATIONS: std::sync::OnceLock<&'static [(i32, &'static str)]> =
+    std::sync::OnceLock::new();
+
+/// The migrations this program knows and applies, and whose newest version
+/// it requires: [`MIGRATIONS`], but in the newer-host test fixture.
+pub fn known_migrations() -> &'static [(i32, &'static str)] {
+    KNOWN_MIGRATIONS.get().copied().unwrap_or(MIGRATIONS)
+}
+
+/// Make this program a host of a newer schema: it knows [`MIGRATIONS`] and
+/// one more, `sql`, numbered after the last; returns that number. Only
+/// `leasehold-newer-schema`, the test fixture of
+/// `tests/tests/schema_versions.rs`, calls this, first thing in `main`;
+/// the `leasehold` program never does. Not for anything else.
+#[doc(hidden)]
+pub fn declare_newer_schema_test_binary(sql: &'static str) -> i32 {
+    let version = MIGRATIONS.last().map_or(1, |(v, _)| v + 1);
+    let mut all = MIGRATIONS.to_vec();
+    all.push((version, sql));
+    let _ = KNOWN_MIGRATIONS.set(Box::leak(all.into_boxed_slice()));
+    version
+}
+
 /// Database setup failures.
 #[derive(Debug, Error)]
 pub enum DbError {
@@ -1102,7 +1127,7 @@ impl Database {
     /// [`crate::timeouts::MIGRATION_IDLE`], so a migration never queues the
     /// cluster's queries behind it for long.
     pub async fn migrate(&self) -> Result<Vec<i32>, DbError> {
-        self.migrate_with(MIGRATIONS, crate::timeouts::MIGRATION_LOCK_WAIT)
+        self.migrate_with(known_migrations(), crate::timeouts::MIGRATION_LOCK_WAIT)
             .await
     }
 

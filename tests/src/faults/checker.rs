@@ -139,6 +139,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use leasehold_receiver::{Outcome as EffectOutcome, RecordEntry, Violation as ReceiverViolation};
 
 use super::reader::{Delivery, FeedRecord, Stream};
+use super::watch::{ChangeFact, Hold, HostLogs, ObjectFact, judge_finalizers, judge_wake_ups};
 use serde_json::Value;
 
 /// One API write the test saw acknowledged (`200` or `201`).
@@ -235,6 +236,12 @@ pub enum Rule {
     /// A bucket is shown `Ready` at a generation no applied `PUT` of it
     /// produced at the receiver.
     UnbackedStatus,
+    /// A committed change of a watched kind that no reconcile of its key
+    /// by the watching controller followed ([`super::watch`]).
+    MissedWakeUp,
+    /// An object removed while a finalizer was on it, or left marked for
+    /// deletion with none ([`super::watch`]).
+    Finalizer,
 }
 
 /// One broken guarantee, with the rows that show it.
@@ -266,6 +273,16 @@ pub struct Report {
     /// Requests in the fenced receiver's record that were judged (reads
     /// are not), and how many of them it applied.
     pub effects: (usize, usize),
+    /// Changes the wake-up rule judged, and deletions it counted without
+    /// judging; `None` when no host logs were given.
+    pub wake_ups: Option<(usize, usize)>,
+    /// Objects the finalizer workload held.
+    pub holds: usize,
+    /// What retention had trimmed and how the checker judged around it;
+    /// `None` when nothing was trimmed.
+    pub trimmed: Option<String>,
+    /// The retention floors: (events, changes) trimmed through.
+    pub floors: (u64, u64),
 }
 
 impl Report {
@@ -298,6 +315,18 @@ impl fmt::Display for Report {
             self.effects.1,
             self.violations.len()
         )?;
+        if let Some((judged, deletions)) = self.wake_ups {
+            writeln!(
+                f,
+                "  wake-ups: {judged} change(s) of watched kinds judged, {deletions} deletion(s) not judged"
+            )?;
+        }
+        if self.holds > 0 {
+            writeln!(f, "  finalizers: {} object(s) held", self.holds)?;
+        }
+        if let Some(trimmed) = &self.trimmed {
+            writeln!(f, "  retention: {trimmed}")?;
+        }
         for v in &self.violations {
             writeln!(f, "  [{:?}] {}", v.rule, v.detail)?;
         }
@@ -444,6 +473,60 @@ pub async fn check_with_effects(
     acks: &[Ack],
     record: &dyn Fn() -> Vec<RecordEntry>,
 ) -> Report {
+    let evidence = Evidence {
+        acks: acks.to_vec(),
+        ..Evidence::default()
+    };
+    check_all(url, cluster, &evidence, record).await
+}
+
+/// What a test hands the checker besides the database.
+#[derive(Debug, Clone, Default)]
+pub struct Evidence {
+    /// API writes the test saw acknowledged.
+    pub acks: Vec<Ack>,
+    /// What the finalizer workload did and saw
+    /// ([`super::watch::judge_finalizers`]).
+    pub holds: Vec<Hold>,
+    /// The hosts' JSON logs, read: the wake-up rule runs when given.
+    pub logs: Option<HostLogs>,
+    /// A feed reader's record: the checker's own copy of the change stream
+    /// and the event log, which outlives retention.
+    pub copy: Option<FeedRecord>,
+    /// The `[store] tenure_retention` the tenures were trimmed to, if
+    /// they were.
+    pub tenure_retention: Option<u64>,
+}
+
+/// [`check_with_effects`] with everything a test can hand the checker
+/// ([`Evidence`]).
+///
+/// # Trimmed history
+///
+/// Retention deletes events and changes up to a floor per stream
+/// (`leasehold_retention`) and all but the newest tenures of each lease.
+/// The checker reads the floors in its snapshot and judges around them:
+///
+/// - events and changes at or below the floor are taken from the copy
+///   (what a reader was given before they were trimmed) when there is
+///   one: the scheduler's and provisioner's rules, the wake-up and
+///   finalizer rules and the change stream's agreement with the objects
+///   use them as if kept; only commit order cannot be judged for them (a
+///   trimmed row has no `xmin`), and they are counted as unjudged;
+/// - a lease whose history starts above epoch 1 is accepted when
+///   `tenure_retention` says tenures were trimmed and at least that many
+///   remain; writes stamped with an epoch below the oldest kept tenure
+///   cannot be placed in commit order and are counted as unjudged;
+/// - without a copy, a task without any change is not reported while the
+///   change stream was trimmed.
+///
+/// [`Report::trimmed`] states the floors and what went unjudged.
+pub async fn check_all(
+    url: &str,
+    cluster: &str,
+    evidence: &Evidence,
+    record: &dyn Fn() -> Vec<RecordEntry>,
+) -> Report {
     let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
         .await
         .expect("the checker connects to the test database");
@@ -458,13 +541,14 @@ pub async fn check_with_effects(
         .batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
         .await
         .expect("the checker opens its snapshot");
-    let checker = Checker::load(&client, cluster).await;
+    let mut checker = Checker::load(&client, cluster).await;
     client
         .batch_execute("COMMIT")
         .await
         .expect("the checker closes its snapshot");
+    checker.merge_copy(evidence);
     let after = record();
-    let report = checker.run(acks, &before, &after);
+    let report = checker.run(evidence, &before, &after);
     drop(client);
     let _ = connection.await;
     report
@@ -480,7 +564,8 @@ struct EventRow {
     lease: Option<String>,
     epoch: Option<i64>,
     holder: Option<String>,
-    order: CommitOrder,
+    /// `None` for an event retention trimmed, known from the copy.
+    order: Option<CommitOrder>,
 }
 
 struct ObjectRow {
@@ -492,10 +577,28 @@ struct ObjectRow {
     epoch: Option<i64>,
     holder: Option<String>,
     order: CommitOrder,
+    finalizers: Vec<String>,
+    marked: bool,
+}
+
+/// The retention floors of the cluster (0: nothing trimmed).
+#[derive(Debug, Default, Clone, Copy)]
+struct Floors {
+    events: i64,
+    changes: i64,
 }
 
 struct Checker {
     cluster: String,
+    floors: Floors,
+    /// Trimmed rows taken from the copy: (events, changes).
+    from_copy: (usize, usize),
+    /// Whether the copy has gaps (its reader was itself too slow for
+    /// retention), or there is no copy while something was trimmed.
+    copy_incomplete: bool,
+    /// Guest writes that could not be judged: trimmed events, and writes
+    /// of trimmed tenures.
+    unjudged: usize,
     leases: BTreeMap<String, LeaseRow>,
     tenures: BTreeMap<String, Vec<Tenure>>,
     events: Vec<EventRow>,
@@ -506,6 +609,7 @@ struct Checker {
 
 struct ChangeRow {
     position: i64,
+    at_micros: i64,
     kind: String,
     name: String,
     change: String,
@@ -584,13 +688,13 @@ impl Checker {
                 lease: r.get(6),
                 epoch: r.get(7),
                 holder: r.get(8),
-                order: commit_order(r, 9),
+                order: Some(commit_order(r, 9)),
             })
             .collect();
         let changes = client
             .query(
-                "SELECT position, kind, name, change, version FROM leasehold_changes
-                  WHERE cluster = $1 ORDER BY position",
+                "SELECT position, (extract(epoch FROM at) * 1000000)::int8, kind, name, change, version
+                   FROM leasehold_changes WHERE cluster = $1 ORDER BY position",
                 &[&cluster],
             )
             .await
@@ -598,16 +702,30 @@ impl Checker {
             .iter()
             .map(|r| ChangeRow {
                 position: r.get(0),
-                kind: r.get(1),
-                name: r.get(2),
-                change: r.get(3),
-                version: r.get(4),
+                at_micros: r.get(1),
+                kind: r.get(2),
+                name: r.get(3),
+                change: r.get(4),
+                version: r.get(5),
             })
             .collect();
+        let floors = client
+            .query_opt(
+                "SELECT events_floor, changes_floor FROM leasehold_retention WHERE cluster = $1",
+                &[&cluster],
+            )
+            .await
+            .expect("read the retention floors")
+            .map(|r| Floors {
+                events: r.get(0),
+                changes: r.get(1),
+            })
+            .unwrap_or_default();
         let objects = client
             .query(
                 &format!(
-                    "SELECT kind, name, version, value, lease, epoch, holder, {}
+                    "SELECT kind, name, version, value, lease, epoch, holder, {},
+                            finalizers, deleting_since IS NOT NULL
                        FROM leasehold_objects o, {NEXT_XID} WHERE o.cluster = $1 ORDER BY kind, name",
                     commit_order_columns("o")
                 ),
@@ -625,10 +743,16 @@ impl Checker {
                 epoch: r.get(5),
                 holder: r.get(6),
                 order: commit_order(r, 7),
+                finalizers: r.get(10),
+                marked: r.get(11),
             })
             .collect();
         Self {
             cluster: cluster.to_string(),
+            floors,
+            from_copy: (0, 0),
+            copy_incomplete: false,
+            unjudged: 0,
             leases,
             tenures,
             events,
@@ -642,12 +766,77 @@ impl Checker {
         self.report.violations.push(Violation { rule, detail });
     }
 
-    fn run(mut self, acks: &[Ack], record: &[RecordEntry], later: &[RecordEntry]) -> Report {
-        self.check_tenures();
-        self.check_writes();
+    /// Take the events and changes retention trimmed from the copy, if
+    /// there is one (see [`check_all`]).
+    fn merge_copy(&mut self, evidence: &Evidence) {
+        let floors = self.floors;
+        if floors.events == 0 && floors.changes == 0 {
+            return;
+        }
+        let Some(copy) = &evidence.copy else {
+            self.copy_incomplete = true;
+            return;
+        };
+        self.copy_incomplete = !copy.trimmed.is_empty();
+        let kept_events: BTreeSet<i64> = self.events.iter().map(|e| e.seq).collect();
+        let mut events = Vec::new();
+        for e in &copy.copy.events {
+            let seq = e.seq as i64;
+            if seq <= floors.events && !kept_events.contains(&seq) {
+                let (lease, epoch, holder) = match &e.stamp {
+                    Some((lease, epoch, holder)) => (
+                        Some(lease.clone()),
+                        Some(*epoch as i64),
+                        Some(holder.clone()),
+                    ),
+                    None => (None, None, None),
+                };
+                events.push(EventRow {
+                    seq,
+                    revision: e.revision as i64,
+                    kind: e.kind.clone(),
+                    name: e.name.clone(),
+                    reason: e.reason.clone(),
+                    message: e.message.clone(),
+                    lease,
+                    epoch,
+                    holder,
+                    order: None,
+                });
+            }
+        }
+        let kept_changes: BTreeSet<i64> = self.changes.iter().map(|c| c.position).collect();
+        let mut changes = Vec::new();
+        for c in &copy.copy.changes {
+            let position = c.position as i64;
+            if position <= floors.changes && !kept_changes.contains(&position) {
+                changes.push(ChangeRow {
+                    position,
+                    at_micros: c.at_micros,
+                    kind: c.kind.clone(),
+                    name: c.name.clone(),
+                    change: c.change.clone(),
+                    version: c.version as i64,
+                });
+            }
+        }
+        self.from_copy = (events.len(), changes.len());
+        self.events.extend(events);
+        self.events.sort_by_key(|e| e.seq);
+        self.changes.extend(changes);
+        self.changes.sort_by_key(|c| c.position);
+    }
+
+    fn run(mut self, evidence: &Evidence, record: &[RecordEntry], later: &[RecordEntry]) -> Report {
+        self.check_tenures(evidence.tenure_retention);
+        self.check_writes(evidence.tenure_retention.is_some());
         self.check_event_log();
         self.check_scheduler();
-        self.check_acks(acks);
+        self.check_acks(&evidence.acks);
+        if let Some(logs) = &evidence.logs {
+            self.check_wake_ups(logs);
+        }
+        self.check_finalizers(&evidence.holds);
         self.check_effects(record);
         if !later.is_empty() {
             self.check_buckets(record, later);
@@ -658,13 +847,37 @@ impl Checker {
             .map(|(lease, t)| (lease.clone(), t.len()))
             .collect();
         self.report.events = self.events.len();
+        let Floors { events, changes } = self.floors;
+        self.report.floors = (events as u64, changes as u64);
+        if events > 0 || changes > 0 || evidence.tenure_retention.is_some() {
+            self.report.trimmed = Some(format!(
+                "events trimmed through seq {events}, changes through position {changes}; \
+                 {} event(s) and {} change(s) taken from the checker's copy{}; \
+                 {} guest write(s) not placed in commit order (trimmed events, or epochs of \
+                 trimmed tenures; tenure_retention {:?})",
+                self.from_copy.0,
+                self.from_copy.1,
+                if self.copy_incomplete {
+                    " (the copy is incomplete: tasks without a change are not reported)"
+                } else {
+                    ""
+                },
+                self.unjudged,
+                evidence.tenure_retention
+            ));
+        }
         self.report.violations.sort_by_key(|v| v.rule);
         self.report
     }
 
-    fn check_tenures(&mut self) {
+    fn check_tenures(&mut self, tenure_retention: Option<u64>) {
         let mut found = Vec::new();
         for (lease, tenures) in &self.tenures {
+            // Retention kept the newest `n` of each lease (more may have
+            // been granted since): a history that starts later than epoch
+            // 1 is whole from where it starts when at least `n` remain.
+            let trimmed_start =
+                tenure_retention.is_some_and(|n| tenures.len() as u64 >= n && tenures[0].epoch > 1);
             for (i, t) in tenures.iter().enumerate() {
                 if !t.granted_snapshot {
                     found.push((
@@ -678,7 +891,7 @@ impl Checker {
                 // A failover's first grant jumps to its timeline's floor.
                 let floor = |epoch: i64| epoch > 1 && (epoch - 1) % (1_i64 << 32) == 0;
                 let follows = match i.checked_sub(1).map(|p| tenures[p].epoch) {
-                    None => t.epoch == 1 || floor(t.epoch),
+                    None => t.epoch == 1 || floor(t.epoch) || trimmed_start,
                     Some(previous) => {
                         t.epoch == previous + 1 || (t.epoch > previous && floor(t.epoch))
                     }
@@ -772,7 +985,22 @@ impl Checker {
     }
 
     /// Judge one guest write against the tenures of its lease, by commit
-    /// order (see the module documentation).
+    /// order (see the module documentation). `None` in the outer option:
+    /// the write's tenure was trimmed by retention, so it cannot be judged.
+    fn judge_kept(
+        &self,
+        write: &GuestWrite<'_>,
+        tenure_retention: bool,
+    ) -> Option<Option<(Rule, String)>> {
+        if tenure_retention
+            && let Some(oldest) = self.tenures.get(write.lease).and_then(|t| t.first())
+            && write.epoch < oldest.epoch
+        {
+            return None;
+        }
+        Some(self.judge(write))
+    }
+
     fn judge(&self, write: &GuestWrite<'_>) -> Option<(Rule, String)> {
         let GuestWrite {
             what,
@@ -848,7 +1076,8 @@ impl Checker {
         None
     }
 
-    fn check_writes(&mut self) {
+    fn check_writes(&mut self, tenure_retention: bool) {
+        let mut unjudged = 0;
         let mut writes: Vec<GuestWrite<'_>> = Vec::new();
         // Distinct commits (revisions) attributed to each tenure.
         let mut commits: HashMap<(&str, i64), BTreeSet<i64>> = HashMap::new();
@@ -860,6 +1089,11 @@ impl Checker {
                         .entry((lease.as_str(), epoch))
                         .or_default()
                         .insert(e.revision);
+                    let Some(order) = &e.order else {
+                        // Trimmed: known from the copy, not placed.
+                        unjudged += 1;
+                        continue;
+                    };
                     writes.push(GuestWrite {
                         what: format!(
                             "event {} ({} {}/{}, revision {})",
@@ -868,7 +1102,7 @@ impl Checker {
                         lease,
                         epoch,
                         holder,
-                        order: &e.order,
+                        order,
                     });
                 }
                 (None, None, None) => {}
@@ -918,11 +1152,14 @@ impl Checker {
         }
         self.report.guest_writes = writes.len();
         for write in &writes {
-            if let Some(violation) = self.judge(write) {
-                found.push(violation);
+            match self.judge_kept(write, tenure_retention) {
+                Some(Some(violation)) => found.push(violation),
+                Some(None) => {}
+                None => unjudged += 1,
             }
         }
         drop(writes);
+        self.unjudged += unjudged;
         for (rule, detail) in found {
             self.violation(rule, detail);
         }
@@ -961,6 +1198,8 @@ impl Checker {
                     o.kind, o.name, o.version, c.position, c.change, c.version
                 )),
                 None if self.changes.is_empty() => {}
+                // Its changes may all be trimmed, and no whole copy says.
+                None if self.copy_incomplete && self.floors.changes > 0 => {}
                 None => found.push(format!(
                     "{}/{} is at version {} but has no change",
                     o.kind, o.name, o.version
@@ -1106,6 +1345,51 @@ impl Checker {
         for (rule, detail) in found {
             self.violation(rule, detail);
         }
+    }
+
+    /// The wake-up rule over every change (the kept ones and the copy's)
+    /// and what the hosts logged ([`super::watch::judge_wake_ups`]).
+    fn check_wake_ups(&mut self, logs: &HostLogs) {
+        let changes = self.change_facts();
+        let found = judge_wake_ups(&changes, logs);
+        self.report.wake_ups = Some((found.judged, found.deletions));
+        for detail in found.missed {
+            self.violation(Rule::MissedWakeUp, detail);
+        }
+    }
+
+    /// The finalizer rule ([`super::watch::judge_finalizers`]).
+    fn check_finalizers(&mut self, holds: &[Hold]) {
+        self.report.holds = holds.len();
+        let changes = self.change_facts();
+        let objects: Vec<ObjectFact> = self
+            .objects
+            .iter()
+            .map(|o| ObjectFact {
+                kind: o.kind.clone(),
+                name: o.name.clone(),
+                version: o.version as u64,
+                finalizers: o.finalizers.clone(),
+                marked: o.marked,
+            })
+            .collect();
+        for detail in judge_finalizers(holds, &changes, &objects) {
+            self.violation(Rule::Finalizer, detail);
+        }
+    }
+
+    fn change_facts(&self) -> Vec<ChangeFact> {
+        self.changes
+            .iter()
+            .map(|c| ChangeFact {
+                position: c.position as u64,
+                at_micros: c.at_micros,
+                kind: c.kind.clone(),
+                name: c.name.clone(),
+                change: c.change.clone(),
+                version: c.version as u64,
+            })
+            .collect()
     }
 
     fn check_acks(&mut self, acks: &[Ack]) {
@@ -1305,6 +1589,14 @@ impl Checker {
 /// documentation): reads every change and event of `cluster` in one
 /// snapshot, taken after the readers finished, and judges each record
 /// against it.
+///
+/// With retention, rows at or below a stream's floor
+/// (`leasehold_retention`) are gone: an entry a reader was given there
+/// cannot be compared with the database (it is not reported as
+/// uncommitted), and nothing there is owed; above the floor the rule is
+/// whole. Ranges a reader was told were trimmed ([`FeedRecord::trimmed`])
+/// are owed only if the database still has them (a store that answered
+/// "too old" for rows it kept is caught).
 pub async fn check_feed(url: &str, cluster: &str, records: &[FeedRecord]) -> Vec<Violation> {
     let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
         .await
@@ -1335,6 +1627,16 @@ pub async fn check_feed(url: &str, cluster: &str, records: &[FeedRecord]) -> Vec
             });
         }
     }
+    let floors = client
+        .query_opt(
+            "SELECT changes_floor, events_floor FROM leasehold_retention WHERE cluster = $1",
+            &[&cluster],
+        )
+        .await
+        .expect("read the retention floors")
+        .map_or([0, 0], |r| {
+            [r.get::<_, i64>(0) as u64, r.get::<_, i64>(1) as u64]
+        });
     client
         .batch_execute("COMMIT")
         .await
@@ -1343,16 +1645,19 @@ pub async fn check_feed(url: &str, cluster: &str, records: &[FeedRecord]) -> Vec
     let _ = connection.await;
     records
         .iter()
-        .flat_map(|record| judge_feed(&committed, record))
+        .flat_map(|record| judge_feed(&committed, floors, record))
         .collect()
 }
 
-/// The feed rule for one reader's record against what is committed.
-pub fn judge_feed(committed: &[Delivery], record: &FeedRecord) -> Vec<Violation> {
+/// The feed rule for one reader's record against what is committed and
+/// kept: `floors` are the retention floors of the changes and the events
+/// (0: nothing trimmed).
+pub fn judge_feed(committed: &[Delivery], floors: [u64; 2], record: &FeedRecord) -> Vec<Violation> {
     let mut found = Vec::new();
     let reader = &record.reader;
     for (i, stream) in [Stream::Changes, Stream::Events].into_iter().enumerate() {
         let through = record.through[i];
+        let floor = floors[i];
         let truth: BTreeMap<u64, &Delivery> = committed
             .iter()
             .filter(|c| c.stream == stream)
@@ -1378,6 +1683,8 @@ pub fn judge_feed(committed: &[Delivery], record: &FeedRecord) -> Vec<Violation>
                     "{reader} was given {stream:?} {} as {}/{} v{}, but it is {}/{} v{}",
                     d.position, d.kind, d.name, d.version, c.kind, c.name, c.version
                 )),
+                // Trimmed since: nothing to compare with.
+                None if d.position <= floor => {}
                 None => found.push(format!(
                     "{reader} was given {stream:?} {} ({}/{}), which is not committed",
                     d.position, d.kind, d.name
@@ -1405,9 +1712,19 @@ pub fn judge_feed(committed: &[Delivery], record: &FeedRecord) -> Vec<Violation>
         }
         for (position, c) in truth.range(..=through) {
             if !given.contains_key(position) {
+                let told = record.trimmed.iter().any(|(s, after, oldest)| {
+                    *s == stream && after < position && position < oldest
+                });
                 found.push(format!(
-                    "{reader} skipped {stream:?} {position} ({}/{} v{}): it read through {through}",
-                    c.kind, c.name, c.version
+                    "{reader} skipped {stream:?} {position} ({}/{} v{}): it read through {through}{}",
+                    c.kind,
+                    c.name,
+                    c.version,
+                    if told {
+                        " (the store told it that position was trimmed, but it is kept)"
+                    } else {
+                        ""
+                    }
                 ));
             }
         }
@@ -1468,6 +1785,7 @@ mod feed_rule {
             reader: "reader".into(),
             delivered,
             through: [through, 0],
+            ..FeedRecord::default()
         }
     }
 
@@ -1482,10 +1800,10 @@ mod feed_rule {
 
     #[test]
     fn a_reader_given_everything_once_in_order_is_clean() {
-        let found = judge_feed(&committed(), &record(committed(), 9));
+        let found = judge_feed(&committed(), [0, 0], &record(committed(), 9));
         assert!(found.is_empty(), "{:?}", details(&found));
         // Not yet read through the last: nothing is owed beyond `through`.
-        let found = judge_feed(&committed(), &record(committed()[..2].to_vec(), 8));
+        let found = judge_feed(&committed(), [0, 0], &record(committed()[..2].to_vec(), 8));
         assert!(found.is_empty(), "{:?}", details(&found));
     }
 
@@ -1494,7 +1812,7 @@ mod feed_rule {
         // The hand-written broken reader: it went past 3 while 3 was in
         // flight, and never came back.
         let skipped = record(vec![change(7, "b", 6), change(9, "a", 8)], 9);
-        let found = judge_feed(&committed(), &skipped);
+        let found = judge_feed(&committed(), [0, 0], &skipped);
         assert_eq!(details(&found).len(), 1, "{:?}", details(&found));
         assert!(details(&found)[0].contains("skipped Changes 3"));
     }
@@ -1510,7 +1828,7 @@ mod feed_rule {
             ],
             9,
         );
-        let found = judge_feed(&committed(), &twice);
+        let found = judge_feed(&committed(), [0, 0], &twice);
         assert!(
             details(&found)
                 .iter()
@@ -1520,7 +1838,7 @@ mod feed_rule {
             vec![change(9, "a", 8), change(3, "a", 2), change(7, "b", 6)],
             9,
         );
-        let found = judge_feed(&committed(), &reordered);
+        let found = judge_feed(&committed(), [0, 0], &reordered);
         assert!(
             details(&found)
                 .iter()
@@ -1533,10 +1851,35 @@ mod feed_rule {
         );
     }
 
+    /// Retention trimmed positions 3 and 7: a reader given them before is
+    /// not told they never committed, a reader that skipped them after
+    /// being told they were trimmed owes nothing; what is kept is judged
+    /// as before (9 skipped), and a "trimmed" answer for a kept position
+    /// is a skip.
+    #[test]
+    fn trimmed_positions_are_judged_only_where_kept() {
+        let kept = vec![change(9, "a", 8)];
+        let found = judge_feed(&kept, [7, 0], &record(committed(), 9));
+        assert!(found.is_empty(), "{:?}", details(&found));
+        let mut told = record(vec![change(9, "a", 8)], 9);
+        told.trimmed.push((Stream::Changes, 0, 8));
+        let found = judge_feed(&kept, [7, 0], &told);
+        assert!(found.is_empty(), "{:?}", details(&found));
+        let found = judge_feed(&kept, [7, 0], &record(committed()[..2].to_vec(), 9));
+        assert_eq!(details(&found).len(), 1, "{:?}", details(&found));
+        assert!(details(&found)[0].contains("skipped Changes 9"));
+        // Told 7 was trimmed, yet the database keeps it.
+        let mut wrongly = record(vec![change(3, "a", 2), change(9, "a", 8)], 9);
+        wrongly.trimmed.push((Stream::Changes, 3, 8));
+        let found = judge_feed(&committed(), [0, 0], &wrongly);
+        assert_eq!(details(&found).len(), 1, "{:?}", details(&found));
+        assert!(details(&found)[0].contains("told it that position was trimmed"));
+    }
+
     #[test]
     fn a_reader_given_what_never_committed_is_caught() {
         let phantom = record(vec![change(3, "a", 2), change(5, "z", 4)], 5);
-        let found = judge_feed(&committed(), &phantom);
+        let found = judge_feed(&committed(), [0, 0], &phantom);
         assert!(
             details(&found)
                 .iter()

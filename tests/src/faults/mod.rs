@@ -12,3 +12,4 @@ pub mod reader;
 pub mod rig;
 pub mod schedule;
 pub mod seeds;
+pub mod watch;

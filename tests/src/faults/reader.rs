@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use leasehold_host::db::Database;
-use leasehold_host::store::{PostgresStore, Store};
+use leasehold_host::store::{Origin, PostgresStore, Store, StoreError};
 use tokio::sync::watch;
 
 /// Which stream an entry came from.
@@ -50,8 +50,64 @@ pub struct FeedRecord {
     /// Every entry, in the order given.
     pub delivered: Vec<Delivery>,
     /// Per stream, the position it read through: every committed entry at
-    /// or below it must have been given exactly once.
+    /// or below it must have been given exactly once, but for the ranges
+    /// in [`trimmed`](Self::trimmed).
     pub through: [u64; 2],
+    /// Ranges `(stream, after, oldest_kept)` the store answered "too old"
+    /// for: retention had trimmed the positions `after + 1 ..
+    /// oldest_kept` before this reader read them, and the reader went on
+    /// from `oldest_kept - 1`. The feed rule owes it nothing there.
+    pub trimmed: Vec<(Stream, u64, u64)>,
+    /// The checker's own copy of what the reader was given, whole: what
+    /// retention may trim from the database later.
+    pub copy: FeedCopy,
+}
+
+/// Everything a reader was given, as the store gave it: the checker's copy
+/// of the change stream and the event log, which outlives retention.
+#[derive(Debug, Clone, Default)]
+pub struct FeedCopy {
+    /// Changes, in the order given.
+    pub changes: Vec<CopiedChange>,
+    /// Events, in the order given.
+    pub events: Vec<CopiedEvent>,
+}
+
+/// One change, as the reader was given it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CopiedChange {
+    /// Its position.
+    pub position: u64,
+    /// When its write ran (database clock), microseconds since the Unix
+    /// epoch.
+    pub at_micros: i64,
+    /// The object's kind.
+    pub kind: String,
+    /// The object's name.
+    pub name: String,
+    /// `created`, `updated` or `deleted`.
+    pub change: String,
+    /// The version it recorded.
+    pub version: u64,
+}
+
+/// One event, as the reader was given it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CopiedEvent {
+    /// Its seq.
+    pub seq: u64,
+    /// The commit's revision.
+    pub revision: u64,
+    /// The object's kind.
+    pub kind: String,
+    /// The object's name.
+    pub name: String,
+    /// Its reason.
+    pub reason: String,
+    /// Its message.
+    pub message: String,
+    /// The lease, epoch and holder of a guest's event.
+    pub stamp: Option<(String, u64, String)>,
 }
 
 /// How long a reader waits for a wake-up before it reads anyway.
@@ -151,20 +207,33 @@ async fn follow(
 async fn read_once(store: &dyn Store, cluster: &str, record: &Mutex<FeedRecord>) {
     loop {
         let after = lock(record).through[0];
-        let Ok(page) = store.changes(cluster, &[], after, PAGE).await else {
-            break;
+        let page = match store.changes(cluster, &[], after, PAGE).await {
+            Ok(page) => page,
+            Err(StoreError::TooOld { oldest_kept, .. }) => {
+                trimmed_past(record, Stream::Changes, after, oldest_kept);
+                continue;
+            }
+            Err(_) => break,
         };
         let mut record = lock(record);
         let empty = page.changes.is_empty();
-        record
-            .delivered
-            .extend(page.changes.into_iter().map(|c| Delivery {
+        for c in page.changes {
+            record.copy.changes.push(CopiedChange {
+                position: c.position,
+                at_micros: c.at.timestamp_micros(),
+                kind: c.kind.clone(),
+                name: c.name.clone(),
+                change: c.change.as_str().to_string(),
+                version: c.version,
+            });
+            record.delivered.push(Delivery {
                 stream: Stream::Changes,
                 position: c.position,
                 kind: c.kind,
                 name: c.name,
                 version: c.version,
-            }));
+            });
+        }
         record.through[0] = record.through[0].max(page.through);
         if empty {
             break;
@@ -174,24 +243,57 @@ async fn read_once(store: &dyn Store, cluster: &str, record: &Mutex<FeedRecord>)
         let after = lock(record).through[1];
         // The events' own cursor is the last seq given; read the mark
         // before the page, so "through" never claims more than was final.
-        let Ok(events) = store.events(cluster, after, PAGE).await else {
-            break;
+        let events = match store.events(cluster, after, PAGE).await {
+            Ok(events) => events,
+            Err(StoreError::TooOld { oldest_kept, .. }) => {
+                trimmed_past(record, Stream::Events, after, oldest_kept);
+                continue;
+            }
+            Err(_) => break,
         };
         let mut record = lock(record);
         let Some(last) = events.last().map(|e| e.seq) else {
             break;
         };
-        record
-            .delivered
-            .extend(events.into_iter().map(|e| Delivery {
+        for e in events {
+            record.copy.events.push(CopiedEvent {
+                seq: e.seq,
+                revision: e.revision,
+                kind: e.kind.clone(),
+                name: e.name.clone(),
+                reason: e.reason,
+                message: e.message,
+                stamp: match e.origin {
+                    Origin::Api => None,
+                    Origin::Guest {
+                        lease,
+                        epoch,
+                        holder,
+                    } => Some((lease, epoch.0, holder)),
+                },
+            });
+            record.delivered.push(Delivery {
                 stream: Stream::Events,
                 position: e.seq,
                 kind: e.kind,
                 name: e.name,
                 version: e.revision,
-            }));
+            });
+        }
         record.through[1] = record.through[1].max(last);
     }
+}
+
+/// Retention trimmed `stream` past the reader's cursor `after`: record the
+/// gap and go on from where the stream is whole again.
+fn trimmed_past(record: &Mutex<FeedRecord>, stream: Stream, after: u64, oldest_kept: u64) {
+    let mut record = lock(record);
+    let i = match stream {
+        Stream::Changes => 0,
+        Stream::Events => 1,
+    };
+    record.trimmed.push((stream, after, oldest_kept));
+    record.through[i] = record.through[i].max(oldest_kept.saturating_sub(1));
 }
 
 /// The broken reader: every committed row after its cursor, with no

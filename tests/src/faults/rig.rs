@@ -22,7 +22,13 @@ use leasehold_host::testing::TestDatabase;
 use leasehold_receiver::{Fault, FaultSpec, RunningReceiver};
 use serde_json::{Value, json};
 
-use super::checker::{self, Ack, Acks, Report};
+use leasehold_host::db::Database;
+use leasehold_host::store::retention::{Policy, Trimmed};
+use leasehold_host::store::{PostgresStore, Store as _};
+
+use super::checker::{self, Ack, Acks, Evidence, Report, Rule};
+use super::reader::FeedRecord;
+use super::watch::{Holds, HostLogs};
 use crate::guest_dir;
 use crate::http;
 use crate::process::{Replica, binary, eventually, free_port, unfenced_binary};
@@ -99,6 +105,10 @@ pub struct RigSpec {
     /// controller name (e.g. `http_allow = ["http://127.0.0.1:9000"]` for
     /// the provisioner).
     pub controller_config: BTreeMap<String, String>,
+    /// Whether hosts log in JSON with every reconcile (the worker's
+    /// `reconciled` line, level trace): the evidence of the checker's
+    /// wake-up rule ([`Rig::host_logs`]).
+    pub log_reconciles: bool,
 }
 
 impl RigSpec {
@@ -110,6 +120,7 @@ impl RigSpec {
             controllers: vec!["scheduler"],
             build: Build::Fenced,
             controller_config: BTreeMap::new(),
+            log_reconciles: false,
         }
     }
 
@@ -178,6 +189,18 @@ pub struct Rig {
     pub hosts: Vec<Host>,
     /// API writes the test saw acknowledged.
     pub acks: Acks,
+    /// What the finalizer workload did ([`Rig::finalizer_workload`]).
+    pub holds: Holds,
+    /// The `[store] tenure_retention` a trimmer of this rig trims tenures
+    /// to, once one ran ([`Rig::start_trimmer`]): the checker must know.
+    pub tenure_retention: Option<u64>,
+    /// The checker's copy of the change stream and event log (a feed
+    /// reader's record), once a test has one: what retention trimmed is
+    /// judged from it.
+    pub copy: Option<FeedRecord>,
+    /// The trimmer running over the cluster, if any
+    /// ([`Rig::start_trimmer`]).
+    pub trimmer: Option<Trimmer>,
     /// The cluster.
     pub cluster: String,
     /// The fenced receiver the cluster's controllers call, if the test
@@ -230,6 +253,10 @@ impl Rig {
         let mut rig = Self {
             hosts: Vec::new(),
             acks: Acks::default(),
+            holds: Holds::default(),
+            tenure_retention: None,
+            copy: None,
+            trimmer: None,
             cluster: format!("flt-{}", &uuid::Uuid::new_v4().simple().to_string()[..12]),
             receiver: None,
             spec: spec.clone(),
@@ -277,6 +304,11 @@ impl Rig {
             Build::Fenced => binary(),
             Build::Unfenced => unfenced_binary(),
         };
+        let binary = if self.spec.log_reconciles {
+            self.logging_reconciles(&binary, i)
+        } else {
+            binary
+        };
         let replica =
             Replica::start_binary(binary, self.dir.path(), &format!("h{i}"), port, &config);
         self.hosts.push(Host {
@@ -287,6 +319,37 @@ impl Rig {
             timing,
         });
         i
+    }
+
+    /// A script running `binary` with JSON logs that include every
+    /// reconcile (the worker's `reconciled` line, level trace).
+    fn logging_reconciles(&self, binary: &std::path::Path, i: usize) -> std::path::PathBuf {
+        use std::os::unix::fs::PermissionsExt;
+        let path = self
+            .dir
+            .path()
+            .join(format!("leasehold-h{i}-logging-reconciles"));
+        std::fs::write(
+            &path,
+            format!(
+                "#!/bin/sh\nexec '{}' --log-format json --log-level '{RECONCILE_LOG_FILTER}' \"$@\"\n",
+                binary.display()
+            ),
+        )
+        .expect("write the host's start script");
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755))
+            .expect("make the host's start script executable");
+        path
+    }
+
+    /// Every host's log, read for the wake-up rule (hosts started with
+    /// [`RigSpec::log_reconciles`]).
+    pub fn host_logs(&self) -> HostLogs {
+        let mut logs = HostLogs::default();
+        for host in &self.hosts {
+            logs.add(&host.holder, &host.replica.log());
+        }
+        logs
     }
 
     /// Wait until every running host answers `/healthz`.
@@ -614,10 +677,77 @@ backoff_max = "1s"
 
     /// Run the invariant checker over the cluster, and over the
     /// receiver's record if the rig has one.
+    ///
+    /// With [`RigSpec::log_reconciles`], the hosts' logs are the evidence
+    /// of the wake-up rule, and a change committed just before the check
+    /// may not be reconciled yet: the check is repeated, for at most
+    /// [`WAKE_UP_QUIESCENCE`], until it reports no missed wake-up (or
+    /// until the bound, when it reports what is still missed).
     pub async fn check(&self) -> Report {
         let receiver = self.receiver.clone();
         let record = move || receiver.as_ref().map(|r| r.record()).unwrap_or_default();
-        checker::check_with_effects(self.db.url(), &self.cluster, &self.acks.all(), &record).await
+        let started = Instant::now();
+        loop {
+            let evidence = Evidence {
+                acks: self.acks.all(),
+                holds: self.holds.all(),
+                logs: self.spec.log_reconciles.then(|| self.host_logs()),
+                copy: self.copy.clone(),
+                tenure_retention: self.tenure_retention,
+            };
+            let report = checker::check_all(self.db.url(), &self.cluster, &evidence, &record).await;
+            if !report.breaks(Rule::MissedWakeUp) || started.elapsed() > WAKE_UP_QUIESCENCE {
+                return report;
+            }
+            tokio::time::sleep(WAKE_UP_POLL).await;
+        }
+    }
+
+    /// Run a trimmer with `policy` over the rig's cluster, in this process,
+    /// every [`TRIM_EVERY`] until stopped: the hosts' own trimmer with ages
+    /// short enough for a schedule of seconds (the config allows a minute
+    /// at least, and a round a minute). The same code, `Store::trim`, on
+    /// the database the rig created (pinned by its id).
+    ///
+    /// Stopped by [`Rig::stop_trimmer`] (a random schedule stops it before
+    /// its feed reader stops: nothing is trimmed that the checker's copy
+    /// could lack).
+    pub async fn start_trimmer(&mut self, policy: Policy) {
+        self.tenure_retention = Some(policy.tenure_retention);
+        let db = Database::new(self.db.url(), 2).expect("the trimmer's database url");
+        let id: uuid::Uuid = self
+            .sql()
+            .await
+            .query_one("SELECT id FROM leasehold_database", &[])
+            .await
+            .expect("read the database's id")
+            .get(0);
+        let store = PostgresStore::new(db);
+        store.pin_database(id);
+        let cluster = self.cluster.clone();
+        let stop = Arc::new(AtomicBool::new(false));
+        let task_stop = stop.clone();
+        let task = tokio::spawn(async move {
+            let mut trimmed = Trimmed::default();
+            while !task_stop.load(Ordering::SeqCst) {
+                // A round fails while a fault has the server's sessions;
+                // the next one tries again.
+                if let Ok(t) = store.trim(&cluster, &policy).await {
+                    trimmed.events += t.events;
+                    trimmed.changes += t.changes;
+                    trimmed.tenures += t.tenures;
+                }
+                // Pacing, not ordering.
+                tokio::time::sleep(TRIM_EVERY).await;
+            }
+            trimmed
+        });
+        self.trimmer = Some(Trimmer { stop, task });
+    }
+
+    /// Stop the trimmer, if one runs; returns what it trimmed.
+    pub async fn stop_trimmer(&mut self) -> Option<Trimmed> {
+        Some(self.trimmer.take()?.stop().await)
     }
 
     /// A workload creating a pending task named `{prefix}-{n}` every
@@ -636,6 +766,78 @@ backoff_max = "1s"
             .collect();
         let next: NextObject = Arc::new(|_, name| json!({ "status": "pending", "id": name }));
         Workload::start(addrs, self.acks.clone(), "tasks", prefix, every, next)
+    }
+
+    /// A workload that keeps finalizers on objects, through the hosts in
+    /// turn, until stopped: every `every` it creates `{HOLD_KIND}/{prefix}-{n}`
+    /// with the finalizer [`HOLD_FINALIZER`], deletes the object created
+    /// [`MARK_AFTER`] steps before (which must only mark it: 202), and
+    /// removes the finalizer of the one created `RELEASE_AFTER` steps
+    /// before (a conditional `PUT` at the version it last saw, which must
+    /// remove the object: 204). What it sent and saw acknowledged goes to
+    /// [`Rig::holds`], for the checker's finalizer rule.
+    pub fn finalizer_workload(&self, prefix: &str, every: Duration) -> FinalizerWorkload {
+        let addrs: Vec<String> = self.hosts.iter().map(|h| h.replica.addr.clone()).collect();
+        let holds = self.holds.clone();
+        let stop = Arc::new(AtomicBool::new(false));
+        let task_stop = stop.clone();
+        let prefix = prefix.to_string();
+        let task = tokio::spawn(async move {
+            let path = |n: usize| format!("/v1/objects/{HOLD_KIND}/{prefix}-{n:04}");
+            let name = |n: usize| format!("{prefix}-{n:04}");
+            let mut last_version: BTreeMap<usize, u64> = BTreeMap::new();
+            let mut n = 0usize;
+            while !task_stop.load(Ordering::SeqCst) {
+                let started = Instant::now();
+                // Recorded before it is sent: it may land unacknowledged.
+                holds.update(HOLD_KIND, &name(n), HOLD_FINALIZER, |_| {});
+                let body = json!({ "value": { "n": n }, "finalizers": [HOLD_FINALIZER] });
+                if let Some((201, v)) = object_request(
+                    &addrs,
+                    n,
+                    "PUT",
+                    &path(n),
+                    Some(&body),
+                    &[("If-None-Match", "*")],
+                )
+                .await
+                    && let Some(v) = v
+                {
+                    holds.update(HOLD_KIND, &name(n), HOLD_FINALIZER, |h| h.held.push(v));
+                    last_version.insert(n, v);
+                }
+                if let Some(m) = n.checked_sub(MARK_AFTER)
+                    && last_version.contains_key(&m)
+                    && let Some((202, Some(v))) =
+                        object_request(&addrs, n + 1, "DELETE", &path(m), None, &[]).await
+                {
+                    holds.update(HOLD_KIND, &name(m), HOLD_FINALIZER, |h| h.held.push(v));
+                    last_version.insert(m, v);
+                }
+                if let Some(m) = n.checked_sub(RELEASE_AFTER)
+                    && let Some(v) = last_version.remove(&m)
+                {
+                    holds.update(HOLD_KIND, &name(m), HOLD_FINALIZER, |h| {
+                        h.removal_sent = true
+                    });
+                    let body = json!({ "value": { "n": m }, "finalizers": [] });
+                    let version = v.to_string();
+                    object_request(
+                        &addrs,
+                        n + 2,
+                        "PUT",
+                        &path(m),
+                        Some(&body),
+                        &[("If-Match", &version)],
+                    )
+                    .await;
+                }
+                n += 1;
+                // Pacing, not ordering.
+                tokio::time::sleep(every.saturating_sub(started.elapsed())).await;
+            }
+        });
+        FinalizerWorkload { stop, task }
     }
 
     /// A workload creating bucket `{prefix}-{n}` every `every` through the
@@ -670,6 +872,49 @@ backoff_max = "1s"
         Workload::start(addrs, self.acks.clone(), "buckets", prefix, every, next)
     }
 }
+
+/// The log filter of hosts started with [`RigSpec::log_reconciles`]: the
+/// default, and the worker's trace lines (one per reconcile).
+pub const RECONCILE_LOG_FILTER: &str =
+    "info,tokio_postgres=warn,leasehold_host::supervisor::worker=trace";
+
+/// How long [`Rig::check`] waits for the hosts to reconcile the last
+/// changes of a run: well above a reconcile's time, below the example
+/// controllers' resync period (a minute), whose reconciles would cover a
+/// missed wake-up.
+pub const WAKE_UP_QUIESCENCE: Duration = Duration::from_secs(15);
+
+/// How often [`Rig::check`] looks again while it waits for wake-ups.
+const WAKE_UP_POLL: Duration = Duration::from_millis(500);
+
+/// How often a rig's trimmer ([`Rig::start_trimmer`]) runs a round.
+pub const TRIM_EVERY: Duration = Duration::from_millis(500);
+
+/// A trimmer running over a rig's cluster ([`Rig::start_trimmer`]).
+pub struct Trimmer {
+    stop: Arc<AtomicBool>,
+    task: tokio::task::JoinHandle<Trimmed>,
+}
+
+impl Trimmer {
+    /// Stop after the current round; returns what every round trimmed.
+    pub async fn stop(self) -> Trimmed {
+        self.stop.store(true, Ordering::SeqCst);
+        self.task.await.expect("trimmer task")
+    }
+}
+
+/// The finalizer every object of [`Rig::finalizer_workload`] is created
+/// with.
+pub const HOLD_FINALIZER: &str = "leasehold.test/hold";
+
+/// The kind [`Rig::finalizer_workload`] writes: no controller watches it.
+pub const HOLD_KIND: &str = "claims";
+
+/// How many objects later [`Rig::finalizer_workload`] deletes (marks) an
+/// object, and removes its finalizer.
+const MARK_AFTER: usize = 3;
+const RELEASE_AFTER: usize = 6;
 
 /// How often [`Rig::bucket_workload`] makes the next request's outcome
 /// uncertain at the receiver: one bucket in this many.
@@ -774,6 +1019,77 @@ async fn put_any(
         }
     }
     None
+}
+
+/// One request of the finalizer workload, with the object media type
+/// (metadata in the body), through the first host that answers from
+/// `first` on: its status and the version its body names.
+async fn object_request(
+    addrs: &[String],
+    first: usize,
+    method: &str,
+    path: &str,
+    body: Option<&Value>,
+    headers: &[(&str, &str)],
+) -> Option<(u16, Option<u64>)> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let body = body.map(Value::to_string).unwrap_or_default();
+    for k in 0..addrs.len() {
+        let addr = &addrs[(first + k) % addrs.len()];
+        let mut head = format!(
+            "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: {}\r\n",
+            body.len()
+        );
+        if !body.is_empty() {
+            head.push_str("Content-Type: application/vnd.leasehold.object+json\r\n");
+        }
+        for (name, value) in headers {
+            head.push_str(&format!("{name}: {value}\r\n"));
+        }
+        head.push_str("\r\n");
+        let exchange = async {
+            let mut stream = tokio::net::TcpStream::connect(addr).await?;
+            stream.write_all(head.as_bytes()).await?;
+            stream.write_all(body.as_bytes()).await?;
+            let mut raw = Vec::new();
+            stream.read_to_end(&mut raw).await?;
+            Ok::<_, std::io::Error>(raw)
+        };
+        let Ok(Ok(raw)) = tokio::time::timeout(PUT_TIMEOUT, exchange).await else {
+            continue;
+        };
+        let text = String::from_utf8_lossy(&raw);
+        let Some(status) = text
+            .split_whitespace()
+            .nth(1)
+            .and_then(|s| s.parse::<u16>().ok())
+        else {
+            continue;
+        };
+        if status >= 500 {
+            continue;
+        }
+        let version = text
+            .split_once("\r\n\r\n")
+            .and_then(|(_, b)| serde_json::from_str::<Value>(b).ok())
+            .and_then(|v| v["version"].as_u64());
+        return Some((status, version));
+    }
+    None
+}
+
+/// The finalizer workload ([`Rig::finalizer_workload`]).
+pub struct FinalizerWorkload {
+    stop: Arc<AtomicBool>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl FinalizerWorkload {
+    /// Stop after the current step.
+    pub async fn stop(self) {
+        self.stop.store(true, Ordering::SeqCst);
+        self.task.await.expect("finalizer workload task");
+    }
 }
 
 /// Objects (tasks, or buckets) created in the background while faults

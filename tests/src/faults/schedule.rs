@@ -30,7 +30,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::reader::FeedReader;
+use super::reader::{FeedReader, FeedRecord};
 use super::rig::{Rig, Timing};
 use crate::proxy::{AtCommit, Mode};
 
@@ -356,6 +356,9 @@ pub struct Struck {
     /// Faults at a commit given up after [`ARM_WINDOW`]: the leader made no
     /// guest commit (no node had room).
     pub commits_missed: usize,
+    /// What the schedule's feed reader was given: also the checker's copy
+    /// of what retention may trim.
+    pub feed: FeedRecord,
 }
 
 impl Struck {
@@ -442,6 +445,9 @@ pub async fn run(schedule: &Schedule, rig: &mut Rig) -> Struck {
             }
         }
     }
+    // Retention stops before the reader does, so nothing is trimmed that
+    // the reader (the checker's copy) did not read.
+    rig.stop_trimmer().await;
     // Every fault is healed: a commit still held open ends within the
     // server's idle-in-transaction bound.
     let record = reader
@@ -456,6 +462,7 @@ pub async fn run(schedule: &Schedule, rig: &mut Rig) -> Struck {
         record.delivered.len(),
         record.through
     );
+    struck.feed = record;
     struck
 }
 

@@ -330,7 +330,7 @@ const RECORD_OUTBOUND: &str = "
 
 /// The schema version this host needs (and the newest it knows).
 pub(crate) fn required_schema_version() -> i32 {
-    db::MIGRATIONS
+    db::known_migrations()
         .iter()
         .map(|(version, _)| *version)
         .max()
