@@ -60,12 +60,12 @@ macro_rules! wal_timeline {
 }
 
 /// SQL expression: the lowest epoch a grant on the current timeline may
-/// carry, `leasehold_epoch_floor(timeline)` (migration 15): `(base bucket
-/// + timeline − base timeline) · 2^32 + 1`, the base recorded at the first
-/// migration and moved by adopting a copy. A database never adopted has
-/// base timeline t₀ and bucket t₀ − 1, so the floor is `(timeline − 1) ·
-/// 2^32 + 1`: timeline 1 (a server never failed over) gives 1, and epochs
-/// there are 1, 2, 3, ... as always. Each promotion moves the floor above
+/// carry, `leasehold_epoch_floor(timeline)` (migration 15):
+/// `(base bucket + timeline − base timeline) · 2^32 + 1`, the base
+/// recorded at the first migration and moved by adopting a copy. A
+/// database never adopted has base timeline t₀ and bucket t₀ − 1, so the
+/// floor is `(timeline − 1) · 2^32 + 1`: timeline 1 (a server never
+/// failed over) gives 1, and epochs there are 1, 2, 3, ... as always. Each promotion moves the floor above
 /// every epoch the former timeline can have issued (fewer than 2^32 per
 /// lease), including grants the standby never received, and so does it
 /// after an adoption moved every epoch up a bucket. See "Failover" in
@@ -572,8 +572,15 @@ impl PostgresAuthority {
     /// or proxy in between that drops notifications would otherwise go
     /// unnoticed: standbys and change-feed watchers fall back to polling.
     /// `Ok` with how long the notification took, or `Err` saying what to
-    /// fix.
+    /// fix. The verdict shows in `/metrics`
+    /// (`leasehold_db_notifications_verified`).
     pub async fn check_notifications(&self, within: Duration) -> Result<Duration, String> {
+        let verdict = self.notifications_arrive(within).await;
+        self.shared.db.note_notifications(verdict.is_ok());
+        verdict
+    }
+
+    async fn notifications_arrive(&self, within: Duration) -> Result<Duration, String> {
         let started = tokio::time::Instant::now();
         let deadline = started + within;
         let mut sessions = self.listener_sessions();
