@@ -401,5 +401,10 @@ mod tests {
             readme.contains(&format!("```rust\n{example}```")),
             "README.md must show examples/admission.rs verbatim in a rust block"
         );
+        let walkthrough = include_str!("../examples/usage.rs");
+        assert!(
+            readme.contains(&format!("```rust\n{walkthrough}```")),
+            "README.md must show examples/usage.rs verbatim in a rust block"
+        );
     }
 }

@@ -58,7 +58,11 @@ pub async fn request_within(
             "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: {}\r\n",
             body.len()
         );
-        if !body.is_empty() {
+        // JSON unless the caller names its own content type.
+        let typed = headers
+            .iter()
+            .any(|(name, _)| name.eq_ignore_ascii_case("content-type"));
+        if !body.is_empty() && !typed {
             head.push_str("Content-Type: application/json\r\n");
         }
         for (name, value) in headers {
