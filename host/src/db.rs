@@ -556,6 +556,10 @@ pub struct PoolStats {
     /// kind: `wait` (every connection busy), `create` (connecting took too
     /// long), `recycle` (checking a pooled connection took too long).
     pub timeouts: [(&'static str, u64); 3],
+    /// What the start-up notification self-test found: a `NOTIFY` sent
+    /// through this pool reached the host's LISTEN session (`Some(true)`),
+    /// or not (`Some(false)`); `None` until it ran.
+    pub notifications: Option<bool>,
 }
 
 /// The pool of a [`Database`]: a `deadpool` pool whose [`PooledPool::get`]
@@ -824,6 +828,9 @@ pub struct Database {
     /// Where dedicated sessions (LISTEN, the liveness session) connect
     /// (`[database] session_url`); `None`: `config`.
     session_config: Option<tokio_postgres::Config>,
+    /// The notification self-test's verdict, shared with the siblings:
+    /// 0 not run, 1 passed, 2 failed.
+    notifications: std::sync::Arc<std::sync::atomic::AtomicU8>,
 }
 
 impl std::fmt::Debug for Database {
@@ -879,6 +886,7 @@ impl Database {
         )?;
         sibling.statements = self.statements.clone();
         sibling.session_config = self.session_config.clone();
+        sibling.notifications = self.notifications.clone();
         Ok(sibling)
     }
 
@@ -900,6 +908,15 @@ impl Database {
             ..Statements::default()
         });
         self
+    }
+
+    /// Record what the notification self-test found (shown in
+    /// [`PoolStats::notifications`], for this pool and its siblings).
+    pub fn note_notifications(&self, arrived: bool) {
+        self.notifications.store(
+            if arrived { 1 } else { 2 },
+            std::sync::atomic::Ordering::Relaxed,
+        );
     }
 
     /// The pooler mode of this pool.
@@ -1041,6 +1058,7 @@ impl Database {
             sessions,
             statements: std::sync::Arc::default(),
             session_config: None,
+            notifications: std::sync::Arc::default(),
         })
     }
 
@@ -1059,6 +1077,14 @@ impl Database {
                 ("create", count(1)),
                 ("recycle", count(2)),
             ],
+            notifications: match self
+                .notifications
+                .load(std::sync::atomic::Ordering::Relaxed)
+            {
+                1 => Some(true),
+                2 => Some(false),
+                _ => None,
+            },
         }
     }
 

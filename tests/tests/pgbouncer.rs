@@ -409,6 +409,7 @@ async fn the_notification_self_test_passes_on_a_direct_session_and_warns_through
         .await
         .unwrap_or_else(|e| panic!("LISTEN on the server itself: {e}"));
     eprintln!("a notification through PgBouncer reached the direct LISTEN session in {took:?}");
+    assert_eq!(db.pool_stats().notifications, Some(true));
 
     // LISTEN through the pooler as well: the notification never reaches
     // the listening client.
@@ -426,6 +427,11 @@ async fn the_notification_self_test_passes_on_a_direct_session_and_warns_through
         warning.contains("did not arrive") && warning.contains("session_url"),
         "{warning}"
     );
+    assert_eq!(
+        db.pool_stats().notifications,
+        Some(false),
+        "the failed self-test shows in the pool's metrics"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -439,19 +445,36 @@ async fn hosts_behind_pgbouncer_hand_over_at_the_next_epoch_and_the_checker_find
     let mut rig = Rig::start_through(spec, database, Some(bouncer.addr()), &lines).await;
     rig.nodes(&[("n1", 100), ("n2", 100)]).await;
     let (leader, epoch) = rig.leader(SCHEDULER, Duration::from_secs(30)).await;
+    // Both hosts' notifications, sent through PgBouncer, reached their
+    // LISTEN sessions at session_url: logged and in /metrics.
     for i in 0..2 {
         eventually(
             &format!("host-{i} passes the notification self-test"),
             TEST_WAIT,
             || async {
-                rig.hosts[i]
+                let shown = rig.hosts[i]
                     .replica
-                    .log()
-                    .contains("notification self-test passed")
-                    .then_some(())
+                    .metric("leasehold_db_notifications_verified{pool=\"main\"}")
+                    .await?;
+                (shown != -1.0).then_some(())
             },
         )
         .await;
+        assert_eq!(
+            rig.hosts[i]
+                .replica
+                .metric("leasehold_db_notifications_verified{pool=\"main\"}")
+                .await,
+            Some(1.0),
+            "{}",
+            rig.hosts[i].replica.log_tail(40)
+        );
+        assert!(
+            rig.hosts[i]
+                .replica
+                .log()
+                .contains("notification self-test passed")
+        );
     }
     let load = rig.workload("t", Duration::from_millis(50));
     load.wait_acknowledged(3, TEST_WAIT).await;

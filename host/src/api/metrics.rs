@@ -33,6 +33,7 @@
 //! | `leasehold_db_pool_max_connections` | gauge: the pool's size | `pool` |
 //! | `leasehold_db_pool_waiting` | gauge: callers waiting for a connection | `pool` |
 //! | `leasehold_db_pool_timeouts_total` | counter: calls that got no connection in time | `pool`, `kind` = wait, create, recycle |
+//! | `leasehold_db_notifications_verified` | gauge: the start-up notification self-test: 1 a `NOTIFY` sent through the pool reached the LISTEN session, 0 it did not (a pooler or proxy drops notifications: watchers poll), -1 not run yet | `pool` |
 //! | `leasehold_lease_leaderless_seconds` | gauge: 0 while the lease's record shows a live tenure, else the time since its last tenure ended or expired | `lease` |
 //! | `leasehold_lease_epoch` | gauge: the lease's last granted epoch, from the database | `lease` |
 //! | `leasehold_lease_observe_failures_total` | counter: scrapes that could not read the lease records | |
@@ -335,6 +336,26 @@ fn render_pools(out: &mut String, pools: &[PoolStats]) {
             "leasehold_db_pool_waiting",
             &labels(&[("pool", &p.name)]),
             p.waiting,
+        );
+    }
+    header(
+        out,
+        "leasehold_db_notifications_verified",
+        "gauge",
+        "The start-up notification self-test: 1 when a NOTIFY sent through the pool reached \
+         this host's LISTEN session, 0 when it did not (a pooler or proxy between drops \
+         notifications; standbys and watchers poll), -1 until it ran.",
+    );
+    for p in pools {
+        sample(
+            out,
+            "leasehold_db_notifications_verified",
+            &labels(&[("pool", &p.name)]),
+            match p.notifications {
+                Some(true) => 1,
+                Some(false) => 0,
+                None => -1,
+            },
         );
     }
     header(
