@@ -1279,6 +1279,119 @@ async fn the_checker_reports_each_broken_guarantee() {
     }
 }
 
+/// With retention on, the checker judges what was trimmed from its own
+/// copy (a feed reader's record) and still catches violations there: a
+/// hand-written record whose events and changes up to position 10 are
+/// trimmed. The copy shows task b assigned twice (once trimmed, once kept)
+/// and claims/c deleted while the finalizer workload never released it;
+/// task a's only Assigned event is trimmed, which is no violation. Without
+/// the copy, the checker raises no false alarm for a, still catches the
+/// finalizer from the objects, and says its copy is incomplete.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_checker_judges_trimmed_history_from_its_copy() {
+    use leasehold_tests::faults::reader::{CopiedChange, CopiedEvent, FeedRecord};
+    use leasehold_tests::faults::watch::Hold;
+    let db = TestDatabase::create().await;
+    let (client, connection) = tokio_postgres::connect(db.url(), tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    client
+        .batch_execute(
+            "INSERT INTO leasehold_retention (cluster, events_floor, changes_floor) VALUES ('trim', 10, 10);
+             INSERT INTO leasehold_objects VALUES
+               ('trim', 'nodes', 'n1', 3, '{\"capacity\":2}', now(), NULL, NULL, NULL),
+               ('trim', 'tasks', 'a', 12, '{\"status\":\"assigned\",\"node\":\"n1\"}', now(), NULL, NULL, NULL),
+               ('trim', 'tasks', 'b', 14, '{\"status\":\"assigned\",\"node\":\"n1\"}', now(), NULL, NULL, NULL);
+             INSERT INTO leasehold_changes VALUES
+               ('trim', 12, 12, now(), 'tasks', 'a', 'updated', 12, NULL, NULL, NULL),
+               ('trim', 14, 14, now(), 'tasks', 'b', 'updated', 14, NULL, NULL, NULL);
+             INSERT INTO leasehold_events VALUES
+               ('trim', 14, 14, now(), 'tasks', 'b', 'Assigned', 'assigned to node n1 (2 of 2 slots) at epoch 1', NULL, NULL, NULL);",
+        )
+        .await
+        .expect("write the trimmed record");
+    let assigned = |seq: u64, task: &str| CopiedEvent {
+        seq,
+        revision: seq,
+        kind: "tasks".into(),
+        name: task.into(),
+        reason: "Assigned".into(),
+        message: "assigned to node n1 (1 of 2 slots) at epoch 1".into(),
+        stamp: None,
+    };
+    let change = |position: u64, kind: &str, name: &str, change: &str, version: u64| CopiedChange {
+        position,
+        at_micros: 0,
+        kind: kind.into(),
+        name: name.into(),
+        change: change.into(),
+        version,
+    };
+    let mut copy = FeedRecord::default();
+    copy.copy.events = vec![assigned(5, "a"), assigned(6, "b")];
+    copy.copy.changes = vec![
+        change(3, "nodes", "n1", "created", 3),
+        change(4, "claims", "c", "created", 4),
+        change(8, "claims", "c", "deleted", 4),
+    ];
+    let holds = vec![Hold {
+        kind: "claims".into(),
+        name: "c".into(),
+        finalizer: "leasehold.test/hold".into(),
+        held: vec![4],
+        removal_sent: false,
+    }];
+    let evidence = checker::Evidence {
+        holds: holds.clone(),
+        copy: Some(copy),
+        ..checker::Evidence::default()
+    };
+    let report = checker::check_all(db.url(), "trim", &evidence, &Vec::new).await;
+    eprintln!("{report}");
+    assert_eq!(report.floors, (10, 10));
+    assert!(
+        report
+            .violations
+            .iter()
+            .any(|v| v.rule == Rule::DoubleAssignment && v.detail.contains("task b")),
+        "b's trimmed assignment was not judged:\n{report}"
+    );
+    assert!(
+        report
+            .violations
+            .iter()
+            .any(|v| v.rule == Rule::Finalizer && v.detail.contains("deleted (change 8)")),
+        "the trimmed deletion of claims/c was not judged:\n{report}"
+    );
+    assert!(
+        !report.breaks(Rule::Assignment) && !report.breaks(Rule::Feed),
+        "a trimmed event or change raised a false alarm:\n{report}"
+    );
+
+    let evidence = checker::Evidence {
+        holds,
+        ..checker::Evidence::default()
+    };
+    let report = checker::check_all(db.url(), "trim", &evidence, &Vec::new).await;
+    eprintln!("{report}");
+    assert!(
+        !report.breaks(Rule::Assignment) && !report.breaks(Rule::Feed),
+        "without a copy, trimmed rows raised a false alarm:\n{report}"
+    );
+    assert!(
+        report.breaks(Rule::Finalizer),
+        "without a copy, claims/c being gone is still seen from the objects:\n{report}"
+    );
+    assert!(
+        report
+            .trimmed
+            .as_deref()
+            .is_some_and(|t| t.contains("the copy is incomplete")),
+        "{report}"
+    );
+}
+
 /// A `PUT /buckets/b` the fenced receiver recorded as decided `outcome`.
 fn effect(
     seq: u64,
