@@ -32,6 +32,7 @@ mod process;
 mod proxy;
 mod renew_load;
 mod report;
+mod retention;
 mod store_writes;
 mod support;
 mod throughput;
@@ -123,6 +124,11 @@ const PARTS: &[(&str, PartFn, &str)] = &[
         "scheduler tasks assigned per second and creation-to-assignment latency (PostgreSQL)",
     ),
     (
+        "retention",
+        retention::run,
+        "database size and transactions per second over 24 h of the end-to-end workload compressed into 10 min, retention on (PostgreSQL, minutes)",
+    ),
+    (
         "memory",
         memory::run,
         "host RSS with 1, 10, 100 idle controllers (PostgreSQL)",
@@ -143,7 +149,7 @@ fn usage() -> String {
     }
     text.push_str(
         "\nNeeds the guest components (`cargo xtask guests`), the `leasehold` binary of the\n\
-         same profile for handover, end-to-end and memory, and PostgreSQL at\n\
+         same profile for handover, end-to-end, retention and memory, and PostgreSQL at\n\
          LEASEHOLD_DATABASE_URL (default postgres://postgres@127.0.0.1:5432/postgres) for\n\
          the database parts. Each database part creates its own database and drops it.\n",
     );
