@@ -10,7 +10,7 @@ use std::time::Duration;
 use leasehold_host::runtime::{RelatedMap, RelatedWatch};
 use leasehold_host::testing::TestDatabase;
 use leasehold_tests::harness::ComponentHarness;
-use leasehold_tests::process::{Replica, eventually, free_port};
+use leasehold_tests::process::{Replica, eventually, free_port, run_to_end};
 use leasehold_tests::{TempDir, guest, http};
 use serde_json::Value;
 
@@ -161,4 +161,32 @@ async fn owned_and_labelled_changes_reconcile_their_note_on_the_memory_backend()
 async fn owned_and_labelled_changes_reconcile_their_note_on_postgresql() {
     let db = TestDatabase::create().await;
     owner_and_label_changes_reconcile_the_note(Some(db.url())).await;
+}
+
+/// `leasehold check` asks the component what it watches and refuses a
+/// related watch of a malformed kind or label key, naming the controller
+/// and what is wrong; the same component with well-formed watches passes
+/// and the note lists them.
+#[test]
+fn check_refuses_malformed_related_watches() {
+    let dir = TempDir::new();
+    let path = dir.path().join("leasehold.toml");
+    let good = config(free_port(), None);
+    std::fs::write(&path, &good).unwrap();
+    let (code, stdout, stderr) = run_to_end(&["check", "--config", path.to_str().unwrap()], &[]);
+    assert_eq!(code, 0, "stdout:\n{stdout}\nstderr:\n{stderr}");
+    assert!(
+        stdout.contains("controller notes: watches [\"notes\", \"items\"], related: parts by owner of kind notes; tags by label v020.test/note naming notes"),
+        "{stdout}"
+    );
+
+    let bad = format!("{good}[controllers.settings]\nbad_related = true\n");
+    std::fs::write(&path, &bad).unwrap();
+    let (code, stdout, stderr) = run_to_end(&["check", "--config", path.to_str().unwrap()], &[]);
+    assert_ne!(code, 0, "stdout:\n{stdout}\nstderr:\n{stderr}");
+    assert!(
+        stderr.contains("controller notes: related watch of kind \"Bad_Kind\"")
+            && stderr.contains("Bad_Kind"),
+        "{stderr}"
+    );
 }

@@ -62,6 +62,77 @@ impl Prepared {
         &self.settings.name
     }
 
+    /// Ask a throwaway instance of the component what it watches, and
+    /// check the answer as the worker does (`leasehold check`): `Ok` with a
+    /// note, or every problem (a malformed watched kind or related watch,
+    /// more related watches than the host keeps), each naming the
+    /// controller. The instance runs on an empty in-memory store under a
+    /// fence no authority granted, so any write it tried would be refused;
+    /// a component that cannot be instantiated or described is a note, not
+    /// a problem (the start reports it).
+    pub(crate) async fn check_description(&self, cluster: &str) -> Result<String, Vec<String>> {
+        let name = self.name();
+        let authority = Arc::new(crate::authority::memory::MemoryAuthority::new());
+        let store: Arc<dyn Store> = Arc::new(crate::store::MemoryStore::new(authority));
+        let fence = crate::fence::Fence {
+            key: crate::fence::LeaseKey::new(cluster, name),
+            epoch: crate::fence::Epoch(1),
+            holder: "leasehold-check".into(),
+        };
+        let revocation = self.compiled.revocation();
+        let described = match self
+            .compiled
+            .instantiate(fence, store, Arc::default(), revocation)
+            .await
+        {
+            Ok(mut instance) => instance.describe().await,
+            Err(e) => Err(e),
+        };
+        let description = match described {
+            Ok(description) => description,
+            Err(e) => {
+                return Ok(format!(
+                    "controller {name}: could not ask the component what it watches ({e})"
+                ));
+            }
+        };
+        let mut problems = Vec::new();
+        for kind in &description.watches {
+            if let Err(e) = crate::names::check_label("watched kind", kind) {
+                problems.push(format!("controller {name}: {e}"));
+            }
+        }
+        for watch in &description.related {
+            if let Err(e) = watch.check() {
+                problems.push(format!("controller {name}: {e}"));
+            }
+        }
+        let related = description.related.len();
+        if related > crate::runtime::MAX_RELATED_WATCHES {
+            problems.push(format!(
+                "controller {name}: describes {related} related watches; the host keeps the first {}",
+                crate::runtime::MAX_RELATED_WATCHES
+            ));
+        }
+        if !problems.is_empty() {
+            return Err(problems);
+        }
+        let related: Vec<String> = description
+            .related
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        Ok(format!(
+            "controller {name}: watches {:?}{}",
+            description.watches,
+            if related.is_empty() {
+                String::new()
+            } else {
+                format!(", related: {}", related.join("; "))
+            }
+        ))
+    }
+
     /// Where its guest may send HTTP requests.
     pub(crate) fn http_allow(&self) -> &crate::outbound::AllowList {
         &self.settings.http_allow

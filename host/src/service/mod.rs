@@ -214,6 +214,10 @@ pub async fn check(config: &Config) -> Result<Vec<String>, Vec<String>> {
                             p.http_allow()
                         ));
                     }
+                    match p.check_description(&config.cluster).await {
+                        Ok(note) => notes.push(note),
+                        Err(mut p) => problems.append(&mut p),
+                    }
                 }
             }
             Err(mut p) => problems.append(&mut p),
