@@ -383,9 +383,33 @@ struct Scheduler {
     conflicts: f64,
 }
 
+/// Longest the scheduler's work queue may take to empty after the last
+/// assignment (its own changes coming back), before its metrics are read
+/// anyway.
+const QUEUE_SETTLE: Duration = Duration::from_secs(30);
+
 impl Scheduler {
+    /// The scheduler's figures once its work queue is empty (the
+    /// reconciles its own commits caused included), or after
+    /// [`QUEUE_SETTLE`].
     async fn read(addr: &str) -> Result<Self> {
-        let response = http::get(addr, "/metrics").await?;
+        let settle = tokio::time::Instant::now() + QUEUE_SETTLE;
+        let response = loop {
+            let response = http::get(addr, "/metrics").await?;
+            let depth: f64 = response
+                .body
+                .lines()
+                .filter(|l| {
+                    l.starts_with("leasehold_work_queue_depth")
+                        && l.contains("controller=\"scheduler\"")
+                })
+                .filter_map(|l| l.rsplit_once(' ')?.1.parse::<f64>().ok())
+                .sum();
+            if depth == 0.0 || tokio::time::Instant::now() > settle {
+                break response;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        };
         let value = |name: &str, labels: &str| -> f64 {
             response
                 .body
@@ -416,7 +440,7 @@ impl Scheduler {
             PART,
             format!("{phase}: scheduler reconciles per assignment"),
             format!(
-                "{:.2} ({:.0} reconciles, mean {})",
+                "{:.3} ({:.0} reconciles, mean {})",
                 self.reconciles / tasks as f64,
                 self.reconciles,
                 crate::report::duration(Duration::from_secs_f64(mean))
@@ -426,7 +450,7 @@ impl Scheduler {
             PART,
             format!("{phase}: where the time goes"),
             format!(
-                "reconciles filled {:.0} % of the phase ({} of {}, counted from the process start); commits ok {:.0} ({:.1} tasks each), conflict {:.0}",
+                "reconciles took {1} (from the start until the queue emptied) for a phase of {2} ({0:.0} %); commits ok {3:.0} ({4:.1} tasks each), conflict {5:.0}",
                 100.0 * self.busy / phase_time.as_secs_f64().max(1e-9),
                 crate::report::duration(Duration::from_secs_f64(self.busy)),
                 crate::report::duration(phase_time),
