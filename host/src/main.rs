@@ -407,7 +407,9 @@ fn database_url(given: Option<String>) -> String {
 
 async fn migrate(given: Option<String>) -> anyhow::Result<ExitCode> {
     let url = database_url(given);
-    let db = Database::new(&url, 2)?;
+    // Unnamed statements: a one-shot command works through any pooler,
+    // PgBouncer in transaction pooling included.
+    let db = Database::new(&url, 2)?.with_pooler(db::Pooler::Transaction);
     let endpoint = db.endpoint().to_string();
     // The error names the endpoint already (password redacted).
     let applied = db.migrate().await?;
@@ -465,7 +467,8 @@ async fn leases(
         }
     };
     check_label("cluster", &cluster)?;
-    let db = Database::new(&url, 2)?;
+    // Unnamed statements, as `migrate`: through any pooler.
+    let db = Database::new(&url, 2)?.with_pooler(db::Pooler::Transaction);
     let authority = PostgresAuthority::new(db, ExpectedIdentity::default());
     let mut out = std::io::stdout().lock();
     match history {
