@@ -597,8 +597,10 @@ struct Checker {
     /// retention), or there is no copy while something was trimmed.
     copy_incomplete: bool,
     /// Guest writes that could not be judged: trimmed events, and writes
-    /// of trimmed tenures.
+    /// of trimmed tenures (and outbound requests of trimmed tenures).
     unjudged: usize,
+    /// Whether retention trimmed tenures (`tenure_retention` was given).
+    tenures_trimmed: bool,
     leases: BTreeMap<String, LeaseRow>,
     tenures: BTreeMap<String, Vec<Tenure>>,
     events: Vec<EventRow>,
@@ -753,6 +755,7 @@ impl Checker {
             from_copy: (0, 0),
             copy_incomplete: false,
             unjudged: 0,
+            tenures_trimmed: false,
             leases,
             tenures,
             events,
@@ -828,6 +831,7 @@ impl Checker {
     }
 
     fn run(mut self, evidence: &Evidence, record: &[RecordEntry], later: &[RecordEntry]) -> Report {
+        self.tenures_trimmed = evidence.tenure_retention.is_some();
         self.check_tenures(evidence.tenure_retention);
         self.check_writes(evidence.tenure_retention.is_some());
         self.check_event_log();
@@ -853,8 +857,8 @@ impl Checker {
             self.report.trimmed = Some(format!(
                 "events trimmed through seq {events}, changes through position {changes}; \
                  {} event(s) and {} change(s) taken from the checker's copy{}; \
-                 {} guest write(s) not placed in commit order (trimmed events, or epochs of \
-                 trimmed tenures; tenure_retention {:?})",
+                 {} guest write(s) or outbound request(s) not judged against the tenures \
+                 (trimmed events, or epochs of trimmed tenures; tenure_retention {:?})",
                 self.from_copy.0,
                 self.from_copy.1,
                 if self.copy_incomplete {
@@ -1493,6 +1497,14 @@ impl Checker {
                 .tenures
                 .get(lease)
                 .and_then(|t| t.iter().find(|t| u64::try_from(t.epoch) == Ok(epoch)));
+            // Retention trimmed the tenure it names: not judged.
+            if self.tenures_trimmed
+                && let Some(oldest) = self.tenures.get(lease).and_then(|t| t.first())
+                && u64::try_from(oldest.epoch).is_ok_and(|oldest| epoch < oldest)
+            {
+                self.unjudged += 1;
+                continue;
+            }
             match tenure {
                 None => found.push((
                     Rule::EffectWrongTenure,
@@ -1667,6 +1679,15 @@ pub fn judge_feed(committed: &[Delivery], floors: [u64; 2], record: &FeedRecord)
             .collect();
         let mut given: BTreeMap<u64, usize> = BTreeMap::new();
         let mut previous: Option<u64> = None;
+        // A deletion records the version the object had: the same as the
+        // change before it (known from the reader's copy).
+        let deletions: BTreeSet<u64> = record
+            .copy
+            .changes
+            .iter()
+            .filter(|c| c.change == "deleted")
+            .map(|c| c.position)
+            .collect();
         let mut versions: BTreeMap<(&str, &str), u64> = BTreeMap::new();
         for d in record.delivered.iter().filter(|d| d.stream == stream) {
             *given.entry(d.position).or_default() += 1;
@@ -1695,7 +1716,7 @@ pub fn judge_feed(committed: &[Delivery], floors: [u64; 2], record: &FeedRecord)
             if stream == Stream::Changes {
                 let key = (d.kind.as_str(), d.name.as_str());
                 if let Some(&v) = versions.get(&key)
-                    && d.version <= v
+                    && (d.version < v || (d.version == v && !deletions.contains(&d.position)))
                 {
                     found.push(format!(
                         "{reader} was given {}/{} at version {} after version {v}",
@@ -1876,6 +1897,34 @@ mod feed_rule {
         let found = judge_feed(&committed(), [0, 0], &wrongly);
         assert_eq!(details(&found).len(), 1, "{:?}", details(&found));
         assert!(details(&found)[0].contains("told it that position was trimmed"));
+    }
+
+    /// A deletion records the version the object had, so it repeats the
+    /// version of the change before it: clean when the reader's copy shows
+    /// it is a deletion, a violation otherwise.
+    #[test]
+    fn a_deletion_repeats_the_last_version() {
+        let committed = vec![change(3, "a", 2), change(7, "a", 2)];
+        let mut deleted = record(committed.clone(), 7);
+        deleted
+            .copy
+            .changes
+            .push(super::super::reader::CopiedChange {
+                position: 7,
+                at_micros: 0,
+                kind: "tasks".into(),
+                name: "a".into(),
+                change: "deleted".into(),
+                version: 2,
+            });
+        let found = judge_feed(&committed, [0, 0], &deleted);
+        assert!(found.is_empty(), "{:?}", details(&found));
+        let found = judge_feed(&committed, [0, 0], &record(committed.clone(), 7));
+        assert!(
+            details(&found)
+                .iter()
+                .any(|d| d.contains("version 2 after version 2"))
+        );
     }
 
     #[test]
