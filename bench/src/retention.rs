@@ -186,10 +186,10 @@ async fn measure(scale: Scale, report: &mut Report) -> Result<()> {
     stop.store(true, Ordering::Relaxed);
     creator.await??;
     deleter.await??;
-    if !replica
+    if replica
         .controller_state("scheduler")
         .await
-        .is_some_and(|s| s == "leading")
+        .is_none_or(|s| s != "leading")
     {
         bail!(
             "the scheduler stopped leading during the run:\n{}",
