@@ -41,7 +41,7 @@ use leasehold_host::authority::{Authority, ExpectedIdentity};
 use leasehold_host::fence::Fence;
 use leasehold_host::limits::MAX_PAGE_SIZE;
 use leasehold_host::runtime::{CommitCounters, GuestInstance, Reconciled};
-use leasehold_host::store::{NewEvent, Op, PostgresStore, Store};
+use leasehold_host::store::{Metadata, NewEvent, Op, PostgresStore, Store};
 use leasehold_host::testing::TestDatabase;
 use scheduler::Scheduler;
 
@@ -435,8 +435,25 @@ async fn native_on_store(
                 key: key(&k.kind, &k.name),
                 expected_version: version(&k.kind, &k.name)?,
             },
-            // The scheduler writes values only; anything else would make
-            // the native side's calls differ from the component's.
+            // An assignment writes the task's value and metadata (its slot
+            // finalizer and node label) in one op.
+            leasehold_guest::Op::Replace {
+                key: k,
+                value,
+                meta,
+                ..
+            } => Op::Replace {
+                key: key(&k.kind, &k.name),
+                expected_version: version(&k.kind, &k.name)?,
+                value: value.clone(),
+                meta: meta.as_ref().map(|m| Metadata {
+                    labels: m.labels.clone(),
+                    owner: m.owner.as_ref().map(|o| key(&o.kind, &o.name)),
+                    finalizers: m.finalizers.clone(),
+                }),
+            },
+            // Anything else would make the native side's calls differ from
+            // the component's.
             other => {
                 bail!("the native scheduler made an operation this part does not replay: {other:?}")
             }

@@ -84,8 +84,8 @@ use std::time::Duration;
 
 use leasehold_guest::{
     Api, Context, Controller, Description, Error, Kind, MAX_CALL_PAYLOAD_BYTES,
-    MAX_EVENTS_PER_COMMIT, MAX_OPS_PER_COMMIT, MAX_PAGE_SIZE, Object, Outcome, Retry, Selector,
-    StoreError, Transaction, retry_on_conflict,
+    MAX_EVENTS_PER_COMMIT, MAX_OPS_PER_COMMIT, MAX_PAGE_SIZE, Object, Outcome, Reason, Retry,
+    Selector, StoreError, Transaction, retry_on_conflict,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
@@ -202,7 +202,17 @@ impl Controller for Scheduler {
     fn reconcile(&self, ctx: &Context, kind: &str, name: &str) -> Result<Outcome, Error> {
         match kind {
             TASKS => {
-                release_if_done(ctx, name)?;
+                let seen = release_if_done(ctx, name)?;
+                // A change that leaves nothing new to place (the task is
+                // assigned, finished without a slot, or gone, and no slot
+                // was freed: typically the change this scheduler's own
+                // assignment made) is answered from the one read above,
+                // without listing the pending tasks. Every other cause (a
+                // timer, a retry, a resync) schedules, so a batch bound's
+                // requeue and a failed placement always go on.
+                if seen == TaskSeen::Settled && ctx.reason() == Reason::Change {
+                    return Ok(Outcome::Done);
+                }
                 schedule(ctx)
             }
             // A new node or a capacity change may make room.
@@ -254,31 +264,49 @@ fn slots_used(node: &Object<Node>) -> Result<u64, Error> {
         .count() as u64)
 }
 
+/// What [`release_if_done`] found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum TaskSeen {
+    /// The task is pending: there is something to place.
+    Pending,
+    /// It gave up its slot in this reconcile: a pending task may take it.
+    Freed,
+    /// Nothing for this task to place or free: assigned, finished without
+    /// a slot, gone, or unreadable.
+    Settled,
+}
+
 /// Free the slot of task `name` if it holds one and no longer needs it: it
 /// is marked for deletion, or its status is neither pending nor assigned.
 /// One commit: the task loses the finalizer and the label (and goes, if it
 /// was marked and that was its last finalizer), the node's `assigned` goes
 /// down by one, and a `Released` event records it.
-fn release_if_done(ctx: &Context, name: &str) -> Result<(), Error> {
+fn release_if_done(ctx: &Context, name: &str) -> Result<TaskSeen, Error> {
     retry_on_conflict(MAX_CONFLICT_RETRIES + 1, || {
         let Some(task) = ctx.api::<Value>(Task::KIND).get(name)? else {
-            return Ok(());
-        };
-        let Some(node_name) = held_slot(&task).map(str::to_string) else {
-            // Not ours to free (never assigned, or freed already). Decoded
-            // for the warning a malformed task deserves.
-            decode_or_warn::<Task>(&task);
-            return Ok(());
+            return Ok(TaskSeen::Settled);
         };
         let status = task
             .decode::<Task>()
             .ok()
             .and_then(|t| t.value.status)
             .unwrap_or_default();
+        let pending = !task.is_deleting() && status == PENDING;
+        let seen = if pending {
+            TaskSeen::Pending
+        } else {
+            TaskSeen::Settled
+        };
+        let Some(node_name) = held_slot(&task).map(str::to_string) else {
+            // Not ours to free (never assigned, or freed already). Decoded
+            // for the warning a malformed task deserves.
+            decode_or_warn::<Task>(&task);
+            return Ok(seen);
+        };
         if !task.is_deleting() && (status == PENDING || status == ASSIGNED) {
             // Still assigned, or pending again (placed anew, with its old
             // slot freed in the same commit, by `schedule`).
-            return Ok(());
+            return Ok(seen);
         }
         let mut meta = task.meta.clone();
         meta.finalizers.retain(|f| f != SLOT_FINALIZER);
@@ -309,7 +337,7 @@ fn release_if_done(ctx: &Context, name: &str) -> Result<(), Error> {
         );
         tx.event(TASKS, name, RELEASED_REASON, message).commit()?;
         leasehold_guest::info!("released the slot of tasks/{name} on nodes/{node_name}");
-        Ok(())
+        Ok(TaskSeen::Freed)
     })
 }
 

@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 
 use leasehold_guest::{
-    At, Controller, FakeHost, Fault, MAX_EVENTS_PER_COMMIT, MAX_OPS_PER_COMMIT, Op, Reply,
+    At, Controller, FakeHost, Fault, MAX_EVENTS_PER_COMMIT, MAX_OPS_PER_COMMIT, Op, Reason, Reply,
 };
 use scheduler::{
     ASSIGNED_REASON, CONFLICT_RETRY_AFTER, MAX_ASSIGNMENTS_PER_RECONCILE, MAX_CONFLICT_RETRIES,
@@ -756,4 +756,34 @@ fn a_lost_reply_on_a_batch_assigns_nothing_twice() {
     assert_eq!(host.events_with_reason(ASSIGNED_REASON).len(), 150);
     assert_eq!(node_count(&host, "n1"), Some(150));
     assert_eq!(usage(&host), BTreeMap::from([("n1".to_string(), 150)]));
+}
+
+#[test]
+fn a_change_that_leaves_nothing_to_place_is_answered_without_scheduling() {
+    let host = FakeHost::new();
+    node(&host, "n1", 2);
+    pending(&host, "t1");
+    assert_eq!(host.reconcile(&Scheduler, TASKS, "t1"), Reply::Done);
+    assert_eq!(task(&host, "t1")["node"], "n1");
+
+    // A pending task nobody has reconciled yet (its own change is still
+    // queued). The change of t1 that the assignment made leaves nothing
+    // new to place: t1's reconcile reads t1 and stops.
+    pending(&host, "t2");
+    let commits = host.commits().len();
+    assert_eq!(
+        host.reconcile_because(&Scheduler, TASKS, "t1", Reason::Change),
+        Reply::Done
+    );
+    assert_eq!(pending_names(&host), ["t2"]);
+    assert_eq!(host.commits().len(), commits);
+
+    // Any other cause schedules (a batch bound's requeue, a retry, a
+    // resync): t2 is placed from t1's reconcile.
+    assert_eq!(
+        host.reconcile_because(&Scheduler, TASKS, "t1", Reason::Requeue),
+        Reply::Done
+    );
+    assert!(pending_names(&host).is_empty());
+    assert_within_capacity(&host);
 }
