@@ -170,10 +170,11 @@ pub(super) fn wakes(description: &Description, changes: &[Change]) -> Vec<(Objec
 
 #[cfg(test)]
 mod tests {
-    use crate::{
-        Api, Context, Controller, Description, Error, FakeHost, Map, Metadata, ObjectKey, Outcome,
-        Reason, Transaction,
-    };
+    use crate::controller::{Context, Controller, Description, Map, Outcome, Reason};
+    use crate::error::Error;
+    use crate::fake::FakeHost;
+    use crate::object::{Api, Metadata, ObjectKey};
+    use crate::transaction::Transaction;
 
     /// Watches tasks, owns pods (owners of kind `tasks` only), and maps
     /// `leases` through the label `example.com/task`.
