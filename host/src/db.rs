@@ -47,6 +47,7 @@ pub const MIGRATIONS: &[(i32, &str)] = &[
     (13, include_str!("../migrations/0013_retention.sql")),
     (14, include_str!("../migrations/0014_change_relations.sql")),
     (15, include_str!("../migrations/0015_epoch_base.sql")),
+    (16, include_str!("../migrations/0016_hosts.sql")),
 ];
 
 /// The migrations this program knows: [`MIGRATIONS`], but in the

@@ -1,0 +1,15 @@
+-- Leasehold schema, version 16: the host registry's heartbeat, for fair
+-- placement of leases across replicas.
+--
+-- `leasehold_hosts` (migration 6) already records each host that claimed
+-- a holder name, with the controllers it runs. Placement also needs to
+-- know which hosts are live now: each host beats `heartbeat_at` (the
+-- database's clock) in one statement per interval, however many leases it
+-- holds, and clears it when it shuts down in order. A host is live while
+-- its heartbeat is younger than the lease ttl and its holder claim lock is
+-- held (its liveness session, migration 6): a host killed outright stops
+-- counting the moment the server drops its session.
+--
+-- NULL: never beaten (a host of an older version, or one that has not
+-- beaten yet) or deregistered. Adding a nullable column rewrites nothing.
+ALTER TABLE leasehold_hosts ADD COLUMN heartbeat_at timestamptz;
