@@ -1,0 +1,1441 @@
+/**
+ * A fake host for testing controllers natively, with node's test runner.
+ *
+ * `FakeHost` answers every host call the SDK makes with the real host's
+ * rules: kinds and names are DNS labels; values are JSON within the size
+ * limit, normalized (compact, keys sorted); versions are store revisions
+ * that only grow and are never reused; every operation of a commit applies
+ * or none does; one operation per object per commit; metadata rules,
+ * finalizers, the deletion mark and owner deletion (transitively, at most
+ * 1000 per commit) as the host applies them; selectors with the host's
+ * containment; commits fenced by the lease (`revoke`, `newTenure`).
+ *
+ * Faults are aimed at a call or commit: `Fault.FENCED` (the lease is
+ * lost), `Fault.CONFLICT`, `Fault.UNAVAILABLE`, `Fault.LOST_REPLY` (the
+ * commit applied, its reply lost: the guest sees `Unavailable`), and quota
+ * refusals. `before` runs a write "by someone else" just before a call.
+ *
+ * Creating a `FakeHost` installs it: the SDK's calls go to the newest one.
+ *
+ * @module
+ */
+
+import { Reason, dispatch, strongest } from './controller.js';
+import { Conflict, Fenced, Invalid, NotFound, QUOTA_EXCEEDED_PREFIX, StoreError, Unavailable, invalid } from './errors.js';
+import { Fence } from './fence.js';
+import { install } from './host.js';
+import { Metadata, ObjectKey } from './keys.js';
+import * as L from './limits.js';
+import { decodeRaw } from './objects.js';
+import { Check, Committed, Create, CreateWith, Delete, Replace, Status, Update } from './transaction.js';
+
+/** The fake's clock starts here: 2026-01-01T00:00:00Z. */
+export const START = new Date(Date.UTC(2026, 0, 1));
+
+/** The bounds the fake enforces; the host's defaults unless given. */
+export class Limits {
+  /** @param {Partial<Limits>} [given] */
+  constructor(given = {}) {
+    /** @type {number} */ this.maxValueBytes = given.maxValueBytes ?? L.MAX_VALUE_BYTES;
+    /** @type {number} */ this.maxOpsPerCommit = given.maxOpsPerCommit ?? L.MAX_OPS_PER_COMMIT;
+    /** @type {number} */ this.maxEventsPerCommit = given.maxEventsPerCommit ?? L.MAX_EVENTS_PER_COMMIT;
+    /** @type {number} */ this.maxEventReasonBytes = given.maxEventReasonBytes ?? L.MAX_EVENT_REASON_BYTES;
+    /** @type {number} */ this.maxEventMessageBytes = given.maxEventMessageBytes ?? L.MAX_EVENT_MESSAGE_BYTES;
+    /** @type {number} */ this.maxPageSize = given.maxPageSize ?? L.MAX_PAGE_SIZE;
+    /** @type {number} */ this.maxCallPayloadBytes = given.maxCallPayloadBytes ?? L.MAX_CALL_PAYLOAD_BYTES;
+    /** @type {number} */ this.logLineBytes = given.logLineBytes ?? L.LOG_LINE_BYTES;
+    Object.freeze(this);
+  }
+}
+
+/**
+ * A fault the fake injects at a chosen call or commit.
+ *
+ * @readonly
+ * @enum {string}
+ */
+export const Fault = Object.freeze({
+  /** The lease is lost: this call and every later one throw `Fenced`. */
+  FENCED: 'fenced',
+  /** The commit throws `Conflict` naming its first object (commits only). */
+  CONFLICT: 'conflict',
+  /** The call throws `Unavailable` and does nothing. */
+  UNAVAILABLE: 'unavailable',
+  /** The commit applies, then its reply is lost: `Unavailable` (commits only). */
+  LOST_REPLY: 'lost-reply',
+  /** A `max_creates_per_second` quota refusal (commits only). */
+  QUOTA_CREATES: 'quota-creates',
+  /** A `max_objects_per_kind` quota refusal (commits only). */
+  QUOTA_OBJECTS: 'quota-objects',
+});
+
+/**
+ * True for faults that only a commit can meet.
+ *
+ * @param {string} fault one of `Fault`
+ * @returns {boolean}
+ */
+export function commitsOnly(fault) {
+  return fault !== Fault.FENCED && fault !== Fault.UNAVAILABLE;
+}
+
+/**
+ * Which call a fault or hook aims at, counting from 1 (the next one).
+ * `At.call(n)`: the n-th store call from now (get, list or commit);
+ * `At.commit(n)`: the n-th commit from now.
+ */
+export class At {
+  /** @param {boolean} commits @param {number} n */
+  constructor(commits, n) {
+    /** @type {boolean} */ this.commits = commits;
+    /** @type {number} */ this.n = n;
+    Object.freeze(this);
+  }
+
+  /** The n-th store call from now, of any kind. @param {number} n @returns {At} */
+  static call(n) {
+    return new At(false, n);
+  }
+
+  /** The n-th commit from now. @param {number} n @returns {At} */
+  static commit(n) {
+    return new At(true, n);
+  }
+}
+
+/**
+ * How many store calls of each kind the guest made.
+ *
+ * @typedef {object} CallCounts
+ * @property {number} get
+ * @property {number} list `list` and `listSelected`
+ * @property {number} commit
+ * @property {number} total all store calls
+ */
+
+/**
+ * A commit that applied: revision, the epoch it was made in, ops and events.
+ *
+ * @typedef {object} CommitRecord
+ * @property {number} revision
+ * @property {number} epoch
+ * @property {import('./transaction.js').Op[]} ops as normalized by the fake
+ * @property {import('./transaction.js').NewEvent[]} events
+ * @property {number[]} eventSeqs
+ */
+
+/**
+ * An event in the fake's event log.
+ *
+ * @typedef {object} EventRecord
+ * @property {number} seq
+ * @property {number} revision the commit that appended it
+ * @property {number} epoch the tenure that appended it
+ * @property {ObjectKey} key what it is about
+ * @property {string} reason
+ * @property {string} message
+ */
+
+/**
+ * One entry of the change stream: `key` written (or removed) at `revision`.
+ * `before` and `after` are the object's metadata before and after the
+ * change (null where it did not exist): what related watches map through.
+ *
+ * @typedef {object} Change
+ * @property {number} revision
+ * @property {ObjectKey} key
+ * @property {boolean} deleted
+ * @property {Metadata | null} before
+ * @property {Metadata | null} after
+ */
+
+/**
+ * A log line the guest wrote, with the epoch it was written in.
+ *
+ * @typedef {object} LogLine
+ * @property {string} level one of `Level`
+ * @property {string} message
+ * @property {number} epoch
+ */
+
+/**
+ * @typedef {object} Stored
+ * @property {number} version
+ * @property {string} value
+ * @property {Metadata} metadata
+ * @property {string | null} status
+ * @property {number} generation
+ * @property {number | null} deletingSinceMs
+ */
+
+// ----- rules -----------------------------------------------------------------
+
+const encoder = new TextEncoder();
+
+/** @param {string} text */
+function utf8Len(text) {
+  return encoder.encode(text).length;
+}
+
+/** @param {string} c */
+function isLowerAlnum(c) {
+  return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
+}
+
+/** @param {string} c */
+function isAlnum(c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+}
+
+/**
+ * @param {string} what
+ * @param {string} value
+ */
+function checkLabel(what, value) {
+  /** @param {string} rule */
+  const refuse = (rule) => {
+    throw new Invalid(`invalid ${what} ${JSON.stringify(value)}: ${rule}`);
+  };
+  if (typeof value !== 'string' || value.length === 0) refuse('must not be empty');
+  if (value.length > L.MAX_LABEL_LEN) refuse('must be at most 63 characters');
+  if (!(isLowerAlnum(value[0]) && isLowerAlnum(value[value.length - 1]))) {
+    refuse('must start and end with a lowercase letter or digit');
+  }
+  if (![...value].every((c) => isLowerAlnum(c) || c === '-')) {
+    refuse("may contain only lowercase letters, digits and '-'");
+  }
+}
+
+/**
+ * True if `value` is an object name (a DNS label).
+ *
+ * @param {string} value
+ * @returns {boolean}
+ */
+function isName(value) {
+  try {
+    checkLabel('name', value);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** @param {ObjectKey} key */
+function checkKey(key) {
+  checkLabel('object kind', key.kind);
+  checkLabel('object name', key.name);
+}
+
+/** @param {string} text @param {number} maxBytes */
+function qualified(text, maxBytes) {
+  return (
+    text.length > 0 &&
+    utf8Len(text) <= maxBytes &&
+    isAlnum(text[0]) &&
+    isAlnum(text[text.length - 1]) &&
+    [...text].every((c) => isAlnum(c) || '-_./'.includes(c))
+  );
+}
+
+/** @param {string} text */
+function labelValue(text) {
+  return (
+    text === '' ||
+    (utf8Len(text) <= L.MAX_LABEL_VALUE_BYTES &&
+      isAlnum(text[0]) &&
+      isAlnum(text[text.length - 1]) &&
+      [...text].every((c) => isAlnum(c) || '-_.'.includes(c)))
+  );
+}
+
+/** @param {string} text */
+function shown(text) {
+  return JSON.stringify(text.slice(0, 80));
+}
+
+/**
+ * Compact JSON with object keys sorted, as the host normalizes values.
+ *
+ * @param {any} value
+ * @returns {string}
+ */
+export function canonicalJson(value) {
+  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
+  if (value !== null && typeof value === 'object') {
+    const keys = Object.keys(value).sort();
+    return `{${keys.map((k) => `${JSON.stringify(k)}:${canonicalJson(value[k])}`).join(',')}}`;
+  }
+  return JSON.stringify(value);
+}
+
+/**
+ * @param {Limits} limits
+ * @param {ObjectKey} key
+ * @param {string} part
+ * @param {string} text
+ * @returns {string}
+ */
+function normalize(limits, key, part, text) {
+  /** @param {number} size @param {string} how */
+  const tooLarge = (size, how) =>
+    new Invalid(`the ${part} of ${key} is ${size} bytes${how}; the limit is ${limits.maxValueBytes}`);
+  if (utf8Len(text) > limits.maxValueBytes) throw tooLarge(utf8Len(text), '');
+  let parsed;
+  try {
+    parsed = JSON.parse(text);
+  } catch (e) {
+    throw new Invalid(`the ${part} of ${key} is not JSON: ${/** @type {Error} */ (e).message}`);
+  }
+  const normal = canonicalJson(parsed);
+  if (utf8Len(normal) > limits.maxValueBytes) throw tooLarge(utf8Len(normal), ' once normalized');
+  return normal;
+}
+
+/**
+ * @param {ObjectKey} key
+ * @param {Metadata} meta
+ */
+function checkMetadata(key, meta) {
+  const labels = Object.entries(meta.labels);
+  if (labels.length > L.MAX_LABELS) {
+    throw new Invalid(`${key} has ${labels.length} labels; the limit is ${L.MAX_LABELS}`);
+  }
+  for (const [name, value] of labels) {
+    if (!qualified(name, L.MAX_LABEL_KEY_BYTES)) {
+      throw new Invalid(
+        `label key ${shown(name)} of ${key} must be 1 to ${L.MAX_LABEL_KEY_BYTES} ASCII letters, digits, ` +
+          "'-', '_', '.' or '/', beginning and ending with a letter or digit",
+      );
+    }
+    if (!labelValue(value)) {
+      throw new Invalid(
+        `label ${name} of ${key} has value ${shown(value)}; a label value is empty or 1 to ` +
+          `${L.MAX_LABEL_VALUE_BYTES} ASCII letters, digits, '-', '_' or '.', beginning and ending with a ` +
+          'letter or digit',
+      );
+    }
+  }
+  if (meta.finalizers.length > L.MAX_FINALIZERS) {
+    throw new Invalid(`${key} has ${meta.finalizers.length} finalizers; the limit is ${L.MAX_FINALIZERS}`);
+  }
+  meta.finalizers.forEach((finalizer, i) => {
+    if (!qualified(finalizer, L.MAX_FINALIZER_BYTES)) {
+      throw new Invalid(
+        `finalizer ${shown(finalizer)} of ${key} must be 1 to ${L.MAX_FINALIZER_BYTES} ASCII letters, ` +
+          "digits, '-', '_', '.' or '/', beginning and ending with a letter or digit",
+      );
+    }
+    if (meta.finalizers.slice(0, i).includes(finalizer)) {
+      throw new Invalid(`finalizer ${finalizer} of ${key} is listed twice`);
+    }
+  });
+  if (meta.owner !== null) {
+    checkLabel('owner kind', meta.owner.kind);
+    checkLabel('owner name', meta.owner.name);
+    if (meta.owner.equals(key)) throw new Invalid(`${key} cannot own itself`);
+  }
+}
+
+/** @param {Metadata | null} meta */
+function metaSize(meta) {
+  if (meta === null) return 0;
+  let size = Object.entries(meta.labels).reduce((n, [k, v]) => n + utf8Len(k) + utf8Len(v), 0);
+  if (meta.owner !== null) size += utf8Len(meta.owner.kind) + utf8Len(meta.owner.name);
+  return size + meta.finalizers.reduce((n, f) => n + utf8Len(f), 0);
+}
+
+/** @param {import('./transaction.js').Op} op */
+function opSize(op) {
+  let size = utf8Len(op.key.kind) + utf8Len(op.key.name);
+  if (op instanceof Create || op instanceof Update) size += utf8Len(op.value);
+  else if (op instanceof CreateWith) size += utf8Len(op.value) + metaSize(op.metadata);
+  else if (op instanceof Replace) size += (op.value === null ? 0 : utf8Len(op.value)) + metaSize(op.metadata);
+  else if (op instanceof Status) size += op.status === null ? 0 : utf8Len(op.status);
+  return size;
+}
+
+/**
+ * @param {Limits} limits
+ * @param {import('./transaction.js').NewEvent} event
+ */
+function checkEvent(limits, event) {
+  checkKey(event.key);
+  const { key, reason } = event;
+  if (utf8Len(reason) > limits.maxEventReasonBytes) {
+    throw new Invalid(
+      `the reason of an event about ${key} is ${utf8Len(reason)} bytes; the limit is ${limits.maxEventReasonBytes}`,
+    );
+  }
+  const pascal = reason.length > 0 && reason[0] >= 'A' && reason[0] <= 'Z' && [...reason].every(isAlnum);
+  if (!pascal) {
+    throw new Invalid(
+      `the reason ${JSON.stringify(reason)} of an event about ${key} must be a PascalCase word ` +
+        '(A-Z first, then letters and digits)',
+    );
+  }
+  if (utf8Len(event.message) > limits.maxEventMessageBytes) {
+    throw new Invalid(
+      `the message of an event about ${key} is ${utf8Len(event.message)} bytes; the limit is ` +
+        `${limits.maxEventMessageBytes}`,
+    );
+  }
+  if (event.message.includes('\0')) {
+    throw new Invalid(`the message of an event about ${key} contains a NUL character`);
+  }
+}
+
+/**
+ * @param {Limits} limits
+ * @param {readonly import('./transaction.js').Op[]} ops
+ * @param {readonly import('./transaction.js').NewEvent[]} events
+ * @returns {import('./transaction.js').Op[]}
+ */
+function validateCommit(limits, ops, events) {
+  const size =
+    ops.reduce((n, op) => n + opSize(op), 0) +
+    events.reduce(
+      (n, e) => n + utf8Len(e.key.kind) + utf8Len(e.key.name) + utf8Len(e.reason) + utf8Len(e.message),
+      0,
+    );
+  if (size > limits.maxCallPayloadBytes) {
+    throw new Invalid(
+      `host call payload of ${size} bytes exceeds the limit of ${limits.maxCallPayloadBytes} bytes`,
+    );
+  }
+  if (ops.length > limits.maxOpsPerCommit) {
+    throw new Invalid(`a commit has ${ops.length} operations; the limit is ${limits.maxOpsPerCommit}`);
+  }
+  if (events.length > limits.maxEventsPerCommit) {
+    throw new Invalid(`a commit has ${events.length} events; the limit is ${limits.maxEventsPerCommit}`);
+  }
+  if (ops.length === 0 && events.length === 0) throw new Invalid('a commit needs at least one operation or event');
+  const seen = new Set();
+  /** @type {import('./transaction.js').Op[]} */
+  const normalized = [];
+  for (let op of ops) {
+    const key = op.key;
+    checkKey(key);
+    if (seen.has(String(key))) throw new Invalid(`${key} appears in more than one operation of the commit`);
+    seen.add(String(key));
+    if (op instanceof Create) {
+      op = new Create(key, normalize(limits, key, 'value', op.value));
+    } else if (op instanceof Update) {
+      op = new Update(key, op.expectedVersion, normalize(limits, key, 'value', op.value));
+    } else if (op instanceof CreateWith) {
+      checkMetadata(key, op.metadata);
+      op = new CreateWith(key, normalize(limits, key, 'value', op.value), op.metadata);
+    } else if (op instanceof Replace) {
+      if (op.metadata !== null) checkMetadata(key, op.metadata);
+      if (op.value === null && op.metadata === null) {
+        throw new Invalid(`a replace of ${key} needs a value, metadata or both`);
+      }
+      const value = op.value === null ? null : normalize(limits, key, 'value', op.value);
+      op = new Replace(key, op.expectedVersion, value, op.metadata);
+    } else if (op instanceof Status) {
+      const status = op.status === null ? null : normalize(limits, key, 'status', op.status);
+      op = new Status(key, op.expectedGeneration, status);
+    } else if (!(op instanceof Delete || op instanceof Check)) {
+      throw new Invalid(`unknown operation ${/** @type {any} */ (op).constructor?.name} on ${key}`);
+    }
+    normalized.push(op);
+  }
+  for (const event of events) checkEvent(limits, event);
+  return normalized;
+}
+
+/**
+ * @param {any} value
+ * @param {number} cap
+ * @returns {number}
+ */
+function depth(value, cap) {
+  if (cap === 0) return 0;
+  if (Array.isArray(value)) return 1 + Math.max(0, ...value.map((v) => depth(v, cap - 1)));
+  if (value !== null && typeof value === 'object') {
+    return 1 + Math.max(0, ...Object.values(value).map((v) => depth(v, cap - 1)));
+  }
+  return 0;
+}
+
+/**
+ * @param {string} kind
+ * @param {import('./keys.js').Selector} selector
+ */
+function checkSelector(kind, selector) {
+  const labels = Object.entries(selector.labels);
+  if (labels.length > L.MAX_SELECTOR_LABELS) {
+    throw new Invalid(
+      `selector for kind ${kind} names ${labels.length} labels; the limit is ${L.MAX_SELECTOR_LABELS}`,
+    );
+  }
+  for (const [name, value] of labels) {
+    if (!qualified(name, L.MAX_LABEL_KEY_BYTES)) {
+      throw new Invalid(
+        `selector for kind ${kind}: label key ${shown(name)} must be 1 to ${L.MAX_LABEL_KEY_BYTES} ASCII ` +
+          "letters, digits, '-', '_', '.' or '/', beginning and ending with a letter or digit",
+      );
+    }
+    if (!labelValue(value)) {
+      throw new Invalid(
+        `selector for kind ${kind}: label ${name} has value ${shown(value)}; a label value is empty or 1 ` +
+          `to ${L.MAX_LABEL_VALUE_BYTES} ASCII letters, digits, '-', '_' or '.', beginning and ending ` +
+          'with a letter or digit',
+      );
+    }
+  }
+  if (selector.contains !== null) {
+    const cap = L.MAX_SELECTOR_CONTAINS_DEPTH;
+    if (depth(selector.contains.value, cap + 1) > cap) {
+      throw new Invalid(`selector for kind ${kind}: contains is nested more than ${cap} arrays or objects deep`);
+    }
+    if (utf8Len(selector.containsJson() ?? '') > L.MAX_SELECTOR_CONTAINS_BYTES) {
+      throw new Invalid(
+        `selector for kind ${kind}: contains is over ${L.MAX_SELECTOR_CONTAINS_BYTES} bytes of compact JSON`,
+      );
+    }
+  }
+}
+
+/** @param {any} value */
+function jsonType(value) {
+  if (value === null) return 'null';
+  if (Array.isArray(value)) return 'array';
+  return typeof value;
+}
+
+/**
+ * PostgreSQL's `jsonb @>` below the top level.
+ *
+ * @param {any} value
+ * @param {any} query
+ * @returns {boolean}
+ */
+function contains(value, query) {
+  const a = jsonType(value);
+  if (a !== jsonType(query)) return false;
+  if (a === 'object') {
+    return Object.entries(query).every(([k, q]) => Object.hasOwn(value, k) && contains(value[k], q));
+  }
+  if (a === 'array') return query.every((/** @type {any} */ want) => value.some((/** @type {any} */ have) => contains(have, want)));
+  // Numbers by value (1 equals 1.0); booleans, strings and null by equality.
+  return value === query;
+}
+
+/**
+ * @param {any} value
+ * @param {any} query
+ * @returns {boolean}
+ */
+function topContains(value, query) {
+  const q = jsonType(query);
+  if (Array.isArray(value) && q !== 'array' && q !== 'object') return value.some((item) => contains(item, query));
+  return contains(value, query);
+}
+
+/**
+ * @param {import('./keys.js').Selector} selector
+ * @param {Stored} stored
+ */
+function selects(selector, stored) {
+  const labels = stored.metadata.labels;
+  if (Object.entries(selector.labels).some(([k, v]) => !Object.hasOwn(labels, k) || labels[k] !== v)) return false;
+  if (selector.contains === null) return true;
+  return topContains(JSON.parse(stored.value), selector.contains.value);
+}
+
+/**
+ * The keys `change` maps to through `watch` (none if `watch` is of another kind).
+ * As the host maps: through what the object has after the change and, when
+ * an update moved its owner or label, through what it had before.
+ *
+ * @param {import('./controller.js').RelatedWatch} watch
+ * @param {Change} change
+ * @returns {ObjectKey[]}
+ */
+export function relatedKeys(watch, change) {
+  if (change.key.kind !== watch.kind) return [];
+  /** @type {ObjectKey[]} */
+  const keys = [];
+  for (const meta of [change.after, change.before]) {
+    if (meta === null) continue;
+    let key;
+    if (watch.byLabel) {
+      const labelKey = watch.labelKey ?? '';
+      if (!Object.hasOwn(meta.labels, labelKey)) continue;
+      const value = meta.labels[labelKey];
+      if (!isName(value)) continue;
+      key = new ObjectKey(watch.targetKind ?? '', value);
+    } else {
+      if (meta.owner === null || (watch.ownerKind !== null && watch.ownerKind !== meta.owner.kind)) continue;
+      key = meta.owner;
+    }
+    if (!keys.some((k) => k.equals(key))) keys.push(key);
+  }
+  return keys;
+}
+
+// ----- the store ---------------------------------------------------------------
+
+/** @param {Stored} s @param {Partial<Stored>} changes @returns {Stored} */
+function withParts(s, changes) {
+  return { ...s, ...changes };
+}
+
+class Plan {
+  constructor() {
+    /** key -> [key, the row to put, or null to remove] @type {Map<string, [ObjectKey, Stored | null]>} */
+    this.writes = new Map();
+    /** @type {ObjectKey[]} */
+    this.pendingOwners = [];
+    this.collected = 0;
+  }
+}
+
+/**
+ * @param {Plan} plan
+ * @param {ObjectKey} key
+ * @param {Stored} stored
+ * @param {number} nowMs
+ */
+function requestDelete(plan, key, stored, nowMs) {
+  if (stored.metadata.finalizers.length === 0) {
+    plan.pendingOwners.push(key);
+    plan.writes.set(String(key), [key, null]);
+    return;
+  }
+  if (stored.deletingSinceMs !== null) return;
+  plan.pendingOwners.push(key);
+  plan.writes.set(String(key), [
+    key,
+    withParts(stored, { generation: stored.generation + 1, deletingSinceMs: nowMs }),
+  ]);
+}
+
+class Objects {
+  constructor() {
+    /** `kind/name` -> [key, row] @type {Map<string, [ObjectKey, Stored]>} */
+    this.map = new Map();
+    this.revision = 0;
+    /** @type {Change[]} */
+    this.changes = [];
+  }
+
+  /** @param {ObjectKey} key @returns {Stored | undefined} */
+  stored(key) {
+    return this.map.get(String(key))?.[1];
+  }
+
+  /** @param {string} kind @returns {ObjectKey[]} in name order */
+  keysOf(kind) {
+    return [...this.map.values()]
+      .map(([k]) => k)
+      .filter((k) => k.kind === kind)
+      .sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+  }
+
+  /** @param {ObjectKey} key @returns {import('./keys.js').RawObject | null} */
+  raw(key) {
+    const s = this.stored(key);
+    if (s === undefined) return null;
+    return {
+      kind: key.kind,
+      name: key.name,
+      version: s.version,
+      value: s.value,
+      metadata: s.metadata,
+      status: s.status,
+      generation: s.generation,
+      deletingSinceMs: s.deletingSinceMs,
+    };
+  }
+
+  /**
+   * @param {Limits} limits
+   * @param {string} kind
+   * @param {string | null} after
+   * @param {number} limit
+   * @param {(s: Stored) => boolean} keep
+   * @returns {import('./keys.js').RawPage}
+   */
+  listMatching(limits, kind, after, limit, keep) {
+    checkLabel('object kind', kind);
+    if (after !== null) checkLabel('list cursor', after);
+    const most = Math.min(limit === 0 ? L.DEFAULT_PAGE_SIZE : limit, limits.maxPageSize);
+    /** @type {import('./keys.js').RawObject[]} */
+    let objects = [];
+    for (const key of this.keysOf(kind)) {
+      if (after !== null && !(key.name > after)) continue;
+      if (keep(/** @type {Stored} */ (this.stored(key)))) {
+        objects.push(/** @type {import('./keys.js').RawObject} */ (this.raw(key)));
+        if (objects.length > most) break;
+      }
+    }
+    let next = null;
+    if (objects.length > most) {
+      objects = objects.slice(0, most);
+      next = objects[objects.length - 1].name;
+    }
+    return { objects, next };
+  }
+
+  /**
+   * @param {readonly import('./transaction.js').Op[]} ops
+   * @param {number} nowMs
+   * @returns {number} the new revision
+   */
+  apply(ops, nowMs) {
+    const plan = new Plan();
+    for (const op of ops) this.#resolve(ops, plan, op, nowMs);
+    this.#collect(ops, plan, nowMs);
+    return this.#commit(plan);
+  }
+
+  /**
+   * @param {ObjectKey} key
+   * @param {number} nowMs
+   * @returns {boolean}
+   */
+  requestDeleteByUser(key, nowMs) {
+    const stored = this.stored(key);
+    if (stored === undefined) return false;
+    const plan = new Plan();
+    requestDelete(plan, key, stored, nowMs);
+    this.#collect([], plan, nowMs);
+    if (plan.writes.size > 0) this.#commit(plan);
+    return true;
+  }
+
+  /** @param {Plan} plan */
+  #commit(plan) {
+    const revision = this.revision + 1;
+    for (const [id, [key, row]] of plan.writes) {
+      const old = this.map.get(id);
+      const before = old === undefined ? null : old[1].metadata;
+      if (row === null) {
+        this.map.delete(id);
+      } else {
+        row.version = revision;
+        this.map.set(id, [key, row]);
+      }
+      const after = row === null ? null : row.metadata;
+      this.changes.push({ revision, key, deleted: row === null, before, after });
+    }
+    this.revision = revision;
+    return revision;
+  }
+
+  /**
+   * @param {readonly import('./transaction.js').Op[]} ops
+   * @param {Plan} plan
+   * @param {number} nowMs
+   */
+  #collect(ops, plan, nowMs) {
+    while (plan.pendingOwners.length > 0) {
+      const owners = plan.pendingOwners;
+      plan.pendingOwners = [];
+      const owned = [...this.map.values()]
+        .filter(([, s]) => s.metadata.owner !== null && owners.some((o) => o.equals(s.metadata.owner)))
+        .sort(([a], [b]) => (String(a) < String(b) ? -1 : String(a) > String(b) ? 1 : 0));
+      for (const [key, stored] of owned) {
+        if (plan.writes.has(String(key))) {
+          if (ops.some((op) => op instanceof Delete && op.key.equals(key))) continue;
+          throw new Invalid(
+            `the commit deletes ${stored.metadata.owner}, which owns ${key}, and also writes ${key}: ` +
+              `delete ${key} too, or write it in another commit`,
+          );
+        }
+        if (ops.some((op) => op.key.equals(key))) {
+          throw new Invalid(`the commit checks ${key} and deletes its owner; check or delete, not both`);
+        }
+        plan.collected += 1;
+        if (plan.collected > L.MAX_COLLECTED_PER_COMMIT) {
+          throw new Invalid(
+            `deleting ${ops.map((op) => String(op.key)).join(', ')} would delete or mark more than ` +
+              `${L.MAX_COLLECTED_PER_COMMIT} owned objects in one commit; delete owned objects first`,
+          );
+        }
+        requestDelete(plan, key, stored, nowMs);
+      }
+    }
+  }
+
+  /**
+   * @param {readonly import('./transaction.js').Op[]} ops
+   * @param {Plan} plan
+   * @param {import('./transaction.js').Op} op
+   * @param {number} nowMs
+   */
+  #resolve(ops, plan, op, nowMs) {
+    const key = op.key;
+    const found = this.stored(key);
+    if (op instanceof Check) {
+      const have = found === undefined ? 0 : found.version;
+      if (have !== op.expectedVersion || (found !== undefined && op.expectedVersion === 0)) throw new Conflict(key);
+      return;
+    }
+    if (op instanceof Create || op instanceof CreateWith) {
+      if (found !== undefined) throw new Conflict(key);
+      const meta = op instanceof CreateWith ? op.metadata : new Metadata();
+      this.#checkOwner(ops, key, null, meta);
+      plan.writes.set(String(key), [
+        key,
+        { version: 0, value: op.value, metadata: meta, status: null, generation: 1, deletingSinceMs: null },
+      ]);
+      return;
+    }
+    if (found === undefined) throw new NotFound(key);
+    if ((op instanceof Update || op instanceof Replace || op instanceof Delete) && op.expectedVersion !== found.version) {
+      throw new Conflict(key);
+    }
+    if (op instanceof Update) {
+      plan.writes.set(String(key), [key, this.#rewrite(ops, key, found, op.value, null)]);
+    } else if (op instanceof Replace) {
+      plan.writes.set(String(key), [key, this.#rewrite(ops, key, found, op.value, op.metadata)]);
+    } else if (op instanceof Delete) {
+      requestDelete(plan, key, found, nowMs);
+    } else if (op instanceof Status) {
+      if (op.expectedGeneration !== null && op.expectedGeneration !== found.generation) throw new Conflict(key);
+      plan.writes.set(String(key), [key, withParts(found, { status: op.status })]);
+    }
+  }
+
+  /**
+   * @param {readonly import('./transaction.js').Op[]} ops
+   * @param {ObjectKey} key
+   * @param {Stored} stored
+   * @param {string | null} value
+   * @param {Metadata | null} meta
+   * @returns {Stored | null}
+   */
+  #rewrite(ops, key, stored, value, meta) {
+    const newValue = value ?? stored.value;
+    const newMeta = meta ?? stored.metadata;
+    if (stored.deletingSinceMs !== null) {
+      const added = newMeta.finalizers.filter((f) => !stored.metadata.finalizers.includes(f));
+      if (added.length > 0) {
+        throw new Invalid(`${key} is marked for deletion: finalizers can be removed, not added (${added[0]})`);
+      }
+      if (newMeta.finalizers.length === 0) return null;
+    }
+    this.#checkOwner(ops, key, stored.metadata.owner, newMeta);
+    const changed = newValue !== stored.value || !newMeta.equals(stored.metadata);
+    return withParts(stored, {
+      value: newValue,
+      metadata: newMeta,
+      generation: stored.generation + (changed ? 1 : 0),
+    });
+  }
+
+  /**
+   * @param {readonly import('./transaction.js').Op[]} ops
+   * @param {ObjectKey} key
+   * @param {ObjectKey | null} had
+   * @param {Metadata} meta
+   */
+  #checkOwner(ops, key, had, meta) {
+    const owner = meta.owner;
+    if (owner === null || owner.equals(had)) return;
+    if (ops.some((op) => (op instanceof Create || op instanceof CreateWith) && op.key.equals(owner))) return;
+    const found = this.stored(owner);
+    if (found === undefined || found.deletingSinceMs !== null) throw new Conflict(key);
+    if (ops.some((op) => op instanceof Delete && op.key.equals(owner))) {
+      throw new Invalid(`the commit deletes ${owner} and makes it the owner of ${key}`);
+    }
+  }
+}
+
+// ----- the host ------------------------------------------------------------------
+
+/**
+ * A host in memory: the store, the fence, logs, settings and the clock.
+ *
+ * Creating one installs it (`install` again to switch between two). Seed
+ * objects with `seed`, drive the controller with `reconcile`, `resync` or
+ * `runChanges`, inspect `objects`, `commits`, `events`, `logs`, and aim
+ * faults with `fail` and writes of others with `before`.
+ */
+export class FakeHost {
+  /** @type {Fence} */ #fence = new Fence('test', 'controller', 1, 'fake-host');
+  #revoked = false;
+  #unavailable = false;
+  #objects = new Objects();
+  /** @type {CommitRecord[]} */ #commits = [];
+  /** @type {EventRecord[]} */ #events = [];
+  /** @type {LogLine[]} */ #logs = [];
+  #calls = { get: 0, list: 0, commit: 0 };
+  /** @type {Array<{what: string, n: number, fault: string}>} */ #faults = [];
+  /** @type {Array<{what: string, n: number, hook: (host: FakeHost) => void}>} */ #hooks = [];
+  #settings = '{}';
+  #nowMs = START.getTime();
+
+  /**
+   * @param {Limits} [limits] the bounds to enforce (the host's defaults)
+   * @param {{quiet?: boolean}} [options] `quiet`: keep log lines without printing them
+   */
+  constructor(limits = new Limits(), options = {}) {
+    /** The bounds this fake enforces. @type {Limits} */
+    this.limits = limits;
+    /** Whether log lines are kept without being printed. @type {boolean} */
+    this.quiet = options.quiet ?? true;
+    this.install();
+  }
+
+  /** Make this host answer the SDK's calls. @returns {void} */
+  install() {
+    install(this);
+  }
+
+  // ----- seeding and inspecting ---------------------------------------------------
+
+  /**
+   * Create or overwrite `kind/name` with `value`, as a user would; its version.
+   *
+   * @param {string} kind
+   * @param {string} name
+   * @param {any} value
+   * @returns {number}
+   */
+  seed(kind, name, value) {
+    return this.#put(kind, name, value, null);
+  }
+
+  /**
+   * As `seed`, with metadata.
+   *
+   * @param {string} kind
+   * @param {string} name
+   * @param {any} value
+   * @param {Metadata} metadata
+   * @returns {number}
+   */
+  seedWith(kind, name, value, metadata) {
+    return this.#put(kind, name, value, metadata);
+  }
+
+  /**
+   * @param {string} kind
+   * @param {string} name
+   * @param {any} value
+   * @param {Metadata | null} meta
+   */
+  #put(kind, name, value, meta) {
+    const key = new ObjectKey(kind, name);
+    const text = canonicalJson(value);
+    const stored = this.#objects.stored(key);
+    const op =
+      stored === undefined
+        ? new CreateWith(key, text, meta ?? new Metadata())
+        : new Replace(key, stored.version, text, meta);
+    return this.#asUser(key, 'seeding', [op]);
+  }
+
+  /**
+   * @param {ObjectKey} key
+   * @param {string} what
+   * @param {import('./transaction.js').Op[]} ops
+   */
+  #asUser(key, what, ops) {
+    try {
+      return this.#objects.apply(validateCommit(this.limits, ops, []), this.#nowMs);
+    } catch (e) {
+      if (e instanceof StoreError) throw new Error(`${what} ${key}: ${e.message}`);
+      throw e;
+    }
+  }
+
+  /**
+   * Write the status of `kind/name` as a user would; the new version.
+   *
+   * @param {string} kind
+   * @param {string} name
+   * @param {any} status
+   * @returns {number}
+   */
+  setStatus(kind, name, status) {
+    const key = new ObjectKey(kind, name);
+    return this.#asUser(key, 'setting the status of', [new Status(key, null, canonicalJson(status))]);
+  }
+
+  /**
+   * A user's delete request (marks it if it has finalizers); false if absent.
+   *
+   * @param {string} kind
+   * @param {string} name
+   * @returns {boolean}
+   */
+  remove(kind, name) {
+    return this.#objects.requestDeleteByUser(new ObjectKey(kind, name), this.#nowMs);
+  }
+
+  /**
+   * `kind/name` as stored, or null.
+   *
+   * @param {string} kind
+   * @param {string} name
+   * @param {((value: any) => any) | null} [decode]
+   * @returns {import('./objects.js').StoredObject | null}
+   */
+  object(kind, name, decode = null) {
+    const raw = this.#objects.raw(new ObjectKey(kind, name));
+    return raw === null ? null : decodeRaw(raw, decode);
+  }
+
+  /**
+   * Every object of `kind`, in name order.
+   *
+   * @param {string} kind
+   * @param {((value: any) => any) | null} [decode]
+   * @returns {import('./objects.js').StoredObject[]}
+   */
+  objects(kind, decode = null) {
+    return this.#objects
+      .keysOf(kind)
+      .map((k) => decodeRaw(/** @type {import('./keys.js').RawObject} */ (this.#objects.raw(k)), decode));
+  }
+
+  /** The store's latest revision. @returns {number} */
+  get revision() {
+    return this.#objects.revision;
+  }
+
+  /**
+   * The change stream: every write after revision `after`, in order.
+   *
+   * @param {number} [after]
+   * @returns {Change[]}
+   */
+  changes(after = 0) {
+    return this.#objects.changes.filter((c) => c.revision > after);
+  }
+
+  // ----- the fence ---------------------------------------------------------------
+
+  /** The current fence (answers the SDK's `fence()` too). @returns {Fence} */
+  fence() {
+    return this.#fence;
+  }
+
+  /**
+   * Run under `fence` from now on, not revoked.
+   *
+   * @param {Fence} fence
+   * @returns {void}
+   */
+  setFence(fence) {
+    this.#fence = fence;
+    this.#revoked = false;
+  }
+
+  /** A new tenure of the same lease: epoch + 1, not revoked. @returns {Fence} */
+  newTenure() {
+    const f = this.#fence;
+    this.#fence = new Fence(f.cluster, f.lease, f.epoch + 1, f.holder);
+    this.#revoked = false;
+    return this.#fence;
+  }
+
+  /** Lose the lease: every later store call throws `Fenced`. @returns {void} */
+  revoke() {
+    this.#revoked = true;
+  }
+
+  /** True once the lease is lost. @returns {boolean} */
+  get isRevoked() {
+    return this.#revoked;
+  }
+
+  // ----- driving a controller -------------------------------------------------------
+
+  /**
+   * Run one reconcile of `kind/name` as the host would; its reply.
+   *
+   * @param {import('./controller.js').Controller} controller
+   * @param {string} kind
+   * @param {string} name
+   * @param {string} [reason] one of `Reason`
+   * @returns {import('./controller.js').Reply}
+   */
+  reconcile(controller, kind, name, reason = Reason.CHANGE) {
+    this.install();
+    return dispatch(controller, kind, name, reason);
+  }
+
+  /**
+   * Reconcile every object of every watched kind, then every key the
+   * objects of the related kinds map to (each key once, reason resync).
+   *
+   * @param {import('./controller.js').Controller} controller
+   * @returns {Array<[ObjectKey, import('./controller.js').Reply]>}
+   */
+  resync(controller) {
+    this.install();
+    const description = controller.describe();
+    /** @type {ObjectKey[]} */
+    const keys = [];
+    for (const kind of description.watches) keys.push(...this.#objects.keysOf(kind));
+    for (const watch of description.related) {
+      for (const key of this.#objects.keysOf(watch.kind)) {
+        const meta = /** @type {Stored} */ (this.#objects.stored(key)).metadata;
+        for (const mapped of relatedKeys(watch, { revision: 0, key, deleted: false, before: null, after: meta })) {
+          if (!keys.some((k) => k.equals(mapped))) keys.push(mapped);
+        }
+      }
+    }
+    return keys.map((k) => [k, dispatch(controller, k.kind, k.name, Reason.RESYNC)]);
+  }
+
+  /**
+   * Reconcile each watched key changed after revision `after` (reason
+   * change), and each key a related watch maps a change to (reason
+   * related, unless the key changed itself), following the changes those
+   * reconciles make, until none is left; the last revision seen.
+   *
+   * A reconcile that asks to be requeued or fails is not repeated here: the
+   * test decides about time. Throws past `maxReconciles`.
+   *
+   * @param {import('./controller.js').Controller} controller
+   * @param {number} [after]
+   * @param {number} [maxReconciles]
+   * @returns {number}
+   */
+  runChanges(controller, after = 0, maxReconciles = 10_000) {
+    this.install();
+    const description = controller.describe();
+    const watches = new Set(description.watches);
+    let seen = after;
+    let done = 0;
+    for (;;) {
+      /** @type {Map<string, [ObjectKey, string]>} */
+      const pending = new Map();
+      for (const change of this.changes(seen)) {
+        if (watches.has(change.key.kind)) pending.set(String(change.key), [change.key, Reason.CHANGE]);
+        for (const watch of description.related) {
+          for (const key of relatedKeys(watch, change)) {
+            const had = pending.get(String(key));
+            pending.set(String(key), [key, had ? strongest(had[1], Reason.RELATED) : Reason.RELATED]);
+          }
+        }
+        seen = change.revision;
+      }
+      if (pending.size === 0) return seen;
+      for (const [key, reason] of pending.values()) {
+        done += 1;
+        if (done > maxReconciles) throw new Error(`more than ${maxReconciles} reconciles: not settling`);
+        this.reconcile(controller, key.kind, key.name, reason);
+      }
+    }
+  }
+
+  // ----- faults ------------------------------------------------------------------
+
+  /**
+   * Inject `fault` at the call `at` names.
+   *
+   * @param {At} at
+   * @param {string} fault one of `Fault`
+   * @returns {void}
+   */
+  fail(at, fault) {
+    if (!at.commits && commitsOnly(fault)) {
+      throw new Error(`${fault} applies to commits only: aim it with At.commit`);
+    }
+    this.#faults.push({ ...this.#target(at), fault });
+  }
+
+  /**
+   * Inject `fault` at the next commit.
+   *
+   * @param {string} fault one of `Fault`
+   * @returns {void}
+   */
+  failNextCommit(fault) {
+    this.fail(At.commit(1), fault);
+  }
+
+  /**
+   * Make every store call throw `Unavailable` until set back.
+   *
+   * @param {boolean} unavailable
+   * @returns {void}
+   */
+  setUnavailable(unavailable) {
+    this.#unavailable = unavailable;
+  }
+
+  /**
+   * Run `write(host)` just before the call `at` names (someone else's write).
+   *
+   * @param {At} at
+   * @param {(host: FakeHost) => void} write
+   * @returns {void}
+   */
+  before(at, write) {
+    this.#hooks.push({ ...this.#target(at), hook: write });
+  }
+
+  /**
+   * Run `write(host)` just before the n-th commit from now.
+   *
+   * @param {number} n
+   * @param {(host: FakeHost) => void} write
+   * @returns {void}
+   */
+  beforeCommit(n, write) {
+    this.before(At.commit(n), write);
+  }
+
+  /** Faults and hooks not met yet. @returns {number} */
+  get pendingFaults() {
+    return this.#faults.length + this.#hooks.length;
+  }
+
+  /** @param {At} at @returns {{what: string, n: number}} */
+  #target(at) {
+    if (at.n < 1) throw new Error('positions count from 1 (the next call)');
+    if (at.commits) return { what: 'commit', n: this.#calls.commit + at.n };
+    return { what: 'call', n: this.#total() + at.n };
+  }
+
+  #total() {
+    return this.#calls.get + this.#calls.list + this.#calls.commit;
+  }
+
+  /** @param {{what: string, n: number}} target @param {string} call */
+  #isNow(target, call) {
+    if (target.what === 'call') return target.n === this.#total();
+    return call === 'commit' && target.n === this.#calls.commit;
+  }
+
+  /**
+   * @param {'get' | 'list' | 'commit'} call
+   * @returns {string | null} the fault aimed at this call, if any
+   */
+  #enter(call) {
+    this.#calls[call] += 1;
+    const due = this.#hooks.filter((h) => this.#isNow(h, call));
+    this.#hooks = this.#hooks.filter((h) => !this.#isNow(h, call));
+    for (const { hook } of due) {
+      hook(this);
+      this.install();
+    }
+    let fault = null;
+    const i = this.#faults.findIndex((f) => this.#isNow(f, call));
+    if (i >= 0) {
+      fault = this.#faults[i].fault;
+      this.#faults.splice(i, 1);
+    }
+    if (fault === Fault.FENCED) this.#revoked = true;
+    if (this.#revoked) throw new Fenced(`${this.#fence} was revoked by the host: the lease is no longer held`);
+    if (fault === Fault.UNAVAILABLE) throw new Unavailable('the backend did not answer (injected by FakeHost)');
+    if (this.#unavailable) throw new Unavailable('the backend is down (FakeHost.setUnavailable)');
+    return fault;
+  }
+
+  // ----- the host calls (the SDK's side) ---------------------------------------------
+
+  /**
+   * The store's `get`.
+   *
+   * @param {string} kind
+   * @param {string} name
+   * @returns {import('./keys.js').RawObject | null}
+   */
+  get(kind, name) {
+    this.#enter('get');
+    const key = new ObjectKey(kind, name);
+    checkKey(key);
+    return this.#objects.raw(key);
+  }
+
+  /**
+   * The store's `list`.
+   *
+   * @param {string} kind
+   * @param {string | null} after
+   * @param {number} limit
+   * @returns {import('./keys.js').RawPage}
+   */
+  list(kind, after, limit) {
+    this.#enter('list');
+    return this.#objects.listMatching(this.limits, kind, after, limit, () => true);
+  }
+
+  /**
+   * The store's `list-selected` (counted, and struck by faults, as a list).
+   *
+   * @param {string} kind
+   * @param {import('./keys.js').Selector} selector
+   * @param {string | null} after
+   * @param {number} limit
+   * @returns {import('./keys.js').RawPage}
+   */
+  listSelected(kind, selector, after, limit) {
+    this.#enter('list');
+    checkLabel('object kind', kind);
+    checkSelector(kind, selector);
+    return this.#objects.listMatching(this.limits, kind, after, limit, (s) => selects(selector, s));
+  }
+
+  /**
+   * The store's `commit`: validated, fenced, atomic.
+   *
+   * @param {readonly import('./transaction.js').Op[]} ops
+   * @param {readonly import('./transaction.js').NewEvent[]} events
+   * @returns {Committed}
+   */
+  commit(ops, events) {
+    const fault = this.#enter('commit');
+    const normalized = validateCommit(this.limits, ops, events);
+    const first = normalized.length > 0 ? normalized[0].key : events[0].key;
+    if (fault === Fault.CONFLICT) throw new Conflict(first);
+    if (fault === Fault.QUOTA_CREATES || fault === Fault.QUOTA_OBJECTS) {
+      throw invalid(this.#quotaMessage(fault, first.kind));
+    }
+    const revision = this.#objects.apply(normalized, this.#nowMs);
+    const epoch = this.#fence.epoch;
+    const seqs = events.map((event) => {
+      const seq = this.#events.length + 1;
+      this.#events.push({ seq, revision, epoch, key: event.key, reason: event.reason, message: event.message });
+      return seq;
+    });
+    this.#commits.push({ revision, epoch, ops: normalized, events: [...events], eventSeqs: seqs });
+    if (fault === Fault.LOST_REPLY) {
+      throw new Unavailable('the connection dropped before the reply arrived (injected by FakeHost)');
+    }
+    return new Committed(revision, seqs);
+  }
+
+  /** @param {string} fault @param {string} kind */
+  #quotaMessage(fault, kind) {
+    const controller = this.#fence.lease;
+    if (fault === Fault.QUOTA_CREATES) {
+      return (
+        `${QUOTA_EXCEEDED_PREFIX}controller=${controller} quota=max_creates_per_second limit=100 ` +
+        `retry_after_ms=10: controller ${JSON.stringify(controller)} has spent its creates (injected by ` +
+        'FakeHost); nothing was written'
+      );
+    }
+    return (
+      `${QUOTA_EXCEEDED_PREFIX}controller=${controller} quota=max_objects_per_kind limit=100000 ` +
+      `kind=${kind}: kind ${JSON.stringify(kind)} is full (injected by FakeHost); nothing was written`
+    );
+  }
+
+  /**
+   * The logging host: keeps the line (truncated as the host does) and prints it unless quiet.
+   *
+   * @param {string} level one of `Level`
+   * @param {string} message
+   * @returns {void}
+   */
+  log(level, message) {
+    let line = message;
+    const bytes = encoder.encode(message);
+    if (bytes.length > this.limits.logLineBytes) {
+      line = new TextDecoder('utf-8', { fatal: false }).decode(bytes.slice(0, this.limits.logLineBytes));
+      // A character cut in half decodes as U+FFFD: drop it, as the host does.
+      line = line.replace(/\uFFFD$/, '');
+    }
+    const epoch = this.#fence.epoch;
+    if (!this.quiet) console.error(`[${level} epoch=${epoch}] ${line}`);
+    this.#logs.push({ level, message: line, epoch });
+  }
+
+  /** The settings host: JSON text of an object. @returns {string} */
+  settings() {
+    return this.#settings;
+  }
+
+  /** The wall clock, in ms since the Unix epoch. @returns {number} */
+  nowMs() {
+    return this.#nowMs;
+  }
+
+  // ----- records, settings and the clock ------------------------------------------
+
+  /** Every commit that applied, in order. @returns {CommitRecord[]} */
+  commits() {
+    return [...this.#commits];
+  }
+
+  /** Every event appended, in order. @returns {EventRecord[]} */
+  events() {
+    return [...this.#events];
+  }
+
+  /**
+   * The events with `reason`.
+   *
+   * @param {string} reason
+   * @returns {EventRecord[]}
+   */
+  eventsWithReason(reason) {
+    return this.#events.filter((e) => e.reason === reason);
+  }
+
+  /** Every log line, in order. @returns {LogLine[]} */
+  logs() {
+    return [...this.#logs];
+  }
+
+  /** How many store calls of each kind were made. @returns {CallCounts} */
+  calls() {
+    return { ...this.#calls, total: this.#total() };
+  }
+
+  /**
+   * Give the controller these settings (a JSON object within the host's bound).
+   *
+   * @param {Record<string, any>} settings
+   * @returns {void}
+   */
+  setSettings(settings) {
+    if (settings === null || typeof settings !== 'object' || Array.isArray(settings)) {
+      throw new Error("settings are a table in the host's config, so a JSON object");
+    }
+    const text = JSON.stringify(settings);
+    if (utf8Len(text) > L.MAX_SETTINGS_BYTES) {
+      throw new Error(
+        `the settings are ${utf8Len(text)} bytes of JSON; the host allows at most ${L.MAX_SETTINGS_BYTES}`,
+      );
+    }
+    this.#settings = text;
+  }
+
+  /**
+   * As `setSettings`, from JSON text.
+   *
+   * @param {string} text
+   * @returns {void}
+   */
+  setSettingsJson(text) {
+    this.setSettings(JSON.parse(text));
+  }
+
+  /** The fake's wall clock. @returns {Date} */
+  now() {
+    return new Date(this.#nowMs);
+  }
+
+  /**
+   * Set the wall clock.
+   *
+   * @param {Date} now
+   * @returns {void}
+   */
+  setNow(now) {
+    this.#nowMs = now.getTime();
+  }
+
+  /**
+   * Move the wall clock forward by `ms` milliseconds; the new now.
+   *
+   * @param {number} ms
+   * @returns {Date}
+   */
+  advance(ms) {
+    this.#nowMs += ms;
+    return this.now();
+  }
+}
