@@ -42,6 +42,24 @@ const PYTHON_MIN: (u32, u32) = (3, 11);
 /// Folders whose pytest suites `cargo xtask test` runs: the SDK's and
 /// each Python controller's.
 const PYTHON_TEST_DIRS: &[&str] = &["guest-sdk/python", "controllers/scheduler-py"];
+/// Controllers written in JavaScript: (component name, folder, entry
+/// module). Built with componentize-js against `wit/controller.wit` into
+/// the guest folder as `<component name>.wasm`.
+const JS_GUESTS: &[(&str, &str, &str)] = &[("scheduler-js", "controllers/scheduler-js", "app.js")];
+/// The JavaScript SDK: its sources are part of every JavaScript guest.
+const JS_SDK: &str = "guest-sdk/js";
+/// The JavaScript tools, pinned: `package.json` and `package-lock.json`
+/// (jco and componentize-js, every dependency at an exact version),
+/// installed from the npm registry with `npm ci` into [`js_tools_dir`] on
+/// first use, and again whenever the lockfile changes.
+const JS_TOOL_PINS: &str = "guest-sdk/js/tools";
+/// The world every JavaScript guest targets.
+const JS_WORLD: &str = "leasehold:controller/controller@0.2.0";
+/// The oldest Node.js the SDK, its tests and the pinned tools support.
+const NODE_MIN: u32 = 20;
+/// Folders whose `node --test` suites `cargo xtask test` runs: the SDK's
+/// and each JavaScript controller's.
+const JS_TEST_DIRS: &[&str] = &["guest-sdk/js", "controllers/scheduler-js"];
 /// The fault suite's unfenced test fixture (tests/fixtures/unfenced-host):
 /// built alone, never in a `--workspace` build with the other packages.
 const UNFENCED_FIXTURE: &str = "leasehold-unfenced";
@@ -58,11 +76,19 @@ Commands:
   guests          build the guest components (controllers and test fixtures)
                   for wasm32-wasip2 into target/wasm32-wasip2/guest/; the
                   Python controllers with componentize-py, installed with
-                  pytest (pinned) into target/tools/python on first use
+                  pytest (pinned) into target/tools/python on first use;
+                  the JavaScript controllers with componentize-js, installed
+                  with jco (pinned by a lockfile) into target/tools/js
   test            check formatting and lints, build the guests, run every test
-                  (the Python SDK's and controllers' pytest suites included)
+                  (the Python SDK's and controllers' pytest suites and the
+                  JavaScript ones, with node --test, included)
   python          the Python side alone: run the Python SDK's and
                   controllers' pytest suites, then build the Python guests
+  js              the JavaScript side alone: check the SDK's generated types
+                  against the WIT, run the JavaScript SDK's and controllers'
+                  node --test suites, then build the JavaScript guests
+  js-types        regenerate guest-sdk/js/types (the WIT's types with jco,
+                  the SDK's declarations from its JSDoc with tsc)
   run [ARGS...]   build the guests and run `leasehold run --config
                   examples/leasehold.toml` on the embedded in-memory backend;
                   extra ARGS are passed to `leasehold`
@@ -75,6 +101,8 @@ Commands:
 Environment:
   LEASEHOLD_DATABASE_URL  PostgreSQL for the tests (default
                           postgres://postgres@127.0.0.1:5432/postgres)
+  LEASEHOLD_NODE          the Node.js (20 or newer) that runs the JavaScript
+                          tools and tests (default node; npm beside it)
   LEASEHOLD_PYTHON        the Python (3.11 or newer) that hosts the Python
                           tool folder target/tools/python (default python3)
 ";
@@ -85,6 +113,8 @@ fn main() -> ExitCode {
         Some("guests") => build_guests().map(|_| ()),
         Some("test") => test(),
         Some("python") => python_tests().and_then(|()| build_python_guests().map(|_| ())),
+        Some("js") => js_tests().and_then(|()| build_js_guests().map(|_| ())),
+        Some("js-types") => js_types(true),
         Some("run") => run(&args[1..]),
         Some("bench") => bench(&args[1..]),
         Some("help") | Some("--help") | Some("-h") | None => {
@@ -187,6 +217,7 @@ fn build_guests() -> Result<Vec<PathBuf>, String> {
         built.push(path);
     }
     built.extend(build_python_guests()?);
+    built.extend(build_js_guests()?);
     Ok(built)
 }
 
@@ -382,6 +413,248 @@ fn python_tests() -> Result<(), String> {
     Ok(())
 }
 
+/// The local folder of the pinned JavaScript tools (`npm ci` of the
+/// lockfile in [`JS_TOOL_PINS`]).
+fn js_tools_dir() -> PathBuf {
+    target_dir().join("tools").join("js")
+}
+
+/// The Node.js to run: `LEASEHOLD_NODE`, or `node` on the path.
+fn node() -> Command {
+    Command::new(env::var_os("LEASEHOLD_NODE").unwrap_or_else(|| "node".into()))
+}
+
+/// `node_modules/<path>` in the tool folder.
+fn js_tool(path: &str) -> PathBuf {
+    js_tools_dir().join("node_modules").join(path)
+}
+
+/// Make sure the JavaScript tool folder holds exactly the pinned tools:
+/// installed by `npm ci` from the committed lockfile on first use, and
+/// again when the lockfile changes (a stamp file records what was
+/// installed). Offline once installed.
+fn ensure_js_tools() -> Result<(), String> {
+    let dir = js_tools_dir();
+    let pins_dir = root().join(JS_TOOL_PINS);
+    let read = |name: &str| {
+        std::fs::read_to_string(pins_dir.join(name))
+            .map_err(|e| format!("cannot read {}: {e}", pins_dir.join(name).display()))
+    };
+    let (manifest, lock) = (read("package.json")?, read("package-lock.json")?);
+    let pins = format!("{manifest}\n{lock}");
+    let stamp = dir.join("leasehold-pins.txt");
+    let installed = std::fs::read_to_string(&stamp).ok();
+    if installed.as_deref() == Some(pins.as_str())
+        && js_tool("@bytecodealliance/componentize-js/src/cli.js").is_file()
+    {
+        return Ok(());
+    }
+    let version = node().arg("--version").output().map_err(|e| {
+        format!(
+            "the JavaScript guests need Node.js {NODE_MIN} or newer, and it cannot be \
+                 started: {e}. Install Node.js (or point LEASEHOLD_NODE at it) and try again."
+        )
+    })?;
+    let text = String::from_utf8_lossy(&version.stdout);
+    let major = text
+        .trim()
+        .trim_start_matches('v')
+        .split('.')
+        .next()
+        .and_then(|m| m.parse::<u32>().ok());
+    if !major.is_some_and(|m| m >= NODE_MIN) {
+        return Err(format!(
+            "the JavaScript guests need Node.js {NODE_MIN} or newer; found {}",
+            text.trim()
+        ));
+    }
+    if dir.exists() {
+        std::fs::remove_dir_all(&dir)
+            .map_err(|e| format!("cannot remove the stale {}: {e}", dir.display()))?;
+    }
+    std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    for name in ["package.json", "package-lock.json"] {
+        std::fs::copy(pins_dir.join(name), dir.join(name))
+            .map_err(|e| format!("cannot copy {name} into {}: {e}", dir.display()))?;
+    }
+    let started = Instant::now();
+    status(
+        &format!(
+            "installing the pinned JavaScript tools (jco, componentize-js) from the npm registry \
+             into {}",
+            dir.display()
+        ),
+        Command::new(env::var_os("LEASEHOLD_NPM").unwrap_or_else(|| "npm".into()))
+            .current_dir(&dir)
+            .args(["ci", "--no-audit", "--no-fund", "--loglevel=error"]),
+    )
+    .map_err(|e| format!("{e}\nThe JavaScript guests need these packages from npm."))?;
+    eprintln!(
+        "xtask:   installed in {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+    std::fs::write(&stamp, &pins).map_err(|e| format!("cannot write {}: {e}", stamp.display()))
+}
+
+/// Build each JavaScript controller into a component with
+/// componentize-js, unless the component is newer than its sources, the
+/// SDK, the WIT files and the tool pins.
+fn build_js_guests() -> Result<Vec<PathBuf>, String> {
+    ensure_js_tools()?;
+    let root = root();
+    let shared = newest(&root.join(JS_SDK).join("src"), &[".js"])?
+        .max(newest(&root.join("wit"), &[".wit"])?)
+        .max(
+            std::fs::metadata(js_tools_dir().join("leasehold-pins.txt"))
+                .and_then(|m| m.modified())
+                .map_err(|e| format!("cannot read the tool pins' stamp: {e}"))?,
+        );
+    std::fs::create_dir_all(guest_dir())
+        .map_err(|e| format!("cannot create {}: {e}", guest_dir().display()))?;
+    let mut built = Vec::new();
+    for (name, folder, entry) in JS_GUESTS {
+        let out = guest_dir().join(format!("{name}.wasm"));
+        let sources = shared.max(newest(&root.join(folder), &[".js"])?);
+        let fresh = std::fs::metadata(&out)
+            .and_then(|m| m.modified())
+            .is_ok_and(|built_at| built_at > sources);
+        if fresh {
+            eprintln!("xtask: {name} is up to date");
+        } else {
+            let started = Instant::now();
+            // The WIT folder is named relative to the workspace root: the
+            // tool reads it through a WASI view of the working directory.
+            status(
+                &format!("building the JavaScript guest {name} with componentize-js"),
+                node()
+                    .current_dir(&root)
+                    .arg(js_tool("@bytecodealliance/componentize-js/src/cli.js"))
+                    .arg(Path::new(folder).join(entry))
+                    .args(["--wit", "wit", "--world-name", JS_WORLD, "-o"])
+                    .arg(&out),
+            )
+            .map_err(|e| format!("{e}\n{folder} must componentize against {JS_WORLD}."))?;
+            eprintln!(
+                "xtask:   built {name} in {:.1} s",
+                started.elapsed().as_secs_f64()
+            );
+        }
+        check_component(&out)?;
+        built.push(out);
+    }
+    Ok(built)
+}
+
+/// The files under `dir` (relative paths) and their contents.
+fn tree(dir: &Path) -> Result<std::collections::BTreeMap<PathBuf, Vec<u8>>, String> {
+    fn walk(
+        base: &Path,
+        dir: &Path,
+        into: &mut std::collections::BTreeMap<PathBuf, Vec<u8>>,
+    ) -> Result<(), String> {
+        let entries =
+            std::fs::read_dir(dir).map_err(|e| format!("cannot read {}: {e}", dir.display()))?;
+        for entry in entries {
+            let path = entry
+                .map_err(|e| format!("cannot read {}: {e}", dir.display()))?
+                .path();
+            if path.is_dir() {
+                walk(base, &path, into)?;
+            } else {
+                let bytes = std::fs::read(&path)
+                    .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+                let relative = path.strip_prefix(base).unwrap_or(&path).to_path_buf();
+                into.insert(relative, bytes);
+            }
+        }
+        Ok(())
+    }
+    let mut files = std::collections::BTreeMap::new();
+    if dir.exists() {
+        walk(dir, dir, &mut files)?;
+    }
+    Ok(files)
+}
+
+/// Generate the JavaScript SDK's types: the WIT world's with `jco types`
+/// (`guest-sdk/js/types/wit`), then the SDK's declarations from its JSDoc
+/// with `tsc`, which also checks the SDK's WIT adapter against the WIT's
+/// types. With `write` the committed `guest-sdk/js/types` is replaced;
+/// without it they are generated aside and must equal the committed ones.
+fn js_types(write: bool) -> Result<(), String> {
+    ensure_js_tools()?;
+    let root = root();
+    let committed = root.join(JS_SDK).join("types");
+    let out = if write {
+        committed.clone()
+    } else {
+        target_dir().join("tools").join("js-types")
+    };
+    if out.exists() {
+        std::fs::remove_dir_all(&out)
+            .map_err(|e| format!("cannot remove {}: {e}", out.display()))?;
+    }
+    status(
+        "generating the WIT world's TypeScript types with jco",
+        node()
+            .current_dir(&root)
+            .env("LEASEHOLD_JS_TOOLS", js_tools_dir())
+            .arg("--import")
+            .arg(
+                url_of(&root.join(JS_TOOL_PINS).join("preopen.mjs"))
+                    .ok_or("the preopen script's path is not UTF-8")?,
+            )
+            .arg(js_tool("@bytecodealliance/jco/dist/jco.js"))
+            .args(["types", "wit", "--world-name", JS_WORLD, "--quiet", "-o"])
+            .arg(out.join("wit")),
+    )?;
+    status(
+        "checking the JavaScript SDK's types (tsc) and declaring them",
+        node()
+            .current_dir(root.join(JS_SDK))
+            .arg(js_tool("typescript/bin/tsc"))
+            .args(["-p", "tsconfig.json", "--outDir"])
+            .arg(&out),
+    )?;
+    if write {
+        return Ok(());
+    }
+    // tsc read the committed WIT types (tsconfig.json's paths): compare
+    // everything generated with what is committed.
+    if tree(&out)? != tree(&committed)? {
+        return Err(format!(
+            "{} is not what the WIT and the SDK's sources generate: run `cargo xtask js-types` \
+             and commit the result",
+            committed.display()
+        ));
+    }
+    Ok(())
+}
+
+/// A `file://` URL of an absolute path (for `node --import`).
+fn url_of(path: &Path) -> Option<String> {
+    path.to_str().map(|p| format!("file://{p}"))
+}
+
+/// Check the JavaScript SDK's generated types, then run the SDK's and the
+/// JavaScript controllers' `node --test` suites natively (against the
+/// SDK's fake host).
+fn js_tests() -> Result<(), String> {
+    let started = Instant::now();
+    js_types(false)?;
+    for folder in JS_TEST_DIRS {
+        status(
+            &format!("running the JavaScript tests of {folder}"),
+            node().current_dir(root().join(folder)).arg("--test"),
+        )?;
+    }
+    eprintln!(
+        "xtask:   JavaScript checks and tests in {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
 /// Fail early, and clearly, when PostgreSQL is not reachable.
 fn check_postgres() -> Result<(), String> {
     let url = env::var("LEASEHOLD_DATABASE_URL").unwrap_or_else(|_| DEFAULT_DATABASE_URL.into());
@@ -429,6 +702,7 @@ fn test() -> Result<(), String> {
     )?;
     build_guests()?;
     python_tests()?;
+    js_tests()?;
     check_postgres()?;
     // The multi-process tests start the `leasehold` binary itself; `cargo
     // test` builds a package's binaries only for its own integration tests.

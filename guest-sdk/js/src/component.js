@@ -268,7 +268,7 @@ function descriptionOut(d) {
     related: d.related.map((w) => ({
       kind: w.kind,
       mapping: w.byLabel
-        ? { tag: 'label', val: { key: w.labelKey, targetKind: w.targetKind } }
+        ? { tag: 'label', val: { key: w.labelKey ?? '', targetKind: w.targetKind ?? '' } }
         : { tag: 'owner', val: w.ownerKind ?? undefined },
     })),
   };

@@ -360,7 +360,9 @@ export function dispatch(controller, kind, name, reason) {
     return new Reply('failed', retry.afterMs, message);
   }
   if (!(outcome instanceof Outcome)) {
-    const what = outcome === null || typeof outcome !== 'object' ? String(outcome) : outcome.constructor.name;
+    /** @type {any} */
+    const returned = outcome;
+    const what = returned === null || typeof returned !== 'object' ? String(returned) : returned.constructor?.name;
     return new Reply('failed', null, `reconcile of ${kind}/${name} returned ${what}, not an Outcome`);
   }
   if (outcome.requeueAfterMs === null) return Reply.done();

@@ -1,0 +1,426 @@
+/**
+ * A fake host for testing controllers natively, with node's test runner.
+ *
+ * `FakeHost` answers every host call the SDK makes with the real host's
+ * rules: kinds and names are DNS labels; values are JSON within the size
+ * limit, normalized (compact, keys sorted); versions are store revisions
+ * that only grow and are never reused; every operation of a commit applies
+ * or none does; one operation per object per commit; metadata rules,
+ * finalizers, the deletion mark and owner deletion (transitively, at most
+ * 1000 per commit) as the host applies them; selectors with the host's
+ * containment; commits fenced by the lease (`revoke`, `newTenure`).
+ *
+ * Faults are aimed at a call or commit: `Fault.FENCED` (the lease is
+ * lost), `Fault.CONFLICT`, `Fault.UNAVAILABLE`, `Fault.LOST_REPLY` (the
+ * commit applied, its reply lost: the guest sees `Unavailable`), and quota
+ * refusals. `before` runs a write "by someone else" just before a call.
+ *
+ * Creating a `FakeHost` installs it: the SDK's calls go to the newest one.
+ *
+ * @module
+ */
+import { Fence } from './fence.js';
+import { Metadata, ObjectKey } from './keys.js';
+import { Committed } from './transaction.js';
+/** The fake's clock starts here: 2026-01-01T00:00:00Z. */
+export declare const START: Date;
+/** The bounds the fake enforces; the host's defaults unless given. */
+export declare class Limits {
+    /** @type {number} */ maxValueBytes: number;
+    /** @type {number} */ maxOpsPerCommit: number;
+    /** @type {number} */ maxEventsPerCommit: number;
+    /** @type {number} */ maxEventReasonBytes: number;
+    /** @type {number} */ maxEventMessageBytes: number;
+    /** @type {number} */ maxPageSize: number;
+    /** @type {number} */ maxCallPayloadBytes: number;
+    /** @type {number} */ logLineBytes: number;
+    /** @param {Partial<Limits>} [given] */
+    constructor(given?: Partial<Limits>);
+}
+/**
+ * A fault the fake injects at a chosen call or commit.
+ *
+ * @readonly
+ * @enum {string}
+ */
+export declare const Fault: Readonly<{
+    /** The lease is lost: this call and every later one throw `Fenced`. */
+    FENCED: "fenced";
+    /** The commit throws `Conflict` naming its first object (commits only). */
+    CONFLICT: "conflict";
+    /** The call throws `Unavailable` and does nothing. */
+    UNAVAILABLE: "unavailable";
+    /** The commit applies, then its reply is lost: `Unavailable` (commits only). */
+    LOST_REPLY: "lost-reply";
+    /** A `max_creates_per_second` quota refusal (commits only). */
+    QUOTA_CREATES: "quota-creates";
+    /** A `max_objects_per_kind` quota refusal (commits only). */
+    QUOTA_OBJECTS: "quota-objects";
+}>;
+/**
+ * True for faults that only a commit can meet.
+ *
+ * @param {string} fault one of `Fault`
+ * @returns {boolean}
+ */
+export declare function commitsOnly(fault: string): boolean;
+/**
+ * Which call a fault or hook aims at, counting from 1 (the next one).
+ * `At.call(n)`: the n-th store call from now (get, list or commit);
+ * `At.commit(n)`: the n-th commit from now.
+ */
+export declare class At {
+    /** @type {boolean} */ commits: boolean;
+    /** @type {number} */ n: number;
+    /** @param {boolean} commits @param {number} n */
+    constructor(commits: boolean, n: number);
+    /** The n-th store call from now, of any kind. @param {number} n @returns {At} */
+    static call(n: number): At;
+    /** The n-th commit from now. @param {number} n @returns {At} */
+    static commit(n: number): At;
+}
+export type CallCounts = {
+    get: number;
+    /**
+     * `list` and `listSelected`
+     */
+    list: number;
+    commit: number;
+    /**
+     * all store calls
+     */
+    total: number;
+};
+export type CommitRecord = {
+    revision: number;
+    epoch: number;
+    /**
+     * as normalized by the fake
+     */
+    ops: import('./transaction.js').Op[];
+    events: import('./transaction.js').NewEvent[];
+    eventSeqs: number[];
+};
+export type EventRecord = {
+    seq: number;
+    /**
+     * the commit that appended it
+     */
+    revision: number;
+    /**
+     * the tenure that appended it
+     */
+    epoch: number;
+    /**
+     * what it is about
+     */
+    key: ObjectKey;
+    reason: string;
+    message: string;
+};
+export type Change = {
+    revision: number;
+    key: ObjectKey;
+    deleted: boolean;
+    before: Metadata | null;
+    after: Metadata | null;
+};
+export type LogLine = {
+    /**
+     * one of `Level`
+     */
+    level: string;
+    message: string;
+    epoch: number;
+};
+export type Stored = {
+    version: number;
+    value: string;
+    metadata: Metadata;
+    status: string | null;
+    generation: number;
+    deletingSinceMs: number | null;
+};
+/**
+ * Compact JSON with object keys sorted, as the host normalizes values.
+ *
+ * @param {any} value
+ * @returns {string}
+ */
+export declare function canonicalJson(value: any): string;
+/**
+ * The keys `change` maps to through `watch` (none if `watch` is of another kind).
+ * As the host maps: through what the object has after the change and, when
+ * an update moved its owner or label, through what it had before.
+ *
+ * @param {import('./controller.js').RelatedWatch} watch
+ * @param {Change} change
+ * @returns {ObjectKey[]}
+ */
+export declare function relatedKeys(watch: import('./controller.js').RelatedWatch, change: Change): ObjectKey[];
+/**
+ * A host in memory: the store, the fence, logs, settings and the clock.
+ *
+ * Creating one installs it (`install` again to switch between two). Seed
+ * objects with `seed`, drive the controller with `reconcile`, `resync` or
+ * `runChanges`, inspect `objects`, `commits`, `events`, `logs`, and aim
+ * faults with `fail` and writes of others with `before`.
+ */
+export declare class FakeHost {
+    #private;
+    /** The bounds this fake enforces. @type {Limits} */
+    limits: Limits;
+    /** Whether log lines are kept without being printed. @type {boolean} */
+    quiet: boolean;
+    /**
+     * @param {Limits} [limits] the bounds to enforce (the host's defaults)
+     * @param {{quiet?: boolean}} [options] `quiet`: keep log lines without printing them
+     */
+    constructor(limits?: Limits, options?: {
+        quiet?: boolean;
+    });
+    /** Make this host answer the SDK's calls. @returns {void} */
+    install(): void;
+    /**
+     * Create or overwrite `kind/name` with `value`, as a user would; its version.
+     *
+     * @param {string} kind
+     * @param {string} name
+     * @param {any} value
+     * @returns {number}
+     */
+    seed(kind: string, name: string, value: any): number;
+    /**
+     * As `seed`, with metadata.
+     *
+     * @param {string} kind
+     * @param {string} name
+     * @param {any} value
+     * @param {Metadata} metadata
+     * @returns {number}
+     */
+    seedWith(kind: string, name: string, value: any, metadata: Metadata): number;
+    /**
+     * Write the status of `kind/name` as a user would; the new version.
+     *
+     * @param {string} kind
+     * @param {string} name
+     * @param {any} status
+     * @returns {number}
+     */
+    setStatus(kind: string, name: string, status: any): number;
+    /**
+     * A user's delete request (marks it if it has finalizers); false if absent.
+     *
+     * @param {string} kind
+     * @param {string} name
+     * @returns {boolean}
+     */
+    remove(kind: string, name: string): boolean;
+    /**
+     * `kind/name` as stored, or null.
+     *
+     * @param {string} kind
+     * @param {string} name
+     * @param {((value: any) => any) | null} [decode]
+     * @returns {import('./objects.js').StoredObject | null}
+     */
+    object(kind: string, name: string, decode?: ((value: any) => any) | null): import('./objects.js').StoredObject | null;
+    /**
+     * Every object of `kind`, in name order.
+     *
+     * @param {string} kind
+     * @param {((value: any) => any) | null} [decode]
+     * @returns {import('./objects.js').StoredObject[]}
+     */
+    objects(kind: string, decode?: ((value: any) => any) | null): import('./objects.js').StoredObject[];
+    /** The store's latest revision. @returns {number} */
+    get revision(): number;
+    /**
+     * The change stream: every write after revision `after`, in order.
+     *
+     * @param {number} [after]
+     * @returns {Change[]}
+     */
+    changes(after?: number): Change[];
+    /** The current fence (answers the SDK's `fence()` too). @returns {Fence} */
+    fence(): Fence;
+    /**
+     * Run under `fence` from now on, not revoked.
+     *
+     * @param {Fence} fence
+     * @returns {void}
+     */
+    setFence(fence: Fence): void;
+    /** A new tenure of the same lease: epoch + 1, not revoked. @returns {Fence} */
+    newTenure(): Fence;
+    /** Lose the lease: every later store call throws `Fenced`. @returns {void} */
+    revoke(): void;
+    /** True once the lease is lost. @returns {boolean} */
+    get isRevoked(): boolean;
+    /**
+     * Run one reconcile of `kind/name` as the host would; its reply.
+     *
+     * @param {import('./controller.js').Controller} controller
+     * @param {string} kind
+     * @param {string} name
+     * @param {string} [reason] one of `Reason`
+     * @returns {import('./controller.js').Reply}
+     */
+    reconcile(controller: import('./controller.js').Controller, kind: string, name: string, reason?: string): import('./controller.js').Reply;
+    /**
+     * Reconcile every object of every watched kind, then every key the
+     * objects of the related kinds map to (each key once, reason resync).
+     *
+     * @param {import('./controller.js').Controller} controller
+     * @returns {Array<[ObjectKey, import('./controller.js').Reply]>}
+     */
+    resync(controller: import('./controller.js').Controller): Array<[ObjectKey, import('./controller.js').Reply]>;
+    /**
+     * Reconcile each watched key changed after revision `after` (reason
+     * change), and each key a related watch maps a change to (reason
+     * related, unless the key changed itself), following the changes those
+     * reconciles make, until none is left; the last revision seen.
+     *
+     * A reconcile that asks to be requeued or fails is not repeated here: the
+     * test decides about time. Throws past `maxReconciles`.
+     *
+     * @param {import('./controller.js').Controller} controller
+     * @param {number} [after]
+     * @param {number} [maxReconciles]
+     * @returns {number}
+     */
+    runChanges(controller: import('./controller.js').Controller, after?: number, maxReconciles?: number): number;
+    /**
+     * Inject `fault` at the call `at` names.
+     *
+     * @param {At} at
+     * @param {string} fault one of `Fault`
+     * @returns {void}
+     */
+    fail(at: At, fault: string): void;
+    /**
+     * Inject `fault` at the next commit.
+     *
+     * @param {string} fault one of `Fault`
+     * @returns {void}
+     */
+    failNextCommit(fault: string): void;
+    /**
+     * Make every store call throw `Unavailable` until set back.
+     *
+     * @param {boolean} unavailable
+     * @returns {void}
+     */
+    setUnavailable(unavailable: boolean): void;
+    /**
+     * Run `write(host)` just before the call `at` names (someone else's write).
+     *
+     * @param {At} at
+     * @param {(host: FakeHost) => void} write
+     * @returns {void}
+     */
+    before(at: At, write: (host: FakeHost) => void): void;
+    /**
+     * Run `write(host)` just before the n-th commit from now.
+     *
+     * @param {number} n
+     * @param {(host: FakeHost) => void} write
+     * @returns {void}
+     */
+    beforeCommit(n: number, write: (host: FakeHost) => void): void;
+    /** Faults and hooks not met yet. @returns {number} */
+    get pendingFaults(): number;
+    /**
+     * The store's `get`.
+     *
+     * @param {string} kind
+     * @param {string} name
+     * @returns {import('./keys.js').RawObject | null}
+     */
+    get(kind: string, name: string): import('./keys.js').RawObject | null;
+    /**
+     * The store's `list`.
+     *
+     * @param {string} kind
+     * @param {string | null} after
+     * @param {number} limit
+     * @returns {import('./keys.js').RawPage}
+     */
+    list(kind: string, after: string | null, limit: number): import('./keys.js').RawPage;
+    /**
+     * The store's `list-selected` (counted, and struck by faults, as a list).
+     *
+     * @param {string} kind
+     * @param {import('./keys.js').Selector} selector
+     * @param {string | null} after
+     * @param {number} limit
+     * @returns {import('./keys.js').RawPage}
+     */
+    listSelected(kind: string, selector: import('./keys.js').Selector, after: string | null, limit: number): import('./keys.js').RawPage;
+    /**
+     * The store's `commit`: validated, fenced, atomic.
+     *
+     * @param {readonly import('./transaction.js').Op[]} ops
+     * @param {readonly import('./transaction.js').NewEvent[]} events
+     * @returns {Committed}
+     */
+    commit(ops: readonly import('./transaction.js').Op[], events: readonly import('./transaction.js').NewEvent[]): Committed;
+    /**
+     * The logging host: keeps the line (truncated as the host does) and prints it unless quiet.
+     *
+     * @param {string} level one of `Level`
+     * @param {string} message
+     * @returns {void}
+     */
+    log(level: string, message: string): void;
+    /** The settings host: JSON text of an object. @returns {string} */
+    settings(): string;
+    /** The wall clock, in ms since the Unix epoch. @returns {number} */
+    nowMs(): number;
+    /** Every commit that applied, in order. @returns {CommitRecord[]} */
+    commits(): CommitRecord[];
+    /** Every event appended, in order. @returns {EventRecord[]} */
+    events(): EventRecord[];
+    /**
+     * The events with `reason`.
+     *
+     * @param {string} reason
+     * @returns {EventRecord[]}
+     */
+    eventsWithReason(reason: string): EventRecord[];
+    /** Every log line, in order. @returns {LogLine[]} */
+    logs(): LogLine[];
+    /** How many store calls of each kind were made. @returns {CallCounts} */
+    calls(): CallCounts;
+    /**
+     * Give the controller these settings (a JSON object within the host's bound).
+     *
+     * @param {Record<string, any>} settings
+     * @returns {void}
+     */
+    setSettings(settings: Record<string, any>): void;
+    /**
+     * As `setSettings`, from JSON text.
+     *
+     * @param {string} text
+     * @returns {void}
+     */
+    setSettingsJson(text: string): void;
+    /** The fake's wall clock. @returns {Date} */
+    now(): Date;
+    /**
+     * Set the wall clock.
+     *
+     * @param {Date} now
+     * @returns {void}
+     */
+    setNow(now: Date): void;
+    /**
+     * Move the wall clock forward by `ms` milliseconds; the new now.
+     *
+     * @param {number} ms
+     * @returns {Date}
+     */
+    advance(ms: number): Date;
+}

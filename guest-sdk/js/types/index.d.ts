@@ -1,0 +1,22 @@
+/**
+ * Leasehold's guest SDK for JavaScript: write a controller, test it with the fake host.
+ *
+ * A controller extends `Controller` (`describe`, `reconcile`), reads with
+ * `Api` / `Context.typed`, writes with `Transaction`, and is tested
+ * natively against `FakeHost` (`leasehold/fake`). Inside a component,
+ * `exportController` (`leasehold/component`) connects it to the WIT world
+ * `leasehold:controller/controller@0.2.0`. See guest-sdk/README.md.
+ *
+ * @module
+ */
+export { now, untilMs } from './clock.js';
+export { Context, Controller, Description, Outcome, Reason, RelatedWatch, Reply, Retry, dispatch, strongest, } from './controller.js';
+export { Conflict, DecodeError, Failed, Fenced, Invalid, LeaseholdError, NotFound, QUOTA_EXCEEDED_PREFIX, QuotaExceeded, SettingsError, StoreError, TooMany, Unavailable, } from './errors.js';
+export { Fence, IdempotencyKey, fence } from './fence.js';
+export { Metadata, ObjectKey, Selector } from './keys.js';
+export { Level, debug, error, info, log, trace, warn } from './log.js';
+export { Api, Kind, StoredObject, decodeRaw } from './objects.js';
+export { DEFAULT_CONFLICT_ATTEMPTS, retryOnConflict } from './retry.js';
+export { settings, settingsJson } from './settings.js';
+export { Check, Committed, Create, CreateWith, Delete, NewEvent, Replace, Status, Transaction, Update, } from './transaction.js';
+export * as limits from './limits.js';

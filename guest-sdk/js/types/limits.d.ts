@@ -1,0 +1,48 @@
+/**
+ * The host's default bounds, as the Rust SDK's `limits` module states them.
+ *
+ * The fake host enforces these; a real host may be configured with other
+ * values (see `docs/contract.md`).
+ *
+ * @module
+ */
+/** Longest kind or name: a DNS label. */
+export declare const MAX_LABEL_LEN = 63;
+/** Largest value (or status) in bytes of JSON text. */
+export declare const MAX_VALUE_BYTES: number;
+/** Most operations in one commit. */
+export declare const MAX_OPS_PER_COMMIT = 128;
+/** Most events in one commit. */
+export declare const MAX_EVENTS_PER_COMMIT = 128;
+/** Longest event reason in bytes. */
+export declare const MAX_EVENT_REASON_BYTES = 128;
+/** Longest event message in bytes. */
+export declare const MAX_EVENT_MESSAGE_BYTES: number;
+/** The page size a list gets when it asks for 0. */
+export declare const DEFAULT_PAGE_SIZE = 100;
+/** The largest page a list returns, whatever it asks for. */
+export declare const MAX_PAGE_SIZE = 500;
+/** Largest payload of one host call in bytes. */
+export declare const MAX_CALL_PAYLOAD_BYTES: number;
+/** Longest log line in bytes; longer lines are truncated. */
+export declare const LOG_LINE_BYTES: number;
+/** Largest settings JSON text in bytes. */
+export declare const MAX_SETTINGS_BYTES: number;
+/** Most labels on an object. */
+export declare const MAX_LABELS = 32;
+/** Longest label key in bytes. */
+export declare const MAX_LABEL_KEY_BYTES = 128;
+/** Longest non-empty label value in bytes. */
+export declare const MAX_LABEL_VALUE_BYTES = 63;
+/** Most finalizers on an object. */
+export declare const MAX_FINALIZERS = 16;
+/** Longest finalizer in bytes. */
+export declare const MAX_FINALIZER_BYTES = 128;
+/** Most owned objects one commit deletes or marks through their owners. */
+export declare const MAX_COLLECTED_PER_COMMIT = 1000;
+/** Most labels in a selector. */
+export declare const MAX_SELECTOR_LABELS = 32;
+/** Largest `contains` of a selector, in bytes of compact JSON. */
+export declare const MAX_SELECTOR_CONTAINS_BYTES: number;
+/** Deepest nesting of a selector's `contains`. */
+export declare const MAX_SELECTOR_CONTAINS_DEPTH = 16;
