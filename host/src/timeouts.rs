@@ -245,6 +245,18 @@ declare_timeouts! {
     /// cost is about ten small statements a second per standby host, and
     /// none on a host that stands by for nothing.
     TAKEOVER_SCAN = Duration::from_millis(100);
+    /// Placement (`[placement] min_tenure` default): a lease is never
+    /// handed over to a fairer host before it was held this long, so a
+    /// lease does not flap while hosts come and go.
+    PLACEMENT_MIN_TENURE = Duration::from_secs(10);
+    /// Longest pause between two placement heartbeats of a host (it beats
+    /// at its shortest renew interval when that is shorter): one statement
+    /// per host per beat, however many leases it holds. Also about how
+    /// long hosts take to notice a host that joined.
+    PLACEMENT_BEAT = Duration::from_secs(1);
+    /// Shortest pause between placement heartbeats a refused acquire or a
+    /// finished handover asks for at once: a burst of them costs one.
+    PLACEMENT_REFRESH_MIN = Duration::from_millis(20);
 }
 
 // A dead holder is looked for far more often than the standby's own poll

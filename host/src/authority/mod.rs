@@ -12,6 +12,7 @@
 
 pub mod claim;
 pub mod fence_check;
+pub mod hosts;
 pub mod memory;
 pub mod postgres;
 mod wakes;

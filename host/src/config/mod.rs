@@ -149,6 +149,9 @@ pub struct Config {
     pub telemetry: TelemetryConfig,
     /// `[store]`: retention (see [`crate::store::retention`]).
     pub store: StoreConfig,
+    /// `[placement]`: fair placement of leases across the live hosts
+    /// (see [`crate::supervisor::placement`]). Read at start.
+    pub placement: crate::supervisor::placement::PlacementSettings,
     /// `[[controllers]]`, in file order, names unique.
     pub controllers: Vec<ControllerConfig>,
     /// The absolute folder of the config file; relative paths in the file
@@ -317,6 +320,11 @@ pub struct StoreConfig {
     /// whatever its rank).
     pub tenure_retention: u64,
 }
+
+/// Most `[placement] slack` allowed.
+pub const MAX_PLACEMENT_SLACK: u64 = 10_000;
+/// Most `[placement] min_tenure` allowed.
+pub const MAX_PLACEMENT_MIN_TENURE: Duration = Duration::from_secs(24 * 3600);
 
 /// Default `[store] event_retention`: a week. Long enough that a host or
 /// an API reader down over a weekend resumes where it stopped instead of

@@ -33,6 +33,8 @@ pub(super) struct RawConfig {
     #[serde(default)]
     pub store: RawStore,
     #[serde(default)]
+    pub placement: RawPlacement,
+    #[serde(default)]
     pub controllers: Vec<Spanned<RawController>>,
 }
 
@@ -79,6 +81,15 @@ pub(super) struct RawTelemetry {
 pub(super) struct RawStore {
     pub event_retention: Option<Spanned<DurationText>>,
     pub tenure_retention: Option<Spanned<i64>>,
+}
+
+/// `[placement]`: fair placement of leases across the live hosts.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawPlacement {
+    pub enabled: Option<bool>,
+    pub slack: Option<Spanned<i64>>,
+    pub min_tenure: Option<Spanned<DurationText>>,
 }
 
 /// One `[[controllers]]` entry.

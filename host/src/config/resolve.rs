@@ -177,6 +177,7 @@ pub(super) fn resolve(
 
     let telemetry = telemetry(&mut c, &raw, env);
     let store = store(&mut c, &raw);
+    let placement = placement(&mut c, &raw);
 
     if raw.controllers.len() > MAX_CONTROLLERS {
         c.general(format!(
@@ -228,6 +229,7 @@ pub(super) fn resolve(
         runtime,
         telemetry,
         store,
+        placement,
         controllers,
         base_dir: base_dir.to_path_buf(),
     })
@@ -566,6 +568,43 @@ fn store(c: &mut Checker, raw: &RawConfig) -> StoreConfig {
             ),
         }
     }
+    config
+}
+
+/// `[placement]`: bounded; a bad value is reported naming its key.
+fn placement(c: &mut Checker, raw: &RawConfig) -> crate::supervisor::placement::PlacementSettings {
+    let mut config = crate::supervisor::placement::PlacementSettings::default();
+    if let Some(enabled) = raw.placement.enabled {
+        config.enabled = enabled;
+    }
+    if let Some(value) = &raw.placement.slack {
+        let n = *value.get_ref();
+        match u64::try_from(n) {
+            Ok(n) if n <= super::MAX_PLACEMENT_SLACK => config.slack = n as usize,
+            _ => c.at(
+                value,
+                format!(
+                    "placement.slack is {n}; it must be between 0 and {} (how many leases \
+                     above its fair share a host may hold before it hands one over)",
+                    super::MAX_PLACEMENT_SLACK
+                ),
+            ),
+        }
+    }
+    let (min_tenure, _) = duration(
+        c,
+        "placement",
+        &raw.placement.min_tenure,
+        DurationRule {
+            key: "min_tenure",
+            default: crate::timeouts::PLACEMENT_MIN_TENURE,
+            min: Duration::ZERO,
+            max: super::MAX_PLACEMENT_MIN_TENURE,
+            why_min: "a tenure cannot be negative",
+            why_max: "a day is the most",
+        },
+    );
+    config.min_tenure = min_tenure;
     config
 }
 

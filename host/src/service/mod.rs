@@ -78,6 +78,9 @@ pub struct Backends {
     /// The database pools, for `/metrics`: the main one and the
     /// authority's (none in memory).
     pub pools: Vec<Database>,
+    /// The host registry lease placement beats into (the authority's
+    /// backend).
+    pub hosts: Arc<dyn crate::authority::hosts::HostRegistry>,
 }
 
 /// Open the configured backends: PostgreSQL (migrated, identity verified)
@@ -93,6 +96,7 @@ pub async fn open_backends(config: &Config) -> Result<Backends, ServiceError> {
             let authority = Arc::new(MemoryAuthority::new());
             let store = Arc::new(MemoryStore::new(authority.clone()));
             Ok(Backends {
+                hosts: authority.clone(),
                 api_authority: authority.clone(),
                 authority,
                 store,
@@ -185,6 +189,7 @@ async fn open_postgres(config: &Config, url: &str) -> Result<Backends, ServiceEr
     let store = PostgresStore::new(db);
     store.pin_database(&identity);
     Ok(Backends {
+        hosts: Arc::new(authority.clone()),
         api_authority: Arc::new(api_authority),
         authority: Arc::new(authority),
         store: Arc::new(store),
@@ -424,7 +429,15 @@ pub async fn run_managed(
     ));
 
     let heartbeat = Heartbeat::new();
-    let renewer = Renewer::start_beating(backends.authority.clone(), &heartbeat);
+    // Fair placement of leases across the live hosts ([placement]).
+    let placement = crate::supervisor::placement::Placement::start(
+        backends.hosts.clone(),
+        &config.cluster,
+        &holder,
+        config.placement,
+    );
+    let renewer = Renewer::start_beating(backends.authority.clone(), &heartbeat)
+        .with_placement(placement.clone());
     let mut controllers = Controllers::new(controllers::Shared {
         cluster: config.cluster.clone(),
         holder: holder.clone(),
@@ -508,6 +521,9 @@ pub async fn run_managed(
     }
     ready_task.abort();
     notifier.stopping();
+    // The others count this host out before its leases are released, so
+    // they take them at once.
+    placement.deregister().await;
     let _ = shutdown_tx.send(true);
     // Supervisors finish their reconcile (within the grace period), stop
     // their guests and release their leases before they return.

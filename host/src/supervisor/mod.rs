@@ -22,6 +22,7 @@
 
 mod backoff;
 pub mod identity;
+pub mod placement;
 mod queue;
 mod renewer;
 mod worker;
@@ -86,6 +87,9 @@ pub struct Supervisor {
     /// Where each tenure's loop beats, for the service manager's watchdog
     /// ([`crate::notify`]); none unless set.
     heartbeat: Option<Heartbeat>,
+    /// This controller's seat in the host's lease placement, while
+    /// [`Supervisor::run`] runs and the renewer carries a placement.
+    seat: Option<placement::Seat>,
 }
 
 /// How a tenure ended.
@@ -149,6 +153,7 @@ impl Supervisor {
             shutdown,
             crash_detection: CrashDetection::default(),
             heartbeat: None,
+            seat: None,
         }
     }
 
@@ -195,6 +200,10 @@ impl Supervisor {
         // holder's liveness session is found gone. Dropped otherwise, so a
         // host looks for dead holders only while it waits for one.
         let mut dead_holder: Option<watch::Receiver<u64>> = None;
+        self.seat = self
+            .renewer
+            .placement()
+            .map(|placement| placement.join(self.controller.name(), self.config.timing));
         while !self.stopping() {
             // Read once and marked seen: a verdict published from here on
             // wakes the tenure (or this loop) through `changed`. The claim
@@ -222,6 +231,27 @@ impl Supervisor {
                 }
                 continue;
             }
+            // Placement: ask only while this host is below its fair share,
+            // or no other live host is below its own (placement.rs).
+            if let Some(seat) = &mut self.seat
+                && !seat.may_acquire()
+            {
+                if !matches!(self.status.get(), ControllerState::Standby { .. }) {
+                    self.status.set(ControllerState::Standby { holder: None });
+                }
+                let wait = standby_poll.next_delay();
+                tokio::select! {
+                    _ = seat.changed() => {}
+                    Ok(()) = released.changed() => {}
+                    _ = tokio::time::sleep(wait) => {}
+                    changed = self.shutdown.changed() => {
+                        if changed.is_err() {
+                            break;
+                        }
+                    }
+                }
+                continue;
+            }
             let request = AcquireRequest {
                 key: self.key(),
                 holder: self.config.holder.clone(),
@@ -240,6 +270,9 @@ impl Supervisor {
                 Ok(Acquired::Granted(grant)) => {
                     dead_holder = None;
                     backoff.reset();
+                    if let Some(seat) = &mut self.seat {
+                        seat.granted();
+                    }
                     self.status
                         .metrics
                         .acquisitions
@@ -252,6 +285,9 @@ impl Supervisor {
                     );
                     let sent = self.confirm_late_grant(&grant, sent).await;
                     let end = self.run_tenure(grant, sent, claim_session).await;
+                    if let Some(seat) = &self.seat {
+                        seat.ended();
+                    }
                     if let TenureEnd::Lost(_) = end {
                         // Give a successor the chance to take over before we
                         // try again.
@@ -259,6 +295,9 @@ impl Supervisor {
                     }
                 }
                 Ok(Acquired::Held { holder, .. }) => {
+                    if let Some(seat) = &self.seat {
+                        seat.not_granted();
+                    }
                     self.status.set(ControllerState::Standby {
                         holder: Some(holder),
                     });
@@ -283,6 +322,9 @@ impl Supervisor {
                 }
                 Err(e) => {
                     dead_holder = None;
+                    if let Some(seat) = &self.seat {
+                        seat.not_granted();
+                    }
                     let delay = backoff.next_delay();
                     tracing::warn!(controller = self.name(), holder = self.config.holder, error = %e, retry_in = ?delay, "cannot acquire the lease");
                     self.status.set(ControllerState::Failing {
@@ -769,6 +811,9 @@ enum Event {
         open: bool,
     },
     GraceOver,
+    /// Placement asks for the lease to be handed over (orderly release,
+    /// as on a stop request, but the supervisor stands by afterwards).
+    HandoverRequested,
     /// Nothing happened for [`BEAT_EVERY`]: the loop turns to beat.
     Beat,
 }
@@ -804,6 +849,9 @@ struct Tenure<'s> {
     /// This tenure's loop in the host's heartbeat, if there is one; it
     /// beats on every turn and unregisters when the tenure ends.
     pulse: Option<Pulse>,
+    /// Placement asked for the lease to be handed over; the tenure is
+    /// ending as on a stop request.
+    handing_over: bool,
 }
 
 impl<'s> Tenure<'s> {
@@ -856,6 +904,7 @@ impl<'s> Tenure<'s> {
             outbound: Arc::default(),
             claim_session,
             pulse,
+            handing_over: false,
         }
     }
 
@@ -966,7 +1015,9 @@ impl<'s> Tenure<'s> {
             _ => None,
         };
         let watch_stop = self.shutdown_open && grace_until.is_none();
+        let watch_handover = !self.handing_over && grace_until.is_none();
         let guest = self.guest.as_mut().map(|g| &mut g.task);
+        let seat = self.sup.seat.as_mut();
         tokio::select! {
             // The deadline wins over every other ready event (L3).
             biased;
@@ -981,6 +1032,7 @@ impl<'s> Tenure<'s> {
                 Event::StopRequested { open: changed.is_ok() }
             }
             _ = sleep_until_some(grace_until) => Event::GraceOver,
+            _ = handover_requested(seat), if watch_handover => Event::HandoverRequested,
             // Last: only a heartbeat, so the loop turns (and beats) at
             // least every BEAT_EVERY.
             _ = tokio::time::sleep(BEAT_EVERY), if self.pulse.is_some() => Event::Beat,
@@ -1109,6 +1161,18 @@ impl<'s> Tenure<'s> {
                 );
                 self.machine.on_grace_over()
             }
+            Event::HandoverRequested => {
+                self.handing_over = true;
+                tracing::info!(
+                    controller = name,
+                    epoch,
+                    holder,
+                    reason = placement::MoveReason::OverShare.as_str(),
+                    "placement: handing the lease over; finishing the running reconcile"
+                );
+                let _ = self.stop_tx.send(true);
+                self.machine.on_stop_requested(now)
+            }
             Event::Beat => self.machine.phase,
         }
     }
@@ -1120,6 +1184,14 @@ async fn join_guest(
 ) -> Result<WorkerExit, tokio::task::JoinError> {
     match task {
         Some(task) => task.await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Placement's request to hand the lease over, or never without a seat.
+async fn handover_requested(seat: Option<&mut placement::Seat>) {
+    match seat {
+        Some(seat) => seat.handover_requested().await,
         None => std::future::pending().await,
     }
 }

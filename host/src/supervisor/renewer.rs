@@ -45,6 +45,10 @@ enum Command {
 #[derive(Clone)]
 pub struct Renewer {
     commands: mpsc::UnboundedSender<Command>,
+    /// The host's lease placement, when it places leases
+    /// ([`Renewer::with_placement`]); every supervisor renewing through
+    /// this renewer takes its seat there.
+    placement: Option<super::placement::Placement>,
 }
 
 /// A registered fence; renewal outcomes arrive on [`Registration::next`].
@@ -101,7 +105,23 @@ impl Renewer {
     fn spawn(authority: Arc<dyn Authority>, pulse: Option<Pulse>) -> Self {
         let (commands, rx) = mpsc::unbounded_channel();
         tokio::spawn(run(authority, rx, commands.downgrade(), pulse));
-        Self { commands }
+        Self {
+            commands,
+            placement: None,
+        }
+    }
+
+    /// This renewer, with the host's lease placement: the supervisors
+    /// renewing through it ask `placement` before each acquire and hand
+    /// their lease over when it asks (see [`super::placement`]).
+    pub fn with_placement(mut self, placement: super::placement::Placement) -> Self {
+        self.placement = Some(placement);
+        self
+    }
+
+    /// The host's lease placement, if it places leases.
+    pub fn placement(&self) -> Option<&super::placement::Placement> {
+        self.placement.as_ref()
     }
 
     /// Renew `fence` every `interval` with `ttl` until the registration is

@@ -21,6 +21,7 @@
 //! deadlock), or call back into a store from inside [`FenceLock::while_fenced`].
 
 mod faults;
+mod hosts;
 #[cfg(test)]
 mod tests;
 
@@ -105,6 +106,8 @@ struct State {
     /// Per lease, oldest first, at most [`MAX_HISTORY`] (older ones are
     /// dropped: unlike PostgreSQL, this backend must bound its memory).
     tenures: BTreeMap<LeaseKey, Vec<TenureRow>>,
+    /// The host registry (placement's view of the live hosts).
+    hosts: hosts::Registry,
 }
 
 struct LeaseRow {

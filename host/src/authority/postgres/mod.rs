@@ -78,6 +78,7 @@ macro_rules! timeline_epoch_floor {
 
 mod errors;
 pub mod holder_claim;
+mod hosts;
 mod listener;
 #[cfg(test)]
 mod tests;
