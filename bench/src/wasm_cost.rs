@@ -344,7 +344,7 @@ async fn stderr_cost() -> Result<StderrCost> {
     {
         let _quiet = Silenced::stderr()?;
         for t in 0..TASKS {
-            let reply = host.reconcile(&Scheduler, "tasks", &task_name(t));
+            let reply = host.reconcile(&Scheduler::new(), "tasks", &task_name(t));
             ensure!(reply == Reply::Done, "native reconcile: {reply:?}");
         }
     }
@@ -404,7 +404,7 @@ async fn native_on_store(
     }
     let commits_before = host.calls().commit;
     let started = Instant::now();
-    let reply = host.reconcile(&Scheduler, "tasks", name);
+    let reply = host.reconcile(&Scheduler::new(), "tasks", name);
     let fake = started.elapsed();
     ensure!(reply == Reply::Done, "native reconcile: {reply:?}");
     if host.calls().commit == commits_before {

@@ -34,9 +34,15 @@
 //! nodes, keeping those with room. A node's usage is its `assigned`, not a
 //! count of tasks.
 //!
+//! A change that can only have made room (a node's change, a freed slot)
+//! schedules only while tasks are left waiting for room: every other
+//! pending task has its own change queued, whose reconcile places it (see
+//! [`Scheduler`]). A task's change that leaves nothing to place is answered
+//! from one read of the task.
+//!
 //! # Batches
 //!
-//! Each reconcile, whatever key it was called for, places pending tasks
+//! A scheduling pass, whatever key it was called for, places pending tasks
 //! until none is left, no node has room, or [`MAX_ASSIGNMENTS_PER_RECONCILE`]
 //! were placed (then it is requeued at once). The assignments go out in as
 //! few commits as the host's limits allow: one commit holds up to
@@ -80,6 +86,7 @@
 //! malformed task that holds a slot frees it.
 
 use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use leasehold_guest::{
@@ -189,8 +196,54 @@ fn held_slot<T>(task: &Object<T>) -> Option<&str> {
 }
 
 /// The scheduler controller.
-#[derive(Debug, Default)]
-pub struct Scheduler;
+///
+/// It remembers one thing between reconciles of its instance (one tenure,
+/// or less: a guest restarted after a trap is a new instance, and the host
+/// resyncs it): whether pending tasks may be waiting for room. A change
+/// of a node, or a freed slot, only makes room; it needs a scheduling pass
+/// only when the last pass left tasks pending for want of room. Every
+/// other pending task has its own change queued, whose reconcile places
+/// it. The scheduler's own assignments change each node they fill, so
+/// without this every batch would be followed by one scheduling pass per
+/// node it touched.
+#[derive(Debug)]
+pub struct Scheduler {
+    waiting_for_room: AtomicBool,
+}
+
+impl Scheduler {
+    /// A scheduler that knows nothing yet: it assumes tasks may be waiting
+    /// for room, so its first node change or freed slot schedules.
+    pub const fn new() -> Self {
+        Self {
+            waiting_for_room: AtomicBool::new(true),
+        }
+    }
+
+    fn schedule(&self, ctx: &Context) -> Result<Outcome, Error> {
+        let (outcome, waiting) = schedule(ctx, self.waiting_for_room.load(Ordering::Relaxed))?;
+        if let Some(waiting) = waiting {
+            self.waiting_for_room.store(waiting, Ordering::Relaxed);
+        }
+        Ok(outcome)
+    }
+
+    /// Schedule only if the last pass left tasks waiting for room, or the
+    /// reconcile has a cause other than a change (a timer, a retry, a
+    /// resync: always a full pass).
+    fn schedule_if_waiting(&self, ctx: &Context) -> Result<Outcome, Error> {
+        if ctx.reason() == Reason::Change && !self.waiting_for_room.load(Ordering::Relaxed) {
+            return Ok(Outcome::Done);
+        }
+        self.schedule(ctx)
+    }
+}
+
+impl Default for Scheduler {
+    fn default() -> Self {
+        Self::new()
+    }
+}
 
 leasehold_guest::export_controller!(Scheduler);
 
@@ -201,22 +254,24 @@ impl Controller for Scheduler {
 
     fn reconcile(&self, ctx: &Context, kind: &str, name: &str) -> Result<Outcome, Error> {
         match kind {
-            TASKS => {
-                let seen = release_if_done(ctx, name)?;
+            TASKS => match release_if_done(ctx, name)? {
+                // A pending task: place it (and whatever else is pending).
+                TaskSeen::Pending => self.schedule(ctx),
+                // A freed slot is room: it matters to tasks left waiting.
+                TaskSeen::Freed => self.schedule_if_waiting(ctx),
                 // A change that leaves nothing new to place (the task is
-                // assigned, finished without a slot, or gone, and no slot
-                // was freed: typically the change this scheduler's own
-                // assignment made) is answered from the one read above,
-                // without listing the pending tasks. Every other cause (a
-                // timer, a retry, a resync) schedules, so a batch bound's
-                // requeue and a failed placement always go on.
-                if seen == TaskSeen::Settled && ctx.reason() == Reason::Change {
-                    return Ok(Outcome::Done);
-                }
-                schedule(ctx)
-            }
-            // A new node or a capacity change may make room.
-            NODES => schedule(ctx),
+                // assigned, finished without a slot, or gone: typically the
+                // change this scheduler's own assignment made) is answered
+                // from the one read above, without listing the pending
+                // tasks. Every other cause (a timer, a retry, a resync)
+                // schedules, so a batch bound's requeue and a failed
+                // placement always go on.
+                TaskSeen::Settled if ctx.reason() == Reason::Change => Ok(Outcome::Done),
+                TaskSeen::Settled => self.schedule(ctx),
+            },
+            // A new node, a capacity change or a lowered count may make
+            // room; the scheduler's own assignments change nodes too.
+            NODES => self.schedule_if_waiting(ctx),
             other => {
                 leasehold_guest::warn!("asked to reconcile {other}/{name}, a kind not watched");
                 Ok(Outcome::Done)
@@ -476,6 +531,12 @@ impl Batch {
 
 /// Place pending tasks until none is left, no node has room, or the
 /// per-reconcile bound is reached, in as few commits as the limits allow.
+/// Besides the outcome, whether tasks are left waiting for room: `true`
+/// when no node had room for one, `false` when every pending task was
+/// placed, `None` when the bound cut the pass short (the requeue goes on).
+/// With `room_first` (tasks were left waiting for room), the nodes are read
+/// before the pending tasks, and no more pending tasks are listed per page
+/// than there are free slots.
 ///
 /// A conflict (or a task or node gone) means something changed since it
 /// was read: [`retry_on_conflict`] reads again, up to
@@ -484,16 +545,31 @@ impl Batch {
 /// unavailable has an unknown outcome, so there is no blind retry (the
 /// requeue re-reads); conflicts past the bound and invalid writes go to
 /// the error policy.
-fn schedule(ctx: &Context) -> Result<Outcome, Error> {
+fn schedule(ctx: &Context, room_first: bool) -> Result<(Outcome, Option<bool>), Error> {
     let mut placed = 0;
     retry_on_conflict(MAX_CONFLICT_RETRIES + 1, || {
         let tasks = Api::<Value>::new(Task::KIND);
         let pending = pending_tasks();
         let mut nodes: Option<Nodes> = None;
+        let mut page_size = PENDING_PAGE;
+        if room_first {
+            // Tasks were left waiting for room: most likely they still
+            // outnumber it. Read the nodes first and list only as many
+            // pending tasks as there are free slots (none, when there is
+            // no room at all), not a whole page per freed slot.
+            let read = Nodes::read()?;
+            let free: u64 = read.slots.iter().map(Slot::free).sum();
+            if free == 0 {
+                leasehold_guest::info!("pending tasks wait: no node has a free slot");
+                return Ok((Outcome::Done, Some(true)));
+            }
+            page_size = free.min(u64::from(PENDING_PAGE)) as u32;
+            nodes = Some(read);
+        }
         let mut after: Option<String> = None;
         let mut batch = Batch::default();
         loop {
-            let page = tasks.list_selected(&pending, after.as_deref(), PENDING_PAGE)?;
+            let page = tasks.list_selected(&pending, after.as_deref(), page_size)?;
             let mut bound_reached = false;
             for object in &page.objects {
                 let Some(task) = decode_or_warn::<Task>(object) else {
@@ -528,7 +604,7 @@ fn schedule(ctx: &Context) -> Result<Outcome, Error> {
                     // change or a freed slot, both of which trigger a
                     // reconcile.
                     leasehold_guest::info!("pending tasks wait: no node has a free slot");
-                    return Ok(Outcome::Done);
+                    return Ok((Outcome::Done, Some(true)));
                 };
                 let mut touched = vec![node];
                 touched.extend(old.filter(|&o| o != node));
@@ -564,9 +640,9 @@ fn schedule(ctx: &Context) -> Result<Outcome, Error> {
                 return Ok(if bound_reached {
                     // More may be pending: the next reconcile goes on at
                     // once.
-                    Outcome::RequeueAfter(Duration::ZERO)
+                    (Outcome::RequeueAfter(Duration::ZERO), None)
                 } else {
-                    Outcome::Done
+                    (Outcome::Done, Some(false))
                 });
             }
             // The batch carries over to the next page: the cursor is past

@@ -74,7 +74,7 @@ fn failed_with(reply: &Reply) -> (&str, Option<std::time::Duration>) {
 
 #[test]
 fn describes_nodes_and_tasks_with_a_resync() {
-    let description = Scheduler.describe();
+    let description = Scheduler::new().describe();
     assert_eq!(description.watches, [NODES, TASKS]);
     assert_eq!(description.resync, Some(scheduler::RESYNC_PERIOD));
 }
@@ -89,7 +89,7 @@ fn assigns_a_pending_task_with_its_node_and_event_in_one_commit() {
         &json!({ "status": "pending", "image": "busybox" }),
     );
 
-    assert_eq!(host.reconcile(&Scheduler, TASKS, "t1"), Reply::Done);
+    assert_eq!(host.reconcile(&Scheduler::new(), TASKS, "t1"), Reply::Done);
 
     assert_eq!(
         task(&host, "t1"),
@@ -138,7 +138,7 @@ fn never_assigns_over_capacity() {
         pending(&host, name);
     }
 
-    for (key, reply) in host.resync(&Scheduler) {
+    for (key, reply) in host.resync(&Scheduler::new()) {
         assert_eq!(reply, Reply::Done, "{key}");
     }
 
@@ -152,12 +152,12 @@ fn never_assigns_over_capacity() {
 
     // A full cluster stays as it is.
     let commits = host.commits().len();
-    host.resync(&Scheduler);
+    host.resync(&Scheduler::new());
     assert_eq!(host.commits().len(), commits);
 
     // Room on a node is used as soon as the node changes.
     host.seed(NODES, "n3", &json!({ "capacity": 1 }));
-    assert_eq!(host.reconcile(&Scheduler, NODES, "n3"), Reply::Done);
+    assert_eq!(host.reconcile(&Scheduler::new(), NODES, "n3"), Reply::Done);
     assert_eq!(pending_names(&host), ["t5"]);
     assert_within_capacity(&host);
 }
@@ -170,7 +170,7 @@ fn spreads_tasks_to_the_node_with_most_free_slots() {
     pending(&host, "t1");
     pending(&host, "t2");
     pending(&host, "t3");
-    assert_eq!(host.reconcile(&Scheduler, NODES, "a"), Reply::Done);
+    assert_eq!(host.reconcile(&Scheduler::new(), NODES, "a"), Reply::Done);
     let placed: Vec<Value> = ["t1", "t2", "t3"]
         .iter()
         .map(|t| task(&host, t)["node"].clone())
@@ -186,11 +186,11 @@ fn a_finished_task_frees_its_slot() {
     node(&host, "n1", 1);
     pending(&host, "t1");
     pending(&host, "t2");
-    host.resync(&Scheduler);
+    host.resync(&Scheduler::new());
     assert_eq!(pending_names(&host), ["t2"]);
 
     host.seed(TASKS, "t1", &json!({ "status": "done", "node": "n1" }));
-    assert_eq!(host.reconcile(&Scheduler, TASKS, "t1"), Reply::Done);
+    assert_eq!(host.reconcile(&Scheduler::new(), TASKS, "t1"), Reply::Done);
     assert_eq!(task(&host, "t2")["node"], "n1");
     assert_within_capacity(&host);
 
@@ -215,7 +215,7 @@ fn a_finished_task_frees_its_slot() {
 
     // Reconciling t1 again frees nothing more.
     let commits = host.commits().len();
-    assert_eq!(host.reconcile(&Scheduler, TASKS, "t1"), Reply::Done);
+    assert_eq!(host.reconcile(&Scheduler::new(), TASKS, "t1"), Reply::Done);
     assert_eq!(host.commits().len(), commits);
 }
 
@@ -229,7 +229,7 @@ fn a_conflict_is_re_read_and_retried() {
         host.seed(TASKS, "t1", &json!({ "status": "pending", "priority": 7 }));
     });
 
-    assert_eq!(host.reconcile(&Scheduler, TASKS, "t1"), Reply::Done);
+    assert_eq!(host.reconcile(&Scheduler::new(), TASKS, "t1"), Reply::Done);
 
     assert_eq!(host.pending_faults(), 0, "the concurrent write happened");
     assert_eq!(host.calls().commit, 2, "one conflict, one retry");
@@ -255,7 +255,7 @@ fn racing_for_the_last_slot_conflicts_instead_of_overfilling() {
         host.seed(NODES, "n1", &json!({ "capacity": 1, "assigned": 1 }));
     });
 
-    assert_eq!(host.reconcile(&Scheduler, TASKS, "t1"), Reply::Done);
+    assert_eq!(host.reconcile(&Scheduler::new(), TASKS, "t1"), Reply::Done);
 
     assert_eq!(host.pending_faults(), 0);
     assert_eq!(
@@ -288,7 +288,7 @@ fn a_rival_assignment_landing_between_any_two_calls_never_overfills() {
     // commit, when nothing gets in the way.
     let calls = {
         let host = one_slot_two_tasks();
-        assert_eq!(host.reconcile(&Scheduler, TASKS, "t1"), Reply::Done);
+        assert_eq!(host.reconcile(&Scheduler::new(), TASKS, "t1"), Reply::Done);
         assert_eq!(host.calls().commit, 1);
         host.calls().total()
     };
@@ -302,7 +302,7 @@ fn a_rival_assignment_landing_between_any_two_calls_never_overfills() {
         host.before(At::Call(n), rival_takes_n1);
 
         assert_eq!(
-            host.reconcile(&Scheduler, TASKS, "t1"),
+            host.reconcile(&Scheduler::new(), TASKS, "t1"),
             Reply::Done,
             "rival before call {n}"
         );
@@ -331,7 +331,7 @@ fn a_task_assigned_meanwhile_is_not_assigned_again() {
         host.seed(TASKS, "t1", &json!({ "status": "assigned", "node": "n2" }));
     });
 
-    assert_eq!(host.reconcile(&Scheduler, TASKS, "t1"), Reply::Done);
+    assert_eq!(host.reconcile(&Scheduler::new(), TASKS, "t1"), Reply::Done);
 
     assert_eq!(task(&host, "t1")["node"], "n2");
     assert!(host.events_with_reason(ASSIGNED_REASON).is_empty());
@@ -348,7 +348,7 @@ fn conflict_retries_are_bounded_then_requeued_soon() {
         host.fail(At::Commit(n), Fault::Conflict);
     }
 
-    let reply = host.reconcile(&Scheduler, TASKS, "t1");
+    let reply = host.reconcile(&Scheduler::new(), TASKS, "t1");
 
     let (message, retry_after) = failed_with(&reply);
     assert!(message.contains("conflict"), "{message}");
@@ -358,7 +358,7 @@ fn conflict_retries_are_bounded_then_requeued_soon() {
     assert!(host.commits().is_empty());
 
     // The requeued reconcile, with the contention over, succeeds.
-    assert_eq!(host.reconcile(&Scheduler, TASKS, "t1"), Reply::Done);
+    assert_eq!(host.reconcile(&Scheduler::new(), TASKS, "t1"), Reply::Done);
     assert_eq!(task(&host, "t1")["status"], "assigned");
 }
 
@@ -369,13 +369,19 @@ fn a_fenced_commit_stops_without_retrying() {
     pending(&host, "t1");
     host.fail_next_commit(Fault::Fenced);
 
-    assert_eq!(host.reconcile(&Scheduler, TASKS, "t1"), Reply::Fenced);
+    assert_eq!(
+        host.reconcile(&Scheduler::new(), TASKS, "t1"),
+        Reply::Fenced
+    );
 
     assert_eq!(host.calls().commit, 1, "no retry after fenced");
     assert!(host.commits().is_empty());
     assert_eq!(task(&host, "t1")["status"], "pending");
     // The tenure is over for good: so is every later reconcile.
-    assert_eq!(host.reconcile(&Scheduler, NODES, "n1"), Reply::Fenced);
+    assert_eq!(
+        host.reconcile(&Scheduler::new(), NODES, "n1"),
+        Reply::Fenced
+    );
 }
 
 #[test]
@@ -385,7 +391,10 @@ fn a_revoked_lease_stops_before_any_write() {
     pending(&host, "t1");
     host.revoke();
 
-    assert_eq!(host.reconcile(&Scheduler, TASKS, "t1"), Reply::Fenced);
+    assert_eq!(
+        host.reconcile(&Scheduler::new(), TASKS, "t1"),
+        Reply::Fenced
+    );
     assert_eq!(host.calls().commit, 0);
 }
 
@@ -396,13 +405,13 @@ fn an_unavailable_store_fails_for_backoff_and_recovers() {
     pending(&host, "t1");
     host.set_unavailable(true);
 
-    let reply = host.reconcile(&Scheduler, TASKS, "t1");
+    let reply = host.reconcile(&Scheduler::new(), TASKS, "t1");
     let (message, retry_after) = failed_with(&reply);
     assert!(message.contains("unavailable"), "{message}");
     assert_eq!(retry_after, None, "the host's exponential backoff decides");
 
     host.set_unavailable(false);
-    assert_eq!(host.reconcile(&Scheduler, TASKS, "t1"), Reply::Done);
+    assert_eq!(host.reconcile(&Scheduler::new(), TASKS, "t1"), Reply::Done);
     assert_eq!(task(&host, "t1")["status"], "assigned");
 }
 
@@ -413,7 +422,7 @@ fn an_unavailable_commit_is_not_retried_blindly() {
     pending(&host, "t1");
     host.fail_next_commit(Fault::Unavailable);
 
-    let reply = host.reconcile(&Scheduler, TASKS, "t1");
+    let reply = host.reconcile(&Scheduler::new(), TASKS, "t1");
     assert_eq!(failed_with(&reply).1, None);
     assert_eq!(
         host.calls().commit,
@@ -421,7 +430,7 @@ fn an_unavailable_commit_is_not_retried_blindly() {
         "the outcome is unknown: no retry without a re-read"
     );
 
-    assert_eq!(host.reconcile(&Scheduler, TASKS, "t1"), Reply::Done);
+    assert_eq!(host.reconcile(&Scheduler::new(), TASKS, "t1"), Reply::Done);
     assert_eq!(host.events_with_reason(ASSIGNED_REASON).len(), 1);
 }
 
@@ -433,13 +442,13 @@ fn a_successor_re_running_after_a_lost_reply_does_not_assign_twice() {
     // The commit lands, then the guest never hears back (the connection
     // dropped, or the guest was torn down before replying).
     host.fail_next_commit(Fault::LostReply);
-    let reply = host.reconcile(&Scheduler, TASKS, "t1");
+    let reply = host.reconcile(&Scheduler::new(), TASKS, "t1");
     assert!(matches!(reply, Reply::Failed { .. }), "{reply:?}");
 
     // A successor: a new tenure and a fresh controller, re-running the
     // same reconcile (and a resync, as at the start of a tenure).
     host.new_tenure();
-    let successor = Scheduler;
+    let successor = Scheduler::new();
     assert_eq!(host.reconcile(&successor, TASKS, "t1"), Reply::Done);
     host.resync(&successor);
 
@@ -459,10 +468,13 @@ fn malformed_objects_are_skipped_with_a_warning() {
     host.seed(TASKS, "junk", &json!(5));
     pending(&host, "t1");
 
-    assert_eq!(host.reconcile(&Scheduler, TASKS, "t1"), Reply::Done);
+    assert_eq!(host.reconcile(&Scheduler::new(), TASKS, "t1"), Reply::Done);
     // The pending selector never reads the junk task; its own reconcile
     // does.
-    assert_eq!(host.reconcile(&Scheduler, TASKS, "junk"), Reply::Done);
+    assert_eq!(
+        host.reconcile(&Scheduler::new(), TASKS, "junk"),
+        Reply::Done
+    );
 
     assert_eq!(task(&host, "t1")["node"], "n1");
     let warnings: Vec<String> = host
@@ -485,7 +497,10 @@ fn malformed_objects_are_skipped_with_a_warning() {
 fn a_deleted_task_needs_no_write() {
     let host = FakeHost::new();
     node(&host, "n1", 1);
-    assert_eq!(host.reconcile(&Scheduler, TASKS, "gone"), Reply::Done);
+    assert_eq!(
+        host.reconcile(&Scheduler::new(), TASKS, "gone"),
+        Reply::Done
+    );
     assert!(host.commits().is_empty());
 }
 
@@ -499,7 +514,7 @@ fn assignments_per_reconcile_are_bounded() {
     }
 
     assert_eq!(
-        host.reconcile(&Scheduler, NODES, "n1"),
+        host.reconcile(&Scheduler::new(), NODES, "n1"),
         Reply::RequeueAfter(std::time::Duration::ZERO)
     );
     assert_eq!(pending_names(&host).len(), 6);
@@ -507,7 +522,7 @@ fn assignments_per_reconcile_are_bounded() {
         host.events_with_reason(ASSIGNED_REASON).len(),
         MAX_ASSIGNMENTS_PER_RECONCILE
     );
-    assert_eq!(host.reconcile(&Scheduler, NODES, "n1"), Reply::Done);
+    assert_eq!(host.reconcile(&Scheduler::new(), NODES, "n1"), Reply::Done);
     assert!(pending_names(&host).is_empty());
     assert_within_capacity(&host);
     assert_eq!(node_count(&host, "n1"), Some(total as u64));
@@ -540,7 +555,10 @@ fn many_pending_tasks_are_assigned_in_as_few_commits_as_the_limits_allow() {
         pending(&host, &format!("t{i:03}"));
     }
 
-    assert_eq!(host.reconcile(&Scheduler, TASKS, "t000"), Reply::Done);
+    assert_eq!(
+        host.reconcile(&Scheduler::new(), TASKS, "t000"),
+        Reply::Done
+    );
 
     assert!(pending_names(&host).is_empty());
     // Each commit: up to 125 tasks plus the 3 nodes they go to, 128 ops.
@@ -576,7 +594,7 @@ fn many_pending_tasks_are_assigned_in_as_few_commits_as_the_limits_allow() {
     // Reconciles of the assigned tasks (their changes coming back) write
     // nothing.
     let commits = host.commits().len();
-    host.resync(&Scheduler);
+    host.resync(&Scheduler::new());
     assert_eq!(host.commits().len(), commits);
 }
 
@@ -592,7 +610,7 @@ fn batches_never_fill_a_node_past_capacity() {
         pending(&host, &format!("t{i:03}"));
     }
 
-    assert_eq!(host.reconcile(&Scheduler, NODES, "a"), Reply::Done);
+    assert_eq!(host.reconcile(&Scheduler::new(), NODES, "a"), Reply::Done);
 
     assert_eq!(
         usage(&host),
@@ -605,7 +623,7 @@ fn batches_never_fill_a_node_past_capacity() {
     assert_within_commit_limits(&host);
 
     // Full: nothing more, whatever is reconciled.
-    host.resync(&Scheduler);
+    host.resync(&Scheduler::new());
     assert_eq!(host.commits().len(), 1);
 }
 
@@ -615,13 +633,13 @@ fn a_deleted_task_frees_its_slot_before_it_goes() {
     node(&host, "n1", 1);
     pending(&host, "t1");
     pending(&host, "t2");
-    host.resync(&Scheduler);
+    host.resync(&Scheduler::new());
     assert_eq!(pending_names(&host), ["t2"]);
 
     // The user deletes t1: the finalizer holds it, marked.
     host.remove(TASKS, "t1");
     assert!(host.object::<Value>(TASKS, "t1").unwrap().is_deleting());
-    assert_eq!(host.reconcile(&Scheduler, TASKS, "t1"), Reply::Done);
+    assert_eq!(host.reconcile(&Scheduler::new(), TASKS, "t1"), Reply::Done);
 
     assert!(
         host.object::<Value>(TASKS, "t1").is_none(),
@@ -651,7 +669,7 @@ fn a_deleted_pending_task_is_not_placed() {
     );
     host.remove(TASKS, "t1");
 
-    assert_eq!(host.reconcile(&Scheduler, TASKS, "t1"), Reply::Done);
+    assert_eq!(host.reconcile(&Scheduler::new(), TASKS, "t1"), Reply::Done);
 
     assert!(host.commits().is_empty());
     assert_eq!(node_count(&host, "n1"), None);
@@ -663,14 +681,14 @@ fn a_node_count_lost_to_a_user_write_is_recounted_from_the_tasks() {
     node(&host, "n1", 2);
     pending(&host, "t1");
     pending(&host, "t2");
-    host.resync(&Scheduler);
+    host.resync(&Scheduler::new());
     assert_eq!(node_count(&host, "n1"), Some(2));
 
     // A user resizes the node with a bare value, dropping the count.
     host.seed(NODES, "n1", &json!({ "capacity": 3 }));
     pending(&host, "t3");
     pending(&host, "t4");
-    assert_eq!(host.reconcile(&Scheduler, NODES, "n1"), Reply::Done);
+    assert_eq!(host.reconcile(&Scheduler::new(), NODES, "n1"), Reply::Done);
 
     assert_eq!(usage(&host), BTreeMap::from([("n1".to_string(), 3)]));
     assert_eq!(node_count(&host, "n1"), Some(3));
@@ -682,14 +700,14 @@ fn a_task_pending_again_is_placed_anew_and_its_old_slot_freed_at_once() {
     let host = FakeHost::new();
     node(&host, "a", 1);
     pending(&host, "t1");
-    host.resync(&Scheduler);
+    host.resync(&Scheduler::new());
     assert_eq!(task(&host, "t1")["node"], "a");
     // A second node comes: a has 1 used of 1, b 0 of 5.
     node(&host, "b", 5);
 
     // A user sets t1 back to pending (its metadata stays).
     host.seed(TASKS, "t1", &json!({ "status": "pending" }));
-    assert_eq!(host.reconcile(&Scheduler, TASKS, "t1"), Reply::Done);
+    assert_eq!(host.reconcile(&Scheduler::new(), TASKS, "t1"), Reply::Done);
 
     let t1 = host.object::<Value>(TASKS, "t1").unwrap();
     assert_eq!(
@@ -719,7 +737,7 @@ fn a_conflict_in_a_batch_re_reads_and_places_every_task_once() {
         host.seed(NODES, "n1", &json!({ "capacity": 10, "assigned": 1 }));
     });
 
-    assert_eq!(host.reconcile(&Scheduler, TASKS, "t0"), Reply::Done);
+    assert_eq!(host.reconcile(&Scheduler::new(), TASKS, "t0"), Reply::Done);
 
     assert_eq!(host.pending_faults(), 0);
     assert_eq!(host.calls().commit, 2, "one conflict, one retry");
@@ -746,11 +764,11 @@ fn a_lost_reply_on_a_batch_assigns_nothing_twice() {
     }
     // The second batch lands but its reply is lost.
     host.fail(At::Commit(2), Fault::LostReply);
-    let reply = host.reconcile(&Scheduler, TASKS, "t000");
+    let reply = host.reconcile(&Scheduler::new(), TASKS, "t000");
     assert!(matches!(reply, Reply::Failed { .. }), "{reply:?}");
 
     host.new_tenure();
-    host.resync(&Scheduler);
+    host.resync(&Scheduler::new());
 
     assert!(pending_names(&host).is_empty());
     assert_eq!(host.events_with_reason(ASSIGNED_REASON).len(), 150);
@@ -763,7 +781,7 @@ fn a_change_that_leaves_nothing_to_place_is_answered_without_scheduling() {
     let host = FakeHost::new();
     node(&host, "n1", 2);
     pending(&host, "t1");
-    assert_eq!(host.reconcile(&Scheduler, TASKS, "t1"), Reply::Done);
+    assert_eq!(host.reconcile(&Scheduler::new(), TASKS, "t1"), Reply::Done);
     assert_eq!(task(&host, "t1")["node"], "n1");
 
     // A pending task nobody has reconciled yet (its own change is still
@@ -772,7 +790,7 @@ fn a_change_that_leaves_nothing_to_place_is_answered_without_scheduling() {
     pending(&host, "t2");
     let commits = host.commits().len();
     assert_eq!(
-        host.reconcile_because(&Scheduler, TASKS, "t1", Reason::Change),
+        host.reconcile_because(&Scheduler::new(), TASKS, "t1", Reason::Change),
         Reply::Done
     );
     assert_eq!(pending_names(&host), ["t2"]);
@@ -781,9 +799,77 @@ fn a_change_that_leaves_nothing_to_place_is_answered_without_scheduling() {
     // Any other cause schedules (a batch bound's requeue, a retry, a
     // resync): t2 is placed from t1's reconcile.
     assert_eq!(
-        host.reconcile_because(&Scheduler, TASKS, "t1", Reason::Requeue),
+        host.reconcile_because(&Scheduler::new(), TASKS, "t1", Reason::Requeue),
         Reply::Done
     );
     assert!(pending_names(&host).is_empty());
+    assert_within_capacity(&host);
+}
+
+/// Node changes (the scheduler's own assignments make one per node they
+/// fill) and freed slots schedule only while tasks wait for room: every
+/// other pending task has its own change queued, which places it.
+#[test]
+fn room_is_looked_for_only_while_tasks_wait_for_it() {
+    let host = FakeHost::new();
+    let scheduler = Scheduler::new();
+    node(&host, "n1", 2);
+    pending(&host, "t1");
+    assert_eq!(host.reconcile(&scheduler, TASKS, "t1"), Reply::Done);
+    assert_eq!(task(&host, "t1")["node"], "n1");
+
+    // Nothing waits: the change t1's assignment made to n1 needs no pass,
+    // even with room and a pending task whose own change is still queued.
+    pending(&host, "t2");
+    let commits = host.commits().len();
+    assert_eq!(
+        host.reconcile_because(&scheduler, NODES, "n1", Reason::Change),
+        Reply::Done
+    );
+    assert_eq!(pending_names(&host), ["t2"]);
+    assert_eq!(host.commits().len(), commits);
+    assert_eq!(host.reconcile(&scheduler, TASKS, "t2"), Reply::Done);
+    assert!(pending_names(&host).is_empty());
+
+    // t3's own reconcile finds no room: t3 now waits for it, and the next
+    // node change (a capacity raise) places it.
+    pending(&host, "t3");
+    assert_eq!(host.reconcile(&scheduler, TASKS, "t3"), Reply::Done);
+    assert_eq!(pending_names(&host), ["t3"]);
+    host.seed(NODES, "n1", &json!({ "capacity": 3, "assigned": 2 }));
+    assert_eq!(
+        host.reconcile_because(&scheduler, NODES, "n1", Reason::Change),
+        Reply::Done
+    );
+    assert!(pending_names(&host).is_empty());
+    assert_within_capacity(&host);
+
+    // A slot freed while a task waits goes to it at once...
+    pending(&host, "t4");
+    assert_eq!(host.reconcile(&scheduler, TASKS, "t4"), Reply::Done);
+    assert_eq!(pending_names(&host), ["t4"]);
+    host.seed(TASKS, "t1", &json!({ "status": "done", "node": "n1" }));
+    assert_eq!(host.reconcile(&scheduler, TASKS, "t1"), Reply::Done);
+    assert_eq!(task(&host, "t4")["node"], "n1");
+
+    // ... and one freed while nothing waits is only freed: t5's own change
+    // places it.
+    pending(&host, "t5");
+    host.seed(TASKS, "t2", &json!({ "status": "done", "node": "n1" }));
+    assert_eq!(host.reconcile(&scheduler, TASKS, "t2"), Reply::Done);
+    assert_eq!(host.events_with_reason(RELEASED_REASON).len(), 2);
+    assert_eq!(pending_names(&host), ["t5"]);
+    assert_eq!(host.reconcile(&scheduler, TASKS, "t5"), Reply::Done);
+    assert!(pending_names(&host).is_empty());
+    assert_within_capacity(&host);
+
+    // Any cause other than a change always schedules.
+    pending(&host, "t6");
+    host.seed(NODES, "n2", &json!({ "capacity": 1 }));
+    assert_eq!(
+        host.reconcile_because(&scheduler, NODES, "n2", Reason::Resync),
+        Reply::Done
+    );
+    assert_eq!(task(&host, "t6")["node"], "n2");
     assert_within_capacity(&host);
 }
