@@ -462,7 +462,7 @@ fn ensure_js_tools() -> Result<(), String> {
         .split('.')
         .next()
         .and_then(|m| m.parse::<u32>().ok());
-    if !major.is_some_and(|m| m >= NODE_MIN) {
+    if major.is_none_or(|m| m < NODE_MIN) {
         return Err(format!(
             "the JavaScript guests need Node.js {NODE_MIN} or newer; found {}",
             text.trim()
