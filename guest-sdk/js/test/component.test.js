@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { register } from 'node:module';
 import { beforeEach, test } from 'node:test';
 
-register('./wit-stub-loader.mjs', import.meta.url);
+register('../support/wit-stub-loader.mjs', import.meta.url);
 
 const { WitHost, exportController } = await import('../src/component.js');
 const sdk = await import('../src/index.js');

@@ -1,4 +1,4 @@
-// A module loader hook for the tests: the WIT interfaces a component
+// A module loader hook for the tests (test/component.test.js): the WIT interfaces a component
 // imports (`leasehold:controller/...`, `wasi:...`) resolve to
 // wit-stub.mjs, one instance per interface, so src/component.js runs
 // natively against stubs a test scripts.
