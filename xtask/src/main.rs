@@ -49,7 +49,8 @@ const JS_GUESTS: &[(&str, &str, &str)] = &[("scheduler-js", "controllers/schedul
 /// The JavaScript SDK: its sources are part of every JavaScript guest.
 const JS_SDK: &str = "guest-sdk/js";
 /// The JavaScript tools, pinned: `package.json` and `package-lock.json`
-/// (jco and componentize-js, every dependency at an exact version),
+/// (jco, componentize-js and TypeScript, every dependency at an exact
+/// version),
 /// installed from the npm registry with `npm ci` into [`js_tools_dir`] on
 /// first use, and again whenever the lockfile changes.
 const JS_TOOL_PINS: &str = "guest-sdk/js/tools";
@@ -102,7 +103,9 @@ Environment:
   LEASEHOLD_DATABASE_URL  PostgreSQL for the tests (default
                           postgres://postgres@127.0.0.1:5432/postgres)
   LEASEHOLD_NODE          the Node.js (20 or newer) that runs the JavaScript
-                          tools and tests (default node; npm beside it)
+                          tools and tests (default node)
+  LEASEHOLD_NPM           the npm that installs the JavaScript tool folder
+                          target/tools/js (default npm)
   LEASEHOLD_PYTHON        the Python (3.11 or newer) that hosts the Python
                           tool folder target/tools/python (default python3)
 ";
