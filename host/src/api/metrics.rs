@@ -37,6 +37,7 @@
 //! | `leasehold_lease_leaderless_seconds` | gauge: 0 while the lease's record shows a live tenure, else the time since its last tenure ended or expired | `lease` |
 //! | `leasehold_lease_epoch` | gauge: the lease's last granted epoch, from the database | `lease` |
 //! | `leasehold_lease_observe_failures_total` | counter: scrapes that could not read the lease records | |
+//! | `leasehold_placement_moves_total` | counter: leases moved by placement on this host | `reason` = over_share, no_other_host |
 //! | `process_cpu_seconds_total`, `process_resident_memory_bytes`, `process_virtual_memory_bytes`, `process_open_fds`, `process_max_fds`, `process_threads`, `process_start_time_seconds` | the standard process series, read from `/proc` (Linux only) | |
 //!
 //! Known loss and abort reasons, every quota, every outbound outcome and
@@ -111,6 +112,7 @@ pub const HOST_FAMILIES: &[&str] = &[
     "leasehold_build_info",
     "leasehold_db_pool_",
     "leasehold_lease_",
+    "leasehold_placement_",
     "process_",
 ];
 
@@ -164,7 +166,30 @@ impl HostMetrics {
                 .collect::<Vec<_>>(),
         );
         render_leases(out, leases, self.leases.failures());
+        render_placement(out);
         render_process(out, &process_snapshot());
+    }
+}
+
+/// `leasehold_placement_moves_total{reason}`: this process's placement
+/// moves ([`crate::supervisor::placement`]), every reason from the first
+/// scrape.
+fn render_placement(out: &mut String) {
+    header(
+        out,
+        "leasehold_placement_moves_total",
+        "counter",
+        "Leases moved by placement on this host, by reason: over_share (handed over by orderly \
+         release to a live host below its fair share), no_other_host (taken beyond this host's \
+         share because no other live host able to run it was below its own).",
+    );
+    for (reason, n) in crate::supervisor::placement::moves() {
+        sample(
+            out,
+            "leasehold_placement_moves_total",
+            &labels(&[("reason", reason.as_str())]),
+            n,
+        );
     }
 }
 

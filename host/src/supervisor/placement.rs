@@ -405,10 +405,8 @@ impl Seat {
                 }
             }
         };
-        if let Some(member) = local.members.get_mut(&self.name) {
-            if allowed {
-                member.state = Seated::Acquiring;
-            }
+        if allowed && let Some(member) = local.members.get_mut(&self.name) {
+            member.state = Seated::Acquiring;
         }
         drop(local);
         if !allowed {
@@ -629,7 +627,7 @@ mod tests {
         assert_eq!(fair_share::<PeerHost>(&all, &[]), 12, "alone: every lease");
         let b = peer("b", &all, 0);
         let c = peer("c", &all, 0);
-        assert_eq!(fair_share(&all, &[b.clone()]), 6);
+        assert_eq!(fair_share(&all, std::slice::from_ref(&b)), 6);
         // Exact: 12 × 1/3 is 4, not 5 as a float sum would round up to.
         assert_eq!(fair_share(&all, &[b.clone(), c.clone()]), 4);
         let eleven = names(11, "c");
@@ -652,6 +650,45 @@ mod tests {
         // And a peer that runs none of them changes nothing.
         let d = peer("d", &names(4, "other"), 0);
         assert_eq!(fair_share(&mine, &[b, c, d]), 8);
+    }
+
+    fn parse(text: &str) -> Result<crate::config::Config, String> {
+        let env = crate::config::Environment::default();
+        crate::config::Config::parse_with(text, std::env::temp_dir(), &env)
+            .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn the_placement_section_has_defaults_and_bounds() {
+        let config = parse("cluster = \"east\"\n").unwrap();
+        assert_eq!(config.placement, PlacementSettings::default());
+        assert_eq!(
+            PlacementSettings::default(),
+            PlacementSettings {
+                enabled: true,
+                slack: 0,
+                min_tenure: Duration::from_secs(10),
+            }
+        );
+        let config = parse(
+            "cluster = \"east\"\n[placement]\nenabled = false\nslack = 2\nmin_tenure = \"1500ms\"\n",
+        )
+        .unwrap();
+        assert_eq!(
+            config.placement,
+            PlacementSettings {
+                enabled: false,
+                slack: 2,
+                min_tenure: Duration::from_millis(1500),
+            }
+        );
+        let refused =
+            parse("cluster = \"east\"\n[placement]\nslack = -1\nmin_tenure = \"2days\"\n")
+                .unwrap_err();
+        assert!(refused.contains("placement.slack is -1"), "{refused}");
+        assert!(refused.contains("min_tenure"), "{refused}");
+        let unknown = parse("cluster = \"east\"\n[placement]\nslak = 1\n").unwrap_err();
+        assert!(unknown.contains("slak"), "{unknown}");
     }
 
     fn timing() -> LeaseTiming {
@@ -716,7 +753,11 @@ mod tests {
         let c = peer("c", &all, 0);
         let p = placement(vec![b, c], PlacementSettings::default());
         let mut seats: Vec<Seat> = all.iter().map(|n| p.join(n, timing())).collect();
-        let allowed = seats.iter_mut().filter(|s| s.may_acquire()).count();
+        let allowed = seats
+            .iter_mut()
+            .map(|s| s.may_acquire())
+            .filter(|a| *a)
+            .count();
         assert_eq!(allowed, 4, "asking counts as holding until answered");
         // An acquire that found the lease held frees its place.
         seats[0].not_granted();
@@ -737,7 +778,14 @@ mod tests {
         };
         let p = placement(vec![b], slack);
         let mut seats: Vec<Seat> = all.iter().map(|n| p.join(n, timing())).collect();
-        assert_eq!(seats.iter_mut().filter(|s| s.may_acquire()).count(), 8);
+        assert_eq!(
+            seats
+                .iter_mut()
+                .map(|s| s.may_acquire())
+                .filter(|a| *a)
+                .count(),
+            8
+        );
     }
 
     fn leading_since(p: &Placement, name: &str, since: Instant) {
@@ -753,7 +801,7 @@ mod tests {
             ..PlacementSettings::default()
         };
         let p = placement(vec![b], settings);
-        let mut seats: Vec<Seat> = all.iter().map(|n| p.join(n, timing())).collect();
+        let seats: Vec<Seat> = all.iter().map(|n| p.join(n, timing())).collect();
         let now = Instant::now();
         let old = now - Duration::from_secs(60);
         for (i, name) in all.iter().enumerate() {
