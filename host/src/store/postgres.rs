@@ -14,11 +14,13 @@
 //!    holding them until the server notices the connection is gone;
 //! 1. and 2. the authority's fence check and the tenure's write count, in
 //!    one statement (guests only; see
-//!    [`crate::authority::fence_check::check_fence_and_count`]): lease row
-//!    `FOR KEY SHARE`, holder, epoch, not released, not expired, and only
-//!    then the count. The test-only unfenced build skips both and counts
-//!    the write after `COMMIT` in its own statement, so nothing in its
-//!    transaction touches a row the next grant locks;
+//!    [`crate::authority::fence_check::check_fence_and_count`]): the count
+//!    updates the tenure row only while the tenure is open, which holds
+//!    that row until the transaction ends, and the lease row is read to
+//!    check holder, epoch, not released, not expired. The test-only
+//!    unfenced build skips both and counts the write after `COMMIT` in its
+//!    own statement, so nothing in its transaction touches a row the next
+//!    grant locks;
 //! 3. the position floor ([`FLOOR_SQL`]): a shared advisory transaction
 //!    lock whose key is the sequence's `last_value`, a number below every
 //!    position this commit will take (see "Positions" below);
@@ -48,11 +50,12 @@
 //! own); a connection goes back to the pool only after its `COMMIT` or
 //! `ROLLBACK` was answered, and is closed otherwise.
 //!
-//! Fencing (L4) rests on the lease row being held `FOR KEY SHARE` from the
-//! check to `COMMIT`: a grant locks that row `FOR UPDATE`, so it waits for this
-//! commit or, if it came first, the check sees the new epoch and nothing is
-//! written. Locking rows is not writing them, and a stale commit's locks
-//! are released by its rollback.
+//! Fencing (L4) rests on the open tenure's row being held (by the count's
+//! `UPDATE`) from the check to `COMMIT`: a grant or release locks that row
+//! before it ends the tenure, so it waits for this commit or, if it came
+//! first, the count finds the tenure ended and nothing is written. The
+//! lease row is only read, so no fenced commit delays a renewal. A stale
+//! commit's count and locks are undone by its rollback.
 //!
 //! # Positions, and why no lock is held across COMMIT for them
 //!
@@ -79,13 +82,15 @@
 //! before the transaction (like the store's own statements), and pipelined
 //! with the store's statements: one network flight carries its execution
 //! with the locks. Fencing therefore costs the server one statement and a
-//! row update, but no extra round trip.
+//! row update (the count, which is also the fence's lock), but no extra
+//! round trip.
 //!
 //! Lock order everywhere: lease row, tenure row, position floor (shared,
 //! never waited for: nobody takes it exclusively), name claims (in key
-//! order), object rows (in key order). The authority's grant takes the
-//! lease row, then tenure rows; an API write takes floor, claims, objects:
-//! so no cycle.
+//! order), object rows (in key order). The authority's grant and release
+//! take the lease row, then the tenure row; a fenced commit takes its
+//! tenure row, floor, claims, objects; an API write takes floor, claims,
+//! objects: so no cycle.
 //!
 //! Must never: hand back a connection whose transaction outcome is unknown
 //! (a timed-out commit's connection is closed, not pooled); report a

@@ -10,6 +10,7 @@ use rand::Rng;
 use tokio::sync::{Barrier, Mutex, mpsc, oneshot};
 use tokio::task::JoinHandle;
 
+use crate::authority::postgres::LOCK_LEASE;
 use crate::db::Database;
 use crate::fence::{Epoch, Fence, LeaseKey};
 use crate::testing::TestDatabase;
@@ -24,7 +25,8 @@ const CLUSTER: &str = "c1";
 const LEASE: &str = "ctl";
 
 /// A grant as the authority makes it, in one transaction: lock the lease
-/// row first (this waits for every fenced commit holding it `FOR KEY SHARE`),
+/// row and the live tenure's row first, with the authority's own statement
+/// (this waits for every fenced commit holding the tenure row),
 /// note the event seqs visible at that moment (the grant's horizon: every
 /// write of the old epoch must be among them; seqs are not commit order, so
 /// no single number can say this), then move the
@@ -51,12 +53,9 @@ async fn take_over_held(
 ) -> (Fence, Horizon) {
     let mut client = db.client().await.unwrap();
     let tx = client.transaction().await.unwrap();
-    tx.query_one(
-        "SELECT epoch FROM leasehold_leases WHERE cluster = $1 AND name = $2 FOR UPDATE",
-        &[&key.cluster, &key.name],
-    )
-    .await
-    .unwrap();
+    tx.query_one(LOCK_LEASE, &[&key.cluster, &key.name])
+        .await
+        .unwrap();
     if let Some(GrantHold { locked, go }) = hold {
         let _ = locked.send(());
         let _ = go.await;
@@ -215,13 +214,13 @@ async fn fixture() -> Fixture {
 /// Where a round of the race lets the takeover meet the commit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Meeting {
-    /// The commit has passed its fence check and holds the lease row
+    /// The commit has passed its fence check and holds its tenure row
     /// (paused just before `COMMIT`) when the takeover starts; it goes on
     /// after a random number of yields, while the grant queues on the row
     /// or is still on its way. It must land, below the grant's horizon.
     CommitFirst,
-    /// The grant holds the lease row (locked, not yet updated) when the
-    /// commit starts; the grant goes on after a random number of yields,
+    /// The grant holds the lease and tenure rows (locked, not yet
+    /// updated) when the commit starts; the grant goes on after a random number of yields,
     /// while the commit waits on the row or is still on its way. It must be
     /// refused.
     GrantFirst,
@@ -256,7 +255,7 @@ async fn joined<T>(task: JoinHandle<T>, what: &str) -> T {
 /// Either side of the race, each a fenced commit in flight while another
 /// holder takes over, over 200 rounds. Every round meets the two at a
 /// different point ([`Meeting`]): a third with the commit past its fence
-/// check, a third with the grant holding the lease row, a third racing
+/// check, a third with the grant holding the lease and tenure rows, a third racing
 /// freely. Both outcomes therefore happen (checked), and whichever happens,
 /// no write of the old epoch lands after the new epoch was granted.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -348,7 +347,7 @@ async fn no_write_lands_after_a_takeover_over_many_races() {
                 assert_ne!(
                     meeting,
                     Meeting::GrantFirst,
-                    "round {round}: a commit of epoch {} started after epoch {} held the lease row, and landed",
+                    "round {round}: a commit of epoch {} started after epoch {} held the lease and tenure rows, and landed",
                     fence.epoch.0,
                     next.epoch.0
                 );
@@ -467,19 +466,17 @@ async fn a_takeover_waits_for_a_fenced_commit_in_flight() {
         .unwrap_or_else(|_| panic!("the commit did not reach COMMIT within {WAIT:?}"))
         .expect("the commit reached COMMIT");
 
-    // While the commit holds the lease row FOR KEY SHARE, a grant (which
-    // locks the row FOR UPDATE first, as the authority's does) cannot take
-    // it: with a lock timeout it gives up...
+    // While the commit holds the tenure row (its count), a grant (which
+    // locks the lease row and then the tenure row first, with the
+    // authority's own statement) cannot take it: with a lock timeout it
+    // gives up...
     let client = f.db.client().await.unwrap();
+    client
+        .batch_execute("BEGIN; SET LOCAL lock_timeout = '100ms'")
+        .await
+        .unwrap();
     let blocked = client
-        .batch_execute(&format!(
-            "BEGIN; SET LOCAL lock_timeout = '100ms';
-             SELECT 1 FROM leasehold_leases
-              WHERE cluster = '{CLUSTER}' AND name = '{LEASE}' FOR UPDATE;
-             UPDATE leasehold_leases SET epoch = epoch + 1, holder = 'thief'
-              WHERE cluster = '{CLUSTER}' AND name = '{LEASE}';
-             COMMIT;"
-        ))
+        .query_one(LOCK_LEASE, &[&CLUSTER, &LEASE])
         .await
         .expect_err("the grant must wait for the fenced commit");
     assert_eq!(
@@ -524,21 +521,27 @@ async fn assert_fenced_now(store: &PostgresStore, old: &Fence, t: &super::Object
 async fn a_fenced_commit_waiting_on_a_grant_in_flight_is_refused() {
     let f = fixture().await;
     let old = Leases::grant(&f.leases, CLUSTER, LEASE, "holder-1").await;
-    // A grant holds the lease row, not yet committed: locked FOR UPDATE
-    // first, as the authority's grant does.
+    // A grant holds the lease row and the tenure row, not yet committed:
+    // locked first with the authority's own statement, then the lease
+    // moved on and the tenure ended, as the authority's grant does.
     let mut granting = f.db.client().await.unwrap();
     let grant = granting.transaction().await.unwrap();
     grant
-        .execute(
-            "SELECT 1 FROM leasehold_leases WHERE cluster = $1 AND name = $2 FOR UPDATE",
-            &[&CLUSTER, &LEASE],
-        )
+        .query_one(LOCK_LEASE, &[&CLUSTER, &LEASE])
         .await
         .unwrap();
     grant
         .execute(
             "UPDATE leasehold_leases SET epoch = epoch + 1, holder = 'holder-2'
               WHERE cluster = $1 AND name = $2",
+            &[&CLUSTER, &LEASE],
+        )
+        .await
+        .unwrap();
+    grant
+        .execute(
+            "UPDATE leasehold_tenures SET ended_at = clock_timestamp(), end_reason = 'superseded'
+              WHERE cluster = $1 AND lease = $2 AND epoch = 1",
             &[&CLUSTER, &LEASE],
         )
         .await
@@ -553,8 +556,8 @@ async fn a_fenced_commit_waiting_on_a_grant_in_flight_is_refused() {
         let (store, old, t) = (Arc::clone(&f.store), old.clone(), t.clone());
         tokio::spawn(async move { store.commit_fenced(&old, &[create(&t, "1")], &[]).await })
     };
-    // Wait until the commit is observed blocked behind the grant: it read
-    // the lease row under the grant's lock, not a stale copy.
+    // Wait until the commit is observed blocked behind the grant: it
+    // judges the tenure row under the grant's lock, not a stale copy.
     let observer = f.db.client().await.unwrap();
     let deadline = tokio::time::Instant::now() + WAIT;
     loop {
@@ -571,13 +574,21 @@ async fn a_fenced_commit_waiting_on_a_grant_in_flight_is_refused() {
         }
         assert!(
             tokio::time::Instant::now() < deadline,
-            "the commit never reached the lease row"
+            "the commit never reached the tenure row"
         );
         tokio::task::yield_now().await;
     }
     grant.commit().await.unwrap();
     match joined(commit, "the commit behind the grant").await {
-        Err(StoreError::Fenced { fence, .. }) => assert_eq!(fence, old),
+        Err(StoreError::Fenced {
+            fence,
+            cause,
+            reason,
+        }) => {
+            assert_eq!(fence, old);
+            assert_eq!(cause, crate::fence::FenceCause::Superseded);
+            assert!(reason.contains("epoch 2"), "{reason}");
+        }
         other => panic!("a write of epoch 1 landed after epoch 2 was granted: {other:?}"),
     }
     assert_eq!(f.store.get(CLUSTER, &t).await.unwrap(), None);
@@ -1161,4 +1172,232 @@ async fn selective_lists_are_served_by_the_gin_indexes() {
         }
     }
     assert_eq!(listed, expected);
+}
+
+/// A grant by the real authority, insisted on.
+async fn authority_grant(
+    authority: &crate::authority::postgres::PostgresAuthority,
+    lease: &str,
+    holder: &str,
+) -> Fence {
+    use crate::authority::{AcquireRequest, Acquired, Authority};
+    let request = AcquireRequest {
+        key: LeaseKey::new(CLUSTER, lease),
+        holder: holder.into(),
+        ttl: std::time::Duration::from_secs(3600),
+    };
+    match authority.acquire(&request).await.unwrap() {
+        Acquired::Granted(grant) => grant.fence,
+        other => panic!("{holder} expected a grant of {lease}, got {other:?}"),
+    }
+}
+
+/// The tenure of `fence` as the authority's history shows it.
+async fn tenure_of(
+    authority: &crate::authority::postgres::PostgresAuthority,
+    fence: &Fence,
+) -> crate::authority::TenureRecord {
+    use crate::authority::Authority;
+    authority
+        .history(&fence.key, 100)
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|t| t.epoch == fence.epoch)
+        .unwrap_or_else(|| panic!("no tenure {fence} in the history"))
+}
+
+/// L6 through the real authority and store: every accepted fenced commit
+/// is counted once, concurrent ones too, with the time of the last; a
+/// refused commit (a conflict, a released or superseded fence) and an API
+/// write count nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_history_counts_every_accepted_fenced_commit_and_its_last_time() {
+    use crate::authority::postgres::PostgresAuthority;
+    use crate::authority::{Authority, EndReason, ExpectedIdentity};
+    const WRITERS: usize = 6;
+    const EACH: usize = 5;
+    let f = fixture().await;
+    let authority = PostgresAuthority::new(f.db.clone(), ExpectedIdentity::default());
+    let fence = authority_grant(&authority, LEASE, "holder-1").await;
+    let fresh = tenure_of(&authority, &fence).await;
+    assert_eq!((fresh.writes, fresh.last_write_at), (0, None));
+
+    // Concurrent commits of one tenure, each writer on its own objects.
+    let writers: Vec<_> = (0..WRITERS)
+        .map(|w| {
+            let (store, fence) = (Arc::clone(&f.store), fence.clone());
+            tokio::spawn(async move {
+                let t = key("tasks", &format!("w{w}"));
+                let mut version = 0;
+                for i in 0..EACH {
+                    let op = if i == 0 {
+                        create(&t, "0")
+                    } else {
+                        update(&t, version, &i.to_string())
+                    };
+                    version = store
+                        .commit_fenced(&fence, &[op], &[event(&t, "Bumped")])
+                        .await
+                        .unwrap()
+                        .revision;
+                }
+            })
+        })
+        .collect();
+    for writer in writers {
+        joined(writer, "a writer").await;
+    }
+    let t = key("tasks", "w0");
+    // Neither a refused commit nor an API write counts.
+    match f
+        .store
+        .commit_fenced(&fence, &[create(&t, "9")], &[])
+        .await
+    {
+        Err(StoreError::Conflict { .. }) => {}
+        other => panic!("a create of an existing object: {other:?}"),
+    }
+    f.store
+        .put(CLUSTER, &key("nodes", "n"), "1", None)
+        .await
+        .unwrap();
+    let counted = tenure_of(&authority, &fence).await;
+    assert_eq!(counted.writes, (WRITERS * EACH) as u64);
+    let last = counted.last_write_at.expect("a last write time");
+    assert!(last >= counted.acquired_at, "{last} before the grant");
+
+    // One more, alone: counted, and its time is the new last one, taken
+    // in its own transaction before the commit's own time.
+    let current = f.store.get(CLUSTER, &t).await.unwrap().unwrap();
+    let revision = f
+        .store
+        .commit_fenced(&fence, &[update(&t, current.version, "7")], &[])
+        .await
+        .unwrap()
+        .revision;
+    let written_at: chrono::DateTime<chrono::Utc> =
+        f.db.client()
+            .await
+            .unwrap()
+            .query_one(
+                "SELECT at FROM leasehold_changes WHERE cluster = $1 AND revision = $2",
+                &[&CLUSTER, &(revision as i64)],
+            )
+            .await
+            .unwrap()
+            .get(0);
+    let after = tenure_of(&authority, &fence).await;
+    assert_eq!(after.writes, (WRITERS * EACH + 1) as u64);
+    let newest = after.last_write_at.unwrap();
+    assert!(
+        last < newest && newest <= written_at,
+        "last write {newest} is not between the previous one {last} and the commit's time {written_at}"
+    );
+
+    // Released: refused with that cause, and not counted.
+    authority
+        .release(&fence, EndReason::Released)
+        .await
+        .unwrap();
+    match f
+        .store
+        .commit_fenced(&fence, &[create(&key("tasks", "x"), "1")], &[])
+        .await
+    {
+        Err(StoreError::Fenced { cause, .. }) => {
+            assert_eq!(cause, crate::fence::FenceCause::Released)
+        }
+        other => panic!("a released fence wrote: {other:?}"),
+    }
+    // Superseded: likewise.
+    let next = authority_grant(&authority, LEASE, "holder-2").await;
+    match f
+        .store
+        .commit_fenced(&fence, &[create(&key("tasks", "y"), "1")], &[])
+        .await
+    {
+        Err(StoreError::Fenced { cause, .. }) => {
+            assert_eq!(cause, crate::fence::FenceCause::Superseded)
+        }
+        other => panic!("a superseded fence wrote: {other:?}"),
+    }
+    let ended = tenure_of(&authority, &fence).await;
+    assert_eq!(
+        (ended.writes, ended.last_write_at),
+        (after.writes, after.last_write_at)
+    );
+    assert_eq!(tenure_of(&authority, &next).await.writes, 0);
+}
+
+/// A fenced commit that reaches its tenure row while a release holds it
+/// (locked with the authority's own statement, the lease marked released
+/// and the tenure ended, not yet committed) waits, then is refused as
+/// `Released`, although the lease row its statement's snapshot shows is
+/// still current: the tenure row decides, read in its newest version.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fenced_commit_waiting_on_a_release_in_flight_is_refused_as_released() {
+    let f = fixture().await;
+    let old = Leases::grant(&f.leases, CLUSTER, LEASE, "holder-1").await;
+    let mut releasing = f.db.client().await.unwrap();
+    let release = releasing.transaction().await.unwrap();
+    release
+        .query_one(LOCK_LEASE, &[&CLUSTER, &LEASE])
+        .await
+        .unwrap();
+    release
+        .execute(
+            "UPDATE leasehold_leases SET released = true WHERE cluster = $1 AND name = $2",
+            &[&CLUSTER, &LEASE],
+        )
+        .await
+        .unwrap();
+    release
+        .execute(
+            "UPDATE leasehold_tenures SET ended_at = clock_timestamp(), end_reason = 'released'
+              WHERE cluster = $1 AND lease = $2 AND epoch = 1",
+            &[&CLUSTER, &LEASE],
+        )
+        .await
+        .unwrap();
+    let release_pid: i32 = release
+        .query_one("SELECT pg_backend_pid()", &[])
+        .await
+        .unwrap()
+        .get(0);
+    let t = key("tasks", "t");
+    let commit = {
+        let (store, old, t) = (Arc::clone(&f.store), old.clone(), t.clone());
+        tokio::spawn(async move { store.commit_fenced(&old, &[create(&t, "1")], &[]).await })
+    };
+    let observer = f.db.client().await.unwrap();
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let waiting: i64 = observer
+            .query_one(
+                "SELECT count(*) FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid))",
+                &[&release_pid],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        if waiting > 0 {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the commit never reached the tenure row"
+        );
+        tokio::task::yield_now().await;
+    }
+    release.commit().await.unwrap();
+    match joined(commit, "the commit behind the release").await {
+        Err(StoreError::Fenced { fence, cause, .. }) => {
+            assert_eq!(fence, old);
+            assert_eq!(cause, crate::fence::FenceCause::Released);
+        }
+        other => panic!("a write of epoch 1 landed after its release: {other:?}"),
+    }
+    assert_eq!(f.store.get(CLUSTER, &t).await.unwrap(), None);
+    assert_eq!(Leases::writes(&f.leases, &old).await, 0);
 }

@@ -137,24 +137,41 @@ const IDENTITY: &str = concat!(
       FROM leasehold_database d"
 );
 
-/// Locks the row for the rest of the acquire (or release) transaction:
-/// grants of one lease serialize here, and a grant waits for in-flight
-/// fenced writes (which hold the row `FOR KEY SHARE`) to finish (L4).
-/// Renewals (a plain `UPDATE` of non-key columns, `FOR NO KEY UPDATE`) do
-/// not wait for those writes, but do conflict with this lock: so an acquire
-/// takes it only once [`PEEK_LEASE`] showed the lease grantable, never on a
-/// lease that is held (a standby paused with the lock would starve the
-/// holder's renewals). The last column: the holder's liveness session is
-/// gone ([`holder_session_gone`]), for a row neither released nor expired.
-const LOCK_LEASE: &str = concat!(
+/// Locks the row for the rest of the acquire (or release) transaction,
+/// then the tenure row of the epoch it shows (`FOR NO KEY UPDATE`): grants
+/// of one lease serialize on the lease row, and a grant or release waits
+/// here for in-flight fenced writes, which hold their open tenure's row
+/// from their fence check to their end (L4; see
+/// [`crate::authority::fence_check`]). Both locks are taken in this
+/// statement, before the statement that ends the tenure and records its
+/// snapshot, so every fenced write of the tenure that commits is visible
+/// in that snapshot. Renewals (a plain `UPDATE` of non-key columns of the
+/// lease row, `FOR NO KEY UPDATE`) never wait for those writes, which do
+/// not touch the lease row, but do conflict with this lock: so an acquire
+/// takes it only once [`PEEK_LEASE`] showed the lease grantable, never on
+/// a lease that is held (a standby paused with the lock would starve the
+/// holder's renewals). The sixth column: the holder's liveness session is
+/// gone ([`holder_session_gone`]), for a row neither released nor
+/// expired; the last, whether the tenure row was there to lock.
+pub(crate) const LOCK_LEASE: &str = concat!(
     "
-    SELECT holder, epoch, released, expires_at, expires_at <= clock_timestamp() AS expired,
-           NOT released AND expires_at > clock_timestamp() AND ",
+    WITH lease AS MATERIALIZED (
+        SELECT holder, epoch, released, expires_at, expires_at <= clock_timestamp() AS expired,
+               NOT released AND expires_at > clock_timestamp() AND ",
     holder_session_gone!(),
     " AS gone
-      FROM leasehold_leases l
-     WHERE cluster = $1 AND name = $2
-       FOR UPDATE"
+          FROM leasehold_leases l
+         WHERE cluster = $1 AND name = $2
+           FOR UPDATE
+    ), tenure AS MATERIALIZED (
+        SELECT 1
+          FROM leasehold_tenures t, lease
+         WHERE t.cluster = $1 AND t.lease = $2 AND t.epoch = lease.epoch
+           FOR NO KEY UPDATE OF t
+    )
+    SELECT holder, epoch, released, expires_at, expired, gone,
+           EXISTS (SELECT 1 FROM tenure) AS tenure_locked
+      FROM lease"
 );
 
 /// The acquire's bound on waiting for [`LOCK_LEASE`] (its `lock_timeout`,
@@ -907,7 +924,22 @@ impl Authority for PostgresAuthority {
                 // asks again at its next poll.
                 Some(row) => {
                     tx.batch_execute(&BOUND_GRANT_LOCK_WAIT).await?;
-                    match lock.query_opt(tx.client(), &params).await {
+                    let mut locked = lock.query_opt(tx.client(), &params).await;
+                    // The lease row moved to an epoch whose tenure row this
+                    // statement's snapshot predates (a grant committed
+                    // while it waited for the lease row), and is grantable
+                    // all the same: lock again, now that the lease row is
+                    // ours and cannot move, so the tenure row is locked
+                    // before GRANT_NEXT's snapshot. (Held: nothing follows.)
+                    if let Ok(Some(again)) = &locked
+                        && !again.get::<_, bool>(6)
+                        && (again.get::<_, bool>(2)
+                            || again.get::<_, bool>(4)
+                            || again.get::<_, bool>(5))
+                    {
+                        locked = lock.query_opt(tx.client(), &params).await;
+                    }
+                    match locked {
                         Err(e) if e.code() == Some(&SqlState::LOCK_NOT_AVAILABLE) => {
                             tx.rollback().await?;
                             return Ok(Acquired::Held {
@@ -1041,8 +1073,8 @@ impl Authority for PostgresAuthority {
                 let read_identity = self.shared.db.prepare(&tx, IDENTITY).await?;
                 // One flight: the lock wait and the idle time are bounded
                 // before the UPDATE runs. A renewal waits on the lease row only behind a grant
-                // or release (never behind fenced writes, which hold it
-                // `FOR KEY SHARE`); past the bound it fails and the next
+                // or release (never behind fenced writes, which do not
+                // touch it); past the bound it fails and the next
                 // renewal, well inside the slack, tries again.
                 let params: [&(dyn tokio_postgres::types::ToSql + Sync); 5] =
                     [&clusters, &names, &epochs, &holders, &micros];

@@ -15,7 +15,7 @@ use tokio::time::Instant;
 
 use super::{LISTENER_APPLICATION, PostgresAuthority};
 use crate::authority::conformance::{PROMPT, TTL, grant, refused, request};
-use crate::authority::fence_check::{FenceStatements, check_fence};
+use crate::authority::fence_check::{FenceStatements, check_fence, check_fence_and_count};
 use crate::authority::{
     AcquireRequest, Acquired, Authority, AuthorityError, EndReason, ExpectedIdentity, Renewed,
 };
@@ -104,7 +104,7 @@ async fn a_cancelled_holder_leaves_nothing_held_and_another_pool_takes_over_at_o
             let tx = client.transaction().await.unwrap();
             check_fence(&tx, &statements, &fence).await.unwrap();
             locked_tx.send(()).unwrap();
-            // Holds the lease row FOR KEY SHARE until cancelled.
+            // Holds the tenure row FOR SHARE until cancelled.
             std::future::pending::<()>().await;
         }
     });
@@ -682,7 +682,7 @@ async fn grant_and_release_snapshots_see_every_fenced_write_committed_before_the
     let admin = test.database(1);
     let held = grant(&holder, &request("east", "scheduler", "host-a")).await;
 
-    // A fenced write, in flight: the lease row held FOR KEY SHARE.
+    // A fenced write, in flight: its tenure row held FOR SHARE.
     let mut client = pool.client().await.unwrap();
     let statements = FenceStatements::cached(&client).await.unwrap();
     let tx = client.transaction().await.unwrap();
@@ -739,9 +739,11 @@ async fn grant_and_release_snapshots_see_every_fenced_write_committed_before_the
 
 /// A fenced write held open (a slow guest, a `COMMIT` stalled in the
 /// network) must delay neither the holder's renewals nor a standby's
-/// probe of the held lease, while a grant still waits for it (L4): writes
-/// lock the row `FOR KEY SHARE`, renewals take `FOR NO KEY UPDATE`, and a
-/// probe reads the row without locking it unless the lease is grantable.
+/// probe of the held lease, while a grant still waits for it (L4): a
+/// write holds its tenure row and only reads the lease row, renewals take
+/// the lease row `FOR NO KEY UPDATE`, and a probe reads the row without
+/// locking it unless the lease is grantable. The write here is the store's
+/// own fence check and count.
 #[tokio::test]
 async fn a_write_held_open_delays_no_renewal_and_no_probe() {
     // Well below the 5 s a blocked renewal would wait (the idle bound of
@@ -756,7 +758,9 @@ async fn a_write_held_open_delays_no_renewal_and_no_probe() {
     let mut client = pool.client().await.unwrap();
     let statements = FenceStatements::cached(&client).await.unwrap();
     let tx = client.transaction().await.unwrap();
-    check_fence(&tx, &statements, &held.fence).await.unwrap();
+    check_fence_and_count(tx.client(), &statements, &held.fence)
+        .await
+        .unwrap();
 
     // Renewals while the write is open: each answers at once.
     for _ in 0..3 {
@@ -799,16 +803,12 @@ async fn a_grant_behind_an_open_fenced_write_gives_up_within_its_bound() {
     let admin = test.database(2);
     let held = grant(&holder, &request("east", "scheduler", "host-a")).await;
 
-    // The holder's write in flight: the row locked the way a fenced write
-    // locks it, and left open. The lease then expires.
+    // The holder's write in flight: the store's own fence check and count
+    // (holding the tenure row), left open. The lease then expires.
     let mut writer = admin.client().await.unwrap();
+    let statements = FenceStatements::cached(&writer).await.unwrap();
     let write = writer.transaction().await.unwrap();
-    write
-        .execute(
-            "SELECT 1 FROM leasehold_leases WHERE cluster = 'east' AND name = 'scheduler'
-                FOR KEY SHARE",
-            &[],
-        )
+    check_fence_and_count(write.client(), &statements, &held.fence)
         .await
         .unwrap();
     admin
