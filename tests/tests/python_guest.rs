@@ -6,17 +6,41 @@
 //! by nobody, a successor leads at the next epoch, and a revoked tenure is
 //! aborted before it writes.
 //!
-//! The component is compiled once per test process (and cached on disk by
-//! the harness's engine), so the tests share that cost.
+//! Hard abort (G3) of an interpreter guest, with the `misbehaving-py`
+//! fixture (`tests/fixtures/python/misbehaving-py`, the Python SDK): a
+//! guest spinning in pure Python inside its reconcile is interrupted by
+//! the epoch deadline, and one blocked in a host call has that call's
+//! future dropped, promptly, and nothing it had in flight is written.
+//!
+//! On PostgreSQL with real processes: two `leasehold` hosts run the Python
+//! scheduler, the leader is SIGKILLed, the other leads at the next epoch
+//! and goes on assigning, and a write of the killed tenure's epoch is
+//! refused by the database's fence check, as a Rust guest's would be.
+//!
+//! The on-disk compile cache spares a restarted host the compilation of
+//! an unchanged 18 MiB component: a new engine on the same cache folder
+//! reads it instead of compiling it.
+//!
+//! Each component is compiled once per test process (and cached on disk),
+//! so the tests share that cost.
 
 use std::collections::BTreeMap;
+use std::sync::OnceLock;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use leasehold_host::fence::Epoch;
-use leasehold_host::runtime::{GuestError, Reconciled};
-use leasehold_host::store::{Event, Origin};
+use leasehold_host::db::Database;
+use leasehold_host::fence::{Epoch, Fence, LeaseKey};
+use leasehold_host::runtime::{
+    CacheStats, CompiledController, EngineConfig, GuestError, GuestLimits, Reconciled, Runtime,
+};
+use leasehold_host::store::postgres::PostgresStore;
+use leasehold_host::store::{Event, ObjectKey, Op, Origin, Store, StoreError};
+use leasehold_tests::TempDir;
+use leasehold_tests::faults::rig::{Rig, RigSpec};
 use leasehold_tests::harness::{CommitFault, ComponentHarness};
+use leasehold_tests::process::{free_port, run_to_end};
+use leasehold_tests::{HookedStore, MemoryBackends, TEST_WAIT, guest, guest_dir, within};
 use serde_json::json;
 
 const COMPONENT: &str = "scheduler-py";
@@ -156,4 +180,457 @@ async fn a_revoked_python_tenure_is_aborted_before_any_write() {
     );
     assert_eq!(h.commit_attempts(), 0);
     assert_eq!(pending_names(&h).await, ["t1"]);
+}
+
+/// The hard-abort fixture: reconciling `cmd/spin` spins in pure Python,
+/// `cmd/block` commits a create of `marks/blocked`, `cmd/ok` of `marks/ok`.
+const MISBEHAVING: &str = "misbehaving-py";
+/// The cluster of the hard-abort tests.
+const ABORT_CLUSTER: &str = "py-abort";
+/// Generous bound for "promptly": an abort takes an epoch tick or less,
+/// but a loaded CI machine must not make the test flaky.
+const PROMPT: Duration = Duration::from_secs(2);
+
+/// The fixture, compiled once per test process on an engine of its own
+/// (with the harness's on-disk cache).
+fn misbehaving() -> &'static CompiledController {
+    static COMPILED: OnceLock<CompiledController> = OnceLock::new();
+    COMPILED.get_or_init(|| {
+        let started = Instant::now();
+        let runtime = Runtime::new(&EngineConfig {
+            max_guests: 4,
+            memory_bytes: leasehold_host::limits::GUEST_MEMORY_BYTES,
+            pooling: true,
+            cache_dir: Some(guest_dir().join("../../leasehold-test-cache")),
+        })
+        .expect("build the Wasm engine");
+        let compiled = runtime
+            .load(
+                MISBEHAVING,
+                &guest(MISBEHAVING),
+                GuestLimits::default(),
+                Vec::new(),
+            )
+            .unwrap_or_else(|e| panic!("load {MISBEHAVING}: {e}"));
+        eprintln!("{MISBEHAVING}: loaded in {:?}", started.elapsed());
+        compiled
+    })
+}
+
+fn mark(name: &str) -> ObjectKey {
+    ObjectKey {
+        kind: "marks".into(),
+        name: name.into(),
+    }
+}
+
+#[tokio::test]
+async fn the_python_fixture_runs_and_commits_when_left_alone() {
+    // The control for the two abort tests: the same fixture, the same
+    // store wrapper, no revocation: its write lands.
+    let backends = MemoryBackends::new();
+    let (store, _hooks) = HookedStore::new(backends.store.clone());
+    let compiled = misbehaving();
+    let grant = backends.grant(ABORT_CLUSTER, MISBEHAVING, "host-a").await;
+    let mut guest = compiled
+        .instantiate(
+            grant.fence.clone(),
+            store.clone(),
+            Default::default(),
+            compiled.revocation(),
+        )
+        .await
+        .expect("instantiate");
+    assert_eq!(guest.describe().await.unwrap().watches, ["cmd"]);
+    assert_eq!(
+        guest.reconcile("cmd", "ok").await.unwrap(),
+        Reconciled::Done
+    );
+    assert_eq!(store.commits_ok.load(Ordering::SeqCst), 1);
+    assert_eq!(
+        backends
+            .store
+            .written_by(ABORT_CLUSTER, &mark("ok"))
+            .unwrap(),
+        Some(Origin::Guest {
+            lease: MISBEHAVING.into(),
+            epoch: grant.fence.epoch,
+            holder: "host-a".into(),
+        })
+    );
+}
+
+#[tokio::test]
+async fn a_python_guest_spinning_in_its_reconcile_is_aborted_on_loss() {
+    let backends = MemoryBackends::new();
+    let (store, mut hooks) = HookedStore::new(backends.store.clone());
+    let compiled = misbehaving();
+    let grant = backends.grant(ABORT_CLUSTER, MISBEHAVING, "host-a").await;
+    let revocation = compiled.revocation();
+    let mut guest = compiled
+        .instantiate(
+            grant.fence,
+            store.clone(),
+            Default::default(),
+            revocation.clone(),
+        )
+        .await
+        .expect("instantiate");
+    let call = tokio::spawn(async move { guest.reconcile("cmd", "spin").await });
+    // The guest reads marks/spin right before its endless loop.
+    assert_eq!(
+        within(TEST_WAIT, "the guest reads marks/spin", hooks.gets.recv()).await,
+        Some(mark("spin"))
+    );
+    let revoked = Instant::now();
+    revocation.revoke();
+    let result = tokio::time::timeout(PROMPT, call)
+        .await
+        .expect("the spinning Python guest stopped promptly")
+        .unwrap();
+    eprintln!(
+        "{MISBEHAVING}: spinning guest aborted in {:?}",
+        revoked.elapsed()
+    );
+    match result {
+        Err(GuestError::Aborted { controller, fence }) => {
+            assert_eq!(controller, MISBEHAVING);
+            assert!(fence.contains("host-a"), "{fence}");
+        }
+        other => panic!("expected an abort, got {other:?}"),
+    }
+    assert_eq!(store.commits_ok.load(Ordering::SeqCst), 0);
+}
+
+#[tokio::test]
+async fn a_python_guest_blocked_in_a_host_call_is_aborted_and_its_write_dropped() {
+    let backends = MemoryBackends::new();
+    let (store, mut hooks) = HookedStore::new(backends.store.clone());
+    store.hold_commits.store(true, Ordering::SeqCst);
+    let compiled = misbehaving();
+    let grant = backends.grant(ABORT_CLUSTER, MISBEHAVING, "host-a").await;
+    let revocation = compiled.revocation();
+    let mut guest = compiled
+        .instantiate(
+            grant.fence,
+            store.clone(),
+            Default::default(),
+            revocation.clone(),
+        )
+        .await
+        .expect("instantiate");
+    let call = tokio::spawn(async move { guest.reconcile("cmd", "block").await });
+    within(
+        TEST_WAIT,
+        "the guest's commit reaches the store",
+        hooks.commit_entered.recv(),
+    )
+    .await
+    .expect("commit started");
+    let revoked = Instant::now();
+    revocation.revoke();
+    let result = tokio::time::timeout(PROMPT, call)
+        .await
+        .expect("the blocked Python guest stopped promptly")
+        .unwrap();
+    eprintln!(
+        "{MISBEHAVING}: blocked guest aborted in {:?}",
+        revoked.elapsed()
+    );
+    assert!(
+        matches!(&result, Err(GuestError::Aborted { controller, .. }) if controller == MISBEHAVING),
+        "{result:?}"
+    );
+    // The host call's future was dropped with the guest, not left running.
+    within(
+        TEST_WAIT,
+        "the held commit is dropped",
+        hooks.commit_dropped.recv(),
+    )
+    .await
+    .expect("held commit dropped");
+    // Nothing it had in flight lands, even once commits flow again.
+    store.hold_commits.store(false, Ordering::SeqCst);
+    assert_eq!(
+        backends
+            .store
+            .get(ABORT_CLUSTER, &mark("blocked"))
+            .await
+            .unwrap(),
+        None
+    );
+    assert_eq!(store.commits_ok.load(Ordering::SeqCst), 0);
+}
+
+/// A write of `fence`'s tenure straight to the database, as its guest
+/// would make it: a create of `probes/<name>`.
+async fn write_as(store: &PostgresStore, fence: &Fence, name: &str) -> Result<u64, StoreError> {
+    store
+        .commit_fenced(
+            fence,
+            &[Op::Create {
+                key: ObjectKey {
+                    kind: "probes".into(),
+                    name: name.into(),
+                },
+                value: "{}".into(),
+            }],
+            &[],
+        )
+        .await
+        .map(|committed| committed.revision)
+}
+
+/// (epoch, holder) of every `Assigned` event of `tasks/<name>`.
+async fn assigned_by(rig: &Rig, name: &str) -> Vec<(i64, String)> {
+    rig.sql()
+        .await
+        .query(
+            "SELECT epoch, holder FROM leasehold_events
+              WHERE cluster = $1 AND kind = 'tasks' AND name = $2 AND reason = 'Assigned'
+                AND lease = $3
+              ORDER BY seq",
+            &[&rig.cluster, &name, &COMPONENT],
+        )
+        .await
+        .expect("read the Assigned events")
+        .iter()
+        .map(|row| (row.get(0), row.get(1)))
+        .collect()
+}
+
+/// Compile the Python scheduler into the hosts' compile cache with
+/// `leasehold check` (which builds the engine a host builds), so each host
+/// of the rig reads it from the cache and answers `/healthz` within the
+/// rig's bound instead of compiling 18 MiB first.
+fn warm_compile_cache() {
+    let dir = TempDir::new();
+    let path = dir.path().join("warm.toml");
+    std::fs::write(
+        &path,
+        format!(
+            "cluster = \"warm\"\n[http]\nlisten = \"127.0.0.1:{}\"\n[runtime]\ncache_dir = \"{}\"\n\n\
+             [[controllers]]\nname = \"{COMPONENT}\"\ncomponent = \"{}\"\n",
+            free_port(),
+            guest_dir().join("../../leasehold-test-cache").display(),
+            guest(COMPONENT).display()
+        ),
+    )
+    .expect("write the config");
+    let started = Instant::now();
+    let (code, stdout, stderr) = run_to_end(&["check", "--config", path.to_str().unwrap()], &[]);
+    assert_eq!(code, 0, "stdout:\n{stdout}\nstderr:\n{stderr}");
+    eprintln!(
+        "{COMPONENT}: checked (compile cache warm) in {:?}",
+        started.elapsed()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigkill_of_the_python_leader_hands_over_at_the_next_epoch_and_fences_the_old_one() {
+    warm_compile_cache();
+    let mut spec = RigSpec::scheduler(2);
+    spec.controllers = vec![COMPONENT];
+    let mut rig = Rig::start(spec).await;
+    rig.nodes(&[("n1", 100), ("n2", 100)]).await;
+    // The first host to start may still be compiling the 18 MiB component
+    // (the on-disk cache makes that quick after the first run).
+    let (leader, epoch) = rig.leader(COMPONENT, Duration::from_secs(180)).await;
+    for name in ["before-1", "before-2"] {
+        rig.task(leader, name).await;
+    }
+    rig.settled(Duration::from_secs(60)).await;
+    let leader_holder = rig.hosts[leader].holder.clone();
+    for name in ["before-1", "before-2"] {
+        assert_eq!(
+            assigned_by(&rig, name).await,
+            [(epoch, leader_holder.clone())],
+            "{name}"
+        );
+    }
+
+    // The killed tenure's fence, as its guest's writes carry it: accepted
+    // while it leads (the control), refused once the next epoch is granted.
+    let store = PostgresStore::new(Database::new(rig.db.url(), 2).expect("database pool"));
+    let killed = Fence {
+        key: LeaseKey::new(&rig.cluster, COMPONENT),
+        epoch: Epoch(u64::try_from(epoch).expect("epochs are positive")),
+        holder: leader_holder.clone(),
+    };
+    write_as(&store, &killed, "while-leading")
+        .await
+        .expect("a write of the leading tenure lands");
+
+    rig.hosts[leader].replica.kill().await;
+    let (next, next_epoch) = rig
+        .leader_after(COMPONENT, epoch, Duration::from_secs(60))
+        .await;
+    assert_eq!(
+        (next, next_epoch),
+        (1 - leader, epoch + 1),
+        "the standby leads at the next epoch"
+    );
+
+    match write_as(&store, &killed, "after-the-kill").await {
+        Err(StoreError::Fenced { .. }) => {}
+        other => panic!("a write of the killed tenure ({killed}) must be fenced: {other:?}"),
+    }
+    let probes: i64 = rig
+        .sql()
+        .await
+        .query_one(
+            "SELECT count(*) FROM leasehold_objects WHERE cluster = $1 AND kind = 'probes'",
+            &[&rig.cluster],
+        )
+        .await
+        .expect("count the probes")
+        .get(0);
+    assert_eq!(probes, 1, "only the write made while leading landed");
+
+    // The successor's Python guest goes on assigning, at its own epoch.
+    rig.task(next, "after-1").await;
+    rig.settled(Duration::from_secs(60)).await;
+    assert_eq!(
+        assigned_by(&rig, "after-1").await,
+        [(next_epoch, rig.hosts[next].holder.clone())]
+    );
+    let history = rig.history(COMPONENT).await;
+    assert_eq!(
+        history[usize::try_from(epoch).unwrap() - 1]
+            .end_reason
+            .as_deref(),
+        Some("superseded"),
+        "{history:?}"
+    );
+    let report = rig.check().await;
+    eprintln!("{COMPONENT} SIGKILL handover: {report}");
+    report.assert_clean("Python scheduler SIGKILL handover");
+}
+
+#[test]
+fn a_restarted_host_reads_the_unchanged_python_component_from_the_compile_cache() {
+    // Each engine stands for one host process, both on the cache folder
+    // the other tests use, configured alike: the first load compiles the
+    // component and stores it (or, after an earlier run, reads it).
+    let host = || {
+        Runtime::new(&EngineConfig {
+            max_guests: 2,
+            memory_bytes: leasehold_host::limits::GUEST_MEMORY_BYTES,
+            pooling: true,
+            cache_dir: Some(guest_dir().join("../../leasehold-test-cache")),
+        })
+        .expect("build the Wasm engine")
+    };
+    let load = |runtime: &Runtime| {
+        let started = Instant::now();
+        runtime
+            .load(
+                MISBEHAVING,
+                &guest(MISBEHAVING),
+                GuestLimits::default(),
+                Vec::new(),
+            )
+            .unwrap_or_else(|e| panic!("load {MISBEHAVING}: {e}"));
+        started.elapsed()
+    };
+
+    let first = host();
+    let cold = load(&first);
+    let stats = first.cache_stats().expect("the engine has a cache");
+    assert_eq!(stats.hits + stats.misses, 1, "{stats:?}");
+    drop(first);
+
+    let restarted = host();
+    let warm = load(&restarted);
+    assert_eq!(
+        restarted.cache_stats(),
+        Some(CacheStats { hits: 1, misses: 0 }),
+        "the restarted host read the component from the cache, compiling nothing"
+    );
+    // Loaded again by the same host (a reload whose component file was
+    // rewritten with the same bytes): still nothing compiled.
+    load(&restarted);
+    assert_eq!(
+        restarted.cache_stats(),
+        Some(CacheStats { hits: 2, misses: 0 })
+    );
+    eprintln!(
+        "{MISBEHAVING}: first load ({}) {cold:?}, after the restart (cache) {warm:?}",
+        if stats.misses == 1 {
+            "compiled"
+        } else {
+            "cached"
+        }
+    );
+}
+
+#[tokio::test]
+async fn a_python_guest_over_its_store_counts_is_refused_naming_the_controller_and_the_key() {
+    let backends = MemoryBackends::new();
+    let grant = backends.grant(ABORT_CLUSTER, MISBEHAVING, "host-a").await;
+    let start = |limits: GuestLimits| {
+        let compiled = misbehaving().with_limits(limits);
+        let fence = grant.fence.clone();
+        let store = backends.store.clone();
+        async move {
+            compiled
+                .instantiate(fence, store, Default::default(), compiled.revocation())
+                .await
+        }
+    };
+    // The component makes 14 core instances and defines 2 tables.
+    for (limits, key) in [
+        (
+            GuestLimits {
+                instances: 13,
+                ..GuestLimits::default()
+            },
+            "max_instances (13)",
+        ),
+        (
+            GuestLimits {
+                tables: 1,
+                ..GuestLimits::default()
+            },
+            "max_tables (1)",
+        ),
+    ] {
+        let Err(error) = start(limits).await else {
+            panic!("a guest over its {key} started");
+        };
+        match &error {
+            GuestError::Trap {
+                controller,
+                fence,
+                message,
+            } => {
+                assert_eq!(controller, MISBEHAVING);
+                assert!(fence.contains("holder host-a"), "{fence}");
+                assert!(
+                    message.contains(&format!(
+                        "the component needs more than the controller's {key}"
+                    )),
+                    "{message}"
+                );
+            }
+            other => panic!("expected a trap naming {key}, got {other}"),
+        }
+        assert!(
+            error
+                .to_string()
+                .contains(&format!("controller {MISBEHAVING}"))
+        );
+    }
+    // Exactly enough: it starts and runs.
+    let Ok(mut guest) = start(GuestLimits {
+        instances: 14,
+        tables: 2,
+        memories: 1,
+        ..GuestLimits::default()
+    })
+    .await
+    else {
+        panic!("a guest within its counts failed to start");
+    };
+    assert_eq!(guest.describe().await.unwrap().watches, ["cmd"]);
 }

@@ -29,7 +29,15 @@ const GUESTS: &[&str] = &[
 /// Controllers written in Python: (component name, folder holding the app
 /// module, app module). Built with componentize-py against
 /// `wit/controller.wit` into the guest folder as `<component name>.wasm`.
-const PYTHON_GUESTS: &[(&str, &str, &str)] = &[("scheduler-py", "controllers/scheduler-py", "app")];
+const PYTHON_GUESTS: &[(&str, &str, &str)] = &[
+    ("scheduler-py", "controllers/scheduler-py", "app"),
+    // The hard-abort fixture: a guest that spins or blocks on command.
+    (
+        "misbehaving-py",
+        "tests/fixtures/python/misbehaving-py",
+        "app",
+    ),
+];
 /// The Python SDK, on every Python guest's path.
 const PYTHON_SDK: &str = "guest-sdk/python";
 /// The world every Python guest targets.

@@ -418,6 +418,18 @@ pub struct ControllerConfig {
     /// Largest linear memory of the guest, in bytes
     /// ([`MIN_GUEST_MEMORY_BYTES`] to [`MAX_GUEST_MEMORY_BYTES`]).
     pub memory_limit: usize,
+    /// Most core instances in the guest's store (`max_instances`, 1 to
+    /// [`crate::limits::MAX_GUEST_INSTANCES`], default
+    /// [`crate::limits::GUEST_INSTANCES`]).
+    pub max_instances: usize,
+    /// Most tables in the guest's store (`max_tables`, 1 to
+    /// [`crate::limits::MAX_GUEST_TABLES`], default
+    /// [`crate::limits::GUEST_TABLES`]).
+    pub max_tables: usize,
+    /// Most linear memories in the guest's store (`max_memories`, 1 to
+    /// [`crate::limits::MAX_GUEST_MEMORIES`], default
+    /// [`crate::limits::GUEST_MEMORIES`]).
+    pub max_memories: usize,
     /// Most distinct keys in the work queue (1 to
     /// [`crate::limits::WORK_QUEUE_KEYS`]).
     pub max_queue: usize,
@@ -465,12 +477,34 @@ impl ControllerConfig {
     pub fn guest_limits(&self) -> GuestLimits {
         GuestLimits {
             memory_bytes: self.memory_limit,
+            instances: self.max_instances,
+            tables: self.max_tables,
+            memories: self.max_memories,
             reconcile_deadline: self.reconcile_deadline,
             quota: self.quota,
             http_allow: Arc::new(self.http_allow.clone()),
             settings: self.settings.clone(),
             ..GuestLimits::default()
         }
+    }
+
+    /// How many pooled guest slots one guest of this controller takes: 1
+    /// within the default store counts
+    /// ([`crate::limits::GUEST_INSTANCES`], `GUEST_TABLES`,
+    /// `GUEST_MEMORIES`, which every toolchain's components fit), more for
+    /// a controller allowed more (`max_instances = 100` takes 5), so the
+    /// engine's pool is sized for what its guests may make.
+    pub fn pool_weight(&self) -> usize {
+        use crate::limits::{GUEST_INSTANCES, GUEST_MEMORIES, GUEST_TABLES};
+        [
+            self.max_instances.div_ceil(GUEST_INSTANCES),
+            self.max_tables.div_ceil(GUEST_TABLES),
+            self.max_memories.div_ceil(GUEST_MEMORIES),
+        ]
+        .into_iter()
+        .max()
+        .unwrap_or(1)
+        .max(1)
     }
 
     /// The directories granted to the guest, as the runtime takes them.
@@ -841,14 +875,18 @@ impl Config {
     }
 
     /// How to build the shared engine for these controllers: the pool holds
-    /// every guest, each as large as the largest memory limit, with room
-    /// for controllers a config reload may add (at least
+    /// every guest, each as large as the largest memory limit and counted
+    /// by its [`ControllerConfig::pool_weight`] (a controller allowed more
+    /// instances, tables or memories than the defaults takes more slots),
+    /// with room for controllers a config reload may add (at least
     /// [`crate::limits::POOLED_CONTROLLERS`] guests, each at least
     /// [`crate::limits::GUEST_MEMORY_BYTES`]).
     pub fn engine_config(&self) -> EngineConfig {
         let guests = self
             .controllers
-            .len()
+            .iter()
+            .map(ControllerConfig::pool_weight)
+            .sum::<usize>()
             .max(crate::limits::POOLED_CONTROLLERS);
         EngineConfig {
             max_guests: u32::try_from(guests).unwrap_or(u32::MAX),

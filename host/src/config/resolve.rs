@@ -27,6 +27,10 @@ use crate::limits::{
     MAX_CONTROLLERS, MAX_CREATE_BURST, MAX_CREATES_PER_SECOND, MAX_HTTP_ALLOW_ENTRIES,
     MAX_OBJECTS_PER_KIND, WORK_QUEUE_KEYS,
 };
+use crate::limits::{
+    GUEST_INSTANCES, GUEST_MEMORIES, GUEST_TABLES, MAX_GUEST_INSTANCES, MAX_GUEST_MEMORIES,
+    MAX_GUEST_TABLES,
+};
 use crate::names::{check_holder, check_label};
 use crate::outbound::{AllowEntry, AllowList};
 use crate::quota::QuotaLimits;
@@ -863,6 +867,33 @@ fn controller(
         },
     };
 
+    // The guest's store counts (what an interpreter guest needs more of
+    // than a Rust one; see `crate::limits::GUEST_INSTANCES`).
+    let max_instances = count_key(
+        c,
+        &who,
+        &raw.max_instances,
+        "max_instances",
+        GUEST_INSTANCES as u64,
+        MAX_GUEST_INSTANCES as u64,
+    ) as usize;
+    let max_tables = count_key(
+        c,
+        &who,
+        &raw.max_tables,
+        "max_tables",
+        GUEST_TABLES as u64,
+        MAX_GUEST_TABLES as u64,
+    ) as usize;
+    let max_memories = count_key(
+        c,
+        &who,
+        &raw.max_memories,
+        "max_memories",
+        GUEST_MEMORIES as u64,
+        MAX_GUEST_MEMORIES as u64,
+    ) as usize;
+
     let max_queue = match &raw.max_queue {
         None => WORK_QUEUE_KEYS,
         Some(value) => match usize::try_from(*value.get_ref()) {
@@ -936,6 +967,9 @@ fn controller(
         backoff_min,
         backoff_max,
         memory_limit,
+        max_instances,
+        max_tables,
+        max_memories,
         max_queue,
         dirs,
         quota,

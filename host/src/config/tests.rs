@@ -1704,3 +1704,77 @@ fn store_retention_has_defaults_bounds_and_names_its_keys() {
         "{unknown}"
     );
 }
+
+#[test]
+fn store_counts_of_a_guest_are_per_controller_and_bounded() {
+    use crate::limits::{GUEST_INSTANCES, GUEST_MEMORIES, GUEST_TABLES, POOLED_CONTROLLERS};
+    let s = Scratch::new();
+    s.file("scheduler.wasm");
+    let cases = [
+        (
+            "max_instances = 0",
+            "controller \"scheduler\": max_instances is 0; it must be between 1 and 1000 \
+             (default 20)",
+        ),
+        ("max_instances = 1001", "max_instances is 1001"),
+        (
+            "max_tables = -3",
+            "max_tables is -3; it must be between 1 and 1000",
+        ),
+        (
+            "max_memories = 101",
+            "max_memories is 101; it must be between 1 and 100",
+        ),
+    ];
+    for (line, needle) in cases {
+        let text = format!("{ONE}{line}\n");
+        let p = problems(s.parse(&text).unwrap_err());
+        assert_has(&p, Some(7), needle);
+    }
+
+    // Unset: the defaults, which every toolchain's components fit.
+    let config = s.parse(ONE).unwrap();
+    let c = &config.controllers[0];
+    assert_eq!(
+        (c.max_instances, c.max_tables, c.max_memories),
+        (GUEST_INSTANCES, GUEST_TABLES, GUEST_MEMORIES)
+    );
+    assert_eq!(c.pool_weight(), 1);
+    let limits = c.guest_limits();
+    assert_eq!(
+        (limits.instances, limits.tables, limits.memories),
+        (GUEST_INSTANCES, GUEST_TABLES, GUEST_MEMORIES)
+    );
+
+    // Set: the guest's store gets them, and the pool counts the
+    // controller as that many default guests.
+    let text = format!("{ONE}max_instances = 100\nmax_tables = 30\nmax_memories = 3\n");
+    let config = s.parse(&text).unwrap();
+    let c = &config.controllers[0];
+    let limits = c.guest_limits();
+    assert_eq!(
+        (limits.instances, limits.tables, limits.memories),
+        (100, 30, 3)
+    );
+    assert_eq!(c.pool_weight(), 5);
+    let mut many = String::from("cluster = \"demo\"\n");
+    for i in 0..POOLED_CONTROLLERS {
+        many.push_str(&format!(
+            "[[controllers]]\nname = \"c{i}\"\ncomponent = \"scheduler.wasm\"\n"
+        ));
+    }
+    let plain = s.parse(&many).unwrap();
+    assert_eq!(
+        plain.engine_config().max_guests as usize,
+        POOLED_CONTROLLERS
+    );
+    many.push_str(
+        "[[controllers]]\nname = \"python\"\ncomponent = \"scheduler.wasm\"\nmax_tables = 41\n",
+    );
+    let heavy = s.parse(&many).unwrap();
+    assert_eq!(
+        heavy.engine_config().max_guests as usize,
+        POOLED_CONTROLLERS + 3,
+        "41 tables take three default guests' slots"
+    );
+}

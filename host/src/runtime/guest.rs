@@ -9,7 +9,7 @@ use wasmtime::component::{Component, Linker};
 use wasmtime::{Engine, Store, UpdateDeadline};
 use wasmtime_wasi::{FsPerms, WasiCtxBuilder};
 
-use super::engine::{self, EngineConfig};
+use super::engine::{self, CacheStats, EngineConfig};
 use super::host::{
     http::{HttpHost, OutboundPolicy},
     logging::LoggingHost,
@@ -36,6 +36,8 @@ pub struct Runtime {
     pooling: bool,
     /// What the engine was sized for at start-up (the pool's slots).
     sized_for: (u32, usize),
+    /// The on-disk compile cache, if configured.
+    cache: Option<wasmtime::Cache>,
 }
 
 impl Runtime {
@@ -57,7 +59,14 @@ impl Runtime {
             linker: Arc::new(linker),
             pooling: built.pooling,
             sized_for: (config.max_guests, config.memory_bytes),
+            cache: built.cache,
         })
+    }
+
+    /// What the on-disk compile cache did for this engine so far; `None`
+    /// without a `cache_dir`.
+    pub fn cache_stats(&self) -> Option<CacheStats> {
+        self.cache.as_ref().map(CacheStats::of)
     }
 
     /// Whether controllers that need `config` fit this engine, or why they
@@ -160,10 +169,24 @@ impl Runtime {
             ))
         })?;
         let pre = Pre::new(version, pre).map_err(|e| {
+            let export = format!("{}/reconciler@{}", worlds::PACKAGE, version.number());
+            let diagnosis =
+                match worlds::missing_reconciler_functions(&self.engine, &component, version) {
+                    Some(missing) if !missing.is_empty() => format!(
+                        "its {export} export lacks {}: the host calls describe and reconcile \
+                         (rebuild it against that version's WIT; with componentize-py, \
+                         define both methods on the exported `Reconciler`)",
+                        missing.join(" and ")
+                    ),
+                    Some(_) => format!(
+                        "its {export} export has describe and reconcile, but not with the \
+                         types {version} gives them (built from an edited or older copy of \
+                         the WIT?)"
+                    ),
+                    None => format!("it has no {export} export instance"),
+                };
             problem(format!(
-                "it does not export {}/reconciler@{} as that version defines it: {e:#}",
-                worlds::PACKAGE,
-                version.number()
+                "it does not export {export} as that version defines it: {diagnosis}: {e:#}"
             ))
         })?;
         Ok(CompiledController {
@@ -550,6 +573,11 @@ impl CompiledController {
             revocation,
             deadline: limits.reconcile_deadline,
             memory_limit: limits.memory_bytes,
+            counts: [
+                ("instance", "max_instances", limits.instances),
+                ("table", "max_tables", limits.tables),
+                ("memory", "max_memories", limits.memories),
+            ],
             poisoned: false,
         };
         let pre = self.pre.clone();
@@ -571,6 +599,8 @@ pub struct GuestInstance {
     revocation: Revocation,
     deadline: Duration,
     memory_limit: usize,
+    /// The store's count limits: (what wasmtime counts, config key, limit).
+    counts: [(&'static str, &'static str, usize); 3],
     poisoned: bool,
 }
 
@@ -745,11 +775,29 @@ impl GuestInstance {
             // A trap's report names guest functions (from the guest's own
             // name section) and spans lines: escaped once here, where it
             // becomes host text, so no log line it reaches can be forged.
-            None => GuestError::Trap {
-                controller: self.controller.clone(),
-                fence: self.fence_text.clone(),
-                message: crate::runtime::host::logging::escape(&format!("{error:?}")).into_owned(),
-            },
+            None => {
+                let mut message =
+                    crate::runtime::host::logging::escape(&format!("{error:?}")).into_owned();
+                // A store count over its limit (the component makes more
+                // core instances, tables or memories than the controller
+                // allows): name the config key that allows more.
+                let text = format!("{error:#}");
+                if let Some((_, key, limit)) = self.counts.iter().find(|(counted, _, _)| {
+                    text.contains(&format!(
+                        "resource limit exceeded: {counted} count too high"
+                    ))
+                }) {
+                    message = format!(
+                        "the component needs more than the controller's {key} ({limit}); \
+                         raise {key} in its [[controllers]] entry: {message}"
+                    );
+                }
+                GuestError::Trap {
+                    controller: self.controller.clone(),
+                    fence: self.fence_text.clone(),
+                    message,
+                }
+            }
         }
     }
 }

@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use thiserror::Error;
 
-pub use engine::EngineConfig;
+pub use engine::{CacheStats, EngineConfig};
 pub use guest::{
     CompiledController, Description, GuestInstance, MAX_RELATED_WATCHES, ReconcileReason,
     Reconciled, RelatedMap, RelatedWatch, Runtime,

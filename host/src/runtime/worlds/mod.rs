@@ -234,6 +234,79 @@ fn listing(names: &[&str]) -> String {
     shown
 }
 
+/// What a controller component must export, and how each toolchain gets
+/// there: the end of every refusal of a component that exports no
+/// Leasehold reconciler.
+fn expected_export() -> String {
+    let number = WorldVersion::CURRENT.number();
+    format!(
+        "a controller exports {PACKAGE}/reconciler@{number} (functions describe and \
+         reconcile), the world {PACKAGE}/controller@{number} of wit/controller.wit: with \
+         componentize-py pass `-d wit -w {PACKAGE}/controller@{number}` and define \
+         `Reconciler` in the app module (the Python SDK's `export`); in Rust use the \
+         leasehold-guest SDK's export macro in a library (cdylib) built for wasm32-wasip2"
+    )
+}
+
+/// What a component that exports no Leasehold reconciler was built as,
+/// from its exports, for the refusal: a WASI command (a program with a
+/// `main`: exports `wasi:cli/run`), a component of another world (it
+/// exports other interfaces), or nothing the host can call.
+fn built_for(exported: &[ItemName<'_>]) -> String {
+    if exported
+        .iter()
+        .any(|name| name.package == "wasi:cli" && name.interface == Some("run"))
+    {
+        return ": it is a WASI command (the world wasi:cli/command: a program with a `main`), \
+                not a controller"
+            .to_string();
+    }
+    let interfaces: Vec<&str> = exported
+        .iter()
+        .filter(|name| name.interface.is_some())
+        .map(|name| name.full)
+        .collect();
+    if interfaces.is_empty() {
+        ": it exports nothing the host can call".to_string()
+    } else {
+        format!(
+            ": it was built against another world, one that exports {} (a componentize-py \
+             or cargo-component build given the wrong world name?)",
+            listing(&interfaces)
+        )
+    }
+}
+
+/// The functions a component's `reconciler` export of `version` lacks,
+/// for the refusal of a component the typed bindings cannot use: `None`
+/// when the component has no such export instance at all, an empty list
+/// when every function is there (then their types differ).
+pub(crate) fn missing_reconciler_functions(
+    engine: &wasmtime::Engine,
+    component: &wasmtime::component::Component,
+    version: WorldVersion,
+) -> Option<Vec<&'static str>> {
+    use wasmtime::component::types::ComponentItem;
+    const FUNCTIONS: [&str; 2] = ["describe", "reconcile"];
+    let wanted = format!("{PACKAGE}/reconciler@{}", version.number());
+    let ty = component.component_type();
+    let instance = ty.exports(engine).find_map(|(name, item)| match item.ty {
+        ComponentItem::ComponentInstance(instance) if name == wanted => Some(instance),
+        _ => None,
+    })?;
+    let present: Vec<String> = instance
+        .exports(engine)
+        .filter(|(_, item)| matches!(item.ty, ComponentItem::ComponentFunc(_)))
+        .map(|(name, _)| name.to_string())
+        .collect();
+    Some(
+        FUNCTIONS
+            .into_iter()
+            .filter(|f| !present.iter().any(|p| p == f))
+            .collect(),
+    )
+}
+
 /// Which version of [`PACKAGE`] a component targets, from the names of its
 /// imports and exports: the version of the `reconciler` interface it
 /// exports. Refused, with a message that names what the component targets
@@ -265,9 +338,11 @@ pub fn detect(imports: &[&str], exports: &[&str]) -> Result<WorldVersion, String
                 ),
                 None => format!(
                     "it exports no {PACKAGE}/reconciler interface, so it targets no Leasehold \
-                     controller world (it exports {}); this host supports {supported}: build \
-                     it against one of those (the leasehold-guest SDK does)",
-                    listing(exports)
+                     controller world (it exports {}){}; this host supports {supported}: build \
+                     it against one of those (the leasehold-guest SDK does); {}",
+                    listing(exports),
+                    built_for(&exported),
+                    expected_export()
                 ),
             });
         }
