@@ -1,11 +1,12 @@
 //! Fencing cost: fenced commit throughput over unfenced commit throughput,
 //! same transaction shape, side by side on one database. Goal: >= 0.9.
 //!
-//! Both shapes are the store's one transaction (lock the object, take the
-//! cluster's counter, write the object and an event, notify, commit); the
-//! fenced one (`Store::commit_fenced`) adds the authority's fence check
-//! (the lease row `FOR KEY SHARE`) and the tenure's write count, the unfenced
-//! one is `PostgresStore::commit_api`. Short rounds interleave the shapes
+//! Both shapes are the store's one transaction (lock the object, take its
+//! positions, write the object and an event, notify, commit); the fenced
+//! one (`Store::commit_fenced`) adds the authority's fence check with the
+//! tenure's write count (one statement: the count's `UPDATE` of the open
+//! tenure row is the fence's lock, the lease row is only read), the
+//! unfenced one is `PostgresStore::commit_api`. Short rounds interleave the shapes
 //! and rotate which goes first, so drift in the machine's load hits them
 //! alike; a third shape, the unfenced commit again on other objects, is the
 //! A/A control whose ratio to the unfenced one shows how far noise alone
