@@ -86,3 +86,69 @@ impl HostRegistry for MemoryAuthority {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::authority::{AcquireRequest, Authority};
+    use crate::fence::LeaseKey;
+
+    const TTL: Duration = Duration::from_secs(10);
+
+    #[tokio::test(start_paused = true)]
+    async fn live_hosts_are_those_that_beat_within_the_ttl_and_did_not_deregister() {
+        let authority = MemoryAuthority::new();
+        let runs = vec!["a".to_string(), "b".to_string()];
+        assert!(
+            authority
+                .heartbeat("east", "h1", &runs, TTL)
+                .await
+                .unwrap()
+                .is_empty()
+        );
+        authority.heartbeat("west", "h3", &runs, TTL).await.unwrap();
+        let request = AcquireRequest {
+            key: LeaseKey::new("east", "a"),
+            holder: "h1".into(),
+            ttl: TTL,
+        };
+        authority.acquire(&request).await.unwrap();
+        // h2 sees h1 (not itself, not another cluster's host), holding one.
+        let peers = authority.heartbeat("east", "h2", &runs, TTL).await.unwrap();
+        assert_eq!(
+            peers,
+            [PeerHost {
+                holder: "h1".into(),
+                controllers: runs.clone(),
+                held: 1,
+            }]
+        );
+        // A heartbeat older than the ttl no longer counts.
+        tokio::time::advance(TTL).await;
+        authority.heartbeat("east", "h1", &runs, TTL).await.unwrap();
+        let peers = authority.heartbeat("east", "h1", &runs, TTL).await.unwrap();
+        assert!(peers.is_empty(), "h2 beat a ttl ago: {peers:?}");
+        // Its lease expired with it: h1 now holds none.
+        let peers = authority.heartbeat("east", "h2", &runs, TTL).await.unwrap();
+        assert_eq!(peers.len(), 1);
+        assert_eq!(peers[0].held, 0);
+        // Deregistered: gone at once, back at its next beat.
+        authority.deregister("east", "h1").await.unwrap();
+        assert!(
+            authority
+                .heartbeat("east", "h2", &runs, TTL)
+                .await
+                .unwrap()
+                .is_empty()
+        );
+        authority.heartbeat("east", "h1", &runs, TTL).await.unwrap();
+        assert_eq!(
+            authority
+                .heartbeat("east", "h2", &runs, TTL)
+                .await
+                .unwrap()
+                .len(),
+            1
+        );
+    }
+}
