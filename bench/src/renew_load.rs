@@ -2,10 +2,11 @@
 //! the lease of its one controller (the `misbehaving` fixture, default
 //! timing: ttl 10 s, renew every 2 s, deadline 7 s) while
 //!
-//! - 8 sessions each hold a fenced write's row lock on that lease open: in
-//!   a transaction, `SELECT 1 FROM leasehold_leases WHERE cluster = $1 AND
-//!   name = $2 FOR KEY SHARE`, exactly the lock a guest's fenced commit
-//!   takes, kept until the window ends (the lock mode is what matters);
+//! - a fenced write of the current tenure stays in flight: in a
+//!   transaction, the update of the tenure row that a guest's fenced commit
+//!   makes (its write count, only while the tenure is open: the lock that
+//!   fences it), kept until the window ends and then rolled back. Renewals
+//!   update the lease row only, so they must not wait for it;
 //! - an API flood runs: [`FLOOD_LISTS`] tasks listing `/v1/objects/items`
 //!   (a page of [`OBJECTS`] objects) back to back and [`FLOOD_POLLS`] tasks
 //!   holding `/v1/events?wait` long polls, each request on a new connection.
@@ -42,8 +43,6 @@ const PART: &str = "renew-under-load";
 const CONTROLLER: &str = "misbehaving";
 const HOLDER: &str = "loaded";
 const CLUSTER: &str = "renew-load";
-/// Sessions holding a fenced write's lock on the lease row.
-const WRITERS: usize = 8;
 /// Objects in the listed kind.
 const OBJECTS: usize = 100;
 /// Flood tasks listing objects, and holding event long polls.
@@ -258,21 +257,22 @@ async fn measure(scale: Scale, report: &mut Report) -> Result<()> {
         }
     }
 
-    // The fenced writes' row locks, held open for the whole window.
-    let mut writers = Vec::with_capacity(WRITERS);
-    for _ in 0..WRITERS {
-        let writer = connect(database.url()).await?;
-        writer.batch_execute("BEGIN").await?;
-        let locked = writer
-            .query(
-                "SELECT 1 FROM leasehold_leases WHERE cluster = $1 AND name = $2 FOR KEY SHARE",
-                &[&CLUSTER, &CONTROLLER],
-            )
-            .await?;
-        if locked.len() != 1 {
-            bail!("the lease row was not found to lock");
-        }
-        writers.push(writer);
+    // A fenced write in flight: the tenure row's count updated (and so
+    // locked) in a transaction held open for the whole window. One only:
+    // the lock is exclusive, so a second would wait for the first.
+    let writer = connect(database.url()).await?;
+    writer.batch_execute("BEGIN").await?;
+    let locked = writer
+        .execute(
+            "UPDATE leasehold_tenures t SET writes = t.writes + 1, last_write_at = clock_timestamp()
+               FROM leasehold_leases l
+              WHERE t.cluster = $1 AND t.lease = $2 AND t.ended_at IS NULL
+                AND l.cluster = t.cluster AND l.name = t.lease AND l.epoch = t.epoch",
+            &[&CLUSTER, &CONTROLLER],
+        )
+        .await?;
+    if locked != 1 {
+        bail!("the open tenure row was not found to lock");
     }
 
     let start = lease_row(&client).await?;
@@ -336,9 +336,7 @@ async fn measure(scale: Scale, report: &mut Report) -> Result<()> {
             .await
             .context("the flood did not stop")??;
     }
-    for writer in &writers {
-        writer.batch_execute("ROLLBACK").await?;
-    }
+    writer.batch_execute("ROLLBACK").await?;
     let end = lease_row(&client).await?;
     if lost.is_none() && (end.holder != start.holder || end.epoch != start.epoch || end.released) {
         lost = Some(format!(
@@ -356,7 +354,7 @@ async fn measure(scale: Scale, report: &mut Report) -> Result<()> {
     report.goal(
         PART,
         format!(
-            "renew round trip while {WRITERS} fenced writes hold the lease row and {} API requests flood",
+            "renew round trip while a fenced write is in flight and {} API requests flood",
             lists + polls
         ),
         format!(

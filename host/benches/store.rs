@@ -3,8 +3,8 @@
 //!
 //! Both shapes are the store's one transaction (lock the object, take the
 //! counter, write the object and an event, notify, commit); the fenced one
-//! adds the authority's fence check (lease row `FOR KEY SHARE`) and the
-//! tenure's write count. Many short rounds interleave the shapes and rotate
+//! adds the authority's fence check (the lease row read, the tenure row's
+//! write count updated only while the tenure is open). Many short rounds interleave the shapes and rotate
 //! which goes first, so drift in the machine's load hits them alike. A third
 //! shape, the unfenced commit again on other objects, is a control: its
 //! ratio to the unfenced one shows the run's noise. Reported: the throughput

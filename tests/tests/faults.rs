@@ -1525,7 +1525,8 @@ async fn the_checker_orders_writes_by_commit_and_reports_each_misplaced_one() {
 /// only the fence stands between a stalled commit and the next grant: a
 /// partition, then a pause (SIGSTOP with the proxy holding the COMMIT),
 /// each striking while the leader's COMMIT is in flight. The real build's
-/// grant waits for such a commit (the lease row is held `FOR KEY SHARE`) and
+/// grant waits for such a commit (it holds its tenure's row, which the grant
+/// locks before ending that tenure) and
 /// its fence refuses it (scenarios 5 and 8b); the unfenced build's grant
 /// does not wait, and the COMMIT, delivered when the fault heals while the
 /// server still waits for it, lands after the successor's grant. Each
@@ -1656,12 +1657,14 @@ const STOP_TAKEN: &str = "shutting down: finishing the running reconcile";
 /// transaction would race and neither build could be told apart.
 ///
 /// The held COMMIT is delivered as soon as the successor leads. On the
-/// real build the release locks the lease row `FOR UPDATE` first (L5) and
-/// the grant does too, so both wait for the stalled transaction, which
-/// holds it `FOR KEY SHARE`, until the server ends it: the successor leads only
-/// after that, and the COMMIT finds nothing to commit. Without the fence
-/// nothing in the transaction touches the lease row: the release and the
-/// grant go through at once and the COMMIT lands after both.
+/// real build the release locks the lease row and the open tenure's row
+/// first (L5) and the grant does too, so both wait for the stalled
+/// transaction, which holds the tenure's row (its write count), until the
+/// server ends it: the successor leads only after that, and the COMMIT
+/// finds nothing to commit. Without the fence nothing in the transaction
+/// touches the lease or tenure rows (the count comes after the commit):
+/// the release and the grant go through at once and the COMMIT lands after
+/// both.
 async fn release_with_commit_in_flight(how: OrderlyStop, build: Build) -> InFlightRelease {
     let mut spec = RigSpec::scheduler(2);
     if how == OrderlyStop::Removal {

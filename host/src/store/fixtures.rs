@@ -125,8 +125,8 @@ impl Leases for TestLeases {
 }
 
 /// Lease rows written with the SQL the PostgreSQL authority's grant uses:
-/// the lease row first (so a grant waits on a fenced commit's `FOR KEY SHARE`),
-/// then the tenure records.
+/// the lease row first, then the tenure records (ending the old tenure waits
+/// for a fenced commit in flight, which holds that tenure's row).
 pub(super) struct PgLeases {
     pub db: crate::db::Database,
 }

@@ -11,8 +11,8 @@
 //! number given out: readers see every commit at once or not at all.
 //!
 //! Fenced commits run inside the memory authority's lock
-//! ([`FenceLock::while_fenced`]), which is what a `FOR KEY SHARE` lease row is
-//! to PostgreSQL: no grant can interleave between the fence check and the
+//! ([`FenceLock::while_fenced`]), which is what the tenure row a fenced
+//! commit locks is to PostgreSQL: no grant can interleave between the fence check and the
 //! write. Lock order is always authority, then store; the store never
 //! calls the authority while holding its own lock.
 

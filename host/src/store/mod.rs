@@ -705,8 +705,10 @@ pub trait Store: Send + Sync + 'static {
     }
 
     /// Apply `ops` and append `events` in one transaction that first checks
-    /// `fence` (lease row FOR KEY SHARE: holder, epoch, unexpired), and records
-    /// the write against the tenure. All or nothing.
+    /// `fence` (the lease row shows its holder and epoch, unexpired, and its
+    /// tenure is open: the tenure row, locked by the write's count, is what
+    /// a grant waits for), and records the write against the tenure. All or
+    /// nothing.
     async fn commit_fenced(
         &self,
         fence: &Fence,

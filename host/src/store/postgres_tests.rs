@@ -1250,11 +1250,7 @@ async fn the_history_counts_every_accepted_fenced_commit_and_its_last_time() {
     }
     let t = key("tasks", "w0");
     // Neither a refused commit nor an API write counts.
-    match f
-        .store
-        .commit_fenced(&fence, &[create(&t, "9")], &[])
-        .await
-    {
+    match f.store.commit_fenced(&fence, &[create(&t, "9")], &[]).await {
         Err(StoreError::Conflict { .. }) => {}
         other => panic!("a create of an existing object: {other:?}"),
     }

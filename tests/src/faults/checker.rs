@@ -42,9 +42,9 @@
 //! `e` of lease `L` by holder `h`:
 //!
 //! - it is *visible* in the snapshot of grant `e+1`, if any
-//!   ([`Rule::CommittedAfterNextGrant`] otherwise): a fenced write holds the
-//!   lease row `FOR KEY SHARE` until it ends, grant `e+1` takes it `FOR UPDATE`
-//!   before its snapshot, and PostgreSQL removes a transaction from the
+//!   ([`Rule::CommittedAfterNextGrant`] otherwise): a fenced write holds its
+//!   tenure's row (the write count's update) until it ends, grant `e+1`
+//!   locks that row before its snapshot, and PostgreSQL removes a transaction from the
 //!   running set before it releases its locks, so every write of epoch `e`
 //!   that committed at all committed before that snapshot. A write that
 //!   ran before the grant but committed after it — the stale write that

@@ -452,8 +452,8 @@ impl FenceLock for MemoryAuthority {
         self.shared.faults.check_partition(&fence.holder)?;
         let now = self.shared.clock.now();
         // The state lock is held across `write`: no grant, renewal or
-        // release can interleave, which is the memory form of L4's
-        // `FOR KEY SHARE` on the lease row.
+        // release can interleave, which is the memory form of L4's lock
+        // on the tenure row.
         let mut state = self.state();
         let view = state.leases.get(&fence.key).map(|row| RowView {
             holder: &row.holder,
