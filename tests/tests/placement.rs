@@ -46,7 +46,7 @@ fn config(cluster: &str, holder: &str, port: u16, url: &str) -> String {
     let mut text = format!(
         "cluster = \"{cluster}\"\nholder = \"{holder}\"\n\n[database]\nurl = \"{url}\"\n\n\
          [http]\nlisten = \"127.0.0.1:{port}\"\n\n[runtime]\ncache_dir = \"{}\"\n\n\
-         [placement]\nmin_tenure = \"{MIN_TENURE_MS}ms\"\n",
+         [placement]\nenabled = true\nmin_tenure = \"{MIN_TENURE_MS}ms\"\n",
         cache.display()
     );
     for i in 0..LEASES {

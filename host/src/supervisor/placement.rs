@@ -41,8 +41,12 @@ use crate::authority::hosts::{HostRegistry, PeerHost};
 /// Placement settings (`[placement]` in the config).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PlacementSettings {
-    /// Whether placement runs at all; off, every host takes every free
-    /// lease it can (the behaviour before placement).
+    /// Whether placement runs at all; off (the default, for now), every
+    /// host takes every free lease it can. Off by default until the fault
+    /// suite's random schedules run with it: a leader cut off by a
+    /// partition (its sessions open, so it still looks live) holds back its
+    /// lease's takeover by hosts at their share until its heartbeat ages
+    /// out, which the suite has not yet judged.
     pub enabled: bool,
     /// How many leases above its fair share a host may hold before it
     /// hands one over (and may take while others are below theirs).
@@ -54,7 +58,7 @@ pub struct PlacementSettings {
 impl Default for PlacementSettings {
     fn default() -> Self {
         Self {
-            enabled: true,
+            enabled: false,
             slack: 0,
             min_tenure: crate::timeouts::PLACEMENT_MIN_TENURE,
         }
@@ -665,19 +669,19 @@ mod tests {
         assert_eq!(
             PlacementSettings::default(),
             PlacementSettings {
-                enabled: true,
+                enabled: false,
                 slack: 0,
                 min_tenure: Duration::from_secs(10),
             }
         );
         let config = parse(
-            "cluster = \"east\"\n[placement]\nenabled = false\nslack = 2\nmin_tenure = \"1500ms\"\n",
+            "cluster = \"east\"\n[placement]\nenabled = true\nslack = 2\nmin_tenure = \"1500ms\"\n",
         )
         .unwrap();
         assert_eq!(
             config.placement,
             PlacementSettings {
-                enabled: false,
+                enabled: true,
                 slack: 2,
                 min_tenure: Duration::from_millis(1500),
             }
@@ -717,6 +721,14 @@ mod tests {
         }
     }
 
+    /// The default settings with placement switched on.
+    fn on() -> PlacementSettings {
+        PlacementSettings {
+            enabled: true,
+            ..PlacementSettings::default()
+        }
+    }
+
     fn placement(view: Vec<PeerHost>, settings: PlacementSettings) -> Placement {
         let p = Placement::start(Arc::new(NoRegistry), "east", "a", settings);
         p.inner.local().view = View { peers: view };
@@ -728,7 +740,7 @@ mod tests {
         let all = names(12, "c");
         let b = peer("b", &all, 4);
         let c = peer("c", &all, 3);
-        let p = placement(vec![b, c], PlacementSettings::default());
+        let p = placement(vec![b, c], on());
         let mut seats: Vec<Seat> = all.iter().map(|n| p.join(n, timing())).collect();
         for seat in seats.iter_mut().take(4) {
             assert!(seat.may_acquire());
@@ -751,7 +763,7 @@ mod tests {
         let all = names(12, "c");
         let b = peer("b", &all, 0);
         let c = peer("c", &all, 0);
-        let p = placement(vec![b, c], PlacementSettings::default());
+        let p = placement(vec![b, c], on());
         let mut seats: Vec<Seat> = all.iter().map(|n| p.join(n, timing())).collect();
         let allowed = seats
             .iter_mut()
@@ -767,15 +779,12 @@ mod tests {
     #[tokio::test]
     async fn alone_a_host_takes_every_lease_and_slack_raises_the_cap() {
         let all = names(12, "c");
-        let p = placement(vec![], PlacementSettings::default());
+        let p = placement(vec![], on());
         let mut seats: Vec<Seat> = all.iter().map(|n| p.join(n, timing())).collect();
         assert!(seats.iter_mut().all(|s| s.may_acquire()));
 
         let b = peer("b", &all, 0);
-        let slack = PlacementSettings {
-            slack: 2,
-            ..PlacementSettings::default()
-        };
+        let slack = PlacementSettings { slack: 2, ..on() };
         let p = placement(vec![b], slack);
         let mut seats: Vec<Seat> = all.iter().map(|n| p.join(n, timing())).collect();
         assert_eq!(
@@ -798,7 +807,7 @@ mod tests {
         let b = peer("b", &all, 0);
         let settings = PlacementSettings {
             min_tenure: Duration::from_secs(10),
-            ..PlacementSettings::default()
+            ..on()
         };
         let p = placement(vec![b], settings);
         let seats: Vec<Seat> = all.iter().map(|n| p.join(n, timing())).collect();
@@ -837,10 +846,7 @@ mod tests {
         let all = names(12, "c");
         let old = Instant::now() - Duration::from_secs(60);
         // 4 held, share 4 (three hosts): balanced, nothing moves.
-        let p = placement(
-            vec![peer("b", &all, 4), peer("c", &all, 4)],
-            PlacementSettings::default(),
-        );
+        let p = placement(vec![peer("b", &all, 4), peer("c", &all, 4)], on());
         let seats: Vec<Seat> = all.iter().map(|n| p.join(n, timing())).collect();
         for name in all.iter().take(4) {
             leading_since(&p, name, old);
@@ -849,10 +855,7 @@ mod tests {
         assert!(seats.iter().all(|s| !*s.handover.borrow()));
 
         // 6 held against share 4 + slack 2: within the slack.
-        let slack = PlacementSettings {
-            slack: 2,
-            ..PlacementSettings::default()
-        };
+        let slack = PlacementSettings { slack: 2, ..on() };
         let p = placement(vec![peer("b", &all, 3), peer("c", &all, 3)], slack);
         let seats: Vec<Seat> = all.iter().map(|n| p.join(n, timing())).collect();
         for name in all.iter().take(6) {
@@ -863,10 +866,7 @@ mod tests {
 
         // 5 held against share 4, but no host below its share: nobody to
         // hand to.
-        let p = placement(
-            vec![peer("b", &all, 4), peer("c", &all, 4)],
-            PlacementSettings::default(),
-        );
+        let p = placement(vec![peer("b", &all, 4), peer("c", &all, 4)], on());
         let seats: Vec<Seat> = all.iter().map(|n| p.join(n, timing())).collect();
         for name in all.iter().take(5) {
             leading_since(&p, name, old);
