@@ -26,6 +26,7 @@ pub mod pgbouncer;
 pub mod pgcluster;
 pub mod process;
 pub mod proxy;
+pub mod scheduler_component;
 
 /// Longest a test waits for something its own actions cause (a hook to
 /// fire, a task to finish, a counter to move): a hang detector, far beyond

@@ -24,7 +24,6 @@
 //! Each component is compiled once per test process (and cached on disk),
 //! so the tests share that cost.
 
-use std::collections::BTreeMap;
 use std::sync::OnceLock;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -35,11 +34,12 @@ use leasehold_host::runtime::{
     CacheStats, CompiledController, EngineConfig, GuestError, GuestLimits, Reconciled, Runtime,
 };
 use leasehold_host::store::postgres::PostgresStore;
-use leasehold_host::store::{Event, ObjectKey, Op, Origin, Store, StoreError};
+use leasehold_host::store::{ObjectKey, Op, Origin, Store, StoreError};
 use leasehold_tests::TempDir;
 use leasehold_tests::faults::rig::{Rig, RigSpec};
 use leasehold_tests::harness::{CommitFault, ComponentHarness};
 use leasehold_tests::process::{free_port, run_to_end};
+use leasehold_tests::scheduler_component::{self, epochs, pending_names};
 use leasehold_tests::{HookedStore, MemoryBackends, TEST_WAIT, guest, guest_dir, within};
 use serde_json::json;
 
@@ -49,92 +49,12 @@ const TASKS: &str = "tasks";
 const ASSIGNED: &str = "Assigned";
 
 async fn load() -> ComponentHarness {
-    let started = Instant::now();
-    let h = ComponentHarness::load(COMPONENT).await;
-    // Shown with --nocapture: the first load in a process compiles (or
-    // reads the compilation cache), later ones only instantiate.
-    eprintln!("{COMPONENT}: loaded in {:?}", started.elapsed());
-    h
-}
-
-fn epochs(events: &[Event]) -> Vec<u64> {
-    events
-        .iter()
-        .map(|e| match &e.origin {
-            Origin::Guest { epoch, .. } => epoch.0,
-            Origin::Api => panic!("written by a user, not a guest"),
-        })
-        .collect()
-}
-
-/// Tasks per node, counted from the tasks themselves.
-async fn usage(h: &ComponentHarness) -> BTreeMap<String, u64> {
-    let mut usage = BTreeMap::new();
-    for (_, task) in h.values(TASKS).await {
-        if task["status"] == "assigned" {
-            let node = task["node"].as_str().expect("assigned tasks name a node");
-            *usage.entry(node.to_string()).or_default() += 1;
-        }
-    }
-    usage
-}
-
-async fn pending_names(h: &ComponentHarness) -> Vec<String> {
-    h.values(TASKS)
-        .await
-        .into_iter()
-        .filter(|(_, t)| t["status"] == "pending")
-        .map(|(name, _)| name)
-        .collect()
+    scheduler_component::load(COMPONENT).await
 }
 
 #[tokio::test]
 async fn the_python_scheduler_assigns_tasks_within_capacity_in_fenced_commits() {
-    let mut h = load().await;
-    let description = h.describe().await;
-    assert_eq!(description.watches, [NODES, TASKS]);
-    assert_eq!(description.resync_period, Some(Duration::from_secs(60)));
-
-    h.seed(NODES, "n1", &json!({ "capacity": 1, "zone": "a" }))
-        .await;
-    h.seed(NODES, "n2", &json!({ "capacity": 2 })).await;
-    for name in ["t1", "t2", "t3", "t4"] {
-        h.seed(TASKS, name, &json!({ "status": "pending", "image": name }))
-            .await;
-    }
-
-    for (key, reply) in h.resync().await {
-        assert_eq!(reply, Reconciled::Done, "{key:?}");
-    }
-
-    assert_eq!(
-        usage(&h).await,
-        BTreeMap::from([("n1".to_string(), 1), ("n2".to_string(), 2)]),
-        "every slot used, none twice"
-    );
-    assert_eq!(pending_names(&h).await, ["t4"]);
-    assert_eq!(
-        h.value(TASKS, "t1").await,
-        json!({ "status": "assigned", "node": "n2", "image": "t1" }),
-        "the task's other fields are kept"
-    );
-    assert_eq!(
-        h.value(NODES, "n1").await,
-        json!({ "capacity": 1, "zone": "a", "assigned": 1 })
-    );
-    // One event per assignment, each in the commit that assigned it, all
-    // stamped with this tenure.
-    let events = h.events_with_reason(ASSIGNED).await;
-    let mut assigned: Vec<&str> = events.iter().map(|e| e.name.as_str()).collect();
-    assigned.sort_unstable();
-    assert_eq!(assigned, ["t1", "t2", "t3"]);
-    for event in &events {
-        let task = h.object(TASKS, &event.name).await.unwrap();
-        assert_eq!(event.revision, task.version, "{}", event.name);
-    }
-    assert_eq!(epochs(&events), [1, 1, 1]);
-    assert_eq!(h.counters().ok.load(Ordering::SeqCst), 3);
-    assert_eq!(h.history().await[0].writes, 3);
+    scheduler_component::assigns_tasks_within_capacity_in_fenced_commits(COMPONENT).await;
 }
 
 #[tokio::test]
