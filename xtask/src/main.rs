@@ -53,7 +53,15 @@ const PYTHON_TEST_DIRS: &[&str] = &["guest-sdk/python", "controllers/scheduler-p
 /// Controllers written in JavaScript: (component name, folder, entry
 /// module). Built with componentize-js against `wit/controller.wit` into
 /// the guest folder as `<component name>.wasm`.
-const JS_GUESTS: &[(&str, &str, &str)] = &[("scheduler-js", "controllers/scheduler-js", "app.js")];
+const JS_GUESTS: &[(&str, &str, &str)] = &[
+    ("scheduler-js", "controllers/scheduler-js", "app.js"),
+    // The hard-abort fixture: a guest that spins or blocks on command.
+    (
+        "misbehaving-js",
+        "tests/fixtures/js/misbehaving-js",
+        "app.js",
+    ),
+];
 /// The JavaScript SDK: its sources are part of every JavaScript guest.
 const JS_SDK: &str = "guest-sdk/js";
 /// The JavaScript tools, pinned: `package.json` and `package-lock.json`
