@@ -25,6 +25,7 @@ mod fencing;
 mod handover;
 mod http;
 mod instantiate;
+mod languages;
 mod lease_scale;
 mod memory;
 mod outbound;
@@ -72,6 +73,11 @@ const PARTS: &[(&str, PartFn, &str)] = &[
         "instantiate",
         instantiate::run,
         "new tenure (Store + instance), with and without pooling",
+    ),
+    (
+        "languages",
+        languages::run,
+        "the scheduler in Rust, Python and JavaScript: size, compile (cold, cached), instantiate, reconcile rate, handover",
     ),
     (
         "reconcile-throughput",

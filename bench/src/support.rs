@@ -75,11 +75,17 @@ pub fn component_cache() -> PathBuf {
 
 /// An engine configured as the host configures it.
 pub fn runtime(pooling: bool) -> Result<Runtime> {
+    runtime_with_cache(pooling, None)
+}
+
+/// [`runtime`], with compiled components cached on disk in `cache_dir`
+/// (as a host with a `cache_dir` runs).
+pub fn runtime_with_cache(pooling: bool, cache_dir: Option<&Path>) -> Result<Runtime> {
     Runtime::new(&EngineConfig {
         max_guests: MAX_GUESTS,
         memory_bytes: GUEST_MEMORY_BYTES,
         pooling,
-        cache_dir: None,
+        cache_dir: cache_dir.map(Path::to_path_buf),
     })
     .map_err(|e| anyhow!("{e}"))
 }
