@@ -1,7 +1,8 @@
 //! The host registry as lease placement sees it: each host beats a
 //! heartbeat (the backend's clock) and learns, in the same round trip, the
-//! other live hosts of its cluster, the controllers each can run and how
-//! many leases each holds now.
+//! other live hosts of its cluster, the controllers each can run, how
+//! many leases each holds now, and which of its own controllers' leases
+//! lapsed (their holder stopped renewing without releasing).
 //!
 //! A host is live while its heartbeat is younger than the `live_within`
 //! the caller gives (the lease ttl) and it has not deregistered; on
@@ -30,19 +31,33 @@ pub struct PeerHost {
     pub held: usize,
 }
 
+/// What one heartbeat answers.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RegistryView {
+    /// Every *other* live host of the cluster, by holder name.
+    pub peers: Vec<PeerHost>,
+    /// The leases, among the controllers the caller runs, whose last
+    /// tenure lapsed: neither released nor live by the backend's clock
+    /// (their holder stopped renewing, whatever its registry row says: a
+    /// holder cut off by a partition keeps its sessions, so it still looks
+    /// live until its heartbeat ages out). In name order.
+    pub lapsed: Vec<String>,
+}
+
 /// A backend that keeps the host registry.
 #[async_trait]
 pub trait HostRegistry: Send + Sync + 'static {
     /// Record that `holder` of `cluster` is live now and runs
     /// `controllers`, and answer every *other* live host of the cluster
-    /// (heartbeat younger than `live_within`), in one round trip.
+    /// (heartbeat younger than `live_within`) and which leases of
+    /// `controllers` lapsed, in one round trip.
     async fn heartbeat(
         &self,
         cluster: &str,
         holder: &str,
         controllers: &[String],
         live_within: Duration,
-    ) -> Result<Vec<PeerHost>, AuthorityError>;
+    ) -> Result<RegistryView, AuthorityError>;
 
     /// Stop counting `holder` as live (orderly shutdown); it counts again
     /// at its next heartbeat.

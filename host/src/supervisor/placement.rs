@@ -10,12 +10,17 @@
 //!
 //! - **Acquiring**: a supervisor asks its [`Seat`] before each acquire. It
 //!   may go ahead while this host holds (or is acquiring) fewer than its
-//!   share + `slack` leases, or when no other live host able to run the
-//!   lease is below its own share + `slack` (so placement never leaves a
-//!   lease without a holder: a single host takes every lease at once, and
-//!   the survivors of a crash take the dead host's leases at once).
-//!   A refused supervisor stands by and asks again whenever the view
-//!   changes; a refusal also asks for a fresh view at once.
+//!   share + `slack` leases, or when its lease lapsed (neither released
+//!   nor live by the database clock: its holder stopped renewing, so
+//!   placement never delays a takeover the lease protocol allows, however
+//!   live that holder still looks in the registry), or when no other live
+//!   host able to run the lease is below its own share + `slack` (so
+//!   placement never leaves a lease without a holder: a single host takes
+//!   every lease at once, and the survivors of a crash take the dead
+//!   host's leases at once). A refused supervisor stands by and asks again
+//!   whenever the view changes; a refusal on a view from the regular beat
+//!   also asks for a fresh view at once (one per beat: a refusal on a view
+//!   fetched for a refusal waits for the next beat).
 //! - **Handing over**: a host holding more than its share + `slack`, while
 //!   another live host able to run one of its leases holds fewer than its
 //!   share, hands one lease over by orderly release (the ≤ 100 ms path:
@@ -36,17 +41,14 @@ use tokio::sync::{Notify, watch};
 use tokio::time::Instant;
 
 use crate::authority::LeaseTiming;
-use crate::authority::hosts::{HostRegistry, PeerHost};
+use crate::authority::hosts::{HostRegistry, PeerHost, RegistryView};
 
 /// Placement settings (`[placement]` in the config).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PlacementSettings {
     /// Whether placement runs at all; off (the default, for now), every
     /// host takes every free lease it can. Off by default until the fault
-    /// suite's random schedules run with it: a leader cut off by a
-    /// partition (its sessions open, so it still looks live) holds back its
-    /// lease's takeover by hosts at their share until its heartbeat ages
-    /// out, which the suite has not yet judged.
+    /// suite's random schedules judge it.
     pub enabled: bool,
     /// How many leases above its fair share a host may hold before it
     /// hands one over (and may take while others are below theirs).
@@ -76,25 +78,35 @@ pub enum MoveReason {
     /// live host able to run it was below its own (a host died, or
     /// nobody else runs that controller).
     NoOtherHost,
+    /// This host took a lease beyond its share + slack because the lease
+    /// lapsed: its holder stopped renewing without releasing it (cut off
+    /// by a partition, stopped, or dead with its session still open), so
+    /// any host takes it as it would without placement.
+    Lapsed,
 }
 
 impl MoveReason {
     /// Every reason, in the order `/metrics` lists them.
-    pub const ALL: [MoveReason; 2] = [MoveReason::OverShare, MoveReason::NoOtherHost];
+    pub const ALL: [MoveReason; 3] = [
+        MoveReason::OverShare,
+        MoveReason::NoOtherHost,
+        MoveReason::Lapsed,
+    ];
 
     /// The label value.
     pub fn as_str(self) -> &'static str {
         match self {
             MoveReason::OverShare => "over_share",
             MoveReason::NoOtherHost => "no_other_host",
+            MoveReason::Lapsed => "lapsed",
         }
     }
 }
 
-static MOVES: [AtomicU64; 2] = [AtomicU64::new(0), AtomicU64::new(0)];
+static MOVES: [AtomicU64; 3] = [AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0)];
 
 /// Placement moves made by this process, by reason (for `/metrics`).
-pub fn moves() -> [(MoveReason, u64); 2] {
+pub fn moves() -> [(MoveReason, u64); 3] {
     MoveReason::ALL.map(|reason| (reason, MOVES[reason as usize].load(Ordering::Relaxed)))
 }
 
@@ -155,6 +167,21 @@ fn lcm(a: u128, b: u128) -> u128 {
 #[derive(Debug, Clone, Default)]
 struct View {
     peers: Vec<PeerHost>,
+    /// This host's leases that lapsed (see [`RegistryView::lapsed`]).
+    lapsed: Vec<String>,
+    /// Fetched because a refusal asked for it: a refusal on this view
+    /// waits for the next regular beat instead of asking again.
+    answers_refusal: bool,
+}
+
+impl View {
+    fn from_registry(view: RegistryView, answers_refusal: bool) -> Self {
+        Self {
+            peers: view.peers,
+            lapsed: view.lapsed,
+            answers_refusal,
+        }
+    }
 }
 
 impl View {
@@ -204,6 +231,8 @@ struct Local {
     view: View,
     /// A handover asked for and not yet ended.
     handing_over: Option<String>,
+    /// A refusal asked for a fresh view that no beat has begun to fetch.
+    refresh_asked: bool,
     /// Deregistered: no more heartbeats.
     stopped: bool,
 }
@@ -280,6 +309,7 @@ impl Placement {
                 members: BTreeMap::new(),
                 view: View::default(),
                 handing_over: None,
+                refresh_asked: false,
                 stopped: false,
             }),
             changed,
@@ -386,6 +416,22 @@ impl Seat {
             let held = local.held();
             if held < cap {
                 true
+            } else if local.view.lapsed.contains(&self.name) {
+                // Its holder stopped renewing: the lease protocol lets any
+                // host take it now, and placement does not hold that back
+                // (the holder may look live for a ttl more: cut off by a
+                // partition, its sessions stay open). The share is
+                // restored later by orderly handover.
+                tracing::info!(
+                    controller = self.name,
+                    holder = self.inner.holder,
+                    held,
+                    cap,
+                    reason = MoveReason::Lapsed.as_str(),
+                    "placement: taking a lapsed lease beyond this host's share"
+                );
+                count_move(MoveReason::Lapsed);
+                true
             } else {
                 let someone_else = local.view.peers.iter().find(|peer| {
                     peer.runs(&self.name)
@@ -412,9 +458,17 @@ impl Seat {
         if allowed && let Some(member) = local.members.get_mut(&self.name) {
             member.state = Seated::Acquiring;
         }
+        // The view may be stale (a host left, a lease lapsed): ask for a
+        // fresh one, unless this view is the fresh one a refusal asked for
+        // (every refused seat wakes at each view: asking again would beat
+        // without pause).
+        let ask = !allowed && {
+            let ask = !local.view.answers_refusal && !local.refresh_asked;
+            local.refresh_asked |= ask;
+            ask
+        };
         drop(local);
-        if !allowed {
-            // The view may be stale (a host left): ask for a fresh one.
+        if ask {
             self.inner.refresh.notify_one();
         }
         allowed
@@ -505,10 +559,17 @@ async fn beat_loop(inner: Weak<Inner>) {
         let Some(strong) = inner.upgrade() else {
             return;
         };
-        let (names, beat, live_within, stopped) = {
-            let local = strong.local();
+        let (names, beat, live_within, stopped, answers_refusal) = {
+            let mut local = strong.local();
             let (beat, live_within) = cadence(&local);
-            (local.names(), beat, live_within, local.stopped)
+            let answers_refusal = std::mem::take(&mut local.refresh_asked);
+            (
+                local.names(),
+                beat,
+                live_within,
+                local.stopped,
+                answers_refusal,
+            )
         };
         if stopped {
             return;
@@ -521,9 +582,9 @@ async fn beat_loop(inner: Weak<Inner>) {
         )
         .await;
         match answer {
-            Ok(Ok(peers)) => {
+            Ok(Ok(view)) => {
                 failing_since = None;
-                strong.local().view = View { peers };
+                strong.local().view = View::from_registry(view, answers_refusal);
                 strong.bump();
                 rebalance(&strong);
             }
@@ -709,7 +770,7 @@ mod tests {
             _: &str,
             _: &[String],
             _: Duration,
-        ) -> Result<Vec<PeerHost>, crate::authority::AuthorityError> {
+        ) -> Result<RegistryView, crate::authority::AuthorityError> {
             std::future::pending().await
         }
         async fn deregister(
@@ -731,7 +792,10 @@ mod tests {
 
     fn placement(view: Vec<PeerHost>, settings: PlacementSettings) -> Placement {
         let p = Placement::start(Arc::new(NoRegistry), "east", "a", settings);
-        p.inner.local().view = View { peers: view };
+        p.inner.local().view = View {
+            peers: view,
+            ..View::default()
+        };
         p
     }
 
@@ -873,5 +937,162 @@ mod tests {
         }
         rebalance(&p.inner);
         assert!(seats.iter().all(|s| !*s.handover.borrow()));
+    }
+
+    #[tokio::test]
+    async fn a_host_at_its_share_takes_a_lapsed_lease_at_once() {
+        let all = names(12, "c");
+        // b held c4 and stopped renewing it (cut off by a partition, its
+        // sessions open): live to the registry, and below its share now
+        // that the lapsed lease no longer counts for it.
+        let p = placement(vec![peer("b", &all, 3), peer("c", &all, 4)], on());
+        let mut seats: Vec<Seat> = all.iter().map(|n| p.join(n, timing())).collect();
+        for seat in seats.iter_mut().take(4) {
+            assert!(seat.may_acquire());
+            seat.granted();
+        }
+        assert!(
+            !seats[4].may_acquire(),
+            "a free lease at the share goes to b"
+        );
+        p.inner.local().view.lapsed = vec!["c4".to_string()];
+        let before = moves()[2];
+        assert!(seats[4].may_acquire(), "lapsed: taken at once");
+        let after = moves()[2];
+        assert_eq!(after.0, MoveReason::Lapsed);
+        assert!(after.1 > before.1);
+        // Only the lapsed lease: the others still go to b.
+        assert!(!seats[5].may_acquire());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_holder_that_stopped_renewing_does_not_hold_back_its_lease_however_live_it_looks() {
+        use crate::authority::memory::MemoryAuthority;
+        use crate::authority::{AcquireRequest, Acquired, Authority};
+        use crate::fence::LeaseKey;
+
+        let authority = MemoryAuthority::new();
+        let runs = vec!["a".to_string(), "b".to_string()];
+        let timing = timing();
+        // h1 runs both leases, beats, and holds a.
+        authority
+            .heartbeat("east", "h1", &runs, timing.ttl)
+            .await
+            .unwrap();
+        let request = AcquireRequest {
+            key: LeaseKey::new("east", "a"),
+            holder: "h1".into(),
+            ttl: timing.ttl,
+        };
+        assert!(matches!(
+            authority.acquire(&request).await.unwrap(),
+            Acquired::Granted(_)
+        ));
+        // h2 runs both too: its share is 1, and it leads b.
+        let p = Placement::start(Arc::new(authority.clone()), "east", "h2", on());
+        let mut a = p.join("a", timing);
+        let mut b = p.join("b", timing);
+        a.changed().await;
+        assert_eq!(p.inner.local().view.peers.len(), 1, "h2 sees h1");
+        assert!(b.may_acquire());
+        b.granted();
+        // h1 stops renewing a but keeps beating: a lapses while h1 looks
+        // live, holding nothing, below its share.
+        tokio::time::advance(timing.ttl).await;
+        authority
+            .heartbeat("east", "h1", &runs, timing.ttl)
+            .await
+            .unwrap();
+        a.changed.borrow_and_update();
+        a.changed().await;
+        {
+            let local = p.inner.local();
+            assert_eq!(local.view.peers.len(), 1, "h1 still looks live");
+            assert_eq!(local.view.peers[0].held, 0);
+        }
+        assert!(
+            a.may_acquire(),
+            "a lapsed lease is taken at once, not left to its live-looking holder"
+        );
+        let request = AcquireRequest {
+            holder: "h2".into(),
+            ..request
+        };
+        assert!(matches!(
+            authority.acquire(&request).await.unwrap(),
+            Acquired::Granted(_)
+        ));
+    }
+
+    /// Counts heartbeats; answers a peer below its share that runs every
+    /// lease, so this host's seats beyond its share are refused for good.
+    struct CountingRegistry {
+        beats: AtomicU64,
+        runs: Vec<String>,
+    }
+
+    #[async_trait::async_trait]
+    impl HostRegistry for CountingRegistry {
+        async fn heartbeat(
+            &self,
+            _: &str,
+            _: &str,
+            _: &[String],
+            _: Duration,
+        ) -> Result<RegistryView, crate::authority::AuthorityError> {
+            self.beats.fetch_add(1, Ordering::Relaxed);
+            Ok(RegistryView {
+                peers: vec![peer("b", &self.runs, 0)],
+                lapsed: Vec::new(),
+            })
+        }
+        async fn deregister(
+            &self,
+            _: &str,
+            _: &str,
+        ) -> Result<(), crate::authority::AuthorityError> {
+            Ok(())
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn refused_standbys_ask_for_at_most_one_fresh_view_per_beat() {
+        let all = names(4, "c");
+        let registry = Arc::new(CountingRegistry {
+            beats: AtomicU64::new(0),
+            runs: all.clone(),
+        });
+        let p = Placement::start(registry.clone(), "east", "a", on());
+        let mut seats: Vec<Seat> = all.iter().map(|n| p.join(n, timing())).collect();
+        seats[0].changed().await;
+        // Share 2 of 4: two lead, two stand by, each asking again at every
+        // change as a supervisor does.
+        for seat in seats.iter_mut().take(2) {
+            assert!(seat.may_acquire());
+            seat.granted();
+        }
+        let standbys: Vec<_> = seats
+            .drain(2..)
+            .map(|mut seat| {
+                tokio::spawn(async move {
+                    while !seat.may_acquire() {
+                        seat.changed().await;
+                    }
+                })
+            })
+            .collect();
+        let start = registry.beats.load(Ordering::Relaxed);
+        let span = Duration::from_secs(10);
+        tokio::time::sleep(span).await;
+        let beats = registry.beats.load(Ordering::Relaxed) - start;
+        let regular = (span.as_millis() / crate::timeouts::PLACEMENT_BEAT.as_millis()) as u64;
+        assert!(
+            beats <= 2 * regular + 2,
+            "{beats} heartbeats in {span:?} (regular beats: {regular})"
+        );
+        assert!(standbys.iter().all(|t| !t.is_finished()), "still refused");
+        for standby in standbys {
+            standby.abort();
+        }
     }
 }

@@ -1,7 +1,8 @@
 //! The host registry in the memory backend: the same semantics as
 //! PostgreSQL's (a heartbeat younger than `live_within`, no
-//! deregistration since), on this backend's monotonic clock. One process
-//! has no liveness sessions: a holder is live while it beats.
+//! deregistration since; the caller's leases neither released nor live
+//! are lapsed), on this backend's monotonic clock. One process has no
+//! liveness sessions: a holder is live while it beats.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -11,7 +12,7 @@ use tokio::time::Instant;
 
 use super::MemoryAuthority;
 use crate::authority::AuthorityError;
-use crate::authority::hosts::{HostRegistry, PeerHost};
+use crate::authority::hosts::{HostRegistry, PeerHost, RegistryView};
 use crate::names::{check_holder, check_label};
 
 /// Every host that beat, by `(cluster, holder)`.
@@ -34,7 +35,7 @@ impl HostRegistry for MemoryAuthority {
         holder: &str,
         controllers: &[String],
         live_within: Duration,
-    ) -> Result<Vec<PeerHost>, AuthorityError> {
+    ) -> Result<RegistryView, AuthorityError> {
         check_label("cluster", cluster)?;
         check_holder(holder)?;
         let now = self.shared.clock.now();
@@ -47,7 +48,7 @@ impl HostRegistry for MemoryAuthority {
             },
         );
         let state = &*state;
-        Ok(state
+        let peers = state
             .hosts
             .rows
             .iter()
@@ -69,7 +70,19 @@ impl HostRegistry for MemoryAuthority {
                     })
                     .count(),
             })
-            .collect())
+            .collect();
+        let lapsed = state
+            .leases
+            .iter()
+            .filter(|(key, lease)| {
+                key.cluster == cluster
+                    && controllers.contains(&key.name)
+                    && !lease.released
+                    && !lease.live(now)
+            })
+            .map(|(key, _)| key.name.clone())
+            .collect();
+        Ok(RegistryView { peers, lapsed })
     }
 
     async fn deregister(&self, cluster: &str, holder: &str) -> Result<(), AuthorityError> {
@@ -104,6 +117,7 @@ mod tests {
                 .heartbeat("east", "h1", &runs, TTL)
                 .await
                 .unwrap()
+                .peers
                 .is_empty()
         );
         authority.heartbeat("west", "h3", &runs, TTL).await.unwrap();
@@ -114,7 +128,11 @@ mod tests {
         };
         authority.acquire(&request).await.unwrap();
         // h2 sees h1 (not itself, not another cluster's host), holding one.
-        let peers = authority.heartbeat("east", "h2", &runs, TTL).await.unwrap();
+        let peers = authority
+            .heartbeat("east", "h2", &runs, TTL)
+            .await
+            .unwrap()
+            .peers;
         assert_eq!(
             peers,
             [PeerHost {
@@ -126,10 +144,18 @@ mod tests {
         // A heartbeat older than the ttl no longer counts.
         tokio::time::advance(TTL).await;
         authority.heartbeat("east", "h1", &runs, TTL).await.unwrap();
-        let peers = authority.heartbeat("east", "h1", &runs, TTL).await.unwrap();
+        let peers = authority
+            .heartbeat("east", "h1", &runs, TTL)
+            .await
+            .unwrap()
+            .peers;
         assert!(peers.is_empty(), "h2 beat a ttl ago: {peers:?}");
         // Its lease expired with it: h1 now holds none.
-        let peers = authority.heartbeat("east", "h2", &runs, TTL).await.unwrap();
+        let peers = authority
+            .heartbeat("east", "h2", &runs, TTL)
+            .await
+            .unwrap()
+            .peers;
         assert_eq!(peers.len(), 1);
         assert_eq!(peers[0].held, 0);
         // Deregistered: gone at once, back at its next beat.
@@ -139,6 +165,7 @@ mod tests {
                 .heartbeat("east", "h2", &runs, TTL)
                 .await
                 .unwrap()
+                .peers
                 .is_empty()
         );
         authority.heartbeat("east", "h1", &runs, TTL).await.unwrap();
@@ -147,8 +174,69 @@ mod tests {
                 .heartbeat("east", "h2", &runs, TTL)
                 .await
                 .unwrap()
+                .peers
                 .len(),
             1
         );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_lease_neither_released_nor_renewed_is_lapsed_however_live_its_holder_looks() {
+        let authority = MemoryAuthority::new();
+        let runs = vec!["a".to_string(), "b".to_string(), "c".to_string()];
+        let acquire = |name: &str| {
+            let request = AcquireRequest {
+                key: LeaseKey::new("east", name),
+                holder: "h1".into(),
+                ttl: TTL,
+            };
+            let authority = authority.clone();
+            async move {
+                match authority.acquire(&request).await.unwrap() {
+                    crate::authority::Acquired::Granted(grant) => grant.fence,
+                    other => panic!("{other:?}"),
+                }
+            }
+        };
+        acquire("a").await;
+        let b = acquire("b").await;
+        assert!(
+            authority
+                .heartbeat("east", "h2", &runs, TTL)
+                .await
+                .unwrap()
+                .lapsed
+                .is_empty(),
+            "both leases are live"
+        );
+        // h1 releases b and stops renewing a, but keeps beating: it looks
+        // live, holding nothing, and a lapsed.
+        authority
+            .release(&b, crate::authority::EndReason::Released)
+            .await
+            .unwrap();
+        tokio::time::advance(TTL).await;
+        authority.heartbeat("east", "h1", &runs, TTL).await.unwrap();
+        let view = authority.heartbeat("east", "h2", &runs, TTL).await.unwrap();
+        assert_eq!(view.peers.len(), 1, "h1 beat just now");
+        assert_eq!(view.peers[0].held, 0);
+        assert_eq!(
+            view.lapsed,
+            ["a"],
+            "released b is free, not lapsed; c never held here"
+        );
+        // Only the caller's own controllers are listed.
+        let view = authority
+            .heartbeat("east", "h2", &["b".to_string()], TTL)
+            .await
+            .unwrap();
+        assert!(view.lapsed.is_empty(), "{view:?}");
+        // Nor another cluster's.
+        let west = authority.heartbeat("west", "h4", &runs, TTL).await.unwrap();
+        assert!(west.lapsed.is_empty(), "{west:?}");
+        // Taken again: no longer lapsed.
+        acquire("a").await;
+        let view = authority.heartbeat("east", "h2", &runs, TTL).await.unwrap();
+        assert!(view.lapsed.is_empty(), "{view:?}");
     }
 }
