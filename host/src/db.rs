@@ -1029,15 +1029,21 @@ impl Database {
             config.clone(),
             NoTls,
             ManagerConfig {
-                // Verified: a connection whose transaction was abandoned by
-                // a cancelled caller is closed by tokio-postgres when the
-                // `Transaction` drops without commit (it sends ROLLBACK);
-                // `Verified` additionally checks the session still answers.
-                recycling_method: RecyclingMethod::Verified,
+                // Fast: a closed connection is never handed out, and a
+                // connection whose transaction was abandoned by a cancelled
+                // caller is closed by tokio-postgres when the `Transaction`
+                // drops without commit (it sends ROLLBACK first), or, for
+                // the store's hand-made transactions, taken out of the pool
+                // (`Session`). Whether the session still answers is asked
+                // only of sessions idle for long (`verify_idle_sessions`):
+                // asking on every checkout was a round trip more for every
+                // statement of a busy host.
+                recycling_method: RecyclingMethod::Fast,
             },
         );
         let pool = Pool::builder(manager)
             .pre_recycle(sessions.clone().pre_recycle())
+            .pre_recycle(verify_idle_sessions(crate::timeouts::SESSION_VERIFY_IDLE))
             .max_size(max_connections.max(1))
             .runtime(Runtime::Tokio1)
             .wait_timeout(Some(crate::timeouts::DATABASE_CONNECT))
@@ -1323,6 +1329,33 @@ pub const IN_RECOVERY: &str = "the server is in recovery (a standby): migrations
      writes need the primary; point the URL at the primary, or list every server with \
      target_session_attrs=read-write";
 
+/// A `pre_recycle` hook that asks a pooled session whether it still
+/// answers (an empty query, bounded by
+/// [`crate::timeouts::DATABASE_CONNECT`]) only when it was last handed out
+/// more than `idle` ago; a session that does not answer is closed and the
+/// pool takes, or opens, another. Sessions in steady use go out without
+/// the round trip: a server that ended one of them closed its socket,
+/// which the pool's own check (`is_closed`) sees, and every write checks
+/// the database's identity in its own first flight anyway.
+fn verify_idle_sessions(idle: Duration) -> deadpool_postgres::Hook {
+    deadpool_postgres::Hook::async_fn(move |client, metrics| {
+        Box::pin(async move {
+            if metrics.last_used() < idle {
+                return Ok(());
+            }
+            match tokio::time::timeout(crate::timeouts::DATABASE_CONNECT, client.simple_query(""))
+                .await
+            {
+                Ok(Ok(_)) => Ok(()),
+                Ok(Err(e)) => Err(deadpool_postgres::HookError::Backend(e)),
+                Err(_) => Err(deadpool_postgres::HookError::message(
+                    "an idle pooled session did not answer",
+                )),
+            }
+        })
+    })
+}
+
 /// Why a host refuses a database a newer host migrated.
 pub fn newer_schema(unknown: &[i32], known: i32) -> String {
     format!(
@@ -1584,6 +1617,84 @@ mod tests {
         assert_eq!(authority.pool_stats().timeouts[0], ("wait", 0));
         drop(held);
         assert_eq!(main.pool_stats().in_use, 0);
+    }
+
+    /// The backend `pid`'s last statement, as the server shows it.
+    async fn last_statement(observer: &deadpool_postgres::Object, pid: i32) -> String {
+        observer
+            .query_one("SELECT query FROM pg_stat_activity WHERE pid = $1", &[&pid])
+            .await
+            .unwrap()
+            .get(0)
+    }
+
+    /// A session handed out again soon after its last use costs no round
+    /// trip (the server saw nothing between the caller's statements); one
+    /// idle for longer than the bound is asked whether it still answers
+    /// first, and one that no longer does is replaced, not handed out.
+    #[tokio::test]
+    async fn only_sessions_idle_for_long_are_verified_before_use() {
+        let test = crate::testing::TestDatabase::create().await;
+        let observer = test.database(1);
+        let observer = observer.client().await.unwrap();
+        let marker = "SELECT 'last statement before the checkout'";
+
+        // The host's pool: a session in steady use goes out as it is.
+        let main = test.database(1);
+        let client = main.client().await.unwrap();
+        let pid: i32 = client
+            .query_one("SELECT pg_backend_pid()", &[])
+            .await
+            .unwrap()
+            .get(0);
+        client.simple_query(marker).await.unwrap();
+        drop(client);
+        let again = main.client().await.unwrap();
+        assert_eq!(last_statement(&observer, pid).await, marker);
+        drop(again);
+
+        // Past the idle bound (zero here), the checkout asks first.
+        let config: tokio_postgres::Config = test.url().parse().unwrap();
+        let manager = Manager::from_config(
+            config,
+            NoTls,
+            ManagerConfig {
+                recycling_method: RecyclingMethod::Fast,
+            },
+        );
+        let pool = Pool::builder(manager)
+            .pre_recycle(verify_idle_sessions(Duration::ZERO))
+            .max_size(1)
+            .runtime(Runtime::Tokio1)
+            .build()
+            .unwrap();
+        let client = pool.get().await.unwrap();
+        let pid: i32 = client
+            .query_one("SELECT pg_backend_pid()", &[])
+            .await
+            .unwrap()
+            .get(0);
+        client.simple_query(marker).await.unwrap();
+        drop(client);
+        let again = pool.get().await.unwrap();
+        assert_eq!(last_statement(&observer, pid).await, "");
+        drop(again);
+
+        // A session the server ended while it sat in the pool is not
+        // handed out.
+        observer
+            .execute("SELECT pg_terminate_backend($1)", &[&pid])
+            .await
+            .unwrap();
+        let replaced: i32 = pool
+            .get()
+            .await
+            .unwrap()
+            .query_one("SELECT pg_backend_pid()", &[])
+            .await
+            .unwrap()
+            .get(0);
+        assert_ne!(replaced, pid);
     }
 }
 

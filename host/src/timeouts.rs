@@ -144,6 +144,18 @@ declare_timeouts! {
     /// abort. A supervisor that misses the bound is aborted, and the abort
     /// is awaited for at most this long again.
     SUPERVISOR_STOP_MARGIN = Duration::from_secs(1);
+    /// Longest a controller's echo (a key queued only by changes its own
+    /// tenure wrote) waits behind other ready keys before it runs anyway
+    /// (`supervisor/queue.rs`). Long against a reconcile (milliseconds), so
+    /// a batch's echoes do not stand in front of the next user's change;
+    /// short enough that a stream of other work never starves them.
+    ECHO_DEFER = Duration::from_secs(1);
+    /// Pooled sessions unused for longer than this are checked with an
+    /// empty query before they are handed out (`db.rs`); sessions in
+    /// steady use are handed out without that round trip. A session that
+    /// died while idle (a server restart, a failover, a middlebox that
+    /// dropped it) is still found before a caller gets it.
+    SESSION_VERIFY_IDLE = Duration::from_secs(1);
     /// Fallback poll of the change feed when no notification arrives
     /// (notifications can be lost across a reconnect).
     FEED_POLL = Duration::from_secs(1);

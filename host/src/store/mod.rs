@@ -782,6 +782,26 @@ pub trait Store: Send + Sync + 'static {
         )))
     }
 
+    /// [`changes`](Self::changes), read no further than `through`: a
+    /// position this store's [`watch`](Self::watch) published for `cluster`.
+    /// Every position up to such a value is final already, so a backend
+    /// need not find the high-water mark again (PostgreSQL: one statement
+    /// less per read, the change feed's workers' read after each wake-up).
+    /// Passing anything else breaks the no-skip guarantee.
+    ///
+    /// The default reads up to the current mark, which is as correct.
+    async fn changes_through(
+        &self,
+        cluster: &str,
+        kinds: &[String],
+        after: u64,
+        through: u64,
+        limit: usize,
+    ) -> Result<ChangePage, StoreError> {
+        let _ = through;
+        self.changes(cluster, kinds, after, limit).await
+    }
+
     /// Trim one batch of what `policy` no longer keeps in `cluster` (see
     /// [`retention`]): events and changes past the retention, tenures beyond
     /// the newest kept per lease. Readers behind what was trimmed get

@@ -617,6 +617,83 @@ impl PostgresStore {
         .map_err(unavailable)
     }
 
+    /// The changes of `kinds` after `after` up to `mark`, a position known
+    /// to be final (the high-water mark, or a value the feed published
+    /// from one): what [`Store::changes`] and [`Store::changes_through`]
+    /// read.
+    async fn changes_below(
+        &self,
+        client: &deadpool_postgres::Object,
+        cluster: &str,
+        kinds: &[String],
+        after: u64,
+        mark: u64,
+        limit: usize,
+    ) -> Result<ChangePage, StoreError> {
+        let limit = page_limit(limit);
+        if mark <= after {
+            return Ok(ChangePage {
+                changes: Vec::new(),
+                through: after,
+            });
+        }
+        let (after_sql, mark_sql, limit_sql) = (sql_seq(after), sql_seq(mark), limit as i64);
+        let rows = bounded(&self.db, async {
+            let statement = self.db.prepare(client, CHANGES_SQL).await?;
+            statement
+                .query(
+                    client,
+                    &[&cluster, &after_sql, &limit_sql, &mark_sql, &kinds],
+                )
+                .await
+        })
+        .await
+        .map_err(unavailable)?;
+        check_floor(cluster, CHANGE_STREAM, after, floor_of(&rows))?;
+        let mut changes = Vec::with_capacity(rows.len());
+        for r in &rows {
+            let Some(position) = r.get::<_, Option<i64>>(1) else {
+                continue;
+            };
+            let position = position as u64;
+            let text: String = r.get(6);
+            let Some(change) = ChangeKind::parse(&text) else {
+                return Err(StoreError::Unavailable(format!(
+                    "database {}: change {position} of cluster {cluster} is {text:?}, not created, updated or deleted",
+                    self.db.endpoint()
+                )));
+            };
+            changes.push(Change {
+                position,
+                revision: r.get::<_, i64>(2) as u64,
+                at: r.get::<_, DateTime<Utc>>(3),
+                kind: r.get(4),
+                name: r.get(5),
+                change,
+                version: r.get::<_, i64>(7) as u64,
+                origin: origin(r.get(8), r.get(9), r.get(10)),
+                // Checked when written; a value that does not parse (written
+                // by hand) is no context at all.
+                traceparent: r
+                    .get::<_, Option<&str>>(11)
+                    .and_then(crate::telemetry::TraceParent::parse),
+                relations: relations_at(r, 12, cluster, position)?,
+                previous: if r.get::<_, bool>(15) {
+                    Some(relations_at(r, 16, cluster, position)?)
+                } else {
+                    None
+                },
+            });
+        }
+        // A full page was read through its last change; a short one through
+        // the mark.
+        let through = match changes.last() {
+            Some(last) if changes.len() >= limit => last.position,
+            _ => mark,
+        };
+        Ok(ChangePage { changes, through })
+    }
+
     async fn client(&self) -> Result<deadpool_postgres::Object, StoreError> {
         self.db.client().await.map_err(unavailable)
     }
@@ -1602,70 +1679,24 @@ impl Store for PostgresStore {
         limit: usize,
     ) -> Result<ChangePage, StoreError> {
         check_change_request(cluster, kinds)?;
-        let limit = page_limit(limit);
         let client = self.client().await?;
         let mark = self.mark(&client).await?.high_water;
-        if mark <= after {
-            return Ok(ChangePage {
-                changes: Vec::new(),
-                through: after,
-            });
-        }
-        let (after_sql, mark_sql, limit_sql) = (sql_seq(after), sql_seq(mark), limit as i64);
-        let rows = bounded(&self.db, async {
-            let statement = self.db.prepare(&client, CHANGES_SQL).await?;
-            statement
-                .query(
-                    &client,
-                    &[&cluster, &after_sql, &limit_sql, &mark_sql, &kinds],
-                )
-                .await
-        })
-        .await
-        .map_err(unavailable)?;
-        check_floor(cluster, CHANGE_STREAM, after, floor_of(&rows))?;
-        let mut changes = Vec::with_capacity(rows.len());
-        for r in &rows {
-            let Some(position) = r.get::<_, Option<i64>>(1) else {
-                continue;
-            };
-            let position = position as u64;
-            let text: String = r.get(6);
-            let Some(change) = ChangeKind::parse(&text) else {
-                return Err(StoreError::Unavailable(format!(
-                    "database {}: change {position} of cluster {cluster} is {text:?}, not created, updated or deleted",
-                    self.db.endpoint()
-                )));
-            };
-            changes.push(Change {
-                position,
-                revision: r.get::<_, i64>(2) as u64,
-                at: r.get::<_, DateTime<Utc>>(3),
-                kind: r.get(4),
-                name: r.get(5),
-                change,
-                version: r.get::<_, i64>(7) as u64,
-                origin: origin(r.get(8), r.get(9), r.get(10)),
-                // Checked when written; a value that does not parse (written
-                // by hand) is no context at all.
-                traceparent: r
-                    .get::<_, Option<&str>>(11)
-                    .and_then(crate::telemetry::TraceParent::parse),
-                relations: relations_at(r, 12, cluster, position)?,
-                previous: if r.get::<_, bool>(15) {
-                    Some(relations_at(r, 16, cluster, position)?)
-                } else {
-                    None
-                },
-            });
-        }
-        // A full page was read through its last change; a short one through
-        // the mark.
-        let through = match changes.last() {
-            Some(last) if changes.len() >= limit => last.position,
-            _ => mark,
-        };
-        Ok(ChangePage { changes, through })
+        self.changes_below(&client, cluster, kinds, after, mark, limit)
+            .await
+    }
+
+    async fn changes_through(
+        &self,
+        cluster: &str,
+        kinds: &[String],
+        after: u64,
+        through: u64,
+        limit: usize,
+    ) -> Result<ChangePage, StoreError> {
+        check_change_request(cluster, kinds)?;
+        let client = self.client().await?;
+        self.changes_below(&client, cluster, kinds, after, through, limit)
+            .await
     }
 
     async fn trim(

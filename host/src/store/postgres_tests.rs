@@ -994,6 +994,44 @@ async fn readers_stop_below_a_commit_in_flight_and_skip_nothing() {
     assert!(events[0].seq < events[1].seq && events[0].name == "held");
 }
 
+/// A change-feed read bounded by a position the watch published trusts
+/// that bound: it reads up to it without finding the high-water mark again
+/// (one statement less per read), and no further. Shown with a commit held
+/// open, which holds the mark below a later commit's change: a bound above
+/// the mark (which the watch never publishes) is read through, where
+/// [`Store::changes`] stops at the mark.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_through_a_published_position_computes_no_mark() {
+    let f = fixture().await;
+    let (held, resume) = held_put(&f.db, "held").await;
+    f.store
+        .put(CLUSTER, &key("tasks", "later"), "1", None)
+        .await
+        .unwrap();
+    let visible = visible_positions(&f.db).await;
+    assert_eq!(visible.len(), 1, "{visible:?}");
+    let later = visible[0];
+    let page = f.store.changes(CLUSTER, &[], 0, 10).await.unwrap();
+    assert!(page.changes.is_empty(), "the mark holds {page:?} back");
+    let page = f
+        .store
+        .changes_through(CLUSTER, &[], 0, later, 10)
+        .await
+        .unwrap();
+    let names: Vec<&str> = page.changes.iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(names, ["later"]);
+    assert_eq!(page.through, later);
+    let page = f
+        .store
+        .changes_through(CLUSTER, &[], 0, later - 1, 10)
+        .await
+        .unwrap();
+    assert!(page.changes.is_empty(), "{page:?}");
+    assert_eq!(page.through, later - 1);
+    resume.send(()).await.unwrap();
+    joined(held, "the held put").await.unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_commit_that_rolls_back_leaves_a_gap_the_mark_passes() {
     let f = fixture().await;

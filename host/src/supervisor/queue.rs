@@ -15,6 +15,24 @@
 //! Overflow never loses work: when the queue is full, further keys are
 //! dropped and the queue asks for a full resync, which re-reads every
 //! watched object once the queue has drained.
+//!
+//! # Echoes wait behind other work, for a bounded time
+//!
+//! A controller's own commits come back to it through the change stream:
+//! every object it wrote is a change of a watched kind, and the guest is
+//! promised a reconcile after each. Those reconciles find the object as the
+//! controller left it, so they are the least urgent work there is, yet in a
+//! plain FIFO they stand in front of every change that arrived after them:
+//! a scheduler that placed 50 tasks in one commit would answer 50 echoes
+//! before it saw the next task created. So ready keys are in two lanes. A
+//! key is an *echo* while it was queued only by changes of itself and the
+//! newest of them was written by this tenure ([`WorkQueue::add_echo`]);
+//! everything else is *prompt*. Prompt keys run first; an echo runs when no
+//! prompt key is ready, or once it has waited [`ECHO_DEFER`] in its lane,
+//! so a stream of prompt work delays an echo by that much at most and never
+//! starves it. Nothing is dropped: an echo still gets its reconcile, after
+//! its change, as every change does. Any other cause (a change by someone
+//! else, a related change, a timer, a resync) makes the key prompt again.
 
 use std::collections::{BTreeSet, HashMap, VecDeque};
 
@@ -23,6 +41,7 @@ use tokio::time::Instant;
 use crate::runtime::ReconcileReason;
 use crate::store::ObjectKey;
 use crate::telemetry::TraceParent;
+use crate::timeouts::ECHO_DEFER;
 
 /// Where a queued key is, and why it is queued.
 #[derive(Debug, Clone)]
@@ -35,6 +54,24 @@ struct Entry {
     /// The trace contexts of the changes that queued it, first one first
     /// (at most [`MAX_TRACES`]).
     trace: Vec<TraceParent>,
+    /// Which ready lane holds it (meaningless while delayed).
+    lane: Lane,
+    /// Its place in that lane: the lane's slot for the key carrying
+    /// another ticket is stale (left behind by a move) and skipped.
+    ticket: u64,
+    /// When it entered its lane: an echo runs at the latest
+    /// [`ECHO_DEFER`] after that.
+    lane_since: Instant,
+    /// Whether only changes of the key itself queued it since it last
+    /// ran: only such a key can become an echo.
+    changes_only: bool,
+}
+
+/// The two lanes of ready keys (see the module documentation).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Lane {
+    Prompt,
+    Echo,
 }
 
 /// How many trace contexts one queued key keeps: the first is the
@@ -45,7 +82,14 @@ pub const MAX_TRACES: usize = 8;
 #[derive(Debug)]
 pub struct WorkQueue {
     capacity: usize,
-    ready: VecDeque<ObjectKey>,
+    /// Ready keys that run first, in the order they became ready, each
+    /// with the ticket of its entry (stale slots are skipped).
+    ready: VecDeque<(u64, ObjectKey)>,
+    /// Ready echoes, in the order they became echoes.
+    echoes: VecDeque<(u64, ObjectKey)>,
+    /// Keys in either lane (stale slots not counted).
+    ready_count: usize,
+    tickets: u64,
     /// Keys waiting for a time, ordered by (time, insertion).
     delayed: BTreeSet<(Instant, u64, ObjectKey)>,
     queued: HashMap<ObjectKey, Entry>,
@@ -59,6 +103,9 @@ impl WorkQueue {
         Self {
             capacity: capacity.max(1),
             ready: VecDeque::new(),
+            echoes: VecDeque::new(),
+            ready_count: 0,
+            tickets: 0,
             delayed: BTreeSet::new(),
             queued: HashMap::new(),
             sequence: 0,
@@ -77,8 +124,9 @@ impl WorkQueue {
     }
 
     /// Queue `key` to run now for `reason`. A key already ready stays where
-    /// it is, with the strongest of the two reasons; a delayed key is moved
-    /// forward and runs for `reason` (its timer is consumed).
+    /// it is, with the strongest of the two reasons (an echo becomes
+    /// prompt); a delayed key is moved forward and runs for `reason` (its
+    /// timer is consumed).
     pub fn add(&mut self, key: ObjectKey, reason: ReconcileReason) {
         self.add_traced(key, reason, None);
     }
@@ -92,39 +140,113 @@ impl WorkQueue {
         reason: ReconcileReason,
         trace: Option<TraceParent>,
     ) {
-        match self.queued.get_mut(&key) {
-            Some(entry) => {
-                if let Some(trace) = trace
-                    && entry.trace.len() < MAX_TRACES
-                    && !entry.trace.contains(&trace)
-                {
-                    entry.trace.push(trace);
-                }
-                match entry.at.take() {
-                    None => entry.reason = entry.reason.strongest(reason),
-                    Some((at, seq)) => {
-                        entry.reason = reason;
-                        entry.ready_since = Instant::now();
-                        self.delayed.remove(&(at, seq, key.clone()));
-                        self.ready.push_back(key);
-                    }
-                }
+        self.add_ready(key, reason, trace, false);
+    }
+
+    /// Queue `key` for a change of itself that this tenure's own commit
+    /// wrote: it runs for `change`, as an echo when nothing but changes of
+    /// the key itself queued it (see the module documentation).
+    pub fn add_echo(&mut self, key: ObjectKey, trace: Option<TraceParent>) {
+        self.add_ready(key, ReconcileReason::Change, trace, true);
+    }
+
+    fn add_ready(
+        &mut self,
+        key: ObjectKey,
+        reason: ReconcileReason,
+        trace: Option<TraceParent>,
+        echo: bool,
+    ) {
+        let now = Instant::now();
+        let own_change = reason == ReconcileReason::Change;
+        let Some(entry) = self.queued.get_mut(&key) else {
+            if self.is_full() {
+                return;
             }
+            let lane = if echo { Lane::Echo } else { Lane::Prompt };
+            self.queued.insert(
+                key.clone(),
+                Entry {
+                    at: None,
+                    reason,
+                    ready_since: now,
+                    trace: trace.into_iter().collect(),
+                    lane,
+                    ticket: 0,
+                    lane_since: now,
+                    changes_only: own_change,
+                },
+            );
+            self.ready_count += 1;
+            self.enter(key, lane, now);
+            return;
+        };
+        if let Some(trace) = trace
+            && entry.trace.len() < MAX_TRACES
+            && !entry.trace.contains(&trace)
+        {
+            entry.trace.push(trace);
+        }
+        let lane = match entry.at.take() {
             None => {
-                if self.is_full() {
-                    return;
+                entry.reason = entry.reason.strongest(reason);
+                entry.changes_only &= own_change;
+                if echo && entry.changes_only {
+                    Lane::Echo
+                } else if echo {
+                    entry.lane
+                } else {
+                    Lane::Prompt
                 }
-                self.queued.insert(
-                    key.clone(),
-                    Entry {
-                        at: None,
-                        reason,
-                        ready_since: Instant::now(),
-                        trace: trace.into_iter().collect(),
-                    },
-                );
-                self.ready.push_back(key);
             }
+            Some((at, seq)) => {
+                // The timer is consumed: this cause alone is why it runs.
+                entry.reason = reason;
+                entry.ready_since = now;
+                entry.changes_only = own_change;
+                self.delayed.remove(&(at, seq, key.clone()));
+                self.ready_count += 1;
+                let lane = if echo { Lane::Echo } else { Lane::Prompt };
+                self.enter(key, lane, now);
+                return;
+            }
+        };
+        if lane != entry.lane {
+            self.enter(key, lane, now);
+        }
+    }
+
+    /// Put a queued, ready `key` at the back of `lane`, leaving any slot it
+    /// had as stale.
+    fn enter(&mut self, key: ObjectKey, lane: Lane, now: Instant) {
+        self.tickets += 1;
+        let ticket = self.tickets;
+        let entry = self.queued.get_mut(&key).expect("entered keys are queued");
+        entry.lane = lane;
+        entry.ticket = ticket;
+        entry.lane_since = now;
+        match lane {
+            Lane::Prompt => self.ready.push_back((ticket, key)),
+            Lane::Echo => self.echoes.push_back((ticket, key)),
+        }
+        self.compact();
+    }
+
+    /// Drop stale slots once they outnumber the keys a lane can hold, so
+    /// the lanes stay bounded however often keys move between them.
+    fn compact(&mut self) {
+        let bound = 2 * self.capacity;
+        let queued = &self.queued;
+        let current = |(ticket, key): &(u64, ObjectKey)| {
+            queued
+                .get(key)
+                .is_some_and(|e| e.at.is_none() && e.ticket == *ticket)
+        };
+        if self.ready.len() > bound {
+            self.ready.retain(current);
+        }
+        if self.echoes.len() > bound {
+            self.echoes.retain(current);
         }
     }
 
@@ -176,6 +298,10 @@ impl WorkQueue {
                 reason,
                 ready_since: at,
                 trace,
+                lane: Lane::Prompt,
+                ticket: 0,
+                lane_since: at,
+                changes_only: false,
             },
         );
     }
@@ -199,8 +325,9 @@ impl WorkQueue {
             if let Some(entry) = self.queued.get_mut(&key) {
                 entry.at = None;
                 entry.ready_since = now;
+                self.ready_count += 1;
+                self.enter(key, Lane::Prompt, now);
             }
-            self.ready.push_back(key);
         }
     }
 
@@ -211,23 +338,67 @@ impl WorkQueue {
     }
 
     /// [`pop`](Self::pop), with the trace contexts the key was queued with
-    /// (first one first).
+    /// (first one first). A prompt key, unless the oldest echo has waited
+    /// [`ECHO_DEFER`] (or no prompt key is ready).
     pub fn pop_traced(&mut self) -> Option<(ObjectKey, ReconcileReason, Vec<TraceParent>)> {
-        let key = self.ready.pop_front()?;
+        let now = Instant::now();
+        let echo_due = self
+            .front(Lane::Echo)
+            .is_some_and(|since| since + ECHO_DEFER <= now);
+        let lane = if !echo_due && self.front(Lane::Prompt).is_some() {
+            Lane::Prompt
+        } else {
+            Lane::Echo
+        };
+        let (_, key) = match lane {
+            Lane::Prompt => self.ready.pop_front(),
+            Lane::Echo => self.echoes.pop_front(),
+        }?;
         let entry = self.queued.remove(&key).expect("a ready key is queued");
+        self.ready_count -= 1;
         Some((key, entry.reason, entry.trace))
+    }
+
+    /// When the first current key of `lane` entered it, after dropping the
+    /// stale slots in front of it.
+    fn front(&mut self, lane: Lane) -> Option<Instant> {
+        let slots = match lane {
+            Lane::Prompt => &mut self.ready,
+            Lane::Echo => &mut self.echoes,
+        };
+        while let Some((ticket, key)) = slots.front() {
+            match self.queued.get(key) {
+                Some(e) if e.at.is_none() && e.ticket == *ticket && e.lane == lane => {
+                    return Some(e.lane_since);
+                }
+                _ => {
+                    slots.pop_front();
+                }
+            }
+        }
+        None
     }
 
     /// Keys ready to run now.
     pub fn ready_len(&self) -> usize {
-        self.ready.len()
+        self.ready_count
     }
 
-    /// Since when the longest-waiting ready key has been ready (the ready
-    /// list is in the order keys became ready).
+    /// Since when the longest-waiting ready key has been ready (each lane
+    /// is in the order keys entered it; a key that moved to the other lane
+    /// keeps the time it became ready).
     pub fn oldest_ready_since(&self) -> Option<Instant> {
-        let key = self.ready.front()?;
-        self.queued.get(key).map(|e| e.ready_since)
+        [&self.ready, &self.echoes]
+            .into_iter()
+            .flat_map(|slots| {
+                slots.iter().find_map(|(ticket, key)| {
+                    self.queued
+                        .get(key)
+                        .filter(|e| e.at.is_none() && e.ticket == *ticket)
+                        .map(|e| e.ready_since)
+                })
+            })
+            .min()
     }
 
     /// When the earliest delayed key becomes ready.
@@ -449,5 +620,97 @@ mod tests {
         q.promote(promoted);
         assert_eq!(q.ready_len(), 1);
         assert_eq!(q.oldest_ready_since(), Some(promoted));
+    }
+
+    // ------------------------------------------------------------- echoes
+
+    /// An echo (a key queued by its own tenure's write) runs after every
+    /// prompt key, whichever arrived first.
+    #[tokio::test(start_paused = true)]
+    async fn echoes_run_after_prompt_keys() {
+        let mut q = WorkQueue::new(10);
+        q.add_echo(key("e1"), None);
+        q.add(key("p1"), Change);
+        q.add_echo(key("e2"), None);
+        q.add(key("p2"), Related);
+        assert_eq!(q.ready_len(), 4);
+        let popped: Vec<_> = std::iter::from_fn(|| q.pop()).collect();
+        assert_eq!(
+            popped,
+            [
+                (key("p1"), Change),
+                (key("p2"), Related),
+                (key("e1"), Change),
+                (key("e2"), Change),
+            ]
+        );
+        assert_eq!(q.ready_len(), 0);
+    }
+
+    /// A key queued by someone else's change and then by its own write
+    /// waits as an echo (its newest change is its own); one that any other
+    /// cause queued stays prompt; and an echo that anything else queues
+    /// again becomes prompt, at the back of the prompt keys.
+    #[tokio::test(start_paused = true)]
+    async fn the_newest_cause_decides_an_echo() {
+        let now = Instant::now();
+        let mut q = WorkQueue::new(10);
+        q.add(key("created"), Change);
+        q.add(key("related"), Related);
+        q.add(key("other"), Change);
+        q.add_echo(key("created"), None);
+        q.add_echo(key("related"), None);
+        q.add_echo(key("echo"), None);
+        q.add(key("echo"), Change);
+        // A timer brought forward by an echo: an echo too.
+        q.add_at(key("timer"), now + Duration::from_secs(60), Requeue);
+        q.add_echo(key("timer"), None);
+        let popped: Vec<_> = std::iter::from_fn(|| q.pop()).collect();
+        assert_eq!(
+            popped,
+            [
+                (key("related"), Change),
+                (key("other"), Change),
+                (key("echo"), Change),
+                (key("created"), Change),
+                (key("timer"), Change),
+            ]
+        );
+        assert!(q.is_empty());
+        assert_eq!(q.next_due(), None);
+    }
+
+    /// An echo waits behind prompt keys for [`ECHO_DEFER`] at most: a
+    /// steady stream of prompt work does not starve it.
+    #[tokio::test(start_paused = true)]
+    async fn an_echo_waits_a_bounded_time() {
+        let mut q = WorkQueue::new(10);
+        q.add_echo(key("echo"), None);
+        q.add(key("p0"), Change);
+        tokio::time::advance(ECHO_DEFER / 2).await;
+        q.add(key("p1"), Change);
+        assert_eq!(q.pop(), Some((key("p0"), Change)));
+        tokio::time::advance(ECHO_DEFER / 2).await;
+        q.add(key("p2"), Change);
+        assert_eq!(q.pop(), Some((key("echo"), Change)), "its time came");
+        assert_eq!(q.pop(), Some((key("p1"), Change)));
+        assert_eq!(q.pop(), Some((key("p2"), Change)));
+        assert_eq!(q.pop(), None);
+    }
+
+    /// Keys moving between the lanes leave stale slots behind; they are
+    /// skipped, counted nowhere, and compacted so the lanes stay bounded.
+    #[tokio::test(start_paused = true)]
+    async fn moves_between_lanes_keep_the_queue_bounded() {
+        let mut q = WorkQueue::new(4);
+        for _ in 0..100 {
+            q.add(key("a"), Change);
+            q.add_echo(key("a"), None);
+        }
+        assert_eq!(q.ready_len(), 1);
+        assert!(q.ready.len() + q.echoes.len() <= 4 * 2 + 2, "{q:?}");
+        assert_eq!(q.pop(), Some((key("a"), Change)));
+        assert_eq!(q.pop(), None);
+        assert!(!q.take_overflow());
     }
 }

@@ -23,13 +23,14 @@ use tracing::Instrument;
 use super::backoff::Backoff;
 use super::queue::WorkQueue;
 use super::sleep_until_some;
+use crate::fence::Fence;
 use crate::limits::MAX_PAGE_SIZE;
 use crate::runtime::{
     GuestError, GuestInstance, MAX_RELATED_WATCHES, ReconcileReason, Reconciled, RelatedMap,
     RelatedWatch,
 };
 use crate::status::ControllerStatus;
-use crate::store::{ObjectKey, Relations, Store, StoreError};
+use crate::store::{ObjectKey, Origin, Relations, Store, StoreError};
 use crate::telemetry::{self, TraceParent};
 
 use crate::timeouts::MAX_REQUEUE;
@@ -59,6 +60,9 @@ pub(crate) enum WorkerExit {
 
 struct Worker {
     ctx: WorkerContext,
+    /// The tenure's fence: a change whose origin it is was written by this
+    /// guest's own commit, and is queued as an echo (see `queue.rs`).
+    fence: Option<Fence>,
     watches: Vec<String>,
     /// Related watches (checked), and every kind the feed is read for:
     /// the watched ones, then the related ones not watched.
@@ -117,6 +121,7 @@ pub(crate) async fn run(mut guest: GuestInstance, ctx: WorkerContext) -> WorkerE
     let mut worker = Worker {
         queue: WorkQueue::new(ctx.max_queue),
         ctx,
+        fence: Some(guest.fence().clone()),
         kinds: feed_kinds(&watches, &related),
         watches,
         related,
@@ -284,6 +289,22 @@ impl Worker {
         &self.ctx.status.name
     }
 
+    /// Whether a change was written by this guest's tenure (its lease,
+    /// epoch and holder): an echo of its own commit.
+    fn written_here(&self, origin: &Origin) -> bool {
+        match (origin, &self.fence) {
+            (
+                Origin::Guest {
+                    lease,
+                    epoch,
+                    holder,
+                },
+                Some(fence),
+            ) => *lease == fence.key.name && *epoch == fence.epoch && *holder == fence.holder,
+            _ => false,
+        }
+    }
+
     /// Show the queue's depth and oldest wait on `/metrics`. A timer that
     /// falls due while a reconcile runs counts as waiting from then.
     fn publish_queue(&self) {
@@ -302,20 +323,40 @@ impl Worker {
     /// a change of a related kind maps to (through what the change
     /// recorded: the object's relations after it and, if an update changed
     /// them, before it, so both the old and the new target wake).
+    ///
+    /// Woken by the feed, it reads up to the position the feed published
+    /// (final already, so the store need not find the high-water mark
+    /// again); polling, or retrying after a failed read, it reads up to
+    /// the current mark.
     async fn read_feed(&mut self) {
-        self.feed.borrow_and_update();
+        let published = *self.feed.borrow_and_update();
         if self.kinds.is_empty() {
             // An empty kind list asks for every kind; watching none asks
             // for nothing.
             return;
         }
+        let bound = (self.feed_open && self.feed_retry_at.is_none()).then_some(published);
+        if bound.is_some_and(|bound| bound <= self.cursor) {
+            // Nothing published past what was read.
+            return;
+        }
         loop {
-            match self
-                .ctx
-                .store
-                .changes(&self.ctx.cluster, &self.kinds, self.cursor, MAX_PAGE_SIZE)
-                .await
-            {
+            let (cluster, kinds, cursor) = (&self.ctx.cluster, &self.kinds, self.cursor);
+            let page = match bound {
+                Some(through) => {
+                    self.ctx
+                        .store
+                        .changes_through(cluster, kinds, cursor, through, MAX_PAGE_SIZE)
+                        .await
+                }
+                None => {
+                    self.ctx
+                        .store
+                        .changes(cluster, kinds, cursor, MAX_PAGE_SIZE)
+                        .await
+                }
+            };
+            match page {
                 Ok(page) => {
                     self.feed_retry_at =
                         (!self.feed_open).then(|| Instant::now() + crate::timeouts::FEED_POLL);
@@ -333,14 +374,19 @@ impl Worker {
                             }
                         }
                         if self.watches.contains(&change.kind) {
-                            self.queue.add_traced(
-                                ObjectKey {
-                                    kind: change.kind,
-                                    name: change.name,
-                                },
-                                ReconcileReason::Change,
-                                change.traceparent,
-                            );
+                            let key = ObjectKey {
+                                kind: change.kind,
+                                name: change.name,
+                            };
+                            if self.written_here(&change.origin) {
+                                self.queue.add_echo(key, change.traceparent);
+                            } else {
+                                self.queue.add_traced(
+                                    key,
+                                    ReconcileReason::Change,
+                                    change.traceparent,
+                                );
+                            }
                         }
                     }
                     self.publish_queue();
@@ -597,6 +643,7 @@ mod tests {
                 backoff_max: Duration::from_secs(1),
                 stop,
             },
+            fence: None,
             watches: vec!["tasks".into()],
             related: Vec::new(),
             kinds: vec!["tasks".into()],
@@ -661,6 +708,7 @@ mod tests {
                 backoff_max: Duration::from_secs(1),
                 stop,
             },
+            fence: None,
             kinds: feed_kinds(&watches, &related),
             watches,
             related,
@@ -870,6 +918,77 @@ mod tests {
             [
                 ("tasks/a".to_string(), ReconcileReason::Resync),
                 ("tasks/b".to_string(), ReconcileReason::Resync)
+            ]
+        );
+    }
+
+    // ------------------------------------------------------------- echoes
+
+    /// A change this tenure's own commit wrote waits behind every other
+    /// change read with it: a task the API created after the scheduler's
+    /// batch is reconciled before that batch's echoes. A write of another
+    /// tenure (another controller here) is no echo, and a key the API
+    /// created and this guest then updated waits as an echo, its newest
+    /// change being its own. Nothing is dropped: every key still runs.
+    #[tokio::test]
+    async fn own_commits_wait_behind_other_changes() {
+        use crate::authority::{AcquireRequest, Acquired, Authority};
+        use crate::fence::LeaseKey;
+        use crate::store::Op;
+
+        let authority = Arc::new(crate::authority::memory::MemoryAuthority::new());
+        let store = Arc::new(MemoryStore::new(authority.clone()));
+        let grant = |lease: &str| {
+            let request = AcquireRequest {
+                key: LeaseKey::new("c1", lease),
+                holder: "h1".into(),
+                ttl: crate::timeouts::LEASE_TTL,
+            };
+            let authority = authority.clone();
+            async move {
+                match authority.acquire(&request).await.unwrap() {
+                    Acquired::Granted(grant) => grant.fence,
+                    held => panic!("not granted: {held:?}"),
+                }
+            }
+        };
+        let own = grant("sched").await;
+        let other = grant("other").await;
+        let (mut worker, _stop) = related_worker(&store, &["tasks"], Vec::new());
+        worker.fence = Some(own.clone());
+
+        let a = key("tasks", "a");
+        let created = store.put("c1", &a, "{}", None).await.unwrap();
+        let ops = [
+            Op::Update {
+                key: a.clone(),
+                expected_version: created.version,
+                value: "{\"status\":\"assigned\"}".into(),
+            },
+            Op::Create {
+                key: key("tasks", "b"),
+                value: "{}".into(),
+            },
+        ];
+        store.commit_fenced(&own, &ops, &[]).await.unwrap();
+        let ops = [Op::Create {
+            key: key("tasks", "c"),
+            value: "{}".into(),
+        }];
+        store.commit_fenced(&other, &ops, &[]).await.unwrap();
+        store
+            .put("c1", &key("tasks", "d"), "{}", None)
+            .await
+            .unwrap();
+
+        let change = ReconcileReason::Change;
+        assert_eq!(
+            woken(&mut worker).await,
+            [
+                ("tasks/c".into(), change),
+                ("tasks/d".into(), change),
+                ("tasks/a".into(), change),
+                ("tasks/b".into(), change),
             ]
         );
     }
