@@ -24,7 +24,9 @@
 //!   answer); the checker judges the receiver's record with the
 //!   database's: no effect applied twice, no stale epoch accepted, every
 //!   request's fence granted, and every bucket shown `Ready` backed by an
-//!   applied `PUT`.
+//!   applied `PUT`. Two seeds in three (those not divisible by 3, the
+//!   unfenced control's among them) run the hosts with `[placement]
+//!   enabled = true`, the others with it off; odd seeds run retention.
 //!
 //! Ordering comes from observable state (lease rows, a host's own
 //! `/metrics` and `/readyz`) and from the proxy's strike channel; the only
@@ -744,6 +746,7 @@ async fn clock_step(build: Build) -> (checker::Report, Refusals) {
         build,
         controller_config: Default::default(),
         log_reconciles: false,
+        placement: None,
     })
     .await;
     rig.nodes(&[("n1", 500), ("n2", 500)]).await;
@@ -908,7 +911,13 @@ async fn random_fault_schedules_keep_every_invariant() {
             plan.len(),
             seeds::replay_command(seed)
         );
-        eprintln!("[{}/{}] {schedule}", n + 1, plan.len());
+        eprintln!(
+            "[{}/{}] {schedule}; placement {}, retention {}",
+            n + 1,
+            plan.len(),
+            if placement_on(seed) { "on" } else { "off" },
+            if retention_on(seed) { "on" } else { "off" }
+        );
         let at = Instant::now();
         let ran = run_schedule(&schedule, build).await;
         handovers += ran.handovers;
@@ -989,7 +998,10 @@ async fn the_checker_catches_a_build_without_the_fence_in_random_schedules() {
     let _serial = ONE_AT_A_TIME.lock().await;
     for seed in seeds::UNFENCED {
         let schedule = Schedule::generate(seed, schedule::HOSTS, Timing::FAST);
-        eprintln!("unfenced {schedule}");
+        eprintln!(
+            "unfenced {schedule}; placement {}",
+            if placement_on(seed) { "on" } else { "off" }
+        );
         let at = Instant::now();
         let ran = run_schedule(&schedule, Build::Unfenced).await;
         eprintln!(
@@ -1016,6 +1028,28 @@ async fn the_checker_catches_a_build_without_the_fence_in_random_schedules() {
 fn retention_on(seed: u64) -> bool {
     seed % 2 == 1
 }
+
+/// Whether the hosts of the schedule of `seed` run with `[placement]
+/// enabled = true` (two seeds in three; the third runs without it, as a
+/// host configured `enabled = false` does, so both are judged, and the
+/// residues modulo 6 cross it with [`retention_on`]). With placement the
+/// two leases of a schedule's three hosts (the scheduler's and the
+/// provisioner's) are spread: a fair share of one lease per host, a lease
+/// taken beyond it only when it lapsed or no other live host is below its
+/// share. The fixed unfenced seeds (`seeds::UNFENCED`) all run with it, so
+/// the control proves the checker can fail with placement on.
+const fn placement_on(seed: u64) -> bool {
+    seed % 3 != 0
+}
+
+// The unfenced control runs with placement on.
+const _: () = {
+    let mut i = 0;
+    while i < seeds::UNFENCED.len() {
+        assert!(placement_on(seeds::UNFENCED[i]));
+        i += 1;
+    }
+};
 
 /// Retention in the schedules that run with it: ages short enough that
 /// events, changes and tenures of the schedule itself are trimmed while
@@ -1070,6 +1104,7 @@ async fn run_schedule(schedule: &Schedule, build: Build) -> Ran {
         // The wake-up rule's evidence: every reconcile, from the hosts'
         // own logs.
         log_reconciles: true,
+        placement: Some(placement_on(seed)),
     }
     .configure(PROVISIONER, &format!("http_allow = [\"{endpoint}\"]"));
     let mut rig = Rig::start(spec).await;

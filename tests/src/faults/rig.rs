@@ -109,6 +109,9 @@ pub struct RigSpec {
     /// `reconciled` line, level trace): the evidence of the checker's
     /// wake-up rule ([`Rig::host_logs`]).
     pub log_reconciles: bool,
+    /// `[placement] enabled` in every host's config; `None` leaves the
+    /// section out (the host's default).
+    pub placement: Option<bool>,
 }
 
 impl RigSpec {
@@ -121,6 +124,7 @@ impl RigSpec {
             build: Build::Fenced,
             controller_config: BTreeMap::new(),
             log_reconciles: false,
+            placement: None,
         }
     }
 
@@ -397,6 +401,9 @@ cache_dir = "{cache}"
             cache = cache.display(),
             database_lines = self.database_lines,
         );
+        if let Some(enabled) = self.spec.placement {
+            config.push_str(&format!("\n[placement]\nenabled = {enabled}\n"));
+        }
         for name in controllers {
             config.push_str(&format!(
                 r#"
