@@ -46,9 +46,9 @@ use crate::authority::hosts::{HostRegistry, PeerHost, RegistryView};
 /// Placement settings (`[placement]` in the config).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PlacementSettings {
-    /// Whether placement runs at all; off (the default, for now), every
-    /// host takes every free lease it can. Off by default until the fault
-    /// suite's random schedules judge it.
+    /// Whether placement runs at all (the default, since the fault suite's
+    /// random schedules run with it; before, the default was off); off,
+    /// every host takes every free lease it can.
     pub enabled: bool,
     /// How many leases above its fair share a host may hold before it
     /// hands one over (and may take while others are below theirs).
@@ -60,7 +60,7 @@ pub struct PlacementSettings {
 impl Default for PlacementSettings {
     fn default() -> Self {
         Self {
-            enabled: false,
+            enabled: true,
             slack: 0,
             min_tenure: crate::timeouts::PLACEMENT_MIN_TENURE,
         }
@@ -730,7 +730,7 @@ mod tests {
         assert_eq!(
             PlacementSettings::default(),
             PlacementSettings {
-                enabled: false,
+                enabled: true,
                 slack: 0,
                 min_tenure: Duration::from_secs(10),
             }
