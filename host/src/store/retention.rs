@@ -23,6 +23,22 @@
 //! [`StoreError::TooOld`] (HTTP 410, a worker's resync) rather than a page
 //! that silently skips what was trimmed.
 //!
+//! Space: a `DELETE` frees nothing by itself; the rows' space is reused
+//! only once `VACUUM` has visited the table, and until then every index
+//! scan still walks the dead entries. A server may run without autovacuum,
+//! or with one that lags behind a churning table, and the database then
+//! grows however much is trimmed. So a round's last batch (one that was not
+//! full) ends with `VACUUM (SKIP_LOCKED, ANALYZE)` of
+//! each store table whose dead rows (the server's count plus what the
+//! batch just deleted) reach [`VACUUM_MIN_DEAD`] and a fifth of its live
+//! rows, autovacuum's own default proportion: the trimmed tables, tenure
+//! history and `leasehold_objects`, whose creates, updates and deletes
+//! leave dead rows of their own. Where autovacuum keeps up, no table gets
+//! there and the trimmer vacuums nothing. `ANALYZE` comes with it, since a
+//! server without autovacuum never gathers statistics and plans every
+//! statement as if the tables were empty. A table another session is
+//! vacuuming is skipped, not waited for.
+//!
 //! Only one host trims a cluster at a time: each batch runs in a
 //! transaction that first takes `pg_try_advisory_xact_lock` on the
 //! cluster's retention key (the two-key space, first key `LR` in its upper
@@ -51,6 +67,21 @@ pub const TRIM_PAUSE: Duration = Duration::from_millis(50);
 
 /// The first key of the retention lock, `LR` in its upper half.
 const LOCK_KEY: i32 = 0x4C52_0000;
+
+/// Dead rows a table needs (with a fifth of its live rows) before a
+/// round's end vacuums it.
+pub const VACUUM_MIN_DEAD: i64 = 1000;
+/// The longest the trimmer waits for its `VACUUM`; a connection that does
+/// not answer by then is closed, not returned to the pool.
+pub const VACUUM_LIMIT: Duration = Duration::from_secs(300);
+/// The store tables a round's end may vacuum, in the order they are
+/// named: the three retention trims and the objects.
+pub const VACUUMED_TABLES: [&str; 4] = [
+    "leasehold_changes",
+    "leasehold_events",
+    "leasehold_objects",
+    "leasehold_tenures",
+];
 
 /// What one trim keeps.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -86,6 +117,8 @@ pub struct Trimmed {
     pub tenures: u64,
     /// Another host holds the cluster's retention lock: nothing was tried.
     pub skipped: bool,
+    /// Tables vacuumed at the round's end (PostgreSQL).
+    pub vacuumed: u64,
 }
 
 impl Trimmed {
@@ -99,6 +132,7 @@ impl Trimmed {
         self.changes += other.changes;
         self.tenures += other.tenures;
         self.skipped |= other.skipped;
+        self.vacuumed += other.vacuumed;
     }
 
     /// Whether some table had a full batch (more may be left).
@@ -151,7 +185,13 @@ pub async fn run(
                 events = trimmed.events,
                 changes = trimmed.changes,
                 tenures = trimmed.tenures,
+                vacuumed = trimmed.vacuumed,
                 "trimmed what retention no longer keeps"
+            ),
+            Ok(trimmed) if trimmed.vacuumed > 0 => tracing::info!(
+                cluster,
+                vacuumed = trimmed.vacuumed,
+                "vacuumed store tables with many dead rows"
             ),
             Ok(trimmed) if trimmed.skipped => tracing::debug!(
                 cluster,
@@ -230,11 +270,27 @@ DELETE FROM leasehold_tenures t
          LIMIT $3::int8) AS d
  WHERE t.cluster = $1::text AND t.lease = d.lease AND t.epoch = d.epoch";
 
+/// Which of `$1` (table names, resolved like the store's statements) have
+/// dead rows enough to vacuum: the server's count plus `$2` (the rows this
+/// batch just deleted from each, which the count may not show yet) reach
+/// `$3` and a fifth of the live rows.
+const DEAD_ROWS_SQL: &str = "
+SELECT t.name
+  FROM unnest($1::text[], $2::int8[]) AS t(name, deleted)
+  JOIN pg_stat_user_tables s ON s.relid = to_regclass(t.name)
+ WHERE s.n_dead_tup + t.deleted >= greatest($3::int8, s.n_live_tup / 5)
+ ORDER BY t.name";
+
 /// One batch on PostgreSQL, in one transaction: the retention lock (or
 /// nothing, `skipped`), then for each stream the oldest run of positions
 /// above its floor that are all past the retention and below the
 /// high-water mark, at most `policy.batch`: the floor raised to the last of
-/// them and the rows deleted; then at most `policy.batch` tenures.
+/// them and the rows deleted; then at most `policy.batch` tenures. A batch
+/// that was not full ends its round: after its commit, the store tables
+/// with many dead rows are vacuumed (see the module documentation).
+///
+/// Every statement goes through [`Database::prepare`], so behind a
+/// transaction pooler they run unnamed like the rest of the host's.
 ///
 /// Like every write, a trim goes only to the database this host verified
 /// (`pin`, when the store is pinned): checked inside the trim's own
@@ -266,15 +322,19 @@ pub(crate) async fn trim_postgres(
     let mark = i64::try_from(mark.high_water).unwrap_or(i64::MAX);
     let refused = bounded(db, async {
         let tx = client.transaction().await?;
+        let try_lock = db.prepare(&tx, TRY_LOCK_SQL).await?;
+        let floors = db.prepare(&tx, FLOORS_SQL).await?;
+        let tenures = db.prepare(&tx, DELETE_TENURES_SQL).await?;
         if let Some(pin) = pin {
-            let row = tx.query_one(super::postgres::DATABASE_ID_SQL, &[]).await?;
+            let identity = db.prepare(&tx, super::postgres::DATABASE_ID_SQL).await?;
+            let row = identity.query_one(tx.client(), &[]).await?;
             if let Some(problems) = pin.refusal(&super::postgres::write_target(&row)) {
                 tx.rollback().await?;
                 return Ok(Err(problems));
             }
         }
-        let locked: bool = tx
-            .query_one(TRY_LOCK_SQL, &[&LOCK_KEY, &cluster])
+        let locked: bool = try_lock
+            .query_one(tx.client(), &[&LOCK_KEY, &cluster])
             .await?
             .get(0);
         if !locked {
@@ -284,7 +344,8 @@ pub(crate) async fn trim_postgres(
                 ..Trimmed::default()
             }));
         }
-        let (events_floor, changes_floor) = match tx.query_opt(FLOORS_SQL, &[&cluster]).await? {
+        let (events_floor, changes_floor) = match floors.query_opt(tx.client(), &[&cluster]).await?
+        {
             Some(row) => (row.get::<_, i64>(0), row.get::<_, i64>(1)),
             None => (0, 0),
         };
@@ -305,8 +366,10 @@ pub(crate) async fn trim_postgres(
                 &mut trimmed.changes,
             ),
         ] {
-            let rows = tx
-                .query(select, &[&cluster, &floor, &mark, &secs, &batch])
+            let rows = db
+                .prepare(&tx, select)
+                .await?
+                .query(tx.client(), &[&cluster, &floor, &mark, &secs, &batch])
                 .await?;
             // The run of old rows from the floor up, stopping at the first
             // one still kept: positions are taken before commit, so `at`
@@ -320,24 +383,93 @@ pub(crate) async fn trim_postgres(
             else {
                 continue;
             };
-            tx.execute(raise, &[&cluster, &new_floor]).await?;
-            *count = tx.execute(delete, &[&cluster, &floor, &new_floor]).await?;
+            db.prepare(&tx, raise)
+                .await?
+                .execute(tx.client(), &[&cluster, &new_floor])
+                .await?;
+            *count = db
+                .prepare(&tx, delete)
+                .await?
+                .execute(tx.client(), &[&cluster, &floor, &new_floor])
+                .await?;
         }
-        trimmed.tenures = tx
-            .execute(DELETE_TENURES_SQL, &[&cluster, &keep, &batch])
+        trimmed.tenures = tenures
+            .execute(tx.client(), &[&cluster, &keep, &batch])
             .await?;
         tx.commit().await?;
         Ok::<_, tokio_postgres::Error>(Ok(trimmed))
     })
     .await
     .map_err(unavailable)?;
-    refused.map_err(|problems| {
+    let mut trimmed = refused.map_err(|problems| {
         StoreError::Unavailable(format!(
             "retention trim of cluster {cluster}: database {} is not the one this host \
              verified, or cannot take writes: {problems}; refusing to trim",
             db.endpoint()
         ))
+    })?;
+    if !trimmed.skipped && !trimmed.full(policy.batch) {
+        trimmed.vacuumed = vacuum(db, client, &trimmed).await.map_err(|e| {
+            StoreError::Unavailable(format!("retention trim of cluster {cluster}: {e}"))
+        })?;
+    }
+    Ok(trimmed)
+}
+
+/// The end of a round: `VACUUM (SKIP_LOCKED, ANALYZE)` of the store tables
+/// with dead rows enough (counting what `trimmed` just deleted), in one
+/// statement outside any transaction. Returns how many were named.
+async fn vacuum(
+    db: &Database,
+    client: deadpool_postgres::Object,
+    trimmed: &Trimmed,
+) -> Result<u64, crate::db::DbError> {
+    let deleted: Vec<i64> = VACUUMED_TABLES
+        .iter()
+        .map(|table| match *table {
+            "leasehold_changes" => trimmed.changes,
+            "leasehold_events" => trimmed.events,
+            "leasehold_tenures" => trimmed.tenures,
+            _ => 0,
+        })
+        .map(|n| i64::try_from(n).unwrap_or(i64::MAX))
+        .collect();
+    let names: Vec<String> = bounded(db, async {
+        let statement = db.prepare(&client, DEAD_ROWS_SQL).await?;
+        statement
+            .query(
+                &client,
+                &[&&VACUUMED_TABLES[..], &deleted, &VACUUM_MIN_DEAD],
+            )
+            .await
     })
+    .await?
+    .iter()
+    .map(|row| row.get::<_, String>(0))
+    .collect();
+    // Only names of the fixed list go into the statement's text.
+    let tables: Vec<&str> = VACUUMED_TABLES
+        .into_iter()
+        .filter(|table| names.iter().any(|name| name == table))
+        .collect();
+    if tables.is_empty() {
+        return Ok(0);
+    }
+    let sql = format!("VACUUM (SKIP_LOCKED, ANALYZE) {}", tables.join(", "));
+    match tokio::time::timeout(VACUUM_LIMIT, client.batch_execute(&sql)).await {
+        Ok(done) => done.map_err(|e| db.unavailable(e))?,
+        Err(_) => {
+            // Still running, or the connection is gone: never hand it to
+            // another caller.
+            drop(deadpool_postgres::Object::take(client));
+            return Err(db.unavailable(format!(
+                "VACUUM of {} gave no answer within {}",
+                tables.join(", "),
+                humantime::format_duration(VACUUM_LIMIT)
+            )));
+        }
+    }
+    Ok(tables.len() as u64)
 }
 
 #[cfg(test)]
@@ -409,6 +541,136 @@ mod tests {
         assert_eq!(third.tenures, 0);
         assert_eq!(epochs(&db, "a").await, [3, 7, 8]);
         assert_eq!(epochs(&db, "b").await, [1, 2]);
+    }
+
+    /// Manual `VACUUM`s and `ANALYZE`s each of `tables` has had, in order.
+    async fn maintenance(db: &Database, tables: &[&str]) -> Vec<(i64, i64)> {
+        let client = db.client().await.unwrap();
+        let mut counts = Vec::new();
+        for table in tables {
+            let row = client
+                .query_one(
+                    "SELECT vacuum_count, analyze_count FROM pg_stat_user_tables \
+                     WHERE relid = to_regclass($1::text)",
+                    &[table],
+                )
+                .await
+                .unwrap();
+            counts.push((row.get(0), row.get(1)));
+        }
+        counts
+    }
+
+    /// `objects` tasks created and deleted in one transaction of a fresh
+    /// session, whose statistics (the dead rows) are flushed as it commits.
+    async fn churn(test: &TestDatabase, objects: i64) {
+        let (client, connection) = tokio_postgres::connect(test.url(), tokio_postgres::NoTls)
+            .await
+            .unwrap();
+        let connection = tokio::spawn(connection);
+        client
+            .batch_execute(&format!(
+                "BEGIN; \
+                 SELECT pg_stat_force_next_flush(); \
+                 INSERT INTO leasehold_objects (cluster, kind, name, version, value, updated_at) \
+                 SELECT 'c1', 'tasks', 'task-' || n, n, '{{\"status\":\"pending\"}}', now() \
+                   FROM generate_series(1, {objects}) AS n; \
+                 DELETE FROM leasehold_objects WHERE cluster = 'c1' AND kind = 'tasks'; \
+                 COMMIT"
+            ))
+            .await
+            .unwrap();
+        drop(client);
+        connection.await.unwrap().unwrap();
+    }
+
+    /// A round's end vacuums (and analyzes) the store tables whose dead
+    /// rows reach the threshold, counting what the batch itself deleted:
+    /// the events it trimmed and the objects a workload created and
+    /// deleted. Tables with few dead rows are left to autovacuum. The same
+    /// in both pooler modes (behind a transaction pooler every statement is
+    /// unnamed).
+    #[tokio::test]
+    async fn a_rounds_end_vacuums_the_tables_with_many_dead_rows() {
+        for pooler in [crate::db::Pooler::None, crate::db::Pooler::Transaction] {
+            let test = TestDatabase::create().await;
+            let db = test.database(2).with_pooler(pooler);
+            let store = PostgresStore::new(db.clone());
+            let old = VACUUM_MIN_DEAD + 200;
+            let client = db.client().await.unwrap();
+            client
+                .batch_execute(&format!(
+                    "SELECT setval('leasehold_positions', {old}); \
+                     INSERT INTO leasehold_events (cluster, seq, revision, at, kind, name, reason, message) \
+                     SELECT 'c1', n, n, now() - interval '2 hours', 'tasks', 't', 'Assigned', '' \
+                       FROM generate_series(1, {old}) AS n"
+                ))
+                .await
+                .unwrap();
+            // Whatever the server's autovacuum does, it stays out of these
+            // counts.
+            for table in [
+                "leasehold_changes",
+                "leasehold_events",
+                "leasehold_objects",
+                "leasehold_tenures",
+            ] {
+                client
+                    .batch_execute(&format!(
+                        "ALTER TABLE {table} SET (autovacuum_enabled = false)"
+                    ))
+                    .await
+                    .unwrap();
+            }
+            drop(client);
+            churn(&test, VACUUM_MIN_DEAD + 500).await;
+            tenures(&db, "a", 3, 3).await;
+            let tables = [
+                "leasehold_changes",
+                "leasehold_events",
+                "leasehold_objects",
+                "leasehold_tenures",
+            ];
+            assert_eq!(maintenance(&db, &tables).await, [(0, 0); 4]);
+            let policy = Policy {
+                event_retention: Duration::from_secs(3600),
+                tenure_retention: 1,
+                batch: 10_000,
+            };
+            let trimmed = store.trim("c1", &policy).await.unwrap();
+            assert_eq!(
+                (trimmed.events, trimmed.tenures, trimmed.vacuumed),
+                (old as u64, 2, 2),
+                "{pooler:?}"
+            );
+            assert_eq!(
+                maintenance(&db, &tables).await,
+                [(0, 0), (1, 1), (1, 1), (0, 0)],
+                "{pooler:?}: events and objects vacuumed and analyzed, nothing else"
+            );
+        }
+    }
+
+    /// Below the threshold nothing is vacuumed: a server whose autovacuum
+    /// keeps up gets no extra work.
+    #[tokio::test]
+    async fn few_dead_rows_are_left_to_autovacuum() {
+        let test = TestDatabase::create().await;
+        let db = test.database(2);
+        let store = PostgresStore::new(db.clone());
+        churn(&test, VACUUM_MIN_DEAD / 10).await;
+        tenures(&db, "a", 5, 5).await;
+        let policy = Policy {
+            event_retention: Duration::from_secs(3600),
+            tenure_retention: 1,
+            batch: 100,
+        };
+        let trimmed = store.trim("c1", &policy).await.unwrap();
+        assert_eq!((trimmed.tenures, trimmed.vacuumed), (4, 0));
+        assert_eq!(
+            maintenance(&db, &["leasehold_objects", "leasehold_tenures"]).await,
+            [(0, 0), (0, 0)]
+        );
     }
 
     /// A store pinned to another database (its connection string now
