@@ -6,6 +6,8 @@
 //! configuration on the embedded backend; `cargo xtask bench` runs the
 //! benchmarks. See `cargo xtask help`.
 
+mod lanes;
+
 use std::env;
 use std::ffi::OsStr;
 use std::net::{TcpStream, ToSocketAddrs};
@@ -220,6 +222,27 @@ fn ensure_target() -> Result<(), String> {
 
 fn build_guests() -> Result<Vec<PathBuf>, String> {
     ensure_target()?;
+    // The Python and JavaScript guests build beside the Rust ones: their
+    // tool installs wait on the network and their builds are mostly one
+    // process each, so the three together take about as long as the
+    // longest rather than the sum.
+    let (rust, python, js) = std::thread::scope(|scope| {
+        let python = scope.spawn(build_python_guests);
+        let js = scope.spawn(build_js_guests);
+        let rust = build_rust_guests();
+        let joined = |h: std::thread::ScopedJoinHandle<'_, Result<Vec<PathBuf>, String>>| {
+            h.join()
+                .unwrap_or_else(|_| Err("a guest build panicked".to_string()))
+        };
+        (rust, joined(python), joined(js))
+    });
+    let mut built = rust?;
+    built.extend(python?);
+    built.extend(js?);
+    Ok(built)
+}
+
+fn build_rust_guests() -> Result<Vec<PathBuf>, String> {
     let mut cmd = cargo();
     cmd.args(["build", "--profile", PROFILE, "--target", TARGET]);
     for guest in GUESTS {
@@ -235,8 +258,6 @@ fn build_guests() -> Result<Vec<PathBuf>, String> {
         check_component(&path)?;
         built.push(path);
     }
-    built.extend(build_python_guests()?);
-    built.extend(build_js_guests()?);
     Ok(built)
 }
 
@@ -744,11 +765,44 @@ fn test() -> Result<(), String> {
         "building the leasehold-newer-schema test fixture",
         cargo().args(["build", "--package", "leasehold-newer-schema"]),
     )?;
-    let mut cmd = cargo();
-    cmd.args(["test", "--workspace", "--exclude", UNFENCED_FIXTURE]);
-    cmd.env("LEASEHOLD_GUEST_DIR", guest_dir());
-    announce_fault_seeds(&mut cmd)?;
-    status("running the tests", &mut cmd)
+    // Every test binary is built first, then run in parallel lanes
+    // (`lanes.rs`: most of the suite waits on timeouts rather than the
+    // CPU); doc tests last, through cargo.
+    let mut env = Command::new("env");
+    env.env("LEASEHOLD_GUEST_DIR", guest_dir());
+    announce_fault_seeds(&mut env)?;
+    let env: Vec<(String, std::ffi::OsString)> = env
+        .get_envs()
+        .filter_map(|(k, v)| Some((k.to_string_lossy().into_owned(), v?.to_os_string())))
+        .collect();
+    println!("xtask: building the tests");
+    let built = cargo()
+        .args([
+            "test",
+            "--workspace",
+            "--exclude",
+            UNFENCED_FIXTURE,
+            "--no-run",
+            "--message-format=json-render-diagnostics",
+        ])
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .map_err(|e| format!("cannot run cargo: {e}"))?;
+    if !built.status.success() {
+        return Err(format!("building the tests failed ({})", built.status));
+    }
+    let binaries = lanes::parse_build_messages(&String::from_utf8_lossy(&built.stdout))?;
+    lanes::run(lanes::order(binaries), lanes::lanes()?, &env, &[])?;
+    let mut doc = cargo();
+    doc.args([
+        "test",
+        "--workspace",
+        "--exclude",
+        UNFENCED_FIXTURE,
+        "--doc",
+    ]);
+    doc.envs(env.iter().map(|(k, v)| (k, v)));
+    status("running the doc tests", &mut doc)
 }
 
 fn run(extra: &[String]) -> Result<(), String> {
