@@ -20,8 +20,10 @@
 //! lease, so it does not grow either way.
 //!
 //! **Samples** every [`SAMPLE_EVERY`]: `pg_database_size`, the store's
-//! tables (with their indexes and TOAST), the rows of the event log, and
-//! the database's committed plus rolled-back transactions
+//! tables (with their indexes and TOAST), the rows of the event log and
+//! of the objects (a growing count is a scheduler falling behind: pending
+//! tasks pile up), the dead rows `VACUUM` has yet to reclaim (the server's
+//! statistics), and the database's committed plus rolled-back transactions
 //! (`pg_stat_database`, which sessions report up to a few seconds late).
 //! Reported: the size at the start, middle and end of the run, the largest,
 //! each table at the end, transactions per second per third of the run, and
@@ -88,6 +90,11 @@ struct Sample {
     changes: u64,
     tenures: u64,
     event_rows: u64,
+    /// Objects kept: pending tasks waiting for the scheduler, mostly.
+    object_rows: u64,
+    /// Dead rows in the store's tables, by the server's statistics: what
+    /// `VACUUM` has yet to reclaim.
+    dead_rows: u64,
     transactions: i64,
 }
 
@@ -96,7 +103,10 @@ const SAMPLE_SQL: &str = "SELECT pg_database_size(current_database())::int8,
         pg_total_relation_size('leasehold_events')::int8,
         pg_total_relation_size('leasehold_changes')::int8,
         pg_total_relation_size('leasehold_tenures')::int8,
-        (SELECT count(*) FROM leasehold_events)::int8";
+        (SELECT count(*) FROM leasehold_events)::int8,
+        (SELECT count(*) FROM leasehold_objects)::int8,
+        (SELECT coalesce(sum(n_dead_tup), 0) FROM pg_stat_user_tables
+          WHERE relname LIKE 'leasehold\\_%')::int8";
 
 /// What the workload's clients did.
 #[derive(Debug, Default)]
@@ -164,16 +174,20 @@ async fn measure(scale: Scale, report: &mut Report) -> Result<()> {
             changes: size(3),
             tenures: size(4),
             event_rows: size(5),
+            object_rows: size(6),
+            dead_rows: size(7),
             transactions: stats.transactions(&name).await?,
         };
         println!(
-            "  {:>5.0} s: database {}, events {} ({} rows), changes {}, objects {}; {} tasks created, {} deleted",
+            "  {:>5.0} s: database {}, events {} ({} rows), changes {}, objects {} ({} rows); {} dead rows; {} tasks created, {} deleted",
             sample.at.as_secs_f64(),
             mib(sample.database),
             mib(sample.events),
             sample.event_rows,
             mib(sample.changes),
             mib(sample.objects),
+            sample.object_rows,
+            sample.dead_rows,
             counts.created.load(Ordering::Relaxed),
             counts.deleted.load(Ordering::Relaxed),
         );
@@ -244,14 +258,16 @@ async fn measure(scale: Scale, report: &mut Report) -> Result<()> {
     );
     report.info(
         PART,
-        "at the end: events / changes / objects / tenures (tables with indexes)",
+        "at the end: events / changes / objects / tenures (tables with indexes); dead rows",
         format!(
-            "{} ({} rows kept) / {} / {} / {}",
+            "{} ({} rows kept) / {} / {} ({} rows) / {}; {} dead rows",
             mib(last.events),
             last.event_rows,
             mib(last.changes),
             mib(last.objects),
-            mib(last.tenures)
+            last.object_rows,
+            mib(last.tenures),
+            last.dead_rows
         ),
     );
     let third = |from: Sample, to: Sample| -> String {
