@@ -1039,7 +1039,7 @@ fn retention_on(seed: u64) -> bool {
 /// share. The fixed unfenced seeds (`seeds::UNFENCED`) all run with it, so
 /// the control proves the checker can fail with placement on.
 const fn placement_on(seed: u64) -> bool {
-    seed % 3 != 0
+    !seed.is_multiple_of(3)
 }
 
 // The unfenced control runs with placement on.
