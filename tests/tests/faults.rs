@@ -26,7 +26,8 @@
 //!   request's fence granted, and every bucket shown `Ready` backed by an
 //!   applied `PUT`. Two seeds in three (those not divisible by 3, the
 //!   unfenced control's among them) run the hosts with `[placement]
-//!   enabled = true`, the others with it off; odd seeds run retention.
+//!   enabled = true`, the others with it off (`LEASEHOLD_FAULT_PLACEMENT=
+//!   on|off` forces either, a diagnostic); odd seeds run retention.
 //!
 //! Ordering comes from observable state (lease rows, a host's own
 //! `/metrics` and `/readyz`) and from the proxy's strike channel; the only
@@ -915,7 +916,7 @@ async fn random_fault_schedules_keep_every_invariant() {
             "[{}/{}] {schedule}; placement {}, retention {}",
             n + 1,
             plan.len(),
-            if placement_on(seed) { "on" } else { "off" },
+            if placement_for(seed) { "on" } else { "off" },
             if retention_on(seed) { "on" } else { "off" }
         );
         let at = Instant::now();
@@ -1000,7 +1001,7 @@ async fn the_checker_catches_a_build_without_the_fence_in_random_schedules() {
         let schedule = Schedule::generate(seed, schedule::HOSTS, Timing::FAST);
         eprintln!(
             "unfenced {schedule}; placement {}",
-            if placement_on(seed) { "on" } else { "off" }
+            if placement_for(seed) { "on" } else { "off" }
         );
         let at = Instant::now();
         let ran = run_schedule(&schedule, Build::Unfenced).await;
@@ -1040,6 +1041,21 @@ fn retention_on(seed: u64) -> bool {
 /// the control proves the checker can fail with placement on.
 const fn placement_on(seed: u64) -> bool {
     !seed.is_multiple_of(3)
+}
+
+/// Diagnostic: `LEASEHOLD_FAULT_PLACEMENT=on|off` runs every schedule
+/// with placement on or off whatever its seed says (to compare a seed
+/// both ways). Never set in CI.
+const PLACEMENT_ENV: &str = "LEASEHOLD_FAULT_PLACEMENT";
+
+/// [`placement_on`] unless [`PLACEMENT_ENV`] overrides it.
+fn placement_for(seed: u64) -> bool {
+    match std::env::var(PLACEMENT_ENV).as_deref() {
+        Ok("on") => true,
+        Ok("off") => false,
+        Ok("") | Err(_) => placement_on(seed),
+        Ok(other) => panic!("{PLACEMENT_ENV}={other:?}: expected \"on\" or \"off\""),
+    }
 }
 
 // The unfenced control runs with placement on.
@@ -1104,7 +1120,7 @@ async fn run_schedule(schedule: &Schedule, build: Build) -> Ran {
         // The wake-up rule's evidence: every reconcile, from the hosts'
         // own logs.
         log_reconciles: true,
-        placement: Some(placement_on(seed)),
+        placement: Some(placement_for(seed)),
     }
     .configure(PROVISIONER, &format!("http_allow = [\"{endpoint}\"]"));
     let mut rig = Rig::start(spec).await;
