@@ -12,13 +12,15 @@
 //! Two kinds strike at a guest's `COMMIT` in flight (a partition, or a
 //! pause with the proxy holding the `COMMIT`) and heal after a successor
 //! can be granted but before the server's idle-in-transaction bound ends
-//! the stalled transaction ([`HEAL_AT_COMMIT`]): the one window in which
-//! only the fence keeps a stale commit from landing after the next grant.
+//! the stalled transaction ([`HEAL_AT_COMMIT`], or later, once a successor
+//! holds the lease, when a loaded machine let it in late; never past
+//! [`heal_at_latest`]): the one window in which only the fence keeps a
+//! stale commit from landing after the next grant.
 //! Each schedule's first fault is one of them, struck while the scheduler
 //! is still assigning (once every node is full it commits nothing), so a
 //! build without the fence is caught by most schedules; later faults are
 //! drawn from the kinds that strike at any moment (a fault at a commit
-//! keeps every host for about four seconds: more of them would double a
+//! keeps every host for about five seconds: more of them would double a
 //! schedule's length).
 //!
 //! Which seeds a run plays is [`super::seeds`]' business; this module must
@@ -82,6 +84,20 @@ pub const fn heal_at_commit(timing: Timing) -> Duration {
     Duration::from_millis(((earliest.as_millis() + bound.as_millis()) / 2) as u64)
 }
 
+/// The latest a fault that struck at a guest's commit heals, after the
+/// strike: early enough before the server's idle-in-transaction bound that
+/// the held `COMMIT` still reaches a transaction waiting for it.
+pub const fn heal_at_latest(_timing: Timing) -> Duration {
+    leasehold_host::timeouts::DATABASE_STATEMENT.saturating_sub(HEAL_MARGIN)
+}
+
+/// How long before the server's idle bound [`heal_at_latest`] is.
+const HEAL_MARGIN: Duration = Duration::from_millis(700);
+
+/// How often a stalled commit's fault looks whether a successor holds the
+/// lease.
+const SUCCESSOR_POLL: Duration = Duration::from_millis(20);
+
 /// [`heal_at_commit`] for the random schedules' timing.
 pub const HEAL_AT_COMMIT: Duration = heal_at_commit(Timing::FAST);
 
@@ -91,8 +107,7 @@ const _: () = assert!(
     HEAL_AT_COMMIT.as_millis()
         > Timing::FAST.ttl.as_millis() + 2 * Timing::FAST.renew_interval.as_millis()
 );
-const _: () =
-    assert!(HEAL_AT_COMMIT.as_millis() < leasehold_host::timeouts::DATABASE_STATEMENT.as_millis());
+const _: () = assert!(HEAL_AT_COMMIT.as_millis() < heal_at_latest(Timing::FAST).as_millis());
 
 /// A small, fast, seedable generator (SplitMix64): enough for schedules,
 /// and identical on every platform, so a seed means the same schedule
@@ -147,12 +162,15 @@ pub enum FaultKind {
     Restart,
     /// Black-hole the leader's proxy the moment its guest's `COMMIT` is in
     /// flight (the `COMMIT` held); healed [`HEAL_AT_COMMIT`] after the
-    /// strike, delivering it. Always aimed at the leader.
+    /// strike or once a successor holds the lease, whichever is later
+    /// (at most [`heal_at_latest`]), delivering it. Always aimed at the
+    /// leader.
     PartitionAtCommit,
     /// Hold the leader's guest `COMMIT` in its proxy and SIGSTOP the
     /// leader (a host paused between its last statement and its
-    /// `COMMIT`); [`HEAL_AT_COMMIT`] after the strike the `COMMIT` goes on
-    /// and the host gets SIGCONT. Always aimed at the leader.
+    /// `COMMIT`); healed as [`FaultKind::PartitionAtCommit`] is, the
+    /// `COMMIT` going on and the host getting SIGCONT. Always aimed at the
+    /// leader.
     PauseAtCommit,
 }
 
@@ -511,9 +529,24 @@ async fn strike_at_commit(rig: &mut Rig, kind: FaultKind, host: usize) -> bool {
     if at == AtCommit::Hold {
         h.replica.signal("STOP");
     }
+    let timing = h.timing;
     // The fault's own length: the stall must outlast the ttl and end
-    // before the server's idle bound.
-    tokio::time::sleep_until(struck + heal_at_commit(h.timing)).await;
+    // before the server's idle bound. Past the planned heal, it lasts
+    // until a successor holds the lease (so a stale commit delivered now
+    // lands after the next grant, however late a loaded machine let the
+    // successor in), but never past `heal_at_latest`. A real build's
+    // successor cannot be granted while the stalled commit holds its
+    // tenure's fence, so there the stall lasts to that bound.
+    let stalled_epoch = rig.lease(LEASE).await.map(|row| row.epoch);
+    tokio::time::sleep_until(struck + heal_at_commit(timing)).await;
+    while Instant::now() < struck + heal_at_latest(timing) {
+        let now = rig.lease(LEASE).await.map(|row| row.epoch);
+        if now > stalled_epoch {
+            break;
+        }
+        tokio::time::sleep(SUCCESSOR_POLL).await;
+    }
+    let h = &mut rig.hosts[host];
     match at {
         AtCommit::Hold => {
             h.proxy.release();
