@@ -17,7 +17,12 @@
 //!   controller (`CompiledController::instantiate`, the call the
 //!   supervisor makes at each tenure's start), with and without the
 //!   pooling allocator. The six configurations take turns in rounds, as in
-//!   the `instantiate` part; dropping the instance is timed apart.
+//!   the `instantiate` part; dropping the instance is timed apart. Beside
+//!   the wall clock, the thread's CPU time of each instantiation and how
+//!   many were preempted (an involuntary context switch during the call):
+//!   on a busy machine a millisecond-long call is often preempted for a
+//!   whole time slice, which the wall clock's tail shows and the CPU time
+//!   does not.
 //! - **No-op reconcile rate**: back-to-back reconciles of a task already
 //!   assigned (each language's scheduler reads it, sees it settled, returns
 //!   `done`: one host call), in timed batches that take turns across the
@@ -230,7 +235,28 @@ struct Subject<'a> {
     compiled: &'a CompiledController,
     fence: Fence,
     created: Samples,
+    /// The CPU time this thread spent in each instantiation: apart from
+    /// `created`, what a busy machine's preemptions add to the wall clock.
+    created_cpu: Samples,
+    /// Instantiations during which this thread was preempted (an
+    /// involuntary context switch).
+    preempted: usize,
     dropped: Samples,
+}
+
+/// This thread's CPU time so far and its involuntary context switches.
+fn thread_usage() -> (Duration, i64) {
+    // SAFETY: both calls only write into the structs handed to them.
+    unsafe {
+        let mut cpu: libc::timespec = std::mem::zeroed();
+        libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut cpu);
+        let mut usage: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_THREAD, &mut usage);
+        (
+            Duration::new(cpu.tv_sec as u64, cpu.tv_nsec as u32),
+            usage.ru_nivcsw,
+        )
+    }
 }
 
 async fn instantiation(
@@ -253,6 +279,8 @@ async fn instantiation(
                 compiled,
                 fence: support::grant(backends.authority.as_ref(), CLUSTER, &lease).await?,
                 created: Samples::with_capacity(runs),
+                created_cpu: Samples::with_capacity(runs),
+                preempted: 0,
                 dropped: Samples::with_capacity(runs),
             });
         }
@@ -267,6 +295,7 @@ async fn instantiation(
             let subject = &mut subjects[(round + k) % count];
             for i in 0..ROUND {
                 let revocation = subject.compiled.revocation();
+                let (cpu_before, switches_before) = thread_usage();
                 let started = Instant::now();
                 let guest = subject
                     .compiled
@@ -279,11 +308,16 @@ async fn instantiation(
                     .await
                     .map_err(|e| anyhow!("{e}"))?;
                 let made = started.elapsed();
+                let (cpu_after, switches_after) = thread_usage();
                 let started = Instant::now();
                 drop(guest);
                 let gone = started.elapsed();
                 if round * ROUND + i >= WARMUP {
                     subject.created.push(made);
+                    subject
+                        .created_cpu
+                        .push(cpu_after.saturating_sub(cpu_before));
+                    subject.preempted += usize::from(switches_after > switches_before);
                     subject.dropped.push(gone);
                 }
             }
@@ -306,6 +340,19 @@ async fn instantiation(
         } else {
             report.info(PART, measure, subject.created.summary());
         }
+        report.info(
+            PART,
+            format!(
+                "{}: the same instantiations, this thread's CPU time (preemptions left out)",
+                subject.label
+            ),
+            format!(
+                "{}; preempted during {} of {}",
+                subject.created_cpu.summary(),
+                subject.preempted,
+                subject.created.len()
+            ),
+        );
     }
     for subject in &mut subjects {
         report.info(
