@@ -22,6 +22,7 @@ use tokio::sync::{mpsc, watch};
 pub mod faults;
 pub mod harness;
 pub mod http;
+pub mod interpreter_abort;
 pub mod pgbouncer;
 pub mod pgcluster;
 pub mod process;

@@ -18,18 +18,14 @@
 //! so the tests share that cost.
 
 use std::collections::BTreeMap;
-use std::sync::OnceLock;
 use std::sync::atomic::Ordering;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use leasehold_host::fence::Epoch;
-use leasehold_host::runtime::{
-    CompiledController, EngineConfig, GuestError, GuestLimits, Reconciled, Runtime,
-};
-use leasehold_host::store::{ObjectKey, Origin, Store as _};
+use leasehold_host::runtime::{GuestError, Reconciled};
 use leasehold_tests::harness::{CommitFault, ComponentHarness};
+use leasehold_tests::interpreter_abort::Fixture;
 use leasehold_tests::scheduler_component::{self, epochs, pending_names, usage};
-use leasehold_tests::{HookedStore, MemoryBackends, TEST_WAIT, guest, guest_dir, within};
 use serde_json::json;
 
 const COMPONENT: &str = "scheduler-js";
@@ -130,183 +126,23 @@ async fn a_revoked_js_tenure_is_aborted_before_any_write() {
     assert_eq!(pending_names(&h).await, ["t1"]);
 }
 
-/// The hard-abort fixture: reconciling `cmd/spin` spins in pure
-/// JavaScript, `cmd/block` commits a create of `marks/blocked`, `cmd/ok`
-/// of `marks/ok`.
-const MISBEHAVING: &str = "misbehaving-js";
-/// The cluster of the hard-abort tests.
-const ABORT_CLUSTER: &str = "js-abort";
-/// Generous bound for "promptly": an abort takes an epoch tick or less,
-/// but a loaded CI machine must not make the test flaky.
-const PROMPT: Duration = Duration::from_secs(2);
-
-/// The fixture, compiled once per test process on an engine of its own
-/// (with the tests' on-disk compile cache).
-fn misbehaving() -> &'static CompiledController {
-    static COMPILED: OnceLock<CompiledController> = OnceLock::new();
-    COMPILED.get_or_init(|| {
-        let started = Instant::now();
-        let runtime = Runtime::new(&EngineConfig {
-            max_guests: 4,
-            memory_bytes: leasehold_host::limits::GUEST_MEMORY_BYTES,
-            pooling: true,
-            cache_dir: Some(guest_dir().join("../../leasehold-test-cache")),
-        })
-        .expect("build the Wasm engine");
-        let compiled = runtime
-            .load(
-                MISBEHAVING,
-                &guest(MISBEHAVING),
-                GuestLimits::default(),
-                Vec::new(),
-            )
-            .unwrap_or_else(|e| panic!("load {MISBEHAVING}: {e}"));
-        eprintln!("{MISBEHAVING}: loaded in {:?}", started.elapsed());
-        compiled
-    })
-}
-
-fn mark(name: &str) -> ObjectKey {
-    ObjectKey {
-        kind: "marks".into(),
-        name: name.into(),
-    }
-}
+/// The hard-abort fixture (`tests/fixtures/js/misbehaving-js`): it spins
+/// in pure JavaScript.
+static FIXTURE: Fixture = Fixture::new("misbehaving-js", "js-abort", "JavaScript");
 
 #[tokio::test]
 async fn the_js_fixture_runs_and_commits_when_left_alone() {
-    // The control for the two abort tests: the same fixture, the same
-    // store wrapper, no revocation: its write lands.
-    let backends = MemoryBackends::new();
-    let (store, _hooks) = HookedStore::new(backends.store.clone());
-    let compiled = misbehaving();
-    let grant = backends.grant(ABORT_CLUSTER, MISBEHAVING, "host-a").await;
-    let mut guest = compiled
-        .instantiate(
-            grant.fence.clone(),
-            store.clone(),
-            Default::default(),
-            compiled.revocation(),
-        )
-        .await
-        .expect("instantiate");
-    assert_eq!(guest.describe().await.unwrap().watches, ["cmd"]);
-    assert_eq!(
-        guest.reconcile("cmd", "ok").await.unwrap(),
-        Reconciled::Done
-    );
-    assert_eq!(store.commits_ok.load(Ordering::SeqCst), 1);
-    assert_eq!(
-        backends
-            .store
-            .written_by(ABORT_CLUSTER, &mark("ok"))
-            .unwrap(),
-        Some(Origin::Guest {
-            lease: MISBEHAVING.into(),
-            epoch: grant.fence.epoch,
-            holder: "host-a".into(),
-        })
-    );
+    FIXTURE.runs_and_commits_when_left_alone().await;
 }
 
 #[tokio::test]
 async fn a_js_guest_spinning_in_its_reconcile_is_aborted_on_loss() {
-    let backends = MemoryBackends::new();
-    let (store, mut hooks) = HookedStore::new(backends.store.clone());
-    let compiled = misbehaving();
-    let grant = backends.grant(ABORT_CLUSTER, MISBEHAVING, "host-a").await;
-    let revocation = compiled.revocation();
-    let mut guest = compiled
-        .instantiate(
-            grant.fence,
-            store.clone(),
-            Default::default(),
-            revocation.clone(),
-        )
-        .await
-        .expect("instantiate");
-    let call = tokio::spawn(async move { guest.reconcile("cmd", "spin").await });
-    // The guest reads marks/spin right before its endless loop.
-    assert_eq!(
-        within(TEST_WAIT, "the guest reads marks/spin", hooks.gets.recv()).await,
-        Some(mark("spin"))
-    );
-    let revoked = Instant::now();
-    revocation.revoke();
-    let result = tokio::time::timeout(PROMPT, call)
-        .await
-        .expect("the spinning JavaScript guest stopped promptly")
-        .unwrap();
-    eprintln!(
-        "{MISBEHAVING}: spinning guest aborted in {:?}",
-        revoked.elapsed()
-    );
-    match result {
-        Err(GuestError::Aborted { controller, fence }) => {
-            assert_eq!(controller, MISBEHAVING);
-            assert!(fence.contains("host-a"), "{fence}");
-        }
-        other => panic!("expected an abort, got {other:?}"),
-    }
-    assert_eq!(store.commits_ok.load(Ordering::SeqCst), 0);
+    FIXTURE.spinning_guest_is_aborted_on_loss().await;
 }
 
 #[tokio::test]
 async fn a_js_guest_blocked_in_a_host_call_is_aborted_and_its_write_dropped() {
-    let backends = MemoryBackends::new();
-    let (store, mut hooks) = HookedStore::new(backends.store.clone());
-    store.hold_commits.store(true, Ordering::SeqCst);
-    let compiled = misbehaving();
-    let grant = backends.grant(ABORT_CLUSTER, MISBEHAVING, "host-a").await;
-    let revocation = compiled.revocation();
-    let mut guest = compiled
-        .instantiate(
-            grant.fence,
-            store.clone(),
-            Default::default(),
-            revocation.clone(),
-        )
-        .await
-        .expect("instantiate");
-    let call = tokio::spawn(async move { guest.reconcile("cmd", "block").await });
-    within(
-        TEST_WAIT,
-        "the guest's commit reaches the store",
-        hooks.commit_entered.recv(),
-    )
-    .await
-    .expect("commit started");
-    let revoked = Instant::now();
-    revocation.revoke();
-    let result = tokio::time::timeout(PROMPT, call)
-        .await
-        .expect("the blocked JavaScript guest stopped promptly")
-        .unwrap();
-    eprintln!(
-        "{MISBEHAVING}: blocked guest aborted in {:?}",
-        revoked.elapsed()
-    );
-    assert!(
-        matches!(&result, Err(GuestError::Aborted { controller, .. }) if controller == MISBEHAVING),
-        "{result:?}"
-    );
-    // The host call's future was dropped with the guest, not left running.
-    within(
-        TEST_WAIT,
-        "the held commit is dropped",
-        hooks.commit_dropped.recv(),
-    )
-    .await
-    .expect("held commit dropped");
-    // Nothing it had in flight lands, even once commits flow again.
-    store.hold_commits.store(false, Ordering::SeqCst);
-    assert_eq!(
-        backends
-            .store
-            .get(ABORT_CLUSTER, &mark("blocked"))
-            .await
-            .unwrap(),
-        None
-    );
-    assert_eq!(store.commits_ok.load(Ordering::SeqCst), 0);
+    FIXTURE
+        .blocked_guest_is_aborted_and_its_write_dropped()
+        .await;
 }

@@ -24,26 +24,28 @@
 //! Each component is compiled once per test process (and cached on disk),
 //! so the tests share that cost.
 
-use std::sync::OnceLock;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use leasehold_host::db::Database;
 use leasehold_host::fence::{Epoch, Fence, LeaseKey};
 use leasehold_host::runtime::{
-    CacheStats, CompiledController, EngineConfig, GuestError, GuestLimits, Reconciled, Runtime,
+    CacheStats, EngineConfig, GuestError, GuestLimits, Reconciled, Runtime,
 };
 use leasehold_host::store::postgres::PostgresStore;
-use leasehold_host::store::{ObjectKey, Op, Origin, Store, StoreError};
+use leasehold_host::store::{ObjectKey, Op, Store, StoreError};
 use leasehold_tests::TempDir;
 use leasehold_tests::faults::rig::{Rig, RigSpec};
 use leasehold_tests::harness::{CommitFault, ComponentHarness};
+use leasehold_tests::interpreter_abort::Fixture;
 use leasehold_tests::process::{free_port, run_to_end};
 use leasehold_tests::scheduler_component::{self, epochs, pending_names};
-use leasehold_tests::{HookedStore, MemoryBackends, TEST_WAIT, guest, guest_dir, within};
+use leasehold_tests::{MemoryBackends, guest, guest_dir};
 use serde_json::json;
 
 const COMPONENT: &str = "scheduler-py";
+/// The hard-abort fixture's component.
+const MISBEHAVING: &str = "misbehaving-py";
 const NODES: &str = "nodes";
 const TASKS: &str = "tasks";
 const ASSIGNED: &str = "Assigned";
@@ -102,184 +104,25 @@ async fn a_revoked_python_tenure_is_aborted_before_any_write() {
     assert_eq!(pending_names(&h).await, ["t1"]);
 }
 
-/// The hard-abort fixture: reconciling `cmd/spin` spins in pure Python,
-/// `cmd/block` commits a create of `marks/blocked`, `cmd/ok` of `marks/ok`.
-const MISBEHAVING: &str = "misbehaving-py";
-/// The cluster of the hard-abort tests.
-const ABORT_CLUSTER: &str = "py-abort";
-/// Generous bound for "promptly": an abort takes an epoch tick or less,
-/// but a loaded CI machine must not make the test flaky.
-const PROMPT: Duration = Duration::from_secs(2);
-
-/// The fixture, compiled once per test process on an engine of its own
-/// (with the harness's on-disk cache).
-fn misbehaving() -> &'static CompiledController {
-    static COMPILED: OnceLock<CompiledController> = OnceLock::new();
-    COMPILED.get_or_init(|| {
-        let started = Instant::now();
-        let runtime = Runtime::new(&EngineConfig {
-            max_guests: 4,
-            memory_bytes: leasehold_host::limits::GUEST_MEMORY_BYTES,
-            pooling: true,
-            cache_dir: Some(guest_dir().join("../../leasehold-test-cache")),
-        })
-        .expect("build the Wasm engine");
-        let compiled = runtime
-            .load(
-                MISBEHAVING,
-                &guest(MISBEHAVING),
-                GuestLimits::default(),
-                Vec::new(),
-            )
-            .unwrap_or_else(|e| panic!("load {MISBEHAVING}: {e}"));
-        eprintln!("{MISBEHAVING}: loaded in {:?}", started.elapsed());
-        compiled
-    })
-}
-
-fn mark(name: &str) -> ObjectKey {
-    ObjectKey {
-        kind: "marks".into(),
-        name: name.into(),
-    }
-}
+/// The hard-abort fixture (`tests/fixtures/python/misbehaving-py`): it
+/// spins in pure Python.
+static FIXTURE: Fixture = Fixture::new(MISBEHAVING, "py-abort", "Python");
 
 #[tokio::test]
 async fn the_python_fixture_runs_and_commits_when_left_alone() {
-    // The control for the two abort tests: the same fixture, the same
-    // store wrapper, no revocation: its write lands.
-    let backends = MemoryBackends::new();
-    let (store, _hooks) = HookedStore::new(backends.store.clone());
-    let compiled = misbehaving();
-    let grant = backends.grant(ABORT_CLUSTER, MISBEHAVING, "host-a").await;
-    let mut guest = compiled
-        .instantiate(
-            grant.fence.clone(),
-            store.clone(),
-            Default::default(),
-            compiled.revocation(),
-        )
-        .await
-        .expect("instantiate");
-    assert_eq!(guest.describe().await.unwrap().watches, ["cmd"]);
-    assert_eq!(
-        guest.reconcile("cmd", "ok").await.unwrap(),
-        Reconciled::Done
-    );
-    assert_eq!(store.commits_ok.load(Ordering::SeqCst), 1);
-    assert_eq!(
-        backends
-            .store
-            .written_by(ABORT_CLUSTER, &mark("ok"))
-            .unwrap(),
-        Some(Origin::Guest {
-            lease: MISBEHAVING.into(),
-            epoch: grant.fence.epoch,
-            holder: "host-a".into(),
-        })
-    );
+    FIXTURE.runs_and_commits_when_left_alone().await;
 }
 
 #[tokio::test]
 async fn a_python_guest_spinning_in_its_reconcile_is_aborted_on_loss() {
-    let backends = MemoryBackends::new();
-    let (store, mut hooks) = HookedStore::new(backends.store.clone());
-    let compiled = misbehaving();
-    let grant = backends.grant(ABORT_CLUSTER, MISBEHAVING, "host-a").await;
-    let revocation = compiled.revocation();
-    let mut guest = compiled
-        .instantiate(
-            grant.fence,
-            store.clone(),
-            Default::default(),
-            revocation.clone(),
-        )
-        .await
-        .expect("instantiate");
-    let call = tokio::spawn(async move { guest.reconcile("cmd", "spin").await });
-    // The guest reads marks/spin right before its endless loop.
-    assert_eq!(
-        within(TEST_WAIT, "the guest reads marks/spin", hooks.gets.recv()).await,
-        Some(mark("spin"))
-    );
-    let revoked = Instant::now();
-    revocation.revoke();
-    let result = tokio::time::timeout(PROMPT, call)
-        .await
-        .expect("the spinning Python guest stopped promptly")
-        .unwrap();
-    eprintln!(
-        "{MISBEHAVING}: spinning guest aborted in {:?}",
-        revoked.elapsed()
-    );
-    match result {
-        Err(GuestError::Aborted { controller, fence }) => {
-            assert_eq!(controller, MISBEHAVING);
-            assert!(fence.contains("host-a"), "{fence}");
-        }
-        other => panic!("expected an abort, got {other:?}"),
-    }
-    assert_eq!(store.commits_ok.load(Ordering::SeqCst), 0);
+    FIXTURE.spinning_guest_is_aborted_on_loss().await;
 }
 
 #[tokio::test]
 async fn a_python_guest_blocked_in_a_host_call_is_aborted_and_its_write_dropped() {
-    let backends = MemoryBackends::new();
-    let (store, mut hooks) = HookedStore::new(backends.store.clone());
-    store.hold_commits.store(true, Ordering::SeqCst);
-    let compiled = misbehaving();
-    let grant = backends.grant(ABORT_CLUSTER, MISBEHAVING, "host-a").await;
-    let revocation = compiled.revocation();
-    let mut guest = compiled
-        .instantiate(
-            grant.fence,
-            store.clone(),
-            Default::default(),
-            revocation.clone(),
-        )
-        .await
-        .expect("instantiate");
-    let call = tokio::spawn(async move { guest.reconcile("cmd", "block").await });
-    within(
-        TEST_WAIT,
-        "the guest's commit reaches the store",
-        hooks.commit_entered.recv(),
-    )
-    .await
-    .expect("commit started");
-    let revoked = Instant::now();
-    revocation.revoke();
-    let result = tokio::time::timeout(PROMPT, call)
-        .await
-        .expect("the blocked Python guest stopped promptly")
-        .unwrap();
-    eprintln!(
-        "{MISBEHAVING}: blocked guest aborted in {:?}",
-        revoked.elapsed()
-    );
-    assert!(
-        matches!(&result, Err(GuestError::Aborted { controller, .. }) if controller == MISBEHAVING),
-        "{result:?}"
-    );
-    // The host call's future was dropped with the guest, not left running.
-    within(
-        TEST_WAIT,
-        "the held commit is dropped",
-        hooks.commit_dropped.recv(),
-    )
-    .await
-    .expect("held commit dropped");
-    // Nothing it had in flight lands, even once commits flow again.
-    store.hold_commits.store(false, Ordering::SeqCst);
-    assert_eq!(
-        backends
-            .store
-            .get(ABORT_CLUSTER, &mark("blocked"))
-            .await
-            .unwrap(),
-        None
-    );
-    assert_eq!(store.commits_ok.load(Ordering::SeqCst), 0);
+    FIXTURE
+        .blocked_guest_is_aborted_and_its_write_dropped()
+        .await;
 }
 
 /// A write of `fence`'s tenure straight to the database, as its guest
@@ -487,9 +330,9 @@ fn a_restarted_host_reads_the_unchanged_python_component_from_the_compile_cache(
 #[tokio::test]
 async fn a_python_guest_over_its_store_counts_is_refused_naming_the_controller_and_the_key() {
     let backends = MemoryBackends::new();
-    let grant = backends.grant(ABORT_CLUSTER, MISBEHAVING, "host-a").await;
+    let grant = backends.grant(FIXTURE.cluster, MISBEHAVING, "host-a").await;
     let start = |limits: GuestLimits| {
-        let compiled = misbehaving().with_limits(limits);
+        let compiled = FIXTURE.compiled().with_limits(limits);
         let fence = grant.fence.clone();
         let store = backends.store.clone();
         async move {
