@@ -19,6 +19,7 @@ use leasehold_host::runtime::{
     Revocation, Runtime,
 };
 use leasehold_host::store::{ObjectKey, Origin, Store as _};
+use tokio::task::JoinHandle;
 
 use crate::{HookedStore, MemoryBackends, StoreHooks, TEST_WAIT, guest, guest_dir, within};
 
@@ -134,6 +135,34 @@ impl Fixture {
         }
     }
 
+    /// Revoke the tenure of the guest running `call` and await the call's
+    /// result, which must come within [`PROMPT`]; says how long it took.
+    /// `what` names the guest's state (`spinning`, `blocked`).
+    async fn revoke_and_await(
+        &self,
+        revocation: &Revocation,
+        call: JoinHandle<Result<Reconciled, GuestError>>,
+        what: &str,
+    ) -> Result<Reconciled, GuestError> {
+        let revoked = Instant::now();
+        revocation.revoke();
+        let result = tokio::time::timeout(PROMPT, call)
+            .await
+            .unwrap_or_else(|_| {
+                panic!(
+                    "the {what} {} guest did not stop within {PROMPT:?}",
+                    self.language
+                )
+            })
+            .expect("the reconcile task ran to its end");
+        eprintln!(
+            "{}: {what} guest aborted in {:?}",
+            self.component,
+            revoked.elapsed()
+        );
+        result
+    }
+
     /// The control for the two abort scenarios: the same fixture, the
     /// same store wrapper, no revocation: its write lands.
     pub async fn runs_and_commits_when_left_alone(&self) {
@@ -180,22 +209,7 @@ impl Fixture {
             within(TEST_WAIT, "the guest reads marks/spin", hooks.gets.recv()).await,
             Some(mark("spin"))
         );
-        let revoked = Instant::now();
-        revocation.revoke();
-        let result = tokio::time::timeout(PROMPT, call)
-            .await
-            .unwrap_or_else(|_| {
-                panic!(
-                    "the spinning {} guest did not stop within {PROMPT:?}",
-                    self.language
-                )
-            })
-            .unwrap();
-        eprintln!(
-            "{}: spinning guest aborted in {:?}",
-            self.component,
-            revoked.elapsed()
-        );
+        let result = self.revoke_and_await(&revocation, call, "spinning").await;
         match result {
             Err(GuestError::Aborted { controller, fence }) => {
                 assert_eq!(controller, self.component);
@@ -226,22 +240,7 @@ impl Fixture {
         )
         .await
         .expect("commit started");
-        let revoked = Instant::now();
-        revocation.revoke();
-        let result = tokio::time::timeout(PROMPT, call)
-            .await
-            .unwrap_or_else(|_| {
-                panic!(
-                    "the blocked {} guest did not stop within {PROMPT:?}",
-                    self.language
-                )
-            })
-            .unwrap();
-        eprintln!(
-            "{}: blocked guest aborted in {:?}",
-            self.component,
-            revoked.elapsed()
-        );
+        let result = self.revoke_and_await(&revocation, call, "blocked").await;
         assert!(
             matches!(&result, Err(GuestError::Aborted { controller, .. }) if controller == self.component),
             "{result:?}"
