@@ -12,7 +12,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use anyhow::{Result, anyhow};
+use anyhow::Result;
 use leasehold_host::fence::Fence;
 use leasehold_host::runtime::{CommitCounters, CompiledController};
 
@@ -80,16 +80,14 @@ async fn measure(scale: Scale, report: &mut Report) -> Result<()> {
             for i in 0..ROUND {
                 let revocation = subject.compiled.revocation();
                 let started = Instant::now();
-                let guest = subject
-                    .compiled
-                    .instantiate(
-                        subject.fence.clone(),
-                        backends.store.clone(),
-                        counters.clone(),
-                        revocation,
-                    )
-                    .await
-                    .map_err(|e| anyhow!("{e}"))?;
+                let guest = support::instantiate(
+                    &subject.compiled,
+                    subject.fence.clone(),
+                    backends.store.clone(),
+                    counters.clone(),
+                    revocation,
+                )
+                .await?;
                 let made = started.elapsed();
                 let started = Instant::now();
                 drop(guest);

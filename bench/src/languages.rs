@@ -297,16 +297,14 @@ async fn instantiation(
                 let revocation = subject.compiled.revocation();
                 let (cpu_before, switches_before) = thread_usage();
                 let started = Instant::now();
-                let guest = subject
-                    .compiled
-                    .instantiate(
-                        subject.fence.clone(),
-                        backends.store.clone(),
-                        counters.clone(),
-                        revocation,
-                    )
-                    .await
-                    .map_err(|e| anyhow!("{e}"))?;
+                let guest = support::instantiate(
+                    subject.compiled,
+                    subject.fence.clone(),
+                    backends.store.clone(),
+                    counters.clone(),
+                    revocation,
+                )
+                .await?;
                 let made = started.elapsed();
                 let (cpu_after, switches_after) = thread_usage();
                 let started = Instant::now();
@@ -364,25 +362,6 @@ async fn instantiation(
     Ok(())
 }
 
-/// A tenure of `compiled` on `fence` that has answered `describe`.
-async fn tenure(
-    compiled: &CompiledController,
-    backends: &MemoryBackends,
-    fence: Fence,
-) -> Result<GuestInstance> {
-    let mut guest = compiled
-        .instantiate(
-            fence,
-            backends.store.clone(),
-            Arc::new(CommitCounters::default()),
-            compiled.revocation(),
-        )
-        .await
-        .map_err(|e| anyhow!("{e}"))?;
-    guest.describe().await.map_err(|e| anyhow!("{e}"))?;
-    Ok(guest)
-}
-
 /// The no-op: reconcile the settled task.
 async fn no_op(guest: &mut GuestInstance) -> Result<()> {
     let reply = guest
@@ -411,7 +390,13 @@ async fn reconcile_rates(
     for (language, compiled) in LANGUAGES.iter().zip(cached) {
         let lease = format!("{}-reconcile", language.component);
         let fence = support::grant(backends.authority.as_ref(), CLUSTER, &lease).await?;
-        let mut guest = tenure(&compiled.pooled, backends, fence).await?;
+        let mut guest = support::tenure(
+            &compiled.pooled,
+            backends,
+            fence,
+            compiled.pooled.revocation(),
+        )
+        .await?;
         no_op(&mut guest).await?;
         guests.push(guest);
     }
@@ -459,16 +444,7 @@ async fn handovers(
     let authority = backends.authority.as_ref();
     let mut fence = support::grant(authority, CLUSTER, &lease).await?;
     let mut revocation = compiled.revocation();
-    let mut guest = compiled
-        .instantiate(
-            fence.clone(),
-            backends.store.clone(),
-            Arc::new(CommitCounters::default()),
-            revocation.clone(),
-        )
-        .await
-        .map_err(|e| anyhow!("{e}"))?;
-    guest.describe().await.map_err(|e| anyhow!("{e}"))?;
+    let mut guest = support::tenure(compiled, backends, fence.clone(), revocation.clone()).await?;
     no_op(&mut guest).await?;
     let mut samples = Samples::with_capacity(runs);
     for i in 0..=runs {
@@ -490,16 +466,7 @@ async fn handovers(
         );
         fence = next;
         revocation = compiled.revocation();
-        guest = compiled
-            .instantiate(
-                fence.clone(),
-                backends.store.clone(),
-                Arc::new(CommitCounters::default()),
-                revocation.clone(),
-            )
-            .await
-            .map_err(|e| anyhow!("{e}"))?;
-        guest.describe().await.map_err(|e| anyhow!("{e}"))?;
+        guest = support::tenure(compiled, backends, fence.clone(), revocation.clone()).await?;
         no_op(&mut guest).await?;
         if i > 0 {
             samples.push(started.elapsed());

@@ -13,7 +13,10 @@ use async_trait::async_trait;
 use leasehold_host::authority::memory::MemoryAuthority;
 use leasehold_host::authority::{AcquireRequest, Acquired, Authority};
 use leasehold_host::fence::{Fence, LeaseKey};
-use leasehold_host::runtime::{CompiledController, EngineConfig, GuestLimits, Runtime};
+use leasehold_host::runtime::{
+    CommitCounters, CompiledController, EngineConfig, GuestInstance, GuestLimits, Revocation,
+    Runtime,
+};
 use leasehold_host::store::memory::MemoryStore;
 use leasehold_host::store::{
     Committed, Event, NewEvent, Object, ObjectKey, Op, Page, Selector, Store, StoreError,
@@ -95,6 +98,43 @@ pub fn compile(runtime: &Runtime, name: &str, component: &str) -> Result<Compile
     runtime
         .load(name, &guest(component)?, GuestLimits::default(), Vec::new())
         .map_err(|e| anyhow!("{e}"))
+}
+
+/// A new instance of `compiled` for the tenure `fence` on `store`, its
+/// commits counted in `counters`, aborted through `revocation`: the call a
+/// new tenure makes, with nothing around it (some parts time it).
+pub async fn instantiate(
+    compiled: &CompiledController,
+    fence: Fence,
+    store: Arc<dyn Store>,
+    counters: Arc<CommitCounters>,
+    revocation: Revocation,
+) -> Result<GuestInstance> {
+    compiled
+        .instantiate(fence, store, counters, revocation)
+        .await
+        .map_err(|e| anyhow!("{e}"))
+}
+
+/// A tenure of `compiled` on `fence` in `backends`' store, with commit
+/// counters of its own, aborted through `revocation`, that has answered
+/// `describe` (as the supervisor starts one).
+pub async fn tenure(
+    compiled: &CompiledController,
+    backends: &MemoryBackends,
+    fence: Fence,
+    revocation: Revocation,
+) -> Result<GuestInstance> {
+    let mut guest = instantiate(
+        compiled,
+        fence,
+        backends.store.clone(),
+        Arc::default(),
+        revocation,
+    )
+    .await?;
+    guest.describe().await.map_err(|e| anyhow!("{e}"))?;
+    Ok(guest)
 }
 
 /// A memory authority and a memory store fenced by it.

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::{Result, anyhow, bail};
-use leasehold_host::runtime::{CommitCounters, GuestInstance, Reconciled};
+use leasehold_host::runtime::{GuestInstance, Reconciled};
 
 use crate::Scale;
 use crate::report::{Report, Samples, Spread, median, rate};
@@ -54,15 +54,14 @@ async fn measure(scale: Scale, report: &mut Report) -> Result<()> {
     let compiled = support::compile(&runtime, "misbehaving", "misbehaving")?;
     let backends = MemoryBackends::new();
     let fence = support::grant(backends.authority.as_ref(), CLUSTER, "misbehaving").await?;
-    let mut guest = compiled
-        .instantiate(
-            fence,
-            backends.store.clone(),
-            Arc::new(CommitCounters::default()),
-            compiled.revocation(),
-        )
-        .await
-        .map_err(|e| anyhow!("{e}"))?;
+    let mut guest = support::instantiate(
+        &compiled,
+        fence,
+        backends.store.clone(),
+        Arc::default(),
+        compiled.revocation(),
+    )
+    .await?;
     let batch = scale.pick(BATCH, QUICK_BATCH);
     // Warm-up: the guest's memory, the host's caches.
     for _ in 0..batch / 10 {
