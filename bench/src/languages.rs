@@ -286,39 +286,32 @@ async fn instantiation(
         }
     }
     let counters = Arc::new(CommitCounters::default());
-    // Rounds rotate through the configurations, so drift in the machine's
-    // load hits them alike.
-    let rounds = (WARMUP + runs).div_ceil(ROUND);
-    for round in 0..rounds {
-        let count = subjects.len();
-        for k in 0..count {
-            let subject = &mut subjects[(round + k) % count];
-            for i in 0..ROUND {
-                let revocation = subject.compiled.revocation();
-                let (cpu_before, switches_before) = thread_usage();
-                let started = Instant::now();
-                let guest = support::instantiate(
-                    subject.compiled,
-                    subject.fence.clone(),
-                    backends.store.clone(),
-                    counters.clone(),
-                    revocation,
-                )
-                .await?;
-                let made = started.elapsed();
-                let (cpu_after, switches_after) = thread_usage();
-                let started = Instant::now();
-                drop(guest);
-                let gone = started.elapsed();
-                if round * ROUND + i >= WARMUP {
-                    subject.created.push(made);
-                    subject
-                        .created_cpu
-                        .push(cpu_after.saturating_sub(cpu_before));
-                    subject.preempted += usize::from(switches_after > switches_before);
-                    subject.dropped.push(gone);
-                }
-            }
+    let turns = support::rotation(subjects.len(), WARMUP, runs, ROUND);
+    for (index, counted) in turns {
+        let subject = &mut subjects[index];
+        let revocation = subject.compiled.revocation();
+        let (cpu_before, switches_before) = thread_usage();
+        let started = Instant::now();
+        let guest = support::instantiate(
+            subject.compiled,
+            subject.fence.clone(),
+            backends.store.clone(),
+            counters.clone(),
+            revocation,
+        )
+        .await?;
+        let made = started.elapsed();
+        let (cpu_after, switches_after) = thread_usage();
+        let started = Instant::now();
+        drop(guest);
+        let gone = started.elapsed();
+        if counted {
+            subject.created.push(made);
+            subject
+                .created_cpu
+                .push(cpu_after.saturating_sub(cpu_before));
+            subject.preempted += usize::from(switches_after > switches_before);
+            subject.dropped.push(gone);
         }
     }
     for subject in &mut subjects {

@@ -137,6 +137,25 @@ pub async fn tenure(
     Ok(guest)
 }
 
+/// The turns of `count` configurations measured alike: rounds of `round`
+/// measurements of one configuration, each round starting one
+/// configuration further, so drift in the machine's load hits them alike;
+/// `(configuration, counted)` per measurement, the first `warmup` of each
+/// configuration not counted. Each configuration gets `warmup + runs`
+/// measurements rounded up to whole rounds.
+pub fn rotation(
+    count: usize,
+    warmup: usize,
+    runs: usize,
+    round: usize,
+) -> impl Iterator<Item = (usize, bool)> {
+    let rounds = (warmup + runs).div_ceil(round);
+    (0..rounds).flat_map(move |r| {
+        (0..count)
+            .flat_map(move |k| (0..round).map(move |i| ((r + k) % count, r * round + i >= warmup)))
+    })
+}
+
 /// A memory authority and a memory store fenced by it.
 pub struct MemoryBackends {
     pub authority: Arc<MemoryAuthority>,
@@ -483,5 +502,31 @@ impl Drop for Silenced {
         unsafe {
             libc::dup2(self.saved.as_raw_fd(), libc::STDERR_FILENO);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::rotation;
+
+    #[test]
+    fn rotation_takes_turns_in_whole_rounds_and_skips_each_configurations_warmup() {
+        // Two configurations, one warm-up and two counted measurements
+        // each, in rounds of two: two rounds, the second starting with the
+        // other configuration.
+        let turns: Vec<_> = rotation(2, 1, 2, 2).collect();
+        assert_eq!(
+            turns,
+            [
+                (0, false),
+                (0, true),
+                (1, false),
+                (1, true),
+                (1, true),
+                (1, true),
+                (0, true),
+                (0, true),
+            ]
+        );
     }
 }
