@@ -15,7 +15,7 @@ use std::collections::VecDeque;
 use std::ffi::OsString;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 /// Test binaries known to run long, longest first (their target names):
@@ -192,37 +192,24 @@ pub fn run(
     let started = Instant::now();
     let total = binaries.len();
     println!("xtask: running {total} test binaries, up to {lanes} at once");
-    let queue = Arc::new(Mutex::new(Schedule {
-        waiting: binaries.into_iter().collect(),
-        running: 0,
-        alone_running: false,
-    }));
+    let lanes_state = Arc::new(Lanes::new(binaries));
     let outcomes = Arc::new(Mutex::new(Vec::new()));
     let printing = Arc::new(Mutex::new(()));
     let workers: Vec<_> = (0..lanes)
         .map(|_| {
-            let queue = Arc::clone(&queue);
+            let lanes_state = Arc::clone(&lanes_state);
             let outcomes = Arc::clone(&outcomes);
             let printing = Arc::clone(&printing);
             let env = env.to_vec();
             let args = args.to_vec();
             std::thread::spawn(move || {
-                while let Some(binary) = next(&queue) {
+                while let Some(binary) = lanes_state.next() {
                     let outcome = run_one(binary, &env, &args, &printing);
-                    let alone = outcome.binary.alone();
+                    lanes_state.ended(outcome.binary.alone());
                     outcomes
                         .lock()
                         .unwrap_or_else(PoisonError::into_inner)
                         .push(outcome);
-                    let (lock, wake) = &WAKE;
-                    let mut q = queue.lock().unwrap_or_else(PoisonError::into_inner);
-                    q.running -= 1;
-                    if alone {
-                        q.alone_running = false;
-                    }
-                    drop(q);
-                    drop(lock.lock().unwrap_or_else(PoisonError::into_inner));
-                    wake.notify_all();
                 }
             })
         })
@@ -261,26 +248,37 @@ pub fn run(
     Err(message)
 }
 
-/// The binaries not started yet and what runs now.
+/// The binaries not started yet and what runs now, shared by the lanes.
+struct Lanes {
+    schedule: Mutex<Schedule>,
+    /// Signalled whenever a binary ends.
+    ended: Condvar,
+}
+
 struct Schedule {
     waiting: VecDeque<TestBinary>,
     running: usize,
     alone_running: bool,
 }
 
-/// Lanes waiting for a binary that must run alone (or for one running
-/// alone to end) sleep here.
-static WAKE: (Mutex<()>, std::sync::Condvar) = (Mutex::new(()), std::sync::Condvar::new());
+impl Lanes {
+    fn new(binaries: Vec<TestBinary>) -> Self {
+        Self {
+            schedule: Mutex::new(Schedule {
+                waiting: binaries.into_iter().collect(),
+                running: 0,
+                alone_running: false,
+            }),
+            ended: Condvar::new(),
+        }
+    }
 
-/// The next binary this lane may start, waiting while the one at the head
-/// must run alone and others still run, or while one runs alone; `None`
-/// when nothing is left.
-fn next(queue: &Mutex<Schedule>) -> Option<TestBinary> {
-    let (lock, wake) = &WAKE;
-    loop {
-        let guard = lock.lock().unwrap_or_else(PoisonError::into_inner);
-        {
-            let mut q = queue.lock().unwrap_or_else(PoisonError::into_inner);
+    /// The next binary a lane may start, waiting while the one at the
+    /// head must run alone and others still run, or while one runs alone;
+    /// `None` when nothing is left.
+    fn next(&self) -> Option<TestBinary> {
+        let mut q = self.schedule.lock().unwrap_or_else(PoisonError::into_inner);
+        loop {
             let head_alone = q.waiting.front()?.alone();
             if !q.alone_running && (!head_alone || q.running == 0) {
                 let binary = q.waiting.pop_front()?;
@@ -288,11 +286,19 @@ fn next(queue: &Mutex<Schedule>) -> Option<TestBinary> {
                 q.alone_running = head_alone;
                 return Some(binary);
             }
+            q = self.ended.wait(q).unwrap_or_else(PoisonError::into_inner);
         }
-        // Woken when a binary ends; the timeout only bounds a missed wake.
-        let _ = wake
-            .wait_timeout(guard, Duration::from_millis(500))
-            .unwrap_or_else(PoisonError::into_inner);
+    }
+
+    /// A binary [`Lanes::next`] handed out ended.
+    fn ended(&self, alone: bool) {
+        let mut q = self.schedule.lock().unwrap_or_else(PoisonError::into_inner);
+        q.running -= 1;
+        if alone {
+            q.alone_running = false;
+        }
+        drop(q);
+        self.ended.notify_all();
     }
 }
 
@@ -389,39 +395,26 @@ mod tests {
 
     #[test]
     fn a_binary_that_runs_alone_waits_for_the_others_and_holds_them_back() {
-        let queue = Mutex::new(Schedule {
-            waiting: VecDeque::from([binary("a"), binary("faults"), binary("b")]),
-            running: 0,
-            alone_running: false,
-        });
-        assert_eq!(next(&queue).expect("a starts").target, "a");
+        let lanes = Lanes::new(vec![binary("a"), binary("faults"), binary("b")]);
+        assert_eq!(lanes.next().expect("a starts").target, "a");
         // `a` still runs: `faults` must wait for it. Another thread ends
         // `a` a little later; a lane that did not wait would start `faults`
         // beside it (two running).
-        let alone = std::thread::scope(|scope| {
+        let running = |l: &Lanes| l.schedule.lock().unwrap().running;
+        let (alone, running_then) = std::thread::scope(|scope| {
             scope.spawn(|| {
                 std::thread::sleep(Duration::from_millis(100));
-                let (lock, wake) = &WAKE;
-                queue.lock().unwrap().running -= 1;
-                drop(lock.lock().unwrap());
-                wake.notify_all();
+                lanes.ended(false);
             });
-            next(&queue).expect("faults starts once a ended")
+            let alone = lanes.next().expect("faults starts once a ended");
+            (alone, running(&lanes))
         });
         assert_eq!(alone.target, "faults");
-        assert_eq!(
-            queue.lock().unwrap().running,
-            1,
-            "a ended before faults began"
-        );
-        assert!(queue.lock().unwrap().alone_running);
+        assert_eq!(running_then, 1, "faults started while a still ran");
+        assert!(lanes.schedule.lock().unwrap().alone_running);
         // While it runs alone nothing else starts: end it, then `b` starts.
-        {
-            let mut q = queue.lock().unwrap();
-            q.running -= 1;
-            q.alone_running = false;
-        }
-        assert_eq!(next(&queue).expect("b").target, "b");
-        assert!(next(&queue).is_none());
+        lanes.ended(true);
+        assert_eq!(lanes.next().expect("b").target, "b");
+        assert!(lanes.next().is_none());
     }
 }
