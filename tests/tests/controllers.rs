@@ -45,6 +45,7 @@ fn failed_with(reply: &Reconciled) -> (&str, Option<Duration>) {
 
 mod scheduler {
     use super::*;
+    use leasehold_tests::scheduler_component::pending_names;
 
     const NODES: &str = "nodes";
     const TASKS: &str = "tasks";
@@ -82,15 +83,6 @@ mod scheduler {
                 "{name} has {used} tasks for {capacity} slots"
             );
         }
-    }
-
-    async fn pending_names(h: &ComponentHarness) -> Vec<String> {
-        h.values(TASKS)
-            .await
-            .into_iter()
-            .filter(|(_, t)| t["status"] == "pending")
-            .map(|(name, _)| name)
-            .collect()
     }
 
     #[tokio::test]
