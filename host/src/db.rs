@@ -48,6 +48,7 @@ pub const MIGRATIONS: &[(i32, &str)] = &[
     (14, include_str!("../migrations/0014_change_relations.sql")),
     (15, include_str!("../migrations/0015_epoch_base.sql")),
     (16, include_str!("../migrations/0016_hosts.sql")),
+    (17, include_str!("../migrations/0017_placement_moves.sql")),
 ];
 
 /// The migrations this program knows: [`MIGRATIONS`], but in the

@@ -517,6 +517,20 @@ struct LeaseOutput {
     crash_detection: &'static str,
     /// The holder's liveness session the grant was made under, if known.
     holder_session: Option<SessionOutput>,
+    /// The last time lease placement moved the lease, and why; null if it
+    /// never did.
+    last_move: Option<MoveOutput>,
+}
+
+/// A lease's last placement move in `leasehold leases --json`.
+#[derive(Debug, serde::Serialize)]
+struct MoveOutput {
+    /// `"over_share"`, `"no_other_host"` or `"lapsed"`.
+    reason: &'static str,
+    at: chrono::DateTime<chrono::Utc>,
+    /// Null when the grant that moved it was its first.
+    from: Option<String>,
+    to: String,
 }
 
 /// A holder's liveness session in `leasehold leases --json`.
@@ -540,6 +554,12 @@ impl From<&LeaseRecord> for LeaseOutput {
             holder_session: r.holder_session.as_ref().map(|s| SessionOutput {
                 pid: s.pid,
                 backend_start: s.backend_start,
+            }),
+            last_move: r.last_move.as_ref().map(|m| MoveOutput {
+                reason: m.reason.as_str(),
+                at: m.at,
+                from: m.from.clone(),
+                to: m.to.clone(),
             }),
         }
     }
@@ -622,6 +642,16 @@ fn lease_table(records: &[LeaseRecord]) -> String {
                 },
                 None => "-".to_string(),
             };
+            let moved = match &r.last_move {
+                Some(m) => format!(
+                    "{} {} -> {} at {}",
+                    m.reason.as_str(),
+                    m.from.as_deref().unwrap_or("(none)"),
+                    m.to,
+                    time(m.at)
+                ),
+                None => "-".to_string(),
+            };
             vec![
                 r.name.clone(),
                 state.to_string(),
@@ -631,6 +661,7 @@ fn lease_table(records: &[LeaseRecord]) -> String {
                 time(r.expires_at),
                 r.crash_detection.as_str().to_string(),
                 session,
+                moved,
             ]
         })
         .collect();
@@ -644,6 +675,7 @@ fn lease_table(records: &[LeaseRecord]) -> String {
             "EXPIRES",
             "DETECTION",
             "SESSION",
+            "LAST MOVE",
         ],
         rows,
     )
@@ -737,7 +769,9 @@ mod tests {
 
     #[test]
     fn leases_json_keeps_its_field_names() {
-        use leasehold_host::authority::{CrashDetection, EndReason, HolderSession};
+        use leasehold_host::authority::{
+            CrashDetection, EndReason, HolderSession, MoveReason, PlacementMove,
+        };
         use leasehold_host::fence::Epoch;
         let at = chrono::DateTime::from_timestamp(1_700_000_000, 0).unwrap();
         let lease = LeaseRecord {
@@ -753,6 +787,12 @@ mod tests {
                 pid: 4242,
                 backend_start: Some(at),
             }),
+            last_move: Some(PlacementMove {
+                reason: MoveReason::OverShare,
+                at,
+                from: Some("host-b".into()),
+                to: "host-a".into(),
+            }),
         };
         let json = serde_json::to_value(LeaseOutput::from(&lease)).unwrap();
         let mut names = keys(&json);
@@ -767,10 +807,18 @@ mod tests {
                 "expires_at",
                 "holder",
                 "holder_session",
+                "last_move",
                 "name",
                 "released"
             ]
         );
+        let mut moved = keys(&json["last_move"]);
+        moved.sort_unstable();
+        assert_eq!(moved, ["at", "from", "reason", "to"]);
+        assert_eq!(json["last_move"]["reason"], "over_share");
+        assert_eq!(json["last_move"]["at"], "2023-11-14T22:13:20Z");
+        assert_eq!(json["last_move"]["from"], "host-b");
+        assert_eq!(json["last_move"]["to"], "host-a");
         assert_eq!(json["epoch"], 7);
         assert_eq!(json["acquired_at"], "2023-11-14T22:13:20Z");
         assert_eq!(json["crash_detection"], "session");
@@ -784,23 +832,32 @@ mod tests {
         );
         let table = lease_table(std::slice::from_ref(&lease));
         let mut lines = table.lines();
+        let header = lines.next().unwrap();
         assert!(
-            lines.next().unwrap().ends_with("DETECTION  SESSION"),
+            header.contains("DETECTION  SESSION") && header.ends_with("  LAST MOVE"),
             "{table}"
         );
         let row = lines.next().unwrap();
         assert!(
-            row.ends_with("session    pid 4242 since 2023-11-14T22:13:20.000Z"),
+            row.ends_with(
+                "session    pid 4242 since 2023-11-14T22:13:20.000Z  \
+                 over_share host-b -> host-a at 2023-11-14T22:13:20.000Z"
+            ),
             "{table}"
         );
         let ttl = LeaseRecord {
             crash_detection: CrashDetection::Ttl,
             holder_session: None,
+            last_move: None,
             ..lease.clone()
         };
         let json = serde_json::to_value(LeaseOutput::from(&ttl)).unwrap();
         assert_eq!(json["crash_detection"], "ttl");
         assert!(json["holder_session"].is_null(), "{json}");
+        assert!(json["last_move"].is_null(), "{json}");
+        let table = lease_table(std::slice::from_ref(&ttl));
+        let cells: Vec<&str> = table.lines().nth(1).unwrap().split_whitespace().collect();
+        assert_eq!(cells[cells.len() - 3..], ["ttl", "-", "-"], "{table}");
 
         let tenure = TenureRecord {
             epoch: Epoch(7),

@@ -1,6 +1,7 @@
 //! `GET /v1/leases` and `GET /v1/leases/{name}/history`, both in the list
 //! envelope of [`super::page`]: leases by name (cursor: the name), tenures
-//! newest first (cursor: the epoch, so `after=7` lists epochs below 7).
+//! newest first (cursor: the epoch, so `after=7` lists epochs below 7);
+//! and `GET /v1/leases/{name}`, one lease as the list shows it.
 //!
 //! The JSON shapes are their own types ([`LeaseView`], [`TenureView`]),
 //! apart from the authority's records, so renaming an internal field
@@ -41,6 +42,22 @@ pub(super) struct LeaseView {
     /// `null` when unknown (a `ttl` grant, or one made before hosts
     /// recorded it).
     holder_session: Option<SessionView>,
+    /// The last time lease placement moved this lease, and why; `null` if
+    /// it never did.
+    last_move: Option<MoveView>,
+}
+
+/// A lease's last placement move in `GET /v1/leases`.
+#[derive(Debug, Serialize)]
+pub(super) struct MoveView {
+    /// `"over_share"`, `"no_other_host"` or `"lapsed"`.
+    reason: &'static str,
+    /// When the grant that completed the move was made (database clock).
+    at: String,
+    /// The holder it moved from; `null` when that grant was its first.
+    from: Option<String>,
+    /// The holder it moved to.
+    to: String,
 }
 
 /// A holder's liveness session in `GET /v1/leases`.
@@ -66,6 +83,12 @@ impl LeaseView {
             holder_session: record.holder_session.map(|session| SessionView {
                 pid: session.pid,
                 backend_start: session.backend_start.map(rfc3339),
+            }),
+            last_move: record.last_move.map(|moved| MoveView {
+                reason: moved.reason.as_str(),
+                at: rfc3339(moved.at),
+                from: moved.from,
+                to: moved.to,
             }),
         }
     }
@@ -107,6 +130,30 @@ pub(super) async fn list(
     Ok(Json(ListPage::from_one_more(leases, limit, |l| {
         l.name.clone()
     })))
+}
+
+/// `GET /v1/leases/{name}`: one lease, as `GET /v1/leases` lists it; 404
+/// for a lease never granted.
+pub(super) async fn get(
+    State(shared): State<AppState>,
+    name: Result<Path<String>, PathRejection>,
+) -> Result<Json<LeaseView>, ApiError> {
+    let Path(name) = name.map_err(|e| ApiError::invalid(e.body_text()))?;
+    check_label("lease", &name)?;
+    let record = shared
+        .api
+        .authority
+        .observe(&shared.api.cluster)
+        .await?
+        .into_iter()
+        .find(|r| r.name == name)
+        .ok_or_else(|| {
+            ApiError::not_found(format!(
+                "lease {name} of cluster {} was never granted",
+                shared.api.cluster
+            ))
+        })?;
+    Ok(Json(LeaseView::new(record, &shared.api.status)))
 }
 
 /// One tenure in `GET /v1/leases/{name}/history`.
@@ -175,7 +222,7 @@ pub(super) async fn history(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::authority::{CrashDetection, EndReason, HolderSession};
+    use crate::authority::{CrashDetection, EndReason, HolderSession, MoveReason, PlacementMove};
     use crate::fence::Epoch;
 
     fn sorted_keys(value: &serde_json::Value) -> Vec<String> {
@@ -206,6 +253,12 @@ mod tests {
                 pid: 4242,
                 backend_start: Some(at),
             }),
+            last_move: Some(PlacementMove {
+                reason: MoveReason::Lapsed,
+                at,
+                from: None,
+                to: "host-a".into(),
+            }),
         };
         let json = serde_json::to_value(LeaseView::new(lease.clone(), &status)).unwrap();
         assert_eq!(
@@ -219,9 +272,18 @@ mod tests {
                 "held_here",
                 "holder",
                 "holder_session",
+                "last_move",
                 "name"
             ]
         );
+        assert_eq!(
+            sorted_keys(&json["last_move"]),
+            ["at", "from", "reason", "to"]
+        );
+        assert_eq!(json["last_move"]["reason"], "lapsed");
+        assert_eq!(json["last_move"]["at"], json["acquired_at"]);
+        assert!(json["last_move"]["from"].is_null(), "{json}");
+        assert_eq!(json["last_move"]["to"], "host-a");
         assert_eq!(json["epoch"], 7);
         assert_eq!(json["crash_detection"], "session");
         assert_eq!(
@@ -233,11 +295,13 @@ mod tests {
         let ttl = LeaseRecord {
             crash_detection: CrashDetection::Ttl,
             holder_session: None,
+            last_move: None,
             ..lease.clone()
         };
         let json = serde_json::to_value(LeaseView::new(ttl, &status)).unwrap();
         assert_eq!(json["crash_detection"], "ttl");
         assert!(json["holder_session"].is_null(), "{json}");
+        assert!(json["last_move"].is_null(), "{json}");
         // Not led by this replica's supervisor, whatever the holder name.
         assert_eq!(json["held_here"], false);
         status

@@ -53,15 +53,21 @@
 //!   budgets, like the three above).
 //! - `GET /v1/leases[?after=NAME][&limit=N]`: a page of `{"name", "holder",
 //!   "epoch", "acquired_at", "expires_at", "held_here", "active",
-//!   "crash_detection", "holder_session"}` by name; `next` is a lease name.
-//!   `held_here`: this replica's own
-//!   supervisor leads the lease now, at that epoch (never decided by
-//!   comparing holder names); `active`: someone does (not released, not
+//!   "crash_detection", "holder_session", "last_move"}` by name; `next`
+//!   is a lease name. `held_here`: this replica's own supervisor leads
+//!   the lease now, at that epoch (never decided by comparing holder
+//!   names); `active`: someone does (not released, not
 //!   expired); `crash_detection`: how the current tenure may be taken over
 //!   if its holder dies (`"session"` or `"ttl"`); `holder_session`:
 //!   `{"pid", "backend_start"}` of the holder's liveness session the grant
 //!   was made under (`backend_start` null unless its host registered that
-//!   session), or null when unknown.
+//!   session), or null when unknown; `last_move`: `{"reason", "at",
+//!   "from", "to"}` of the last time lease placement moved it (`reason`
+//!   `over_share`, `no_other_host` or `lapsed`; `from` null when that grant
+//!   was its first), recorded by the grant that completed the move, or
+//!   null if placement never moved it.
+//! - `GET /v1/leases/{name}`: that lease, as `/v1/leases` lists it; 404
+//!   `not_found` for a lease never granted.
 //! - `GET /v1/leases/{name}/history[?after=EPOCH][&limit=N]`: a page of
 //!   tenures newest first, `{"epoch", "holder", "endpoint", "acquired_at",
 //!   "ended_at", "end_reason", "writes", "last_write_at",
@@ -351,6 +357,7 @@ impl Routes {
 fn assemble(shared: AppState, body_read: Duration) -> (Router, Vec<(Method, &'static str)>) {
     let routes = Routes::new()
         .add(Method::GET, "/v1/leases", leases::list)
+        .add(Method::GET, "/v1/leases/{name}", leases::get)
         .add(Method::GET, "/v1/leases/{name}/history", leases::history)
         .add(Method::GET, "/v1/objects/{kind}", objects::list)
         .add(Method::GET, "/v1/objects/{kind}/{name}", objects::get)

@@ -680,6 +680,91 @@ async fn leases_show_who_holds_what_and_whether_it_is_here() {
 }
 
 #[tokio::test]
+async fn leases_show_their_last_placement_move_in_the_list_and_alone() {
+    use crate::authority::{CrashDetection, MoveReason};
+    let doc = super::openapi::check::document();
+    let h = host().await;
+    let leases = &h.authority.inner;
+    let request = |holder: &str| AcquireRequest {
+        key: LeaseKey::new(CLUSTER, "scheduler"),
+        holder: holder.into(),
+        ttl: Duration::from_secs(30),
+    };
+    let placed = |holder: &'static str, moved| {
+        let request = request(holder);
+        async move {
+            match leases
+                .acquire_placed(&request, CrashDetection::Ttl, moved)
+                .await
+                .unwrap()
+            {
+                Acquired::Granted(grant) => grant,
+                other => panic!("not granted: {other:?}"),
+            }
+        }
+    };
+    let first = placed("replica-there", None).await;
+    let lease = get(h.addr, "/v1/leases/scheduler").await;
+    assert_eq!(lease.status, 200, "{}", lease.text());
+    assert_eq!(lease.json()["last_move"], Value::Null, "never moved");
+
+    // Handed over by the holder above its share, taken by this replica.
+    leases
+        .release_placed(
+            &first.fence,
+            EndReason::Released,
+            Some(MoveReason::OverShare),
+        )
+        .await
+        .unwrap();
+    let taken = placed(HERE, None).await;
+    let at = super::rfc3339(taken.acquired_at);
+    let page = get(h.addr, "/v1/leases").await.json();
+    let schema =
+        super::openapi::check::response_schema(&doc, "get", "/v1/leases", 200, "application/json");
+    super::openapi::check::validate(&doc, &schema, &page).unwrap();
+    assert_eq!(
+        page["items"][0]["last_move"],
+        json!({"reason": "over_share", "at": at, "from": "replica-there", "to": HERE})
+    );
+    let lease = get(h.addr, "/v1/leases/scheduler").await.json();
+    let schema = super::openapi::check::response_schema(
+        &doc,
+        "get",
+        "/v1/leases/{name}",
+        200,
+        "application/json",
+    );
+    super::openapi::check::validate(&doc, &schema, &lease).unwrap();
+    assert_eq!(lease, page["items"][0]);
+
+    // Taken back by a host beyond its share when it lapsed.
+    leases
+        .faults()
+        .expire(&taken.fence.key)
+        .expect("the lease exists");
+    let back = placed("replica-there", Some(MoveReason::Lapsed)).await;
+    let lease = get(h.addr, "/v1/leases/scheduler").await.json();
+    assert_eq!(
+        lease["last_move"],
+        json!({
+            "reason": "lapsed",
+            "at": super::rfc3339(back.acquired_at),
+            "from": HERE,
+            "to": "replica-there"
+        })
+    );
+    super::openapi::check::validate(&doc, &schema, &lease).unwrap();
+
+    get(h.addr, "/v1/leases/never-granted")
+        .await
+        .assert_error(404, "not_found");
+    get(h.addr, "/v1/leases/Bad_Name")
+        .await
+        .assert_error(400, "invalid_request");
+}
+
+#[tokio::test]
 async fn history_lists_tenures_newest_first() {
     let h = host().await;
     let first = grant(&h.authority, "scheduler", HERE).await;

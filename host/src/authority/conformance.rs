@@ -16,8 +16,8 @@ use tokio::sync::watch;
 use super::memory::MemoryAuthority;
 use super::postgres::PostgresAuthority;
 use super::{
-    AcquireRequest, Acquired, Authority, AuthorityError, EndReason, ExpectedIdentity, Grant,
-    Renewed, TenureRecord,
+    AcquireRequest, Acquired, Authority, AuthorityError, CrashDetection, EndReason,
+    ExpectedIdentity, Grant, MoveReason, PlacementMove, Renewed, TenureRecord,
 };
 use crate::db::Database;
 use crate::fence::{Epoch, Fence, FenceCause, LeaseKey};
@@ -558,6 +558,180 @@ pub(super) async fn a_stale_release_never_releases_the_successor(b: &dyn Backend
     assert_eq!(history[1].end_reason, Some(EndReason::Expired));
 }
 
+/// The last placement move of lease `name` in cluster `east`, as
+/// `observe` shows it.
+async fn last_move(authority: &dyn Authority, name: &str) -> Option<PlacementMove> {
+    authority
+        .observe("east")
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|lease| lease.name == name)
+        .unwrap_or_else(|| panic!("lease {name} is listed"))
+        .last_move
+}
+
+/// Acquire `request` for placement reason `moved` and insist on a grant.
+async fn grant_placed(
+    authority: &dyn Authority,
+    request: &AcquireRequest,
+    moved: Option<MoveReason>,
+) -> Grant {
+    match authority
+        .acquire_placed(request, CrashDetection::Ttl, moved)
+        .await
+    {
+        Ok(Acquired::Granted(grant)) => grant,
+        other => panic!(
+            "{} expected a grant of {}, got {other:?}",
+            request.holder, request.key
+        ),
+    }
+}
+
+pub(super) async fn an_over_share_handover_records_its_reason_from_and_to(b: &dyn Backend) {
+    let a = request("east", "scheduler", "host-a");
+    let to_b = request("east", "scheduler", "host-b");
+    let first = grant(b.first(), &a).await;
+    assert_eq!(last_move(b.second(), "scheduler").await, None);
+
+    // The handover's release leaves its reason; the move is the grant to
+    // the next holder, which records it with its own time.
+    b.first()
+        .release_placed(
+            &first.fence,
+            EndReason::Released,
+            Some(MoveReason::OverShare),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        last_move(b.second(), "scheduler").await,
+        None,
+        "released, not yet moved"
+    );
+    let second = grant(b.second(), &to_b).await;
+    let moved = PlacementMove {
+        reason: MoveReason::OverShare,
+        at: second.acquired_at,
+        from: Some("host-a".into()),
+        to: "host-b".into(),
+    };
+    assert_eq!(last_move(b.first(), "scheduler").await, Some(moved.clone()));
+
+    // Ordinary releases and grants move nothing, whoever takes the lease.
+    b.second()
+        .release(&second.fence, EndReason::Released)
+        .await
+        .unwrap();
+    let third = grant(b.first(), &a).await;
+    assert_eq!(
+        last_move(b.second(), "scheduler").await,
+        Some(moved.clone())
+    );
+
+    // A handover taken back by its own holder is no move, and the grant
+    // that undid it clears it: a later ordinary grant elsewhere moves
+    // nothing either.
+    b.first()
+        .release_placed(
+            &third.fence,
+            EndReason::Released,
+            Some(MoveReason::OverShare),
+        )
+        .await
+        .unwrap();
+    let fourth = grant(b.first(), &a).await;
+    assert_eq!(
+        last_move(b.second(), "scheduler").await,
+        Some(moved.clone())
+    );
+    b.first()
+        .release(&fourth.fence, EndReason::Released)
+        .await
+        .unwrap();
+    let fifth = grant(b.second(), &to_b).await;
+    assert_eq!(
+        last_move(b.second(), "scheduler").await,
+        Some(moved.clone())
+    );
+
+    // A stale holder's handover changes nothing: its release finds the
+    // row another's.
+    b.first()
+        .release_placed(
+            &fourth.fence,
+            EndReason::Released,
+            Some(MoveReason::OverShare),
+        )
+        .await
+        .unwrap();
+    b.expire(&to_b.key).await;
+    let sixth = grant(b.first(), &a).await;
+    assert!(fifth.fence.epoch < sixth.fence.epoch);
+    assert_eq!(
+        last_move(b.second(), "scheduler").await,
+        Some(moved),
+        "a stale handover recorded a move"
+    );
+
+    // A handover's reason wins over the taker's own.
+    b.first()
+        .release_placed(
+            &sixth.fence,
+            EndReason::Released,
+            Some(MoveReason::OverShare),
+        )
+        .await
+        .unwrap();
+    let seventh = grant_placed(b.second(), &to_b, Some(MoveReason::NoOtherHost)).await;
+    assert_eq!(
+        last_move(b.first(), "scheduler").await,
+        Some(PlacementMove {
+            reason: MoveReason::OverShare,
+            at: seventh.acquired_at,
+            from: Some("host-a".into()),
+            to: "host-b".into(),
+        })
+    );
+}
+
+pub(super) async fn a_lapsed_takeover_records_its_reason_from_and_to(b: &dyn Backend) {
+    let a = request("east", "scheduler", "host-a");
+    let to_b = request("east", "scheduler", "host-b");
+    grant(b.first(), &a).await;
+    b.expire(&a.key).await;
+    let taken = grant_placed(b.second(), &to_b, Some(MoveReason::Lapsed)).await;
+    let lapsed = PlacementMove {
+        reason: MoveReason::Lapsed,
+        at: taken.acquired_at,
+        from: Some("host-a".into()),
+        to: "host-b".into(),
+    };
+    assert_eq!(
+        last_move(b.first(), "scheduler").await,
+        Some(lapsed.clone())
+    );
+
+    // Taken back by the same holder: no move.
+    b.expire(&to_b.key).await;
+    grant_placed(b.second(), &to_b, Some(MoveReason::Lapsed)).await;
+    assert_eq!(last_move(b.first(), "scheduler").await, Some(lapsed));
+
+    // A lease's first grant beyond the share moves it from no holder.
+    let rollout = request("east", "rollout", "host-c");
+    let first = grant_placed(b.first(), &rollout, Some(MoveReason::NoOtherHost)).await;
+    assert_eq!(
+        last_move(b.second(), "rollout").await,
+        Some(PlacementMove {
+            reason: MoveReason::NoOtherHost,
+            at: first.acquired_at,
+            from: None,
+            to: "host-c".into(),
+        })
+    );
+}
+
 pub(super) async fn fenced_writes_are_refused_once_the_fence_is_stale(b: &dyn Backend) {
     let never = Fence {
         key: LeaseKey::new("east", "scheduler"),
@@ -708,6 +882,8 @@ conformance_suite!(
     history_records_every_tenure_with_its_end_reason,
     outbound_statistics_are_recorded_per_tenure_and_never_lowered,
     a_stale_release_never_releases_the_successor,
+    an_over_share_handover_records_its_reason_from_and_to,
+    a_lapsed_takeover_records_its_reason_from_and_to,
     fenced_writes_are_refused_once_the_fence_is_stale,
     bad_input_gets_a_clear_error,
 );

@@ -146,6 +146,65 @@ impl CrashDetection {
     }
 }
 
+/// Why lease placement moved a lease (`supervisor/placement.rs`): the
+/// `reason` label of `leasehold_placement_moves_total`, and the reason a
+/// lease's last move records ([`PlacementMove`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MoveReason {
+    /// Its holder held more than its share + slack while another live host
+    /// able to run the lease held less than its share: handed over by
+    /// orderly release.
+    OverShare,
+    /// A host took it beyond its own share + slack because no other live
+    /// host able to run it was below its own (a host died, or nobody else
+    /// runs that controller).
+    NoOtherHost,
+    /// A host took it beyond its own share + slack because it lapsed: its
+    /// holder stopped renewing without releasing it (cut off by a
+    /// partition, stopped, or dead with its session still open), so any
+    /// host takes it as it would without placement.
+    Lapsed,
+}
+
+impl MoveReason {
+    /// Every reason, in the order `/metrics` lists them.
+    pub const ALL: [MoveReason; 3] = [
+        MoveReason::OverShare,
+        MoveReason::NoOtherHost,
+        MoveReason::Lapsed,
+    ];
+
+    /// The name in metrics, the database and the API.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MoveReason::OverShare => "over_share",
+            MoveReason::NoOtherHost => "no_other_host",
+            MoveReason::Lapsed => "lapsed",
+        }
+    }
+
+    /// The reason named `name`, if any.
+    pub fn parse(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|reason| reason.as_str() == name)
+    }
+}
+
+/// A lease's last placement move, as the grant that made it recorded it
+/// (see ARCHITECTURE.md, "Placement").
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PlacementMove {
+    /// Why it moved.
+    pub reason: MoveReason,
+    /// When the grant that completed the move was made (backend clock).
+    pub at: DateTime<Utc>,
+    /// The holder it moved from; `None` when that grant was the lease's
+    /// first.
+    pub from: Option<String>,
+    /// The holder it moved to.
+    pub to: String,
+}
+
 /// The liveness session a lease's grant recorded, as the API shows it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct HolderSession {
@@ -232,6 +291,9 @@ pub struct LeaseRecord {
     /// The liveness session the current grant was made under, when the
     /// backend knows one.
     pub holder_session: Option<HolderSession>,
+    /// The last time placement moved this lease, and why; `None` if it
+    /// never did.
+    pub last_move: Option<PlacementMove>,
 }
 
 /// One tenure in the history (L6).
@@ -654,6 +716,26 @@ pub trait Authority: Send + Sync + 'static {
         self.acquire(request).await
     }
 
+    /// [`Authority::acquire_detected`] for an acquire that lease placement
+    /// allowed beyond this host's share, for `moved`
+    /// ([`MoveReason::NoOtherHost`] or [`MoveReason::Lapsed`]; `None`: an
+    /// ordinary acquire). The grant records the lease's last move in its
+    /// own transaction ([`LeaseRecord::last_move`]): the reason an orderly
+    /// release left on the row ([`Authority::release_placed`]), else
+    /// `moved`, whenever the new holder differs from the previous one; a
+    /// grant back to the same holder moves nothing. Every grant clears the
+    /// reason a release left. The default (a wrapper that does not forward
+    /// it) grants without recording anything: only the record is lost.
+    async fn acquire_placed(
+        &self,
+        request: &AcquireRequest,
+        detection: CrashDetection,
+        moved: Option<MoveReason>,
+    ) -> Result<Acquired, AuthorityError> {
+        let _ = moved;
+        self.acquire_detected(request, detection).await
+    }
+
     /// Extend every given lease by `ttl` in one round trip, if holder and
     /// epoch still match and it has not expired. Results are in input order.
     async fn renew(&self, fences: &[Fence], ttl: Duration) -> Result<Vec<Renewed>, AuthorityError>;
@@ -662,6 +744,23 @@ pub trait Authority: Send + Sync + 'static {
     /// current), record `reason` in the history, and wake standbys. Safe to
     /// call after loss: it then only records the end.
     async fn release(&self, fence: &Fence, reason: EndReason) -> Result<(), AuthorityError>;
+
+    /// [`Authority::release`] of a tenure that lease placement handed over
+    /// for `moved` ([`MoveReason::OverShare`]; `None`: an ordinary
+    /// release). When the release marks the row released, it also records
+    /// `moved` on the row in the same transaction, and the next grant to
+    /// another holder records the move ([`Authority::acquire_placed`]). The
+    /// default (a wrapper that does not forward it) releases without
+    /// recording anything: only the record is lost.
+    async fn release_placed(
+        &self,
+        fence: &Fence,
+        reason: EndReason,
+        moved: Option<MoveReason>,
+    ) -> Result<(), AuthorityError> {
+        let _ = moved;
+        self.release(fence, reason).await
+    }
 
     /// Every lease of a cluster, as it is now.
     async fn observe(&self, cluster: &str) -> Result<Vec<LeaseRecord>, AuthorityError>;

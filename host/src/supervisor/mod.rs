@@ -262,9 +262,12 @@ impl Supervisor {
             if let Some(dead) = &mut dead_holder {
                 dead.borrow_and_update();
             }
+            // Why placement allowed this acquire beyond the share, for the
+            // grant to record with the lease's last move.
+            let moved = self.seat.as_ref().and_then(placement::Seat::move_reason);
             match self
                 .authority
-                .acquire_detected(&request, self.crash_detection)
+                .acquire_placed(&request, self.crash_detection, moved)
                 .await
             {
                 Ok(Acquired::Granted(grant)) => {
@@ -432,6 +435,10 @@ impl Supervisor {
         let fence = grant.fence;
         let mut tenure = Tenure::begin(self, fence.clone(), acquire_sent, claim_session);
         let end = tenure.run().await;
+        // A tenure placement handed over records that with its release.
+        let moved = tenure
+            .handing_over
+            .then_some(placement::MoveReason::OverShare);
         // The loss is known from here (the machine decided it just now);
         // the abort latency runs until the guest's Store is gone.
         let detected = Instant::now();
@@ -462,7 +469,8 @@ impl Supervisor {
                 }
                 None => GuestStopped(()),
             };
-            self.record_end(&fence, end, &outbound, stopped).await;
+            self.record_end(&fence, end, moved, &outbound, stopped)
+                .await;
         }
         .instrument(lost)
         .await;
@@ -478,6 +486,7 @@ impl Supervisor {
         &self,
         fence: &Fence,
         end: TenureEnd,
+        moved: Option<placement::MoveReason>,
         outbound: &TenureOutbound,
         _stopped: GuestStopped,
     ) {
@@ -498,6 +507,8 @@ impl Supervisor {
             }
             TenureEnd::Released => EndReason::Released,
         };
+        // Only an orderly end hands the lease over.
+        let moved = moved.filter(|_| end == TenureEnd::Released);
         // One bound for the whole end record, so a stop still fits in
         // `service::controllers::stop_bound`. The statistics come first, so
         // a tenure its holder released already shows them, but may take
@@ -513,8 +524,11 @@ impl Supervisor {
             statistics_until,
         )
         .await;
-        let release =
-            tokio::time::timeout_at(deadline, self.authority.release(fence, reason)).await;
+        let release = tokio::time::timeout_at(
+            deadline,
+            self.authority.release_placed(fence, reason, moved),
+        )
+        .await;
         match release {
             Ok(Ok(())) => tracing::info!(
                 controller = name,

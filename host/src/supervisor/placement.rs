@@ -68,40 +68,9 @@ impl Default for PlacementSettings {
 }
 
 /// Why a placement decision moved a lease (the `reason` label of
-/// `leasehold_placement_moves_total`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum MoveReason {
-    /// This host held more than its share + slack while another live host
-    /// able to run the lease held less than its share: handed over.
-    OverShare,
-    /// This host took a lease beyond its share + slack because no other
-    /// live host able to run it was below its own (a host died, or
-    /// nobody else runs that controller).
-    NoOtherHost,
-    /// This host took a lease beyond its share + slack because the lease
-    /// lapsed: its holder stopped renewing without releasing it (cut off
-    /// by a partition, stopped, or dead with its session still open), so
-    /// any host takes it as it would without placement.
-    Lapsed,
-}
-
-impl MoveReason {
-    /// Every reason, in the order `/metrics` lists them.
-    pub const ALL: [MoveReason; 3] = [
-        MoveReason::OverShare,
-        MoveReason::NoOtherHost,
-        MoveReason::Lapsed,
-    ];
-
-    /// The label value.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            MoveReason::OverShare => "over_share",
-            MoveReason::NoOtherHost => "no_other_host",
-            MoveReason::Lapsed => "lapsed",
-        }
-    }
-}
+/// `leasehold_placement_moves_total`, and the reason the lease authority
+/// records with the lease's last move).
+pub use crate::authority::MoveReason;
 
 static MOVES: [AtomicU64; 3] = [AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0)];
 
@@ -339,6 +308,7 @@ impl Placement {
             name: name.to_string(),
             handover: handover_rx,
             changed: self.inner.changed.subscribe(),
+            moving: None,
         }
     }
 
@@ -385,6 +355,9 @@ pub struct Seat {
     name: String,
     handover: watch::Receiver<bool>,
     changed: watch::Receiver<u64>,
+    /// Why the last [`Seat::may_acquire`] allowed an acquire beyond this
+    /// host's share (`None`: within it, or refused).
+    moving: Option<MoveReason>,
 }
 
 impl Drop for Seat {
@@ -408,14 +381,15 @@ impl Seat {
         self.changed.borrow_and_update();
         let settings = self.inner.settings;
         let mut local = self.inner.local();
-        let allowed = if !settings.enabled {
-            true
+        // Allowed, and why beyond this host's share.
+        let decision: Option<Option<MoveReason>> = if !settings.enabled {
+            Some(None)
         } else {
             let names = local.names();
             let cap = fair_share(&names, &local.view.peers) + settings.slack;
             let held = local.held();
             if held < cap {
-                true
+                Some(None)
             } else if local.view.lapsed.contains(&self.name) {
                 // Its holder stopped renewing: the lease protocol lets any
                 // host take it now, and placement does not hold that back
@@ -431,14 +405,14 @@ impl Seat {
                     "placement: taking a lapsed lease beyond this host's share"
                 );
                 count_move(MoveReason::Lapsed);
-                true
+                Some(Some(MoveReason::Lapsed))
             } else {
                 let someone_else = local.view.peers.iter().find(|peer| {
                     peer.runs(&self.name)
                         && peer.held < local.view.share_of(peer, &names) + settings.slack
                 });
                 match someone_else {
-                    Some(_) => false,
+                    Some(_) => None,
                     None => {
                         tracing::info!(
                             controller = self.name,
@@ -450,11 +424,13 @@ impl Seat {
                              host able to run it is below its own"
                         );
                         count_move(MoveReason::NoOtherHost);
-                        true
+                        Some(Some(MoveReason::NoOtherHost))
                     }
                 }
             }
         };
+        let allowed = decision.is_some();
+        self.moving = decision.flatten();
         if allowed && let Some(member) = local.members.get_mut(&self.name) {
             member.state = Seated::Acquiring;
         }
@@ -472,6 +448,15 @@ impl Seat {
             self.inner.refresh.notify_one();
         }
         allowed
+    }
+
+    /// Why the acquire the last [`Seat::may_acquire`] allowed goes beyond
+    /// this host's share ([`MoveReason::Lapsed`] or
+    /// [`MoveReason::NoOtherHost`]), for the grant to record
+    /// ([`crate::authority::Authority::acquire_placed`]); `None` within the
+    /// share, or after a refusal.
+    pub fn move_reason(&self) -> Option<MoveReason> {
+        self.moving
     }
 
     /// The acquire allowed by [`Seat::may_acquire`] did not get the lease.

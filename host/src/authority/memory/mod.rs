@@ -40,8 +40,8 @@ use super::fence_check::{FenceLock, RowView, judge};
 use super::wakes::ReleaseWakes;
 use super::{
     AcquireRequest, Acquired, Authority, AuthorityError, CrashDetection, DatabaseIdentity,
-    EndReason, Grant, LeaseRecord, Renewed, TenureRecord, validate_fence, validate_key,
-    validate_request, validate_ttl,
+    EndReason, Grant, LeaseRecord, MoveReason, PlacementMove, Renewed, TenureRecord,
+    validate_fence, validate_key, validate_request, validate_ttl,
 };
 use crate::fence::{Epoch, Fence, LeaseKey};
 use crate::limits::MAX_HISTORY;
@@ -118,6 +118,21 @@ struct LeaseRow {
     released: bool,
     /// The mode the grant asked for (display only, see the module doc).
     crash_detection: CrashDetection,
+    /// Why placement handed this lease over, left by the release that
+    /// marked it released, for the next grant (as `handover_reason` on
+    /// PostgreSQL, migration 17).
+    handover: Option<MoveReason>,
+    /// The last placement move, as the grant that made it recorded it.
+    last_move: Option<MoveRow>,
+}
+
+/// A lease's last placement move, on this backend's clock.
+#[derive(Clone)]
+struct MoveRow {
+    reason: MoveReason,
+    at: Instant,
+    from: Option<String>,
+    to: String,
 }
 
 impl LeaseRow {
@@ -154,10 +169,35 @@ impl State {
     /// Grant `key` to `holder` at the next epoch, ending every open tenure:
     /// `expired` if the row had expired (at its expiry time), otherwise
     /// `superseded` (now). The caller has checked that a grant is allowed,
-    /// or is a fault forcing one.
-    fn grant(&mut self, key: &LeaseKey, holder: &str, now: Instant, expires_at: Instant) -> Epoch {
+    /// or is a fault forcing one. Records the lease's last move as
+    /// PostgreSQL's grant does: when `holder` differs from the previous
+    /// holder, the reason a handover left, else `moved`.
+    fn grant(
+        &mut self,
+        key: &LeaseKey,
+        holder: &str,
+        now: Instant,
+        expires_at: Instant,
+        moved: Option<MoveReason>,
+    ) -> Epoch {
         let previous = self.leases.get(key);
         let epoch = Epoch(previous.map_or(0, |row| row.epoch.0) + 1);
+        let last_move = match previous {
+            Some(row) if row.holder != holder => row.handover.or(moved).map(|reason| MoveRow {
+                reason,
+                at: now,
+                from: Some(row.holder.clone()),
+                to: holder.to_string(),
+            }),
+            Some(_) => None,
+            None => moved.map(|reason| MoveRow {
+                reason,
+                at: now,
+                from: None,
+                to: holder.to_string(),
+            }),
+        }
+        .or_else(|| previous.and_then(|row| row.last_move.clone()));
         let (end_reason, ended_at) = match previous {
             Some(row) if row.expires_at <= now => (EndReason::Expired, row.expires_at),
             _ => (EndReason::Superseded, now),
@@ -192,6 +232,8 @@ impl State {
                 expires_at,
                 released: false,
                 crash_detection: CrashDetection::Ttl,
+                handover: None,
+                last_move,
             },
         );
         epoch
@@ -277,6 +319,15 @@ impl Authority for MemoryAuthority {
         request: &AcquireRequest,
         detection: CrashDetection,
     ) -> Result<Acquired, AuthorityError> {
+        self.acquire_placed(request, detection, None).await
+    }
+
+    async fn acquire_placed(
+        &self,
+        request: &AcquireRequest,
+        detection: CrashDetection,
+        moved: Option<MoveReason>,
+    ) -> Result<Acquired, AuthorityError> {
         validate_request(request)?;
         self.shared.faults.check_partition(&request.holder)?;
         let now = self.shared.clock.now();
@@ -291,7 +342,7 @@ impl Authority for MemoryAuthority {
                 expires_at: self.utc(row.expires_at),
             });
         }
-        let epoch = state.grant(&request.key, &request.holder, now, expires_at);
+        let epoch = state.grant(&request.key, &request.holder, now, expires_at, moved);
         if let Some(row) = state.leases.get_mut(&request.key) {
             row.crash_detection = detection;
         }
@@ -339,6 +390,15 @@ impl Authority for MemoryAuthority {
     }
 
     async fn release(&self, fence: &Fence, reason: EndReason) -> Result<(), AuthorityError> {
+        self.release_placed(fence, reason, None).await
+    }
+
+    async fn release_placed(
+        &self,
+        fence: &Fence,
+        reason: EndReason,
+        moved: Option<MoveReason>,
+    ) -> Result<(), AuthorityError> {
         validate_fence(fence)?;
         self.shared.faults.check_partition(&fence.holder)?;
         let now = self.shared.clock.now();
@@ -349,6 +409,7 @@ impl Authority for MemoryAuthority {
             let released = match state.leases.get_mut(&fence.key) {
                 Some(row) if row.is_current(fence) && !row.released => {
                     row.released = true;
+                    row.handover = moved;
                     true
                 }
                 _ => false,
@@ -385,6 +446,12 @@ impl Authority for MemoryAuthority {
                 active: row.live(now),
                 crash_detection: row.crash_detection,
                 holder_session: None,
+                last_move: row.last_move.as_ref().map(|m| PlacementMove {
+                    reason: m.reason,
+                    at: self.utc(m.at),
+                    from: m.from.clone(),
+                    to: m.to.clone(),
+                }),
             })
             .collect())
     }

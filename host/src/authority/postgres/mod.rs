@@ -102,8 +102,8 @@ use super::fence_check::BOUND_IDLE_TRANSACTION;
 use super::wakes::ReleaseWakes;
 use super::{
     AcquireRequest, Acquired, Authority, AuthorityError, CrashDetection, DatabaseIdentity,
-    EndReason, ExpectedIdentity, Grant, HolderSession, LeaseRecord, Renewed, TenureRecord,
-    validate_fence, validate_key, validate_request, validate_ttl,
+    EndReason, ExpectedIdentity, Grant, HolderSession, LeaseRecord, MoveReason, PlacementMove,
+    Renewed, TenureRecord, validate_fence, validate_key, validate_request, validate_ttl,
 };
 use crate::db::{self, Database};
 use crate::fence::{Epoch, Fence, LeaseKey};
@@ -212,16 +212,22 @@ const PEEK_LEASE: &str = concat!(
 /// floor (`timeline_epoch_floor`: a grant the standby never received may
 /// have given epoch 1 already). `DO NOTHING` on a concurrent first
 /// grant, which then wins. $6–$8: the grant's crash detection and its
-/// holder's liveness session (pid and claim key; NULL under `ttl`).
+/// holder's liveness session (pid and claim key; NULL under `ttl`). $9:
+/// why placement asked for the lease beyond its host's share (NULL: it did
+/// not), recorded as the lease's last move, from no holder (migration 17).
 const GRANT_FIRST: &str = concat!(
     "
     WITH clock AS (SELECT clock_timestamp() AS t),
     granted AS (
         INSERT INTO leasehold_leases (cluster, name, holder, epoch, acquired_at, renewed_at, expires_at,
-                                      crash_detection, holder_pid, holder_claim_key)
+                                      crash_detection, holder_pid, holder_claim_key,
+                                      last_move_reason, last_move_at, last_move_to)
         SELECT $1, $2, $3, ",
     timeline_epoch_floor!(),
-    ", t, t, t + $4::bigint * interval '1 microsecond', $6, $7, $8 FROM clock
+    ", t, t, t + $4::bigint * interval '1 microsecond', $6, $7, $8,
+               $9::text, CASE WHEN $9::text IS NULL THEN NULL ELSE t END,
+               CASE WHEN $9::text IS NULL THEN NULL ELSE $3 END
+          FROM clock
         ON CONFLICT (cluster, name) DO NOTHING
         RETURNING epoch, acquired_at, expires_at
     ),
@@ -243,7 +249,15 @@ const GRANT_FIRST: &str = concat!(
 /// this statement's snapshot, taken after [`LOCK_LEASE`] returned, so every
 /// fenced write of an earlier epoch that committed is visible in it (the
 /// fault suite's checker orders writes by it; migration 4). $8–$10: as
-/// $6–$8 of [`GRANT_FIRST`].
+/// $6–$8 of [`GRANT_FIRST`]. $11: as $9 of [`GRANT_FIRST`].
+///
+/// The lease's last move (migration 17) is recorded here, in the grant's
+/// own statement, when the new holder differs from the previous one: the
+/// reason an orderly release left (`handover_reason`, [`RELEASE`]), else
+/// $11; from the previous holder, to the new one, at the grant's time.
+/// Otherwise the last move stays as it was. Every grant clears
+/// `handover_reason`: a handover is completed, or undone, by the grant
+/// that follows it.
 const GRANT_NEXT: &str = concat!(
     "
     WITH clock AS (SELECT clock_timestamp() AS t),
@@ -253,7 +267,15 @@ const GRANT_NEXT: &str = concat!(
     timeline_epoch_floor!(),
     "), acquired_at = clock.t, renewed_at = clock.t,
                expires_at = clock.t + $4::bigint * interval '1 microsecond', released = false,
-               crash_detection = $8, holder_pid = $9, holder_claim_key = $10
+               crash_detection = $8, holder_pid = $9, holder_claim_key = $10,
+               handover_reason = NULL,
+               (last_move_reason, last_move_at, last_move_from, last_move_to) = (
+                   SELECT coalesce(m.reason, l.last_move_reason),
+                          CASE WHEN m.reason IS NULL THEN l.last_move_at ELSE clock.t END,
+                          CASE WHEN m.reason IS NULL THEN l.last_move_from ELSE l.holder END,
+                          CASE WHEN m.reason IS NULL THEN l.last_move_to ELSE $3 END
+                     FROM (SELECT CASE WHEN l.holder <> $3
+                                       THEN coalesce(l.handover_reason, $11::text) END AS reason) m)
           FROM clock
          WHERE l.cluster = $1 AND l.name = $2
            AND (l.released OR l.expires_at <= clock.t OR ",
@@ -299,10 +321,13 @@ const RENEW: &str = "
 /// open, recording this statement's snapshot (taken after the lock, so
 /// every committed fenced write of the tenure is visible in it), and NOTIFY
 /// only if the row was released. The notification is delivered at commit,
-/// after the row is acquirable.
+/// after the row is acquirable. $7: the placement reason of a handover
+/// (`over_share`; NULL for any other release), kept on the row only if this
+/// release marks it released, for the next grant to record as the lease's
+/// last move ([`GRANT_NEXT`]; migration 17).
 const RELEASE: &str = "
     WITH released AS (
-        UPDATE leasehold_leases SET released = true
+        UPDATE leasehold_leases SET released = true, handover_reason = $7::text
          WHERE cluster = $1 AND name = $2 AND epoch = $3 AND holder = $4 AND NOT released
         RETURNING cluster
     ),
@@ -320,7 +345,8 @@ const RELEASE: &str = "
 const OBSERVE: &str = "
     SELECT l.name, l.holder, l.epoch, l.acquired_at, l.expires_at, l.released,
            NOT l.released AND l.expires_at > clock_timestamp() AS active,
-           l.crash_detection, l.holder_pid, h.session_started_at
+           l.crash_detection, l.holder_pid, h.session_started_at,
+           l.last_move_reason, l.last_move_at, l.last_move_from, l.last_move_to
       FROM leasehold_leases l
       LEFT JOIN leasehold_hosts h
         ON h.cluster = l.cluster AND h.holder = l.holder AND h.session_pid = l.holder_pid
@@ -857,7 +883,17 @@ impl Authority for PostgresAuthority {
         request: &AcquireRequest,
         detection: CrashDetection,
     ) -> Result<Acquired, AuthorityError> {
+        self.acquire_placed(request, detection, None).await
+    }
+
+    async fn acquire_placed(
+        &self,
+        request: &AcquireRequest,
+        detection: CrashDetection,
+        moved: Option<MoveReason>,
+    ) -> Result<Acquired, AuthorityError> {
         validate_request(request)?;
+        let moved = moved.map(MoveReason::as_str);
         let micros = ttl_micros(&request.key, request.ttl)?;
         self.verify().await?;
         let key = &request.key;
@@ -982,6 +1018,7 @@ impl Authority for PostgresAuthority {
                                 &recorded,
                                 &holder_pid,
                                 &holder_claim_key,
+                                &moved,
                             ],
                         )
                         .await?
@@ -1000,6 +1037,7 @@ impl Authority for PostgresAuthority {
                                 &recorded,
                                 &holder_pid,
                                 &holder_claim_key,
+                                &moved,
                             ],
                         )
                         .await?
@@ -1124,9 +1162,26 @@ impl Authority for PostgresAuthority {
     }
 
     async fn release(&self, fence: &Fence, reason: EndReason) -> Result<(), AuthorityError> {
+        self.release_placed(fence, reason, None).await
+    }
+
+    async fn release_placed(
+        &self,
+        fence: &Fence,
+        reason: EndReason,
+        moved: Option<MoveReason>,
+    ) -> Result<(), AuthorityError> {
         validate_fence(fence)?;
         let epoch = epoch_param(fence)?;
-        let what = format!("releasing {fence} ({})", reason.as_str());
+        let what = match moved {
+            Some(moved) => format!(
+                "releasing {fence} ({}, handed over: {})",
+                reason.as_str(),
+                moved.as_str()
+            ),
+            None => format!("releasing {fence} ({})", reason.as_str()),
+        };
+        let moved = moved.map(MoveReason::as_str);
         let (released, ended, _notified): (i64, i64, i64) = self
             .run(&what, async {
                 let mut client = self.shared.db.pool().get().await?;
@@ -1141,13 +1196,14 @@ impl Authority for PostgresAuthority {
                 let key: [&(dyn tokio_postgres::types::ToSql + Sync); 2] =
                     [&fence.key.cluster, &fence.key.name];
                 let reason = reason.as_str();
-                let params: [&(dyn tokio_postgres::types::ToSql + Sync); 6] = [
+                let params: [&(dyn tokio_postgres::types::ToSql + Sync); 7] = [
                     &fence.key.cluster,
                     &fence.key.name,
                     &epoch,
                     &fence.holder,
                     &reason,
                     &RELEASE_CHANNEL,
+                    &moved,
                 ];
                 let (bounded, identity, locked, row) = tokio::join!(
                     biased;
@@ -1170,6 +1226,7 @@ impl Authority for PostgresAuthority {
         tracing::debug!(
             fence = %fence,
             reason = reason.as_str(),
+            handed_over = ?moved,
             released = released > 0,
             tenure_ended = ended > 0,
             "lease released"
@@ -1202,6 +1259,17 @@ impl Authority for PostgresAuthority {
                     pid,
                     backend_start: row.get(9),
                 }),
+                last_move: row
+                    .get::<_, Option<&str>>(10)
+                    .and_then(MoveReason::parse)
+                    .zip(row.get::<_, Option<DateTime<Utc>>>(11))
+                    .zip(row.get::<_, Option<String>>(13))
+                    .map(|((reason, at), to)| PlacementMove {
+                        reason,
+                        at,
+                        from: row.get(12),
+                        to,
+                    }),
             })
             .collect())
     }

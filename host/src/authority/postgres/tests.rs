@@ -573,6 +573,66 @@ async fn expiry_is_judged_by_the_database_clock() {
     );
 }
 
+/// Placement moves are recorded through a transaction pooler too: the
+/// grant, release and observe statements that carry them, sent as unnamed
+/// statements with the parameter types the server inferred
+/// (`Database::prepare` under `pooler = "transaction"`).
+#[tokio::test]
+async fn placement_moves_are_recorded_with_unnamed_statements() {
+    use crate::authority::{CrashDetection, MoveReason};
+    let test = TestDatabase::create().await;
+    let pooled = || authority(test.database(2).with_pooler(crate::db::Pooler::Transaction));
+    let (first, second) = (pooled(), pooled());
+    let a = request("east", "scheduler", "host-a");
+    let held = grant(&first, &a).await;
+    first
+        .release_placed(
+            &held.fence,
+            EndReason::Released,
+            Some(MoveReason::OverShare),
+        )
+        .await
+        .unwrap();
+    let to_b = request("east", "scheduler", "host-b");
+    let taken = grant(&second, &to_b).await;
+    let moved = first.observe("east").await.unwrap()[0].last_move.clone();
+    let moved = moved.expect("the handover is recorded");
+    assert_eq!(moved.reason, MoveReason::OverShare);
+    assert_eq!(moved.at, taken.acquired_at);
+    assert_eq!(
+        (moved.from.as_deref(), moved.to.as_str()),
+        (Some("host-a"), "host-b")
+    );
+
+    let admin = test.database(1);
+    admin
+        .client()
+        .await
+        .unwrap()
+        .execute(
+            "UPDATE leasehold_leases SET expires_at = clock_timestamp()",
+            &[],
+        )
+        .await
+        .unwrap();
+    let lapsed = match first
+        .acquire_placed(&a, CrashDetection::Ttl, Some(MoveReason::Lapsed))
+        .await
+        .unwrap()
+    {
+        Acquired::Granted(grant) => grant,
+        other => panic!("a lapsed lease is granted: {other:?}"),
+    };
+    let moved = second.observe("east").await.unwrap()[0].last_move.clone();
+    let moved = moved.expect("the takeover is recorded");
+    assert_eq!(moved.reason, MoveReason::Lapsed);
+    assert_eq!(moved.at, lapsed.acquired_at);
+    assert_eq!(
+        (moved.from.as_deref(), moved.to.as_str()),
+        (Some("host-b"), "host-a")
+    );
+}
+
 #[tokio::test]
 async fn history_names_the_endpoint_without_the_password() {
     let test = TestDatabase::create().await;
