@@ -793,15 +793,18 @@ mod tests {
         let mut seats: Vec<Seat> = all.iter().map(|n| p.join(n, timing())).collect();
         for seat in seats.iter_mut().take(4) {
             assert!(seat.may_acquire());
+            assert_eq!(seat.move_reason(), None, "within the share: no move");
             seat.granted();
         }
         // At the share (4), with c below its own (3 < 4): refused.
         assert!(!seats[4].may_acquire());
+        assert_eq!(seats[4].move_reason(), None);
         // c reaches its share: nobody else can take it, so this host does,
-        // and counts the move.
+        // and counts the move, which its grant is to record.
         let before = moves()[1];
         p.inner.local().view.peers[1].held = 4;
         assert!(seats[4].may_acquire());
+        assert_eq!(seats[4].move_reason(), Some(MoveReason::NoOtherHost));
         let after = moves()[1];
         assert_eq!(after.0, MoveReason::NoOtherHost);
         assert!(after.1 > before.1);
@@ -943,6 +946,7 @@ mod tests {
         p.inner.local().view.lapsed = vec!["c4".to_string()];
         let before = moves()[2];
         assert!(seats[4].may_acquire(), "lapsed: taken at once");
+        assert_eq!(seats[4].move_reason(), Some(MoveReason::Lapsed));
         let after = moves()[2];
         assert_eq!(after.0, MoveReason::Lapsed);
         assert!(after.1 > before.1);
