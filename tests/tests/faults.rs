@@ -1474,6 +1474,84 @@ async fn the_checker_judges_trimmed_history_from_its_copy() {
     );
 }
 
+/// A copy with a gap (its reader fell behind retention, so positions 7 to
+/// 9 were trimmed before it read them) excuses what the gap may hold: task
+/// g's update to version 9 and claims/c's acknowledged version 6 are not
+/// in the copy, and no Feed or Finalizer violation is raised for them. The
+/// same copy without the gap recorded is taken as whole, and both rules
+/// report what it lacks: the excuse is the gap's, not the copy's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gap_in_the_checkers_copy_excuses_only_what_it_may_hold() {
+    use leasehold_tests::faults::reader::{CopiedChange, FeedRecord, Stream};
+    use leasehold_tests::faults::watch::Hold;
+    let db = TestDatabase::create().await;
+    let (client, connection) = tokio_postgres::connect(db.url(), tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    client
+        .batch_execute(
+            "INSERT INTO leasehold_retention (cluster, events_floor, changes_floor) VALUES ('gap', 10, 10);
+             INSERT INTO leasehold_objects VALUES
+               ('gap', 'tasks', 'g', 9, '{\"status\":\"pending\"}', now(), NULL, NULL, NULL);",
+        )
+        .await
+        .expect("write the trimmed record");
+    let change = |position: u64, kind: &str, name: &str, change: &str, version: u64| CopiedChange {
+        position,
+        at_micros: 0,
+        kind: kind.into(),
+        name: name.into(),
+        change: change.into(),
+        version,
+    };
+    let holds = vec![Hold {
+        kind: "claims".into(),
+        name: "c".into(),
+        finalizer: "leasehold.test/hold".into(),
+        held: vec![4, 6],
+        removal_sent: true,
+    }];
+    let copy = |gap: bool| {
+        let mut copy = FeedRecord::default();
+        copy.copy.changes = vec![
+            change(4, "claims", "c", "created", 4),
+            change(5, "tasks", "g", "created", 5),
+            change(10, "claims", "c", "deleted", 6),
+        ];
+        if gap {
+            copy.trimmed = vec![(Stream::Changes, 6, 10)];
+        }
+        checker::Evidence {
+            holds: holds.clone(),
+            copy: Some(copy),
+            ..checker::Evidence::default()
+        }
+    };
+    let report = checker::check_all(db.url(), "gap", &copy(true), &Vec::new).await;
+    eprintln!("{report}");
+    assert!(
+        !report.breaks(Rule::Feed) && !report.breaks(Rule::Finalizer),
+        "a gap of the copy raised a false alarm:\n{report}"
+    );
+    let report = checker::check_all(db.url(), "gap", &copy(false), &Vec::new).await;
+    eprintln!("{report}");
+    assert!(
+        report
+            .violations
+            .iter()
+            .any(|v| v.rule == Rule::Feed && v.detail.contains("tasks/g is at version 9")),
+        "a whole copy lacking g's last change was not caught:\n{report}"
+    );
+    assert!(
+        report
+            .violations
+            .iter()
+            .any(|v| v.rule == Rule::Finalizer && v.detail.contains("before version 6")),
+        "a whole copy lacking c's acknowledged version was not caught:\n{report}"
+    );
+}
+
 /// A `PUT /buckets/b` the fenced receiver recorded as decided `outcome`.
 fn effect(
     seq: u64,

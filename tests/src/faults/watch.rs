@@ -328,11 +328,17 @@ pub struct ObjectFact {
     pub marked: bool,
 }
 
-/// The finalizer rule (see the module documentation).
+/// The finalizer rule (see the module documentation). `whole`: `changes`
+/// holds every change committed (false when the checker's copy of what
+/// retention trimmed has gaps): only then is an acknowledged version with
+/// no change before the deletion and none after it a violation (its change
+/// may lie in a gap); one whose change comes after the deletion always
+/// is.
 pub fn judge_finalizers(
     holds: &[Hold],
     changes: &[ChangeFact],
     objects: &[ObjectFact],
+    whole: bool,
 ) -> Vec<String> {
     let mut found = Vec::new();
     let by_key: BTreeMap<(&str, &str), &ObjectFact> = objects
@@ -375,7 +381,9 @@ pub fn judge_finalizers(
             continue;
         };
         for v in &hold.held {
-            if !own[..i].iter().any(|c| c.version == *v) {
+            let before = own[..i].iter().any(|c| c.version == *v);
+            let after = own[i + 1..].iter().any(|c| c.version == *v);
+            if !before && (after || whole) {
                 found.push(format!(
                     "{key} was deleted (change {}, at version {}) before version {v}, which was \
                      acknowledged with its finalizer {} on it",
@@ -543,6 +551,7 @@ mod tests {
             &[hold(vec![2, 4], false)],
             &changes,
             &[object(&["test/hold"], true)],
+            true,
         );
         assert!(found.is_empty(), "{found:?}");
         // Then the finalizer removed, and the object with it.
@@ -551,7 +560,7 @@ mod tests {
             claim(4, "updated", 4),
             claim(6, "deleted", 4),
         ];
-        let found = judge_finalizers(&[hold(vec![2, 4], true)], &changes, &[]);
+        let found = judge_finalizers(&[hold(vec![2, 4], true)], &changes, &[], true);
         assert!(found.is_empty(), "{found:?}");
     }
 
@@ -562,21 +571,44 @@ mod tests {
     #[test]
     fn an_object_removed_while_a_finalizer_was_on_it_is_caught() {
         let early = [claim(2, "created", 2), claim(4, "deleted", 2)];
-        let found = judge_finalizers(&[hold(vec![2, 4], true)], &early, &[]);
+        let found = judge_finalizers(&[hold(vec![2, 4], true)], &early, &[], true);
         assert_eq!(found.len(), 1, "{found:?}");
         assert!(found[0].contains("before version 4"), "{found:?}");
 
-        let found = judge_finalizers(&[hold(vec![2, 4], false)], &early, &[]);
+        let found = judge_finalizers(&[hold(vec![2, 4], false)], &early, &[], true);
         assert_eq!(found.len(), 1, "{found:?}");
         assert!(found[0].contains("nobody removed it"), "{found:?}");
 
         // The changes trimmed away: the object table still tells.
-        let found = judge_finalizers(&[hold(vec![2], false)], &[], &[]);
+        let found = judge_finalizers(&[hold(vec![2], false)], &[], &[], true);
         assert_eq!(found.len(), 1, "{found:?}");
         assert!(found[0].contains("is gone"), "{found:?}");
 
-        let found = judge_finalizers(&[], &[], &[object(&[], true)]);
+        let found = judge_finalizers(&[], &[], &[object(&[], true)], true);
         assert_eq!(found.len(), 1, "{found:?}");
         assert!(found[0].contains("no finalizer left"), "{found:?}");
+    }
+
+    /// With gaps in the changes (a copy whose reader fell behind
+    /// retention), an acknowledged version with no change at all may lie
+    /// in a gap and is not judged; one whose change comes after the
+    /// deletion is still caught.
+    #[test]
+    fn a_gap_excuses_only_a_missing_version() {
+        // Version 4's change is in a gap; the deletion follows.
+        let gapped = [claim(2, "created", 2), claim(6, "deleted", 4)];
+        let found = judge_finalizers(&[hold(vec![2, 4], true)], &gapped, &[], false);
+        assert!(found.is_empty(), "{found:?}");
+        let found = judge_finalizers(&[hold(vec![2, 4], true)], &gapped, &[], true);
+        assert_eq!(found.len(), 1, "{found:?}");
+        // Version 4 known, but after the deletion: caught, gaps or not.
+        let late = [
+            claim(2, "created", 2),
+            claim(3, "deleted", 2),
+            claim(5, "updated", 4),
+        ];
+        let found = judge_finalizers(&[hold(vec![2, 4], true)], &late, &[], false);
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert!(found[0].contains("before version 4"), "{found:?}");
     }
 }
