@@ -29,6 +29,7 @@ mod languages;
 mod lease_scale;
 mod memory;
 mod outbound;
+mod placement;
 mod process;
 mod proxy;
 mod renew_load;
@@ -120,6 +121,11 @@ const PARTS: &[(&str, PartFn, &str)] = &[
         "release, SIGKILL (session and ttl detection) and partition handover between two processes (PostgreSQL, minutes)",
     ),
     (
+        "placement",
+        placement::run,
+        "fair placement of 12 leases over 3 processes, default settings (--quick: min_tenure 1 s): convergence after a join, a SIGKILL and the return (PostgreSQL, minutes)",
+    ),
+    (
         "renew-under-load",
         renew_load::run,
         "renew latency while fenced writes hold the lease row and the API is flooded (PostgreSQL)",
@@ -155,9 +161,10 @@ fn usage() -> String {
     }
     text.push_str(
         "\nNeeds the guest components (`cargo xtask guests`), the `leasehold` binary of the\n\
-         same profile for handover, end-to-end, retention and memory, and PostgreSQL at\n\
-         LEASEHOLD_DATABASE_URL (default postgres://postgres@127.0.0.1:5432/postgres) for\n\
-         the database parts. Each database part creates its own database and drops it.\n",
+         same profile for handover, placement, end-to-end, retention and memory, and\n\
+         PostgreSQL at LEASEHOLD_DATABASE_URL (default\n\
+         postgres://postgres@127.0.0.1:5432/postgres) for the database parts. Each\n\
+         database part creates its own database and drops it.\n",
     );
     text
 }
