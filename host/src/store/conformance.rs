@@ -97,6 +97,7 @@ macro_rules! conformance_suite {
             trimming_goes_in_batches_and_keeps_the_recent,
             readers_behind_the_floor_are_told_too_old,
             changes_carry_owner_and_labels,
+            commits_hand_back_what_they_wrote,
         );
     };
     (@cases $make:path; $($case:ident),* $(,)?) => {
@@ -2627,5 +2628,107 @@ pub(super) async fn changes_carry_owner_and_labels(b: &Backend) {
     assert_eq!(
         (first.relations, first.previous),
         (relations(Some(&n1), &[("app", "a"), ("task", "t1")]), None)
+    );
+}
+
+/// A fenced commit hands back every object it wrote exactly as a read
+/// then finds it (normalized value, metadata, status, generation, deletion
+/// mark), `None` for each it removed, garbage collection's included, and
+/// nothing for an object it only checked: a guest's host calls answer
+/// later reads from it (`runtime/host/own_writes.rs`).
+pub(super) async fn commits_hand_back_what_they_wrote(b: &Backend) {
+    let (store, fence) = (&*b.store, b.leases.grant(CLUSTER, "ctl", "host-a").await);
+    let (owner, held, free, other) = (
+        key("nodes", "n1"),
+        key("tasks", "held"),
+        key("tasks", "free"),
+        key("tasks", "other"),
+    );
+    let agrees = |written: Vec<(ObjectKey, Option<super::Object>)>| async move {
+        for (k, object) in &written {
+            assert_eq!(&store.get(CLUSTER, k).await.unwrap(), object, "{k}");
+        }
+        written
+            .into_iter()
+            .map(|(k, object)| (k.to_string(), object.is_some()))
+            .collect::<Vec<_>>()
+    };
+    let c = store
+        .commit_fenced(
+            &fence,
+            &[
+                create(&owner, "{ \"b\": 1,  \"a\": [1, 2] }"),
+                create_with(&held, "1", meta(&[("app", "web")], Some(&owner), &["f/x"])),
+                create_with(&free, "2", meta(&[], Some(&owner), &[])),
+                create(&other, "3"),
+            ],
+            &[],
+        )
+        .await
+        .unwrap();
+    let all = [
+        ("nodes/n1".to_string(), true),
+        ("tasks/held".to_string(), true),
+        ("tasks/free".to_string(), true),
+        ("tasks/other".to_string(), true),
+    ];
+    assert_eq!(agrees(c.written).await, all);
+    let s = store
+        .commit_fenced(
+            &fence,
+            &[
+                Op::Status {
+                    key: held.clone(),
+                    expected_generation: None,
+                    status: Some("{\"ready\": true}".into()),
+                },
+                update(&other, c.revision, "4"),
+                Op::Check {
+                    key: free.clone(),
+                    expected_version: c.revision,
+                },
+            ],
+            &[],
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        agrees(s.written).await,
+        [
+            ("tasks/held".to_string(), true),
+            ("tasks/other".to_string(), true)
+        ],
+        "a checked object is not written"
+    );
+    // The owner goes; what it owns is removed, or marked if a finalizer
+    // holds it.
+    let d = store
+        .commit_fenced(&fence, &[delete(&owner, c.revision)], &[])
+        .await
+        .unwrap();
+    let mut collected = agrees(d.written).await;
+    collected.sort();
+    assert_eq!(
+        collected,
+        [
+            ("nodes/n1".to_string(), false),
+            ("tasks/free".to_string(), false),
+            ("tasks/held".to_string(), true),
+        ]
+    );
+    let marked = store.get(CLUSTER, &held).await.unwrap().unwrap();
+    assert!(marked.deleting_since.is_some());
+    let r = store
+        .commit_fenced(
+            &fence,
+            &[replace_meta(&held, marked.version, meta(&[], None, &[]))],
+            &[],
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        agrees(r.written).await,
+        [("tasks/held".to_string(), false)],
+        "the last finalizer removed"
     );
 }

@@ -241,6 +241,7 @@ impl MemoryStore {
             Committed {
                 revision,
                 event_seqs,
+                written: plan.written(revision, at),
             },
             plan,
             at,

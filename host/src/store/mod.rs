@@ -504,6 +504,12 @@ pub struct Committed {
     /// Sequence numbers of the appended events, in input order (and so
     /// increasing).
     pub event_seqs: Vec<u64>,
+    /// Every object the commit wrote, as it left it: `Some` at `revision`
+    /// (created, rewritten or marked for deletion), `None` removed; the
+    /// objects garbage collection deleted or marked included. Objects a
+    /// check named are not written. A guest's host calls keep them to
+    /// answer later reads (`runtime/host/own_writes.rs`).
+    pub written: Vec<(ObjectKey, Option<Object>)>,
 }
 
 /// Which objects of a kind a list returns: every label named must be present with that value,

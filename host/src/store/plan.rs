@@ -166,6 +166,23 @@ pub(crate) struct Row {
     pub deleting: Deleting,
 }
 
+impl Row {
+    /// The object `key` this row makes, given the commit's revision and
+    /// time.
+    fn object(&self, key: &ObjectKey, revision: u64, at: DateTime<Utc>) -> Object {
+        Object {
+            kind: key.kind.clone(),
+            name: key.name.clone(),
+            version: revision,
+            value: self.value.clone(),
+            meta: self.meta.clone(),
+            generation: self.generation,
+            status: self.status.clone(),
+            deleting_since: self.deleting.at(at),
+        }
+    }
+}
+
 /// One write of a resolved plan.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Planned {
@@ -327,21 +344,26 @@ impl Plan {
         })
     }
 
+    /// Every object this plan writes, as it leaves it given the commit's
+    /// revision and time (`None`: removed), in the order written.
+    pub fn written(&self, revision: u64, at: DateTime<Utc>) -> Vec<(ObjectKey, Option<Object>)> {
+        self.writes
+            .iter()
+            .map(|write| match write {
+                Planned::Create { key, row } | Planned::Update { key, row } => {
+                    (key.clone(), Some(row.object(key, revision, at)))
+                }
+                Planned::Delete { key, .. } => (key.clone(), None),
+            })
+            .collect()
+    }
+
     /// The object `key` as this plan leaves it, given the commit's revision
     /// and time; `None` if the plan removes it or does not write it.
     pub fn object(&self, key: &ObjectKey, revision: u64, at: DateTime<Utc>) -> Option<Object> {
         self.writes.iter().find_map(|write| match write {
             Planned::Create { key: k, row } | Planned::Update { key: k, row } if k == key => {
-                Some(Object {
-                    kind: k.kind.clone(),
-                    name: k.name.clone(),
-                    version: revision,
-                    value: row.value.clone(),
-                    meta: row.meta.clone(),
-                    generation: row.generation,
-                    status: row.status.clone(),
-                    deleting_since: row.deleting.at(at),
-                })
+                Some(row.object(k, revision, at))
             }
             _ => None,
         })

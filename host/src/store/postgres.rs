@@ -979,6 +979,7 @@ impl PostgresStore {
             Committed {
                 revision: outcome.revision,
                 event_seqs: outcome.event_seqs,
+                written: plan.written(outcome.revision, at),
             },
             plan,
             at,
