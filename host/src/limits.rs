@@ -39,6 +39,12 @@ const _: () = assert!(MAX_SELECTOR_CONTAINS_BYTES < MAX_VALUE_BYTES);
 pub const DEFAULT_PAGE_SIZE: usize = 100;
 /// Largest page of a listing, events included.
 pub const MAX_PAGE_SIZE: usize = 500;
+/// Most objects a guest instance's cache of its own commits keeps
+/// (`runtime/host/own_writes.rs`): a few large batches' worth (a commit
+/// writes at most [`MAX_OPS_PER_COMMIT`] objects, plus what garbage
+/// collection deletes); beyond it the oldest commit's objects are read from
+/// the database again.
+pub const OWN_WRITES_CACHED: usize = 4096;
 /// Largest tenure history returned in one call.
 pub const MAX_HISTORY: usize = 1000;
 /// Default linear memory a guest may grow to.

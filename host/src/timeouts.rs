@@ -150,6 +150,14 @@ declare_timeouts! {
     /// a batch's echoes do not stand in front of the next user's change;
     /// short enough that a stream of other work never starves them.
     ECHO_DEFER = Duration::from_secs(1);
+    /// Shortest time between two reads of the change feed by one worker
+    /// while the key it runs next is an echo (`supervisor/worker.rs`): a
+    /// batch's echoes, each answered without a database read, then run
+    /// without a feed read (a round trip) between every two of them. A new
+    /// change waits at most this long (plus the reconcile running when it
+    /// comes due) before it is read; before any other key, and when
+    /// nothing is ready, the feed is read at once.
+    FEED_ECHO_PACE = Duration::from_millis(5);
     /// Pooled sessions unused for longer than this are checked with an
     /// empty query before they are handed out (`db.rs`); sessions in
     /// steady use are handed out without that round trip. A session that

@@ -618,6 +618,13 @@ impl GuestInstance {
         &self.fence
     }
 
+    /// What this instance's commits wrote, kept to answer its reads; the
+    /// worker confirms it from the change feed
+    /// ([`OwnWrites::observe`](crate::runtime::host::own_writes::OwnWrites::observe)).
+    pub fn own_writes(&self) -> Arc<crate::runtime::host::own_writes::OwnWrites> {
+        self.store.data().store.own_writes()
+    }
+
     /// Ask the guest what it watches.
     pub async fn describe(&mut self) -> Result<Description, GuestError> {
         let bindings = self.bindings()?;

@@ -26,8 +26,12 @@
 //! a scheduler that placed 50 tasks in one commit would answer 50 echoes
 //! before it saw the next task created. So ready keys are in two lanes. A
 //! key is an *echo* while it was queued only by changes of itself and the
-//! newest of them was written by this tenure ([`WorkQueue::add_echo`]);
-//! everything else is *prompt*. Prompt keys run first; an echo runs when no
+//! newest of them was written by this tenure: known when its change is read
+//! from the feed ([`WorkQueue::add_echo`]), or already when the tenure's
+//! commit that wrote it landed, for a key queued by an earlier change
+//! ([`WorkQueue::written_here`]: a task created by a user and placed by
+//! the scheduler's batch before its own reconcile came up); everything
+//! else is *prompt*. Prompt keys run first; an echo runs when no
 //! prompt key is ready, or once it has waited [`ECHO_DEFER`] in its lane,
 //! so a stream of prompt work delays an echo by that much at most and never
 //! starves it. Nothing is dropped: an echo still gets its reconcile, after
@@ -341,15 +345,7 @@ impl WorkQueue {
     /// (first one first). A prompt key, unless the oldest echo has waited
     /// [`ECHO_DEFER`] (or no prompt key is ready).
     pub fn pop_traced(&mut self) -> Option<(ObjectKey, ReconcileReason, Vec<TraceParent>)> {
-        let now = Instant::now();
-        let echo_due = self
-            .front(Lane::Echo)
-            .is_some_and(|since| since + ECHO_DEFER <= now);
-        let lane = if !echo_due && self.front(Lane::Prompt).is_some() {
-            Lane::Prompt
-        } else {
-            Lane::Echo
-        };
+        let lane = self.next_lane();
         let (_, key) = match lane {
             Lane::Prompt => self.ready.pop_front(),
             Lane::Echo => self.echoes.pop_front(),
@@ -357,6 +353,41 @@ impl WorkQueue {
         let entry = self.queued.remove(&key).expect("a ready key is queued");
         self.ready_count -= 1;
         Some((key, entry.reason, entry.trace))
+    }
+
+    /// Whether the key [`pop`](Self::pop) would return now is an echo
+    /// (`false` when nothing is ready).
+    pub fn next_is_echo(&mut self) -> bool {
+        self.next_lane() == Lane::Echo && self.front(Lane::Echo).is_some()
+    }
+
+    /// The lane the next key comes from: prompt, unless the oldest echo has
+    /// waited [`ECHO_DEFER`] or no prompt key is ready.
+    fn next_lane(&mut self) -> Lane {
+        let now = Instant::now();
+        let echo_due = self
+            .front(Lane::Echo)
+            .is_some_and(|since| since + ECHO_DEFER <= now);
+        if !echo_due && self.front(Lane::Prompt).is_some() {
+            Lane::Prompt
+        } else {
+            Lane::Echo
+        }
+    }
+
+    /// This tenure's commit has just written `key`: if it is ready and was
+    /// queued only by changes of itself, its newest change is now this
+    /// tenure's own, and it waits as an echo (from now, so for at most
+    /// [`ECHO_DEFER`]); the echo, once read from the feed, merges into it.
+    /// A key queued for any other cause, delayed, or not queued is left as
+    /// it is.
+    pub fn written_here(&mut self, key: &ObjectKey) {
+        let Some(entry) = self.queued.get(key) else {
+            return;
+        };
+        if entry.at.is_none() && entry.changes_only && entry.lane == Lane::Prompt {
+            self.enter(key.clone(), Lane::Echo, Instant::now());
+        }
     }
 
     /// When the first current key of `lane` entered it, after dropping the
@@ -696,6 +727,41 @@ mod tests {
         assert_eq!(q.pop(), Some((key("p1"), Change)));
         assert_eq!(q.pop(), Some((key("p2"), Change)));
         assert_eq!(q.pop(), None);
+    }
+
+    /// A key queued by someone else's change that this tenure's commit
+    /// then wrote (a task placed by another task's batch) waits as an echo
+    /// from that moment, for at most [`ECHO_DEFER`]; one queued for any
+    /// other cause, or delayed, keeps its place. Whether the next key is an
+    /// echo is known before it is taken.
+    #[tokio::test(start_paused = true)]
+    async fn a_key_written_here_waits_as_an_echo() {
+        let now = Instant::now();
+        let mut q = WorkQueue::new(10);
+        q.add(key("placed"), Change);
+        q.add(key("resynced"), Resync);
+        q.add(key("new"), Change);
+        q.add_at(key("timer"), now + Duration::from_secs(60), Requeue);
+        for written in ["placed", "resynced", "timer", "absent"] {
+            q.written_here(&key(written));
+        }
+        assert!(!q.next_is_echo());
+        assert_eq!(q.pop(), Some((key("resynced"), Resync)));
+        assert_eq!(q.pop(), Some((key("new"), Change)));
+        assert!(q.next_is_echo());
+        // Its echo, read later, merges into it.
+        q.add_echo(key("placed"), None);
+        assert_eq!(q.len(), 2);
+        q.add(key("later"), Change);
+        q.written_here(&key("placed"));
+        tokio::time::advance(ECHO_DEFER).await;
+        assert!(q.next_is_echo(), "its time came");
+        assert_eq!(q.pop(), Some((key("placed"), Change)));
+        assert!(!q.next_is_echo());
+        assert_eq!(q.pop(), Some((key("later"), Change)));
+        assert!(!q.next_is_echo(), "nothing ready");
+        assert_eq!(q.pop(), None);
+        assert_eq!(q.next_due(), Some(now + Duration::from_secs(60)));
     }
 
     /// Keys moving between the lanes leave stale slots behind; they are

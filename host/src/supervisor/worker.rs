@@ -25,6 +25,7 @@ use super::queue::WorkQueue;
 use super::sleep_until_some;
 use crate::fence::Fence;
 use crate::limits::MAX_PAGE_SIZE;
+use crate::runtime::host::own_writes::OwnWrites;
 use crate::runtime::{
     GuestError, GuestInstance, MAX_RELATED_WATCHES, ReconcileReason, Reconciled, RelatedMap,
     RelatedWatch,
@@ -33,7 +34,7 @@ use crate::status::ControllerStatus;
 use crate::store::{ObjectKey, Origin, Relations, Store, StoreError};
 use crate::telemetry::{self, TraceParent};
 
-use crate::timeouts::MAX_REQUEUE;
+use crate::timeouts::{FEED_ECHO_PACE, MAX_REQUEUE};
 
 /// What the worker needs besides the guest.
 pub(crate) struct WorkerContext {
@@ -75,7 +76,13 @@ struct Worker {
     feed_retry_at: Option<Instant>,
     /// Whether the feed's sender is alive; when not, the worker polls.
     feed_open: bool,
+    /// When the feed was last read (see [`Worker::feed_read_due`]).
+    feed_read_at: Instant,
     resync_due: bool,
+    /// What the guest instance's own commits wrote: every change read from
+    /// the feed is reported to it, so a read of an object whose newest
+    /// change is this instance's commit is answered without the database.
+    own_writes: Arc<OwnWrites>,
 }
 
 /// Run the guest until it must stop.
@@ -130,7 +137,9 @@ pub(crate) async fn run(mut guest: GuestInstance, ctx: WorkerContext) -> WorkerE
         feed,
         feed_retry_at: None,
         feed_open: true,
+        feed_read_at: Instant::now(),
         resync_due: true,
+        own_writes: guest.own_writes(),
     };
     // The queue gauges read zero again once this guest is gone.
     let _gauges = QueueGaugesReset(worker.ctx.status.clone());
@@ -140,9 +149,7 @@ pub(crate) async fn run(mut guest: GuestInstance, ctx: WorkerContext) -> WorkerE
         if *worker.ctx.stop.borrow() {
             return WorkerExit::Stopped;
         }
-        if worker.feed.has_changed().unwrap_or(false) {
-            worker.read_feed().await;
-        }
+        worker.catch_up().await;
         if worker.queue.take_overflow() {
             worker.resync_due = true;
         }
@@ -305,6 +312,30 @@ impl Worker {
         }
     }
 
+    /// Before the next reconcile: timers that came due make their keys
+    /// ready, and the feed, if it published anything new, is read when
+    /// [`feed_read_due`](Self::feed_read_due).
+    async fn catch_up(&mut self) {
+        self.queue.promote(Instant::now());
+        if self.feed.has_changed().unwrap_or(false) && self.feed_read_due(Instant::now()) {
+            self.read_feed().await;
+        }
+    }
+
+    /// Whether to read the feed, which has published something new, before
+    /// the next reconcile. Always, unless that reconcile is an echo's and
+    /// the feed was read less than [`FEED_ECHO_PACE`] ago: a batch's echoes
+    /// then run one after another without a read of the feed (a round trip)
+    /// between every two of them, while anything new waits at most that
+    /// pace (plus the reconcile running when it comes due) before it is
+    /// read. Before a prompt key (whose own change may be followed in the
+    /// feed by this tenure's write of it, making it an echo) and when
+    /// nothing is ready the feed is read at once, as a pace would only
+    /// delay new work.
+    fn feed_read_due(&mut self, now: Instant) -> bool {
+        !self.queue.next_is_echo() || now >= self.feed_read_at + FEED_ECHO_PACE
+    }
+
     /// Show the queue's depth and oldest wait on `/metrics`. A timer that
     /// falls due while a reconcile runs counts as waiting from then.
     fn publish_queue(&self) {
@@ -329,6 +360,7 @@ impl Worker {
     /// again); polling, or retrying after a failed read, it reads up to
     /// the current mark.
     async fn read_feed(&mut self) {
+        self.feed_read_at = Instant::now();
         let published = *self.feed.borrow_and_update();
         if self.kinds.is_empty() {
             // An empty kind list asks for every kind; watching none asks
@@ -362,9 +394,14 @@ impl Worker {
                         (!self.feed_open).then(|| Instant::now() + crate::timeouts::FEED_POLL);
                     let full = page.changes.len() >= MAX_PAGE_SIZE;
                     for change in page.changes {
+                        let key = ObjectKey {
+                            kind: change.kind,
+                            name: change.name,
+                        };
+                        self.own_writes.observe(&key, change.revision);
                         let mut seen = vec![&change.relations];
                         seen.extend(change.previous.as_ref());
-                        for watch in self.related.iter().filter(|w| w.kind == change.kind) {
+                        for watch in self.related.iter().filter(|w| w.kind == key.kind) {
                             for key in related_keys(watch, &seen) {
                                 self.queue.add_traced(
                                     key,
@@ -373,11 +410,7 @@ impl Worker {
                                 );
                             }
                         }
-                        if self.watches.contains(&change.kind) {
-                            let key = ObjectKey {
-                                kind: change.kind,
-                                name: change.name,
-                            };
+                        if self.watches.contains(&key.kind) {
                             if self.written_here(&change.origin) {
                                 self.queue.add_echo(key, change.traceparent);
                             } else {
@@ -409,6 +442,9 @@ impl Worker {
                     );
                     self.cursor = self.cursor.max(oldest_kept.saturating_sub(1));
                     self.resync_due = true;
+                    // A trimmed change may have been newer than an own
+                    // write the feed showed as newest.
+                    self.own_writes.clear();
                 }
                 Err(e) => {
                     tracing::warn!(controller = self.controller(), %e, "cannot read the change feed; retrying");
@@ -491,6 +527,11 @@ impl Worker {
             .await;
         telemetry::attribute(&span, "outcome", reconcile_outcome(&result));
         drop(span);
+        // Keys its commits wrote that wait in the queue for an earlier
+        // change now have this tenure's write as their newest change.
+        for written in self.own_writes.take_written() {
+            self.queue.written_here(&written);
+        }
         tracing::trace!(
             controller = self.controller(),
             object = %key,
@@ -653,10 +694,19 @@ mod tests {
             feed,
             feed_retry_at: None,
             feed_open: true,
+            feed_read_at: Instant::now(),
             resync_due: false,
+            own_writes: Arc::default(),
         };
+        // Something kept of an own write, confirmed by a change the
+        // worker read: a trimmed stream may have held a newer change.
+        let kept = key("tasks", "elsewhere");
+        worker.own_writes.record(9, vec![(kept.clone(), None)]);
+        worker.own_writes.observe(&kept, 9);
+        assert!(worker.own_writes.answer(&kept).is_some());
         worker.read_feed().await;
         assert!(worker.resync_due, "a trimmed cursor must ask for a resync");
+        assert_eq!(worker.own_writes.answer(&kept), None, "dropped");
         assert!(worker.cursor > cursor, "the cursor moves past the floor");
         // Only t3's change is still in the stream.
         let mut changed = Vec::new();
@@ -718,7 +768,9 @@ mod tests {
             feed,
             feed_retry_at: None,
             feed_open: true,
+            feed_read_at: Instant::now(),
             resync_due: false,
+            own_writes: Arc::default(),
         };
         (worker, stop_tx)
     }
@@ -923,6 +975,119 @@ mod tests {
     }
 
     // ------------------------------------------------------------- echoes
+
+    /// A grant of `lease` in cluster `c1`.
+    async fn granted(
+        authority: &crate::authority::memory::MemoryAuthority,
+        lease: &str,
+    ) -> crate::fence::Fence {
+        use crate::authority::{AcquireRequest, Acquired, Authority};
+        let request = AcquireRequest {
+            key: crate::fence::LeaseKey::new("c1", lease),
+            holder: "h1".into(),
+            ttl: crate::timeouts::LEASE_TTL,
+        };
+        match authority.acquire(&request).await.unwrap() {
+            Acquired::Granted(grant) => grant.fence,
+            held => panic!("not granted: {held:?}"),
+        }
+    }
+
+    /// While the next key is an echo, the feed is read at most once per
+    /// [`FEED_ECHO_PACE`]: a change published meanwhile waits (at most that
+    /// long) instead of costing a read between every two echoes. Before a
+    /// prompt key it is read at once.
+    #[tokio::test(start_paused = true)]
+    async fn the_feed_is_read_at_a_pace_while_echoes_run() {
+        use crate::store::Op;
+
+        let authority = Arc::new(crate::authority::memory::MemoryAuthority::new());
+        let store = Arc::new(MemoryStore::new(authority.clone()));
+        let own = granted(&authority, "sched").await;
+        let (mut worker, _stop) = related_worker(&store, &["tasks"], Vec::new());
+        worker.fence = Some(own.clone());
+        let batch: Vec<Op> = ["a", "b", "c"]
+            .into_iter()
+            .map(|name| Op::Create {
+                key: key("tasks", name),
+                value: "{}".into(),
+            })
+            .collect();
+        store.commit_fenced(&own, &batch, &[]).await.unwrap();
+        worker.catch_up().await;
+        assert!(worker.queue.next_is_echo(), "the batch's echoes are queued");
+        assert_eq!(worker.queue.len(), 3);
+
+        // A user's change right after: not read before the next echo...
+        store
+            .put("c1", &key("tasks", "u1"), "{}", None)
+            .await
+            .unwrap();
+        worker.catch_up().await;
+        assert_eq!(worker.queue.len(), 3, "read only once the pace has passed");
+        tokio::time::advance(FEED_ECHO_PACE / 2).await;
+        worker.catch_up().await;
+        assert_eq!(worker.queue.len(), 3);
+        // ...but once the pace has passed.
+        tokio::time::advance(FEED_ECHO_PACE / 2).await;
+        worker.catch_up().await;
+        assert_eq!(worker.queue.len(), 4);
+        assert!(!worker.queue.next_is_echo(), "the user's change runs first");
+
+        // With a prompt key next, a new change is read at once.
+        store
+            .put("c1", &key("tasks", "u2"), "{}", None)
+            .await
+            .unwrap();
+        worker.catch_up().await;
+        assert_eq!(worker.queue.len(), 5);
+        let order: Vec<String> = std::iter::from_fn(|| worker.queue.pop())
+            .map(|(k, _)| k.name)
+            .collect();
+        assert_eq!(order, ["u1", "u2", "a", "b", "c"]);
+    }
+
+    /// What the feed shows of this instance's own commits confirms what the
+    /// host keeps of them (so a guest's read of such an object needs no
+    /// database), and a change by anyone else after them drops it.
+    #[tokio::test]
+    async fn the_feed_confirms_own_writes() {
+        use crate::store::Op;
+
+        let authority = Arc::new(crate::authority::memory::MemoryAuthority::new());
+        let store = Arc::new(MemoryStore::new(authority.clone()));
+        let own = granted(&authority, "sched").await;
+        let (mut worker, _stop) = related_worker(&store, &["tasks"], Vec::new());
+        worker.fence = Some(own.clone());
+        let (a, b) = (key("tasks", "a"), key("tasks", "b"));
+        let ops = [
+            Op::Create {
+                key: a.clone(),
+                value: "1".into(),
+            },
+            Op::Create {
+                key: b.clone(),
+                value: "2".into(),
+            },
+        ];
+        let committed = store.commit_fenced(&own, &ops, &[]).await.unwrap();
+        worker
+            .own_writes
+            .record(committed.revision, committed.written);
+        assert_eq!(
+            worker.own_writes.answer(&a),
+            None,
+            "not read from the feed yet"
+        );
+        store.put("c1", &b, "3", None).await.unwrap();
+        worker.read_feed().await;
+        let answer = worker.own_writes.answer(&a).flatten().expect("confirmed");
+        assert_eq!(
+            (answer.value.as_str(), answer.version),
+            ("1", committed.revision)
+        );
+        assert_eq!(worker.own_writes.answer(&b), None, "a user wrote it after");
+    }
 
     /// A change this tenure's own commit wrote waits behind every other
     /// change read with it: a task the API created after the scheduler's

@@ -5,6 +5,7 @@
 
 pub mod http;
 pub mod logging;
+pub mod own_writes;
 pub mod settings;
 pub mod store;
 pub mod tenure;

@@ -6,6 +6,10 @@
 //! from these calls, so every version a component targets gets the same
 //! rules.
 //!
+//! A `get` of an object whose newest change the worker has read is one of
+//! this instance's own commits is answered from what that commit wrote,
+//! without the database ([`OwnWrites`]); every other read asks the store.
+//!
 //! A commit is refused without touching the database once the tenure is
 //! revoked; otherwise the backend checks the fence inside the write's own
 //! transaction, so even a call that raced the revocation cannot commit after
@@ -19,6 +23,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use crate::fence::{Fence, FenceCause};
 use crate::quota::{AdmitError, Quota, WriteQuota};
 use crate::runtime::Revocation;
+use crate::runtime::host::own_writes::OwnWrites;
 use crate::store::{Committed, NewEvent, Object, ObjectKey, Op, Page, Selector, Store, StoreError};
 use crate::telemetry::{self, StoreCall, TraceParent};
 use tracing::Instrument;
@@ -114,6 +119,9 @@ pub struct StoreHost {
     max_payload: usize,
     counters: Arc<CommitCounters>,
     quota: Arc<WriteQuota>,
+    /// What this instance's commits wrote: answers the reads of objects
+    /// whose newest change the worker has read is one of them.
+    own_writes: Arc<OwnWrites>,
 }
 
 impl StoreHost {
@@ -134,7 +142,14 @@ impl StoreHost {
             max_payload,
             counters,
             quota,
+            own_writes: Arc::default(),
         }
+    }
+
+    /// This instance's cache of its own commits, which the worker confirms
+    /// from the change feed ([`OwnWrites::observe`]).
+    pub fn own_writes(&self) -> Arc<OwnWrites> {
+        self.own_writes.clone()
     }
 
     fn revoked_error(&self) -> CallError {
@@ -166,10 +181,15 @@ impl StoreHost {
         Ok(())
     }
 
-    /// `store.get`: read one object; `None` if it does not exist.
+    /// `store.get`: read one object; `None` if it does not exist. Answered
+    /// without the database when the newest change of the object the worker
+    /// has read is this instance's own commit (see [`OwnWrites`]).
     pub async fn get_object(&mut self, key: ObjectKey) -> Result<Option<Object>, CallError> {
         if self.revocation.is_revoked() {
             return Err(self.revoked_error());
+        }
+        if let Some(answer) = self.own_writes.answer(&key) {
+            return Ok(answer);
         }
         let span = telemetry::store_span(StoreCall::Get {
             kind: &key.kind,
@@ -181,6 +201,10 @@ impl StoreHost {
             .instrument(span.clone())
             .await
             .map_err(to_call_error);
+        if let Ok(object) = &result {
+            self.own_writes
+                .read(&key, object.as_ref().map_or(0, |o| o.version));
+        }
         telemetry::outcome(&span, call_outcome(&result));
         result
     }
@@ -225,6 +249,7 @@ impl StoreHost {
             .map_err(to_call_error);
         if let Ok(page) = &result {
             span.record("objects", page.objects.len());
+            self.own_writes.read_page(&page.objects);
         }
         telemetry::outcome(&span, call_outcome(&result));
         result
@@ -290,6 +315,19 @@ impl StoreHost {
         );
         drop(span);
         permit.settle(&result).await;
+        let result = result.map(|mut committed| {
+            let written = std::mem::take(&mut committed.written);
+            self.own_writes.record(committed.revision, written);
+            committed
+        });
+        match &result {
+            Ok(_) => {}
+            // Whether it landed, and what it wrote, is unknown.
+            Err(StoreError::Unavailable(_)) => self.own_writes.clear(),
+            // Nothing written; what the guest read of these objects may be
+            // stale, so its next reads of them go to the database.
+            Err(_) => self.own_writes.forget(ops.iter().map(Op::key)),
+        }
         let counter = match &result {
             Ok(_) => &self.counters.ok,
             Err(StoreError::Fenced { cause, .. }) => {
@@ -368,6 +406,139 @@ fn meta_size(meta: &crate::store::Metadata) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::authority::memory::MemoryAuthority;
+    use crate::authority::{AcquireRequest, Acquired, Authority};
+    use crate::fence::LeaseKey;
+    use crate::quota::QuotaLimits;
+    use crate::store::MemoryStore;
+
+    fn task(name: &str) -> ObjectKey {
+        ObjectKey {
+            kind: "tasks".into(),
+            name: name.into(),
+        }
+    }
+
+    async fn grant(authority: &MemoryAuthority, lease: &str) -> Fence {
+        let request = AcquireRequest {
+            key: LeaseKey::new("c1", lease),
+            holder: "h1".into(),
+            ttl: crate::timeouts::LEASE_TTL,
+        };
+        match authority.acquire(&request).await.unwrap() {
+            Acquired::Granted(grant) => grant.fence,
+            held => panic!("not granted: {held:?}"),
+        }
+    }
+
+    /// The store calls of one guest instance of the tenure `fence`.
+    fn host(store: &Arc<MemoryStore>, fence: &Fence) -> StoreHost {
+        let engine = wasmtime::Engine::default();
+        StoreHost::new(
+            store.clone(),
+            fence.clone(),
+            Revocation::new(&engine),
+            1 << 20,
+            Arc::default(),
+            Arc::new(WriteQuota::new("sched", QuotaLimits::default())),
+        )
+    }
+
+    async fn value_read(host: &mut StoreHost, key: &ObjectKey) -> String {
+        host.get_object(key.clone())
+            .await
+            .unwrap()
+            .map_or_else(|| "absent".into(), |o| o.value)
+    }
+
+    /// A memory store with the task `a` assigned by a commit of the tenure
+    /// `sched` (whose host calls are returned, with that commit's revision)
+    /// and then, unseen by the worker, finished by a user.
+    async fn assigned_then_finished() -> (Arc<MemoryStore>, Arc<MemoryAuthority>, StoreHost, u64) {
+        let authority = Arc::new(MemoryAuthority::new());
+        let store = Arc::new(MemoryStore::new(authority.clone()));
+        let fence = grant(&authority, "sched").await;
+        let mut host = host(&store, &fence);
+        let a = task("a");
+        let created = store
+            .put("c1", &a, "{\"s\":\"pending\"}", None)
+            .await
+            .unwrap();
+        let ops = vec![Op::Update {
+            key: a.clone(),
+            expected_version: created.version,
+            value: "{\"s\":\"assigned\"}".into(),
+        }];
+        let committed = host.commit_ops(ops, Vec::new()).await.unwrap();
+        assert!(
+            committed.written.is_empty(),
+            "kept by the host, not handed on"
+        );
+        let own = host.own_writes();
+        // Not read from the feed yet: the database answers.
+        assert_eq!(value_read(&mut host, &a).await, "{\"s\":\"assigned\"}");
+        assert!(!own.is_empty());
+        // The worker reads the create, then this commit's own change.
+        own.observe(&a, created.version);
+        own.observe(&a, committed.revision);
+        store.put("c1", &a, "{\"s\":\"done\"}", None).await.unwrap();
+        (store, authority, host, committed.revision)
+    }
+
+    /// A get of an object whose newest change the worker read is this
+    /// instance's own commit is answered from what that commit wrote, with
+    /// no database read: here the user's later write, which the worker has
+    /// not read yet, is not in the answer (the read is as fresh as the
+    /// feed). Once the worker reads that change, the database answers.
+    #[tokio::test]
+    async fn a_get_is_answered_from_own_writes_while_the_feed_shows_them_newest() {
+        let (store, _authority, mut host, _) = assigned_then_finished().await;
+        let a = task("a");
+        assert_eq!(value_read(&mut host, &a).await, "{\"s\":\"assigned\"}");
+        let newer = store.get("c1", &a).await.unwrap().unwrap();
+        host.own_writes().observe(&a, newer.version);
+        assert_eq!(value_read(&mut host, &a).await, "{\"s\":\"done\"}");
+        // A key this instance never wrote always asks the database.
+        store.put("c1", &task("b"), "1", None).await.unwrap();
+        assert_eq!(value_read(&mut host, &task("b")).await, "1");
+    }
+
+    /// A commit refused for a stale version drops what is kept of the
+    /// objects it named, so the re-read after it asks the database and
+    /// finds the newer version.
+    #[tokio::test]
+    async fn a_refused_commit_sends_the_next_read_to_the_database() {
+        let (_store, _authority, mut host, revision) = assigned_then_finished().await;
+        let a = task("a");
+        assert_eq!(value_read(&mut host, &a).await, "{\"s\":\"assigned\"}");
+        let stale = vec![Op::Update {
+            key: a.clone(),
+            expected_version: revision,
+            value: "{\"s\":\"again\"}".into(),
+        }];
+        assert_eq!(
+            host.commit_ops(stale, Vec::new()).await,
+            Err(CallError::Conflict(a.clone()))
+        );
+        assert_eq!(value_read(&mut host, &a).await, "{\"s\":\"done\"}");
+    }
+
+    /// Nothing kept by one instance answers another's reads: the next
+    /// tenure of the same lease reads from the database.
+    #[tokio::test]
+    async fn a_new_tenure_reads_from_the_database() {
+        let (store, authority, mut host, _) = assigned_then_finished().await;
+        let a = task("a");
+        assert_eq!(value_read(&mut host, &a).await, "{\"s\":\"assigned\"}");
+        authority
+            .release(&host.fence, crate::authority::EndReason::Released)
+            .await
+            .unwrap();
+        let successor = grant(&authority, "sched").await;
+        assert!(successor.epoch > host.fence.epoch);
+        let mut next = self::host(&store, &successor);
+        assert_eq!(value_read(&mut next, &a).await, "{\"s\":\"done\"}");
+    }
 
     #[test]
     fn every_fence_cause_is_counted_under_its_own_label() {
