@@ -312,11 +312,11 @@ impl Worker {
         }
     }
 
-    /// Before the next reconcile: timers that came due make their keys
-    /// ready, and the feed, if it published anything new, is read when
-    /// [`feed_read_due`](Self::feed_read_due).
+    /// Before the next reconcile: the feed, if it published anything new,
+    /// is read when [`feed_read_due`](Self::feed_read_due). (Timers that
+    /// came due are promoted after it, as before pacing: a timer whose key
+    /// an own write then queues is consumed by that echo.)
     async fn catch_up(&mut self) {
-        self.queue.promote(Instant::now());
         if self.feed.has_changed().unwrap_or(false) && self.feed_read_due(Instant::now()) {
             self.read_feed().await;
         }
@@ -1045,6 +1045,43 @@ mod tests {
             .map(|(k, _)| k.name)
             .collect();
         assert_eq!(order, ["u1", "u2", "a", "b", "c"]);
+    }
+
+    /// A key whose timer came due while its own write was in the feed runs
+    /// as that write's echo (the timer is consumed by it), not at the back
+    /// of the prompt keys: the feed is read before timers are promoted, so
+    /// the scheduler's requeued batch (a pass that hit its bound) goes on
+    /// within [`ECHO_DEFER`](crate::timeouts::ECHO_DEFER) however many
+    /// keys wait.
+    #[tokio::test(start_paused = true)]
+    async fn a_timer_overtaken_by_an_own_write_runs_as_its_echo() {
+        use crate::store::Op;
+
+        let authority = Arc::new(crate::authority::memory::MemoryAuthority::new());
+        let store = Arc::new(MemoryStore::new(authority.clone()));
+        let own = granted(&authority, "sched").await;
+        let (mut worker, _stop) = related_worker(&store, &["nodes", "tasks"], Vec::new());
+        worker.fence = Some(own.clone());
+        let node = key("nodes", "n");
+        worker
+            .queue
+            .add(key("tasks", "waiting"), ReconcileReason::Resync);
+        worker
+            .queue
+            .add_at(node.clone(), Instant::now(), ReconcileReason::Requeue);
+        let ops = [Op::Create {
+            key: node.clone(),
+            value: "{}".into(),
+        }];
+        store.commit_fenced(&own, &ops, &[]).await.unwrap();
+        worker.catch_up().await;
+        worker.queue.promote(Instant::now());
+        assert_eq!(
+            worker.queue.pop(),
+            Some((key("tasks", "waiting"), ReconcileReason::Resync))
+        );
+        assert!(worker.queue.next_is_echo(), "the timer's key is an echo");
+        assert_eq!(worker.queue.pop(), Some((node, ReconcileReason::Change)));
     }
 
     /// What the feed shows of this instance's own commits confirms what the
