@@ -430,6 +430,12 @@ impl<T: DeserializeOwned> Api<T> {
 
     /// Read the object `name`; `None` if it does not exist.
     ///
+    /// Never older than the newest change of the object the host has woken
+    /// this controller for, nor than a version this instance read or
+    /// wrote; when that newest change is this tenure's own commit the host
+    /// may answer from what the commit wrote, without a database read (see
+    /// "How fresh a read is" in the guide).
+    ///
     /// # Errors
     ///
     /// [`Error::Store`] if the host refuses the call (including
