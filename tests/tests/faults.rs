@@ -1371,15 +1371,9 @@ async fn the_checker_reports_each_broken_guarantee() {
 /// finalizer from the objects, and says its copy is incomplete.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_checker_judges_trimmed_history_from_its_copy() {
-    use leasehold_tests::faults::reader::{CopiedChange, CopiedEvent, FeedRecord};
+    use leasehold_tests::faults::reader::{CopiedEvent, FeedRecord};
     use leasehold_tests::faults::watch::Hold;
-    let db = TestDatabase::create().await;
-    let (client, connection) = tokio_postgres::connect(db.url(), tokio_postgres::NoTls)
-        .await
-        .unwrap();
-    tokio::spawn(connection);
-    client
-        .batch_execute(
+    let db = database_with(
             "INSERT INTO leasehold_retention (cluster, events_floor, changes_floor) VALUES ('trim', 10, 10);
              INSERT INTO leasehold_objects VALUES
                ('trim', 'nodes', 'n1', 3, '{\"capacity\":2}', now(), NULL, NULL, NULL),
@@ -1390,9 +1384,8 @@ async fn the_checker_judges_trimmed_history_from_its_copy() {
                ('trim', 14, 14, now(), 'tasks', 'b', 'updated', 14, NULL, NULL, NULL);
              INSERT INTO leasehold_events VALUES
                ('trim', 14, 14, now(), 'tasks', 'b', 'Assigned', 'assigned to node n1 (2 of 2 slots) at epoch 1', NULL, NULL, NULL);",
-        )
-        .await
-        .expect("write the trimmed record");
+    )
+    .await;
     let assigned = |seq: u64, task: &str| CopiedEvent {
         seq,
         revision: seq,
@@ -1402,14 +1395,7 @@ async fn the_checker_judges_trimmed_history_from_its_copy() {
         message: "assigned to node n1 (1 of 2 slots) at epoch 1".into(),
         stamp: None,
     };
-    let change = |position: u64, kind: &str, name: &str, change: &str, version: u64| CopiedChange {
-        position,
-        at_micros: 0,
-        kind: kind.into(),
-        name: name.into(),
-        change: change.into(),
-        version,
-    };
+    let change = copied_change;
     let mut copy = FeedRecord::default();
     copy.copy.events = vec![assigned(5, "a"), assigned(6, "b")];
     copy.copy.changes = vec![
@@ -1482,29 +1468,15 @@ async fn the_checker_judges_trimmed_history_from_its_copy() {
 /// report what it lacks: the excuse is the gap's, not the copy's.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_gap_in_the_checkers_copy_excuses_only_what_it_may_hold() {
-    use leasehold_tests::faults::reader::{CopiedChange, FeedRecord, Stream};
+    use leasehold_tests::faults::reader::{FeedRecord, Stream};
     use leasehold_tests::faults::watch::Hold;
-    let db = TestDatabase::create().await;
-    let (client, connection) = tokio_postgres::connect(db.url(), tokio_postgres::NoTls)
-        .await
-        .unwrap();
-    tokio::spawn(connection);
-    client
-        .batch_execute(
+    let db = database_with(
             "INSERT INTO leasehold_retention (cluster, events_floor, changes_floor) VALUES ('gap', 10, 10);
              INSERT INTO leasehold_objects VALUES
                ('gap', 'tasks', 'g', 9, '{\"status\":\"pending\"}', now(), NULL, NULL, NULL);",
-        )
-        .await
-        .expect("write the trimmed record");
-    let change = |position: u64, kind: &str, name: &str, change: &str, version: u64| CopiedChange {
-        position,
-        at_micros: 0,
-        kind: kind.into(),
-        name: name.into(),
-        change: change.into(),
-        version,
-    };
+    )
+    .await;
+    let change = copied_change;
     let holds = vec![Hold {
         kind: "claims".into(),
         name: "c".into(),
@@ -1550,6 +1522,38 @@ async fn a_gap_in_the_checkers_copy_excuses_only_what_it_may_hold() {
             .any(|v| v.rule == Rule::Finalizer && v.detail.contains("before version 6")),
         "a whole copy lacking c's acknowledged version was not caught:\n{report}"
     );
+}
+
+/// A fresh database with `sql` (a hand-written record) run in it.
+async fn database_with(sql: &str) -> TestDatabase {
+    let db = TestDatabase::create().await;
+    let (client, connection) = tokio_postgres::connect(db.url(), tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    client
+        .batch_execute(sql)
+        .await
+        .expect("write the hand-written record");
+    db
+}
+
+/// A change as the checker's copy holds it.
+fn copied_change(
+    position: u64,
+    kind: &str,
+    name: &str,
+    change: &str,
+    version: u64,
+) -> leasehold_tests::faults::reader::CopiedChange {
+    leasehold_tests::faults::reader::CopiedChange {
+        position,
+        at_micros: 0,
+        kind: kind.into(),
+        name: name.into(),
+        change: change.into(),
+        version,
+    }
 }
 
 /// A `PUT /buckets/b` the fenced receiver recorded as decided `outcome`.
