@@ -1,6 +1,16 @@
 /** @module Interface leasehold:controller/store@0.2.0 **/
 /**
  * Read one object; none if it does not exist.
+ * 
+ * Freshness: the answer is never older than the newest change of the
+ * object that this controller's reconciles were woken for so far, nor
+ * than any version of it this instance has read or written. When that
+ * newest change is this tenure's own commit, the host may answer from
+ * what the commit wrote, without asking the database: exactly what a
+ * read at that point of the change stream gives. A change committed
+ * since then wakes the controller again. Conditional writes still
+ * refuse a version that is no longer current (`conflict`), and the
+ * read after a refused commit asks the database.
  */
 export function get(kind: string, name: string): Object | undefined;
 /**
