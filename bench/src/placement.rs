@@ -45,9 +45,8 @@
 //! *extra* (a lease moved more than balance needed). Each repeat's
 //! progress line lists every lease that moved with its holders in turn.
 //! Beside them, each running host's `leasehold_placement_moves_total` by
-//! reason, scraped before and after the phase (decisions, not grants:
-//! `no_other_host` counts every acquire placement allowed beyond the
-//! host's share, granted or not).
+//! reason, scraped before and after the phase: the moves its grants
+//! recorded, so their sum over the hosts is the phase's moves.
 //!
 //! To save time, a repeat's return is counted while the next repeat's
 //! `host-a` waits out its `min_tenure` (both only wait then).
@@ -224,7 +223,7 @@ fn decisions(metrics: &str) -> BTreeMap<String, u64> {
 /// Each running host's `leasehold_placement_moves_total` by reason.
 type Scrape = BTreeMap<String, BTreeMap<String, u64>>;
 
-/// The hosts' decisions between two scrapes, summed by reason: only the
+/// The moves the hosts counted between two scrapes, summed by reason: only the
 /// hosts scraped at the end count (a host killed since made no more), each
 /// from zero if it was not scraped at the start (it started, or started
 /// again, in between).
@@ -402,7 +401,7 @@ impl Cluster {
             .join("\n")
     }
 
-    /// Every running host's placement decisions so far.
+    /// Every running host's counted placement moves so far.
     async fn scrape(&self) -> Result<Scrape> {
         let mut scrape = Scrape::new();
         for replica in self.hosts.iter().flatten().filter(|r| r.pid().is_ok()) {
@@ -544,7 +543,7 @@ impl Cluster {
         }
     }
 
-    /// The rows and every host's decisions before an event.
+    /// The rows and every host's counted moves before an event.
     async fn snapshot(&self) -> Result<(Table, Scrape)> {
         Ok((self.table().await?, self.scrape().await?))
     }
@@ -590,8 +589,9 @@ struct Moves {
     /// Moves made after the phase's watch ended (no move for [`QUIET`]):
     /// a lease moving again, or a move that waited.
     late: usize,
-    /// The hosts' placement decisions by reason
-    /// (`leasehold_placement_moves_total`).
+    /// The placement moves the hosts counted, by reason
+    /// (`leasehold_placement_moves_total`: each move once, by the host
+    /// whose grant recorded it).
     decided: BTreeMap<String, u64>,
     /// Each lease that moved: its holders in turn.
     paths: BTreeMap<String, Vec<String>>,
@@ -648,7 +648,7 @@ impl Phase {
         let decided: Vec<String> = decided.iter().map(|(r, n)| format!("{r} {n}")).collect();
         format!(
             "each: {} (fewest for the final counts: {}); {handovers} of {total} by orderly \
-             release; {extra} extra; {late} after the phase was quiet; decisions counted: {}",
+             release; {extra} extra; {late} after the phase was quiet; counted by the hosts: {}",
             list(|m| m.moves),
             list(|m| m.needed),
             decided.join(", ")
@@ -681,7 +681,7 @@ fn progress(repeat: usize, phase: &str, figures: &[(&str, Duration)], moved: &Mo
         .collect();
     println!(
         "  repeat {repeat}, {phase}: {}; {} moves ({} by release, {} needed, {} late: {}; \
-         decisions counted: {}); load {}",
+         counted by the hosts: {}); load {}",
         figures.join(", "),
         moved.moves,
         moved.handovers,

@@ -37,7 +37,7 @@
 //! | `leasehold_lease_leaderless_seconds` | gauge: 0 while the lease's record shows a live tenure, else the time since its last tenure ended or expired | `lease` |
 //! | `leasehold_lease_epoch` | gauge: the lease's last granted epoch, from the database | `lease` |
 //! | `leasehold_lease_observe_failures_total` | counter: scrapes that could not read the lease records | |
-//! | `leasehold_placement_moves_total` | counter: leases moved by placement on this host | `reason` = over_share, no_other_host, lapsed |
+//! | `leasehold_placement_moves_total` | counter: leases placement moved to this host (counted by the grant that recorded the move) | `reason` = over_share, no_other_host, lapsed |
 //! | `process_cpu_seconds_total`, `process_resident_memory_bytes`, `process_virtual_memory_bytes`, `process_open_fds`, `process_max_fds`, `process_threads`, `process_start_time_seconds` | the standard process series, read from `/proc` (Linux only) | |
 //!
 //! Known loss and abort reasons, every quota, every outbound outcome and
@@ -171,18 +171,19 @@ impl HostMetrics {
     }
 }
 
-/// `leasehold_placement_moves_total{reason}`: this process's placement
-/// moves ([`crate::supervisor::placement`]), every reason from the first
-/// scrape.
+/// `leasehold_placement_moves_total{reason}`: the placement moves this
+/// process's grants recorded ([`crate::supervisor::placement::moves`]),
+/// every reason from the first scrape.
 fn render_placement(out: &mut String) {
     header(
         out,
         "leasehold_placement_moves_total",
         "counter",
-        "Leases moved by placement on this host, by reason: over_share (handed over by orderly \
-         release to a live host below its fair share), no_other_host (taken beyond this host's \
-         share because no other live host able to run it was below its own), lapsed (taken \
-         beyond this host's share because its holder stopped renewing it).",
+        "Leases placement moved to this host, counted by the grant that recorded the move, by \
+         reason: over_share (handed over by orderly release from a host above its fair share), \
+         no_other_host (taken beyond this host's share because no other live host able to run it \
+         was below its own), lapsed (taken beyond this host's share because its holder stopped \
+         renewing it).",
     );
     for (reason, n) in crate::supervisor::placement::moves() {
         sample(

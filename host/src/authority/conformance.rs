@@ -594,6 +594,10 @@ pub(super) async fn an_over_share_handover_records_its_reason_from_and_to(b: &dy
     let to_b = request("east", "scheduler", "host-b");
     let first = grant(b.first(), &a).await;
     assert_eq!(last_move(b.second(), "scheduler").await, None);
+    assert_eq!(
+        first.moved, None,
+        "a first grant with no reason moves nothing"
+    );
 
     // The handover's release leaves its reason; the move is the grant to
     // the next holder, which records it with its own time.
@@ -618,6 +622,11 @@ pub(super) async fn an_over_share_handover_records_its_reason_from_and_to(b: &dy
         to: "host-b".into(),
     };
     assert_eq!(last_move(b.first(), "scheduler").await, Some(moved.clone()));
+    assert_eq!(
+        second.moved,
+        Some(MoveReason::OverShare),
+        "the grant tells the taker the move it recorded"
+    );
 
     // Ordinary releases and grants move nothing, whoever takes the lease.
     b.second()
@@ -629,6 +638,7 @@ pub(super) async fn an_over_share_handover_records_its_reason_from_and_to(b: &dy
         last_move(b.second(), "scheduler").await,
         Some(moved.clone())
     );
+    assert_eq!(third.moved, None);
 
     // A handover taken back by its own holder is no move, and the grant
     // that undid it clears it: a later ordinary grant elsewhere moves
@@ -646,6 +656,7 @@ pub(super) async fn an_over_share_handover_records_its_reason_from_and_to(b: &dy
         last_move(b.second(), "scheduler").await,
         Some(moved.clone())
     );
+    assert_eq!(fourth.moved, None, "a handover taken back is no move");
     b.first()
         .release(&fourth.fence, EndReason::Released)
         .await
@@ -655,6 +666,7 @@ pub(super) async fn an_over_share_handover_records_its_reason_from_and_to(b: &dy
         last_move(b.second(), "scheduler").await,
         Some(moved.clone())
     );
+    assert_eq!(fifth.moved, None);
 
     // A stale holder's handover changes nothing: its release finds the
     // row another's.
@@ -669,6 +681,7 @@ pub(super) async fn an_over_share_handover_records_its_reason_from_and_to(b: &dy
     b.expire(&to_b.key).await;
     let sixth = grant(b.first(), &a).await;
     assert!(fifth.fence.epoch < sixth.fence.epoch);
+    assert_eq!(sixth.moved, None, "a stale handover recorded a move");
     assert_eq!(
         last_move(b.second(), "scheduler").await,
         Some(moved),
@@ -694,6 +707,7 @@ pub(super) async fn an_over_share_handover_records_its_reason_from_and_to(b: &dy
             to: "host-b".into(),
         })
     );
+    assert_eq!(seventh.moved, Some(MoveReason::OverShare));
 }
 
 pub(super) async fn a_lapsed_takeover_records_its_reason_from_and_to(b: &dyn Backend) {
@@ -712,11 +726,13 @@ pub(super) async fn a_lapsed_takeover_records_its_reason_from_and_to(b: &dyn Bac
         last_move(b.first(), "scheduler").await,
         Some(lapsed.clone())
     );
+    assert_eq!(taken.moved, Some(MoveReason::Lapsed));
 
     // Taken back by the same holder: no move.
     b.expire(&to_b.key).await;
-    grant_placed(b.second(), &to_b, Some(MoveReason::Lapsed)).await;
+    let again = grant_placed(b.second(), &to_b, Some(MoveReason::Lapsed)).await;
     assert_eq!(last_move(b.first(), "scheduler").await, Some(lapsed));
+    assert_eq!(again.moved, None, "taken back by its holder: no move");
 
     // A lease's first grant beyond the share moves it from no holder.
     let rollout = request("east", "rollout", "host-c");
@@ -730,6 +746,7 @@ pub(super) async fn a_lapsed_takeover_records_its_reason_from_and_to(b: &dyn Bac
             to: "host-c".into(),
         })
     );
+    assert_eq!(first.moved, Some(MoveReason::NoOtherHost));
 }
 
 pub(super) async fn fenced_writes_are_refused_once_the_fence_is_stale(b: &dyn Backend) {

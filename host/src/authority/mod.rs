@@ -237,6 +237,10 @@ pub struct Grant {
     pub acquired_at: DateTime<Utc>,
     /// When it expires unless renewed.
     pub expires_at: DateTime<Utc>,
+    /// The placement move this grant recorded as the lease's last move
+    /// ([`Authority::acquire_placed`]), if it recorded one: `None` for a
+    /// grant back to the same holder, or one no reason came with.
+    pub moved: Option<MoveReason>,
 }
 
 /// The answer to an acquire attempt.

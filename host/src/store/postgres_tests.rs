@@ -1540,8 +1540,10 @@ async fn a_commit_planned_on_a_small_table_reads_only_its_own_rows_once_it_grew(
         read <= (4 * written) as i64,
         "{written} updates and deletes read {read} rows of a cluster of {GROWN} objects"
     );
+    // The lock statement alone fetches each object through the primary
+    // key: fewer counted means the statistics were not flushed.
     assert!(
-        read >= written as i64,
+        read >= TOUCHED as i64,
         "the statistics counted {read} rows read for {written} writes: too few to judge"
     );
 }

@@ -276,6 +276,11 @@ impl Supervisor {
                     if let Some(seat) = &mut self.seat {
                         seat.granted();
                     }
+                    // A move is counted where it is made: by the grant
+                    // that recorded it.
+                    if let Some(reason) = grant.moved {
+                        placement::count_move(reason);
+                    }
                     self.status
                         .metrics
                         .acquisitions

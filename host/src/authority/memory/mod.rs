@@ -179,10 +179,10 @@ impl State {
         now: Instant,
         expires_at: Instant,
         moved: Option<MoveReason>,
-    ) -> Epoch {
+    ) -> (Epoch, Option<MoveReason>) {
         let previous = self.leases.get(key);
         let epoch = Epoch(previous.map_or(0, |row| row.epoch.0) + 1);
-        let last_move = match previous {
+        let made = match previous {
             Some(row) if row.holder != holder => row.handover.or(moved).map(|reason| MoveRow {
                 reason,
                 at: now,
@@ -196,8 +196,9 @@ impl State {
                 from: None,
                 to: holder.to_string(),
             }),
-        }
-        .or_else(|| previous.and_then(|row| row.last_move.clone()));
+        };
+        let recorded = made.as_ref().map(|m| m.reason);
+        let last_move = made.or_else(|| previous.and_then(|row| row.last_move.clone()));
         let (end_reason, ended_at) = match previous {
             Some(row) if row.expires_at <= now => (EndReason::Expired, row.expires_at),
             _ => (EndReason::Superseded, now),
@@ -236,7 +237,7 @@ impl State {
                 last_move,
             },
         );
-        epoch
+        (epoch, recorded)
     }
 }
 
@@ -342,7 +343,7 @@ impl Authority for MemoryAuthority {
                 expires_at: self.utc(row.expires_at),
             });
         }
-        let epoch = state.grant(&request.key, &request.holder, now, expires_at, moved);
+        let (epoch, moved) = state.grant(&request.key, &request.holder, now, expires_at, moved);
         if let Some(row) = state.leases.get_mut(&request.key) {
             row.crash_detection = detection;
         }
@@ -354,6 +355,7 @@ impl Authority for MemoryAuthority {
             },
             acquired_at: self.utc(now),
             expires_at: self.utc(expires_at),
+            moved,
         }))
     }
 

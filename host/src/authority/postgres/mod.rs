@@ -215,6 +215,8 @@ const PEEK_LEASE: &str = concat!(
 /// holder's liveness session (pid and claim key; NULL under `ttl`). $9:
 /// why placement asked for the lease beyond its host's share (NULL: it did
 /// not), recorded as the lease's last move, from no holder (migration 17).
+/// Answers the epoch, the grant's times and the move it recorded (NULL:
+/// none).
 const GRANT_FIRST: &str = concat!(
     "
     WITH clock AS (SELECT clock_timestamp() AS t),
@@ -229,13 +231,13 @@ const GRANT_FIRST: &str = concat!(
                CASE WHEN $9::text IS NULL THEN NULL ELSE $3 END
           FROM clock
         ON CONFLICT (cluster, name) DO NOTHING
-        RETURNING epoch, acquired_at, expires_at
+        RETURNING epoch, acquired_at, expires_at, last_move_reason
     ),
     opened AS (
         INSERT INTO leasehold_tenures (cluster, lease, epoch, holder, endpoint, acquired_at, granted_snapshot)
         SELECT $1, $2, epoch, $3, $5, acquired_at, pg_current_snapshot() FROM granted
     )
-    SELECT epoch, acquired_at, expires_at FROM granted"
+    SELECT epoch, acquired_at, expires_at, last_move_reason FROM granted"
 );
 
 /// Next grant, on the row locked by [`LOCK_LEASE`]: previous epoch + 1
@@ -257,7 +259,8 @@ const GRANT_FIRST: &str = concat!(
 /// $11; from the previous holder, to the new one, at the grant's time.
 /// Otherwise the last move stays as it was. Every grant clears
 /// `handover_reason`: a handover is completed, or undone, by the grant
-/// that follows it.
+/// that follows it. Answers as [`GRANT_FIRST`] does: the move is the one
+/// this statement recorded (at its own time, to this holder), else NULL.
 const GRANT_NEXT: &str = concat!(
     "
     WITH clock AS (SELECT clock_timestamp() AS t),
@@ -281,7 +284,9 @@ const GRANT_NEXT: &str = concat!(
            AND (l.released OR l.expires_at <= clock.t OR ",
     holder_session_gone!(),
     ")
-        RETURNING l.epoch, l.acquired_at, l.expires_at
+        RETURNING l.epoch, l.acquired_at, l.expires_at,
+                  CASE WHEN l.last_move_at = clock.t AND l.last_move_to = $3
+                       THEN l.last_move_reason END AS moved
     ),
     ended AS (
         UPDATE leasehold_tenures t
@@ -296,7 +301,7 @@ const GRANT_NEXT: &str = concat!(
         INSERT INTO leasehold_tenures (cluster, lease, epoch, holder, endpoint, acquired_at, granted_snapshot)
         SELECT $1, $2, epoch, $3, $5, acquired_at, pg_current_snapshot() FROM granted
     )
-    SELECT epoch, acquired_at, expires_at FROM granted"
+    SELECT epoch, acquired_at, expires_at, moved FROM granted"
 );
 
 /// Who holds a lease, read after losing a first-grant race.
@@ -1066,6 +1071,9 @@ impl Authority for PostgresAuthority {
                 },
                 acquired_at: granted.get(1),
                 expires_at: granted.get(2),
+                moved: granted
+                    .get::<_, Option<&str>>(3)
+                    .and_then(MoveReason::parse),
             }))
         })
         .await
