@@ -39,6 +39,9 @@ const _: () = assert!(MAX_SELECTOR_CONTAINS_BYTES < MAX_VALUE_BYTES);
 pub const DEFAULT_PAGE_SIZE: usize = 100;
 /// Largest page of a listing, events included.
 pub const MAX_PAGE_SIZE: usize = 500;
+/// Most kinds one `GET /v1/changes` may ask for (`kind=`, repeated): a
+/// reader follows the few kinds it watches, or every kind by naming none.
+pub const MAX_CHANGE_KINDS: usize = 32;
 /// Most objects a guest instance's cache of its own commits keeps
 /// (`runtime/host/own_writes.rs`): a few large batches' worth (a commit
 /// writes at most [`MAX_OPS_PER_COMMIT`] objects, plus what garbage
@@ -248,10 +251,11 @@ pub const HTTP_QUEUE_WAIT: std::time::Duration = std::time::Duration::from_milli
 /// What an `overloaded` answer asks the client to wait (`Retry-After`,
 /// whole seconds: HTTP has no finer unit).
 pub const HTTP_OVERLOADED_RETRY_AFTER: std::time::Duration = std::time::Duration::from_secs(1);
-/// Most `GET /v1/events` requests served at once, a budget of their own:
+/// Most `GET /v1/events` and `GET /v1/changes` (the long-polled feeds)
+/// requests served at once, a budget of their own (labelled `events`):
 /// a long poll holds its slot for up to its whole wait while costing
 /// nothing but a task, so counting it with the other requests would let a
-/// few dozen held polls answer every other client 503. Beyond it an events
+/// few dozen held polls answer every other client 503. Beyond it such a
 /// request is answered 503 `overloaded` at once (a poll would wait seconds
 /// for a slot).
 pub const HTTP_MAX_EVENT_REQUESTS: usize = 256;

@@ -13,7 +13,6 @@ use super::page::{self, ListPage};
 use super::{AppState, rfc3339};
 use crate::limits::MAX_PAGE_SIZE;
 use crate::store::{Event, Origin, Store};
-use crate::timeouts::EVENTS_LONG_POLL_MAX;
 
 #[derive(Debug, Deserialize)]
 pub(super) struct EventsQuery {
@@ -63,18 +62,7 @@ fn parse(query: EventsQuery) -> Result<Request, ApiError> {
     )?
     .unwrap_or(0);
     let limit = page::limit(query.limit.as_deref())?;
-    // A long poll may always end early (the client asks again), so a wait
-    // above the bound is shortened rather than refused.
-    let wait = match query.wait.as_deref() {
-        None => Duration::ZERO,
-        Some(text) => humantime::parse_duration(text)
-            .map_err(|e| {
-                ApiError::invalid(format!(
-                    "wait {text:?} is not a duration ({e}); write it like 10s or 500ms"
-                ))
-            })?
-            .min(EVENTS_LONG_POLL_MAX),
-    };
+    let wait = page::wait(query.wait.as_deref())?;
     Ok(Request { after, limit, wait })
 }
 
@@ -117,37 +105,14 @@ pub(super) async fn list(
     let store = &shared.api.store;
     let cluster = &shared.api.cluster;
 
-    // Subscribe and mark the current value seen *before* the first read:
-    // a commit landing after that read then always shows up as a change,
-    // so no event can slip between the read and the wait.
-    let mut feed = store.watch(cluster);
-    feed.borrow_and_update();
-    let deadline = tokio::time::Instant::now() + request.wait;
-    let mut stopping = shared.api.stopping.clone();
+    let mut poll = page::LongPoll::start(&shared, request.wait);
     loop {
         let page = page_of(store.as_ref(), cluster, request.after, request.limit).await?;
         if !page.items.is_empty() || request.wait.is_zero() {
             return Ok(Json(page));
         }
-        // Wait for the feed to pass our cursor; wakes for commits we have
-        // already seen do not cost a read.
-        loop {
-            tokio::select! {
-                changed = feed.changed() => {
-                    if changed.is_err() {
-                        // The store stopped publishing (shutting down):
-                        // answer with what there is, which is nothing.
-                        return Ok(Json(ListPage::empty()));
-                    }
-                    if *feed.borrow_and_update() > request.after {
-                        break;
-                    }
-                }
-                () = tokio::time::sleep_until(deadline) => return Ok(Json(ListPage::empty())),
-                // The server is stopping (or its signal is gone): the
-                // client asks again, of another replica if need be.
-                _ = stopping.wait_for(|stop| *stop) => return Ok(Json(ListPage::empty())),
-            }
+        if !poll.until_beyond(request.after).await {
+            return Ok(Json(ListPage::empty()));
         }
     }
 }

@@ -1,5 +1,6 @@
 //! The HTTP surface of one replica: health, readiness, metrics, leases,
-//! objects and events (the public contract, `docs/contract.md`).
+//! objects, events and object changes (the public contract,
+//! `docs/contract.md`).
 //!
 //! Owns: paths, JSON shapes, status codes, the bearer-token check for
 //! writes and the request-size limit. Must never: change leases or run
@@ -116,6 +117,14 @@
 //!   [`crate::timeouts::EVENTS_LONG_POLL_MAX`]) the request is held until
 //!   such events exist or the wait ends (then no items); a replica that is
 //!   stopping answers held polls at once with no items.
+//! - `GET /v1/changes[?after=POSITION][&limit=N][&kind=K...][&wait=DURATION]`:
+//!   a page of the object changes (every committed create, update and
+//!   delete, by the API or a controller, with or without an event) with
+//!   `position > POSITION`, of the kinds named (all when none), `{"position",
+//!   "revision", "at", "kind", "name", "change", "version", "origin",
+//!   "owner", "labels"}`; `next` is a position, also given when the read
+//!   passed positions that hold nothing for this reader ([`changes`]).
+//!   `wait` as for events; 410 `too_old` behind the retention floor.
 //!
 //! `PUT` and `DELETE` need `Authorization: Bearer <token>` when a token is
 //! configured (401 otherwise); reads are open. A request with more than one
@@ -138,8 +147,8 @@
 //! Requests ([`serve::Limiter`]): at most [`crate::limits::HTTP_MAX_IN_FLIGHT`]
 //! `/v1` requests are served at once, events aside; up to
 //! [`crate::limits::HTTP_MAX_QUEUED`] more wait their turn, each for at most
-//! [`crate::limits::HTTP_QUEUE_WAIT`]. `GET /v1/events` has a budget of its
-//! own, [`crate::limits::HTTP_MAX_EVENT_REQUESTS`] at once and no queue (a
+//! [`crate::limits::HTTP_QUEUE_WAIT`]. `GET /v1/events` and `GET
+//! /v1/changes` share a budget of their own, [`crate::limits::HTTP_MAX_EVENT_REQUESTS`] at once and no queue (a
 //! held long poll costs a task, not a database connection, and must not
 //! crowd out other reads). Beyond a budget a request is answered 503
 //! `overloaded` with `Retry-After: 1` and nothing done, counted in
@@ -149,6 +158,7 @@
 //! store share.
 
 mod auth;
+mod changes;
 mod error;
 mod events;
 mod health;
@@ -369,6 +379,7 @@ fn assemble(shared: AppState, body_read: Duration) -> (Router, Vec<(Method, &'st
             objects::put_status,
         )
         .add(Method::GET, "/v1/events", events::list)
+        .add(Method::GET, "/v1/changes", changes::list)
         // Only the routes above (`route_layer` wraps the routes added so
         // far), innermost: a request refused for its token or its body
         // takes no slot, and one refused here had its body read, so its
@@ -458,12 +469,13 @@ async fn count_request(State(shared): State<AppState>, request: Request, next: N
     response
 }
 
-/// Serve the request within its budget ([`serve::Limiter`]): events in
-/// theirs, every other `/v1` request in the shared one; beyond it, 503
+/// Serve the request within its budget ([`serve::Limiter`]): the
+/// long-polled feeds (events, changes) in theirs, every other `/v1`
+/// request in the shared one; beyond it, 503
 /// `overloaded` with `Retry-After`. The slot is held until the handler
 /// answered (responses are built whole, so that is when the work is done).
 async fn limit_requests(State(shared): State<AppState>, request: Request, next: Next) -> Response {
-    let budget = if request.uri().path() == "/v1/events" {
+    let budget = if matches!(request.uri().path(), "/v1/events" | "/v1/changes") {
         &shared.events
     } else {
         &shared.requests
@@ -796,11 +808,14 @@ mod limit_tests {
         let refused = get(addr, "/v1/events").await;
         assert_eq!(refused.status, 503, "{}", refused.body);
         assert_eq!(refused.json()["code"], "overloaded");
+        // The change feed is long-polled too: it spends the same budget.
+        let changes = get(addr, "/v1/changes").await;
+        assert_eq!(changes.status, 503, "{}", changes.body);
         // Objects and leases are served beside the held poll.
         assert_eq!(get(addr, "/v1/objects/nodes").await.status, 200);
         assert_eq!(get(addr, "/v1/leases").await.status, 200);
         assert_eq!(requests.refused(), 0);
-        assert_eq!(events.refused(), 1);
+        assert_eq!(events.refused(), 2);
         poll.abort();
     }
 }

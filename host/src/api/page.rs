@@ -7,10 +7,16 @@
 //! an event's `seq`, a tenure's `epoch`. `limit` is 1 to
 //! [`MAX_PAGE_SIZE`], [`DEFAULT_PAGE_SIZE`] when absent, for every list.
 
-use serde::Serialize;
+use std::time::Duration;
 
+use serde::Serialize;
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+use super::AppState;
 use super::error::ApiError;
 use crate::limits::{DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE};
+use crate::timeouts::EVENTS_LONG_POLL_MAX;
 
 /// One page of a list: the items and the cursor of the next page.
 #[derive(Debug, Serialize)]
@@ -71,6 +77,69 @@ pub(super) fn number_after(text: Option<&str>, what: &str) -> Result<Option<u64>
         })
     })
     .transpose()
+}
+
+/// The `wait` query parameter of a long-polled list (`/v1/events`,
+/// `/v1/changes`): a duration such as `10s`; none, zero. A long poll may
+/// always end early (the client asks again), so a wait above
+/// [`EVENTS_LONG_POLL_MAX`] is shortened rather than refused.
+pub(super) fn wait(text: Option<&str>) -> Result<Duration, ApiError> {
+    match text {
+        None => Ok(Duration::ZERO),
+        Some(text) => Ok(humantime::parse_duration(text)
+            .map_err(|e| {
+                ApiError::invalid(format!(
+                    "wait {text:?} is not a duration ({e}); write it like 10s or 500ms"
+                ))
+            })?
+            .min(EVENTS_LONG_POLL_MAX)),
+    }
+}
+
+/// A request held until the cluster's change feed passes a position, its
+/// wait ends, or the server stops.
+pub(super) struct LongPoll {
+    feed: watch::Receiver<u64>,
+    deadline: Instant,
+    stopping: watch::Receiver<bool>,
+}
+
+impl LongPoll {
+    /// Subscribe to the feed and mark its current value seen. Call before
+    /// the first read: a commit landing after that read then always shows
+    /// up as a change of the feed, so nothing slips between the read and
+    /// the wait.
+    pub fn start(shared: &AppState, wait: Duration) -> Self {
+        let mut feed = shared.api.store.watch(&shared.api.cluster);
+        feed.borrow_and_update();
+        Self {
+            feed,
+            deadline: Instant::now() + wait,
+            stopping: shared.api.stopping.clone(),
+        }
+    }
+
+    /// Wait until the feed publishes a position above `read_through`
+    /// (true: read again), or until the wait ends, the server begins to
+    /// stop or the store stops publishing (false: answer what there is).
+    /// Wakes for commits at or below `read_through` cost no read.
+    pub async fn until_beyond(&mut self, read_through: u64) -> bool {
+        loop {
+            tokio::select! {
+                changed = self.feed.changed() => {
+                    if changed.is_err() {
+                        return false;
+                    }
+                    if *self.feed.borrow_and_update() > read_through {
+                        return true;
+                    }
+                }
+                () = tokio::time::sleep_until(self.deadline) => return false,
+                // The client asks again, of another replica if need be.
+                _ = self.stopping.wait_for(|stop| *stop) => return false,
+            }
+        }
+    }
 }
 
 #[cfg(test)]

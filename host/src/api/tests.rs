@@ -80,8 +80,8 @@ impl Authority for Switchable {
     }
 }
 
-/// A store that tells the test each time events were read, so a test can
-/// write only once a long poll has looked and found nothing.
+/// A store that tells the test each time events or changes were read, so
+/// a test can write only once a long poll has looked and found nothing.
 struct Observed {
     inner: MemoryStore,
     reads: AtomicUsize,
@@ -160,6 +160,18 @@ impl Store for Observed {
         self.reads.fetch_add(1, Ordering::SeqCst);
         self.read.notify_one();
         events
+    }
+    async fn changes(
+        &self,
+        cluster: &str,
+        kinds: &[String],
+        after: u64,
+        limit: usize,
+    ) -> Result<crate::store::ChangePage, StoreError> {
+        let changes = self.inner.changes(cluster, kinds, after, limit).await;
+        self.reads.fetch_add(1, Ordering::SeqCst);
+        self.read.notify_one();
+        changes
     }
     fn watch(&self, cluster: &str) -> watch::Receiver<u64> {
         self.inner.watch(cluster)
@@ -2067,6 +2079,17 @@ fn the_document_states_the_bounds_the_code_enforces() {
         .unwrap();
     let longest = humantime::format_duration(crate::timeouts::EVENTS_LONG_POLL_MAX).to_string();
     assert!(wait.contains(&longest), "{wait} lacks {longest}");
+    let changes_wait = doc["components"]["parameters"]["ChangesWait"]["description"]
+        .as_str()
+        .unwrap();
+    assert!(
+        changes_wait.contains(&longest),
+        "{changes_wait} lacks {longest}"
+    );
+    let kinds = &doc["components"]["parameters"]["ChangeKind"];
+    assert_eq!(kinds["schema"]["maxItems"], crate::limits::MAX_CHANGE_KINDS);
+    let most = format!("at most {}", crate::limits::MAX_CHANGE_KINDS);
+    assert!(kinds["description"].as_str().unwrap().contains(&most));
     let text = doc["info"]["description"].as_str().unwrap();
     for figure in [
         format!("limit` is 1 to {MAX_PAGE_SIZE} (default {DEFAULT_PAGE_SIZE})"),
@@ -2439,4 +2462,221 @@ async fn status_writes_keep_the_value_and_the_generation() {
         assert_eq!(reply.status, status, "{target} {body:?}: {}", reply.text());
         assert_documented(&doc, "PUT", path, &reply);
     }
+}
+
+/// A guest's commit of `ops` under `fence`, without any event.
+async fn guest_commit(h: &Host, fence: &Fence, ops: &[Op]) -> Committed {
+    h.store.commit_fenced(fence, ops, &[]).await.unwrap()
+}
+
+fn changes_of(page: &Value) -> Vec<(String, String, String, String)> {
+    page["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            (
+                c["kind"].as_str().unwrap().to_string(),
+                c["name"].as_str().unwrap().to_string(),
+                c["change"].as_str().unwrap().to_string(),
+                c["origin"]["by"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+/// Every committed object change is in `/v1/changes`, in commit order,
+/// whoever wrote it and whether or not an event came with it; a kind
+/// filter, paging and bad parameters behave as documented.
+#[tokio::test]
+async fn object_changes_list_every_write_whoever_made_it_in_commit_order() {
+    let doc = super::openapi::check::document();
+    let h = host().await;
+    let t1 = ObjectKey {
+        kind: "tasks".into(),
+        name: "t1".into(),
+    };
+    put(h.addr, "/v1/objects/nodes/n1", &[], "{}").await;
+    let fence = grant(&h.authority, "scheduler", HERE).await;
+    let made = guest_commit(
+        &h,
+        &fence,
+        &[Op::Create {
+            key: t1.clone(),
+            value: "{\"status\":\"pending\"}".into(),
+        }],
+    )
+    .await;
+    guest_commit(
+        &h,
+        &fence,
+        &[Op::Update {
+            key: t1.clone(),
+            expected_version: made.revision,
+            value: "{\"status\":\"assigned\"}".into(),
+        }],
+    )
+    .await;
+    put(h.addr, "/v1/objects/nodes/n1", &[], "{\"a\": 1}").await;
+    call(h.addr, "DELETE", "/v1/objects/nodes/n1", &[], b"").await;
+
+    let all = get(h.addr, "/v1/changes").await;
+    assert_eq!(all.status, 200, "{}", all.text());
+    assert_documented(&doc, "GET", "/v1/changes", &all);
+    let page = all.json();
+    let expected = [
+        ("nodes", "n1", "created", "api"),
+        ("tasks", "t1", "created", "guest"),
+        ("tasks", "t1", "updated", "guest"),
+        ("nodes", "n1", "updated", "api"),
+        ("nodes", "n1", "deleted", "api"),
+    ]
+    .map(|(k, n, c, o)| (k.to_string(), n.to_string(), c.to_string(), o.to_string()));
+    assert_eq!(changes_of(&page), expected, "{page}");
+    let items = page["items"].as_array().unwrap();
+    let positions: Vec<u64> = items
+        .iter()
+        .map(|c| c["position"].as_u64().unwrap())
+        .collect();
+    assert!(positions.is_sorted() && positions.windows(2).all(|w| w[0] < w[1]));
+    assert_eq!(items[1]["version"], made.revision);
+    assert_eq!(items[1]["origin"]["lease"], "scheduler");
+    assert_eq!(
+        items[4]["version"], items[3]["version"],
+        "a delete shows the version it had"
+    );
+    // The guest's commits appended no event: only the API's writes are in
+    // the event log.
+    let events = get(h.addr, "/v1/events").await.json();
+    assert_eq!(events["items"].as_array().unwrap().len(), 3, "{events}");
+
+    // Only some kinds; a repeated kind counts once.
+    let tasks = get(h.addr, "/v1/changes?kind=tasks&kind=tasks")
+        .await
+        .json();
+    assert_eq!(changes_of(&tasks), expected[1..3], "{tasks}");
+    let both = get(h.addr, "/v1/changes?kind=tasks&kind=nodes")
+        .await
+        .json();
+    assert_eq!(changes_of(&both), expected, "{both}");
+
+    // Pages of one, followed through `next`, read the same changes.
+    let (paged, pages) = read_all(h.addr, "/v1/changes?limit=1").await;
+    let paged = changes_of(&json!({ "items": paged }));
+    assert_eq!(paged, expected);
+    assert!(pages >= expected.len(), "{pages} pages");
+    // After the last change, the reader is told where to go on from (the
+    // read passed later positions: the events), then nothing.
+    let last = positions[4];
+    let after_last = get(h.addr, &format!("/v1/changes?after={last}"))
+        .await
+        .json();
+    assert_eq!(after_last["items"], json!([]));
+    if let Some(next) = after_last["next"].as_u64() {
+        assert!(next > last);
+        assert_eq!(
+            get(h.addr, &format!("/v1/changes?after={next}"))
+                .await
+                .json(),
+            json!({"items": [], "next": null})
+        );
+    }
+    // A kind filter passes the other kinds' changes: `next` goes past them.
+    let after_tasks = get(
+        h.addr,
+        &format!("/v1/changes?kind=tasks&after={}", positions[2]),
+    )
+    .await
+    .json();
+    assert_eq!(after_tasks["items"], json!([]));
+    assert!(
+        after_tasks["next"].as_u64().is_some_and(|n| n >= last),
+        "{after_tasks}"
+    );
+
+    for bad in [
+        "/v1/changes?after=-1",
+        "/v1/changes?limit=0",
+        "/v1/changes?wait=soon",
+        "/v1/changes?kind=Not_A_Kind",
+        "/v1/changes?after=1&after=2",
+    ] {
+        let reply = get(h.addr, bad).await;
+        reply.assert_error(400, "invalid_request");
+        assert_documented(&doc, "GET", "/v1/changes", &reply);
+    }
+    let many: String = (0..33).map(|i| format!("&kind=k{i}")).collect();
+    get(h.addr, &format!("/v1/changes?after=0{many}"))
+        .await
+        .assert_error(400, "invalid_request");
+}
+
+/// A held poll for one kind is not answered by another kind's change: it
+/// reads on past it and answers the first change of its kind.
+#[tokio::test]
+async fn a_changes_long_poll_answers_the_first_change_of_its_kind() {
+    let h = host().await;
+    put(h.addr, "/v1/objects/nodes/n0", &[], "{}").await;
+    let addr = h.addr;
+    let read = h.store.read.notified();
+    let poll = tokio::spawn(async move { get(addr, "/v1/changes?kind=tasks&wait=30s").await });
+    tokio::time::timeout(Duration::from_secs(10), read)
+        .await
+        .expect("the long poll read the store within 10 s");
+    // Another kind: the poll wakes, reads past it and keeps waiting.
+    let read_again = h.store.read.notified();
+    put(h.addr, "/v1/objects/nodes/n1", &[], "{}").await;
+    tokio::time::timeout(Duration::from_secs(10), read_again)
+        .await
+        .expect("the poll read again after the node's commit");
+    assert!(
+        !poll.is_finished(),
+        "a node's change answered a poll for tasks"
+    );
+    put(h.addr, "/v1/objects/tasks/t1", &[], "{}").await;
+    let reply = tokio::time::timeout(Duration::from_secs(10), poll)
+        .await
+        .expect("the poll answered within 10 s of the task's commit")
+        .unwrap();
+    assert_eq!(reply.status, 200);
+    let page = reply.json();
+    assert_eq!(
+        changes_of(&page),
+        [("tasks", "t1", "created", "api")].map(|(k, n, c, o)| (
+            k.to_string(),
+            n.to_string(),
+            c.to_string(),
+            o.to_string()
+        )),
+        "{page}"
+    );
+}
+
+/// Behind the retention floor of the change stream: 410 `too_old` with the
+/// oldest kept position, as for events.
+#[tokio::test]
+async fn changes_behind_the_retention_floor_are_gone() {
+    let doc = super::openapi::check::document();
+    let h = host().await;
+    for name in ["n1", "n2", "n3"] {
+        put(h.addr, &format!("/v1/objects/nodes/{name}"), &[], "{}").await;
+    }
+    let policy = crate::store::retention::Policy {
+        event_retention: Duration::ZERO,
+        tenure_retention: 1,
+        batch: 2,
+    };
+    let trimmed = h.store.inner.trim(CLUSTER, &policy).await.unwrap();
+    assert_eq!(trimmed.changes, 2);
+    let gone = get(h.addr, "/v1/changes").await;
+    assert_eq!(gone.status, 410, "{}", gone.text());
+    assert_eq!(gone.json()["code"], "too_old");
+    assert!(gone.json()["oldest_kept"].as_u64().is_some());
+    assert_documented(&doc, "GET", "/v1/changes", &gone);
+    let oldest = gone.json()["oldest_kept"].as_u64().unwrap();
+    let rest = get(h.addr, &format!("/v1/changes?after={}", oldest - 1))
+        .await
+        .json();
+    assert_eq!(rest["items"].as_array().unwrap().len(), 1, "{rest}");
+    assert_eq!(rest["items"][0]["name"], "n3");
 }

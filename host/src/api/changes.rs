@@ -1,0 +1,200 @@
+//! `GET /v1/changes`: the cluster's object changes, the stream that wakes
+//! the controllers watching a kind (`Store::changes`), in the list envelope
+//! of [`super::page`] with a change's `position` as cursor; optionally
+//! only some kinds, optionally long-polled.
+//!
+//! Every committed create, update and delete is one change, whoever wrote
+//! it (the API or a controller's commit) and whether or not an event was
+//! appended with it; in commit order per object, and a page never skips a
+//! change that commits later at a lower position (the store reads only
+//! below its high-water mark). Positions are shared with events and
+//! revisions, so they have gaps.
+//!
+//! `next`: as on every list, the `after` of the following page, `null`
+//! when nothing more was there. Here it is also given when the read went
+//! past positions that are no change of the asked kinds (an event, a
+//! revision, a change of another kind, a commit that rolled back): the
+//! following page may then be empty, and a reader that follows `next`
+//! does not read those positions again.
+
+use std::collections::BTreeMap;
+
+use axum::Json;
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{Query, State};
+use serde::Serialize;
+
+use super::error::ApiError;
+use super::page::{self, ListPage};
+use super::{AppState, rfc3339};
+use crate::limits::{MAX_CHANGE_KINDS, MAX_PAGE_SIZE};
+use crate::names::check_label;
+use crate::store::{Change, ObjectKey, Origin, Store};
+
+/// One change as the API shows it.
+#[derive(Debug, Serialize)]
+pub(super) struct ChangeView {
+    position: u64,
+    revision: u64,
+    at: String,
+    kind: String,
+    name: String,
+    /// `created`, `updated` or `deleted`.
+    change: &'static str,
+    /// The object's version after the change; for a delete, the version
+    /// it had.
+    version: u64,
+    origin: Origin,
+    /// The owner after the change (for a delete, the one it had).
+    owner: Option<ObjectKey>,
+    /// The labels after the change (for a delete, those it had).
+    labels: BTreeMap<String, String>,
+}
+
+impl From<Change> for ChangeView {
+    fn from(c: Change) -> Self {
+        Self {
+            position: c.position,
+            revision: c.revision,
+            at: rfc3339(c.at),
+            kind: c.kind,
+            name: c.name,
+            change: c.change.as_str(),
+            version: c.version,
+            origin: c.origin,
+            owner: c.relations.owner,
+            labels: c.relations.labels,
+        }
+    }
+}
+
+/// `GET /v1/changes`: one page of changes.
+pub(super) type ChangesPage = ListPage<ChangeView, u64>;
+
+struct Request {
+    after: u64,
+    limit: usize,
+    kinds: Vec<String>,
+    wait: std::time::Duration,
+}
+
+/// `after`, `limit` and `wait` at most once each, `kind` any number of
+/// times up to [`MAX_CHANGE_KINDS`] (each a DNS label, repeats ignored).
+/// Other parameters are ignored, as by every list of the API.
+fn parse(pairs: Vec<(String, String)>) -> Result<Request, ApiError> {
+    let (mut after, mut limit, mut wait) = (None, None, None);
+    let mut kinds: Vec<String> = Vec::new();
+    for (name, text) in pairs {
+        let once = |slot: &mut Option<String>, text: String| {
+            if slot.is_some() {
+                return Err(ApiError::invalid(format!(
+                    "the query parameter {name} is given more than once"
+                )));
+            }
+            *slot = Some(text);
+            Ok(())
+        };
+        match name.as_str() {
+            "after" => once(&mut after, text)?,
+            "limit" => once(&mut limit, text)?,
+            "wait" => once(&mut wait, text)?,
+            "kind" => {
+                check_label("kind", &text)?;
+                if !kinds.contains(&text) {
+                    if kinds.len() == MAX_CHANGE_KINDS {
+                        return Err(ApiError::invalid(format!(
+                            "at most {MAX_CHANGE_KINDS} kinds can be asked for at once"
+                        )));
+                    }
+                    kinds.push(text);
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(Request {
+        after: page::number_after(after.as_deref(), "a change position (0 for the beginning)")?
+            .unwrap_or(0),
+        limit: page::limit(limit.as_deref())?,
+        kinds,
+        wait: page::wait(wait.as_deref())?,
+    })
+}
+
+/// The changes of `kinds` (all when empty) after `after`, at most `limit`,
+/// and the position the page was read through. One more than `limit` is
+/// read where the store's page allows it; a page of the store's largest
+/// size is followed by a probe of one change.
+async fn page_of(
+    store: &dyn Store,
+    cluster: &str,
+    kinds: &[String],
+    after: u64,
+    limit: usize,
+) -> Result<(ChangesPage, u64), ApiError> {
+    let ask = (limit + 1).min(MAX_PAGE_SIZE);
+    let read = store.changes(cluster, kinds, after, ask).await?;
+    let mut through = read.through;
+    let mut items: Vec<ChangeView> = read.changes.into_iter().map(ChangeView::from).collect();
+    let more = if items.len() > limit {
+        items.truncate(limit);
+        true
+    } else if ask == limit && items.len() == limit {
+        // The store's largest page, full: is anything after it?
+        let last = items.last().map_or(after, |c| c.position);
+        let probe = store.changes(cluster, kinds, last, 1).await?;
+        if probe.changes.is_empty() {
+            through = probe.through;
+            false
+        } else {
+            true
+        }
+    } else {
+        false
+    };
+    let last = items.last().map_or(after, |c| c.position);
+    let next = if more {
+        Some(last)
+    } else {
+        // Positions read past that hold nothing for this reader.
+        (through > last).then_some(through)
+    };
+    let read_through = if more { last } else { through.max(last) };
+    Ok((ListPage { items, next }, read_through))
+}
+
+/// `GET /v1/changes[?after=POSITION][&limit=N][&kind=K...][&wait=DURATION]`.
+pub(super) async fn list(
+    State(shared): State<AppState>,
+    query: Result<Query<Vec<(String, String)>>, QueryRejection>,
+) -> Result<Json<ChangesPage>, ApiError> {
+    let Query(pairs) = query.map_err(|e| ApiError::invalid(e.body_text()))?;
+    let request = parse(pairs)?;
+    let store = &shared.api.store;
+    let cluster = &shared.api.cluster;
+    let mut poll = page::LongPoll::start(&shared, request.wait);
+    let mut after = request.after;
+    loop {
+        let (page, read_through) = page_of(
+            store.as_ref(),
+            cluster,
+            &request.kinds,
+            after,
+            request.limit,
+        )
+        .await?;
+        if !page.items.is_empty() || request.wait.is_zero() {
+            return Ok(Json(page));
+        }
+        // Nothing for this reader yet: wait for positions beyond what was
+        // read, and read on from there (what was passed is not read again).
+        if !poll.until_beyond(read_through).await {
+            return Ok(Json(ListPage {
+                items: page.items,
+                // Never behind what this request already read past.
+                next: page.next.or((after > request.after).then_some(after)),
+            }));
+        }
+        after = read_through;
+    }
+}
