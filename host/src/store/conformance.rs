@@ -87,6 +87,7 @@ macro_rules! conformance_suite {
             metadata_is_stored_beside_the_value,
             finalizers_hold_a_delete_until_the_last_is_removed,
             deleting_an_owner_collects_what_it_owns,
+            an_owner_of_more_than_one_commit_may_collect_stays_until_fewer,
             owners_must_exist_and_not_be_deleting,
             status_writes_keep_the_generation_and_skip_spec_conflicts,
             checks_gate_a_commit_without_writing,
@@ -1654,6 +1655,77 @@ pub(super) async fn finalizers_hold_a_delete_until_the_last_is_removed(b: &Backe
         .unwrap();
     assert_eq!(removed, Written::Removed);
     assert_eq!(store.get(CLUSTER, &b2).await.unwrap(), None);
+}
+
+/// Garbage collection is bounded per commit: deleting an owner that owns
+/// more than [`crate::limits::MAX_COLLECTED_PER_COMMIT`] objects is
+/// refused as too large, with nothing written; once it owns no more than
+/// that, the same delete collects them all in one commit.
+pub(super) async fn an_owner_of_more_than_one_commit_may_collect_stays_until_fewer(b: &Backend) {
+    use crate::limits::{MAX_COLLECTED_PER_COMMIT, MAX_OPS_PER_COMMIT};
+    let (store, fence) = (&*b.store, b.leases.grant(CLUSTER, "ctl", "host-a").await);
+    let owner = key("nodes", "big");
+    let made = store
+        .commit_fenced(&fence, &[create(&owner, "{}")], &[])
+        .await
+        .unwrap();
+    let owned: Vec<ObjectKey> = (0..=MAX_COLLECTED_PER_COMMIT)
+        .map(|i| key("tasks", &format!("t{i:04}")))
+        .collect();
+    for chunk in owned.chunks(MAX_OPS_PER_COMMIT) {
+        let ops: Vec<Op> = chunk
+            .iter()
+            .map(|k| create_with(k, "0", meta(&[], Some(&owner), &[])))
+            .collect();
+        store.commit_fenced(&fence, &ops, &[]).await.unwrap();
+    }
+    let since = mark(store).await;
+    let refused = store
+        .commit_fenced(&fence, &[delete(&owner, made.revision)], &[])
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&refused, StoreError::TooLarge(why) if why.contains("nodes/big")),
+        "{refused:?}"
+    );
+    assert_eq!(
+        store.get(CLUSTER, &owner).await.unwrap().map(|o| o.version),
+        Some(made.revision),
+        "the refused delete wrote nothing"
+    );
+    assert!(store.get(CLUSTER, &owned[0]).await.unwrap().is_some());
+    assert_eq!(changes_after(store, since).await, vec![]);
+
+    // One fewer: the owner and everything it owns go in one commit.
+    let last = store
+        .get(CLUSTER, &owned[MAX_COLLECTED_PER_COMMIT])
+        .await
+        .unwrap()
+        .unwrap();
+    store
+        .commit_fenced(
+            &fence,
+            &[delete(&owned[MAX_COLLECTED_PER_COMMIT], last.version)],
+            &[],
+        )
+        .await
+        .unwrap();
+    let since = mark(store).await;
+    store
+        .commit_fenced(&fence, &[delete(&owner, made.revision)], &[])
+        .await
+        .unwrap();
+    assert_eq!(store.get(CLUSTER, &owner).await.unwrap(), None);
+    for k in &owned {
+        assert_eq!(store.get(CLUSTER, k).await.unwrap(), None, "{k} collected");
+    }
+    let seen = changes_after(store, since).await;
+    assert_eq!(
+        seen.len(),
+        MAX_COLLECTED_PER_COMMIT + 1,
+        "the owner and what it owned"
+    );
+    assert!(seen.iter().all(|(_, kind, _)| *kind == ChangeKind::Deleted));
 }
 
 pub(super) async fn deleting_an_owner_collects_what_it_owns(b: &Backend) {
