@@ -363,6 +363,53 @@ mod scheduler {
         assert_within_capacity(&h).await;
     }
 
+    /// Slots come back through the real boundary as in the fake host: a
+    /// task that finishes, and one a user deletes (held by the scheduler's
+    /// finalizer until its slot is freed), each lower their node's count
+    /// and leave the finalizer, and a task waiting for room is placed.
+    #[tokio::test]
+    async fn finished_and_deleted_tasks_free_their_slots_for_waiting_ones() {
+        const SLOT: &str = "scheduler/slot";
+        let mut h = load().await;
+        node(&h, "n1", 1).await;
+        pending(&h, "t1").await;
+        h.resync().await;
+        let t1 = h.object(TASKS, "t1").await.unwrap();
+        assert_eq!(h.value(TASKS, "t1").await["node"], "n1");
+        assert!(t1.meta.finalizers.iter().any(|f| f == SLOT), "{t1:?}");
+        assert_eq!(h.value(NODES, "n1").await["assigned"], 1);
+
+        // No room: t2 waits.
+        pending(&h, "t2").await;
+        assert_eq!(h.reconcile(TASKS, "t2").await, Reconciled::Done);
+        assert_eq!(pending_names(&h).await, ["t2"]);
+
+        // t1 finishes: its slot goes to t2.
+        h.seed(TASKS, "t1", &json!({ "status": "done", "node": "n1" }))
+            .await;
+        assert_eq!(h.reconcile(TASKS, "t1").await, Reconciled::Done);
+        let t1 = h.object(TASKS, "t1").await.unwrap();
+        assert!(!t1.meta.finalizers.iter().any(|f| f == SLOT), "{t1:?}");
+        assert_eq!(h.value(TASKS, "t2").await["node"], "n1");
+        assert_eq!(h.value(NODES, "n1").await["assigned"], 1);
+        assert_within_capacity(&h).await;
+
+        // t2 is deleted: marked while it holds the slot, then freed and gone.
+        h.remove(TASKS, "t2").await;
+        let marked = h.object(TASKS, "t2").await.expect("the finalizer holds it");
+        assert!(marked.deleting_since.is_some());
+        assert_eq!(h.reconcile(TASKS, "t2").await, Reconciled::Done);
+        assert_eq!(h.object(TASKS, "t2").await, None);
+        assert_eq!(h.value(NODES, "n1").await["assigned"], 0);
+        let released: Vec<String> = h
+            .events_with_reason("Released")
+            .await
+            .into_iter()
+            .map(|e| e.name)
+            .collect();
+        assert_eq!(released, ["t1", "t2"]);
+    }
+
     #[tokio::test]
     async fn assignments_per_reconcile_are_bounded() {
         let mut h = load().await;
