@@ -103,8 +103,9 @@ export interface Description {
    * they relate to are too). A related watch whose kind, owner kind,
    * target kind or label key is not of the syntax `types.object`
    * and `types.metadata` give is ignored with a warning in the
-   * host's log (as a malformed kind in `watches` is), and so is any
-   * beyond the first 32.
+   * host's log when the controller starts (as a malformed kind in
+   * `watches` is), and so is any beyond the first 32; `leasehold
+   * check` refuses a component with a malformed one, naming it.
    */
   related: Array<RelatedWatch>,
 }
