@@ -85,19 +85,10 @@ fn parse(pairs: Vec<(String, String)>) -> Result<Request, ApiError> {
     let (mut after, mut limit, mut wait) = (None, None, None);
     let mut kinds: Vec<String> = Vec::new();
     for (name, text) in pairs {
-        let once = |slot: &mut Option<String>, text: String| {
-            if slot.is_some() {
-                return Err(ApiError::invalid(format!(
-                    "the query parameter {name} is given more than once"
-                )));
-            }
-            *slot = Some(text);
-            Ok(())
-        };
         match name.as_str() {
-            "after" => once(&mut after, text)?,
-            "limit" => once(&mut limit, text)?,
-            "wait" => once(&mut wait, text)?,
+            "after" => page::set_once(&mut after, &name, text)?,
+            "limit" => page::set_once(&mut limit, &name, text)?,
+            "wait" => page::set_once(&mut wait, &name, text)?,
             "kind" => {
                 check_label("kind", &text)?;
                 if !kinds.contains(&text) {

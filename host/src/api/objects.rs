@@ -211,19 +211,10 @@ impl ListQuery {
         let mut query = ListQuery::default();
         let mut contains: Option<String> = None;
         for (name, text) in pairs {
-            let once = |slot: &mut Option<String>, text: String| {
-                if slot.is_some() {
-                    return Err(ApiError::invalid(format!(
-                        "the query parameter {name} is given more than once"
-                    )));
-                }
-                *slot = Some(text);
-                Ok(())
-            };
             match name.as_str() {
-                "after" => once(&mut query.after, text)?,
-                "limit" => once(&mut query.limit, text)?,
-                "contains" => once(&mut contains, text)?,
+                "after" => page::set_once(&mut query.after, &name, text)?,
+                "limit" => page::set_once(&mut query.limit, &name, text)?,
+                "contains" => page::set_once(&mut contains, &name, text)?,
                 "label" => {
                     let Some((key, value)) = text.split_once('=') else {
                         return Err(ApiError::invalid(format!(

@@ -79,6 +79,22 @@ pub(super) fn number_after(text: Option<&str>, what: &str) -> Result<Option<u64>
     .transpose()
 }
 
+/// Keep `text` as the value of query parameter `name`, which may be given
+/// once: a second one is a 400 that names it.
+pub(super) fn set_once(
+    slot: &mut Option<String>,
+    name: &str,
+    text: String,
+) -> Result<(), ApiError> {
+    if slot.is_some() {
+        return Err(ApiError::invalid(format!(
+            "the query parameter {name} is given more than once"
+        )));
+    }
+    *slot = Some(text);
+    Ok(())
+}
+
 /// The `wait` query parameter of a long-polled list (`/v1/events`,
 /// `/v1/changes`): a duration such as `10s`; none, zero. A long poll may
 /// always end early (the client asks again), so a wait above
