@@ -619,7 +619,16 @@ async fn a_paused_leader_sends_nothing_once_it_resumes() {
     .await;
 
     rig.hosts[a].replica.signal("STOP");
-    let limit = rig.timing().ttl + SLACK * 2;
+    // A leader stopped inside a fenced commit (the provisioner commits
+    // every few hundred milliseconds) holds its tenure row until the server
+    // ends that idle transaction, after the host's bound on a transaction
+    // (`DATABASE_STATEMENT`, the idle bound every fenced transaction sets):
+    // the successor's grant waits for that, not only for the ttl.
+    let limit = rig
+        .timing()
+        .ttl
+        .max(leasehold_host::timeouts::DATABASE_STATEMENT)
+        + SLACK * 2;
     let provisioner = rig
         .leader_after(PROVISIONER, provisioner_epoch, limit)
         .await;
