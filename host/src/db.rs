@@ -49,6 +49,7 @@ pub const MIGRATIONS: &[(i32, &str)] = &[
     (15, include_str!("../migrations/0015_epoch_base.sql")),
     (16, include_str!("../migrations/0016_hosts.sql")),
     (17, include_str!("../migrations/0017_placement_moves.sql")),
+    (18, include_str!("../migrations/0018_settled.sql")),
 ];
 
 /// The migrations this program knows: [`MIGRATIONS`], but in the

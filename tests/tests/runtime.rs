@@ -317,6 +317,15 @@ async fn a_panicking_guest_traps_without_harming_the_host() {
     let runtime = runtime();
     let compiled = misbehaving(&runtime, GuestLimits::default());
     let grant = backends.grant(CLUSTER, "misbehaving", "host-a").await;
+    let pill = ObjectKey {
+        kind: "cmd".into(),
+        name: "panic".into(),
+    };
+    backends
+        .store
+        .put(CLUSTER, &pill, "{}", None)
+        .await
+        .unwrap();
     let mut guest = start(&compiled, grant.fence.clone(), backends.store.clone()).await;
     let result = guest.reconcile("cmd", "panic").await;
     let Err(GuestError::Trap { message, .. }) = &result else {

@@ -74,6 +74,12 @@ impl Harness {
             };
             backends.store.put(CLUSTER, &key, "{}", None).await.unwrap();
         }
+        Self::start_on(backends).await
+    }
+
+    /// Start a supervisor on `backends` (those of a supervisor that
+    /// stopped: its lease, its tenures and its store).
+    async fn start_on(backends: MemoryBackends) -> Self {
         let (store, hooks) = HookedStore::new(backends.store.clone());
         let status = Status::new(CLUSTER.into(), "host-a".into(), &[NAME.to_string()]);
         let status = status.controller(NAME).unwrap();
@@ -161,31 +167,38 @@ impl Harness {
 }
 
 /// The reasons the `why-*` command `command` recorded, in call order
-/// (the fixture's `marks/<command>-<n>`, n counting its calls).
+/// (the fixture's `marks/<command>-<epoch>-<n>`, n counting the calls of
+/// the tenure's guest).
 async fn reasons(store: &dyn Store, command: &str) -> Vec<String> {
     let page = store
         .list(CLUSTER, "marks", None, 500)
         .await
         .expect("list marks");
-    let mut calls: Vec<(u64, String)> = page
+    let mut calls: Vec<(u64, u64, String)> = page
         .objects
         .into_iter()
         .filter(|mark| {
             mark.name
                 .strip_prefix(command)
                 .and_then(|rest| rest.strip_prefix('-'))
-                .is_some_and(|n| n.bytes().all(|b| b.is_ascii_digit()))
+                .and_then(|rest| rest.split_once('-'))
+                .is_some_and(|(epoch, n)| {
+                    [epoch, n]
+                        .iter()
+                        .all(|part| part.bytes().all(|b| b.is_ascii_digit()))
+                })
         })
         .map(|mark| {
             let value: serde_json::Value = serde_json::from_str(&mark.value).expect("JSON");
             (
+                value["epoch"].as_u64().expect("epoch"),
                 value["call"].as_u64().expect("call"),
                 value["reason"].as_str().expect("reason").to_string(),
             )
         })
         .collect();
     calls.sort();
-    calls.into_iter().map(|(_, reason)| reason).collect()
+    calls.into_iter().map(|(_, _, reason)| reason).collect()
 }
 
 /// Wait, by the store's change feed, until `command` recorded exactly
@@ -239,6 +252,35 @@ async fn the_worker_tells_each_reconcile_why_it_runs() {
     reasons_reach(store, "why-fail", &["resync", "retry", "change", "retry"]).await;
     h.shutdown.send(true).unwrap();
     leasehold_tests::within(WAIT, "the supervisor stopped", h.task)
+        .await
+        .unwrap();
+}
+
+/// A deletion committed while no tenure runs wakes the next tenure: the
+/// last tenure's release recorded where it settled in the change stream,
+/// and the next tenure's worker reads the stream from there. (Its resync
+/// alone cannot show it: the object is gone.)
+#[tokio::test]
+async fn a_deletion_committed_between_tenures_wakes_the_next_one() {
+    let h = Harness::start_with_commands(&["why-plain"]).await;
+    h.leading().await;
+    let store = h.backends.store.clone();
+    reasons_reach(store.as_ref(), "why-plain", &["resync"]).await;
+    h.shutdown.send(true).unwrap();
+    leasehold_tests::within(WAIT, "the first supervisor stopped", h.task)
+        .await
+        .unwrap();
+    // No tenure runs: the object is deleted, and nothing else changes.
+    let command = ObjectKey {
+        kind: "cmd".into(),
+        name: "why-plain".into(),
+    };
+    store.delete(CLUSTER, &command, None).await.unwrap();
+    let h = Harness::start_on(h.backends).await;
+    assert!(h.leading().await > 1, "a new tenure");
+    reasons_reach(store.as_ref(), "why-plain", &["resync", "change"]).await;
+    h.shutdown.send(true).unwrap();
+    leasehold_tests::within(WAIT, "the second supervisor stopped", h.task)
         .await
         .unwrap();
 }

@@ -867,6 +867,75 @@ pub(super) async fn bad_input_gets_a_clear_error(b: &dyn Backend) {
     assert!(leases[0].active);
 }
 
+/// A lease's settled position is recorded by its current tenure's renewals
+/// and release, never by a stale tenure's, kept when a renewal or release
+/// brings none, and answered by every later grant (the successor's worker
+/// starts reading the change stream there).
+pub(super) async fn the_settled_position_is_recorded_by_the_current_tenure_only(b: &dyn Backend) {
+    let a = request("east", "watcher", "host-a");
+    let first = grant(b.first(), &a).await;
+    assert_eq!(first.settled, None, "a lease's first grant knows none");
+    let renewed = b
+        .first()
+        .renew_settled(std::slice::from_ref(&first.fence), &[Some(40)], TTL)
+        .await
+        .unwrap();
+    assert!(matches!(renewed[..], [Renewed::Extended { .. }]));
+    // A renewal without a position keeps the recorded one.
+    b.first()
+        .renew_settled(std::slice::from_ref(&first.fence), &[None], TTL)
+        .await
+        .unwrap();
+    b.first()
+        .release_settled(&first.fence, EndReason::Released, None, None)
+        .await
+        .unwrap();
+    let second = grant(b.second(), &request("east", "watcher", "host-b")).await;
+    assert_eq!(second.settled, Some(40));
+
+    // The successor moves it on; the stale tenure's renewal and release
+    // change nothing.
+    b.second()
+        .renew_settled(std::slice::from_ref(&second.fence), &[Some(55)], TTL)
+        .await
+        .unwrap();
+    let stale = b
+        .first()
+        .renew_settled(std::slice::from_ref(&first.fence), &[Some(99)], TTL)
+        .await
+        .unwrap();
+    assert_eq!(stale, [Renewed::Lost]);
+    b.first()
+        .release_settled(&first.fence, EndReason::Released, None, Some(98))
+        .await
+        .unwrap();
+    // In a batch, each fence records its own position.
+    let other = grant(b.second(), &request("east", "other", "host-b")).await;
+    b.second()
+        .renew_settled(
+            &[second.fence.clone(), other.fence.clone()],
+            &[Some(60), Some(7)],
+            TTL,
+        )
+        .await
+        .unwrap();
+    b.expire(&a.key).await;
+    let third = grant(b.first(), &a).await;
+    assert_eq!(third.settled, Some(60), "the expired tenure's last renewal");
+    // The release records the final position.
+    b.first()
+        .release_settled(&third.fence, EndReason::Released, None, Some(75))
+        .await
+        .unwrap();
+    b.second()
+        .release_settled(&other.fence, EndReason::Released, None, None)
+        .await
+        .unwrap();
+    assert_eq!(grant(b.second(), &a).await.settled, Some(75));
+    let other = grant(b.first(), &request("east", "other", "host-a")).await;
+    assert_eq!(other.settled, Some(7));
+}
+
 /// Both backends run every case.
 macro_rules! conformance_suite {
     ($($case:ident),* $(,)?) => {
@@ -903,6 +972,7 @@ conformance_suite!(
     a_lapsed_takeover_records_its_reason_from_and_to,
     fenced_writes_are_refused_once_the_fence_is_stale,
     bad_input_gets_a_clear_error,
+    the_settled_position_is_recorded_by_the_current_tenure_only,
 );
 
 /// The memory backend: one authority seen twice; expiry by fault injection.

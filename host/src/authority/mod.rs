@@ -241,6 +241,14 @@ pub struct Grant {
     /// ([`Authority::acquire_placed`]), if it recorded one: `None` for a
     /// grant back to the same holder, or one no reason came with.
     pub moved: Option<MoveReason>,
+    /// The lease's settled position, as its earlier tenures last recorded
+    /// it ([`Authority::renew_settled`], [`Authority::release_settled`]):
+    /// every change of the store's change stream at or before it was
+    /// reconciled by the controller, so the new tenure's worker reads the
+    /// stream from there and is woken by every change after it, deletions
+    /// included. `None`: none recorded yet (the lease's first tenure, or
+    /// no tenure's worker ran long enough to record one).
+    pub settled: Option<u64>,
 }
 
 /// The answer to an acquire attempt.
@@ -744,6 +752,24 @@ pub trait Authority: Send + Sync + 'static {
     /// epoch still match and it has not expired. Results are in input order.
     async fn renew(&self, fences: &[Fence], ttl: Duration) -> Result<Vec<Renewed>, AuthorityError>;
 
+    /// [`Authority::renew`], recording with each renewal that extends its
+    /// lease the fence's settled position, `settled[i]` for `fences[i]`
+    /// (`None` keeps the one recorded): fenced like the renewal itself, so
+    /// a stale tenure never records one. The next grant of the lease
+    /// answers the last one recorded ([`Grant::settled`]). The default (a
+    /// wrapper that does not forward it) renews without recording: the
+    /// successor then starts its worker at the stream's head, as a first
+    /// tenure does.
+    async fn renew_settled(
+        &self,
+        fences: &[Fence],
+        settled: &[Option<u64>],
+        ttl: Duration,
+    ) -> Result<Vec<Renewed>, AuthorityError> {
+        let _ = settled;
+        self.renew(fences, ttl).await
+    }
+
     /// End the tenure: mark the row released (if the fence is still
     /// current), record `reason` in the history, and wake standbys. Safe to
     /// call after loss: it then only records the end.
@@ -764,6 +790,22 @@ pub trait Authority: Send + Sync + 'static {
     ) -> Result<(), AuthorityError> {
         let _ = moved;
         self.release(fence, reason).await
+    }
+
+    /// [`Authority::release_placed`], recording the tenure's final settled
+    /// position (see [`Authority::renew_settled`]) when the release marks
+    /// the row released (`None` keeps the one recorded). The default (a
+    /// wrapper that does not forward it) releases without recording: the
+    /// successor replays from the last renewal's position instead.
+    async fn release_settled(
+        &self,
+        fence: &Fence,
+        reason: EndReason,
+        moved: Option<MoveReason>,
+        settled: Option<u64>,
+    ) -> Result<(), AuthorityError> {
+        let _ = settled;
+        self.release_placed(fence, reason, moved).await
     }
 
     /// Every lease of a cluster, as it is now.

@@ -25,6 +25,7 @@ pub mod identity;
 pub mod placement;
 mod queue;
 mod renewer;
+mod settled;
 mod worker;
 
 use std::sync::Arc;
@@ -38,6 +39,7 @@ pub use backoff::Backoff;
 pub use identity::IdentityCheck;
 pub use queue::WorkQueue;
 pub use renewer::{Registration, Renewer};
+pub use settled::Settled;
 pub use worker::{reconcile_outcome, reconcile_span};
 
 use crate::authority::{
@@ -358,6 +360,7 @@ impl Supervisor {
         stop: &watch::Receiver<bool>,
         valid_until: Instant,
         tenure_outbound: Arc<TenureOutbound>,
+        settled: Arc<Settled>,
     ) -> RunningGuest {
         let revocation = self.controller.revocation();
         revocation.set_valid_until(valid_until.into_std());
@@ -372,6 +375,7 @@ impl Supervisor {
             backoff_min: self.config.backoff_min,
             backoff_max: self.config.backoff_max,
             stop: stop.clone(),
+            settled,
         };
         let fence = fence.clone();
         let guest_revocation = revocation.clone();
@@ -438,7 +442,14 @@ impl Supervisor {
         claim_session: Option<u64>,
     ) -> TenureEnd {
         let fence = grant.fence;
-        let mut tenure = Tenure::begin(self, fence.clone(), acquire_sent, claim_session);
+        let settled = Arc::new(Settled::new(grant.settled));
+        let mut tenure = Tenure::begin(
+            self,
+            fence.clone(),
+            acquire_sent,
+            claim_session,
+            settled.clone(),
+        );
         let end = tenure.run().await;
         // A tenure placement handed over records that with its release.
         let moved = tenure
@@ -474,7 +485,7 @@ impl Supervisor {
                 }
                 None => GuestStopped(()),
             };
-            self.record_end(&fence, end, moved, &outbound, stopped)
+            self.record_end(&fence, end, moved, &outbound, settled.get(), stopped)
                 .await;
         }
         .instrument(lost)
@@ -493,6 +504,7 @@ impl Supervisor {
         end: TenureEnd,
         moved: Option<placement::MoveReason>,
         outbound: &TenureOutbound,
+        settled: Option<u64>,
         _stopped: GuestStopped,
     ) {
         let name = self.name();
@@ -531,7 +543,8 @@ impl Supervisor {
         .await;
         let release = tokio::time::timeout_at(
             deadline,
-            self.authority.release_placed(fence, reason, moved),
+            self.authority
+                .release_settled(fence, reason, moved, settled),
         )
         .await;
         match release {
@@ -865,6 +878,9 @@ struct Tenure<'s> {
     /// The liveness session the tenure was granted under, if the gate
     /// named one: a gate naming another ends the tenure.
     claim_session: Option<u64>,
+    /// The tenure's settled position (see [`settled`]): every guest it
+    /// starts reads the change stream from it, and its renewals record it.
+    settled: Arc<Settled>,
     /// This tenure's loop in the host's heartbeat, if there is one; it
     /// beats on every turn and unregisters when the tenure ends.
     pulse: Option<Pulse>,
@@ -879,6 +895,7 @@ impl<'s> Tenure<'s> {
         fence: Fence,
         acquire_sent: Instant,
         claim_session: Option<u64>,
+        settled: Arc<Settled>,
     ) -> Self {
         let timing = sup.config.timing;
         tracing::info!(
@@ -891,9 +908,12 @@ impl<'s> Tenure<'s> {
             epoch: fence.epoch.0,
             problem: None,
         });
-        let renewals = sup
-            .renewer
-            .register(fence.clone(), timing.ttl, timing.renew_interval);
+        let renewals = sup.renewer.register_settled(
+            fence.clone(),
+            timing.ttl,
+            timing.renew_interval,
+            settled.clone(),
+        );
         let (stop_tx, stop_rx) = watch::channel(false);
         let restarts = Backoff::new(sup.config.backoff_min, sup.config.backoff_max);
         let machine = Machine::new(
@@ -922,6 +942,7 @@ impl<'s> Tenure<'s> {
             restarts,
             outbound: Arc::default(),
             claim_session,
+            settled,
             pulse,
             handing_over: false,
         }
@@ -945,6 +966,7 @@ impl<'s> Tenure<'s> {
                         &self.stop_rx,
                         self.machine.valid_until,
                         self.outbound.clone(),
+                        self.settled.clone(),
                     ));
                 }
                 Advance::DeadlinePassed => {

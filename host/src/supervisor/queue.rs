@@ -122,6 +122,11 @@ impl WorkQueue {
         self.queued.len()
     }
 
+    /// Whether `key` is queued (ready or waiting for a time).
+    pub fn contains(&self, key: &ObjectKey) -> bool {
+        self.queued.contains_key(key)
+    }
+
     /// Whether nothing is queued.
     pub fn is_empty(&self) -> bool {
         self.queued.is_empty()

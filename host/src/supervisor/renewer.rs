@@ -19,6 +19,8 @@ use crate::authority::{Authority, AuthorityError, Renewed};
 use crate::fence::{Fence, LeaseKey};
 use crate::notify::{BEAT_EVERY, Heartbeat, Pulse};
 
+use super::settled::Settled;
+
 /// One renewal outcome: when it was sent, and what came back.
 pub type Outcome = (Instant, Result<Renewed, AuthorityError>);
 
@@ -31,6 +33,7 @@ enum Command {
         fence: Fence,
         cadence: Cadence,
         outcomes: mpsc::UnboundedSender<Outcome>,
+        settled: Arc<Settled>,
     },
     Unregister {
         key: LeaseKey,
@@ -80,6 +83,9 @@ impl Drop for Registration {
 struct Member {
     fence: Fence,
     outcomes: mpsc::UnboundedSender<Outcome>,
+    /// The tenure's settled position, read when each renewal is sent and
+    /// recorded with it.
+    settled: Arc<Settled>,
 }
 
 struct Batch {
@@ -127,6 +133,19 @@ impl Renewer {
     /// Renew `fence` every `interval` with `ttl` until the registration is
     /// dropped. The first renewal is sent one interval from now.
     pub fn register(&self, fence: Fence, ttl: Duration, interval: Duration) -> Registration {
+        self.register_settled(fence, ttl, interval, Arc::default())
+    }
+
+    /// [`Renewer::register`], each renewal recording the tenure's settled
+    /// position as `settled` holds it when the renewal is sent (see
+    /// [`super::settled`]).
+    pub fn register_settled(
+        &self,
+        fence: Fence,
+        ttl: Duration,
+        interval: Duration,
+        settled: Arc<Settled>,
+    ) -> Registration {
         let (tx, outcomes) = mpsc::unbounded_channel();
         let key = fence.key.clone();
         let epoch = fence.epoch.0;
@@ -134,6 +153,7 @@ impl Renewer {
             fence,
             cadence: (ttl, interval),
             outcomes: tx,
+            settled,
         });
         Registration {
             key,
@@ -179,6 +199,7 @@ async fn run(
                 fence,
                 cadence,
                 outcomes,
+                settled,
             } => {
                 let batch = batches.entry(cadence).or_insert_with(|| Batch {
                     members: HashMap::new(),
@@ -188,9 +209,14 @@ async fn run(
                 if batch.members.is_empty() && !batch.in_flight {
                     batch.next_due = Instant::now() + cadence.1;
                 }
-                batch
-                    .members
-                    .insert(fence.key.clone(), Member { fence, outcomes });
+                batch.members.insert(
+                    fence.key.clone(),
+                    Member {
+                        fence,
+                        outcomes,
+                        settled,
+                    },
+                );
             }
             Command::Unregister { key, epoch } => {
                 for batch in batches.values_mut() {
@@ -233,6 +259,7 @@ fn send_due(
             .values()
             .map(|m| (m.fence.clone(), m.outcomes.clone()))
             .collect();
+        let settled: Vec<Option<u64>> = batch.members.values().map(|m| m.settled.get()).collect();
         let authority = authority.clone();
         let own = own.clone();
         let cadence = *cadence;
@@ -244,18 +271,22 @@ fn send_due(
             // next one goes out on time. Waiting longer (the database bound
             // is 5 s, the default slack too) made a lease's survival a race
             // of one round trip.
-            let result =
-                match tokio::time::timeout(cadence.1, authority.renew(&fences, cadence.0)).await {
-                    Ok(result) => result,
-                    Err(_) => Err(AuthorityError::Unavailable {
-                        endpoint: "the database".into(),
-                        reason: format!(
-                            "renewal: no answer within one renew interval ({}); the outcome is \
+            let result = match tokio::time::timeout(
+                cadence.1,
+                authority.renew_settled(&fences, &settled, cadence.0),
+            )
+            .await
+            {
+                Ok(result) => result,
+                Err(_) => Err(AuthorityError::Unavailable {
+                    endpoint: "the database".into(),
+                    reason: format!(
+                        "renewal: no answer within one renew interval ({}); the outcome is \
                          unknown and the next renewal is sent now",
-                            humantime::format_duration(cadence.1)
-                        ),
-                    }),
-                };
+                        humantime::format_duration(cadence.1)
+                    ),
+                }),
+            };
             match result {
                 Ok(outcomes) if outcomes.len() == members.len() => {
                     for ((_, tx), outcome) in members.iter().zip(outcomes) {

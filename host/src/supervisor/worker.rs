@@ -22,6 +22,7 @@ use tracing::Instrument;
 
 use super::backoff::Backoff;
 use super::queue::WorkQueue;
+use super::settled::{Settled, Unsettled};
 use super::sleep_until_some;
 use crate::fence::Fence;
 use crate::limits::MAX_PAGE_SIZE;
@@ -46,6 +47,10 @@ pub(crate) struct WorkerContext {
     pub backoff_max: Duration,
     /// Becomes true when the worker must stop taking work (shutdown).
     pub stop: watch::Receiver<bool>,
+    /// The tenure's settled position: where the worker starts reading the
+    /// change stream, and where it records how far it reconciled (see
+    /// [`super::settled`]).
+    pub settled: Arc<Settled>,
 }
 
 /// Why the worker ended.
@@ -72,6 +77,8 @@ struct Worker {
     queue: WorkQueue,
     failures: HashMap<ObjectKey, Backoff>,
     cursor: u64,
+    /// The changes read and not reconciled yet (see [`super::settled`]).
+    unsettled: Unsettled,
     feed: watch::Receiver<u64>,
     feed_retry_at: Option<Instant>,
     /// Whether the feed's sender is alive; when not, the worker polls.
@@ -115,11 +122,24 @@ pub(crate) async fn run(mut guest: GuestInstance, ctx: WorkerContext) -> WorkerE
     }
     let mut feed = ctx.store.watch(&ctx.cluster);
     // The cursor is taken before the first resync, so every change after
-    // it is seen either by the resync or by the feed.
-    let cursor = *feed.borrow_and_update();
+    // it is seen either by the resync or by the feed. It starts where the
+    // tenure (or the lease's earlier tenures) settled, so the changes
+    // committed since its last reconcile, deletions included, wake this
+    // guest; where none settled (a lease's first guest), at the head.
+    let head = *feed.borrow_and_update();
+    let (cursor, resumed) = match ctx.settled.get() {
+        Some(settled) if settled <= head => (settled, true),
+        _ => (head, false),
+    };
+    ctx.settled.set(cursor);
     tracing::info!(
         controller,
         epoch = guest.fence().epoch.0,
+        // Whether the change stream is read from where the lease settled
+        // (else from the head: a lease's first guest), and from where.
+        resumed,
+        from = cursor,
+        head,
         ?watches,
         related = %related.iter().map(ToString::to_string).collect::<Vec<_>>().join(", "),
         resync = ?description.resync_period,
@@ -134,6 +154,7 @@ pub(crate) async fn run(mut guest: GuestInstance, ctx: WorkerContext) -> WorkerE
         related,
         failures: HashMap::new(),
         cursor,
+        unsettled: Unsettled::default(),
         feed,
         feed_retry_at: None,
         feed_open: true,
@@ -143,6 +164,11 @@ pub(crate) async fn run(mut guest: GuestInstance, ctx: WorkerContext) -> WorkerE
     };
     // The queue gauges read zero again once this guest is gone.
     let _gauges = QueueGaugesReset(worker.ctx.status.clone());
+    // What was committed between the settled position and the head (the
+    // feed marked it seen above) is read now, not at the next change, and
+    // the first resync follows at once: a key both queue runs once.
+    worker.read_feed().await;
+    worker.resync().await;
     let resync_period = description.resync_period;
     let mut next_resync = resync_period.map(|p| Instant::now() + p);
     loop {
@@ -151,6 +177,11 @@ pub(crate) async fn run(mut guest: GuestInstance, ctx: WorkerContext) -> WorkerE
         }
         worker.catch_up().await;
         if worker.queue.take_overflow() {
+            tracing::warn!(
+                controller = worker.controller(),
+                max_queue = worker.ctx.max_queue,
+                "the work queue was full and dropped keys; resyncing"
+            );
             worker.resync_due = true;
         }
         if worker.resync_due && worker.queue.is_empty() {
@@ -404,27 +435,32 @@ impl Worker {
                         for watch in self.related.iter().filter(|w| w.kind == key.kind) {
                             for key in related_keys(watch, &seen) {
                                 self.queue.add_traced(
-                                    key,
+                                    key.clone(),
                                     ReconcileReason::Related,
                                     change.traceparent.clone(),
                                 );
+                                if self.queue.contains(&key) {
+                                    self.unsettled.hold(&key, change.position);
+                                }
                             }
                         }
                         if self.watches.contains(&key.kind) {
                             if self.written_here(&change.origin) {
-                                self.queue.add_echo(key, change.traceparent);
+                                self.queue.add_echo(key.clone(), change.traceparent);
                             } else {
                                 self.queue.add_traced(
-                                    key,
+                                    key.clone(),
                                     ReconcileReason::Change,
                                     change.traceparent,
                                 );
                             }
+                            self.hold(&key, change.position);
                         }
                     }
                     self.publish_queue();
                     // Read through here, whether or not anything matched.
                     self.cursor = self.cursor.max(page.through);
+                    self.publish_settled();
                     if !full {
                         return;
                     }
@@ -441,6 +477,7 @@ impl Worker {
                         "the change stream no longer keeps what followed this worker's cursor; resyncing"
                     );
                     self.cursor = self.cursor.max(oldest_kept.saturating_sub(1));
+                    self.publish_settled();
                     self.resync_due = true;
                     // A trimmed change may have been newer than an own
                     // write the feed showed as newest.
@@ -453,6 +490,20 @@ impl Worker {
                 }
             }
         }
+    }
+
+    /// `key`, queued by the change at `position`, holds the settled
+    /// position below it until reconciled; unless the queue was full and
+    /// dropped it (the worker resyncs instead).
+    fn hold(&mut self, key: &ObjectKey, position: u64) {
+        if self.queue.contains(key) {
+            self.unsettled.hold(key, position);
+        }
+    }
+
+    /// Record how far this worker reconciled, for the tenure's renewals.
+    fn publish_settled(&self) {
+        self.ctx.settled.set(self.unsettled.settled(self.cursor));
     }
 
     /// Queue every object of every watched kind, and every key the objects
@@ -548,9 +599,11 @@ impl Worker {
         match result {
             Ok(Reconciled::Done) => {
                 self.failures.remove(&key);
+                self.unsettled.release(&key);
             }
             Ok(Reconciled::RequeueAfter(delay)) => {
                 self.failures.remove(&key);
+                self.unsettled.release(&key);
                 self.queue
                     .add_at(key, now + delay.min(MAX_REQUEUE), ReconcileReason::Requeue);
             }
@@ -580,11 +633,18 @@ impl Worker {
                     "reconcile failed: {}",
                     crate::runtime::host::logging::escape(&message)
                 );
-                self.queue.add_at(key, now + delay, ReconcileReason::Retry);
+                self.queue
+                    .add_at(key.clone(), now + delay, ReconcileReason::Retry);
+                // The retry holds what the key's changes held, unless a
+                // full queue dropped it.
+                if !self.queue.contains(&key) {
+                    self.unsettled.release(&key);
+                }
             }
             Ok(Reconciled::Fenced) => return Some(WorkerExit::Fenced),
             Err(e) => return Some(WorkerExit::Guest(e)),
         }
+        self.publish_settled();
         None
     }
 }
@@ -683,6 +743,7 @@ mod tests {
                 backoff_min: Duration::from_millis(100),
                 backoff_max: Duration::from_secs(1),
                 stop,
+                settled: Arc::default(),
             },
             fence: None,
             watches: vec!["tasks".into()],
@@ -691,6 +752,7 @@ mod tests {
             queue: WorkQueue::new(100),
             failures: HashMap::new(),
             cursor,
+            unsettled: Unsettled::default(),
             feed,
             feed_retry_at: None,
             feed_open: true,
@@ -757,6 +819,7 @@ mod tests {
                 backoff_min: Duration::from_millis(100),
                 backoff_max: Duration::from_secs(1),
                 stop,
+                settled: Arc::default(),
             },
             fence: None,
             kinds: feed_kinds(&watches, &related),
@@ -765,6 +828,7 @@ mod tests {
             queue: WorkQueue::new(100),
             failures: HashMap::new(),
             cursor,
+            unsettled: Unsettled::default(),
             feed,
             feed_retry_at: None,
             feed_open: true,

@@ -273,9 +273,10 @@ pub struct Report {
     /// Requests in the fenced receiver's record that were judged (reads
     /// are not), and how many of them it applied.
     pub effects: (usize, usize),
-    /// Changes the wake-up rule judged, and deletions it counted without
-    /// judging; `None` when no host logs were given.
-    pub wake_ups: Option<(usize, usize)>,
+    /// Changes the wake-up rule judged, the deletions among them, and
+    /// deletions it excused (not promised by the host); `None` when no
+    /// host logs were given.
+    pub wake_ups: Option<(usize, usize, usize)>,
     /// Objects the finalizer workload held.
     pub holds: usize,
     /// What retention had trimmed and how the checker judged around it;
@@ -315,10 +316,12 @@ impl fmt::Display for Report {
             self.effects.1,
             self.violations.len()
         )?;
-        if let Some((judged, deletions)) = self.wake_ups {
+        if let Some((judged, deletions, excused)) = self.wake_ups {
             writeln!(
                 f,
-                "  wake-ups: {judged} change(s) of watched kinds judged, {deletions} deletion(s) not judged"
+                "  wake-ups: {judged} change(s) of watched kinds judged ({deletions} deletion(s)), \
+                 {excused} deletion(s) excused (not promised: before a worker that started at \
+                 the head, trimmed, or after a queue overflow)"
             )?;
         }
         if self.holds > 0 {
@@ -1388,7 +1391,7 @@ impl Checker {
     fn check_wake_ups(&mut self, logs: &HostLogs) {
         let changes = self.change_facts();
         let found = judge_wake_ups(&changes, logs);
-        self.report.wake_ups = Some((found.judged, found.deletions));
+        self.report.wake_ups = Some((found.judged, found.deletions, found.excused));
         for detail in found.missed {
             self.violation(Rule::MissedWakeUp, detail);
         }

@@ -6,22 +6,27 @@
 //! # Wake-ups: what the host promises, and what is judged
 //!
 //! A controller's worker (one per guest instance: a tenure, or a restart
-//! inside one) takes its change-stream cursor before anything else, then
-//! lists every existing object of its watched kinds (a resync) and from then
-//! on queues the key of every change after the cursor. So a change
-//! committed while a worker runs reaches it through the stream, and a
-//! change committed before a worker starts is covered by that worker's
-//! resync — if the object still exists. What the host does not promise is
-//! a *deletion* committed after one worker's last read and before the next
-//! worker's cursor: the object is gone, the resync does not list it, and the
-//! stream is read only after the cursor. An object whose deletion must be
-//! seen carries a finalizer: the delete then only marks it (an update), and
-//! the object stays listable until the finalizer is removed.
+//! inside one) takes its change-stream cursor before anything else: where
+//! the lease *settled* (recorded by the earlier tenures' renewals and
+//! releases: every change up to there was reconciled), or, when none is on
+//! record, the stream's head. It reads the stream from there, lists every
+//! existing object of its watched kinds (a resync), and from then on
+//! queues the key of every change after the cursor. So every change
+//! committed after the lease settled reaches the next worker through the
+//! stream, a deletion included, and every existing object through the
+//! resync.
 //!
-//! So the rule: every change of a watched kind that is not a deletion was
-//! followed by a reconcile of its key by that controller that *started*
-//! after the change's write (by some tenure, on any host). Deletions are
-//! counted, not judged. Evidence of reconciles comes from the hosts' own
+//! So the rule: every change of a watched kind was followed by a reconcile
+//! of its key by that controller that *started* after the change's write
+//! (by some tenure, on any host). A deletion the host does not promise is
+//! excused, not judged: one written before a worker that started at the
+//! head (its `guest ready` line says `resumed: false`: the lease's first
+//! worker, or one whose predecessors never recorded a settled position),
+//! one in a range of the stream retention trimmed before a worker read it
+//! (the worker logs the range and resyncs), and any deletion of a
+//! controller whose work queue overflowed (it dropped keys and resynced;
+//! it logs that). Any other change of those is still judged: the object
+//! exists, and the resync covers it. Evidence of reconciles comes from the hosts' own
 //! logs: the worker's `reconciled` line (level trace, JSON log; the rig
 //! turns it on for the random schedules), with the controller, object,
 //! reason and elapsed time, written when the reconcile ended; its start is
@@ -59,7 +64,7 @@
 //!   write removing its last finalizer must have removed it), whoever set
 //!   its finalizers (a guest's too).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, PoisonError};
 
 /// One reconcile a host logged.
@@ -79,8 +84,8 @@ pub struct Reconcile {
     pub started_micros: i64,
 }
 
-/// What the hosts' logs show: every reconcile, and the kinds each
-/// controller watches.
+/// What the hosts' logs show: every reconcile, the kinds each controller
+/// watches, and where the host said it could not promise deletions.
 #[derive(Debug, Clone, Default)]
 pub struct HostLogs {
     /// Every reconcile, host after host.
@@ -88,6 +93,15 @@ pub struct HostLogs {
     /// Watched kinds per controller (the union over its guests' `guest
     /// ready` lines).
     pub watches: BTreeMap<String, Vec<String>>,
+    /// Per controller, when the latest of its guests that read the change
+    /// stream from the head (not resumed from a settled position) was
+    /// ready, microseconds since the Unix epoch (host clock).
+    pub head_starts: BTreeMap<String, i64>,
+    /// Per controller, the ranges of the change stream retention trimmed
+    /// before a worker read them: positions strictly between the two.
+    pub trimmed: BTreeMap<String, Vec<(u64, u64)>>,
+    /// Controllers whose work queue overflowed.
+    pub overflowed: BTreeSet<String>,
 }
 
 impl HostLogs {
@@ -126,6 +140,13 @@ impl HostLogs {
                     else {
                         continue;
                     };
+                    let resumed = fields.get("resumed").and_then(|v| v.as_bool());
+                    if resumed != Some(true)
+                        && let Some(at) = text("timestamp").and_then(parse_timestamp)
+                    {
+                        let latest = self.head_starts.entry(controller.to_string()).or_default();
+                        *latest = (*latest).max(at);
+                    }
                     let kinds = self.watches.entry(controller.to_string()).or_default();
                     for kind in watches
                         .trim_start_matches('[')
@@ -139,8 +160,48 @@ impl HostLogs {
                         }
                     }
                 }
+                Some(
+                    "the change stream no longer keeps what followed this worker's cursor; resyncing",
+                ) => {
+                    let number = |k: &str| fields.get(k).and_then(|v| v.as_u64());
+                    if let (Some(controller), Some(cursor), Some(kept)) =
+                        (text("controller"), number("cursor"), number("oldest_kept"))
+                    {
+                        self.trimmed
+                            .entry(controller.to_string())
+                            .or_default()
+                            .push((cursor, kept));
+                    }
+                }
+                Some("the work queue was full and dropped keys; resyncing") => {
+                    if let Some(controller) = text("controller") {
+                        self.overflowed.insert(controller.to_string());
+                    }
+                }
                 _ => {}
             }
+        }
+    }
+
+    /// Why the host does not promise `controller` the deletion `c`, if it
+    /// does not (see the module documentation).
+    fn excuse(&self, controller: &str, c: &ChangeFact) -> Option<&'static str> {
+        if self
+            .head_starts
+            .get(controller)
+            .is_some_and(|at| *at >= c.at_micros)
+        {
+            Some("before a worker that started at the head")
+        } else if self.trimmed.get(controller).is_some_and(|ranges| {
+            ranges
+                .iter()
+                .any(|(after, before)| *after < c.position && c.position < *before)
+        }) {
+            Some("trimmed before a worker read it")
+        } else if self.overflowed.contains(controller) {
+            Some("its work queue overflowed")
+        } else {
+            None
         }
     }
 }
@@ -208,11 +269,13 @@ pub struct ChangeFact {
 /// What [`judge_wake_ups`] found.
 #[derive(Debug, Clone, Default)]
 pub struct WakeUps {
-    /// Changes judged (of a watched kind, not deletions).
+    /// Changes judged (of a watched kind), deletions included.
     pub judged: usize,
-    /// Deletions of a watched kind, not judged (see the module
-    /// documentation).
+    /// Of those, deletions.
     pub deletions: usize,
+    /// Deletions of a watched kind the host does not promise, not judged
+    /// (see the module documentation).
+    pub excused: usize,
     /// One line per change no reconcile followed.
     pub missed: Vec<String>,
 }
@@ -235,8 +298,11 @@ pub fn judge_wake_ups(changes: &[ChangeFact], logs: &HostLogs) -> WakeUps {
     for (controller, kinds) in &logs.watches {
         for c in changes.iter().filter(|c| kinds.contains(&c.kind)) {
             if c.change == "deleted" {
+                if logs.excuse(controller, c).is_some() {
+                    found.excused += 1;
+                    continue;
+                }
                 found.deletions += 1;
-                continue;
             }
             found.judged += 1;
             match latest.get(&(controller.as_str(), c.kind.as_str(), c.name.as_str())) {
@@ -434,6 +500,7 @@ mod tests {
         HostLogs {
             reconciles,
             watches: BTreeMap::from([("scheduler".into(), vec!["tasks".into()])]),
+            ..HostLogs::default()
         }
     }
 
@@ -505,15 +572,69 @@ mod tests {
         );
     }
 
+    /// A deletion is judged like any change: the hand-made broken history
+    /// is a successor that resynced (the object was gone) but never read
+    /// the stream from where its predecessor settled.
     #[test]
-    fn deletions_are_counted_not_judged() {
+    fn a_deletion_no_reconcile_followed_is_caught() {
         let changes = [
             change(3, 100, "a", "created", 3),
             change(5, 200, "a", "deleted", 3),
         ];
         let found = judge_wake_ups(&changes, &logs(vec![reconcile("a", 150)]));
+        assert_eq!(found.missed.len(), 1, "{:?}", found.missed);
+        assert!(found.missed[0].contains("deleted"), "{:?}", found.missed);
+        let found = judge_wake_ups(&changes, &logs(vec![reconcile("a", 250)]));
         assert!(found.missed.is_empty(), "{:?}", found.missed);
-        assert_eq!((found.judged, found.deletions), (1, 1));
+        assert_eq!((found.judged, found.deletions, found.excused), (2, 1, 0));
+    }
+
+    /// What the host does not promise: a deletion before a worker that
+    /// started at the head, one in a range retention trimmed before a
+    /// worker read it, and any once the work queue overflowed.
+    #[test]
+    fn deletions_the_host_does_not_promise_are_excused() {
+        let changes = [
+            change(3, 100, "a", "created", 3),
+            change(5, 200, "a", "deleted", 3),
+            change(9, 400, "b", "deleted", 7),
+        ];
+        let mut l = logs(vec![reconcile("a", 150), reconcile("b", 150)]);
+        assert_eq!(judge_wake_ups(&changes, &l).missed.len(), 2);
+        l.head_starts.insert("scheduler".into(), 300);
+        let found = judge_wake_ups(&changes, &l);
+        assert_eq!(found.excused, 1, "a's deletion came before the head start");
+        assert_eq!(found.missed.len(), 1, "{:?}", found.missed);
+        assert!(found.missed[0].contains("change 9"), "{:?}", found.missed);
+        l.trimmed.insert("scheduler".into(), vec![(8, 10)]);
+        let found = judge_wake_ups(&changes, &l);
+        assert!(found.missed.is_empty(), "{:?}", found.missed);
+        assert_eq!(found.excused, 2);
+        let mut l = logs(vec![reconcile("a", 150), reconcile("b", 150)]);
+        l.overflowed.insert("scheduler".into());
+        assert_eq!(judge_wake_ups(&changes, &l).excused, 2);
+    }
+
+    #[test]
+    fn the_lines_that_excuse_deletions_are_read() {
+        let log = concat!(
+            r#"{"timestamp":"2026-12-01T21:40:00.500000Z","level":"INFO","message":"guest ready","controller":"scheduler","epoch":3,"resumed":false,"from":7,"head":7,"watches":"[\"tasks\"]"}"#,
+            "\n",
+            r#"{"timestamp":"2026-12-01T21:40:02.000000Z","level":"INFO","message":"guest ready","controller":"scheduler","epoch":4,"resumed":true,"from":12,"head":30,"watches":"[\"tasks\"]"}"#,
+            "\n",
+            r#"{"timestamp":"2026-12-01T21:40:03.000000Z","level":"WARN","message":"the change stream no longer keeps what followed this worker's cursor; resyncing","controller":"scheduler","cursor":12,"oldest_kept":20}"#,
+            "\n",
+            r#"{"timestamp":"2026-12-01T21:40:04.000000Z","level":"WARN","message":"the work queue was full and dropped keys; resyncing","controller":"other","max_queue":10}"#,
+        );
+        let mut l = HostLogs::default();
+        l.add("host-1", log);
+        assert_eq!(
+            l.head_starts["scheduler"],
+            parse_timestamp("2026-12-01T21:40:00.5Z").unwrap(),
+            "only the worker that started at the head"
+        );
+        assert_eq!(l.trimmed["scheduler"], [(12, 20)]);
+        assert!(l.overflowed.contains("other") && l.overflowed.len() == 1);
     }
 
     fn claim(position: u64, change: &str, version: u64) -> ChangeFact {

@@ -132,7 +132,7 @@ impl Faults {
             .leases
             .get(key)
             .map_or(now, |row| row.expires_at.max(now));
-        let (epoch, _) = state.grant(key, phantom, now, expires_at, None);
+        let (epoch, _, _) = state.grant(key, phantom, now, expires_at, None);
         Fence {
             key: key.clone(),
             epoch,

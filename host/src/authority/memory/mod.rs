@@ -124,6 +124,9 @@ struct LeaseRow {
     handover: Option<MoveReason>,
     /// The last placement move, as the grant that made it recorded it.
     last_move: Option<MoveRow>,
+    /// The settled position a tenure last recorded (as `settled` on
+    /// PostgreSQL, migration 18); kept across grants.
+    settled: Option<u64>,
 }
 
 /// A lease's last placement move, on this backend's clock.
@@ -179,7 +182,7 @@ impl State {
         now: Instant,
         expires_at: Instant,
         moved: Option<MoveReason>,
-    ) -> (Epoch, Option<MoveReason>) {
+    ) -> (Epoch, Option<MoveReason>, Option<u64>) {
         let previous = self.leases.get(key);
         let epoch = Epoch(previous.map_or(0, |row| row.epoch.0) + 1);
         let made = match previous {
@@ -199,6 +202,7 @@ impl State {
         };
         let recorded = made.as_ref().map(|m| m.reason);
         let last_move = made.or_else(|| previous.and_then(|row| row.last_move.clone()));
+        let settled = previous.and_then(|row| row.settled);
         let (end_reason, ended_at) = match previous {
             Some(row) if row.expires_at <= now => (EndReason::Expired, row.expires_at),
             _ => (EndReason::Superseded, now),
@@ -235,9 +239,10 @@ impl State {
                 crash_detection: CrashDetection::Ttl,
                 handover: None,
                 last_move,
+                settled,
             },
         );
-        (epoch, recorded)
+        (epoch, recorded, settled)
     }
 }
 
@@ -343,7 +348,8 @@ impl Authority for MemoryAuthority {
                 expires_at: self.utc(row.expires_at),
             });
         }
-        let (epoch, moved) = state.grant(&request.key, &request.holder, now, expires_at, moved);
+        let (epoch, moved, settled) =
+            state.grant(&request.key, &request.holder, now, expires_at, moved);
         if let Some(row) = state.leases.get_mut(&request.key) {
             row.crash_detection = detection;
         }
@@ -356,10 +362,20 @@ impl Authority for MemoryAuthority {
             acquired_at: self.utc(now),
             expires_at: self.utc(expires_at),
             moved,
+            settled,
         }))
     }
 
     async fn renew(&self, fences: &[Fence], ttl: Duration) -> Result<Vec<Renewed>, AuthorityError> {
+        self.renew_settled(fences, &[], ttl).await
+    }
+
+    async fn renew_settled(
+        &self,
+        fences: &[Fence],
+        settled: &[Option<u64>],
+        ttl: Duration,
+    ) -> Result<Vec<Renewed>, AuthorityError> {
         let Some(first) = fences.first() else {
             return Ok(Vec::new());
         };
@@ -374,12 +390,15 @@ impl Authority for MemoryAuthority {
         let now = self.shared.clock.now();
         let mut state = self.state();
         let mut results = Vec::with_capacity(fences.len());
-        for fence in fences {
+        for (i, fence) in fences.iter().enumerate() {
             let expires_at = self.expiry(&fence.key, now, ttl)?;
             let result = match state.leases.get_mut(&fence.key) {
                 Some(row) if row.is_current(fence) && row.live(now) => {
                     debug_assert!(!row.released, "renew never extends a released tenure");
                     row.expires_at = expires_at;
+                    if let Some(position) = settled.get(i).copied().flatten() {
+                        row.settled = Some(position);
+                    }
                     Renewed::Extended {
                         expires_at: self.utc(expires_at),
                     }
@@ -401,6 +420,16 @@ impl Authority for MemoryAuthority {
         reason: EndReason,
         moved: Option<MoveReason>,
     ) -> Result<(), AuthorityError> {
+        self.release_settled(fence, reason, moved, None).await
+    }
+
+    async fn release_settled(
+        &self,
+        fence: &Fence,
+        reason: EndReason,
+        moved: Option<MoveReason>,
+        settled: Option<u64>,
+    ) -> Result<(), AuthorityError> {
         validate_fence(fence)?;
         self.shared.faults.check_partition(&fence.holder)?;
         let now = self.shared.clock.now();
@@ -412,6 +441,9 @@ impl Authority for MemoryAuthority {
                 Some(row) if row.is_current(fence) && !row.released => {
                     row.released = true;
                     row.handover = moved;
+                    if settled.is_some() {
+                        row.settled = settled;
+                    }
                     true
                 }
                 _ => false,

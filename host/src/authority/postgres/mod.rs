@@ -231,13 +231,13 @@ const GRANT_FIRST: &str = concat!(
                CASE WHEN $9::text IS NULL THEN NULL ELSE $3 END
           FROM clock
         ON CONFLICT (cluster, name) DO NOTHING
-        RETURNING epoch, acquired_at, expires_at, last_move_reason
+        RETURNING epoch, acquired_at, expires_at, last_move_reason, settled
     ),
     opened AS (
         INSERT INTO leasehold_tenures (cluster, lease, epoch, holder, endpoint, acquired_at, granted_snapshot)
         SELECT $1, $2, epoch, $3, $5, acquired_at, pg_current_snapshot() FROM granted
     )
-    SELECT epoch, acquired_at, expires_at, last_move_reason FROM granted"
+    SELECT epoch, acquired_at, expires_at, last_move_reason, settled FROM granted"
 );
 
 /// Next grant, on the row locked by [`LOCK_LEASE`]: previous epoch + 1
@@ -286,7 +286,8 @@ const GRANT_NEXT: &str = concat!(
     ")
         RETURNING l.epoch, l.acquired_at, l.expires_at,
                   CASE WHEN l.last_move_at = clock.t AND l.last_move_to = $3
-                       THEN l.last_move_reason END AS moved
+                       THEN l.last_move_reason END AS moved,
+                  l.settled
     ),
     ended AS (
         UPDATE leasehold_tenures t
@@ -301,7 +302,7 @@ const GRANT_NEXT: &str = concat!(
         INSERT INTO leasehold_tenures (cluster, lease, epoch, holder, endpoint, acquired_at, granted_snapshot)
         SELECT $1, $2, epoch, $3, $5, acquired_at, pg_current_snapshot() FROM granted
     )
-    SELECT epoch, acquired_at, expires_at, moved FROM granted"
+    SELECT epoch, acquired_at, expires_at, moved, settled FROM granted"
 );
 
 /// Who holds a lease, read after losing a first-grant race.
@@ -310,12 +311,16 @@ const CURRENT: &str = "
 
 /// Every fence in one statement: one round trip whatever the number of
 /// leases. `clock_timestamp()` (not `now()`) so a renewal that waited on a
-/// row lock is judged at the moment it runs.
+/// row lock is judged at the moment it runs. $6: each fence's settled
+/// position (NULL keeps the one recorded; migration 18), written only with
+/// the renewal itself, so only by the current tenure.
 const RENEW: &str = "
     UPDATE leasehold_leases l
        SET renewed_at = clock_timestamp(),
-           expires_at = clock_timestamp() + $5::bigint * interval '1 microsecond'
-      FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[]) AS f(cluster, name, epoch, holder)
+           expires_at = clock_timestamp() + $5::bigint * interval '1 microsecond',
+           settled = coalesce(f.settled, l.settled)
+      FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $6::bigint[])
+           AS f(cluster, name, epoch, holder, settled)
      WHERE l.cluster = f.cluster AND l.name = f.name AND l.epoch = f.epoch AND l.holder = f.holder
        AND NOT l.released AND l.expires_at > clock_timestamp()
     RETURNING l.cluster, l.name, l.epoch, l.holder, l.expires_at";
@@ -329,10 +334,13 @@ const RENEW: &str = "
 /// after the row is acquirable. $7: the placement reason of a handover
 /// (`over_share`; NULL for any other release), kept on the row only if this
 /// release marks it released, for the next grant to record as the lease's
-/// last move ([`GRANT_NEXT`]; migration 17).
+/// last move ([`GRANT_NEXT`]; migration 17). $8: the tenure's final
+/// settled position (NULL keeps the one recorded; migration 18), written
+/// under the same condition.
 const RELEASE: &str = "
     WITH released AS (
-        UPDATE leasehold_leases SET released = true, handover_reason = $7::text
+        UPDATE leasehold_leases
+           SET released = true, handover_reason = $7::text, settled = coalesce($8::bigint, settled)
          WHERE cluster = $1 AND name = $2 AND epoch = $3 AND holder = $4 AND NOT released
         RETURNING cluster
     ),
@@ -1074,12 +1082,24 @@ impl Authority for PostgresAuthority {
                 moved: granted
                     .get::<_, Option<&str>>(3)
                     .and_then(MoveReason::parse),
+                settled: granted
+                    .get::<_, Option<i64>>(4)
+                    .and_then(|p| u64::try_from(p).ok()),
             }))
         })
         .await
     }
 
     async fn renew(&self, fences: &[Fence], ttl: Duration) -> Result<Vec<Renewed>, AuthorityError> {
+        self.renew_settled(fences, &[], ttl).await
+    }
+
+    async fn renew_settled(
+        &self,
+        fences: &[Fence],
+        settled: &[Option<u64>],
+        ttl: Duration,
+    ) -> Result<Vec<Renewed>, AuthorityError> {
         let Some(first) = fences.first() else {
             return Ok(Vec::new());
         };
@@ -1095,6 +1115,15 @@ impl Authority for PostgresAuthority {
             .map(epoch_param)
             .collect::<Result<Vec<_>, _>>()?;
         let holders: Vec<&str> = fences.iter().map(|f| f.holder.as_str()).collect();
+        let positions: Vec<Option<i64>> = (0..fences.len())
+            .map(|i| {
+                settled
+                    .get(i)
+                    .copied()
+                    .flatten()
+                    .and_then(|p| i64::try_from(p).ok())
+            })
+            .collect();
         let what = if fences.len() == 1 {
             format!("renewing {first}")
         } else {
@@ -1122,8 +1151,8 @@ impl Authority for PostgresAuthority {
                 // or release (never behind fenced writes, which do not
                 // touch it); past the bound it fails and the next
                 // renewal, well inside the slack, tries again.
-                let params: [&(dyn tokio_postgres::types::ToSql + Sync); 5] =
-                    [&clusters, &names, &epochs, &holders, &micros];
+                let params: [&(dyn tokio_postgres::types::ToSql + Sync); 6] =
+                    [&clusters, &names, &epochs, &holders, &micros, &positions];
                 // The identity is read before the UPDATE runs and judged
                 // before anything commits: renewing at a copy, a standby or
                 // a former primary is refused, whatever the UPDATE found.
@@ -1179,7 +1208,18 @@ impl Authority for PostgresAuthority {
         reason: EndReason,
         moved: Option<MoveReason>,
     ) -> Result<(), AuthorityError> {
+        self.release_settled(fence, reason, moved, None).await
+    }
+
+    async fn release_settled(
+        &self,
+        fence: &Fence,
+        reason: EndReason,
+        moved: Option<MoveReason>,
+        settled: Option<u64>,
+    ) -> Result<(), AuthorityError> {
         validate_fence(fence)?;
+        let settled: Option<i64> = settled.and_then(|p| i64::try_from(p).ok());
         let epoch = epoch_param(fence)?;
         let what = match moved {
             Some(moved) => format!(
@@ -1204,7 +1244,7 @@ impl Authority for PostgresAuthority {
                 let key: [&(dyn tokio_postgres::types::ToSql + Sync); 2] =
                     [&fence.key.cluster, &fence.key.name];
                 let reason = reason.as_str();
-                let params: [&(dyn tokio_postgres::types::ToSql + Sync); 7] = [
+                let params: [&(dyn tokio_postgres::types::ToSql + Sync); 8] = [
                     &fence.key.cluster,
                     &fence.key.name,
                     &epoch,
@@ -1212,6 +1252,7 @@ impl Authority for PostgresAuthority {
                     &reason,
                     &RELEASE_CHANNEL,
                     &moved,
+                    &settled,
                 ];
                 let (bounded, identity, locked, row) = tokio::join!(
                     biased;

@@ -1,0 +1,18 @@
+-- Leasehold schema, version 18: each lease's settled position in the
+-- store's change stream.
+--
+-- A tenure's worker reads the change stream from a cursor and reconciles
+-- the keys each change queues. Its settled position is the highest
+-- position at or before which every change it read was reconciled (the
+-- cursor, lowered below the oldest change whose key still waits). The
+-- lease authority records it with the tenure's renewals and with its
+-- release, fenced like them (only while the tenure is current), and the
+-- next grant answers it: the successor's worker reads the stream from
+-- there, so a change committed after the last tenure's last reconcile,
+-- a deletion included, wakes the successor even though the object is gone
+-- by the time it lists the kind.
+--
+-- NULL: no tenure recorded one (a new lease, or one granted before this
+-- version); the worker then starts at the stream's head. Adding a
+-- nullable column without a default rewrites nothing.
+ALTER TABLE leasehold_leases ADD COLUMN settled bigint CHECK (settled >= 0);
