@@ -783,6 +783,13 @@ backoff_max = "1s"
     /// before (a conditional `PUT` at the version it last saw, which must
     /// remove the object: 204). What it sent and saw acknowledged goes to
     /// [`Rig::holds`], for the checker's finalizer rule.
+    ///
+    /// Each step also creates a finished task `tasks/{prefix}-{n}` (status
+    /// `done`: the scheduler watches it but never gives it a slot, so no
+    /// finalizer holds it) and deletes the one created [`MARK_AFTER`] steps
+    /// before, which removes it at once: deletions of a watched kind for
+    /// the wake-up rule to judge, landing whenever the schedule's faults
+    /// leave the scheduler without a tenure.
     pub fn finalizer_workload(&self, prefix: &str, every: Duration) -> FinalizerWorkload {
         let addrs: Vec<String> = self.hosts.iter().map(|h| h.replica.addr.clone()).collect();
         let holds = self.holds.clone();
@@ -838,6 +845,20 @@ backoff_max = "1s"
                         &[("If-Match", &version)],
                     )
                     .await;
+                }
+                let task_path = |n: usize| format!("/v1/objects/tasks/{prefix}-{n:04}");
+                let done = json!({ "value": { "status": "done", "id": name(n) } });
+                object_request(
+                    &addrs,
+                    n + 3,
+                    "PUT",
+                    &task_path(n),
+                    Some(&done),
+                    &[("If-None-Match", "*")],
+                )
+                .await;
+                if let Some(m) = n.checked_sub(MARK_AFTER) {
+                    object_request(&addrs, n + 4, "DELETE", &task_path(m), None, &[]).await;
                 }
                 n += 1;
                 // Pacing, not ordering.
