@@ -126,17 +126,21 @@ pub(crate) async fn run(mut guest: GuestInstance, ctx: WorkerContext) -> WorkerE
     // tenure (or the lease's earlier tenures) settled, so the changes
     // committed since its last reconcile, deletions included, wake this
     // guest; where none settled (a lease's first guest), at the head.
+    // (The feed may not have published the store's head yet, on a host
+    // just started: a settled position past what it shows is still where
+    // this lease's controller stopped, and the worker reads on from there.)
     let head = *feed.borrow_and_update();
     let (cursor, resumed) = match ctx.settled.get() {
-        Some(settled) if settled <= head => (settled, true),
-        _ => (head, false),
+        Some(settled) => (settled, true),
+        None => (head, false),
     };
     ctx.settled.set(cursor);
     tracing::info!(
         controller,
         epoch = guest.fence().epoch.0,
         // Whether the change stream is read from where the lease settled
-        // (else from the head: a lease's first guest), and from where.
+        // (else from what the feed shows as its head: a lease's first
+        // guest), and from where.
         resumed,
         from = cursor,
         head,
