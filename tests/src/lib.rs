@@ -76,7 +76,8 @@ pub fn guest(name: &str) -> PathBuf {
     path
 }
 
-/// A throwaway folder for a test's configs and logs, removed when dropped.
+/// A throwaway folder for a test's configs and logs, removed when dropped
+/// (unless `LEASEHOLD_KEEP_TEST_DIRS` is set).
 pub struct TempDir(PathBuf);
 
 impl TempDir {
@@ -101,6 +102,12 @@ impl Default for TempDir {
 
 impl Drop for TempDir {
     fn drop(&mut self) {
+        // `LEASEHOLD_KEEP_TEST_DIRS=1` keeps the folder (the hosts' logs
+        // of a failed fault schedule) for a look afterwards.
+        if std::env::var_os("LEASEHOLD_KEEP_TEST_DIRS").is_some() {
+            eprintln!("kept {}", self.0.display());
+            return;
+        }
         let _ = std::fs::remove_dir_all(&self.0);
     }
 }

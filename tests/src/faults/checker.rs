@@ -274,8 +274,8 @@ pub struct Report {
     /// are not), and how many of them it applied.
     pub effects: (usize, usize),
     /// Changes the wake-up rule judged, the deletions among them, and
-    /// deletions it excused (not promised by the host); `None` when no
-    /// host logs were given.
+    /// changes it excused (of objects whose deletion the host does not
+    /// promise); `None` when no host logs were given.
     pub wake_ups: Option<(usize, usize, usize)>,
     /// Objects the finalizer workload held.
     pub holds: usize,
@@ -320,7 +320,7 @@ impl fmt::Display for Report {
             writeln!(
                 f,
                 "  wake-ups: {judged} change(s) of watched kinds judged ({deletions} deletion(s)), \
-                 {excused} deletion(s) excused (not promised: before a worker that started at \
+                 {excused} change(s) excused (deleted, not promised: before a worker that started at \
                  the head, trimmed, or after a queue overflow)"
             )?;
         }

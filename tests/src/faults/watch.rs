@@ -25,8 +25,9 @@
 //! one in a range of the stream retention trimmed before a worker read it
 //! (the worker logs the range and resyncs), and any deletion of a
 //! controller whose work queue overflowed (it dropped keys and resynced;
-//! it logs that). Any other change of those is still judged: the object
-//! exists, and the resync covers it. Evidence of reconciles comes from the hosts' own
+//! it logs that); and with such a deletion, the object's changes before it
+//! (since its previous deletion): the object was gone before a resync
+//! could list it. Every other change is judged. Evidence of reconciles comes from the hosts' own
 //! logs: the worker's `reconciled` line (level trace, JSON log; the rig
 //! turns it on for the random schedules), with the controller, object,
 //! reason and elapsed time, written when the reconcile ended; its start is
@@ -273,8 +274,9 @@ pub struct WakeUps {
     pub judged: usize,
     /// Of those, deletions.
     pub deletions: usize,
-    /// Deletions of a watched kind the host does not promise, not judged
-    /// (see the module documentation).
+    /// Changes of a watched kind the host does not promise, not judged:
+    /// deletions (see the module documentation), and the changes before
+    /// such a deletion of the same object since its previous one.
     pub excused: usize,
     /// One line per change no reconcile followed.
     pub missed: Vec<String>,
@@ -294,14 +296,31 @@ pub fn judge_wake_ups(changes: &[ChangeFact], logs: &HostLogs) -> WakeUps {
             latest.insert(key, r);
         }
     }
+    // Deletions per (kind, name), by position.
+    let mut deletions: BTreeMap<(&str, &str), Vec<&ChangeFact>> = BTreeMap::new();
+    for c in changes.iter().filter(|c| c.change == "deleted") {
+        deletions
+            .entry((c.kind.as_str(), c.name.as_str()))
+            .or_default()
+            .push(c);
+    }
+    for list in deletions.values_mut() {
+        list.sort_by_key(|c| c.position);
+    }
     let mut found = WakeUps::default();
     for (controller, kinds) in &logs.watches {
         for c in changes.iter().filter(|c| kinds.contains(&c.kind)) {
+            // The object's deletion at or after this change: if the host
+            // does not promise it, nor this change (the object was gone
+            // before a resync could list it).
+            let gone = deletions
+                .get(&(c.kind.as_str(), c.name.as_str()))
+                .and_then(|list| list.iter().find(|d| d.position >= c.position));
+            if gone.is_some_and(|d| logs.excuse(controller, d).is_some()) {
+                found.excused += 1;
+                continue;
+            }
             if c.change == "deleted" {
-                if logs.excuse(controller, c).is_some() {
-                    found.excused += 1;
-                    continue;
-                }
                 found.deletions += 1;
             }
             found.judged += 1;
@@ -603,16 +622,33 @@ mod tests {
         assert_eq!(judge_wake_ups(&changes, &l).missed.len(), 2);
         l.head_starts.insert("scheduler".into(), 300);
         let found = judge_wake_ups(&changes, &l);
-        assert_eq!(found.excused, 1, "a's deletion came before the head start");
+        assert_eq!(
+            found.excused, 2,
+            "a's deletion came before the head start, and its creation with it"
+        );
         assert_eq!(found.missed.len(), 1, "{:?}", found.missed);
         assert!(found.missed[0].contains("change 9"), "{:?}", found.missed);
         l.trimmed.insert("scheduler".into(), vec![(8, 10)]);
         let found = judge_wake_ups(&changes, &l);
         assert!(found.missed.is_empty(), "{:?}", found.missed);
-        assert_eq!(found.excused, 2);
+        assert_eq!(found.excused, 3);
         let mut l = logs(vec![reconcile("a", 150), reconcile("b", 150)]);
         l.overflowed.insert("scheduler".into());
-        assert_eq!(judge_wake_ups(&changes, &l).excused, 2);
+        assert_eq!(judge_wake_ups(&changes, &l).excused, 3);
+        // An object created and deleted before a worker that started at the
+        // head was never reconciled: its creation is excused with its
+        // deletion; a later creation of the same name is judged.
+        let changes = [
+            change(3, 100, "c", "created", 3),
+            change(4, 120, "c", "deleted", 3),
+            change(6, 500, "c", "created", 6),
+        ];
+        let mut l = logs(Vec::new());
+        l.head_starts.insert("scheduler".into(), 300);
+        let found = judge_wake_ups(&changes, &l);
+        assert_eq!(found.excused, 2);
+        assert_eq!(found.missed.len(), 1, "{:?}", found.missed);
+        assert!(found.missed[0].contains("change 6"), "{:?}", found.missed);
     }
 
     #[test]
