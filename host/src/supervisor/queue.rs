@@ -127,6 +127,23 @@ impl WorkQueue {
         self.queued.contains_key(key)
     }
 
+    /// Whether another key fits.
+    pub fn has_room(&self) -> bool {
+        self.queued.len() < self.capacity
+    }
+
+    /// Whether queueing every one of `keys` would drop none: those not
+    /// queued yet (each counted once) fit in the room left.
+    pub fn has_room_for(&self, keys: &[ObjectKey]) -> bool {
+        let mut new: Vec<&ObjectKey> = Vec::new();
+        for key in keys {
+            if !self.queued.contains_key(key) && !new.contains(&key) {
+                new.push(key);
+            }
+        }
+        self.queued.len() + new.len() <= self.capacity
+    }
+
     /// Whether nothing is queued.
     pub fn is_empty(&self) -> bool {
         self.queued.is_empty()

@@ -85,6 +85,9 @@ struct Worker {
     feed_open: bool,
     /// When the feed was last read (see [`Worker::feed_read_due`]).
     feed_read_at: Instant,
+    /// The last read stopped before a change whose keys the full queue
+    /// had no room for; the rest is read once a reconcile made room.
+    feed_behind: bool,
     resync_due: bool,
     /// What the guest instance's own commits wrote: every change read from
     /// the feed is reported to it, so a read of an object whose newest
@@ -163,6 +166,7 @@ pub(crate) async fn run(mut guest: GuestInstance, ctx: WorkerContext) -> WorkerE
         feed_retry_at: None,
         feed_open: true,
         feed_read_at: Instant::now(),
+        feed_behind: false,
         resync_due: true,
         own_writes: guest.own_writes(),
     };
@@ -352,7 +356,10 @@ impl Worker {
     /// came due are promoted after it, as before pacing: a timer whose key
     /// an own write then queues is consumed by that echo.)
     async fn catch_up(&mut self) {
-        if self.feed.has_changed().unwrap_or(false) && self.feed_read_due(Instant::now()) {
+        let behind = self.feed_behind && (self.queue.has_room() || self.queue.ready_len() == 0);
+        if (behind || self.feed.has_changed().unwrap_or(false))
+            && self.feed_read_due(Instant::now())
+        {
             self.read_feed().await;
         }
     }
@@ -428,14 +435,37 @@ impl Worker {
                     self.feed_retry_at =
                         (!self.feed_open).then(|| Instant::now() + crate::timeouts::FEED_POLL);
                     let full = page.changes.len() >= MAX_PAGE_SIZE;
+                    self.feed_behind = false;
                     for change in page.changes {
                         let key = ObjectKey {
                             kind: change.kind,
                             name: change.name,
                         };
-                        self.own_writes.observe(&key, change.revision);
                         let mut seen = vec![&change.relations];
                         seen.extend(change.previous.as_ref());
+                        // Backpressure: a change is read only when the
+                        // queue has room for every key it queues; else the
+                        // read stops before it (the stream keeps it) and
+                        // goes on once reconciles made room. Dropping its
+                        // keys instead would lose a deletion for good.
+                        // Only while some key is ready: a queue full of
+                        // timers frees no room soon, so then it drops
+                        // (an overflow: logged, and a resync follows).
+                        let mut wakes: Vec<ObjectKey> = Vec::new();
+                        for watch in self.related.iter().filter(|w| w.kind == key.kind) {
+                            wakes.extend(related_keys(watch, &seen));
+                        }
+                        if self.watches.contains(&key.kind) {
+                            wakes.push(key.clone());
+                        }
+                        if self.queue.ready_len() > 0 && !self.queue.has_room_for(&wakes) {
+                            self.cursor = self.cursor.max(change.position.saturating_sub(1));
+                            self.feed_behind = true;
+                            self.publish_queue();
+                            self.publish_settled();
+                            return;
+                        }
+                        self.own_writes.observe(&key, change.revision);
                         for watch in self.related.iter().filter(|w| w.kind == key.kind) {
                             for key in related_keys(watch, &seen) {
                                 self.queue.add_traced(
@@ -761,6 +791,7 @@ mod tests {
             feed_retry_at: None,
             feed_open: true,
             feed_read_at: Instant::now(),
+            feed_behind: false,
             resync_due: false,
             own_writes: Arc::default(),
         };
@@ -837,6 +868,7 @@ mod tests {
             feed_retry_at: None,
             feed_open: true,
             feed_read_at: Instant::now(),
+            feed_behind: false,
             resync_due: false,
             own_writes: Arc::default(),
         };
@@ -1261,5 +1293,78 @@ mod tests {
                 ("tasks/b".into(), change),
             ]
         );
+    }
+
+    // ------------------------------------------------------ settled position
+
+    /// A full queue holds the feed back instead of dropping the keys of
+    /// what it read: the read stops before the change that does not fit,
+    /// the settled position stays below every change read and not yet
+    /// reconciled, and a deletion read later still queues its key.
+    #[tokio::test]
+    async fn a_full_queue_holds_the_feed_back_and_the_settled_position_follows_reconciles() {
+        let store = memory_store();
+        let (mut worker, _stop) = related_worker(&store, &["tasks"], Vec::new());
+        worker.queue = WorkQueue::new(2);
+        for name in ["t1", "t2", "t3"] {
+            store
+                .put("c1", &key("tasks", name), "{}", None)
+                .await
+                .unwrap();
+        }
+        store.delete("c1", &key("tasks", "t1"), None).await.unwrap();
+        let positions: Vec<u64> = store
+            .changes("c1", &[], worker.cursor, 10)
+            .await
+            .unwrap()
+            .changes
+            .iter()
+            .map(|c| c.position)
+            .collect();
+        assert_eq!(positions.len(), 4);
+        worker.read_feed().await;
+        assert!(!worker.queue.take_overflow(), "nothing dropped");
+        assert!(worker.feed_behind);
+        assert_eq!(worker.queue.len(), 2);
+        let settled = worker.ctx.settled.get().expect("published");
+        assert_eq!(
+            settled,
+            positions[0] - 1,
+            "t1's creation is not reconciled yet"
+        );
+        assert_eq!(
+            worker.cursor,
+            positions[2] - 1,
+            "read up to t3's creation, which did not fit"
+        );
+
+        // t1 reconciled: its hold goes, the feed reads on as far as there
+        // is room (t3), and stops before t1's deletion.
+        let (first, _) = worker.queue.pop().unwrap();
+        assert_eq!(first.name, "t1");
+        worker.unsettled.release(&first);
+        worker.publish_settled();
+        assert_eq!(
+            worker.ctx.settled.get(),
+            Some(positions[1] - 1),
+            "below t2's change"
+        );
+        worker.catch_up().await;
+        assert!(worker.feed_behind);
+        let (second, _) = worker.queue.pop().unwrap();
+        worker.unsettled.release(&second);
+        worker.catch_up().await;
+        assert!(!worker.feed_behind, "the deletion fit");
+        let mut left = Vec::new();
+        while let Some((key, reason)) = worker.queue.pop() {
+            assert_eq!(reason, ReconcileReason::Change);
+            worker.unsettled.release(&key);
+            left.push(key.name);
+        }
+        assert_eq!(left, ["t3", "t1"], "t1's deletion wakes it again");
+        worker.publish_settled();
+        assert_eq!(worker.ctx.settled.get(), Some(worker.cursor));
+        assert!(worker.cursor >= positions[3]);
+        assert!(!worker.queue.take_overflow());
     }
 }
