@@ -80,6 +80,11 @@ impl Harness {
     /// Start a supervisor on `backends` (those of a supervisor that
     /// stopped: its lease, its tenures and its store).
     async fn start_on(backends: MemoryBackends) -> Self {
+        Self::start_timed(backends, timing()).await
+    }
+
+    /// [`Harness::start_on`] with lease timings `timing`.
+    async fn start_timed(backends: MemoryBackends, timing: LeaseTiming) -> Self {
         let (store, hooks) = HookedStore::new(backends.store.clone());
         let status = Status::new(CLUSTER.into(), "host-a".into(), &[NAME.to_string()]);
         let status = status.controller(NAME).unwrap();
@@ -90,7 +95,7 @@ impl Harness {
             SupervisorConfig {
                 cluster: CLUSTER.into(),
                 holder: "host-a".into(),
-                timing: timing(),
+                timing,
                 backoff_min: Duration::from_millis(10),
                 backoff_max: Duration::from_millis(100),
                 max_queue: 1000,
@@ -283,6 +288,40 @@ async fn a_deletion_committed_between_tenures_wakes_the_next_one() {
     leasehold_tests::within(WAIT, "the second supervisor stopped", h.task)
         .await
         .unwrap();
+}
+
+/// A lease's first tenure records where its controller starts reading
+/// the change stream before its guest starts, not only with its first
+/// renewal: a first tenure that dies before that renewal still leaves its
+/// successor a position to read on from (else the successor would start
+/// at its own head, and a deletion in between would reach no one).
+#[tokio::test]
+async fn a_first_tenure_records_its_starting_position_before_its_first_renewal() {
+    let backends = MemoryBackends::new();
+    let h = Harness::start_timed(
+        backends,
+        LeaseTiming {
+            ttl: Duration::from_secs(120),
+            // No renewal within the test.
+            renew_interval: Duration::from_secs(60),
+            renew_deadline: Duration::from_secs(90),
+        },
+    )
+    .await;
+    h.leading().await;
+    // The host dies: no renewal, no release.
+    h.task.abort();
+    let _ = h.task.await;
+    h.backends
+        .authority
+        .faults()
+        .expire(&Harness::key())
+        .expect("the lease exists");
+    let successor = h.backends.grant(CLUSTER, NAME, "host-b").await;
+    assert!(
+        successor.settled.is_some(),
+        "the first tenure left no position: {successor:?}"
+    );
 }
 
 fn mark_key(name: &str) -> ObjectKey {

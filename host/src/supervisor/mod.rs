@@ -431,6 +431,27 @@ impl Supervisor {
         }
     }
 
+    /// A lease's first tenure (no settled position on record): record the
+    /// head the store's feed shows as the lease's position, before any
+    /// guest starts, so a successor starts from there even if this tenure
+    /// dies before its first renewal. One renewal, bounded by the renew
+    /// interval; `None` if it did not extend the lease (the worker then
+    /// starts at its own head, and the first renewal records it).
+    async fn record_first_position(&self, fence: &Fence) -> Option<u64> {
+        let head = *self.store.watch(&self.config.cluster).borrow();
+        let timing = self.config.timing;
+        let renewed = tokio::time::timeout(
+            timing.renew_interval,
+            self.authority
+                .renew_settled(std::slice::from_ref(fence), &[Some(head)], timing.ttl),
+        )
+        .await;
+        match renewed {
+            Ok(Ok(outcomes)) if matches!(outcomes[..], [Renewed::Extended { .. }]) => Some(head),
+            _ => None,
+        }
+    }
+
     /// Run one tenure (see [`Tenure`] for its states and transitions),
     /// then stop its guest and only then record its end (L5).
     /// `claim_session`: the liveness session the acquire was made under
@@ -442,7 +463,10 @@ impl Supervisor {
         claim_session: Option<u64>,
     ) -> TenureEnd {
         let fence = grant.fence;
-        let settled = Arc::new(Settled::new(grant.settled));
+        let settled = Arc::new(match grant.settled {
+            Some(position) => Settled::new(Some(position), true),
+            None => Settled::new(self.record_first_position(&fence).await, false),
+        });
         let mut tenure = Tenure::begin(
             self,
             fence.clone(),

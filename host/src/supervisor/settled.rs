@@ -10,7 +10,10 @@
 //! ([`crate::authority::Authority::renew_settled`],
 //! [`crate::authority::Authority::release_settled`]), and the lease's next
 //! grant hands it to the successor ([`crate::authority::Grant::settled`]),
-//! whose worker reads the stream from there. So a change committed after
+//! whose worker reads the stream from there. A lease's first tenure records
+//! the head its feed shows before its guest starts, so even a first tenure
+//! that dies before its first renewal leaves its successor a place to
+//! start from. So a change committed after
 //! the last reconcile of one tenure wakes the next, even a deletion, whose
 //! object the successor's resync can no longer list. A guest restarted
 //! inside a tenure starts from the same position. Delivery across a
@@ -23,31 +26,51 @@
 //! back, so the position never stalls behind it).
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use crate::store::ObjectKey;
 
 /// A tenure's settled position, shared by its worker (which moves it), its
 /// renewals and its release (which record it). Starts at what the grant
-/// answered.
+/// answered, or, for a lease's first tenure, at the head it recorded
+/// before its guest started.
 #[derive(Debug, Default)]
-pub struct Settled(AtomicU64);
+pub struct Settled {
+    /// The position + 1; 0 means none.
+    position: AtomicU64,
+    /// Whether the position is one a worker reconciled up to (an earlier
+    /// tenure's, or an earlier guest's of this tenure), rather than a
+    /// first tenure's starting head.
+    inherited: AtomicBool,
+}
 
 impl Settled {
-    /// A position holder starting at `initial` (`None`: none known).
-    pub fn new(initial: Option<u64>) -> Self {
-        // Stored as position + 1, so 0 means none.
-        Self(AtomicU64::new(initial.map_or(0, |p| p.saturating_add(1))))
+    /// A position holder starting at `initial` (`None`: none known), which
+    /// an earlier worker reconciled up to if `inherited`.
+    pub fn new(initial: Option<u64>, inherited: bool) -> Self {
+        Self {
+            position: AtomicU64::new(initial.map_or(0, |p| p.saturating_add(1))),
+            inherited: AtomicBool::new(inherited),
+        }
+    }
+
+    /// Where a starting worker reads the change stream from, and whether
+    /// an earlier worker reconciled up to there (else it is a lease's
+    /// first start). Every later worker of the tenure inherits.
+    pub fn start(&self) -> (Option<u64>, bool) {
+        let inherited = self.inherited.swap(true, Ordering::AcqRel);
+        (self.get(), inherited)
     }
 
     /// The position, if one is known.
     pub fn get(&self) -> Option<u64> {
-        self.0.load(Ordering::Acquire).checked_sub(1)
+        self.position.load(Ordering::Acquire).checked_sub(1)
     }
 
     /// Record `position`.
     pub fn set(&self, position: u64) {
-        self.0.store(position.saturating_add(1), Ordering::Release);
+        self.position
+            .store(position.saturating_add(1), Ordering::Release);
     }
 }
 
@@ -144,9 +167,13 @@ mod tests {
     #[test]
     fn a_settled_position_round_trips_and_starts_unknown() {
         assert_eq!(Settled::default().get(), None);
-        assert_eq!(Settled::new(Some(0)).get(), Some(0));
-        let s = Settled::new(None);
+        assert_eq!(Settled::new(Some(0), true).get(), Some(0));
+        let s = Settled::new(None, false);
         s.set(42);
         assert_eq!(s.get(), Some(42));
+        // A first tenure's first worker starts fresh; its restarts inherit.
+        let first = Settled::new(Some(7), false);
+        assert_eq!(first.start(), (Some(7), false));
+        assert_eq!(first.start(), (Some(7), true));
     }
 }

@@ -133,17 +133,16 @@ pub(crate) async fn run(mut guest: GuestInstance, ctx: WorkerContext) -> WorkerE
     // just started: a settled position past what it shows is still where
     // this lease's controller stopped, and the worker reads on from there.)
     let head = *feed.borrow_and_update();
-    let (cursor, resumed) = match ctx.settled.get() {
-        Some(settled) => (settled, true),
-        None => (head, false),
+    let (cursor, resumed) = match ctx.settled.start() {
+        (Some(settled), inherited) => (settled, inherited),
+        (None, _) => (head, false),
     };
     ctx.settled.set(cursor);
     tracing::info!(
         controller,
         epoch = guest.fence().epoch.0,
         // Whether the change stream is read from where the lease settled
-        // (else from what the feed shows as its head: a lease's first
-        // guest), and from where.
+        // (else from a head: a lease's first guest), and from where.
         resumed,
         from = cursor,
         head,
