@@ -10,20 +10,22 @@
 //! ([`crate::authority::Authority::renew_settled`],
 //! [`crate::authority::Authority::release_settled`]), and the lease's next
 //! grant hands it to the successor ([`crate::authority::Grant::settled`]),
-//! whose worker reads the stream from there. A lease's first tenure records
-//! the head its feed shows before its guest starts, so even a first tenure
-//! that dies before its first renewal leaves its successor a place to
-//! start from. So a change committed after
-//! the last reconcile of one tenure wakes the next, even a deletion, whose
-//! object the successor's resync can no longer list. A guest restarted
-//! inside a tenure starts from the same position. Delivery across a
-//! handover is at least once: the successor may reconcile again what its
-//! predecessor reconciled after its last record.
+//! whose worker reads the stream from there. A lease's first tenure
+//! records the head its feed shows before its guest starts, so even a first
+//! tenure that dies before its first renewal leaves its successor a place
+//! to start from. So a change committed after the last reconcile of one
+//! tenure wakes the next, even a deletion, whose object the successor's
+//! resync can no longer list. A guest restarted inside a tenure starts from
+//! the same position. Delivery across a handover is at least once: the
+//! successor may reconcile again what its predecessor reconciled after its
+//! last record.
 //!
-//! What it cannot give back: changes retention trimmed before the
-//! successor read them (the worker is told, logs it and resyncs), and keys
-//! a full queue dropped (the worker resyncs; a dropped key holds nothing
-//! back, so the position never stalls behind it).
+//! A full queue holds the feed back rather than drop what it read (see
+//! the worker). What this cannot give back: changes retention trimmed
+//! before the successor read them (the worker is told, logs it and
+//! resyncs), and keys a queue full of timers dropped (logged; a resync
+//! follows; a dropped key holds nothing back, so the position never stalls
+//! behind it).
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
