@@ -450,10 +450,13 @@ impl Worker {
                         // Only while some key is ready: a queue full of
                         // timers frees no room soon, so then it drops
                         // (an overflow: logged, and a resync follows).
+                        // The related keys first, then the key itself
+                        // when its kind is watched.
                         let mut wakes: Vec<ObjectKey> = Vec::new();
                         for watch in self.related.iter().filter(|w| w.kind == key.kind) {
                             wakes.extend(related_keys(watch, &seen));
                         }
+                        let related = wakes.len();
                         if self.watches.contains(&key.kind) {
                             wakes.push(key.clone());
                         }
@@ -465,19 +468,15 @@ impl Worker {
                             return;
                         }
                         self.own_writes.observe(&key, change.revision);
-                        for watch in self.related.iter().filter(|w| w.kind == key.kind) {
-                            for key in related_keys(watch, &seen) {
-                                self.queue.add_traced(
-                                    key.clone(),
-                                    ReconcileReason::Related,
-                                    change.traceparent.clone(),
-                                );
-                                if self.queue.contains(&key) {
-                                    self.unsettled.hold(&key, change.position);
-                                }
-                            }
+                        for woken in wakes.drain(..related) {
+                            self.queue.add_traced(
+                                woken.clone(),
+                                ReconcileReason::Related,
+                                change.traceparent.clone(),
+                            );
+                            self.hold(&woken, change.position);
                         }
-                        if self.watches.contains(&key.kind) {
+                        if !wakes.is_empty() {
                             if self.written_here(&change.origin) {
                                 self.queue.add_echo(key.clone(), change.traceparent);
                             } else {
