@@ -19,6 +19,7 @@ pub mod quota;
 pub mod runtime;
 pub mod service;
 pub mod session;
+pub mod shard;
 pub mod status;
 pub mod store;
 pub mod supervisor;

@@ -1,6 +1,8 @@
 //! Fair placement of leases across replicas (issue 19, point 1): real
 //! `leasehold` processes on PostgreSQL, three hosts running the same 12
-//! controllers (the `rollout` example component under 12 names).
+//! leases: three controllers (the `rollout` example component under three
+//! names) and one controller `r` of 9 shards (`r-0 … r-8`), each shard a
+//! lease placed like any other.
 //!
 //! - one host alone takes every lease at once;
 //! - a second and a third host join: within 2 s of the third becoming
@@ -42,9 +44,8 @@ const SETTLE: Duration = Duration::from_secs(15);
 /// `[placement] min_tenure` in these configs.
 const MIN_TENURE_MS: u64 = 1000;
 
-fn lease(i: usize) -> String {
-    format!("r{i:02}")
-}
+/// The unsharded controllers; the rest of the [`LEASES`] are shards of `r`.
+const UNSHARDED: usize = 3;
 
 fn config(cluster: &str, holder: &str, port: u16, url: &str) -> String {
     let guests = guest_dir();
@@ -55,11 +56,16 @@ fn config(cluster: &str, holder: &str, port: u16, url: &str) -> String {
          [placement]\nenabled = true\nmin_tenure = \"{MIN_TENURE_MS}ms\"\n",
         cache.display()
     );
-    for i in 0..LEASES {
+    let controllers = (0..UNSHARDED)
+        .map(|i| (format!("r{i:02}"), String::new()))
+        .chain([(
+            "r".to_string(),
+            format!("shards = {}\n", LEASES - UNSHARDED),
+        )]);
+    for (name, extra) in controllers {
         text.push_str(&format!(
-            "\n[[controllers]]\nname = \"{}\"\ncomponent = \"{}/rollout.wasm\"\n\
-             lease_ttl = \"2s\"\nrenew_interval = \"200ms\"\nrenew_deadline = \"1400ms\"\n",
-            lease(i),
+            "\n[[controllers]]\nname = \"{name}\"\ncomponent = \"{}/rollout.wasm\"\n\
+             lease_ttl = \"2s\"\nrenew_interval = \"200ms\"\nrenew_deadline = \"1400ms\"\n{extra}",
             guests.display()
         ));
     }

@@ -595,3 +595,166 @@ async fn sighup_reloads_the_controllers_while_the_host_keeps_running() {
     replica.signal("TERM");
     assert_eq!(replica.exited(Duration::from_secs(15)).await, Some(0));
 }
+
+/// Every object of `kind` in the replica's API, by name, with its value.
+async fn values(replica: &Replica, kind: &str) -> Option<Vec<(String, serde_json::Value)>> {
+    let mut out = Vec::new();
+    let mut path = format!("/v1/objects/{kind}");
+    loop {
+        let r = http::get(&replica.addr, &path).await.ok()?;
+        if r.status != 200 {
+            return None;
+        }
+        let page = r.json();
+        for item in page["items"].as_array()? {
+            out.push((item["name"].as_str()?.to_string(), item["value"].clone()));
+        }
+        match page["next"].as_str() {
+            Some(after) => path = format!("/v1/objects/{kind}?after={after}"),
+            None => return Some(out),
+        }
+    }
+}
+
+/// `shards = 2` runs a controller as leases `NAME-0` and `NAME-1`. The
+/// rollout example reconciles only the object it is called for, so each
+/// service's step is committed by the shard its `services/NAME` hashes to
+/// (the origin of the step in the change stream), and both shards step
+/// services. The scheduler, run with 2 shards too, is not shard-aware
+/// (each shard's pass places any pending task): its two shards race for
+/// one node's slots through conditional updates and never place more
+/// than its capacity. A reload that changes a shard count is refused and
+/// moves no lease.
+#[tokio::test]
+async fn sharded_controllers_reconcile_their_own_objects_and_race_only_conditionally() {
+    use leasehold_host::shard::Shard;
+    const CAPACITY: usize = 12;
+    const TASKS: usize = 30;
+    const SERVICES: usize = 16;
+    let db = TestDatabase::create().await;
+    let dir = TempDir::new();
+    let cluster = cluster();
+    let port = free_port();
+    let config = |shards: u32| {
+        config_with(
+            &cluster,
+            "replica-a",
+            port,
+            db.url(),
+            &[
+                ("scheduler", &format!("shards = {shards}")),
+                ("rollout", "shards = 2"),
+            ],
+        )
+    };
+    let mut replica = Replica::start(dir.path(), "a", port, &config(2));
+    replica.wait_healthy(Duration::from_secs(60)).await;
+    let limit = Duration::from_secs(20);
+    let leases = ["rollout-0", "rollout-1", "scheduler-0", "scheduler-1"];
+    let mut epochs = Vec::new();
+    for lease in leases {
+        epochs.push(held_epoch(&replica, lease, limit).await);
+    }
+
+    let put = |path: String, body: String| {
+        let addr = replica.addr.clone();
+        async move {
+            let r = http::put(&addr, &path, &body).await.unwrap();
+            assert!(r.status == 200 || r.status == 201, "{path}: {}", r.status);
+        }
+    };
+    put(
+        "/v1/objects/nodes/n1".into(),
+        format!("{{\"capacity\": {CAPACITY}}}"),
+    )
+    .await;
+    for i in 0..TASKS {
+        put(
+            format!("/v1/objects/tasks/t-{i}"),
+            "{\"status\": \"pending\"}".into(),
+        )
+        .await;
+    }
+    for i in 0..SERVICES {
+        put(
+            format!("/v1/objects/services/s-{i}"),
+            "{\"current\": \"v1\", \"desired\": \"v2\", \"steps\": [\"v1\", \"v2\"]}".into(),
+        )
+        .await;
+    }
+
+    let tasks = eventually("the node's capacity is placed", limit, || async {
+        let tasks = values(&replica, "tasks").await?;
+        let placed = tasks.iter().filter(|(_, v)| v["node"] == "n1").count();
+        (placed >= CAPACITY).then_some(tasks)
+    })
+    .await;
+    let placed = tasks.iter().filter(|(_, v)| v["node"] == "n1").count();
+    assert_eq!(placed, CAPACITY, "placed past capacity: {tasks:?}");
+    let nodes = values(&replica, "nodes").await.unwrap();
+    assert_eq!(nodes[0].1["assigned"], CAPACITY, "{nodes:?}");
+
+    eventually("every service reached v2", limit, || async {
+        let services = values(&replica, "services").await?;
+        (services.len() == SERVICES && services.iter().all(|(_, v)| v["current"] == "v2"))
+            .then_some(())
+    })
+    .await;
+    // Who stepped each service: the guest origin of its changes.
+    let mut stepped_by: Vec<(String, String)> = Vec::new();
+    let mut path = "/v1/changes?kind=services".to_string();
+    loop {
+        let page = http::get(&replica.addr, &path).await.unwrap().json();
+        for change in page["items"].as_array().unwrap() {
+            if change["origin"]["by"] == "guest" {
+                stepped_by.push((
+                    change["name"].as_str().unwrap().to_string(),
+                    change["origin"]["lease"].as_str().unwrap().to_string(),
+                ));
+            }
+        }
+        match page["next"].as_u64() {
+            Some(next) => path = format!("/v1/changes?kind=services&after={next}"),
+            None => break,
+        }
+    }
+    for i in 0..SERVICES {
+        let name = format!("s-{i}");
+        assert!(
+            stepped_by.iter().any(|(service, _)| *service == name),
+            "{name} stepped by no guest write: {stepped_by:?}"
+        );
+    }
+    for (service, lease) in &stepped_by {
+        let shard = Shard::of("services", service, 2);
+        assert_eq!(
+            *lease,
+            format!("rollout-{shard}"),
+            "services/{service} belongs to shard {shard}"
+        );
+    }
+    for lease in ["rollout-0", "rollout-1"] {
+        assert!(
+            stepped_by.iter().any(|(_, by)| by == lease),
+            "{lease} stepped nothing: {stepped_by:?}"
+        );
+    }
+
+    // Resharding is no reload: refused, and every shard keeps its tenure.
+    replica.set_config(&config(3));
+    hang_up(&replica, "config reload refused").await;
+    assert!(
+        replica.log().contains("shards changed from 2 to 3"),
+        "{}",
+        replica.log_tail(20)
+    );
+    let expected: Vec<(String, i64, bool)> = leases
+        .iter()
+        .zip(&epochs)
+        .map(|(lease, epoch)| (lease.to_string(), *epoch, true))
+        .collect();
+    assert_eq!(lease_epochs(&replica).await.unwrap(), expected);
+    let tasks = values(&replica, "tasks").await.unwrap();
+    let placed = tasks.iter().filter(|(_, v)| v["node"] == "n1").count();
+    assert_eq!(placed, CAPACITY, "placed past capacity since: {tasks:?}");
+}

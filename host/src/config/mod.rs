@@ -447,6 +447,11 @@ pub struct ControllerConfig {
     /// `[controllers.settings]` as the JSON object the guest reads; `{}`
     /// when absent. Its `Debug` shows only its size.
     pub settings: crate::runtime::Settings,
+    /// `shards = N` (1 to [`crate::shard::MAX_SHARDS`]): the controller
+    /// runs as N leases `NAME-0 … NAME-(N-1)`, each owning the objects
+    /// [`crate::shard::Shard::of`] puts in it. `None` (the key absent):
+    /// one lease named `NAME` that owns every object.
+    pub shards: Option<u32>,
 }
 
 /// One directory granted to a controller.
@@ -462,6 +467,22 @@ pub struct DirConfig {
 }
 
 impl ControllerConfig {
+    /// The leases this controller runs as, each with its shard: its own
+    /// name alone when it is not sharded, else `NAME-0 … NAME-(N-1)`.
+    pub fn leases(&self) -> Vec<(String, Option<crate::shard::Shard>)> {
+        match self.shards {
+            None => vec![(self.name.clone(), None)],
+            Some(count) => crate::shard::Shard::all(count)
+                .map(|shard| {
+                    (
+                        crate::shard::Shard::lease_name(&self.name, shard.index),
+                        Some(shard),
+                    )
+                })
+                .collect(),
+        }
+    }
+
     /// The lease timing of this controller.
     pub fn timing(&self) -> LeaseTiming {
         LeaseTiming {
@@ -493,10 +514,11 @@ impl ControllerConfig {
     /// ([`crate::limits::GUEST_INSTANCES`], `GUEST_TABLES`,
     /// `GUEST_MEMORIES`, which every toolchain's components fit), more for
     /// a controller allowed more (`max_instances = 100` takes 5), so the
-    /// engine's pool is sized for what its guests may make.
+    /// engine's pool is sized for what its guests may make; times its
+    /// shards, each of which runs a guest of its own.
     pub fn pool_weight(&self) -> usize {
         use crate::limits::{GUEST_INSTANCES, GUEST_MEMORIES, GUEST_TABLES};
-        [
+        let per_guest = [
             self.max_instances.div_ceil(GUEST_INSTANCES),
             self.max_tables.div_ceil(GUEST_TABLES),
             self.max_memories.div_ceil(GUEST_MEMORIES),
@@ -504,7 +526,8 @@ impl ControllerConfig {
         .into_iter()
         .max()
         .unwrap_or(1)
-        .max(1)
+        .max(1);
+        per_guest * self.shards.unwrap_or(1) as usize
     }
 
     /// The directories granted to the guest, as the runtime takes them.

@@ -120,6 +120,8 @@ pub(super) struct RawController {
     /// `[controllers.settings]`: any table, checked in `resolve` (so a
     /// value that is not a table is reported with the other problems).
     pub settings: Option<Spanned<toml::Value>>,
+    /// `shards = N`: run the controller as N leases.
+    pub shards: Option<Spanned<i64>>,
 }
 
 /// One `[[controllers.dirs]]` entry.

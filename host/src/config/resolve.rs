@@ -219,6 +219,16 @@ pub(super) fn resolve(
         }
         controllers.push(controller);
     }
+    lease_names_are_unique(&mut c, &raw.controllers, &controllers);
+    let leases: usize = controllers
+        .iter()
+        .map(|c| c.shards.unwrap_or(1) as usize)
+        .sum();
+    if raw.controllers.len() <= MAX_CONTROLLERS && leases > MAX_CONTROLLERS {
+        c.general(format!(
+            "the controllers run {leases} leases with their shards; one host runs at most {MAX_CONTROLLERS}"
+        ));
+    }
 
     if !c.problems.is_empty() {
         // Problems with a line come in file order; file-wide ones first.
@@ -671,6 +681,37 @@ fn duration(
     (rule.default, false)
 }
 
+/// Every lease a host would run has its own name: a sharded controller's
+/// leases (`NAME-0 …`) must not be another controller's lease. (Names
+/// given twice are reported where they are read.)
+fn lease_names_are_unique(
+    c: &mut Checker,
+    raw: &[Spanned<RawController>],
+    controllers: &[ControllerConfig],
+) {
+    let mut owner_of: BTreeMap<String, &str> = BTreeMap::new();
+    for (entry, controller) in raw.iter().zip(controllers) {
+        if controller.name.is_empty() {
+            continue;
+        }
+        for (lease, _) in controller.leases() {
+            match owner_of.get(&lease) {
+                Some(other) if *other != controller.name => c.at(
+                    entry,
+                    format!(
+                        "controller {:?} runs lease {lease:?}, which controller {other:?} runs too; \
+                         rename one of them (a controller with shards = N runs the leases NAME-0 to NAME-(N-1))",
+                        controller.name
+                    ),
+                ),
+                _ => {
+                    owner_of.insert(lease, &controller.name);
+                }
+            }
+        }
+    }
+}
+
 fn controller(
     c: &mut Checker,
     index: usize,
@@ -957,6 +998,36 @@ fn controller(
         },
     };
 
+    let shards = match &raw.shards {
+        None => None,
+        Some(value) => match u32::try_from(*value.get_ref()) {
+            Ok(n) if (1..=crate::shard::MAX_SHARDS).contains(&n) => {
+                // The last shard's lease name must be a DNS label too.
+                let last = crate::shard::Shard::lease_name(&name, n - 1);
+                if check_label("controller name", &name).is_ok()
+                    && let Err(e) = check_label("shard lease name", &last)
+                {
+                    c.at(
+                        value,
+                        format!("{who}: with {n} shards its leases are named up to {last:?}, which {}; shorten the name", e.reason),
+                    );
+                }
+                Some(n)
+            }
+            _ => {
+                c.at(
+                    value,
+                    format!(
+                        "{who}: shards is {}; it must be between 1 and {}",
+                        value.get_ref(),
+                        crate::shard::MAX_SHARDS
+                    ),
+                );
+                None
+            }
+        },
+    };
+
     ControllerConfig {
         name,
         component,
@@ -976,6 +1047,7 @@ fn controller(
         http_allow,
         crash_detection,
         settings,
+        shards,
     }
 }
 

@@ -511,6 +511,99 @@ component = "c.wasm"
 }
 
 #[test]
+fn shards_name_the_leases_a_controller_runs_as() {
+    let s = Scratch::new();
+    s.file("c.wasm");
+    let config = s
+        .parse(
+            r#"cluster = "demo"
+[[controllers]]
+name = "a"
+component = "c.wasm"
+shards = 3
+[[controllers]]
+name = "b"
+component = "c.wasm"
+shards = 1
+[[controllers]]
+name = "c"
+component = "c.wasm"
+"#,
+        )
+        .unwrap();
+    let leases =
+        |i: usize| -> Vec<(String, Option<crate::shard::Shard>)> { config.controllers[i].leases() };
+    let shard = |index, count| Some(crate::shard::Shard { index, count });
+    assert_eq!(config.controllers[0].shards, Some(3));
+    assert_eq!(
+        leases(0),
+        vec![
+            ("a-0".to_string(), shard(0, 3)),
+            ("a-1".to_string(), shard(1, 3)),
+            ("a-2".to_string(), shard(2, 3)),
+        ]
+    );
+    assert_eq!(leases(1), vec![("b-0".to_string(), shard(0, 1))]);
+    assert_eq!(config.controllers[2].shards, None);
+    assert_eq!(leases(2), vec![("c".to_string(), None)]);
+    // Each shard runs a guest of its own in the engine's pool.
+    let weights: Vec<usize> = config.controllers.iter().map(|c| c.pool_weight()).collect();
+    assert_eq!(weights, [3, 1, 1]);
+}
+
+#[test]
+fn shards_out_of_bounds_too_long_or_colliding_are_refused() {
+    let s = Scratch::new();
+    s.file("c.wasm");
+    let long = "x".repeat(61);
+    let text = format!(
+        r#"cluster = "demo"
+[[controllers]]
+name = "a"
+component = "c.wasm"
+shards = 0
+[[controllers]]
+name = "b"
+component = "c.wasm"
+shards = 65
+[[controllers]]
+name = "{long}"
+component = "c.wasm"
+shards = 11
+[[controllers]]
+name = "d"
+component = "c.wasm"
+shards = 2
+[[controllers]]
+name = "d-1"
+component = "c.wasm"
+"#
+    );
+    let p = problems(s.parse(&text).unwrap_err());
+    assert_has(
+        &p,
+        Some(5),
+        "controller \"a\": shards is 0; it must be between 1 and 64",
+    );
+    assert_has(&p, Some(9), "shards is 65; it must be between 1 and 64");
+    assert_has(
+        &p,
+        Some(13),
+        &format!("named up to \"{long}-10\", which must be at most 63 characters"),
+    );
+    assert_has(
+        &p,
+        Some(18),
+        "controller \"d-1\" runs lease \"d-1\", which controller \"d\" runs too",
+    );
+    assert_eq!(p.len(), 4, "{p:#?}");
+    // 61 characters and 10 shards fit: the last index has one digit.
+    let fits = text.replace("shards = 11", "shards = 10");
+    let p = problems(s.parse(&fits).unwrap_err());
+    assert_eq!(p.len(), 3, "{p:#?}");
+}
+
+#[test]
 fn lease_timing_must_keep_the_holder_fencing_itself_first() {
     let s = Scratch::new();
     s.file("scheduler.wasm");

@@ -26,6 +26,7 @@ use super::{
 use crate::fence::Fence;
 use crate::outbound::{OutboundCounters, TenureOutbound};
 use crate::quota::WriteQuota;
+use crate::shard::Shard;
 use crate::store::Store as StoreBackend;
 
 /// The shared engine and the linker every controller is instantiated with.
@@ -197,6 +198,7 @@ impl Runtime {
             outbound: Arc::default(),
             limits,
             grants,
+            shard: None,
         })
     }
 }
@@ -232,6 +234,9 @@ pub struct CompiledController {
     quota: Arc<WriteQuota>,
     /// Outbound request tallies of every instance and tenure.
     outbound: Arc<OutboundCounters>,
+    /// The shard this unit of a sharded controller runs as; `None`: the
+    /// controller is not sharded and owns every object.
+    shard: Option<Shard>,
 }
 
 /// What a controller says it needs.
@@ -434,6 +439,22 @@ impl CompiledController {
         }
     }
 
+    /// The same unit as shard `shard` of its controller: its worker is
+    /// woken for, and resyncs, only the objects of that shard, and its
+    /// writes keep the rule for other shards' objects
+    /// ([`Shard::check_write`]).
+    pub fn with_shard(self, shard: Shard) -> Self {
+        Self {
+            shard: Some(shard),
+            ..self
+        }
+    }
+
+    /// The shard this unit runs as, if its controller is sharded.
+    pub fn shard(&self) -> Option<Shard> {
+        self.shard
+    }
+
     /// The write quota state every instance of this controller shares.
     pub fn quota(&self) -> &Arc<WriteQuota> {
         &self.quota
@@ -530,7 +551,8 @@ impl CompiledController {
                 limits.payload_bytes,
                 counters,
                 self.quota.clone(),
-            ),
+            )
+            .with_shard(self.shard),
             tenure: TenureHost::new(fence.clone()),
             logging: LoggingHost::new(self.name.clone(), fence.epoch, limits.log_line_bytes),
             settings: SettingsHost::new(limits.settings.clone()),

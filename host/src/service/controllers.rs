@@ -147,6 +147,13 @@ struct Running {
     /// What it runs, kept so a change of settings alone need not compile
     /// again (nor start its outbound counters over).
     compiled: CompiledController,
+    /// One supervised lease per shard (one alone when not sharded).
+    units: Vec<Unit>,
+}
+
+/// The supervisor of one of a controller's leases.
+struct Unit {
+    lease: String,
     stop: watch::Sender<bool>,
     task: JoinHandle<()>,
 }
@@ -301,6 +308,11 @@ pub(crate) async fn prepare(
     compile(runtime, read(settings)?).await
 }
 
+/// A controller's `shards` as a user reads it: the key absent is "unset".
+fn shard_count(shards: Option<u32>) -> String {
+    shards.map_or_else(|| "unset".to_string(), |n| n.to_string())
+}
+
 /// The sections a reload cannot change, by their config names, where
 /// `next` differs from `current`.
 fn fixed_changes(current: &Config, next: &Config) -> Vec<&'static str> {
@@ -331,15 +343,48 @@ impl Controllers {
         }
     }
 
-    /// Start supervising a prepared controller.
+    /// Start supervising a prepared controller: one supervisor per lease
+    /// it runs as (its shards' `NAME-0 …`, or `NAME` alone).
     pub(crate) fn start(&mut self, prepared: Prepared) {
         let Prepared {
             settings,
             digest,
             compiled,
         } = prepared;
+        let units = settings
+            .leases()
+            .into_iter()
+            .map(|(lease, shard)| {
+                let unit = match shard {
+                    // Each shard is its own controller unit: its own
+                    // write quotas and outbound tallies, the same code.
+                    Some(shard) => compiled
+                        .as_controller(&lease, settings.guest_limits())
+                        .with_shard(shard),
+                    None => compiled.clone(),
+                };
+                self.start_unit(&settings, lease, unit)
+            })
+            .collect();
+        self.running.insert(
+            settings.name.clone(),
+            Running {
+                settings,
+                digest,
+                compiled,
+                units,
+            },
+        );
+    }
+
+    fn start_unit(
+        &self,
+        settings: &ControllerConfig,
+        lease: String,
+        compiled: CompiledController,
+    ) -> Unit {
         let (stop, stopping) = watch::channel(false);
-        let status = self.shared.status.add_controller(&settings.name);
+        let status = self.shared.status.add_controller(&lease);
         // The status outlives restarts of the controller: /metrics keeps
         // counting across them.
         status.metrics.outbound.attach(compiled.outbound().clone());
@@ -356,24 +401,18 @@ impl Controllers {
             self.shared.authority.clone(),
             self.shared.renewer.clone(),
             self.shared.store.clone(),
-            compiled.clone(),
+            compiled,
             status,
             self.shared.identity.clone(),
             stopping,
         )
         .with_crash_detection(settings.crash_detection)
         .with_heartbeat(self.shared.heartbeat.clone());
-        let task = tokio::spawn(supervisor.run());
-        self.running.insert(
-            settings.name.clone(),
-            Running {
-                settings,
-                digest,
-                compiled,
-                stop,
-                task,
-            },
-        );
+        Unit {
+            lease,
+            stop,
+            task: tokio::spawn(supervisor.run()),
+        }
     }
 
     /// Stop the named controllers together and wait for each (bounded by
@@ -383,15 +422,16 @@ impl Controllers {
     /// revokes and aborts its guest, and awaited, so a controller started
     /// again under the same name never runs beside its old supervisor.
     pub(crate) async fn stop(&mut self, names: &[String]) {
-        let stopping: Vec<(String, Running)> = names
+        let stopping: Vec<Unit> = names
             .iter()
-            .filter_map(|name| self.running.remove(name).map(|r| (name.clone(), r)))
+            .filter_map(|name| self.running.remove(name))
+            .flat_map(|running| running.units)
             .collect();
-        for (_, running) in &stopping {
-            let _ = running.stop.send(true);
+        for unit in &stopping {
+            let _ = unit.stop.send(true);
         }
-        for (name, running) in stopping {
-            end_supervisor(&name, &self.shared.holder, running.task, stop_bound()).await;
+        for unit in stopping {
+            end_supervisor(&unit.lease, &self.shared.holder, unit.task, stop_bound()).await;
         }
     }
 
@@ -424,6 +464,31 @@ impl Controllers {
                 "the new controllers need {e}; restart the host to apply them"
             )]
         })?;
+
+        // Resharding is not a reload: the running shards would hand
+        // objects over while the new ones start (see ARCHITECTURE,
+        // "Sharded controllers", for the procedure).
+        let resharded: Vec<String> = next
+            .controllers
+            .iter()
+            .filter_map(|c| {
+                let running = self.running.get(&c.name)?;
+                (running.settings.shards != c.shards).then(|| {
+                    format!(
+                        "controller {:?}: shards changed from {} to {}; a reload cannot reshard a \
+                         running controller. Remove it from the config on every host and reload, \
+                         wait until `leasehold leases` shows its leases released, then add it \
+                         back with the new count",
+                        c.name,
+                        shard_count(running.settings.shards),
+                        shard_count(c.shards)
+                    )
+                })
+            })
+            .collect();
+        if !resharded.is_empty() {
+            return Err(resharded);
+        }
 
         // Restart a controller only when its settings or its component's
         // bytes changed; compile only what will start, and only when its
@@ -469,11 +534,17 @@ impl Controllers {
             .cloned()
             .collect();
 
+        let removed_leases: Vec<String> = summary
+            .removed
+            .iter()
+            .filter_map(|name| self.running.get(name))
+            .flat_map(|running| running.units.iter().map(|unit| unit.lease.clone()))
+            .collect();
         let mut stopping = summary.removed.clone();
         stopping.extend(summary.restarted.iter().cloned());
         self.stop(&stopping).await;
-        for name in &summary.removed {
-            self.shared.status.remove_controller(name);
+        for lease in &removed_leases {
+            self.shared.status.remove_controller(lease);
         }
         for prepared in to_start {
             self.start(prepared);

@@ -376,6 +376,7 @@ impl Supervisor {
             backoff_max: self.config.backoff_max,
             stop: stop.clone(),
             settled,
+            shard: self.controller.shard(),
         };
         let fence = fence.clone();
         let guest_revocation = revocation.clone();

@@ -31,6 +31,7 @@ use crate::runtime::{
     GuestError, GuestInstance, MAX_RELATED_WATCHES, ReconcileReason, Reconciled, RelatedMap,
     RelatedWatch,
 };
+use crate::shard::Shard;
 use crate::status::ControllerStatus;
 use crate::store::{ObjectKey, Origin, Relations, Store, StoreError};
 use crate::telemetry::{self, TraceParent};
@@ -51,6 +52,9 @@ pub(crate) struct WorkerContext {
     /// change stream, and where it records how far it reconciled (see
     /// [`super::settled`]).
     pub settled: Arc<Settled>,
+    /// The shard this worker's controller unit runs as: it is woken for,
+    /// and resyncs, only that shard's objects. `None`: every object.
+    pub shard: Option<Shard>,
 }
 
 /// Why the worker ended.
@@ -145,6 +149,7 @@ pub(crate) async fn run(mut guest: GuestInstance, ctx: WorkerContext) -> WorkerE
         // (else from a head: a lease's first guest), and from where.
         resumed,
         from = cursor,
+        shard = ctx.shard.map(|s| s.to_string()),
         head,
         ?watches,
         related = %related.iter().map(ToString::to_string).collect::<Vec<_>>().join(", "),
@@ -454,10 +459,14 @@ impl Worker {
                         // when its kind is watched.
                         let mut wakes: Vec<ObjectKey> = Vec::new();
                         for watch in self.related.iter().filter(|w| w.kind == key.kind) {
-                            wakes.extend(related_keys(watch, &seen));
+                            wakes.extend(
+                                related_keys(watch, &seen)
+                                    .into_iter()
+                                    .filter(|woken| self.mine(woken)),
+                            );
                         }
                         let related = wakes.len();
-                        if self.watches.contains(&key.kind) {
+                        if self.watches.contains(&key.kind) && self.mine(&key) {
                             wakes.push(key.clone());
                         }
                         if self.queue.ready_len() > 0 && !self.queue.has_room_for(&wakes) {
@@ -524,6 +533,12 @@ impl Worker {
         }
     }
 
+    /// Whether `key` is this worker's to reconcile: every key, unless its
+    /// controller is sharded and the key belongs to another shard.
+    fn mine(&self, key: &ObjectKey) -> bool {
+        self.ctx.shard.is_none_or(|shard| shard.owns(key))
+    }
+
     /// `key`, queued by the change at `position`, holds the settled
     /// position below it until reconciled; unless the queue was full and
     /// dropped it (the worker resyncs instead).
@@ -557,17 +572,17 @@ impl Worker {
                             let relations = Relations::of(&object.meta);
                             for watch in self.related.iter().filter(|w| w.kind == kind) {
                                 for key in related_keys(watch, &[&relations]) {
-                                    self.queue.add(key, ReconcileReason::Resync);
+                                    if self.mine(&key) {
+                                        self.queue.add(key, ReconcileReason::Resync);
+                                    }
                                 }
                             }
-                            if watched {
-                                self.queue.add(
-                                    ObjectKey {
-                                        kind: object.kind,
-                                        name: object.name,
-                                    },
-                                    ReconcileReason::Resync,
-                                );
+                            let key = ObjectKey {
+                                kind: object.kind,
+                                name: object.name,
+                            };
+                            if watched && self.mine(&key) {
+                                self.queue.add(key, ReconcileReason::Resync);
                             }
                         }
                         match page.next {
@@ -776,6 +791,7 @@ mod tests {
                 backoff_max: Duration::from_secs(1),
                 stop,
                 settled: Arc::default(),
+                shard: None,
             },
             fence: None,
             watches: vec!["tasks".into()],
@@ -853,6 +869,7 @@ mod tests {
                 backoff_max: Duration::from_secs(1),
                 stop,
                 settled: Arc::default(),
+                shard: None,
             },
             fence: None,
             kinds: feed_kinds(&watches, &related),
@@ -916,6 +933,86 @@ mod tests {
     fn memory_store() -> Arc<MemoryStore> {
         let authority = crate::authority::memory::MemoryAuthority::new();
         Arc::new(MemoryStore::new(Arc::new(authority)))
+    }
+
+    /// A shard's worker is woken for, and resyncs, only its own shard's
+    /// objects: the watched kind's changes by the object's own key, a
+    /// related change by the key it maps to (an owner in this shard wakes
+    /// it, whichever shard the owned object is in). Across the two shards
+    /// of a controller every key is queued exactly once.
+    #[tokio::test]
+    async fn a_shard_is_woken_for_and_resyncs_only_its_own_objects() {
+        let store = memory_store();
+        let owns = RelatedWatch {
+            kind: "pods".into(),
+            map: RelatedMap::Owner {
+                kind: Some("tasks".into()),
+            },
+        };
+        let mut shards = Vec::new();
+        for shard in Shard::all(2) {
+            let (mut worker, stop) = related_worker(&store, &["tasks"], vec![owns.clone()]);
+            worker.ctx.shard = Some(shard);
+            shards.push((shard, worker, stop));
+        }
+        let tasks: Vec<ObjectKey> = (0..20).map(|i| key("tasks", &format!("t-{i}"))).collect();
+        for task in &tasks {
+            store.put("c1", task, "{}", None).await.unwrap();
+        }
+        // Each owner gets a pod named so that its shard is the other one
+        // whenever such a name exists among the first few.
+        let mut pods = Vec::new();
+        for (i, task) in tasks.iter().enumerate() {
+            let owner_shard = Shard::of(&task.kind, &task.name, 2);
+            let pod = (0..50)
+                .map(|j| key("pods", &format!("p-{i}-{j}")))
+                .find(|p| Shard::of(&p.kind, &p.name, 2) != owner_shard)
+                .expect("a pod name in the other shard");
+            put(&store, &pod, owned_by(task)).await;
+            pods.push(pod);
+        }
+        let mut seen_by_change: Vec<String> = Vec::new();
+        let mut seen_by_resync: Vec<String> = Vec::new();
+        for (shard, worker, _) in &mut shards {
+            let woken = woken(worker).await;
+            for (k, reason) in &woken {
+                let task = tasks.iter().find(|t| t.to_string() == *k).expect("a task");
+                assert!(shard.owns(task), "{shard} woken for {k} ({reason:?})");
+            }
+            // Each task is woken by its own change (its pod's related
+            // change merges into that entry).
+            assert!(woken.iter().all(|(_, r)| *r == ReconcileReason::Change));
+            seen_by_change.extend(woken.into_iter().map(|(k, _)| k));
+
+            worker.resync().await;
+            while let Some((k, _)) = worker.queue.pop() {
+                assert!(shard.owns(&k), "{shard} resynced {k}");
+                seen_by_resync.push(k.to_string());
+            }
+        }
+        for seen in [&mut seen_by_change, &mut seen_by_resync] {
+            seen.sort();
+            let mut all: Vec<String> = tasks.iter().map(ToString::to_string).collect();
+            all.sort();
+            assert_eq!(*seen, all, "every task once across the shards");
+        }
+        assert!(
+            shards.iter().all(|(_, w, _)| w.queue.is_empty()),
+            "nothing else queued"
+        );
+
+        // A pod's change alone wakes its owner's shard, not its own.
+        for (pod, task) in pods.iter().zip(&tasks) {
+            store.put("c1", pod, "{\"v\":2}", None).await.unwrap();
+            for (shard, worker, _) in &mut shards {
+                let expected: Vec<(String, ReconcileReason)> = if shard.owns(task) {
+                    vec![(task.to_string(), ReconcileReason::Related)]
+                } else {
+                    Vec::new()
+                };
+                assert_eq!(woken(worker).await, expected, "{shard}, {pod}");
+            }
+        }
     }
 
     /// controller-runtime's `Owns`: a change of an owned object queues its

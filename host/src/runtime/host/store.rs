@@ -24,6 +24,7 @@ use crate::fence::{Fence, FenceCause};
 use crate::quota::{AdmitError, Quota, WriteQuota};
 use crate::runtime::Revocation;
 use crate::runtime::host::own_writes::OwnWrites;
+use crate::shard::Shard;
 use crate::store::{Committed, NewEvent, Object, ObjectKey, Op, Page, Selector, Store, StoreError};
 use crate::telemetry::{self, StoreCall, TraceParent};
 use tracing::Instrument;
@@ -122,6 +123,8 @@ pub struct StoreHost {
     /// What this instance's commits wrote: answers the reads of objects
     /// whose newest change the worker has read is one of them.
     own_writes: Arc<OwnWrites>,
+    /// The shard this tenure's controller unit runs as, if sharded.
+    shard: Option<Shard>,
 }
 
 impl StoreHost {
@@ -143,7 +146,15 @@ impl StoreHost {
             counters,
             quota,
             own_writes: Arc::default(),
+            shard: None,
         }
+    }
+
+    /// The same calls, made by shard `shard` of a sharded controller: its
+    /// commits keep the rule for other shards' objects
+    /// ([`Shard::check_write`]).
+    pub fn with_shard(self, shard: Option<Shard>) -> Self {
+        Self { shard, ..self }
     }
 
     /// This instance's cache of its own commits, which the worker confirms
@@ -269,6 +280,15 @@ impl StoreHost {
                 .map(|e| e.key.kind.len() + e.key.name.len() + e.reason.len() + e.message.len())
                 .sum::<usize>();
         self.check_payload(size)?;
+        if let Some(shard) = self.shard
+            && let Some(refused) = ops.iter().find_map(|op| shard.check_write(op).err())
+        {
+            self.counters.failed.fetch_add(1, Ordering::Relaxed);
+            return Err(CallError::Invalid(format!(
+                "{refused} (lease {}, epoch {})",
+                self.fence.key.name, self.fence.epoch.0
+            )));
+        }
         let mut permit = match self
             .quota
             .admit(self.backend.as_ref(), &self.fence, &ops)
@@ -538,6 +558,65 @@ mod tests {
         assert!(successor.epoch > host.fence.epoch);
         let mut next = self::host(&store, &successor);
         assert_eq!(value_read(&mut next, &a).await, "{\"s\":\"done\"}");
+    }
+
+    /// Shard 0 of 4 (lease `sched-0`): a status write without an expected
+    /// generation to another shard's object refuses the whole commit,
+    /// naming the object, both shards, the lease and the epoch, and writes
+    /// nothing of it; the same write with an expected generation, or to
+    /// its own shard's object, commits.
+    #[tokio::test]
+    async fn a_blind_status_write_to_another_shards_object_is_refused_whole() {
+        let authority = Arc::new(MemoryAuthority::new());
+        let store = Arc::new(MemoryStore::new(authority.clone()));
+        let fence = grant(&authority, "sched-0").await;
+        let shard = crate::shard::Shard { index: 0, count: 4 };
+        let mut host = host(&store, &fence).with_shard(Some(shard));
+        // tasks/t-1 is in shard 0, tasks/t-2 in shard 1.
+        let (mine, theirs) = (task("t-1"), task("t-2"));
+        for key in [&mine, &theirs] {
+            store.put("c1", key, "{}", None).await.unwrap();
+        }
+        let status = |key: &ObjectKey, generation| Op::Status {
+            key: key.clone(),
+            expected_generation: generation,
+            status: Some("{\"seen\":true}".into()),
+        };
+        let before = store.get("c1", &theirs).await.unwrap().unwrap();
+        let refused = host
+            .commit_ops(vec![status(&mine, None), status(&theirs, None)], Vec::new())
+            .await;
+        let Err(CallError::Invalid(why)) = refused else {
+            panic!("not refused: {refused:?}");
+        };
+        assert!(
+            why.contains("tasks/t-2 belongs to shard 1 of 4")
+                && why.contains("shard 0 of 4")
+                && why.contains("lease sched-0, epoch 1"),
+            "{why}"
+        );
+        assert_eq!(store.get("c1", &theirs).await.unwrap().unwrap(), before);
+        let mine_now = store.get("c1", &mine).await.unwrap().unwrap();
+        assert_eq!(mine_now.status, None, "nothing of the commit written");
+
+        host.commit_ops(
+            vec![
+                status(&mine, None),
+                status(&theirs, Some(before.generation)),
+            ],
+            Vec::new(),
+        )
+        .await
+        .unwrap();
+        assert!(
+            store
+                .get("c1", &theirs)
+                .await
+                .unwrap()
+                .unwrap()
+                .status
+                .is_some()
+        );
     }
 
     #[test]
