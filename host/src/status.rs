@@ -408,6 +408,9 @@ pub struct Status {
     /// The names of `controllers`, in name order, for whoever registers
     /// them (the holder claim's host row).
     names: tokio::sync::watch::Sender<Vec<String>>,
+    /// The leases of `controllers` that are shards of a sharded
+    /// controller: the controller's name and the shard, by lease.
+    shards: RwLock<BTreeMap<String, (String, crate::shard::Shard)>>,
 }
 
 impl Status {
@@ -425,7 +428,23 @@ impl Status {
             holder_claim: Mutex::new(None),
             controllers: RwLock::new(controllers),
             names,
+            shards: RwLock::default(),
         }
+    }
+
+    /// Record that this replica runs `lease` as `shard` of the sharded
+    /// controller `controller` (`GET /v1/leases` shows it).
+    pub fn set_shard(&self, lease: &str, controller: &str, shard: crate::shard::Shard) {
+        self.shards
+            .write()
+            .expect("status lock")
+            .insert(lease.to_string(), (controller.to_string(), shard));
+    }
+
+    /// The sharded controller and the shard `lease` runs as here, if this
+    /// replica runs it as a shard.
+    pub fn shard_of(&self, lease: &str) -> Option<(String, crate::shard::Shard)> {
+        self.shards.read().expect("status lock").get(lease).cloned()
     }
 
     /// The names of the controllers this replica runs, in name order;
@@ -482,6 +501,7 @@ impl Status {
     pub fn remove_controller(&self, name: &str) {
         let mut controllers = self.controllers.write().expect("status lock");
         controllers.remove(name);
+        self.shards.write().expect("status lock").remove(name);
         self.publish_names(&controllers);
     }
 

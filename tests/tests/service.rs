@@ -655,6 +655,26 @@ async fn sharded_controllers_reconcile_their_own_objects_and_race_only_condition
     for lease in leases {
         epochs.push(held_epoch(&replica, lease, limit).await);
     }
+    // The host reports (and registers) the shards' leases, never the
+    // sharded controllers' own names, which no lease carries.
+    let (_, ready) = replica.readyz().await.unwrap();
+    let mut reported: Vec<&String> = ready["controllers"]
+        .as_object()
+        .expect("controllers by lease")
+        .keys()
+        .collect();
+    reported.sort();
+    assert_eq!(reported, leases, "{ready}");
+    let listed = replica.leases().await.unwrap();
+    for lease in listed.as_array().unwrap() {
+        let name = lease["name"].as_str().unwrap();
+        let (controller, index) = name.rsplit_once('-').unwrap();
+        assert_eq!(
+            lease["shard"],
+            serde_json::json!({"controller": controller, "index": index.parse::<u32>().unwrap(), "count": 2}),
+            "{lease}"
+        );
+    }
 
     let put = |path: String, body: String| {
         let addr = replica.addr.clone();

@@ -45,6 +45,21 @@ pub(super) struct LeaseView {
     /// The last time lease placement moved this lease, and why; `null` if
     /// it never did.
     last_move: Option<MoveView>,
+    /// The sharded controller and the shard this lease is, as this
+    /// replica's config runs it; `null` when this replica does not run it
+    /// as a shard.
+    shard: Option<ShardView>,
+}
+
+/// A lease's shard in `GET /v1/leases`.
+#[derive(Debug, Serialize)]
+pub(super) struct ShardView {
+    /// The sharded controller (`NAME` of `NAME-0 …`).
+    controller: String,
+    /// The shard's index, below `count`.
+    index: u32,
+    /// How many shards the controller runs as.
+    count: u32,
 }
 
 /// A lease's last placement move in `GET /v1/leases`.
@@ -72,6 +87,13 @@ pub(super) struct SessionView {
 impl LeaseView {
     fn new(record: LeaseRecord, status: &Status) -> Self {
         Self {
+            shard: status
+                .shard_of(&record.name)
+                .map(|(controller, shard)| ShardView {
+                    controller,
+                    index: shard.index,
+                    count: shard.count,
+                }),
             held_here: record.active && status.leads_at(&record.name, record.epoch.0),
             active: record.active,
             name: record.name,
@@ -273,7 +295,8 @@ mod tests {
                 "holder",
                 "holder_session",
                 "last_move",
-                "name"
+                "name",
+                "shard"
             ]
         );
         assert_eq!(

@@ -54,7 +54,7 @@
 //!   budgets, like the three above).
 //! - `GET /v1/leases[?after=NAME][&limit=N]`: a page of `{"name", "holder",
 //!   "epoch", "acquired_at", "expires_at", "held_here", "active",
-//!   "crash_detection", "holder_session", "last_move"}` by name; `next`
+//!   "crash_detection", "holder_session", "last_move", "shard"}` by name; `next`
 //!   is a lease name. `held_here`: this replica's own supervisor leads
 //!   the lease now, at that epoch (never decided by comparing holder
 //!   names); `active`: someone does (not released, not

@@ -680,6 +680,7 @@ async fn leases_show_who_holds_what_and_whether_it_is_here() {
     assert_eq!(leases[1]["active"], true);
     assert!(is_rfc3339_utc(&leases[1]["acquired_at"]), "{}", leases[1]);
     assert!(is_rfc3339_utc(&leases[1]["expires_at"]), "{}", leases[1]);
+    assert_eq!(leases[0]["shard"], Value::Null, "not run here as a shard");
 
     h.authority
         .release(&mine, EndReason::Released)
@@ -689,6 +690,22 @@ async fn leases_show_who_holds_what_and_whether_it_is_here() {
     assert_eq!(leases[1]["holder"], HERE);
     assert_eq!(leases[1]["held_here"], false);
     assert_eq!(leases[1]["active"], false);
+
+    // A lease this replica runs as a shard says which.
+    grant(&h.authority, "sched-1", HERE).await;
+    h.status.set_shard(
+        "sched-1",
+        "sched",
+        crate::shard::Shard { index: 1, count: 3 },
+    );
+    let leases = get(h.addr, "/v1/leases").await.json()["items"].clone();
+    assert_eq!(leases[1]["name"], "sched-1");
+    assert_eq!(
+        leases[1]["shard"],
+        json!({"controller": "sched", "index": 1, "count": 3})
+    );
+    assert_eq!(leases[2]["name"], "scheduler");
+    assert_eq!(leases[2]["shard"], Value::Null);
 }
 
 #[tokio::test]

@@ -897,6 +897,16 @@ impl Config {
         self.controllers.iter().map(|c| c.name.clone()).collect()
     }
 
+    /// The leases the controllers run as, in file order: a controller's
+    /// name, or its shards' `NAME-0 …` (what the host supervises, reports
+    /// in `/readyz` and `/metrics`, and registers as what it can run).
+    pub fn lease_names(&self) -> Vec<String> {
+        self.controllers
+            .iter()
+            .flat_map(|c| c.leases().into_iter().map(|(lease, _)| lease))
+            .collect()
+    }
+
     /// How to build the shared engine for these controllers: the pool holds
     /// every guest, each as large as the largest memory limit and counted
     /// by its [`ControllerConfig::pool_weight`] (a controller allowed more

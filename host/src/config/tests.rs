@@ -546,6 +546,8 @@ component = "c.wasm"
     assert_eq!(leases(1), vec![("b-0".to_string(), shard(0, 1))]);
     assert_eq!(config.controllers[2].shards, None);
     assert_eq!(leases(2), vec![("c".to_string(), None)]);
+    assert_eq!(config.controller_names(), ["a", "b", "c"]);
+    assert_eq!(config.lease_names(), ["a-0", "a-1", "a-2", "b-0", "c"]);
     // Each shard runs a guest of its own in the engine's pool.
     let weights: Vec<usize> = config.controllers.iter().map(|c| c.pool_weight()).collect();
     assert_eq!(weights, [3, 1, 1]);

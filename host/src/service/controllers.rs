@@ -358,9 +358,12 @@ impl Controllers {
                 let unit = match shard {
                     // Each shard is its own controller unit: its own
                     // write quotas and outbound tallies, the same code.
-                    Some(shard) => compiled
-                        .as_controller(&lease, settings.guest_limits())
-                        .with_shard(shard),
+                    Some(shard) => {
+                        self.shared.status.set_shard(&lease, &settings.name, shard);
+                        compiled
+                            .as_controller(&lease, settings.guest_limits())
+                            .with_shard(shard)
+                    }
                     None => compiled.clone(),
                 };
                 self.start_unit(&settings, lease, unit)

@@ -395,7 +395,7 @@ pub async fn run_managed(
     let status = Arc::new(Status::new(
         config.cluster.clone(),
         holder.clone(),
-        &config.controller_names(),
+        &config.lease_names(),
     ));
     if backends.embedded {
         status.set_database(DatabaseState::Embedded);
