@@ -23,9 +23,13 @@ pub const MAX_SHARDS: u32 = 64;
 /// FNV-1a, 64 bits, of `bytes` (the offset basis and prime of the FNV
 /// specification).
 pub fn fnv1a64(bytes: &[u8]) -> u64 {
+    fnv1a64_of(bytes.iter().copied())
+}
+
+fn fnv1a64_of(bytes: impl Iterator<Item = u8>) -> u64 {
     const OFFSET_BASIS: u64 = 0xcbf2_9ce4_8422_2325;
     const PRIME: u64 = 0x0000_0100_0000_01b3;
-    bytes.iter().fold(OFFSET_BASIS, |hash, &byte| {
+    bytes.fold(OFFSET_BASIS, |hash, byte| {
         (hash ^ u64::from(byte)).wrapping_mul(PRIME)
     })
 }
@@ -49,11 +53,8 @@ impl Shard {
     /// The index of the shard that `kind/name` belongs to among `count`
     /// shards: FNV-1a 64 of `kind/name`, modulo `count`.
     pub fn of(kind: &str, name: &str, count: u32) -> u32 {
-        let mut bytes = Vec::with_capacity(kind.len() + 1 + name.len());
-        bytes.extend_from_slice(kind.as_bytes());
-        bytes.push(b'/');
-        bytes.extend_from_slice(name.as_bytes());
-        (fnv1a64(&bytes) % u64::from(count.max(1))) as u32
+        let key = kind.bytes().chain([b'/']).chain(name.bytes());
+        (fnv1a64_of(key) % u64::from(count.max(1))) as u32
     }
 
     /// Whether `key` belongs to this shard.
