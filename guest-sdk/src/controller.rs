@@ -15,7 +15,7 @@ use serde::de::DeserializeOwned;
 use crate::clock;
 use crate::error::Error;
 use crate::object::{Api, Kind};
-use crate::sys::{self, Fence};
+use crate::sys::{self, Fence, Shard};
 use crate::transaction::Transaction;
 
 /// What a controller needs from the host: the kinds whose changes trigger
@@ -49,6 +49,13 @@ pub struct Description {
     /// Kinds whose changes reconcile the objects they map to, with
     /// [`Reason::Related`] (see [`Related`]).
     pub related: Vec<Related>,
+    /// The label whose value decides an object's shard when the
+    /// controller runs sharded (see [`Description::shard_by_label`]);
+    /// `None`: by `kind/name`.
+    pub shard_label: Option<String>,
+    /// Kinds every shard watches, whatever shard their objects belong to
+    /// (see [`Description::watch_on_every_shard`]).
+    pub every_shard: Vec<String>,
 }
 
 /// "Watch `kind` and map each of its changes through `map`" (the WIT's
@@ -265,9 +272,58 @@ impl Description {
     {
         Self {
             watches: kinds.into_iter().map(Into::into).collect(),
-            resync: None,
-            related: Vec::new(),
+            ..Self::default()
         }
+    }
+
+    /// When the controller runs sharded (`shards = N` in the host's
+    /// config), decide an object's shard by the value of its label `key`
+    /// instead of its `kind/name`: objects that share the value share a
+    /// shard (a tenant's tasks and its quota, say). An object without the
+    /// label still goes by its `kind/name`. No effect on an unsharded
+    /// controller. Under a shard label every status write must be
+    /// conditional ([`crate::Transaction::update_status`] is): the host cannot
+    /// tell from a blind one whose object it names.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use leasehold_guest::Description;
+    ///
+    /// let description = Description::watching(["tasks"]).shard_by_label("example.com/tenant");
+    /// assert_eq!(description.shard_label.as_deref(), Some("example.com/tenant"));
+    /// ```
+    pub fn shard_by_label(mut self, key: impl Into<String>) -> Self {
+        self.shard_label = Some(key.into());
+        self
+    }
+
+    /// Watch `kind` on every shard: each change of one of its objects
+    /// reconciles it on every shard, and every shard's resync lists them
+    /// all, whatever shard they belong to. For shared objects each shard
+    /// decides on, such as the nodes every shard's tasks are placed on.
+    /// Also watches `kind` (as [`Description::watch`]) if not yet. Writes
+    /// to another shard's objects must still be conditional. The same as
+    /// [`Description::watch`] on an unsharded controller.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use leasehold_guest::Description;
+    ///
+    /// let description = Description::watching(["tasks"]).watch_on_every_shard("nodes");
+    /// assert_eq!(description.watches, ["tasks", "nodes"]);
+    /// assert_eq!(description.every_shard, ["nodes"]);
+    /// ```
+    pub fn watch_on_every_shard(mut self, kind: impl Into<String>) -> Self {
+        let kind = kind.into();
+        if !self.watches.contains(&kind) {
+            self.watches.push(kind.clone());
+        }
+        if !self.every_shard.contains(&kind) {
+            self.every_shard.push(kind);
+        }
+        self
     }
 
     /// Reconcile every watched object again every `period`, even without a
@@ -634,6 +690,23 @@ impl Context {
     /// ```
     pub fn fence(&self) -> &Fence {
         self.fence.get_or_init(sys::fence)
+    }
+
+    /// The shard of its controller this tenure runs (shard 0 of 1 when
+    /// the controller is not sharded); the same as [`crate::shard`].
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use leasehold_guest::{Context, FakeHost, Shard};
+    ///
+    /// let host = FakeHost::new();
+    /// assert_eq!(Context::new().shard(), Shard::WHOLE);
+    /// host.set_shard(Shard { index: 2, count: 3 });
+    /// assert_eq!(Context::new().shard().index, 2);
+    /// ```
+    pub fn shard(&self) -> Shard {
+        sys::shard()
     }
 
     /// Typed reads of `kind`; the same as [`Api::new`].

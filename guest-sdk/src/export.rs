@@ -38,6 +38,8 @@ pub fn describe<C: Controller>(controller: &C) -> WitDescription {
                 },
             })
             .collect(),
+        shard_label: description.shard_label,
+        every_shard: description.every_shard,
     }
 }
 

@@ -141,7 +141,7 @@ pub use controller::{
     Context, Controller, Description, Map, Outcome, Reason, Related, Reply, Retry,
 };
 pub use error::{Error, QUOTA_EXCEEDED_PREFIX, Quota, QuotaExceeded, StoreError};
-pub use fence::{Fence, fence};
+pub use fence::{Fence, Shard, fence, shard};
 pub use limits::{
     DEFAULT_PAGE_SIZE, LOG_LINE_BYTES, Limits, MAX_CALL_PAYLOAD_BYTES, MAX_COLLECTED_PER_COMMIT,
     MAX_EVENT_MESSAGE_BYTES, MAX_EVENT_REASON_BYTES, MAX_EVENTS_PER_COMMIT, MAX_FINALIZER_BYTES,

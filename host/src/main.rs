@@ -159,8 +159,11 @@ Examples:
   leasehold leases --database-url postgres://postgres@127.0.0.1:5432/postgres --cluster demo
   leasehold leases --config leasehold.toml --history scheduler --json
 
-Reads PostgreSQL directly. The embedded backend's leases live inside the
-running process: ask its API instead (GET /v1/leases).")]
+Reads PostgreSQL directly. SHARD (\"shard\" in JSON) names the sharded
+controller a lease runs and which shard, index/count, as the config given
+with --config runs it (the database does not record it). The embedded
+backend's leases live inside the running process: ask its API instead
+(GET /v1/leases).")]
     Leases {
         /// Take the database URL and cluster from this config.
         #[arg(long, short, value_name = "FILE", conflicts_with = "database_url")]
@@ -444,9 +447,19 @@ async fn leases(
     history: Option<String>,
     json: bool,
 ) -> anyhow::Result<ExitCode> {
+    // Which leases are shards of which controller, as the config runs them
+    // (none without a config: the database does not record it).
+    let mut shards = ShardMap::new();
     let (url, cluster) = match config {
         Some(path) => {
             let config = Config::load(&path)?;
+            for controller in &config.controllers {
+                for (lease, shard) in controller.leases() {
+                    if let Some(shard) = shard {
+                        shards.insert(lease, (controller.name.clone(), shard));
+                    }
+                }
+            }
             let Some(url) = config.database.url.clone() else {
                 bail!(
                     "{} uses the embedded in-memory backend, whose leases live inside the running \
@@ -489,12 +502,15 @@ async fn leases(
             let mut records = authority.observe(&cluster).await?;
             records.sort_by(|a, b| a.name.cmp(&b.name));
             if json {
-                let views: Vec<LeaseOutput> = records.iter().map(LeaseOutput::from).collect();
+                let views: Vec<LeaseOutput> = records
+                    .iter()
+                    .map(|r| LeaseOutput::new(r, shards.get(&r.name)))
+                    .collect();
                 writeln!(out, "{}", serde_json::to_string_pretty(&views)?)?;
             } else if records.is_empty() {
                 writeln!(out, "cluster {cluster} has no leases yet")?;
             } else {
-                write!(out, "{}", lease_table(&records))?;
+                write!(out, "{}", lease_table(&records, &shards))?;
             }
         }
     }
@@ -520,6 +536,21 @@ struct LeaseOutput {
     /// The last time lease placement moved the lease, and why; null if it
     /// never did.
     last_move: Option<MoveOutput>,
+    /// The shard of a sharded controller this lease runs, as the config
+    /// given with `--config` runs it; null for an unsharded controller's
+    /// lease, or without a config.
+    shard: Option<ShardOutput>,
+}
+
+/// Lease name -> the sharded controller it runs, and which shard.
+type ShardMap = std::collections::HashMap<String, (String, leasehold_host::shard::Shard)>;
+
+/// A lease's shard in `leasehold leases --json` (as in `GET /v1/leases`).
+#[derive(Debug, serde::Serialize)]
+struct ShardOutput {
+    controller: String,
+    index: u32,
+    count: u32,
 }
 
 /// A lease's last placement move in `leasehold leases --json`.
@@ -540,9 +571,14 @@ struct SessionOutput {
     backend_start: Option<chrono::DateTime<chrono::Utc>>,
 }
 
-impl From<&LeaseRecord> for LeaseOutput {
-    fn from(r: &LeaseRecord) -> Self {
+impl LeaseOutput {
+    fn new(r: &LeaseRecord, shard: Option<&(String, leasehold_host::shard::Shard)>) -> Self {
         Self {
+            shard: shard.map(|(controller, shard)| ShardOutput {
+                controller: controller.clone(),
+                index: shard.index,
+                count: shard.count,
+            }),
             name: r.name.clone(),
             holder: r.holder.clone(),
             epoch: r.epoch.0,
@@ -624,7 +660,7 @@ fn table(header: &[&str], rows: Vec<Vec<String>>) -> String {
     out
 }
 
-fn lease_table(records: &[LeaseRecord]) -> String {
+fn lease_table(records: &[LeaseRecord], shards: &ShardMap) -> String {
     let rows = records
         .iter()
         .map(|r| {
@@ -652,8 +688,15 @@ fn lease_table(records: &[LeaseRecord]) -> String {
                 ),
                 None => "-".to_string(),
             };
+            let shard = match shards.get(&r.name) {
+                Some((controller, shard)) => {
+                    format!("{controller} {}/{}", shard.index, shard.count)
+                }
+                None => "-".to_string(),
+            };
             vec![
                 r.name.clone(),
+                shard,
                 state.to_string(),
                 r.holder.clone(),
                 r.epoch.to_string(),
@@ -668,6 +711,7 @@ fn lease_table(records: &[LeaseRecord]) -> String {
     table(
         &[
             "LEASE",
+            "SHARD",
             "STATE",
             "HOLDER",
             "EPOCH",
@@ -794,7 +838,11 @@ mod tests {
                 to: "host-a".into(),
             }),
         };
-        let json = serde_json::to_value(LeaseOutput::from(&lease)).unwrap();
+        let shard = (
+            "scheduler".to_string(),
+            leasehold_host::shard::Shard { index: 1, count: 3 },
+        );
+        let json = serde_json::to_value(LeaseOutput::new(&lease, Some(&shard))).unwrap();
         let mut names = keys(&json);
         names.sort_unstable();
         assert_eq!(
@@ -809,9 +857,18 @@ mod tests {
                 "holder_session",
                 "last_move",
                 "name",
-                "released"
+                "released",
+                "shard"
             ]
         );
+        let mut sharded = keys(&json["shard"]);
+        sharded.sort_unstable();
+        assert_eq!(sharded, ["controller", "count", "index"]);
+        assert_eq!(json["shard"]["controller"], "scheduler");
+        assert_eq!(json["shard"]["index"], 1);
+        assert_eq!(json["shard"]["count"], 3);
+        let unsharded = serde_json::to_value(LeaseOutput::new(&lease, None)).unwrap();
+        assert!(unsharded["shard"].is_null());
         let mut moved = keys(&json["last_move"]);
         moved.sort_unstable();
         assert_eq!(moved, ["at", "from", "reason", "to"]);
@@ -830,14 +887,18 @@ mod tests {
             json["holder_session"]["backend_start"],
             "2023-11-14T22:13:20Z"
         );
-        let table = lease_table(std::slice::from_ref(&lease));
+        let shards = ShardMap::from([(lease.name.clone(), shard)]);
+        let table = lease_table(std::slice::from_ref(&lease), &shards);
         let mut lines = table.lines();
         let header = lines.next().unwrap();
         assert!(
-            header.contains("DETECTION  SESSION") && header.ends_with("  LAST MOVE"),
+            header.starts_with("LEASE      SHARD          STATE")
+                && header.contains("DETECTION  SESSION")
+                && header.ends_with("  LAST MOVE"),
             "{table}"
         );
         let row = lines.next().unwrap();
+        assert!(row.starts_with("scheduler  scheduler 1/3  held"), "{table}");
         assert!(
             row.ends_with(
                 "session    pid 4242 since 2023-11-14T22:13:20.000Z  \
@@ -851,11 +912,11 @@ mod tests {
             last_move: None,
             ..lease.clone()
         };
-        let json = serde_json::to_value(LeaseOutput::from(&ttl)).unwrap();
+        let json = serde_json::to_value(LeaseOutput::new(&ttl, None)).unwrap();
         assert_eq!(json["crash_detection"], "ttl");
         assert!(json["holder_session"].is_null(), "{json}");
         assert!(json["last_move"].is_null(), "{json}");
-        let table = lease_table(std::slice::from_ref(&ttl));
+        let table = lease_table(std::slice::from_ref(&ttl), &ShardMap::new());
         let cells: Vec<&str> = table.lines().nth(1).unwrap().split_whitespace().collect();
         assert_eq!(cells[cells.len() - 3..], ["ttl", "-", "-"], "{table}");
 

@@ -1,5 +1,6 @@
-//! Related watches through the real boundary: the `v020` fixture (built
-//! with the SDK for `leasehold:controller@0.2.0`) describes `parts` mapped
+//! Related watches through the real boundary: the `v020` fixture (raw
+//! bindings of `wit/0.2.0/controller.wit`, `leasehold:controller@0.2.0`)
+//! describes `parts` mapped
 //! to their owning note and `tags` mapped through a label to the note they
 //! name; a real host, on the embedded memory backend and on PostgreSQL,
 //! reconciles the note with the reason `related` when such an object is

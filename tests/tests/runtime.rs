@@ -388,7 +388,9 @@ fn bad_components_get_clear_errors() {
         "{empty}"
     );
     assert!(
-        empty.contains("leasehold:controller@0.1.0 and leasehold:controller@0.2.0"),
+        empty.contains(
+            "leasehold:controller@0.1.0, leasehold:controller@0.2.0 and leasehold:controller@0.3.0"
+        ),
         "{empty}"
     );
 

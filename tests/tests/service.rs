@@ -616,15 +616,39 @@ async fn values(replica: &Replica, kind: &str) -> Option<Vec<(String, serde_json
     }
 }
 
+/// Every guest write of `kind` in the change stream, as (object name,
+/// lease that wrote it), in commit order.
+async fn guest_writers(replica: &Replica, kind: &str) -> Vec<(String, String)> {
+    let mut written_by: Vec<(String, String)> = Vec::new();
+    let mut path = format!("/v1/changes?kind={kind}");
+    loop {
+        let page = http::get(&replica.addr, &path).await.unwrap().json();
+        for change in page["items"].as_array().unwrap() {
+            if change["origin"]["by"] == "guest" {
+                written_by.push((
+                    change["name"].as_str().unwrap().to_string(),
+                    change["origin"]["lease"].as_str().unwrap().to_string(),
+                ));
+            }
+        }
+        match page["next"].as_u64() {
+            Some(next) => path = format!("/v1/changes?kind={kind}&after={next}"),
+            None => break,
+        }
+    }
+    written_by
+}
+
 /// `shards = 2` runs a controller as leases `NAME-0` and `NAME-1`. The
 /// rollout example reconciles only the object it is called for, so each
 /// service's step is committed by the shard its `services/NAME` hashes to
 /// (the origin of the step in the change stream), and both shards step
-/// services. The scheduler, run with 2 shards too, is not shard-aware
-/// (each shard's pass places any pending task): its two shards race for
-/// one node's slots through conditional updates and never place more
-/// than its capacity. A reload that changes a shard count is refused and
-/// moves no lease.
+/// services. The scheduler, run with 2 shards too, places only its own
+/// shard's tasks (it reads its shard through the tenure, WIT 0.3.0) and
+/// watches the shared node on every shard: the two shards race for the
+/// node's slots through conditional updates, both place some, and never
+/// more than its capacity together. A reload that changes a shard count
+/// is refused and moves no lease.
 #[tokio::test]
 async fn sharded_controllers_reconcile_their_own_objects_and_race_only_conditionally() {
     use leasehold_host::shard::Shard;
@@ -713,6 +737,20 @@ async fn sharded_controllers_reconcile_their_own_objects_and_race_only_condition
     assert_eq!(placed, CAPACITY, "placed past capacity: {tasks:?}");
     let nodes = values(&replica, "nodes").await.unwrap();
     assert_eq!(nodes[0].1["assigned"], CAPACITY, "{nodes:?}");
+    // The scheduler is shard-aware (WIT 0.3.0 `tenure.shard`): each task
+    // was placed by its own shard, and both shards placed some, racing
+    // for the one node's slots through conditional writes of it.
+    let placed_by = guest_writers(&replica, "tasks").await;
+    for (task, lease) in &placed_by {
+        let shard = Shard::of("tasks", task, 2);
+        assert_eq!(*lease, format!("scheduler-{shard}"), "tasks/{task}");
+    }
+    for lease in ["scheduler-0", "scheduler-1"] {
+        assert!(
+            placed_by.iter().any(|(_, by)| by == lease),
+            "{lease} placed nothing: {placed_by:?}"
+        );
+    }
 
     eventually("every service reached v2", limit, || async {
         let services = values(&replica, "services").await?;
@@ -721,23 +759,7 @@ async fn sharded_controllers_reconcile_their_own_objects_and_race_only_condition
     })
     .await;
     // Who stepped each service: the guest origin of its changes.
-    let mut stepped_by: Vec<(String, String)> = Vec::new();
-    let mut path = "/v1/changes?kind=services".to_string();
-    loop {
-        let page = http::get(&replica.addr, &path).await.unwrap().json();
-        for change in page["items"].as_array().unwrap() {
-            if change["origin"]["by"] == "guest" {
-                stepped_by.push((
-                    change["name"].as_str().unwrap().to_string(),
-                    change["origin"]["lease"].as_str().unwrap().to_string(),
-                ));
-            }
-        }
-        match page["next"].as_u64() {
-            Some(next) => path = format!("/v1/changes?kind=services&after={next}"),
-            None => break,
-        }
-    }
+    let stepped_by = guest_writers(&replica, "services").await;
     for i in 0..SERVICES {
         let name = format!("s-{i}");
         assert!(

@@ -2,14 +2,16 @@
 //! gives guests besides the store.
 //!
 //! - A component built from the 0.1.0 WIT (`tests/fixtures/v010`, raw
-//!   bindings of `wit/0.1.0/controller.wit`) runs unchanged next to 0.2.0
-//!   components (`v020`, built with the SDK; `misbehaving`), on one engine
-//!   and one store, in process and in a real `leasehold` process.
-//! - A component of a version no host supports (`future-world`, 0.3.0) is
+//!   bindings of `wit/0.1.0/controller.wit`) runs unchanged next to a
+//!   0.2.0 component (`v020`, raw bindings of `wit/0.2.0/controller.wit`)
+//!   and a 0.3.0 one (`misbehaving`, raw bindings of the current text), on
+//!   one engine and one store, in process and in a
+//!   real `leasehold` process.
+//! - A component of a version no host supports (`future-world`, 0.4.0) is
 //!   refused by the runtime, by `leasehold check` and at start, with a
 //!   message naming the version it targets and the supported ones.
-//! - `[controllers.settings]` reaches a 0.2.0 guest as JSON, typed through
-//!   the SDK, and a reload (SIGHUP) with new settings restarts the
+//! - `[controllers.settings]` reaches a 0.2.0 guest as JSON, typed with
+//!   serde, and a reload (SIGHUP) with new settings restarts the
 //!   controller so its next instance reads them; the guest reads the host's
 //!   wall clock.
 //! - A 0.2.0 guest reads an object's metadata, status, generation and
@@ -99,7 +101,8 @@ async fn a_010_component_runs_unchanged_next_to_020_components() {
     let raw = load("raw", "misbehaving", GuestLimits::default());
     assert_eq!(old.world(), WorldVersion::V0_1_0);
     assert_eq!(new.world(), WorldVersion::V0_2_0);
-    assert_eq!(raw.world(), WorldVersion::V0_2_0);
+    // The raw-bindings fixture builds from the current text: 0.3.0.
+    assert_eq!(raw.world(), WorldVersion::V0_3_0);
 
     // One store, three leases, three instances alive at once.
     let backends = MemoryBackends::new();
@@ -194,7 +197,7 @@ async fn a_010_component_runs_unchanged_next_to_020_components() {
         }
     );
 
-    // The 0.2.0 SDK guest, in the same store: settings and the wall clock.
+    // The 0.2.0 guest, in the same store: settings and the wall clock.
     let before = unix_ms(SystemTime::now());
     assert_eq!(
         new_guest.reconcile("notes", "a").await.unwrap(),
@@ -263,7 +266,7 @@ async fn a_010_component_runs_unchanged_next_to_020_components() {
         Reconciled::Done
     );
 
-    // The raw 0.2.0 guest still works beside both.
+    // The raw 0.3.0 guest still works beside both.
     assert_eq!(
         raw_guest.reconcile("cmd", "ok").await.unwrap(),
         Reconciled::Done
@@ -585,18 +588,19 @@ fn a_component_of_an_unknown_version_is_refused_by_name() {
         GuestLimits::default(),
         Vec::new(),
     ) {
-        Ok(compiled) => panic!("a 0.3.0 component was accepted as {}", compiled.world()),
+        Ok(compiled) => panic!("a 0.4.0 component was accepted as {}", compiled.world()),
         Err(e) => e.to_string(),
     };
     assert!(error.contains("controller future"), "{error}");
     assert!(error.contains("future_world.wasm"), "{error}");
     assert!(
-        error.contains("it targets leasehold:controller@0.3.0"),
+        error.contains("it targets leasehold:controller@0.4.0"),
         "{error}"
     );
     assert!(
         error.contains(
-            "this host supports leasehold:controller@0.1.0 and leasehold:controller@0.2.0"
+            "this host supports leasehold:controller@0.1.0, leasehold:controller@0.2.0 and \
+             leasehold:controller@0.3.0"
         ),
         "{error}"
     );
@@ -637,8 +641,8 @@ fn check_names_the_version_of_each_refused_component() {
     assert_ne!(code, 0, "stdout:\n{stdout}\nstderr:\n{stderr}");
     assert!(
         stderr.contains("controller future")
-            && stderr.contains("it targets leasehold:controller@0.3.0")
-            && stderr.contains("leasehold:controller@0.1.0 and leasehold:controller@0.2.0"),
+            && stderr.contains("it targets leasehold:controller@0.4.0")
+            && stderr.contains("leasehold:controller@0.1.0, leasehold:controller@0.2.0 and leasehold:controller@0.3.0"),
         "{stderr}"
     );
 
@@ -672,8 +676,8 @@ async fn run_refuses_to_start_a_component_of_an_unknown_version() {
     );
     let log = replica.log();
     assert!(
-        log.contains("it targets leasehold:controller@0.3.0")
-            && log.contains("leasehold:controller@0.1.0 and leasehold:controller@0.2.0"),
+        log.contains("it targets leasehold:controller@0.4.0")
+            && log.contains("leasehold:controller@0.1.0, leasehold:controller@0.2.0 and leasehold:controller@0.3.0"),
         "{log}"
     );
 }

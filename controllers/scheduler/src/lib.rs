@@ -80,6 +80,18 @@
 //!   the next reconcile re-reads, finding the tasks assigned if the commit
 //!   did land.
 //!
+//! # Sharded
+//!
+//! Run with `shards = N`, each shard places only its own tasks (by the
+//! host's rule: FNV-1a of `tasks/NAME`), and every shard watches every
+//! node ([`Description::watch_on_every_shard`]): the nodes are shared.
+//! Every shard lists the pending tasks and skips the other shards' ones
+//! (the selector cannot tell shards apart), so each reads what one
+//! unsharded scheduler would. The guarantees above hold across shards as
+//! they hold across tenures: two shards racing for a node's last slot both
+//! write the node conditionally on the version they read, so one of them
+//! conflicts, re-reads, and finds the node full.
+//!
 //! Malformed objects (a node without a numeric capacity, a task whose
 //! status is not a string) are skipped with a warning, never fatal: they
 //! cannot hold capacity, so skipping them cannot overfill a node. A
@@ -249,7 +261,9 @@ leasehold_guest::export_controller!(Scheduler);
 
 impl Controller for Scheduler {
     fn describe(&self) -> Description {
-        Description::watching([NODES, TASKS]).resync_every(RESYNC_PERIOD)
+        Description::watching([TASKS])
+            .watch_on_every_shard(NODES)
+            .resync_every(RESYNC_PERIOD)
     }
 
     fn reconcile(&self, ctx: &Context, kind: &str, name: &str) -> Result<Outcome, Error> {
@@ -547,6 +561,7 @@ impl Batch {
 /// the error policy.
 fn schedule(ctx: &Context, room_first: bool) -> Result<(Outcome, Option<bool>), Error> {
     let mut placed = 0;
+    let shard = ctx.shard();
     retry_on_conflict(MAX_CONFLICT_RETRIES + 1, || {
         let tasks = Api::<Value>::new(Task::KIND);
         let pending = pending_tasks();
@@ -578,6 +593,10 @@ fn schedule(ctx: &Context, room_first: bool) -> Result<(Outcome, Option<bool>), 
                 // A task marked for deletion is not placed; if it holds a
                 // slot, its own reconcile frees it.
                 if task.is_deleting() || !task.value.has_status(PENDING) {
+                    continue;
+                }
+                // Another shard's task is that shard's to place.
+                if !shard.owns_key(TASKS, &task.name) {
                     continue;
                 }
                 if placed + batch.planned.len() >= MAX_ASSIGNMENTS_PER_RECONCILE {

@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 
 use leasehold_guest::{
     At, Controller, FakeHost, Fault, MAX_EVENTS_PER_COMMIT, MAX_OPS_PER_COMMIT, Op, Reason, Reply,
+    Shard,
 };
 use scheduler::{
     ASSIGNED_REASON, CONFLICT_RETRY_AFTER, MAX_ASSIGNMENTS_PER_RECONCILE, MAX_CONFLICT_RETRIES,
@@ -75,8 +76,82 @@ fn failed_with(reply: &Reply) -> (&str, Option<std::time::Duration>) {
 #[test]
 fn describes_nodes_and_tasks_with_a_resync() {
     let description = Scheduler::new().describe();
-    assert_eq!(description.watches, [NODES, TASKS]);
+    assert_eq!(description.watches, [TASKS, NODES]);
+    assert_eq!(
+        description.every_shard,
+        [NODES],
+        "every shard sees every node"
+    );
+    assert_eq!(description.shard_label, None, "tasks shard by name");
     assert_eq!(description.resync, Some(scheduler::RESYNC_PERIOD));
+}
+
+/// Run as shard 0 of 2, the scheduler places only the pending tasks of
+/// its shard; shard 1's next tenure places the rest. Node slots are
+/// shared: both count on the node's `assigned`.
+#[test]
+fn a_shard_places_only_its_own_tasks() {
+    let host = FakeHost::new();
+    node(&host, "n1", 100);
+    let names: Vec<String> = (0..20).map(|i| format!("t-{i}")).collect();
+    for name in &names {
+        pending(&host, name);
+    }
+    // In the store's (name) order, as `pending_names` lists them.
+    let ours = |index| {
+        let mut ours: Vec<String> = names
+            .iter()
+            .filter(|n| Shard::of_key(TASKS, n, 2) == index)
+            .cloned()
+            .collect();
+        ours.sort();
+        ours
+    };
+    assert!(
+        !ours(0).is_empty() && !ours(1).is_empty(),
+        "both shards have tasks"
+    );
+
+    host.set_shard(Shard { index: 0, count: 2 });
+    assert_eq!(
+        host.reconcile(&Scheduler::new(), TASKS, &ours(0)[0]),
+        Reply::Done
+    );
+    assert_eq!(pending_names(&host), ours(1), "shard 1's tasks are left");
+
+    host.new_tenure();
+    host.set_shard(Shard { index: 1, count: 2 });
+    assert_eq!(
+        host.reconcile(&Scheduler::new(), TASKS, &ours(1)[0]),
+        Reply::Done
+    );
+    assert!(pending_names(&host).is_empty());
+    let n1 = host.object::<Value>(NODES, "n1").unwrap().value;
+    assert_eq!(n1["assigned"], 20, "one count across both shards");
+    assert_within_capacity(&host);
+}
+
+/// Two shards share a node of 12 slots and 30 pending tasks, taking turns:
+/// exactly 12 are placed, and the node is never over capacity.
+#[test]
+fn shards_share_a_nodes_capacity() {
+    let host = FakeHost::new();
+    node(&host, "n1", 12);
+    for i in 0..30 {
+        pending(&host, &format!("t-{i}"));
+    }
+    for turn in 0..4 {
+        host.new_tenure();
+        host.set_shard(Shard {
+            index: turn % 2,
+            count: 2,
+        });
+        let reply = host.reconcile_because(&Scheduler::new(), NODES, "n1", Reason::Resync);
+        assert_eq!(reply, Reply::Done, "turn {turn}");
+        assert_within_capacity(&host);
+    }
+    assert_eq!(usage(&host), BTreeMap::from([("n1".to_string(), 12)]));
+    assert_eq!(pending_names(&host).len(), 18);
 }
 
 #[test]

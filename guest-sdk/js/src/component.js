@@ -2,7 +2,7 @@
  * The adapter between the SDK and the component's WIT bindings.
  *
  * Only a component imports this module: it imports the interfaces of the
- * world `leasehold:controller/controller@0.2.0` by their WIT names, which
+ * world `leasehold:controller/controller@0.3.0` by their WIT names, which
  * componentize-js binds when it builds the component. A controller's app
  * module exports its controller with
  *
@@ -19,10 +19,10 @@
  * @module
  */
 
-import { log as witLog } from 'leasehold:controller/logging@0.2.0';
-import { get as witSettings } from 'leasehold:controller/settings@0.2.0';
-import * as store from 'leasehold:controller/store@0.2.0';
-import { current } from 'leasehold:controller/tenure@0.2.0';
+import { log as witLog } from 'leasehold:controller/logging@0.3.0';
+import { get as witSettings } from 'leasehold:controller/settings@0.3.0';
+import * as store from 'leasehold:controller/store@0.3.0';
+import { current, shard as witShard } from 'leasehold:controller/tenure@0.3.0';
 import { now as wallClock } from 'wasi:clocks/wall-clock@0.2.12';
 
 import { Reason, dispatch } from './controller.js';
@@ -30,6 +30,7 @@ import { Conflict, Fenced, NotFound, Unavailable, invalid } from './errors.js';
 import { Fence } from './fence.js';
 import { install } from './host.js';
 import { Metadata, ObjectKey } from './keys.js';
+import { Shard } from './shard.js';
 import { Check, Committed, Create, CreateWith, Delete, Replace, Status, Update } from './transaction.js';
 
 /**
@@ -85,7 +86,7 @@ function storeCall(call) {
 }
 
 /**
- * @param {import('leasehold:controller/types@0.2.0').Metadata} meta
+ * @param {import('leasehold:controller/types@0.3.0').Metadata} meta
  * @returns {Metadata}
  */
 function metaIn(meta) {
@@ -98,7 +99,7 @@ function metaIn(meta) {
 
 /**
  * @param {Metadata} meta
- * @returns {import('leasehold:controller/types@0.2.0').Metadata}
+ * @returns {import('leasehold:controller/types@0.3.0').Metadata}
  */
 function metaOut(meta) {
   return {
@@ -109,7 +110,7 @@ function metaOut(meta) {
 }
 
 /**
- * @param {import('leasehold:controller/types@0.2.0').Object} obj
+ * @param {import('leasehold:controller/types@0.3.0').Object} obj
  * @returns {import('./keys.js').RawObject}
  */
 function objectIn(obj) {
@@ -126,7 +127,7 @@ function objectIn(obj) {
 }
 
 /**
- * @param {import('leasehold:controller/store@0.2.0').ObjectPage} page
+ * @param {import('leasehold:controller/store@0.3.0').ObjectPage} page
  * @returns {import('./keys.js').RawPage}
  */
 function pageIn(page) {
@@ -135,7 +136,7 @@ function pageIn(page) {
 
 /**
  * @param {import('./transaction.js').Op} op
- * @returns {import('leasehold:controller/store@0.2.0').Op}
+ * @returns {import('leasehold:controller/store@0.3.0').Op}
  */
 function opOut(op) {
   const { kind, name } = op.key;
@@ -234,6 +235,12 @@ export class WitHost {
     return new Fence(f.cluster, f.lease, num(f.epoch), f.holder);
   }
 
+  /** The tenure's shard. @returns {Shard} */
+  shard() {
+    const s = witShard();
+    return new Shard(s.index, s.count);
+  }
+
   /**
    * The logging host.
    *
@@ -259,7 +266,7 @@ export class WitHost {
 
 /**
  * @param {import('./controller.js').Description} d
- * @returns {import('leasehold:controller/reconciler@0.2.0').Description}
+ * @returns {import('leasehold:controller/reconciler@0.3.0').Description}
  */
 function descriptionOut(d) {
   return {
@@ -271,6 +278,8 @@ function descriptionOut(d) {
         ? { tag: 'label', val: { key: w.labelKey ?? '', targetKind: w.targetKind ?? '' } }
         : { tag: 'owner', val: w.ownerKind ?? undefined },
     })),
+    shardLabel: d.shardLabel ?? undefined,
+    everyShard: [...d.everyShard],
   };
 }
 
@@ -293,7 +302,7 @@ function err(value) {
  * delay the controller's `errorPolicy` chose.
  *
  * @param {() => import('./controller.js').Controller} factory
- * @returns {typeof import('leasehold:controller/reconciler@0.2.0')}
+ * @returns {typeof import('leasehold:controller/reconciler@0.3.0')}
  */
 export function exportController(factory) {
   /** @type {import('./controller.js').Controller | null} */

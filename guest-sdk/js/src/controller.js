@@ -8,6 +8,7 @@ import { untilMs } from './clock.js';
 import { LeaseholdError } from './errors.js';
 import { fence } from './fence.js';
 import { Api } from './objects.js';
+import { shard } from './shard.js';
 import { Transaction } from './transaction.js';
 
 /**
@@ -39,22 +40,36 @@ export class RelatedWatch {
 }
 
 /**
- * What the controller needs: the kinds it watches, its resync period, and
- * the related kinds whose changes reconcile the objects they map to.
+ * What the controller needs: the kinds it watches, its resync period, the
+ * related kinds whose changes reconcile the objects they map to, and how
+ * its objects are divided when it runs sharded.
  *
  * `resyncMs` of null (or 0) disables the periodic resync; a resync still
- * happens at the start of each tenure.
+ * happens at the start of each tenure. `shardLabel` and `everyShard`
+ * matter only to a sharded controller (see `Shard`); an unsharded one runs
+ * shard 0 of 1, which owns every object.
  */
 export class Description {
   /**
    * @param {string[]} watches the kinds whose changes trigger a reconcile
    * @param {number | null} [resyncMs]
    * @param {RelatedWatch[]} [related]
+   * @param {string | null} [shardLabel] a label whose value decides the shard of an object carrying it (null: none)
+   * @param {string[]} [everyShard] kinds every shard watches (each must also be in `watches`: `watchOnEveryShard` adds it)
    */
-  constructor(watches, resyncMs = null, related = []) {
+  constructor(watches, resyncMs = null, related = [], shardLabel = null, everyShard = []) {
     /** @type {readonly string[]} */ this.watches = Object.freeze([...watches]);
     /** @type {number | null} */ this.resyncMs = resyncMs;
     /** @type {readonly RelatedWatch[]} */ this.related = Object.freeze([...related]);
+    /**
+     * A label whose value decides the shard of an object carrying it, e.g.
+     * `example.com/tenant`; null: every object goes by its `kind/name`.
+     *
+     * @type {string | null}
+     */
+    this.shardLabel = shardLabel;
+    /** Kinds every shard watches, whatever shard their objects belong to (each also in `watches`). @type {readonly string[]} */
+    this.everyShard = Object.freeze([...everyShard]);
     Object.freeze(this);
   }
 
@@ -69,13 +84,29 @@ export class Description {
   }
 
   /**
+   * A copy with `changes` applied.
+   *
+   * @param {{watches?: string[], resyncMs?: number | null, related?: RelatedWatch[], shardLabel?: string | null, everyShard?: string[]}} changes
+   * @returns {Description}
+   */
+  #with(changes) {
+    return new Description(
+      changes.watches ?? [...this.watches],
+      'resyncMs' in changes ? (changes.resyncMs ?? null) : this.resyncMs,
+      changes.related ?? [...this.related],
+      'shardLabel' in changes ? (changes.shardLabel ?? null) : this.shardLabel,
+      changes.everyShard ?? [...this.everyShard],
+    );
+  }
+
+  /**
    * A copy that resyncs every watched object every `ms` milliseconds.
    *
    * @param {number} ms
    * @returns {Description}
    */
   resyncEvery(ms) {
-    return new Description([...this.watches], ms, [...this.related]);
+    return this.#with({ resyncMs: ms });
   }
 
   /**
@@ -86,7 +117,7 @@ export class Description {
    * @returns {Description}
    */
   owns(kind, ownerKind = null) {
-    return new Description([...this.watches], this.resyncMs, [...this.related, new RelatedWatch(kind, ownerKind)]);
+    return this.#with({ related: [...this.related, new RelatedWatch(kind, ownerKind)] });
   }
 
   /**
@@ -99,7 +130,37 @@ export class Description {
    */
   relatedByLabel(kind, labelKey, targetKind) {
     const watch = new RelatedWatch(kind, null, labelKey, targetKind);
-    return new Description([...this.watches], this.resyncMs, [...this.related, watch]);
+    return this.#with({ related: [...this.related, watch] });
+  }
+
+  /**
+   * A copy where an object carrying the label `labelKey` belongs to the
+   * shard its value picks, so that objects which belong together (a
+   * tenant's tasks and quotas, all labelled with the tenant) fall into one
+   * shard.
+   *
+   * @param {string} labelKey
+   * @returns {Description}
+   */
+  shardByLabel(labelKey) {
+    return this.#with({ shardLabel: labelKey });
+  }
+
+  /**
+   * A copy where every shard watches, and resyncs, every object of `kind`
+   * (watched too, if it is not yet): shared objects each shard decides on,
+   * such as the nodes every shard's tasks are placed on. Writes to another
+   * shard's objects must still be conditional (see `Shard`). The same as
+   * watching `kind` for an unsharded controller.
+   *
+   * @param {string} kind
+   * @returns {Description}
+   */
+  watchOnEveryShard(kind) {
+    return this.#with({
+      watches: this.watches.includes(kind) ? [...this.watches] : [...this.watches, kind],
+      everyShard: this.everyShard.includes(kind) ? [...this.everyShard] : [...this.everyShard, kind],
+    });
   }
 }
 
@@ -244,7 +305,7 @@ export class Reply {
   }
 }
 
-/** What a reconcile may use besides the key: the reason, the fence, readers, transactions. */
+/** What a reconcile may use besides the key: the reason, the fence, the shard, readers, transactions. */
 export class Context {
   /** @type {import('./fence.js').Fence | null} */
   #fence = null;
@@ -259,6 +320,16 @@ export class Context {
   get fence() {
     this.#fence ??= fence();
     return this.#fence;
+  }
+
+  /**
+   * The shard of its controller this tenure runs (0 of 1 unless sharded),
+   * asked of the host on each use.
+   *
+   * @returns {import('./shard.js').Shard}
+   */
+  get shard() {
+    return shard();
   }
 
   /**

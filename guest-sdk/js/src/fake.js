@@ -8,7 +8,11 @@
  * or none does; one operation per object per commit; metadata rules,
  * finalizers, the deletion mark and owner deletion (transitively, at most
  * 1000 per commit) as the host applies them; selectors with the host's
- * containment; commits fenced by the lease (`revoke`, `newTenure`).
+ * containment; commits fenced by the lease (`revoke`, `newTenure`); the
+ * tenure's shard (`setShard`): a sharded fake's `resync` and `runChanges`
+ * reconcile only the shard's own objects (and those of the kinds every
+ * shard watches), and its commits refuse a status write without an
+ * expected generation to another shard's object, as the host does.
  *
  * Faults are aimed at a call or commit: `Fault.FENCED` (the lease is
  * lost), `Fault.CONFLICT`, `Fault.UNAVAILABLE`, `Fault.LOST_REPLY` (the
@@ -27,6 +31,7 @@ import { install } from './host.js';
 import { Metadata, ObjectKey } from './keys.js';
 import * as L from './limits.js';
 import { decodeRaw } from './objects.js';
+import { Shard } from './shard.js';
 import { Check, Committed, Create, CreateWith, Delete, Replace, Status, Update } from './transaction.js';
 
 /** The fake's clock starts here: 2026-01-01T00:00:00Z. */
@@ -848,12 +853,13 @@ class Objects {
 // ----- the host ------------------------------------------------------------------
 
 /**
- * A host in memory: the store, the fence, logs, settings and the clock.
+ * A host in memory: the store, the fence, the shard, logs, settings and the clock.
  *
  * Creating one installs it (`install` again to switch between two). Seed
  * objects with `seed`, drive the controller with `reconcile`, `resync` or
  * `runChanges`, inspect `objects`, `commits`, `events`, `logs`, and aim
- * faults with `fail` and writes of others with `before`.
+ * faults with `fail` and writes of others with `before`. It runs shard 0
+ * of 1 (unsharded) unless `setShard` says otherwise.
  */
 export class FakeHost {
   /** @type {Fence} */ #fence = new Fence('test', 'controller', 1, 'fake-host');
@@ -868,6 +874,11 @@ export class FakeHost {
   /** @type {Array<{what: string, n: number, hook: (host: FakeHost) => void}>} */ #hooks = [];
   #settings = '{}';
   #nowMs = START.getTime();
+  #shard = Shard.WHOLE;
+  // The shard label of the description this fake read last, which its
+  // commits judge status writes by (the host judges by the label the
+  // running guest's `describe` declared).
+  /** @type {string | null} */ #shardLabel = null;
 
   /**
    * @param {Limits} [limits] the bounds to enforce (the host's defaults)
@@ -1045,10 +1056,108 @@ export class FakeHost {
     return this.#revoked;
   }
 
+  // ----- the shard -------------------------------------------------------------------
+
+  /** The tenure's shard (answers the SDK's `shard()` too): 0 of 1 unless set. @returns {Shard} */
+  shard() {
+    return this.#shard;
+  }
+
+  /**
+   * Run shard `index` of `count` from now on (a `RangeError` unless `count`
+   * is 1 to 64 and `index` below it); the new shard.
+   *
+   * A sharded fake reconciles, in `resync` and `runChanges`, only what the
+   * host would wake this shard for, and refuses what the host refuses a
+   * shard's commit: a status write without an expected generation to
+   * another shard's object, or to any object when the controller declares
+   * a shard label (the label the host would judge by is the object's,
+   * which the op does not carry). The label is that of the description the
+   * fake read last: `reconcile` of a sharded fake, `resync` and
+   * `runChanges` read it.
+   *
+   * @param {number} index
+   * @param {number} count
+   * @returns {Shard}
+   */
+  setShard(index, count) {
+    try {
+      this.#shard = new Shard(index, count);
+    } catch (e) {
+      if (e instanceof RangeError) throw new RangeError(`FakeHost.setShard(${index}, ${count}): ${e.message}`);
+      throw e;
+    }
+    return this.#shard;
+  }
+
+  /**
+   * @param {import('./controller.js').Description} description
+   * @returns {import('./controller.js').Description}
+   */
+  #learn(description) {
+    this.#shardLabel = description.shardLabel;
+    return description;
+  }
+
+  /**
+   * Whether this shard is woken for `key`, whose metadata is `meta` (null:
+   * unknown, as for an object that does not exist).
+   *
+   * @param {import('./controller.js').Description} description
+   * @param {ObjectKey} key
+   * @param {Metadata | null} meta
+   * @returns {boolean}
+   */
+  #watchesObject(description, key, meta) {
+    const shard = this.#shard;
+    if (shard.count === 1 || description.everyShard.includes(key.kind)) return true;
+    const label = description.shardLabel;
+    if (label === null || meta === null || !Object.hasOwn(meta.labels, label)) return shard.ownsKey(key.kind, key.name);
+    return Shard.ofLabel(meta.labels[label], shard.count) === shard.index;
+  }
+
+  /**
+   * @param {import('./controller.js').Description} description
+   * @param {ObjectKey} key
+   * @returns {boolean}
+   */
+  #watchesStored(description, key) {
+    return this.#watchesObject(description, key, this.#objects.stored(key)?.metadata ?? null);
+  }
+
+  /**
+   * The host's rule for a shard's writes: an op on another shard's object
+   * must be conditional, and every op is but a blind status write.
+   *
+   * @param {import('./transaction.js').Op} op
+   * @returns {void}
+   */
+  #checkShardWrite(op) {
+    const shard = this.#shard;
+    if (shard.count === 1 || !(op instanceof Status) || op.expectedGeneration !== null) return;
+    const key = op.key;
+    if (this.#shardLabel !== null) {
+      throw invalid(
+        `${key}: this controller's objects are sharded by the label ${this.#shardLabel}, which the op does not ` +
+          `carry, so this ${shard} cannot tell whose it is: a status write of a controller sharded by a label ` +
+          'must be conditional (give it an expected generation)',
+      );
+    }
+    if (!shard.ownsKey(key.kind, key.name)) {
+      const theirs = Shard.ofKey(key.kind, key.name, shard.count);
+      throw invalid(
+        `${key} belongs to shard ${theirs} of ${shard.count}, not to this ${shard}: a write to another shard's ` +
+          'object must be conditional (give the status write an expected generation)',
+      );
+    }
+  }
+
   // ----- driving a controller -------------------------------------------------------
 
   /**
-   * Run one reconcile of `kind/name` as the host would; its reply.
+   * Run one reconcile of `kind/name` as the host would; its reply. A
+   * sharded fake reads the controller's description first (its shard label
+   * decides which status writes the shard may make).
    *
    * @param {import('./controller.js').Controller} controller
    * @param {string} kind
@@ -1058,6 +1167,7 @@ export class FakeHost {
    */
   reconcile(controller, kind, name, reason = Reason.CHANGE) {
     this.install();
+    if (this.#shard.count > 1) this.#learn(controller.describe());
     return dispatch(controller, kind, name, reason);
   }
 
@@ -1065,20 +1175,26 @@ export class FakeHost {
    * Reconcile every object of every watched kind, then every key the
    * objects of the related kinds map to (each key once, reason resync).
    *
+   * A sharded fake reconciles only the keys the host would queue on this
+   * shard: its own objects, every object of the kinds every shard watches,
+   * and the mapped keys whose target (as stored) is its own.
+   *
    * @param {import('./controller.js').Controller} controller
    * @returns {Array<[ObjectKey, import('./controller.js').Reply]>}
    */
   resync(controller) {
     this.install();
-    const description = controller.describe();
+    const description = this.#learn(controller.describe());
     /** @type {ObjectKey[]} */
     const keys = [];
-    for (const kind of description.watches) keys.push(...this.#objects.keysOf(kind));
+    for (const kind of description.watches) {
+      keys.push(...this.#objects.keysOf(kind).filter((k) => this.#watchesStored(description, k)));
+    }
     for (const watch of description.related) {
       for (const key of this.#objects.keysOf(watch.kind)) {
         const meta = /** @type {Stored} */ (this.#objects.stored(key)).metadata;
         for (const mapped of relatedKeys(watch, { revision: 0, key, deleted: false, before: null, after: meta })) {
-          if (!keys.some((k) => k.equals(mapped))) keys.push(mapped);
+          if (!keys.some((k) => k.equals(mapped)) && this.#watchesStored(description, mapped)) keys.push(mapped);
         }
       }
     }
@@ -1094,6 +1210,11 @@ export class FakeHost {
    * A reconcile that asks to be requeued or fails is not repeated here: the
    * test decides about time. Throws past `maxReconciles`.
    *
+   * A sharded fake follows only what wakes this shard on the host: a change
+   * of its own object (judged by the object's metadata after the change, or
+   * before it for a deletion) or of a kind every shard watches, and a
+   * mapped key whose target, as stored, is its own.
+   *
    * @param {import('./controller.js').Controller} controller
    * @param {number} [after]
    * @param {number} [maxReconciles]
@@ -1101,7 +1222,7 @@ export class FakeHost {
    */
   runChanges(controller, after = 0, maxReconciles = 10_000) {
     this.install();
-    const description = controller.describe();
+    const description = this.#learn(controller.describe());
     const watches = new Set(description.watches);
     let seen = after;
     let done = 0;
@@ -1109,9 +1230,13 @@ export class FakeHost {
       /** @type {Map<string, [ObjectKey, string]>} */
       const pending = new Map();
       for (const change of this.changes(seen)) {
-        if (watches.has(change.key.kind)) pending.set(String(change.key), [change.key, Reason.CHANGE]);
+        const meta = change.after ?? change.before;
+        if (watches.has(change.key.kind) && this.#watchesObject(description, change.key, meta)) {
+          pending.set(String(change.key), [change.key, Reason.CHANGE]);
+        }
         for (const watch of description.related) {
           for (const key of relatedKeys(watch, change)) {
+            if (!this.#watchesStored(description, key)) continue;
             const had = pending.get(String(key));
             pending.set(String(key), [key, had ? strongest(had[1], Reason.RELATED) : Reason.RELATED]);
           }
@@ -1287,6 +1412,7 @@ export class FakeHost {
   commit(ops, events) {
     const fault = this.#enter('commit');
     const normalized = validateCommit(this.limits, ops, events);
+    for (const op of normalized) this.#checkShardWrite(op);
     const first = normalized.length > 0 ? normalized[0].key : events[0].key;
     if (fault === Fault.CONFLICT) throw new Conflict(first);
     if (fault === Fault.QUOTA_CREATES || fault === Fault.QUOTA_OBJECTS) {

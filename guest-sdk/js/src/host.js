@@ -5,9 +5,9 @@
  * tests it is a `FakeHost` (`fake.js`). The SDK's functions call the
  * installed host; nothing else in the SDK knows which one it is.
  *
- * A host answers `get`, `list`, `listSelected`, `commit`, `fence`, `log`,
- * `settings` and `nowMs`, with the SDK's plain shapes (`RawObject`,
- * `RawPage`, `Committed`, `Fence`), raising the SDK's `StoreError`s.
+ * A host answers `get`, `list`, `listSelected`, `commit`, `fence`, `shard`,
+ * `log`, `settings` and `nowMs`, with the SDK's plain shapes (`RawObject`,
+ * `RawPage`, `Committed`, `Fence`, `Shard`), raising the SDK's `StoreError`s.
  *
  * @module
  */

@@ -2,10 +2,11 @@
  * Leasehold's guest SDK for JavaScript: write a controller, test it with the fake host.
  *
  * A controller extends `Controller` (`describe`, `reconcile`), reads with
- * `Api` / `Context.typed`, writes with `Transaction`, and is tested
- * natively against `FakeHost` (`leasehold/fake`). Inside a component,
+ * `Api` / `Context.typed`, writes with `Transaction`, learns which objects
+ * are its own from `shard()` when it runs sharded, and is tested natively
+ * against `FakeHost` (`leasehold/fake`). Inside a component,
  * `exportController` (`leasehold/component`) connects it to the WIT world
- * `leasehold:controller/controller@0.2.0`. See guest-sdk/README.md.
+ * `leasehold:controller/controller@0.3.0`. See guest-sdk/README.md.
  *
  * @module
  */
@@ -44,6 +45,7 @@ export { Level, debug, error, info, log, trace, warn } from './log.js';
 export { Api, Kind, StoredObject, decodeRaw } from './objects.js';
 export { DEFAULT_CONFLICT_ATTEMPTS, retryOnConflict } from './retry.js';
 export { settings, settingsJson } from './settings.js';
+export { Shard, fnv1a64, shard } from './shard.js';
 export {
   Check,
   Committed,

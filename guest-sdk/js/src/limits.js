@@ -47,3 +47,5 @@ export const MAX_SELECTOR_LABELS = MAX_LABELS;
 export const MAX_SELECTOR_CONTAINS_BYTES = 4 * 1024;
 /** Deepest nesting of a selector's `contains`. */
 export const MAX_SELECTOR_CONTAINS_DEPTH = 16;
+/** Most shards a controller may run as (`shards = N` in its config entry). */
+export const MAX_SHARDS = 64;

@@ -16,5 +16,6 @@ export const list = (...args) => call('list', args);
 export const listSelected = (...args) => call('listSelected', args);
 export const commit = (...args) => call('commit', args);
 export const current = (...args) => call('current', args);
+export const shard = (...args) => call('shard', args);
 export const log = (...args) => call('log', args);
 export const now = (...args) => call('now', args);

@@ -15,8 +15,8 @@ const sdk = await import('../src/index.js');
 const { Conflict, Controller, Description, Fenced, Invalid, Metadata, NotFound, ObjectKey, Outcome, QuotaExceeded } = sdk;
 const { Retry, Selector, Transaction, Unavailable, Failed } = sdk;
 
-const STORE = 'leasehold:controller/store@0.2.0';
-const TENURE = 'leasehold:controller/tenure@0.2.0';
+const STORE = 'leasehold:controller/store@0.3.0';
+const TENURE = 'leasehold:controller/tenure@0.3.0';
 
 /** What componentize-js throws from an import that returned `err(value)`. */
 function witErr(value) {
@@ -171,6 +171,9 @@ test('the exported reconciler answers the host in WIT terms', () => {
       { kind: 'pods', mapping: { tag: 'owner', val: 'tasks' } },
       { kind: 'notes', mapping: { tag: 'label', val: { key: 'example.com/task', targetKind: 'tasks' } } },
     ],
+    // Undeclared, the shard label is absent and no kind is every shard's.
+    shardLabel: undefined,
+    everyShard: [],
   });
   assert.deepEqual(reconciler.reconcile('tasks', 't', { tag: 'related' }), { tag: 'done' });
   assert.deepEqual(controller.seen, [['tasks', 't', 'related', 7]]);
@@ -205,6 +208,32 @@ test('the exported reconciler answers the host in WIT terms', () => {
   counted.describe();
   counted.reconcile('tasks', 't', { tag: 'change' });
   assert.equal(made, 1);
+});
+
+test('the description reaches the host with its shard label and every-shard kinds', () => {
+  const controller = new Scripted(Outcome.done());
+  controller.describe = () =>
+    Description.watching(['nodes', 'tasks']).shardByLabel('example.com/tenant').watchOnEveryShard('nodes');
+  assert.deepEqual(exportController(() => controller).describe(), {
+    watches: ['nodes', 'tasks'],
+    resyncPeriodMs: 0n,
+    related: [],
+    shardLabel: 'example.com/tenant',
+    everyShard: ['nodes'],
+  });
+});
+
+test("the shard is the tenure's, asked each time", () => {
+  const answers = [{ index: 2, count: 4 }, { index: 3, count: 4 }];
+  globalThis.witStubs[TENURE] = { shard: () => answers.shift() };
+  const host = new WitHost();
+  const first = host.shard();
+  assert.ok(first instanceof sdk.Shard && first.equals(new sdk.Shard(2, 4)));
+  assert.ok(host.shard().equals(new sdk.Shard(3, 4)));
+  assert.deepEqual(
+    globalThis.witCalls.filter(([iface]) => iface === TENURE).map(([, fn]) => fn),
+    ['shard', 'shard'],
+  );
 });
 
 test("every reason of the world is known to the SDK", async () => {

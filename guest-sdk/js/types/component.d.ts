@@ -2,7 +2,7 @@
  * The adapter between the SDK and the component's WIT bindings.
  *
  * Only a component imports this module: it imports the interfaces of the
- * world `leasehold:controller/controller@0.2.0` by their WIT names, which
+ * world `leasehold:controller/controller@0.3.0` by their WIT names, which
  * componentize-js binds when it builds the component. A controller's app
  * module exports its controller with
  *
@@ -19,6 +19,7 @@
  * @module
  */
 import { Fence } from './fence.js';
+import { Shard } from './shard.js';
 import { Committed } from './transaction.js';
 /** Answers the SDK's host calls with the component's WIT imports. */
 export declare class WitHost {
@@ -59,6 +60,8 @@ export declare class WitHost {
     commit(ops: readonly import('./transaction.js').Op[], events: readonly import('./transaction.js').NewEvent[]): Committed;
     /** The tenure's fence. @returns {Fence} */
     fence(): Fence;
+    /** The tenure's shard. @returns {Shard} */
+    shard(): Shard;
     /**
      * The logging host.
      *
@@ -81,6 +84,6 @@ export declare class WitHost {
  * delay the controller's `errorPolicy` chose.
  *
  * @param {() => import('./controller.js').Controller} factory
- * @returns {typeof import('leasehold:controller/reconciler@0.2.0')}
+ * @returns {typeof import('leasehold:controller/reconciler@0.3.0')}
  */
-export declare function exportController(factory: () => import('./controller.js').Controller): typeof import('leasehold:controller/reconciler@0.2.0');
+export declare function exportController(factory: () => import('./controller.js').Controller): typeof import('leasehold:controller/reconciler@0.3.0');

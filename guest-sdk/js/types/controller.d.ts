@@ -28,22 +28,37 @@ export declare class RelatedWatch {
     get byLabel(): boolean;
 }
 /**
- * What the controller needs: the kinds it watches, its resync period, and
- * the related kinds whose changes reconcile the objects they map to.
+ * What the controller needs: the kinds it watches, its resync period, the
+ * related kinds whose changes reconcile the objects they map to, and how
+ * its objects are divided when it runs sharded.
  *
  * `resyncMs` of null (or 0) disables the periodic resync; a resync still
- * happens at the start of each tenure.
+ * happens at the start of each tenure. `shardLabel` and `everyShard`
+ * matter only to a sharded controller (see `Shard`); an unsharded one runs
+ * shard 0 of 1, which owns every object.
  */
 export declare class Description {
+    #private;
     /** @type {readonly string[]} */ watches: readonly string[];
     /** @type {number | null} */ resyncMs: number | null;
     /** @type {readonly RelatedWatch[]} */ related: readonly RelatedWatch[];
     /**
+     * A label whose value decides the shard of an object carrying it, e.g.
+     * `example.com/tenant`; null: every object goes by its `kind/name`.
+     *
+     * @type {string | null}
+     */
+    shardLabel: string | null;
+    /** Kinds every shard watches, whatever shard their objects belong to (each also in `watches`). @type {readonly string[]} */
+    everyShard: readonly string[];
+    /**
      * @param {string[]} watches the kinds whose changes trigger a reconcile
      * @param {number | null} [resyncMs]
      * @param {RelatedWatch[]} [related]
+     * @param {string | null} [shardLabel] a label whose value decides the shard of an object carrying it (null: none)
+     * @param {string[]} [everyShard] kinds every shard watches (each must also be in `watches`: `watchOnEveryShard` adds it)
      */
-    constructor(watches: string[], resyncMs?: number | null, related?: RelatedWatch[]);
+    constructor(watches: string[], resyncMs?: number | null, related?: RelatedWatch[], shardLabel?: string | null, everyShard?: string[]);
     /**
      * A description watching `kinds`, without periodic resync.
      *
@@ -75,6 +90,27 @@ export declare class Description {
      * @returns {Description}
      */
     relatedByLabel(kind: string, labelKey: string, targetKind: string): Description;
+    /**
+     * A copy where an object carrying the label `labelKey` belongs to the
+     * shard its value picks, so that objects which belong together (a
+     * tenant's tasks and quotas, all labelled with the tenant) fall into one
+     * shard.
+     *
+     * @param {string} labelKey
+     * @returns {Description}
+     */
+    shardByLabel(labelKey: string): Description;
+    /**
+     * A copy where every shard watches, and resyncs, every object of `kind`
+     * (watched too, if it is not yet): shared objects each shard decides on,
+     * such as the nodes every shard's tasks are placed on. Writes to another
+     * shard's objects must still be conditional (see `Shard`). The same as
+     * watching `kind` for an unsharded controller.
+     *
+     * @param {string} kind
+     * @returns {Description}
+     */
+    watchOnEveryShard(kind: string): Description;
 }
 /** A successful reconcile's result: done, or the timer `requeueAfterMs`. */
 export declare class Outcome {
@@ -171,7 +207,7 @@ export declare class Reply {
     /** True if the reconcile failed (not fenced). @returns {boolean} */
     get isFailed(): boolean;
 }
-/** What a reconcile may use besides the key: the reason, the fence, readers, transactions. */
+/** What a reconcile may use besides the key: the reason, the fence, the shard, readers, transactions. */
 export declare class Context {
     #private;
     /** Why this reconcile was called (one of `Reason`). @type {string} */
@@ -180,6 +216,13 @@ export declare class Context {
     constructor(reason?: string);
     /** The tenure's fence (read from the host on first use). @returns {import('./fence.js').Fence} */
     get fence(): import('./fence.js').Fence;
+    /**
+     * The shard of its controller this tenure runs (0 of 1 unless sharded),
+     * asked of the host on each use.
+     *
+     * @returns {import('./shard.js').Shard}
+     */
+    get shard(): import('./shard.js').Shard;
     /**
      * A reader of `kind`, untyped or decoding with `decode`.
      *

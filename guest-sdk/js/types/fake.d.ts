@@ -8,7 +8,11 @@
  * or none does; one operation per object per commit; metadata rules,
  * finalizers, the deletion mark and owner deletion (transitively, at most
  * 1000 per commit) as the host applies them; selectors with the host's
- * containment; commits fenced by the lease (`revoke`, `newTenure`).
+ * containment; commits fenced by the lease (`revoke`, `newTenure`); the
+ * tenure's shard (`setShard`): a sharded fake's `resync` and `runChanges`
+ * reconcile only the shard's own objects (and those of the kinds every
+ * shard watches), and its commits refuse a status write without an
+ * expected generation to another shard's object, as the host does.
  *
  * Faults are aimed at a call or commit: `Fault.FENCED` (the lease is
  * lost), `Fault.CONFLICT`, `Fault.UNAVAILABLE`, `Fault.LOST_REPLY` (the
@@ -21,6 +25,7 @@
  */
 import { Fence } from './fence.js';
 import { Metadata, ObjectKey } from './keys.js';
+import { Shard } from './shard.js';
 import { Committed } from './transaction.js';
 /** The fake's clock starts here: 2026-01-01T00:00:00Z. */
 export declare const START: Date;
@@ -159,12 +164,13 @@ export declare function canonicalJson(value: any): string;
  */
 export declare function relatedKeys(watch: import('./controller.js').RelatedWatch, change: Change): ObjectKey[];
 /**
- * A host in memory: the store, the fence, logs, settings and the clock.
+ * A host in memory: the store, the fence, the shard, logs, settings and the clock.
  *
  * Creating one installs it (`install` again to switch between two). Seed
  * objects with `seed`, drive the controller with `reconcile`, `resync` or
  * `runChanges`, inspect `objects`, `commits`, `events`, `logs`, and aim
- * faults with `fail` and writes of others with `before`.
+ * faults with `fail` and writes of others with `before`. It runs shard 0
+ * of 1 (unsharded) unless `setShard` says otherwise.
  */
 export declare class FakeHost {
     #private;
@@ -258,8 +264,30 @@ export declare class FakeHost {
     revoke(): void;
     /** True once the lease is lost. @returns {boolean} */
     get isRevoked(): boolean;
+    /** The tenure's shard (answers the SDK's `shard()` too): 0 of 1 unless set. @returns {Shard} */
+    shard(): Shard;
     /**
-     * Run one reconcile of `kind/name` as the host would; its reply.
+     * Run shard `index` of `count` from now on (a `RangeError` unless `count`
+     * is 1 to 64 and `index` below it); the new shard.
+     *
+     * A sharded fake reconciles, in `resync` and `runChanges`, only what the
+     * host would wake this shard for, and refuses what the host refuses a
+     * shard's commit: a status write without an expected generation to
+     * another shard's object, or to any object when the controller declares
+     * a shard label (the label the host would judge by is the object's,
+     * which the op does not carry). The label is that of the description the
+     * fake read last: `reconcile` of a sharded fake, `resync` and
+     * `runChanges` read it.
+     *
+     * @param {number} index
+     * @param {number} count
+     * @returns {Shard}
+     */
+    setShard(index: number, count: number): Shard;
+    /**
+     * Run one reconcile of `kind/name` as the host would; its reply. A
+     * sharded fake reads the controller's description first (its shard label
+     * decides which status writes the shard may make).
      *
      * @param {import('./controller.js').Controller} controller
      * @param {string} kind
@@ -271,6 +299,10 @@ export declare class FakeHost {
     /**
      * Reconcile every object of every watched kind, then every key the
      * objects of the related kinds map to (each key once, reason resync).
+     *
+     * A sharded fake reconciles only the keys the host would queue on this
+     * shard: its own objects, every object of the kinds every shard watches,
+     * and the mapped keys whose target (as stored) is its own.
      *
      * @param {import('./controller.js').Controller} controller
      * @returns {Array<[ObjectKey, import('./controller.js').Reply]>}
@@ -284,6 +316,11 @@ export declare class FakeHost {
      *
      * A reconcile that asks to be requeued or fails is not repeated here: the
      * test decides about time. Throws past `maxReconciles`.
+     *
+     * A sharded fake follows only what wakes this shard on the host: a change
+     * of its own object (judged by the object's metadata after the change, or
+     * before it for a deletion) or of a kind every shard watches, and a
+     * mapped key whose target, as stored, is its own.
      *
      * @param {import('./controller.js').Controller} controller
      * @param {number} [after]

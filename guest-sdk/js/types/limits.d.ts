@@ -46,3 +46,5 @@ export declare const MAX_SELECTOR_LABELS = 32;
 export declare const MAX_SELECTOR_CONTAINS_BYTES: number;
 /** Deepest nesting of a selector's `contains`. */
 export declare const MAX_SELECTOR_CONTAINS_DEPTH = 16;
+/** Most shards a controller may run as (`shards = N` in its config entry). */
+export declare const MAX_SHARDS = 64;

@@ -1,10 +1,11 @@
 """Leasehold's guest SDK for Python: write a controller, test it with the fake host.
 
 A controller subclasses `Controller` (`describe`, `reconcile`), reads with
-`Api` / `Context.typed`, writes with `Transaction`, and is tested natively
+`Api` / `Context.typed`, writes with `Transaction`, learns which objects are
+its own from `shard()` when it runs sharded, and is tested natively
 against `leasehold.fake.FakeHost`. Inside a component,
 `leasehold.component.export` connects it to the WIT world
-`leasehold:controller/controller@0.2.0`. See guest-sdk/README.md.
+`leasehold:controller/controller@0.3.0`. See guest-sdk/README.md.
 """
 
 from .clock import now, until_ms
@@ -40,6 +41,7 @@ from .log import Level, debug, error, info, log, trace, warn
 from .objects import Api, Kind, Object, Page
 from .retry import DEFAULT_CONFLICT_ATTEMPTS, retry_on_conflict
 from .settings import settings, settings_json
+from .shard import Shard, fnv1a64, shard
 from .transaction import (
     Check,
     Committed,
@@ -60,7 +62,7 @@ __all__ = [
     "Failed", "Fence", "Fenced", "IdempotencyKey", "Invalid", "Kind", "LeaseholdError",
     "Level", "Metadata", "NewEvent", "NotFound", "Object", "ObjectKey", "Op", "Outcome",
     "Page", "QUOTA_EXCEEDED_PREFIX", "QuotaExceeded", "Reason", "RelatedWatch", "Replace", "Reply", "Retry",
-    "Selector", "SettingsError", "Status", "StoreError", "TooMany", "Transaction",
-    "Unavailable", "Update", "debug", "dispatch", "error", "fence", "info", "log", "now",
-    "retry_on_conflict", "settings", "settings_json", "trace", "until_ms", "warn",
+    "Selector", "SettingsError", "Shard", "Status", "StoreError", "TooMany", "Transaction",
+    "Unavailable", "Update", "debug", "dispatch", "error", "fence", "fnv1a64", "info", "log", "now",
+    "retry_on_conflict", "settings", "settings_json", "shard", "trace", "until_ms", "warn",
 ]

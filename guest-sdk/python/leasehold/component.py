@@ -1,7 +1,7 @@
 """The adapter between the SDK and the WIT bindings componentize-py generates.
 
 Only a component imports this module: it needs the `wit_world` package
-that `componentize-py -w leasehold:controller/controller@0.2.0` generates
+that `componentize-py -w leasehold:controller/controller@0.3.0` generates
 from `wit/controller.wit`. A controller's app module exports its
 controller with
 
@@ -34,6 +34,7 @@ from .errors import Conflict, Fenced, NotFound, StoreError, Unavailable, invalid
 from .fence import Fence
 from .keys import Metadata, ObjectKey, RawObject, RawPage, Selector
 from .log import Level
+from .shard import Shard
 from .transaction import (
     Check,
     Committed,
@@ -160,6 +161,16 @@ class WitHost:
         f = _tenure.current()
         return Fence(f.cluster, f.lease, f.epoch, f.holder)
 
+    def shard(self) -> Shard:
+        """The tenure's shard."""
+        if not hasattr(_tenure, "shard"):
+            raise RuntimeError(
+                "this component was built from a controller world without shards; "
+                "rebuild it against the current wit/controller.wit"
+            )
+        s = _tenure.shard()
+        return Shard(s.index, s.count)
+
     def log(self, level: Level, message: str) -> None:
         """The logging host."""
         _logging.log(_LEVELS[level], message)
@@ -186,6 +197,20 @@ def _related_out(watch: RelatedWatch) -> object:
 
 def _description_out(d: Description) -> _rec.Description:
     resync = d.resync_ms or 0
+    # Positional: componentize-py's records take their fields in WIT order.
+    if hasattr(_tenure, "shard"):
+        return _rec.Description(
+            list(d.watches),
+            resync,
+            [_related_out(w) for w in d.related],
+            d.shard_label,
+            list(d.every_shard),
+        )
+    if d.shard_label is not None or d.every_shard:
+        raise RuntimeError(
+            "this component was built from a controller world without shards; "
+            "rebuild it against the current wit/controller.wit"
+        )
     if hasattr(_rec, "RelatedWatch"):
         return _rec.Description(list(d.watches), resync, [_related_out(w) for w in d.related])
     if d.related:

@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import datetime as _dt
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import Enum
-from typing import Any, Callable, List, Optional, Sequence, Type
+from typing import Any, Callable, Dict, List, Optional, Sequence, Type
 
 from . import clock
 from .errors import LeaseholdError
 from .fence import Fence, fence
 from .objects import Api, K
+from .shard import Shard, shard
 from .transaction import Transaction
 
 
@@ -41,35 +42,69 @@ class RelatedWatch:
 @dataclass(frozen=True)
 class Description:
     """What the controller needs: the kinds it watches, its resync period,
-    and the related kinds whose changes reconcile the objects they map to.
+    the related kinds whose changes reconcile the objects they map to, and
+    how its objects are divided when it runs sharded.
 
     `resync_ms` of None (or 0) disables the periodic resync; a resync
-    still happens at the start of each tenure.
+    still happens at the start of each tenure. `shard_label` and
+    `every_shard` matter only to a sharded controller (see `Shard`); an
+    unsharded one runs shard 0 of 1, which owns every object.
     """
 
     watches: List[str]
     resync_ms: Optional[int] = None
     related: List[RelatedWatch] = field(default_factory=list)
+    #: A label whose value decides the shard of an object carrying it, e.g.
+    #: `example.com/tenant`; None: every object goes by its `kind/name`.
+    shard_label: Optional[str] = None
+    #: Kinds every shard watches, whatever shard their objects belong to
+    #: (each must also be in `watches`: `watch_on_every_shard` adds it).
+    every_shard: List[str] = field(default_factory=list)
 
     @staticmethod
     def watching(kinds: Sequence[str]) -> "Description":
         """A description watching `kinds`, without periodic resync."""
         return Description(list(kinds))
 
+    def _with(self, **changes: Any) -> "Description":
+        # Every builder returns a copy: the lists are copied too, so that
+        # no two descriptions share one.
+        copied: Dict[str, Any] = {
+            "watches": list(self.watches),
+            "related": list(self.related),
+            "every_shard": list(self.every_shard),
+        }
+        copied.update(changes)
+        return replace(self, **copied)
+
     def resync_every(self, ms: int) -> "Description":
         """A copy that resyncs every watched object every `ms` milliseconds."""
-        return Description(list(self.watches), ms, list(self.related))
+        return self._with(resync_ms=ms)
 
     def owns(self, kind: str, owner_kind: Optional[str] = None) -> "Description":
         """A copy where a change of a `kind` object reconciles its owner (of `owner_kind`)."""
-        return Description(
-            list(self.watches), self.resync_ms, self.related + [RelatedWatch(kind, owner_kind)]
-        )
+        return self._with(related=self.related + [RelatedWatch(kind, owner_kind)])
 
     def related_by_label(self, kind: str, label_key: str, target_kind: str) -> "Description":
         """A copy where a change of a `kind` object labelled `label_key=V` reconciles `target_kind/V`."""
         watch = RelatedWatch(kind, None, label_key, target_kind)
-        return Description(list(self.watches), self.resync_ms, self.related + [watch])
+        return self._with(related=self.related + [watch])
+
+    def shard_by_label(self, label_key: str) -> "Description":
+        """A copy where an object carrying the label `label_key` belongs to the shard
+        its value picks, so that objects which belong together (a tenant's tasks and
+        quotas, all labelled with the tenant) fall into one shard."""
+        return self._with(shard_label=label_key)
+
+    def watch_on_every_shard(self, kind: str) -> "Description":
+        """A copy where every shard watches, and resyncs, every object of `kind`
+        (watched too, if it is not yet): shared objects each shard decides on,
+        such as the nodes every shard's tasks are placed on. Writes to another
+        shard's objects must still be conditional (see `Shard`). The same as
+        watching `kind` for an unsharded controller."""
+        watches = list(self.watches) if kind in self.watches else self.watches + [kind]
+        every = list(self.every_shard) if kind in self.every_shard else self.every_shard + [kind]
+        return self._with(watches=watches, every_shard=every)
 
 
 @dataclass(frozen=True)
@@ -163,7 +198,8 @@ class Reply:
 
 
 class Context:
-    """What a reconcile may use besides the key: the reason, the fence, readers, transactions."""
+    """What a reconcile may use besides the key: the reason, the fence, the shard, readers,
+    transactions."""
 
     def __init__(self, reason: Reason = Reason.CHANGE) -> None:
         self._reason = reason
@@ -180,6 +216,12 @@ class Context:
         if self._fence is None:
             self._fence = fence()
         return self._fence
+
+    @property
+    def shard(self) -> Shard:
+        """The shard of its controller this tenure runs (0 of 1 unless sharded),
+        asked of the host on each use."""
+        return shard()
 
     def api(self, kind: str, decode: Optional[Callable[[Any], Any]] = None) -> Api:
         """A reader of `kind`, untyped or decoding with `decode`."""

@@ -7,7 +7,11 @@ that only grow and are never reused; every operation of a commit applies
 or none does; one operation per object per commit; metadata rules,
 finalizers, the deletion mark and owner deletion (transitively, at most
 1000 per commit) as the host applies them; selectors with the host's
-containment; commits fenced by the lease (`revoke`, `new_tenure`).
+containment; commits fenced by the lease (`revoke`, `new_tenure`); the
+tenure's shard (`set_shard`): a sharded fake's `resync` and `run_changes`
+reconcile only the shard's own objects (and those of the kinds every
+shard watches), and its commits refuse a status write without an expected
+generation to another shard's object, as the host does.
 
 Faults are aimed at a call or commit: `Fault.FENCED` (the lease is lost),
 `Fault.CONFLICT`, `Fault.UNAVAILABLE`, `Fault.LOST_REPLY` (the commit
@@ -28,7 +32,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from . import _host
 from . import limits as L
-from .controller import Controller, Reason, RelatedWatch, Reply, dispatch
+from .controller import Controller, Description, Reason, RelatedWatch, Reply, dispatch
 from .errors import (
     QUOTA_EXCEEDED_PREFIX,
     Conflict,
@@ -43,6 +47,7 @@ from .fence import Fence
 from .keys import Metadata, ObjectKey, RawObject, RawPage, Selector
 from .log import Level
 from .objects import Object, decode_raw
+from .shard import Shard
 from .transaction import (
     Check,
     Committed,
@@ -723,12 +728,13 @@ _CALLS = ("get", "list", "commit")
 
 
 class FakeHost:
-    """A host in memory: the store, the fence, logs, settings and the clock.
+    """A host in memory: the store, the fence, the shard, logs, settings and the clock.
 
     Creating one installs it (`install` again to switch between two).
     Seed objects with `seed`, drive the controller with `reconcile` or
     `resync`, inspect `objects`, `commits`, `events`, `logs`, and aim
-    faults with `fail` and writes of others with `before`.
+    faults with `fail` and writes of others with `before`. It runs shard 0
+    of 1 (unsharded) unless `set_shard` says otherwise.
     """
 
     def __init__(self, limits: Limits = Limits()) -> None:
@@ -745,6 +751,11 @@ class FakeHost:
         self._hooks: List[Tuple[str, int, Callable[["FakeHost"], None]]] = []
         self._settings = "{}"
         self._now = START
+        self._shard = Shard.WHOLE
+        # The shard label of the description this fake read last, which its
+        # commits judge status writes by (the host judges by the label the
+        # running guest's `describe` declared).
+        self._shard_label: Optional[str] = None
         self.install()
 
     def install(self) -> None:
@@ -833,28 +844,114 @@ class FakeHost:
         """True once the lease is lost."""
         return self._revoked
 
+    # ----- the shard ---------------------------------------------------------
+
+    def shard(self) -> Shard:
+        """The tenure's shard (answers the SDK's `shard()` too): 0 of 1 unless set."""
+        return self._shard
+
+    def set_shard(self, index: int, count: int) -> Shard:
+        """Run shard `index` of `count` from now on (`ValueError` unless
+        `count` is 1 to 64 and `index` below it); the new shard.
+
+        A sharded fake reconciles, in `resync` and `run_changes`, only what
+        the host would wake this shard for, and refuses what the host
+        refuses a shard's commit: a status write without an expected
+        generation to another shard's object, or to any object when the
+        controller declares a shard label (the label the host would judge
+        by is the object's, which the op does not carry). The label is that
+        of the description the fake read last: `reconcile` of a sharded
+        fake, `resync` and `run_changes` read it.
+        """
+        try:
+            self._shard = Shard(index, count)
+        except ValueError as e:
+            raise ValueError(f"FakeHost.set_shard({index!r}, {count!r}): {e}") from None
+        return self._shard
+
+    def _learn(self, description: Description) -> Description:
+        self._shard_label = description.shard_label
+        return description
+
+    def _watches_object(
+        self, description: Description, key: ObjectKey, meta: Optional[Metadata]
+    ) -> bool:
+        """Whether this shard is woken for `key`, whose metadata is `meta`
+        (None: unknown, as for an object that does not exist)."""
+        shard = self._shard
+        if shard.count == 1 or key.kind in description.every_shard:
+            return True
+        label = description.shard_label
+        value = None if label is None or meta is None else meta.labels.get(label)
+        if value is None:
+            return shard.owns_key(key.kind, key.name)
+        return Shard.of_label(value, shard.count) == shard.index
+
+    def _watches_stored(self, description: Description, key: ObjectKey) -> bool:
+        stored = self._objects.map.get(key)
+        return self._watches_object(description, key, None if stored is None else stored.metadata)
+
+    def _check_shard_write(self, op: Op) -> None:
+        """The host's rule for a shard's writes: an op on another shard's
+        object must be conditional, and every op is but a blind status write."""
+        shard = self._shard
+        if shard.count == 1 or not isinstance(op, Status) or op.expected_generation is not None:
+            return
+        key = op.key
+        if self._shard_label is not None:
+            raise invalid(
+                f"{key}: this controller's objects are sharded by the label "
+                f"{self._shard_label}, which the op does not carry, so this {shard} cannot "
+                "tell whose it is: a status write of a controller sharded by a label must be "
+                "conditional (give it an expected generation)"
+            )
+        if not shard.owns_key(key.kind, key.name):
+            theirs = Shard.of_key(key.kind, key.name, shard.count)
+            raise invalid(
+                f"{key} belongs to shard {theirs} of {shard.count}, not to this {shard}: a "
+                "write to another shard's object must be conditional (give the status write "
+                "an expected generation)"
+            )
+
     # ----- driving a controller ---------------------------------------------
 
     def reconcile(
         self, controller: Controller, kind: str, name: str, reason: Reason = Reason.CHANGE
     ) -> Reply:
-        """Run one reconcile of `kind/name` as the host would; its reply."""
+        """Run one reconcile of `kind/name` as the host would; its reply.
+
+        A sharded fake reads the controller's description first (its shard
+        label decides which status writes the shard may make).
+        """
         self.install()
+        if self._shard.count > 1:
+            self._learn(controller.describe())
         return dispatch(controller, kind, name, reason)
 
     def resync(self, controller: Controller) -> List[Tuple[ObjectKey, Reply]]:
         """Reconcile every object of every watched kind, then every key the
-        objects of the related kinds map to (each key once, reason resync)."""
+        objects of the related kinds map to (each key once, reason resync).
+
+        A sharded fake reconciles only the keys the host would queue on this
+        shard: its own objects, every object of the kinds every shard
+        watches, and the mapped keys whose target (as stored) is its own.
+        """
         self.install()
-        description = controller.describe()
+        description = self._learn(controller.describe())
         keys: List[ObjectKey] = []
         for kind in description.watches:
-            keys.extend(sorted(k for k in self._objects.map if k.kind == kind))
+            keys.extend(
+                sorted(
+                    k
+                    for k in self._objects.map
+                    if k.kind == kind and self._watches_stored(description, k)
+                )
+            )
         for watch in description.related:
             for key in sorted(k for k in self._objects.map if k.kind == watch.kind):
                 meta = self._objects.map[key].metadata
                 for mapped in related_keys(watch, Change(0, key, False, None, meta)):
-                    if mapped not in keys:
+                    if mapped not in keys and self._watches_stored(description, mapped):
                         keys.append(mapped)
         return [(k, dispatch(controller, k.kind, k.name, Reason.RESYNC)) for k in keys]
 
@@ -868,17 +965,27 @@ class FakeHost:
 
         A reconcile that asks to be requeued or fails is not repeated here: the
         test decides about time. Stops with `AssertionError` past `max_reconciles`.
+
+        A sharded fake follows only what wakes this shard on the host: a
+        change of its own object (judged by the object's metadata after the
+        change, or before it for a deletion) or of a kind every shard
+        watches, and a mapped key whose target, as stored, is its own.
         """
-        description = controller.describe()
+        description = self._learn(controller.describe())
         watches = set(description.watches)
         seen, done = after, 0
         while True:
             pending: Dict[ObjectKey, Reason] = {}
             for change in self.changes(seen):
-                if change.key.kind in watches:
+                meta = change.after if change.after is not None else change.before
+                if change.key.kind in watches and self._watches_object(
+                    description, change.key, meta
+                ):
                     pending[change.key] = Reason.CHANGE
                 for watch in description.related:
                     for key in related_keys(watch, change):
+                        if not self._watches_stored(description, key):
+                            continue
                         pending[key] = pending.get(key, Reason.RELATED).strongest(Reason.RELATED)
                 seen = change.revision
             if not pending:
@@ -983,6 +1090,8 @@ class FakeHost:
         """The store's `commit`: validated, fenced, atomic."""
         fault = self._enter("commit")
         ops = _validate_commit(self.limits, ops, events)
+        for op in ops:
+            self._check_shard_write(op)
         first = ops[0].key if ops else events[0].key
         if fault is Fault.CONFLICT:
             raise Conflict(first)

@@ -44,3 +44,5 @@ MAX_SELECTOR_LABELS = MAX_LABELS
 MAX_SELECTOR_CONTAINS_BYTES = 4 * 1024
 #: Deepest nesting of a selector's `contains`.
 MAX_SELECTOR_CONTAINS_DEPTH = 16
+#: Most shards a controller may run as (`shards = N` in its config entry).
+MAX_SHARDS = 64

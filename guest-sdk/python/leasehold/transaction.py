@@ -203,7 +203,12 @@ class Transaction:
     def write_status(
         self, kind: str, name: str, expected_generation: Optional[int], status: Any
     ) -> "Transaction":
-        """Write the status of `kind/name`, at `expected_generation` if given."""
+        """Write the status of `kind/name`, at `expected_generation` if given.
+
+        A sharded controller gives an expected generation to write another
+        shard's object (any object, when sharded by a label): the host
+        refuses a blind write there with `Invalid` (see `Shard`).
+        """
         key = ObjectKey(kind, name)
         self._ops.append(Status(key, expected_generation, self._encode(key, status)))
         return self

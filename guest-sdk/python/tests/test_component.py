@@ -9,11 +9,12 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
 WIT = Path(__file__).resolve().parents[3] / "wit"
-WORLD = "leasehold:controller/controller@0.2.0"
+WORLD = "leasehold:controller/controller@0.3.0"
 
 
 def componentize_py() -> str:
@@ -243,3 +244,25 @@ def test_the_description_reaches_the_host_with_its_related_watches(wit):
         ]
     no_resync = exported(wit, Scripted(Outcome.done(), Description.watching(["a"]))).describe()
     assert no_resync.resync_period_ms == 0
+    # Undeclared, the shard label is none and no kind is every shard's.
+    assert (got.shard_label, got.every_shard) == (None, [])
+    assert (no_resync.shard_label, no_resync.every_shard) == (None, [])
+
+
+def test_the_description_reaches_the_host_with_its_shard_label_and_every_shard_kinds(wit):
+    d = (
+        Description.watching(["nodes", "tasks"])
+        .shard_by_label("example.com/tenant")
+        .watch_on_every_shard("nodes")
+    )
+    got = exported(wit, Scripted(Outcome.done(), d)).describe()
+    assert got == wit.rec.Description(["nodes", "tasks"], 0, [], "example.com/tenant", ["nodes"])
+
+
+def test_the_shard_is_the_tenures_asked_each_time(wit, monkeypatch):
+    # The WIT record as componentize-py hands it over: its fields by name.
+    answers = iter([SimpleNamespace(index=2, count=4), SimpleNamespace(index=3, count=4)])
+    monkeypatch.setattr(wit.tenure, "shard", lambda: next(answers))
+    leasehold._host.install(wit.component.WitHost())
+    assert leasehold.shard() == leasehold.Shard(2, 4)
+    assert leasehold.shard() == leasehold.Shard(3, 4)

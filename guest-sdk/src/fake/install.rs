@@ -12,8 +12,8 @@ use std::rc::Rc;
 
 use crate::sys::native::{self, Host};
 use crate::sys::{
-    Committed, Fence, Level, NewEvent, Op, RawObject, RawPage, Selector, WireError, WireHttpError,
-    WireRequest, WireResponse,
+    Committed, Fence, Level, NewEvent, Op, RawObject, RawPage, Selector, Shard, WireError,
+    WireHttpError, WireRequest, WireResponse,
 };
 
 use super::FakeHost;
@@ -101,6 +101,27 @@ impl Host for FakeHost {
         let state = &mut *state;
         let fault = state.admit(Call::Commit)?;
         let ops = store::validate_commit(&state.limits, ops, events)?;
+        let shard = state.shard;
+        if shard.count > 1
+            && let Some(theirs) = ops.iter().find_map(|op| match op {
+                Op::Status {
+                    key,
+                    expected_generation: None,
+                    ..
+                } if !shard.owns_key(&key.kind, &key.name) => Some(key),
+                _ => None,
+            })
+        {
+            return Err(WireError::Invalid(format!(
+                "{theirs} belongs to shard {} of {}, not to this {shard}: a write to another \
+                 shard's object must be conditional (give the status write an expected \
+                 generation) (lease {}, epoch {})",
+                Shard::of_key(&theirs.kind, &theirs.name, shard.count),
+                shard.count,
+                state.fence.lease,
+                state.fence.epoch
+            )));
+        }
         if fault == Some(Fault::Conflict) {
             let key = ops
                 .first()
@@ -139,6 +160,10 @@ impl Host for FakeHost {
 
     fn fence(&self) -> Fence {
         self.state.borrow().fence.clone()
+    }
+
+    fn shard(&self) -> Shard {
+        self.state.borrow().shard
     }
 
     fn log(&self, level: Level, message: &str) {

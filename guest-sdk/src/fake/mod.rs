@@ -41,7 +41,7 @@ use serde::de::DeserializeOwned;
 
 use crate::controller::{Controller, Reason, Reply, dispatch};
 use crate::error::StoreError;
-use crate::fence::Fence;
+use crate::fence::{Fence, Shard};
 use crate::limits::Limits;
 use crate::object::{Metadata, Object, ObjectKey, decode};
 use crate::sys::Op;
@@ -64,6 +64,8 @@ use store::{Objects, Stored};
 struct State {
     limits: Limits,
     fence: Fence,
+    /// The shard the tenure runs (`tenure.shard`).
+    shard: Shard,
     revoked: bool,
     unavailable: bool,
     objects: Objects,
@@ -222,6 +224,7 @@ impl FakeHost {
                     epoch: 1,
                     holder: "fake-host".into(),
                 },
+                shard: Shard::WHOLE,
                 revoked: false,
                 unavailable: false,
                 objects: Objects::default(),
@@ -521,6 +524,56 @@ impl FakeHost {
         let mut state = self.state.borrow_mut();
         state.fence = fence;
         state.revoked = false;
+    }
+
+    /// The shard the guest's tenure runs: shard 0 of 1
+    /// ([`Shard::WHOLE`]) until [`FakeHost::set_shard`].
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use leasehold_guest::{FakeHost, Shard};
+    ///
+    /// assert_eq!(FakeHost::new().shard(), Shard::WHOLE);
+    /// ```
+    pub fn shard(&self) -> Shard {
+        self.state.borrow().shard
+    }
+
+    /// Run the guest as `shard` of a sharded controller, as the host does
+    /// for a config entry with `shards = count`: [`crate::shard`] answers
+    /// it, and a commit keeps the host's rule for writes to other shards'
+    /// objects: a status write without an expected generation to an
+    /// object of another shard (by its `kind/name`) is refused whole with
+    /// [`StoreError::Invalid`]. (The fake judges by `kind/name` only; the
+    /// host, under a [`crate::Description::shard_by_label`], refuses every
+    /// blind status write.)
+    ///
+    /// # Panics
+    ///
+    /// If `count` is 0 or above 64, or `index` is not below `count`: the
+    /// host never runs such a shard, so a test that asks for one is wrong.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use leasehold_guest::{FakeHost, Shard, StoreError, Transaction};
+    ///
+    /// let host = FakeHost::new();
+    /// host.set_shard(Shard { index: 0, count: 4 });
+    /// host.seed("tasks", "t-1", &0); // shard 0 of 4
+    /// host.seed("tasks", "t-2", &0); // shard 1 of 4
+    /// Transaction::new().write_status("tasks", "t-1", None, &"ok").commit()?;
+    /// let refused = Transaction::new().write_status("tasks", "t-2", None, &"ok").commit();
+    /// assert!(matches!(refused, Err(StoreError::Invalid(_))));
+    /// # Ok::<(), leasehold_guest::StoreError>(())
+    /// ```
+    pub fn set_shard(&self, shard: Shard) {
+        assert!(
+            (1..=64).contains(&shard.count) && shard.index < shard.count,
+            "FakeHost::set_shard: {shard} is not a shard the host runs (count 1 to 64, index below count)"
+        );
+        self.state.borrow_mut().shard = shard;
     }
 
     /// Start the next tenure: the epoch goes up by one and calls are no

@@ -4,8 +4,8 @@
 //! installs itself there). Both sides speak the plain types of `wire.rs`;
 //! nothing above this module knows which one runs.
 //!
-//! Owns: the wire types, the nine calls (`get`, `list`, `list_selected`,
-//! `commit`, `fence`,
+//! Owns: the wire types, the ten calls (`get`, `list`, `list_selected`,
+//! `commit`, `fence`, `shard`,
 //! `log`, `settings`, `now` (the wall clock, `wasi:clocks/wall-clock`), and
 //! `http_send`, one outbound request through `wasi:http/outgoing-handler`)
 //! and, on `wasm32`, the generated bindings.
@@ -21,13 +21,19 @@ pub(crate) mod wasm;
 mod wire;
 
 #[cfg(not(target_arch = "wasm32"))]
-pub(crate) use native::{commit, fence, get, http_send, list, list_selected, log, now, settings};
+pub(crate) use native::{
+    commit, fence, get, http_send, list, list_selected, log, now, settings, shard,
+};
 #[cfg(target_arch = "wasm32")]
-pub(crate) use wasm::{commit, fence, get, http_send, list, list_selected, log, now, settings};
+pub(crate) use wasm::{
+    commit, fence, get, http_send, list, list_selected, log, now, settings, shard,
+};
 
 #[cfg(any(target_arch = "wasm32", test))]
 pub(crate) use wire::FieldSize;
-pub use wire::{Committed, Fence, Level, Metadata, Method, NewEvent, ObjectKey, Op, Selector};
+pub use wire::{
+    Committed, Fence, Level, Metadata, Method, NewEvent, ObjectKey, Op, Selector, Shard,
+};
 pub(crate) use wire::{
     ErrorCode, RawObject, RawPage, Scheme, WireError, WireHttpError, WireRequest, WireResponse,
 };

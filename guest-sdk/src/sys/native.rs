@@ -8,8 +8,8 @@ use std::rc::Rc;
 use std::time::SystemTime;
 
 use super::{
-    Committed, Fence, Level, NewEvent, Op, RawObject, RawPage, Selector, WireError, WireHttpError,
-    WireRequest, WireResponse,
+    Committed, Fence, Level, NewEvent, Op, RawObject, RawPage, Selector, Shard, WireError,
+    WireHttpError, WireRequest, WireResponse,
 };
 
 /// What answers the SDK's calls on a native target: the host side of the
@@ -31,6 +31,8 @@ pub(crate) trait Host {
     fn commit(&self, ops: &[Op], events: &[NewEvent]) -> Result<Committed, WireError>;
     /// `tenure.current`.
     fn fence(&self) -> Fence;
+    /// `tenure.shard`.
+    fn shard(&self) -> Shard;
     /// `logging.log`.
     fn log(&self, level: Level, message: &str);
     /// `settings.get`: the controller's settings as JSON text.
@@ -96,6 +98,10 @@ pub(crate) fn commit(ops: &[Op], events: &[NewEvent]) -> Result<Committed, WireE
 
 pub(crate) fn fence() -> Fence {
     current().fence()
+}
+
+pub(crate) fn shard() -> Shard {
+    current().shard()
 }
 
 pub(crate) fn settings() -> String {

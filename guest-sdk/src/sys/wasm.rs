@@ -10,17 +10,18 @@
 
 use super::{
     Committed, ErrorCode, Fence, FieldSize, Level, Metadata, Method, NewEvent, ObjectKey, Op,
-    RawObject, RawPage, Scheme, Selector, WireError, WireHttpError, WireRequest, WireResponse,
+    RawObject, RawPage, Scheme, Selector, Shard, WireError, WireHttpError, WireRequest,
+    WireResponse,
 };
 
-/// Generated bindings for the `leasehold:controller/controller@0.2.0` world.
+/// Generated bindings for the `leasehold:controller/controller@0.3.0` world.
 #[doc(hidden)]
 pub mod bindings {
     wit_bindgen::generate!({
         path: "../wit",
         // The current version of the contract; the host runs components
         // of older versions too, but this SDK builds for this one.
-        world: "leasehold:controller/controller@0.2.0",
+        world: "leasehold:controller/controller@0.3.0",
         // The export macro is used from controller crates, through
         // `export_controller!`, so it must be exported from this one.
         pub_export_macro: true,
@@ -224,6 +225,14 @@ pub(crate) fn fence() -> Fence {
         lease: fence.lease,
         epoch: fence.epoch,
         holder: fence.holder,
+    }
+}
+
+pub(crate) fn shard() -> Shard {
+    let shard = tenure::shard();
+    Shard {
+        index: shard.index,
+        count: shard.count,
     }
 }
 

@@ -526,6 +526,107 @@ impl fmt::Display for Fence {
     }
 }
 
+/// Which part of its controller's objects this tenure runs: shard
+/// `index` of `count` (the WIT's `tenure.shard`). A controller whose config
+/// entry sets `shards = N` runs as N leases, `NAME-0` to `NAME-(N-1)`, each
+/// with its own tenures and guest instance; an unsharded controller runs
+/// shard 0 of 1, which owns every object.
+///
+/// Every object belongs to exactly one shard: the one FNV-1a 64 of its
+/// `kind/name` picks ([`Shard::of_key`]), or, for an object carrying the
+/// controller's shard label ([`crate::Description::shard_by_label`]), the
+/// one the label's value picks ([`Shard::of_label`]). The host wakes a
+/// shard only for its own objects (and those of the kinds every shard
+/// watches, [`crate::Description::watch_on_every_shard`]); a write to
+/// another shard's object must be conditional.
+///
+/// # Example
+///
+/// ```
+/// use leasehold_guest::Shard;
+///
+/// let shard = Shard { index: 1, count: 4 };
+/// assert_eq!(Shard::of_key("tasks", "t-2", 4), 1);
+/// assert!(shard.owns_key("tasks", "t-2"));
+/// assert!(!shard.owns_key("tasks", "t-1"));
+/// assert!(Shard::WHOLE.owns_key("tasks", "t-1"));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Shard {
+    /// This tenure's shard, from 0 to `count - 1`.
+    pub index: u32,
+    /// How many shards the controller runs as (1 to 64).
+    pub count: u32,
+}
+
+impl Shard {
+    /// The shard of an unsharded controller: shard 0 of 1, which owns
+    /// every object.
+    pub const WHOLE: Shard = Shard { index: 0, count: 1 };
+
+    /// The index of the shard that `kind/name` belongs to among `count`
+    /// shards, by its name: FNV-1a 64 of the UTF-8 bytes of `kind/name`,
+    /// modulo `count` (as the host computes it).
+    pub fn of_key(kind: &str, name: &str, count: u32) -> u32 {
+        let bytes = kind.bytes().chain([b'/']).chain(name.bytes());
+        (fnv1a64(bytes) % u64::from(count.max(1))) as u32
+    }
+
+    /// The index of the shard an object whose shard label has `value`
+    /// belongs to among `count` shards: FNV-1a 64 of `value`, modulo
+    /// `count`.
+    pub fn of_label(value: &str, count: u32) -> u32 {
+        (fnv1a64(value.bytes()) % u64::from(count.max(1))) as u32
+    }
+
+    /// Whether `kind/name` belongs to this shard by its name (for a
+    /// controller without a shard label, or an object without the label).
+    pub fn owns_key(&self, kind: &str, name: &str) -> bool {
+        Self::of_key(kind, name, self.count) == self.index
+    }
+
+    /// Whether the object `kind/name` with `labels` belongs to this shard
+    /// when the controller shards by `shard_label` (none: by name). The
+    /// labels are the object's as read from the store.
+    ///
+    /// ```
+    /// use std::collections::BTreeMap;
+    /// use leasehold_guest::Shard;
+    ///
+    /// let labels = BTreeMap::from([("example.com/tenant".to_string(), "foobar".to_string())]);
+    /// let shard = Shard { index: Shard::of_label("foobar", 4), count: 4 };
+    /// // Every task of tenant "foobar" is in one shard, whatever its name.
+    /// for name in ["t-1", "t-2", "t-3"] {
+    ///     assert!(shard.owns("tasks", name, &labels, Some("example.com/tenant")));
+    /// }
+    /// ```
+    pub fn owns(
+        &self,
+        kind: &str,
+        name: &str,
+        labels: &BTreeMap<String, String>,
+        shard_label: Option<&str>,
+    ) -> bool {
+        match shard_label.and_then(|label| labels.get(label)) {
+            Some(value) => Self::of_label(value, self.count) == self.index,
+            None => self.owns_key(kind, name),
+        }
+    }
+}
+
+impl fmt::Display for Shard {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "shard {} of {}", self.index, self.count)
+    }
+}
+
+/// FNV-1a, 64 bits (the FNV specification's offset basis and prime).
+fn fnv1a64(bytes: impl Iterator<Item = u8>) -> u64 {
+    bytes.fold(0xcbf2_9ce4_8422_2325, |hash, byte| {
+        (hash ^ u64::from(byte)).wrapping_mul(0x0000_0100_0000_01b3)
+    })
+}
+
 /// Severity of a log line.
 ///
 /// # Example

@@ -250,6 +250,28 @@ pub struct Description {
     /// `description.related`; none for a 0.1.0 guest), as the guest gave
     /// them: [`RelatedWatch::check`] tells a usable one.
     pub related: Vec<RelatedWatch>,
+    /// The label whose value decides an object's shard (0.3.0
+    /// `description.shard-label`; none before), as the guest gave it:
+    /// [`Description::check_sharding`] tells a usable one.
+    pub shard_label: Option<String>,
+    /// Kinds every shard watches (0.3.0 `description.every-shard`; none
+    /// before).
+    pub every_shard: Vec<String>,
+}
+
+impl Description {
+    /// Whether the sharding this description declares is usable: a shard
+    /// label of the syntax of a label key, and every-shard kinds of the
+    /// syntax of a kind. `Err` names the first that is not.
+    pub fn check_sharding(&self) -> Result<(), String> {
+        if let Some(label) = &self.shard_label {
+            crate::store::check_label_key(label).map_err(|e| format!("shard label: {e}"))?;
+        }
+        for kind in &self.every_shard {
+            crate::names::check_label("every-shard kind", kind).map_err(|e| e.to_string())?;
+        }
+        Ok(())
+    }
 }
 
 /// "Watch `kind` and map each change through `map`" (the WIT's
@@ -553,7 +575,7 @@ impl CompiledController {
                 self.quota.clone(),
             )
             .with_shard(self.shard),
-            tenure: TenureHost::new(fence.clone()),
+            tenure: TenureHost::new(fence.clone(), self.shard.unwrap_or(Shard::WHOLE)),
             logging: LoggingHost::new(self.name.clone(), fence.epoch, limits.log_line_bytes),
             settings: SettingsHost::new(limits.settings.clone()),
             http: HttpHost::new(
@@ -653,9 +675,32 @@ impl GuestInstance {
         let description = self
             .guarded(|store| Box::pin(async move { bindings.describe(store).await }))
             .await?;
+        let checked = Description {
+            watches: Vec::new(),
+            resync_period: None,
+            related: Vec::new(),
+            shard_label: description.shard_label.clone(),
+            every_shard: description.every_shard.clone(),
+        }
+        .check_sharding();
+        if let Err(problem) = checked {
+            return Err(GuestError::Described {
+                controller: self.controller.clone(),
+                fence: self.fence_text.clone(),
+                problem,
+            });
+        }
+        if self.store.data().tenure.shard().count > 1 {
+            self.store.data_mut().store.described(
+                description.shard_label.clone(),
+                description.every_shard.clone(),
+            );
+        }
         Ok(Description {
             watches: description.watches,
             related: description.related,
+            shard_label: description.shard_label,
+            every_shard: description.every_shard,
             resync_period: match description.resync_period_ms {
                 0 => None,
                 ms => Some(self.resync_period(Duration::from_millis(ms))),

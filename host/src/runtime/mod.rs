@@ -162,6 +162,17 @@ pub enum GuestError {
         /// The trap, with its wasm backtrace when available.
         message: String,
     },
+    /// The guest's `describe` answered something the host cannot run it
+    /// by (a shard label or an every-shard kind of the wrong syntax).
+    #[error("controller {controller} ({fence}): its describe answer cannot be used: {problem}")]
+    Described {
+        /// The controller.
+        controller: String,
+        /// The tenure's fence, as text.
+        fence: String,
+        /// What is wrong, naming the value.
+        problem: String,
+    },
     /// The guest can no longer be called: it was torn down earlier in this
     /// tenure.
     #[error("controller {controller} ({fence}): guest instance is no longer usable")]

@@ -122,8 +122,18 @@ impl Prepared {
             .iter()
             .map(ToString::to_string)
             .collect();
+        let mut sharding = String::new();
+        if let Some(label) = &description.shard_label {
+            sharding.push_str(&format!(", shards by label {label}"));
+        }
+        if !description.every_shard.is_empty() {
+            sharding.push_str(&format!(
+                ", watched by every shard: {:?}",
+                description.every_shard
+            ));
+        }
         Ok(format!(
-            "controller {name}: watches {:?}{}",
+            "controller {name}: watches {:?}{}{sharding}",
             description.watches,
             if related.is_empty() {
                 String::new()

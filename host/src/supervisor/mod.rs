@@ -376,7 +376,7 @@ impl Supervisor {
             backoff_max: self.config.backoff_max,
             stop: stop.clone(),
             settled,
-            shard: self.controller.shard(),
+            shard: self.controller.shard().map(crate::shard::Sharding::by_name),
         };
         let fence = fence.clone();
         let guest_revocation = revocation.clone();
@@ -1276,6 +1276,7 @@ fn guest_failure_label(error: &GuestError) -> &'static str {
         GuestError::DeadlineExceeded { .. } => "deadline",
         GuestError::OutOfMemory { .. } => "memory",
         GuestError::Trap { .. } | GuestError::Poisoned { .. } => "trap",
+        GuestError::Described { .. } => "describe",
     }
 }
 

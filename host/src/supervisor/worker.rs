@@ -12,7 +12,7 @@
 //! Ends when told to stop taking work, when the guest reports `fenced`, or
 //! when the guest fails and must be torn down.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -31,7 +31,7 @@ use crate::runtime::{
     GuestError, GuestInstance, MAX_RELATED_WATCHES, ReconcileReason, Reconciled, RelatedMap,
     RelatedWatch,
 };
-use crate::shard::Shard;
+use crate::shard::Sharding;
 use crate::status::ControllerStatus;
 use crate::store::{ObjectKey, Origin, Relations, Store, StoreError};
 use crate::telemetry::{self, TraceParent};
@@ -53,8 +53,10 @@ pub(crate) struct WorkerContext {
     /// [`super::settled`]).
     pub settled: Arc<Settled>,
     /// The shard this worker's controller unit runs as: it is woken for,
-    /// and resyncs, only that shard's objects. `None`: every object.
-    pub shard: Option<Shard>,
+    /// and resyncs, only that shard's objects (and those of the kinds every
+    /// shard watches). `None`: every object. Given by kind/name; the
+    /// worker adds what the guest's `describe` says of sharding.
+    pub shard: Option<Sharding>,
 }
 
 /// Why the worker ended.
@@ -127,6 +129,11 @@ pub(crate) async fn run(mut guest: GuestInstance, ctx: WorkerContext) -> WorkerE
             related.push(watch);
         }
     }
+    let mut ctx = ctx;
+    if let Some(sharding) = &mut ctx.shard {
+        sharding.label = description.shard_label.clone();
+        sharding.every_shard = description.every_shard.clone();
+    }
     let mut feed = ctx.store.watch(&ctx.cluster);
     // The cursor is taken before the first resync, so every change after
     // it is seen either by the resync or by the feed. It starts where the
@@ -149,7 +156,9 @@ pub(crate) async fn run(mut guest: GuestInstance, ctx: WorkerContext) -> WorkerE
         // (else from a head: a lease's first guest), and from where.
         resumed,
         from = cursor,
-        shard = ctx.shard.map(|s| s.to_string()),
+        shard = ctx.shard.as_ref().map(|s| s.shard.to_string()),
+        shard_label = ctx.shard.as_ref().and_then(|s| s.label.as_deref()),
+        every_shard = ?ctx.shard.as_ref().map_or(&[][..], |s| &s.every_shard[..]),
         head,
         ?watches,
         related = %related.iter().map(ToString::to_string).collect::<Vec<_>>().join(", "),
@@ -457,16 +466,25 @@ impl Worker {
                         // (an overflow: logged, and a resync follows).
                         // The related keys first, then the key itself
                         // when its kind is watched.
-                        let mut wakes: Vec<ObjectKey> = Vec::new();
+                        let mut mapped: Vec<ObjectKey> = Vec::new();
                         for watch in self.related.iter().filter(|w| w.kind == key.kind) {
-                            wakes.extend(
-                                related_keys(watch, &seen)
-                                    .into_iter()
-                                    .filter(|woken| self.mine(woken)),
-                            );
+                            mapped.extend(related_keys(watch, &seen));
+                        }
+                        let mut wakes: Vec<ObjectKey> = Vec::with_capacity(mapped.len() + 1);
+                        for woken in mapped {
+                            if self.owns_related(&woken).await {
+                                wakes.push(woken);
+                            }
                         }
                         let related = wakes.len();
-                        if self.watches.contains(&key.kind) && self.mine(&key) {
+                        // The object itself: this shard's after the change
+                        // or before it (an object whose shard label moved
+                        // wakes the shard it left too).
+                        if self.watches.contains(&key.kind)
+                            && seen
+                                .iter()
+                                .any(|relations| self.mine(&key, &relations.labels))
+                        {
                             wakes.push(key.clone());
                         }
                         if self.queue.ready_len() > 0 && !self.queue.has_room_for(&wakes) {
@@ -533,10 +551,44 @@ impl Worker {
         }
     }
 
-    /// Whether `key` is this worker's to reconcile: every key, unless its
-    /// controller is sharded and the key belongs to another shard.
-    fn mine(&self, key: &ObjectKey) -> bool {
-        self.ctx.shard.is_none_or(|shard| shard.owns(key))
+    /// Whether the object `key` with `labels` is this worker's to
+    /// reconcile: every object, unless its controller is sharded and the
+    /// object belongs to another shard (and is not of a kind every shard
+    /// watches).
+    fn mine(&self, key: &ObjectKey, labels: &BTreeMap<String, String>) -> bool {
+        self.ctx
+            .shard
+            .as_ref()
+            .is_none_or(|sharding| sharding.watches(key, labels))
+    }
+
+    /// Whether a key a related watch mapped a change to is this worker's:
+    /// as [`mine`](Self::mine), for the target object as stored now when
+    /// its labels decide its shard (a shard label), which costs a read;
+    /// a target that does not exist goes by its kind/name. If the read
+    /// fails the key is queued: a shard reconciling an object of another
+    /// is harmless (its writes to it must be conditional), losing a wake
+    /// is not.
+    async fn owns_related(&self, key: &ObjectKey) -> bool {
+        let Some(sharding) = &self.ctx.shard else {
+            return true;
+        };
+        if !sharding.needs_labels(key) {
+            return sharding.watches(key, &BTreeMap::new());
+        }
+        match self.ctx.store.get(&self.ctx.cluster, key).await {
+            Ok(Some(object)) => sharding.watches(key, &object.meta.labels),
+            Ok(None) => sharding.watches(key, &BTreeMap::new()),
+            Err(e) => {
+                tracing::warn!(
+                    controller = self.controller(),
+                    %key,
+                    %e,
+                    "cannot read a related target's labels to tell its shard; queueing it"
+                );
+                true
+            }
+        }
     }
 
     /// `key`, queued by the change at `position`, holds the settled
@@ -570,18 +622,20 @@ impl Worker {
                     Ok(page) => {
                         for object in page.objects {
                             let relations = Relations::of(&object.meta);
+                            let mut mapped = Vec::new();
                             for watch in self.related.iter().filter(|w| w.kind == kind) {
-                                for key in related_keys(watch, &[&relations]) {
-                                    if self.mine(&key) {
-                                        self.queue.add(key, ReconcileReason::Resync);
-                                    }
+                                mapped.extend(related_keys(watch, &[&relations]));
+                            }
+                            for key in mapped {
+                                if self.owns_related(&key).await {
+                                    self.queue.add(key, ReconcileReason::Resync);
                                 }
                             }
                             let key = ObjectKey {
                                 kind: object.kind,
                                 name: object.name,
                             };
-                            if watched && self.mine(&key) {
+                            if watched && self.mine(&key, &object.meta.labels) {
                                 self.queue.add(key, ReconcileReason::Resync);
                             }
                         }
@@ -702,6 +756,7 @@ mod tests {
     use std::sync::{Arc, Mutex};
 
     use super::*;
+    use crate::shard::Shard;
 
     /// A log sink the test reads back.
     #[derive(Clone, Default)]
@@ -952,7 +1007,7 @@ mod tests {
         let mut shards = Vec::new();
         for shard in Shard::all(2) {
             let (mut worker, stop) = related_worker(&store, &["tasks"], vec![owns.clone()]);
-            worker.ctx.shard = Some(shard);
+            worker.ctx.shard = Some(Sharding::by_name(shard));
             shards.push((shard, worker, stop));
         }
         let tasks: Vec<ObjectKey> = (0..20).map(|i| key("tasks", &format!("t-{i}"))).collect();
@@ -1012,6 +1067,109 @@ mod tests {
                 };
                 assert_eq!(woken(worker).await, expected, "{shard}, {pod}");
             }
+        }
+    }
+
+    /// Under a shard label (0.3.0 `shard-label`) an object goes to the
+    /// shard of its label's value, whatever its name; a relabelled object
+    /// wakes the shard it left and the one it joined; an object without
+    /// the label goes by kind/name; an every-shard kind wakes, and is
+    /// resynced on, every shard; a related key goes to the shard of its
+    /// target's labels as stored.
+    #[tokio::test]
+    async fn a_shard_label_and_every_shard_kinds_decide_the_wake_ups() {
+        const TENANT: &str = "example.com/tenant";
+        let store = memory_store();
+        let owns = RelatedWatch {
+            kind: "pods".into(),
+            map: RelatedMap::Owner {
+                kind: Some("tasks".into()),
+            },
+        };
+        let mut shards = Vec::new();
+        for shard in Shard::all(2) {
+            let (mut worker, stop) =
+                related_worker(&store, &["tasks", "nodes"], vec![owns.clone()]);
+            worker.ctx.shard = Some(Sharding {
+                shard,
+                label: Some(TENANT.into()),
+                every_shard: vec!["nodes".into()],
+            });
+            shards.push((shard, worker, stop));
+        }
+        // Two tenant values in different shards.
+        let tenant_in = |index: u32| {
+            (0..100)
+                .map(|i| format!("tenant-{i}"))
+                .find(|v| Shard::of_label(v, 2) == index)
+                .expect("a tenant value in each shard")
+        };
+        let (zero, one) = (tenant_in(0), tenant_in(1));
+        // Tasks named so that by name they would be in the other shard.
+        let task_named_in = |index: u32, not: &str| {
+            (0..100)
+                .map(|i| key("tasks", &format!("{not}-{i}")))
+                .find(|t| Shard::of(&t.kind, &t.name, 2) == index)
+                .expect("a task name in each shard")
+        };
+        let a = task_named_in(1, "a");
+        put(&store, &a, labelled(TENANT, &zero)).await;
+        let plain = task_named_in(1, "plain");
+        store.put("c1", &plain, "{}", None).await.unwrap();
+        let node = key("nodes", "n-1");
+        store.put("c1", &node, "{}", None).await.unwrap();
+        let change = ReconcileReason::Change;
+        let (s0, rest) = shards.split_at_mut(1);
+        let (w0, w1) = (&mut s0[0].1, &mut rest[0].1);
+        assert_eq!(
+            woken(w0).await,
+            [(a.to_string(), change), (node.to_string(), change)],
+            "shard 0: a by its label, the node as every shard"
+        );
+        assert_eq!(
+            woken(w1).await,
+            [(plain.to_string(), change), (node.to_string(), change)],
+            "shard 1: the unlabelled task by its name, the node as every shard"
+        );
+
+        // Relabelled into shard 1: both shards are woken.
+        put(&store, &a, labelled(TENANT, &one)).await;
+        assert_eq!(
+            woken(w0).await,
+            [(a.to_string(), change)],
+            "the shard it left"
+        );
+        assert_eq!(
+            woken(w1).await,
+            [(a.to_string(), change)],
+            "the shard it joined"
+        );
+
+        // A pod owned by `a` (now in shard 1 by its label) wakes shard 1
+        // only, though the pod's name and `a`'s name say otherwise.
+        let pod = key("pods", "p");
+        put(&store, &pod, owned_by(&a)).await;
+        assert!(woken(w0).await.is_empty());
+        assert_eq!(woken(w1).await, [(a.to_string(), ReconcileReason::Related)]);
+
+        // Resyncs: each shard lists its own tasks by label or name, and
+        // every node.
+        for (worker, expected) in [
+            (w0, vec![node.to_string()]),
+            (w1, {
+                let mut keys = vec![a.to_string(), node.to_string(), plain.to_string()];
+                keys.sort();
+                keys
+            }),
+        ] {
+            worker.resync().await;
+            let mut resynced = Vec::new();
+            while let Some((k, _)) = worker.queue.pop() {
+                resynced.push(k.to_string());
+            }
+            resynced.sort();
+            resynced.dedup();
+            assert_eq!(resynced, expected);
         }
     }
 

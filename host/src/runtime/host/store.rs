@@ -24,7 +24,7 @@ use crate::fence::{Fence, FenceCause};
 use crate::quota::{AdmitError, Quota, WriteQuota};
 use crate::runtime::Revocation;
 use crate::runtime::host::own_writes::OwnWrites;
-use crate::shard::Shard;
+use crate::shard::{Shard, Sharding};
 use crate::store::{Committed, NewEvent, Object, ObjectKey, Op, Page, Selector, Store, StoreError};
 use crate::telemetry::{self, StoreCall, TraceParent};
 use tracing::Instrument;
@@ -123,8 +123,9 @@ pub struct StoreHost {
     /// What this instance's commits wrote: answers the reads of objects
     /// whose newest change the worker has read is one of them.
     own_writes: Arc<OwnWrites>,
-    /// The shard this tenure's controller unit runs as, if sharded.
-    shard: Option<Shard>,
+    /// The shard this tenure's controller unit runs as, if sharded, and
+    /// what its guest's `describe` said of sharding.
+    shard: Option<Sharding>,
 }
 
 impl StoreHost {
@@ -152,9 +153,23 @@ impl StoreHost {
 
     /// The same calls, made by shard `shard` of a sharded controller: its
     /// commits keep the rule for other shards' objects
-    /// ([`Shard::check_write`]).
+    /// ([`Sharding::check_write`]), by `kind/name` until
+    /// [`described`](Self::described) says otherwise.
     pub fn with_shard(self, shard: Option<Shard>) -> Self {
-        Self { shard, ..self }
+        Self {
+            shard: shard.map(Sharding::by_name),
+            ..self
+        }
+    }
+
+    /// What the guest's `describe` said of sharding: the label deciding
+    /// an object's shard, and the kinds every shard watches. Nothing for
+    /// an unsharded controller.
+    pub fn described(&mut self, label: Option<String>, every_shard: Vec<String>) {
+        if let Some(sharding) = &mut self.shard {
+            sharding.label = label;
+            sharding.every_shard = every_shard;
+        }
     }
 
     /// This instance's cache of its own commits, which the worker confirms
@@ -280,8 +295,8 @@ impl StoreHost {
                 .map(|e| e.key.kind.len() + e.key.name.len() + e.reason.len() + e.message.len())
                 .sum::<usize>();
         self.check_payload(size)?;
-        if let Some(shard) = self.shard
-            && let Some(refused) = ops.iter().find_map(|op| shard.check_write(op).err())
+        if let Some(sharding) = &self.shard
+            && let Some(refused) = ops.iter().find_map(|op| sharding.check_write(op).err())
         {
             self.counters.failed.fetch_add(1, Ordering::Relaxed);
             return Err(CallError::Invalid(format!(

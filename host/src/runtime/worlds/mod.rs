@@ -1,7 +1,7 @@
 //! The versions of the `leasehold:controller` WIT package this host runs,
 //! side by side: bindings generated from each version's WIT text
-//! (`wit/controller.wit` for the current 0.2.0, `wit/0.1.0/controller.wit`
-//! kept unchanged), all linked into the one `Linker`, and the rule that
+//! (`wit/controller.wit` for the current 0.3.0, `wit/0.1.0/controller.wit`
+//! and `wit/0.2.0/controller.wit` kept unchanged), all linked into the one `Linker`, and the rule that
 //! tells which version a component targets.
 //!
 //! Owns: [`WorldVersion`], [`detect`] (from a component's import and
@@ -18,14 +18,18 @@
 //! and the versions this host supports).
 //!
 //! Adding a version: a module generated from its WIT (keep the older text
-//! in `wit/<version>/`), a variant in [`WorldVersion`], [`Pre`] and
-//! [`Bound`], and its line in [`link`]. The conversions every version
-//! shares unchanged are written once, in [`shared_conversions`], and
-//! expanded in each version's module against its own generated types.
+//! in `wit/<version>/`, and generate the older module from
+//! `["../wit", "../wit/<version>"]`: its generated modules are then named
+//! `controller<version>`), a variant in [`WorldVersion`], [`Pre`] and
+//! [`Bound`], and its line in [`link`]. The conversions versions share
+//! unchanged are written once, as macros expanded in each version's
+//! module against its own generated types: [`shared_conversions`] (every
+//! version), `fence_only_tenure` (0.1.0 and 0.2.0) and `since_0_2`
+//! (0.2.0 and 0.3.0).
 
 /// The conversions between a version's generated types and the host's
 /// that are the same text in every version so far: keys, store errors,
-/// events, the reconcile outcome, and the `tenure` and `logging` hosts.
+/// events, the reconcile outcome, and the `logging` host.
 /// Expanded inside a version's module, where `types`, `store`, `tenure`,
 /// `logging` and `reconciler` name that version's generated modules (and
 /// `CallError`, `ObjectKey`, `NewEvent`, `Answer`, `Level`, `TenureHost`
@@ -74,18 +78,6 @@ macro_rules! shared_conversions {
             }
         }
 
-        impl tenure::Host for TenureHost {
-            fn current(&mut self) -> wasmtime::Result<tenure::Fence> {
-                let fence = self.fence();
-                Ok(tenure::Fence {
-                    cluster: fence.key.cluster.clone(),
-                    lease: fence.key.name.clone(),
-                    epoch: fence.epoch.0,
-                    holder: fence.holder.clone(),
-                })
-            }
-        }
-
         impl logging::Host for LoggingHost {
             fn log(&mut self, level: logging::Level, message: String) -> wasmtime::Result<()> {
                 let level = match level {
@@ -102,8 +94,32 @@ macro_rules! shared_conversions {
     };
 }
 
+/// The `tenure` host of the versions whose tenure is the fence alone
+/// (0.1.0 and 0.2.0), expanded as [`shared_conversions`] is.
+macro_rules! fence_only_tenure {
+    () => {
+        impl tenure::Host for TenureHost {
+            fn current(&mut self) -> wasmtime::Result<tenure::Fence> {
+                Ok(wit_fence(self.fence()))
+            }
+        }
+
+        fn wit_fence(fence: &crate::fence::Fence) -> tenure::Fence {
+            tenure::Fence {
+                cluster: fence.key.cluster.clone(),
+                lease: fence.key.name.clone(),
+                epoch: fence.epoch.0,
+                holder: fence.holder.clone(),
+            }
+        }
+    };
+}
+
+#[macro_use]
+mod since_0_2;
 pub(crate) mod v0_1_0;
 pub(crate) mod v0_2_0;
+pub(crate) mod v0_3_0;
 
 use std::fmt;
 use std::sync::Arc;
@@ -123,23 +139,32 @@ pub enum WorldVersion {
     /// `leasehold:controller@0.1.0`: store, tenure, logging and outbound
     /// HTTP.
     V0_1_0,
-    /// `leasehold:controller@0.2.0`, the current world: 0.1.0 plus the
-    /// controller's settings, the wall clock and the reconcile reason.
+    /// `leasehold:controller@0.2.0`: 0.1.0 plus the controller's
+    /// settings, the wall clock, the reconcile reason, metadata, status,
+    /// selective lists and related watches.
     V0_2_0,
+    /// `leasehold:controller@0.3.0`, the current world: 0.2.0 plus the
+    /// tenure's shard and what `describe` says of sharding.
+    V0_3_0,
 }
 
 impl WorldVersion {
     /// Every version this host runs, oldest first.
-    pub const SUPPORTED: [WorldVersion; 2] = [WorldVersion::V0_1_0, WorldVersion::V0_2_0];
+    pub const SUPPORTED: [WorldVersion; 3] = [
+        WorldVersion::V0_1_0,
+        WorldVersion::V0_2_0,
+        WorldVersion::V0_3_0,
+    ];
 
     /// The version the guest SDK and the example controllers target.
-    pub const CURRENT: WorldVersion = WorldVersion::V0_2_0;
+    pub const CURRENT: WorldVersion = WorldVersion::V0_3_0;
 
     /// The version number, e.g. `0.2.0`.
     pub fn number(self) -> &'static str {
         match self {
             WorldVersion::V0_1_0 => "0.1.0",
             WorldVersion::V0_2_0 => "0.2.0",
+            WorldVersion::V0_3_0 => "0.3.0",
         }
     }
 
@@ -150,8 +175,8 @@ impl WorldVersion {
             .find(|version| version.number() == number)
     }
 
-    /// `leasehold:controller@0.1.0 and leasehold:controller@0.2.0`: the
-    /// supported versions, for messages.
+    /// `leasehold:controller@0.1.0, leasehold:controller@0.2.0 and
+    /// leasehold:controller@0.3.0`: the supported versions, for messages.
     pub fn supported_text() -> String {
         let all: Vec<String> = Self::SUPPORTED.iter().map(ToString::to_string).collect();
         match all.as_slice() {
@@ -172,7 +197,8 @@ impl fmt::Display for WorldVersion {
 /// Link the host side of every supported version's interfaces.
 pub(crate) fn link(linker: &mut Linker<GuestState>) -> wasmtime::Result<()> {
     v0_1_0::link(linker)?;
-    v0_2_0::link(linker)
+    v0_2_0::link(linker)?;
+    v0_3_0::link(linker)
 }
 
 /// One import or export name of a component, taken apart:
@@ -393,6 +419,8 @@ pub(crate) enum Pre {
     V0_1_0(v0_1_0::ControllerPre<GuestState>),
     /// Targets 0.2.0.
     V0_2_0(v0_2_0::ControllerPre<GuestState>),
+    /// Targets 0.3.0.
+    V0_3_0(v0_3_0::ControllerPre<GuestState>),
 }
 
 impl Pre {
@@ -404,6 +432,7 @@ impl Pre {
         Ok(match version {
             WorldVersion::V0_1_0 => Pre::V0_1_0(v0_1_0::ControllerPre::new(pre)?),
             WorldVersion::V0_2_0 => Pre::V0_2_0(v0_2_0::ControllerPre::new(pre)?),
+            WorldVersion::V0_3_0 => Pre::V0_3_0(v0_3_0::ControllerPre::new(pre)?),
         })
     }
 
@@ -412,6 +441,7 @@ impl Pre {
         match self {
             Pre::V0_1_0(_) => WorldVersion::V0_1_0,
             Pre::V0_2_0(_) => WorldVersion::V0_2_0,
+            Pre::V0_3_0(_) => WorldVersion::V0_3_0,
         }
     }
 
@@ -423,6 +453,7 @@ impl Pre {
         Ok(match self {
             Pre::V0_1_0(pre) => Bound::V0_1_0(Arc::new(pre.instantiate_async(store).await?)),
             Pre::V0_2_0(pre) => Bound::V0_2_0(Arc::new(pre.instantiate_async(store).await?)),
+            Pre::V0_3_0(pre) => Bound::V0_3_0(Arc::new(pre.instantiate_async(store).await?)),
         })
     }
 }
@@ -434,6 +465,10 @@ pub(crate) struct Described {
     pub resync_period_ms: u64,
     /// Related watches (0.2.0); none from a 0.1.0 guest.
     pub related: Vec<crate::runtime::RelatedWatch>,
+    /// The shard label (0.3.0); none from older guests.
+    pub shard_label: Option<String>,
+    /// Kinds every shard watches (0.3.0); none from older guests.
+    pub every_shard: Vec<String>,
 }
 
 /// What `reconcile` answered, in any version.
@@ -455,6 +490,8 @@ pub(crate) enum Bound {
     V0_1_0(Arc<v0_1_0::Controller>),
     /// Targets 0.2.0.
     V0_2_0(Arc<v0_2_0::Controller>),
+    /// Targets 0.3.0.
+    V0_3_0(Arc<v0_3_0::Controller>),
 }
 
 impl Bound {
@@ -466,11 +503,12 @@ impl Bound {
         match self {
             Bound::V0_1_0(bindings) => v0_1_0::describe(bindings, store).await,
             Bound::V0_2_0(bindings) => v0_2_0::describe(bindings, store).await,
+            Bound::V0_3_0(bindings) => v0_3_0::describe(bindings, store).await,
         }
     }
 
     /// Call `reconcile` for `kind/name`. `reason` reaches guests of the
-    /// versions that have it (0.2.0); a 0.1.0 guest's `reconcile` has no
+    /// versions that have it (0.2.0 on); a 0.1.0 guest's `reconcile` has no
     /// such argument and is called as it always was.
     pub(crate) async fn reconcile(
         &self,
@@ -482,6 +520,7 @@ impl Bound {
         match self {
             Bound::V0_1_0(bindings) => v0_1_0::reconcile(bindings, store, kind, name).await,
             Bound::V0_2_0(bindings) => v0_2_0::reconcile(bindings, store, kind, name, reason).await,
+            Bound::V0_3_0(bindings) => v0_3_0::reconcile(bindings, store, kind, name, reason).await,
         }
     }
 }
@@ -515,6 +554,11 @@ mod tests {
             detect(&new, &["leasehold:controller/reconciler@0.2.0"]),
             Ok(WorldVersion::V0_2_0)
         );
+        let newest = imports(&["leasehold:controller/tenure@0.3.0"]);
+        assert_eq!(
+            detect(&newest, &["leasehold:controller/reconciler@0.3.0"]),
+            Ok(WorldVersion::V0_3_0)
+        );
         // A component that imports nothing of the package still targets
         // the version of its export.
         assert_eq!(
@@ -526,16 +570,19 @@ mod tests {
     #[test]
     fn an_unknown_version_is_named_with_the_supported_ones() {
         let refusal = detect(
-            &imports(&["leasehold:controller/store@0.3.0"]),
-            &["leasehold:controller/reconciler@0.3.0"],
+            &imports(&["leasehold:controller/store@0.4.0"]),
+            &["leasehold:controller/reconciler@0.4.0"],
         )
         .unwrap_err();
         assert!(
-            refusal.contains("it targets leasehold:controller@0.3.0"),
+            refusal.contains("it targets leasehold:controller@0.4.0"),
             "{refusal}"
         );
         assert!(
-            refusal.contains("leasehold:controller@0.1.0 and leasehold:controller@0.2.0"),
+            refusal.contains(
+                "leasehold:controller@0.1.0, leasehold:controller@0.2.0 and \
+                 leasehold:controller@0.3.0"
+            ),
             "{refusal}"
         );
         let refusal = detect(&[], &["leasehold:controller/reconciler@0.2.1"]).unwrap_err();
@@ -592,9 +639,10 @@ mod tests {
     fn supported_versions_read_as_a_list() {
         assert_eq!(
             WorldVersion::supported_text(),
-            "leasehold:controller@0.1.0 and leasehold:controller@0.2.0"
+            "leasehold:controller@0.1.0, leasehold:controller@0.2.0 and leasehold:controller@0.3.0"
         );
         assert_eq!(WorldVersion::parse("0.2.0"), Some(WorldVersion::V0_2_0));
-        assert_eq!(WorldVersion::parse("0.3.0"), None);
+        assert_eq!(WorldVersion::parse("0.3.0"), Some(WorldVersion::V0_3_0));
+        assert_eq!(WorldVersion::parse("0.4.0"), None);
     }
 }

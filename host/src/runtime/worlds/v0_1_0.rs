@@ -40,6 +40,7 @@ use exports::leasehold::controller0_1_0::reconciler;
 use leasehold::controller0_1_0::{logging, store, tenure, types};
 
 shared_conversions!();
+fence_only_tenure!();
 
 /// Link this version's Leasehold interfaces (WASI is linked once, for
 /// every version).
@@ -61,8 +62,10 @@ pub(crate) async fn describe(
     Ok(Described {
         watches: description.watches,
         resync_period_ms: description.resync_period_ms,
-        // 0.1.0 has no related watches.
+        // 0.1.0 has no related watches, and no sharding of its own.
         related: Vec::new(),
+        shard_label: None,
+        every_shard: Vec::new(),
     })
 }
 

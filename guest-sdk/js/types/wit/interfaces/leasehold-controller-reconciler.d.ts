@@ -1,4 +1,4 @@
-/** @module Interface leasehold:controller/reconciler@0.2.0 **/
+/** @module Interface leasehold:controller/reconciler@0.3.0 **/
 /**
  * Describe the controller. Called once per tenure, before any reconcile.
  */
@@ -108,6 +108,34 @@ export interface Description {
    * check` refuses a component with a malformed one, naming it.
    */
   related: Array<RelatedWatch>,
+  /**
+   * A label whose value decides an object's shard, e.g.
+   * `example.com/tenant`, so that objects which belong together
+   * (a tenant's tasks and quotas) fall into one shard: an object
+   * carrying it belongs to the shard FNV-1a 64 of the label's value
+   * picks, any other object to the one its `kind/name` picks (see
+   * `tenure.shard`). None: every object by its `kind/name`. Ignored
+   * by an unsharded controller. A key that is not of the syntax of
+   * `types.metadata.labels` is refused by `leasehold check` and
+   * fails the guest at the start of its tenure, naming it.
+   * 
+   * The key a related watch maps a change to goes to the shard that
+   * owns the target object as stored when the change is read (the
+   * host reads the target's labels; a target that does not exist
+   * goes by its `kind/name`).
+   */
+  shardLabel?: string,
+  /**
+   * Kinds whose every change wakes, and whose every object a resync
+   * queues on, every shard, whatever shard the object belongs to:
+   * shared objects each shard decides on, such as the nodes every
+   * shard's tasks are placed on. A kind here that is not in
+   * `watches` wakes nothing: only watched kinds are read.
+   * Writes to them still follow `tenure.shard`'s rule. Ignored by
+   * an unsharded controller. A kind that is not of the syntax of
+   * `types.object` is refused as a malformed shard label is.
+   */
+  everyShard: Array<string>,
 }
 /**
  * A successful reconcile's result.
