@@ -913,10 +913,11 @@ async fn random_fault_schedules_keep_every_invariant() {
             seeds::replay_command(seed)
         );
         eprintln!(
-            "[{}/{}] {schedule}; placement {}, retention {}",
+            "[{}/{}] {schedule}; placement {}, scheduler shards {}, retention {}",
             n + 1,
             plan.len(),
             if placement_for(seed) { "on" } else { "off" },
+            scheduler_shards(seed, build).unwrap_or(1),
             if retention_on(seed, build) {
                 "on"
             } else {
@@ -1074,6 +1075,33 @@ const fn placement_on(seed: u64) -> bool {
     !seed.is_multiple_of(3)
 }
 
+/// How many shards the example scheduler runs as in the schedule of
+/// `seed` on `build`: 2 for half the seeds of the fenced build (seeds whose
+/// quotient by 2 is odd, so the residues modulo 12 cross it with
+/// [`retention_on`] and [`placement_on`]), else unsharded (`None`). Sharded,
+/// the scheduler's two shards each place their own tasks and race for the
+/// shared nodes through conditional writes, and the checker judges each
+/// shard's lease like any lease: no write after the next grant of its own
+/// lease, no task assigned twice, no node over capacity, every change of
+/// a shard's own objects (and of every node) reaching that shard. The
+/// faults aim at shard 0's leader. Never on the build without the fence:
+/// the control stays the one it was. [`SHARDS_ENV`] overrides it.
+fn scheduler_shards(seed: u64, build: Build) -> Option<u32> {
+    let default = build == Build::Fenced && (seed / 2) % 2 == 1;
+    let on = match std::env::var(SHARDS_ENV).as_deref() {
+        Ok("on") => true,
+        Ok("off") => false,
+        Ok("") | Err(_) => default,
+        Ok(other) => panic!("{SHARDS_ENV}={other:?}: expected \"on\" or \"off\""),
+    };
+    on.then_some(2)
+}
+
+/// Diagnostic: `LEASEHOLD_FAULT_SHARDS=on|off` runs every schedule with the
+/// scheduler sharded (2 shards) or not, whatever its seed says. Never set
+/// in CI.
+const SHARDS_ENV: &str = "LEASEHOLD_FAULT_SHARDS";
+
 /// Diagnostic: `LEASEHOLD_FAULT_PLACEMENT=on|off` runs every schedule
 /// with placement on or off whatever its seed says (to compare a seed
 /// both ways). Never set in CI.
@@ -1154,7 +1182,18 @@ async fn run_schedule(schedule: &Schedule, build: Build) -> Ran {
         placement: Some(placement_for(seed)),
     }
     .configure(PROVISIONER, &format!("http_allow = [\"{endpoint}\"]"));
+    let shards = scheduler_shards(seed, Build::effective(build));
+    let spec = match shards {
+        Some(count) => spec.configure(SCHEDULER, &format!("shards = {count}")),
+        None => spec,
+    };
     let mut rig = Rig::start(spec).await;
+    // The faults aim at the scheduler's lease, or its shard 0's.
+    let lease = rig.scheduler_lease();
+    let leases: Vec<String> = match shards {
+        Some(count) => (0..count).map(|i| format!("{SCHEDULER}-{i}")).collect(),
+        None => vec![SCHEDULER.to_string()],
+    };
     rig.receiver = Some(Arc::new(receiver));
     let nodes: Vec<(String, u64)> = schedule
         .nodes
@@ -1164,7 +1203,10 @@ async fn run_schedule(schedule: &Schedule, build: Build) -> Ran {
         .collect();
     let nodes: Vec<(&str, u64)> = nodes.iter().map(|(n, c)| (n.as_str(), *c)).collect();
     rig.nodes(&nodes).await;
-    let (_, first_epoch) = rig.leader(SCHEDULER, secs(30)).await;
+    let (_, first_epoch) = rig.leader(&lease, secs(30)).await;
+    for other in &leases {
+        rig.leader(other, secs(30)).await;
+    }
     let retention = retention_on(seed, build);
     if retention {
         rig.start_trimmer(SCHEDULE_RETENTION).await;
@@ -1183,7 +1225,9 @@ async fn run_schedule(schedule: &Schedule, build: Build) -> Ran {
     rig.wait_healthy().await;
     let limit = Timing::FAST.ttl + STALLED_TRANSACTION + secs(10);
     let converged = tokio::time::timeout(limit, async {
-        rig.leader(SCHEDULER, limit).await;
+        for lease in &leases {
+            rig.leader(lease, limit).await;
+        }
         rig.settled(limit).await;
         rig.provisioned(limit).await;
     })
@@ -1211,7 +1255,7 @@ async fn run_schedule(schedule: &Schedule, build: Build) -> Ran {
     // Handovers from the database's tenure history: every epoch granted
     // after the one that led when the faults began (epochs of one lease
     // are dense here, so retention's trimmed tenures still count).
-    let history = rig.history(SCHEDULER).await;
+    let history = rig.history(&lease).await;
     let handovers = history.last().map_or(0, |t| (t.epoch - first_epoch).max(0));
     let certain = struck.certain_handovers();
     assert!(

@@ -443,6 +443,23 @@ backoff_max = "1s"
         self.hosts[i].replica.set_config(&config);
     }
 
+    /// The scheduler's lease: `scheduler`, or its shard 0's,
+    /// `scheduler-0`, when the spec runs it sharded (`shards = N` in its
+    /// controller config). The random schedules aim "the leader" faults at
+    /// its holder.
+    pub fn scheduler_lease(&self) -> String {
+        let sharded = self
+            .spec
+            .controller_config
+            .get("scheduler")
+            .is_some_and(|lines| lines.lines().any(|l| l.trim_start().starts_with("shards")));
+        if sharded {
+            "scheduler-0".to_string()
+        } else {
+            "scheduler".to_string()
+        }
+    }
+
     /// The lease timing.
     pub fn timing(&self) -> Timing {
         self.spec.timing

@@ -40,10 +40,11 @@ use crate::proxy::{AtCommit, Mode};
 /// leave two candidates, few enough for two busy cores.
 pub const HOSTS: usize = 3;
 
-/// The lease every random schedule watches (faults aimed at "the leader"
-/// strike its holder): the example scheduler's. The rig's hosts also run
-/// the provisioner, whose lease moves with the faults but is not aimed at.
-pub const LEASE: &str = "scheduler";
+// The lease every random schedule watches (faults aimed at "the leader"
+// strike its holder) is the example scheduler's, or its shard 0's when it
+// runs sharded ([`Rig::scheduler_lease`]). The rig's hosts also run the
+// provisioner (and the other shards), whose leases move with the faults
+// but are not aimed at.
 
 /// Quiet time after the last fault heals, inside the fault phase.
 const TAIL: Duration = Duration::from_millis(200);
@@ -356,8 +357,9 @@ impl fmt::Display for Schedule {
 pub struct Struck {
     /// The fault, and the host it struck, in order.
     pub faults: Vec<(FaultKind, usize)>,
-    /// Epochs of [`LEASE`] whose holder a kill, an orderly restart or the
-    /// end of its liveness session (one that was there to end) struck
+    /// Epochs of [`Rig::scheduler_lease`] whose holder a kill, an orderly
+    /// restart or the end of its liveness session (one that was there to
+    /// end) struck
     /// while the database showed it holding the lease actively. Each of
     /// these tenures certainly ends (killed, released on SIGTERM, or ended
     /// by its host as its liveness session ends: a tenure never continues
@@ -484,19 +486,20 @@ pub async fn run(schedule: &Schedule, rig: &mut Rig) -> Struck {
     struck
 }
 
-/// The epoch at which running host `host` holds [`LEASE`] actively by the
+/// The epoch at which running host `host` holds [`Rig::scheduler_lease`]
+/// actively by the
 /// lease row, if it does.
 async fn held_by(rig: &mut Rig, host: usize) -> Option<i64> {
     if !rig.hosts[host].replica.running() {
         return None;
     }
-    let row = rig.lease(LEASE).await?;
+    let row = rig.lease(&rig.scheduler_lease()).await?;
     (row.active && row.holder == rig.hosts[host].holder).then_some(row.epoch)
 }
 
 /// Who leads the scheduler by the lease row, if anyone.
 async fn current_leader(rig: &Rig) -> Option<usize> {
-    let row = rig.lease(LEASE).await?;
+    let row = rig.lease(&rig.scheduler_lease()).await?;
     if row.active {
         rig.index_of(&row.holder)
     } else {
@@ -537,10 +540,10 @@ async fn strike_at_commit(rig: &mut Rig, kind: FaultKind, host: usize) -> bool {
     // successor in), but never past `heal_at_latest`. A real build's
     // successor cannot be granted while the stalled commit holds its
     // tenure's fence, so there the stall lasts to that bound.
-    let stalled_epoch = rig.lease(LEASE).await.map(|row| row.epoch);
+    let stalled_epoch = rig.lease(&rig.scheduler_lease()).await.map(|row| row.epoch);
     tokio::time::sleep_until(struck + heal_at_commit(timing)).await;
     while Instant::now() < struck + heal_at_latest(timing) {
-        let now = rig.lease(LEASE).await.map(|row| row.epoch);
+        let now = rig.lease(&rig.scheduler_lease()).await.map(|row| row.epoch);
         if now > stalled_epoch {
             break;
         }

@@ -33,7 +33,11 @@
 //! reason and elapsed time, written when the reconcile ended; its start is
 //! the line's time less the elapsed time. Which kinds a controller watches
 //! comes from the same logs (`guest ready`, with `watches`), so the rule
-//! follows a controller that changes what it watches.
+//! follows a controller that changes what it watches. A shard of a sharded
+//! controller (its `guest ready` line names its `shard`, `I of N`, and the
+//! kinds it watches on `every_shard`) is judged only on its own objects:
+//! those FNV-1a 64 of `kind/name` puts in shard I, and every object of an
+//! every-shard kind. (The rig's controllers declare no shard label.)
 //!
 //! Times: a change's `at` is the database clock when its write ran, before
 //! its `COMMIT`; the hosts stamp their lines with their own clock. The rig
@@ -103,6 +107,11 @@ pub struct HostLogs {
     pub trimmed: BTreeMap<String, Vec<(u64, u64)>>,
     /// Controllers whose work queue overflowed.
     pub overflowed: BTreeSet<String>,
+    /// Per controller (a shard's lease), the shard it runs, `(index,
+    /// count)`, from its `guest ready` lines; absent: unsharded.
+    pub shards: BTreeMap<String, (u32, u32)>,
+    /// Per sharded controller, the kinds every shard watches.
+    pub every_shard: BTreeMap<String, Vec<String>>,
 }
 
 impl HostLogs {
@@ -149,15 +158,18 @@ impl HostLogs {
                         *latest = (*latest).max(at);
                     }
                     let kinds = self.watches.entry(controller.to_string()).or_default();
-                    for kind in watches
-                        .trim_start_matches('[')
-                        .trim_end_matches(']')
-                        .split(',')
-                        .map(|k| k.trim().trim_matches('"'))
-                        .filter(|k| !k.is_empty())
-                    {
+                    for kind in debug_list(watches) {
                         if !kinds.iter().any(|k| k == kind) {
                             kinds.push(kind.to_string());
+                        }
+                    }
+                    if let Some(shard) = text("shard").and_then(parse_shard) {
+                        self.shards.insert(controller.to_string(), shard);
+                        let every = self.every_shard.entry(controller.to_string()).or_default();
+                        for kind in text("every_shard").map(debug_list).into_iter().flatten() {
+                            if !every.iter().any(|k| k == kind) {
+                                every.push(kind.to_string());
+                            }
                         }
                     }
                 }
@@ -184,6 +196,19 @@ impl HostLogs {
         }
     }
 
+    /// Whether `controller` is woken for the change `c` at all: every
+    /// change, unless it is a shard and the object belongs to another shard
+    /// (and is not of a kind every shard watches).
+    pub fn watches_object(&self, controller: &str, c: &ChangeFact) -> bool {
+        let Some(&(index, count)) = self.shards.get(controller) else {
+            return true;
+        };
+        self.every_shard
+            .get(controller)
+            .is_some_and(|kinds| kinds.contains(&c.kind))
+            || leasehold_host::shard::Shard::of(&c.kind, &c.name, count) == index
+    }
+
     /// Why the host does not promise `controller` the deletion `c`, if it
     /// does not (see the module documentation).
     fn excuse(&self, controller: &str, c: &ChangeFact) -> Option<&'static str> {
@@ -205,6 +230,21 @@ impl HostLogs {
             None
         }
     }
+}
+
+/// The items of a list the host logs in `Debug` form, `["a", "b"]`.
+fn debug_list(text: &str) -> impl Iterator<Item = &str> {
+    text.trim_start_matches('[')
+        .trim_end_matches(']')
+        .split(',')
+        .map(|k| k.trim().trim_matches('"'))
+        .filter(|k| !k.is_empty())
+}
+
+/// A shard as the host logs it, `shard I of N`: `(I, N)`.
+fn parse_shard(text: &str) -> Option<(u32, u32)> {
+    let (index, count) = text.strip_prefix("shard ")?.split_once(" of ")?;
+    Some((index.parse().ok()?, count.parse().ok()?))
 }
 
 /// A JSON log line's `timestamp` (RFC 3339, UTC, as the host writes it:
@@ -309,7 +349,10 @@ pub fn judge_wake_ups(changes: &[ChangeFact], logs: &HostLogs) -> WakeUps {
     }
     let mut found = WakeUps::default();
     for (controller, kinds) in &logs.watches {
-        for c in changes.iter().filter(|c| kinds.contains(&c.kind)) {
+        for c in changes
+            .iter()
+            .filter(|c| kinds.contains(&c.kind) && logs.watches_object(controller, c))
+        {
             // The object's deletion at or after this change: if the host
             // does not promise it, nor this change (the object was gone
             // before a resync could list it).
@@ -649,6 +692,39 @@ mod tests {
         assert_eq!(found.excused, 2);
         assert_eq!(found.missed.len(), 1, "{:?}", found.missed);
         assert!(found.missed[0].contains("change 6"), "{:?}", found.missed);
+    }
+
+    /// A shard is judged only on its own objects (by kind/name) and on
+    /// every object of an every-shard kind, as its `guest ready` line
+    /// says; a change of its own object it missed is caught.
+    #[test]
+    fn a_shard_is_judged_on_its_own_objects_only() {
+        let log = concat!(
+            r#"{"timestamp":"2026-12-01T21:40:00.500000Z","level":"INFO","message":"guest ready","controller":"scheduler-0","epoch":1,"resumed":false,"from":1,"head":1,"shard":"shard 0 of 4","every_shard":"[\"nodes\"]","watches":"[\"tasks\", \"nodes\"]"}"#,
+            "\n"
+        );
+        let mut l = HostLogs::default();
+        l.add("host-0", log);
+        assert_eq!(l.shards["scheduler-0"], (0, 4));
+        assert_eq!(l.every_shard["scheduler-0"], ["nodes"]);
+        // tasks/t-1 is in shard 0 of 4, tasks/t-2 in shard 1, and every
+        // node is every shard's.
+        let mut node = change(7, 2_000_000_000_000_000, "n-1", "updated", 7);
+        node.kind = "nodes".into();
+        let changes = [
+            change(3, 2_000_000_000_000_000, "t-1", "created", 3),
+            change(5, 2_000_000_000_000_000, "t-2", "created", 5),
+            node,
+        ];
+        let found = judge_wake_ups(&changes, &l);
+        assert_eq!(found.judged, 2, "t-1 and the node; t-2 is shard 1's");
+        assert_eq!(found.missed.len(), 2, "{:?}", found.missed);
+        assert!(found.missed[0].contains("change 3"), "{:?}", found.missed);
+        assert!(found.missed[1].contains("change 7"), "{:?}", found.missed);
+        // An unsharded controller is judged on every object.
+        let mut whole = l.clone();
+        whole.shards.clear();
+        assert_eq!(judge_wake_ups(&changes, &whole).judged, 3);
     }
 
     #[test]
