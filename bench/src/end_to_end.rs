@@ -174,7 +174,7 @@ async fn events(addr: &str, after: u64) -> Result<Vec<Seen>> {
 
 /// Read events from `after` until `tasks` tasks were assigned; the creation
 /// and assignment times of each task.
-async fn collect(
+pub(crate) async fn collect(
     addr: &str,
     mut after: u64,
     tasks: usize,
@@ -212,7 +212,7 @@ async fn collect(
 }
 
 /// The last event's sequence number.
-async fn last_seq(addr: &str) -> Result<u64> {
+pub(crate) async fn last_seq(addr: &str) -> Result<u64> {
     let mut after = 0;
     loop {
         let response = http::get(

@@ -35,6 +35,7 @@ mod proxy;
 mod renew_load;
 mod report;
 mod retention;
+mod sharded;
 mod store_writes;
 mod support;
 mod throughput;
@@ -136,6 +137,11 @@ const PARTS: &[(&str, PartFn, &str)] = &[
         "scheduler tasks assigned per second and creation-to-assignment latency (PostgreSQL)",
     ),
     (
+        "sharded",
+        sharded::run,
+        "the scheduler as 1, 2 and 4 shards on 1 and 2 processes: a released backlog's drain rate (PostgreSQL)",
+    ),
+    (
         "retention",
         retention::run,
         "database size and transactions per second over 24 h of the end-to-end workload compressed into 10 min, retention on (PostgreSQL, minutes)",
@@ -161,7 +167,7 @@ fn usage() -> String {
     }
     text.push_str(
         "\nNeeds the guest components (`cargo xtask guests`), the `leasehold` binary of the\n\
-         same profile for handover, placement, end-to-end, retention and memory, and\n\
+         same profile for handover, placement, end-to-end, sharded, retention and memory, and\n\
          PostgreSQL at LEASEHOLD_DATABASE_URL (default\n\
          postgres://postgres@127.0.0.1:5432/postgres) for the database parts. Each\n\
          database part creates its own database and drops it.\n",
