@@ -102,16 +102,26 @@ impl Host for FakeHost {
         let fault = state.admit(Call::Commit)?;
         let ops = store::validate_commit(&state.limits, ops, events)?;
         let shard = state.shard;
+        let labelled = state.shard_label.clone();
         if shard.count > 1
             && let Some(theirs) = ops.iter().find_map(|op| match op {
                 Op::Status {
                     key,
                     expected_generation: None,
                     ..
-                } if !shard.owns_key(&key.kind, &key.name) => Some(key),
+                } if labelled.is_some() || !shard.owns_key(&key.kind, &key.name) => Some(key),
                 _ => None,
             })
         {
+            if let Some(label) = &labelled {
+                return Err(WireError::Invalid(format!(
+                    "{theirs}: this controller's objects are sharded by the label {label}, \
+                     which the op does not carry, so this {shard} cannot tell whose it is: a \
+                     status write of a controller sharded by a label must be conditional (give \
+                     it an expected generation) (lease {}, epoch {})",
+                    state.fence.lease, state.fence.epoch
+                )));
+            }
             return Err(WireError::Invalid(format!(
                 "{theirs} belongs to shard {} of {}, not to this {shard}: a write to another \
                  shard's object must be conditional (give the status write an expected \

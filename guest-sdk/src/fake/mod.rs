@@ -39,7 +39,7 @@ use std::time::SystemTime;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use crate::controller::{Controller, Reason, Reply, dispatch};
+use crate::controller::{Controller, Description, Reason, Reply, dispatch};
 use crate::error::StoreError;
 use crate::fence::{Fence, Shard};
 use crate::limits::Limits;
@@ -66,6 +66,9 @@ struct State {
     fence: Fence,
     /// The shard the tenure runs (`tenure.shard`).
     shard: Shard,
+    /// The shard label of the last controller the fake ran
+    /// ([`FakeHost::reconcile`] and the like describe it first).
+    shard_label: Option<String>,
     revoked: bool,
     unavailable: bool,
     objects: Objects,
@@ -225,6 +228,7 @@ impl FakeHost {
                     holder: "fake-host".into(),
                 },
                 shard: Shard::WHOLE,
+                shard_label: None,
                 revoked: false,
                 unavailable: false,
                 objects: Objects::default(),
@@ -542,12 +546,14 @@ impl FakeHost {
 
     /// Run the guest as `shard` of a sharded controller, as the host does
     /// for a config entry with `shards = count`: [`crate::shard`] answers
-    /// it, and a commit keeps the host's rule for writes to other shards'
-    /// objects: a status write without an expected generation to an
-    /// object of another shard (by its `kind/name`) is refused whole with
-    /// [`StoreError::Invalid`]. (The fake judges by `kind/name` only; the
-    /// host, under a [`crate::Description::shard_by_label`], refuses every
-    /// blind status write.)
+    /// it; [`FakeHost::wakes`], [`FakeHost::reconcile_changes`] and
+    /// [`FakeHost::resync`] queue only what the shard watches (its own
+    /// objects, by the description's shard label or `kind/name`, and every
+    /// object of its every-shard kinds); and a commit keeps the host's rule
+    /// for writes to other shards' objects: a status write without an
+    /// expected generation to an object of another shard (by `kind/name`)
+    /// is refused whole with [`StoreError::Invalid`], and under a shard
+    /// label (of the last controller the fake ran) every such write is.
     ///
     /// # Panics
     ///
@@ -708,8 +714,18 @@ impl FakeHost {
         reason: Reason,
     ) -> Reply {
         self.install();
+        self.described(controller);
         self.state.borrow_mut().http.begin_reconcile();
         dispatch(controller, kind, name, reason)
+    }
+
+    /// `controller`'s description, whose shard label the fake's commits
+    /// then judge blind status writes by (as the host learns it from
+    /// `describe` at the start of a tenure).
+    fn described<C: Controller + ?Sized>(&self, controller: &C) -> Description {
+        let description = controller.describe();
+        self.state.borrow_mut().shard_label = description.shard_label.clone();
+        description
     }
 
     /// The change stream so far: every object write (by commits, seeds and
@@ -768,7 +784,13 @@ impl FakeHost {
     pub fn wakes<C: Controller + ?Sized>(&self, controller: &C) -> Vec<(ObjectKey, Reason)> {
         let description = controller.describe();
         let state = self.state.borrow();
-        watch::wakes(&description, &state.objects.changes[state.delivered..])
+        let view = watch::ShardView {
+            shard: state.shard,
+            description: &description,
+        };
+        watch::wakes(&view, &state.objects.changes[state.delivered..], |key| {
+            state.objects.map.get(key).map(|o| o.meta.labels.clone())
+        })
     }
 
     /// Reconcile every key the changes since the last call wake (see
@@ -806,6 +828,7 @@ impl FakeHost {
         controller: &C,
     ) -> Vec<(ObjectKey, Reason, Reply)> {
         self.install();
+        self.described(controller);
         let woken = self.wakes(controller);
         {
             let mut state = self.state.borrow_mut();
@@ -849,16 +872,23 @@ impl FakeHost {
     /// ```
     pub fn resync<C: Controller + ?Sized>(&self, controller: &C) -> Vec<(ObjectKey, Reply)> {
         self.install();
+        let description = self.described(controller);
         let mut replies = Vec::new();
-        for kind in controller.describe().watches {
+        for kind in &description.watches {
             let keys: Vec<ObjectKey> = {
                 let state = self.state.borrow();
+                let view = watch::ShardView {
+                    shard: state.shard,
+                    description: &description,
+                };
                 state
                     .objects
                     .map
-                    .keys()
-                    .filter(|key| key.kind == kind)
-                    .cloned()
+                    .iter()
+                    .filter(|(key, stored)| {
+                        key.kind == *kind && view.watches(key, &stored.meta.labels)
+                    })
+                    .map(|(key, _)| key.clone())
                     .collect()
             };
             for key in keys {

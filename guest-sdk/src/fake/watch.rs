@@ -5,11 +5,14 @@
 //! change stream does; [`wakes`] maps changes through a [`Description`]
 //! as the host's worker does (watched kinds as [`Reason::Change`], related
 //! kinds through their [`Map`] as [`Reason::Related`], one entry per key
-//! with the strongest reason, in first-woken order).
+//! with the strongest reason, in first-woken order), and, for a shard of
+//! a sharded controller, only the keys that shard watches
+//! ([`ShardView`], as the host's `Sharding` decides).
 
 use std::collections::BTreeMap;
 
 use crate::controller::{Description, Map, Reason};
+use crate::fence::Shard;
 use crate::object::{Metadata, ObjectKey};
 
 /// What a write did to an object.
@@ -140,9 +143,39 @@ fn mapped(map: &Map, relations: &[&Relations]) -> Vec<ObjectKey> {
     keys
 }
 
+/// What a shard of a sharded controller watches, as the host decides it:
+/// its own objects (by the shard label's value when the object carries it,
+/// else by `kind/name`) and every object of the every-shard kinds.
+pub(super) struct ShardView<'a> {
+    pub shard: Shard,
+    pub description: &'a Description,
+}
+
+impl ShardView<'_> {
+    /// Whether this shard watches the object `key` with `labels`.
+    pub fn watches(&self, key: &ObjectKey, labels: &BTreeMap<String, String>) -> bool {
+        self.shard.count <= 1
+            || self.description.every_shard.contains(&key.kind)
+            || self.shard.owns(
+                &key.kind,
+                &key.name,
+                labels,
+                self.description.shard_label.as_deref(),
+            )
+    }
+}
+
 /// The keys the host queues for `changes` given `description`, one entry
-/// per key with the strongest reason, in the order first queued.
-pub(super) fn wakes(description: &Description, changes: &[Change]) -> Vec<(ObjectKey, Reason)> {
+/// per key with the strongest reason, in the order first queued, for the
+/// shard `view` runs: a changed object by its labels after the change or
+/// before it, a related key by its target's labels as stored now
+/// (`labels_of`; none: by `kind/name`).
+pub(super) fn wakes(
+    view: &ShardView<'_>,
+    changes: &[Change],
+    labels_of: impl Fn(&ObjectKey) -> Option<BTreeMap<String, String>>,
+) -> Vec<(ObjectKey, Reason)> {
+    let description = view.description;
     let mut queued: Vec<(ObjectKey, Reason)> = Vec::new();
     let mut queue =
         |key: ObjectKey, reason: Reason| match queued.iter_mut().find(|(k, _)| *k == key) {
@@ -158,10 +191,16 @@ pub(super) fn wakes(description: &Description, changes: &[Change]) -> Vec<(Objec
             .filter(|r| r.kind == change.key.kind)
         {
             for key in mapped(&related.map, &seen) {
-                queue(key, Reason::Related);
+                if view.watches(&key, &labels_of(&key).unwrap_or_default()) {
+                    queue(key, Reason::Related);
+                }
             }
         }
-        if description.watches.contains(&change.key.kind) {
+        if description.watches.contains(&change.key.kind)
+            && seen
+                .iter()
+                .any(|relations| view.watches(&change.key, &relations.labels))
+        {
             queue(change.key.clone(), Reason::Change);
         }
     }
@@ -171,8 +210,9 @@ pub(super) fn wakes(description: &Description, changes: &[Change]) -> Vec<(Objec
 #[cfg(test)]
 mod tests {
     use crate::controller::{Context, Controller, Description, Map, Outcome, Reason};
-    use crate::error::Error;
+    use crate::error::{Error, StoreError};
     use crate::fake::FakeHost;
+    use crate::fence::Shard;
     use crate::object::{Api, Metadata, ObjectKey};
     use crate::transaction::Transaction;
 
@@ -278,5 +318,92 @@ mod tests {
         host.seed_with("leases", "m", &1, &label("Not_A.Name"));
         assert_eq!(woken(&host), []);
         assert!(host.wakes(&Owner).is_empty(), "every change was delivered");
+    }
+
+    /// Shards tasks by a tenant label, watches nodes on every shard, and
+    /// owns pods.
+    struct Tenants;
+
+    impl Controller for Tenants {
+        fn describe(&self) -> Description {
+            Description::watching(["tasks"])
+                .owns("pods")
+                .watch_on_every_shard("nodes")
+                .shard_by_label(TENANT)
+        }
+
+        fn reconcile(&self, _: &Context, _: &str, _: &str) -> Result<Outcome, Error> {
+            Ok(Outcome::Done)
+        }
+    }
+
+    const TENANT: &str = "example.com/tenant";
+
+    /// A tenant value whose shard (of 2) is `index`.
+    fn tenant_in(index: u32) -> String {
+        (0..100)
+            .map(|i| format!("tenant-{i}"))
+            .find(|v| Shard::of_label(v, 2) == index)
+            .expect("a value in each shard")
+    }
+
+    /// As shard 0 of 2, the fake wakes and resyncs only what the host's
+    /// shard would: tasks by their tenant label (or by name without one),
+    /// every node, and a pod's owner by the owner's label; and it refuses
+    /// every blind status write under the shard label, as the host does.
+    #[test]
+    fn a_shard_is_woken_for_and_resyncs_what_the_host_gives_it() {
+        let host = FakeHost::new();
+        host.set_shard(Shard { index: 0, count: 2 });
+        let (ours, theirs) = (tenant_in(0), tenant_in(1));
+        host.seed_with("tasks", "a", &1, &Metadata::new().label(TENANT, &ours));
+        host.seed_with("tasks", "b", &1, &Metadata::new().label(TENANT, &theirs));
+        let plain = (0..100)
+            .map(|i| format!("plain-{i}"))
+            .find(|n| Shard::of_key("tasks", n, 2) == 0)
+            .unwrap();
+        host.seed("tasks", &plain, &1);
+        host.seed("nodes", "n-1", &1);
+        host.seed_with(
+            "pods",
+            "p",
+            &1,
+            &Metadata::new().owner(ObjectKey::new("tasks", "b")),
+        );
+        let woken: Vec<String> = host
+            .wakes(&Tenants)
+            .into_iter()
+            .map(|(k, _)| k.to_string())
+            .collect();
+        assert_eq!(
+            woken,
+            ["tasks/a", format!("tasks/{plain}").as_str(), "nodes/n-1"]
+        );
+        host.reconcile_changes(&Tenants);
+        let resynced: Vec<String> = host
+            .resync(&Tenants)
+            .into_iter()
+            .map(|(k, _)| k.to_string())
+            .collect();
+        assert_eq!(
+            resynced,
+            [
+                "tasks/a".to_string(),
+                format!("tasks/{plain}"),
+                "nodes/n-1".to_string()
+            ]
+        );
+        let refused = Transaction::new()
+            .write_status("tasks", "a", None, &"seen")
+            .commit();
+        assert!(
+            matches!(&refused, Err(StoreError::Invalid(why)) if why.contains(TENANT)),
+            "{refused:?}"
+        );
+        let task = Api::<u32>::new("tasks").get("a").unwrap().unwrap();
+        Transaction::new()
+            .update_status(&task, &"seen")
+            .commit()
+            .expect("a conditional status write passes");
     }
 }
