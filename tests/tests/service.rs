@@ -679,6 +679,15 @@ async fn sharded_controllers_reconcile_their_own_objects_and_race_only_condition
     for lease in leases {
         epochs.push(held_epoch(&replica, lease, limit).await);
     }
+    // /metrics names each shard: its lease, controller, index and count.
+    let metrics = replica.metrics().await.expect("metrics");
+    for lease in leases {
+        let (controller, index) = lease.rsplit_once('-').unwrap();
+        let series = format!(
+            "leasehold_lease_shard{{lease=\"{lease}\",controller=\"{controller}\",index=\"{index}\",count=\"2\"}} 1"
+        );
+        assert!(metrics.contains(&series), "no {series} in\n{metrics}");
+    }
     // The host reports (and registers) the shards' leases, never the
     // sharded controllers' own names, which no lease carries.
     let (_, ready) = replica.readyz().await.unwrap();

@@ -37,6 +37,7 @@
 //! | `leasehold_lease_leaderless_seconds` | gauge: 0 while the lease's record shows a live tenure, else the time since its last tenure ended or expired | `lease` |
 //! | `leasehold_lease_epoch` | gauge: the lease's last granted epoch, from the database | `lease` |
 //! | `leasehold_lease_observe_failures_total` | counter: scrapes that could not read the lease records | |
+//! | `leasehold_lease_shard` | gauge, always 1: a lease this host's config runs as a shard of a sharded controller (with `leasehold_leader{controller=LEASE}`, where each shard lives) | `lease`, `controller` (the sharded controller), `index`, `count` |
 //! | `leasehold_placement_moves_total` | counter: leases placement moved to this host (counted by the grant that recorded the move) | `reason` = over_share, no_other_host, lapsed |
 //! | `process_cpu_seconds_total`, `process_resident_memory_bytes`, `process_virtual_memory_bytes`, `process_open_fds`, `process_max_fds`, `process_threads`, `process_start_time_seconds` | the standard process series, read from `/proc` (Linux only) | |
 //!
@@ -102,6 +103,7 @@ pub(super) async fn handler(State(shared): State<AppState>) -> impl IntoResponse
         )
         .await;
     host.render(&mut text, &leases);
+    render_shards(&mut text, &shared.api.status);
     ([(header::CONTENT_TYPE, CONTENT_TYPE)], text)
 }
 
@@ -554,6 +556,44 @@ fn render_leases(out: &mut String, snapshot: &LeaseSnapshot, failures: u64) {
          are missing from those).",
     );
     let _ = writeln!(out, "leasehold_lease_observe_failures_total {failures}");
+}
+
+/// `leasehold_lease_shard{lease, controller, index, count}`: one series,
+/// always 1, per lease this host's config runs as a shard, in lease order;
+/// the family is left out when there is none.
+fn render_shards(out: &mut String, status: &Status) {
+    let mut shards: Vec<(String, String, crate::shard::Shard)> = status
+        .controllers()
+        .iter()
+        .filter_map(|c| {
+            let (controller, shard) = status.shard_of(&c.name)?;
+            Some((c.name.clone(), controller, shard))
+        })
+        .collect();
+    if shards.is_empty() {
+        return;
+    }
+    shards.sort_by(|a, b| a.0.cmp(&b.0));
+    header(
+        out,
+        "leasehold_lease_shard",
+        "gauge",
+        "Always 1: a lease this host runs as shard index of count of a sharded controller \
+         (shards = count); leasehold_leader{controller=<lease>} says whether it leads here.",
+    );
+    for (lease, controller, shard) in shards {
+        sample(
+            out,
+            "leasehold_lease_shard",
+            &labels(&[
+                ("lease", &lease),
+                ("controller", &controller),
+                ("index", &shard.index.to_string()),
+                ("count", &shard.count.to_string()),
+            ]),
+            1,
+        );
+    }
 }
 
 /// The process as `/proc` shows it; `None` fields are left out.
@@ -1302,6 +1342,50 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("leasehold_lease_observe_failures_total 0\n"));
+    }
+
+    /// Each lease this host runs as a shard is one `leasehold_lease_shard`
+    /// series naming its controller, index and count; an unsharded lease
+    /// has none, and a host without shards exports no such family.
+    #[test]
+    fn shards_are_exported_with_their_controller_index_and_count() {
+        let status = Status::new(
+            "c1".into(),
+            "host-a".into(),
+            &[
+                "sched-0".to_string(),
+                "sched-1".to_string(),
+                "plain".to_string(),
+            ],
+        );
+        let mut text = String::new();
+        render_shards(&mut text, &status);
+        assert!(text.is_empty(), "{text}");
+        for index in 0..2 {
+            status.set_shard(
+                &format!("sched-{index}"),
+                "sched",
+                crate::shard::Shard { index, count: 2 },
+            );
+        }
+        render_shards(&mut text, &status);
+        assert!(
+            text.contains("# TYPE leasehold_lease_shard gauge\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "leasehold_lease_shard{lease=\"sched-0\",controller=\"sched\",index=\"0\",count=\"2\"} 1\n"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "leasehold_lease_shard{lease=\"sched-1\",controller=\"sched\",index=\"1\",count=\"2\"} 1\n"
+            ),
+            "{text}"
+        );
+        assert!(!text.contains("plain"), "{text}");
     }
 
     #[test]
