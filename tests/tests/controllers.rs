@@ -89,7 +89,12 @@ mod scheduler {
     async fn describes_nodes_and_tasks_with_a_resync() {
         let mut h = load().await;
         let description = h.describe().await;
-        assert_eq!(description.watches, [NODES, TASKS]);
+        assert_eq!(description.watches, [TASKS, NODES]);
+        assert_eq!(
+            description.every_shard,
+            [NODES],
+            "every shard sees every node"
+        );
         assert_eq!(description.resync_period, Some(Duration::from_secs(60)));
     }
 

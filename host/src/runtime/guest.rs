@@ -875,3 +875,44 @@ impl GuestInstance {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn described(label: Option<&str>, every_shard: &[&str]) -> Description {
+        Description {
+            watches: vec!["tasks".into()],
+            resync_period: None,
+            related: Vec::new(),
+            shard_label: label.map(str::to_string),
+            every_shard: every_shard.iter().map(|k| k.to_string()).collect(),
+        }
+    }
+
+    /// What `describe` says of sharding is checked before the guest runs
+    /// (a tenure's start fails with `GuestError::Described`, and `leasehold
+    /// check` refuses it): a shard label of label-key syntax and
+    /// every-shard kinds of kind syntax pass; anything else is refused,
+    /// naming it.
+    #[test]
+    fn a_malformed_shard_label_or_every_shard_kind_is_refused_by_name() {
+        assert_eq!(described(None, &[]).check_sharding(), Ok(()));
+        assert_eq!(
+            described(Some("example.com/tenant"), &["nodes"]).check_sharding(),
+            Ok(())
+        );
+        let label = described(Some("-bad label-"), &[])
+            .check_sharding()
+            .unwrap_err();
+        assert!(
+            label.contains("shard label") && label.contains("-bad label-"),
+            "{label}"
+        );
+        let kind = described(None, &["Nodes!"]).check_sharding().unwrap_err();
+        assert!(
+            kind.contains("every-shard kind") && kind.contains("Nodes!"),
+            "{kind}"
+        );
+    }
+}
