@@ -264,14 +264,20 @@ impl Description {
     /// label of the syntax of a label key, and every-shard kinds of the
     /// syntax of a kind. `Err` names the first that is not.
     pub fn check_sharding(&self) -> Result<(), String> {
-        if let Some(label) = &self.shard_label {
-            crate::store::check_label_key(label).map_err(|e| format!("shard label: {e}"))?;
-        }
-        for kind in &self.every_shard {
-            crate::names::check_label("every-shard kind", kind).map_err(|e| e.to_string())?;
-        }
-        Ok(())
+        check_sharding(self.shard_label.as_deref(), &self.every_shard)
     }
+}
+
+/// [`Description::check_sharding`] of what a `describe` answered, before
+/// it becomes a [`Description`].
+fn check_sharding(label: Option<&str>, every_shard: &[String]) -> Result<(), String> {
+    if let Some(label) = label {
+        crate::store::check_label_key(label).map_err(|e| format!("shard label: {e}"))?;
+    }
+    for kind in every_shard {
+        crate::names::check_label("every-shard kind", kind).map_err(|e| e.to_string())?;
+    }
+    Ok(())
 }
 
 /// "Watch `kind` and map each change through `map`" (the WIT's
@@ -675,14 +681,7 @@ impl GuestInstance {
         let description = self
             .guarded(|store| Box::pin(async move { bindings.describe(store).await }))
             .await?;
-        let checked = Description {
-            watches: Vec::new(),
-            resync_period: None,
-            related: Vec::new(),
-            shard_label: description.shard_label.clone(),
-            every_shard: description.every_shard.clone(),
-        }
-        .check_sharding();
+        let checked = check_sharding(description.shard_label.as_deref(), &description.every_shard);
         if let Err(problem) = checked {
             return Err(GuestError::Described {
                 controller: self.controller.clone(),
