@@ -373,9 +373,16 @@ pub enum Error {
         max: usize,
     },
     /// The controller's settings ([`crate::settings`]) did not decode as
-    /// the type asked for. The message never quotes a settings value.
+    /// the type asked for. Neither the key nor the message ever quotes a
+    /// settings value.
     Settings {
-        /// What serde said, without the value it quoted.
+        /// The key it failed on, as a path from the top of the settings:
+        /// `region`, `db.port`, `exempt[2]` (a missing key, an unknown one
+        /// refused by `deny_unknown_fields`, or one whose value has the
+        /// wrong type); `None` when the settings as a whole did not fit.
+        key: Option<String>,
+        /// What was wrong, by type ("invalid type: a string, expected
+        /// u32", "missing"), never by value.
         message: String,
     },
     /// The controller's own failure, with an optional retry delay.
@@ -555,7 +562,14 @@ impl fmt::Display for Error {
                 f,
                 "more than {max} objects of kind {kind}; page through them with Api::list instead"
             ),
-            Error::Settings { message } => write!(
+            Error::Settings {
+                key: Some(key),
+                message,
+            } => write!(
+                f,
+                "the controller's settings do not have the expected shape: key `{key}`: {message}"
+            ),
+            Error::Settings { key: None, message } => write!(
                 f,
                 "the controller's settings do not have the expected shape: {message}"
             ),
