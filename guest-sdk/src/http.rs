@@ -40,7 +40,8 @@
 //!    again.
 //!
 //! The guest's half of the rule is [`IdempotencyKey::for_action`]: a key
-//! built from the object and the action, never the epoch, so that a retry
+//! built from the object, its generation (which status writes do not
+//! move) and the action, never the epoch, so that a retry
 //! (after a [`HttpError::Timeout`] or [`HttpError::Connection`], when the
 //! request may or may not have been applied) and a successor's re-run of
 //! the same decision carry the same key, and the receiver applies the
@@ -66,8 +67,8 @@
 //! host.allow_http(["http://billing.test/v1/"]);
 //! host.respond("http://billing.test/v1/invoices", HttpReply::json(201, &json!({ "id": "inv-7" })));
 //!
-//! // The key names the decision (order o1 at version 42, "invoice"), not
-//! // the tenure: a successor re-running it sends the same key.
+//! // The key names the decision (order o1 at generation 42, "invoice"),
+//! // not the tenure: a successor re-running it sends the same key.
 //! let key = IdempotencyKey::for_action("orders", "o1", 42, "invoice");
 //! let response = Request::post("http://billing.test/v1/invoices")
 //!     .json(&json!({ "order": "o1", "amount": 5 }))?
@@ -866,38 +867,78 @@ impl Response {
     }
 }
 
-/// A key that names one action on one version of one object, for the
-/// receiver's deduplication (the `Idempotency-Key` header).
+/// A key that names one action decided on one state of one object, for
+/// the receiver's deduplication (the `Idempotency-Key` header).
 ///
 /// Stable across tenures and processes: built only from the object's
-/// kind, name and version and the action's name — never the epoch, the
+/// kind and name, a number that says which state of the object the
+/// decision was made on, and the action's name — never the epoch, the
 /// holder or anything random — so a retry, and a successor re-running the
-/// same decision on the same version, send the same key and the receiver
-/// applies the effect once. A new version of the object (the decision was
-/// made again on changed input) gives a new key.
+/// same decision, send the same key and the receiver applies the effect
+/// once. A new state (the decision made again on changed input) gives a
+/// new key.
 ///
-/// The form is `<kind>/<name>@<version>/<action>`, each of kind, name and
+/// # Which number: the generation
+///
+/// For an effect driven by the object's spec (its value and metadata:
+/// create this bucket, resize it, delete it once marked), pass the
+/// object's **generation** ([`crate::Object::generation`]). The generation
+/// moves only when the value or the metadata changes (a deletion mark
+/// included); a status write never moves it. The version moves with
+/// every write, status writes included, so a key built from the version
+/// changes as soon as the controller records its own progress: write
+/// `Pending` to the status, send the request, lose the answer, and the
+/// retry reads a new version, builds a new key, and the receiver applies
+/// the effect a second time. With the generation the retry sends the same
+/// key, and the receiver replays its stored answer.
+///
+/// Pass the version only for an effect that must be decided again after
+/// any write of the object, status included. [`crate::finalizer`]'s
+/// cleanup runs on the marked object: its generation (the mark's) keys
+/// the cleanup's effects.
+///
+/// The form is `<kind>/<name>@<number>/<action>`, each of kind, name and
 /// action percent-encoded except for ASCII letters, digits and `-._~`, so
 /// the separators are unambiguous and the key is a valid header value.
-/// This form is part of the contract and does not change. Two controllers
-/// sending to the same receiver about the same objects should use distinct
-/// action names.
+/// This form is part of the contract, shared by every SDK of this
+/// repository, and does not change. Two controllers sending to the same
+/// receiver about the same objects should use distinct action names.
 ///
 /// # Example
 ///
 /// ```
 /// use leasehold_guest::http::IdempotencyKey;
+/// use leasehold_guest::{Api, FakeHost, Transaction};
+/// use serde_json::json;
 ///
 /// let key = IdempotencyKey::for_action("orders", "o-17", 42, "charge card");
 /// assert_eq!(key.as_str(), "orders/o-17@42/charge%20card");
 /// assert_eq!(key, IdempotencyKey::for_action("orders", "o-17", 42, "charge card"));
 /// assert_ne!(key, IdempotencyKey::for_action("orders", "o-17", 43, "charge card"));
+///
+/// // Recording progress in the status keeps the generation, and the key.
+/// let host = FakeHost::new();
+/// host.seed("orders", "o-17", &json!({ "amount": 5 }));
+/// let orders = Api::<serde_json::Value>::new("orders");
+/// let order = orders.get("o-17")?.unwrap();
+/// let key = |o: &leasehold_guest::Object| {
+///     IdempotencyKey::for_action("orders", &o.name, o.generation, "charge")
+/// };
+/// let before = key(&order);
+/// Transaction::new().update_status(&order, &json!({ "phase": "Pending" })).commit()?;
+/// let after = orders.get("o-17")?.unwrap();
+/// assert_ne!(after.version, order.version, "a status write moves the version");
+/// assert_eq!(key(&after), before, "but not the generation");
+/// # Ok::<(), leasehold_guest::Error>(())
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct IdempotencyKey(String);
 
 impl IdempotencyKey {
-    /// The key of `action` decided on version `version` of `kind/name`.
+    /// The key of `action` decided on the state `number` of `kind/name`:
+    /// the object's generation for an effect of its spec (see
+    /// [`IdempotencyKey`], "Which number"), or its version for one that
+    /// must be decided again after any write.
     ///
     /// # Example
     ///
@@ -910,13 +951,13 @@ impl IdempotencyKey {
     /// assert_ne!(a, b);
     /// assert_eq!(a.as_str(), "a/b%2Fc@1/d");
     /// ```
-    pub fn for_action(kind: &str, name: &str, version: u64, action: &str) -> Self {
+    pub fn for_action(kind: &str, name: &str, number: u64, action: &str) -> Self {
         let mut key = String::with_capacity(kind.len() + name.len() + action.len() + 24);
         escape_into(&mut key, kind);
         key.push('/');
         escape_into(&mut key, name);
         // Writing to a String cannot fail.
-        let _ = write!(key, "@{version}/");
+        let _ = write!(key, "@{number}/");
         escape_into(&mut key, action);
         IdempotencyKey(key)
     }

@@ -17,6 +17,12 @@
 //! - atomic, fenced writes through the [`Transaction`] builder, whose
 //!   [`StoreError`] tells *fenced* (stop) from *conflict* (re-read, retry),
 //!   and [`retry_on_conflict`], the bounded re-read-and-retry loop;
+//! - [`finalizer`]: apply while an object lives, clean up before it goes,
+//!   the finalizer added and removed in conditional commits, with
+//!   [`FinalizerError`] telling which step failed;
+//! - status [`Condition`]s shaped like Kubernetes' (`set_condition`,
+//!   `get_condition`, `remove_condition`) and typed events
+//!   ([`EventType`], [`Transaction::warning`]);
 //! - the current [`Fence`] (cluster, lease, epoch, holder);
 //! - the controller's settings from the host's config, typed through
 //!   serde ([`settings`]), and the wall clock ([`clock::now`]); the
@@ -105,11 +111,12 @@
 //! | 1 | `sys` | the seam: the wire types ([`ObjectKey`], [`Op`], [`NewEvent`], [`Committed`], [`Fence`], [`Level`], [`http::Method`], raw objects and pages, the wire's store errors, outbound requests and responses and `wasi:http`'s `error-code`) and the eight calls (store, tenure, logging, settings, wall clock, outbound HTTP), answered by the WIT imports (and `wasi:http/outgoing-handler`) on `wasm32` and by the host installed on the thread natively |
 //! | 2 | `http` | outbound requests: the builder, the URL taken apart, the classification of `error-code`s into [`http::HttpError`], responses, idempotency keys |
 //! | 3 | `error`, `clock`, `fence`, `log` | typed errors (a wire error becomes a [`StoreError`], a quota refusal is recognized, a fenced store or HTTP error ends the reconcile as fenced), the wall clock, the current fence, logging |
-//! | 4 | `object`, `settings` | [`Api`], [`Object`], [`Page`], [`Kind`]: typed reads decoded from the wire, typed kinds; the controller's settings decoded as the author's type |
-//! | 5 | `transaction`, `retry` | [`Transaction`]: fenced, atomic writes (typed ones for a [`Kind`]); [`retry_on_conflict`]: re-read and retry a failed precondition, bounded |
-//! | 6 | `controller` | the [`Controller`] trait, [`Context`], [`Reason`], [`Reply`] and the one mapping of a reconcile's result to a reply |
-//! | 7 | `export` | the `wasm32` glue of [`export_controller!`] |
-//! | 8 | `fake` | [`FakeHost`]: a native host that installs itself into `sys` and drives controllers |
+//! | 4 | `object`, `settings`, `condition` | [`Api`], [`Object`], [`Page`], [`Kind`]: typed reads decoded from the wire, typed kinds; the controller's settings decoded as the author's type, errors naming the key; status [`Condition`]s and their list helpers |
+//! | 5 | `transaction`, `retry` | [`Transaction`]: fenced, atomic writes (typed ones for a [`Kind`]) and events ([`EventType`]); [`retry_on_conflict`]: re-read and retry a failed precondition, bounded |
+//! | 6 | `controller` | the [`Controller`] trait, [`Context`], [`Reason`], [`Reply`], [`Outcome`] and the one mapping of a reconcile's result to a reply |
+//! | 7 | `finalizer` | [`finalizer`]: apply, or clean up and let go, under a finalizer; [`FinalizerError`] |
+//! | 8 | `export` | the `wasm32` glue of [`export_controller!`] |
+//! | 9 | `fake` | [`FakeHost`]: a native host that installs itself into `sys` and drives controllers |
 //!
 //! `sys` imports nothing of the crate: the native side calls through a
 //! `Host` trait object that the fake installs, so `sys` never names the
@@ -121,10 +128,12 @@
 #![deny(missing_docs)]
 
 pub mod clock;
+mod condition;
 mod controller;
 mod error;
 mod export;
 mod fence;
+mod finalizer;
 pub mod http;
 mod limits;
 mod log;
@@ -137,11 +146,13 @@ mod transaction;
 #[cfg(not(target_arch = "wasm32"))]
 mod fake;
 
+pub use condition::{Condition, ConditionStatus, get_condition, remove_condition, set_condition};
 pub use controller::{
     Context, Controller, Description, Map, Outcome, Reason, Related, Reply, Retry,
 };
 pub use error::{Error, QUOTA_EXCEEDED_PREFIX, Quota, QuotaExceeded, StoreError};
 pub use fence::{Fence, Shard, fence, shard};
+pub use finalizer::{FinalizerError, finalizer};
 pub use limits::{
     DEFAULT_PAGE_SIZE, LOG_LINE_BYTES, Limits, MAX_CALL_PAYLOAD_BYTES, MAX_COLLECTED_PER_COMMIT,
     MAX_EVENT_MESSAGE_BYTES, MAX_EVENT_REASON_BYTES, MAX_EVENTS_PER_COMMIT, MAX_FINALIZER_BYTES,
@@ -154,7 +165,7 @@ pub use log::{Level, log};
 pub use object::{Api, Kind, Metadata, Object, ObjectKey, Page, Selector};
 pub use retry::{DEFAULT_CONFLICT_ATTEMPTS, retry_on_conflict};
 pub use settings::{settings, settings_json};
-pub use transaction::{Committed, NewEvent, Op, Transaction};
+pub use transaction::{Committed, EventType, NewEvent, Op, Transaction, UnknownEventType};
 
 #[cfg(not(target_arch = "wasm32"))]
 pub use fake::{

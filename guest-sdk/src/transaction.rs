@@ -6,6 +6,9 @@
 //! commit with a value that failed to serialize, or be resendable after a
 //! failure (it is consumed: a retry must be built from a re-read).
 
+use std::fmt;
+use std::str::FromStr;
+
 use serde::Serialize;
 
 use crate::error::StoreError;
@@ -15,6 +18,140 @@ use crate::sys;
 // What a commit carries and returns are wire types; they are re-exported
 // here, where the author meets them.
 pub use crate::sys::{Committed, NewEvent, Op};
+
+/// The type of an event: `Normal` (something happened as it should) or
+/// `Warning` (something a person may have to look at), as Kubernetes'
+/// event types.
+///
+/// The store's events have no type field (the WIT's `new-event` is kind,
+/// name, reason and message), so the type travels at the start of the
+/// message, the same way in every SDK of this repository:
+///
+/// - a **warning**'s message starts with `Warning: `;
+/// - a **normal** event's message is the message as given, except one that
+///   itself starts with `Warning: ` or `Normal: `, which gets `Normal: `
+///   in front so that it still reads as normal;
+/// - reading, a message that starts with `Warning: ` is a warning, one that
+///   starts with `Normal: ` is normal (the prefix is not part of the text),
+///   and anything else is normal, as is every event written without a type
+///   ([`Transaction::event`]).
+///
+/// The prefix counts toward the host's [`crate::MAX_EVENT_MESSAGE_BYTES`].
+///
+/// # Example
+///
+/// ```
+/// use leasehold_guest::EventType;
+///
+/// assert_eq!(EventType::Warning.encode("disk full"), "Warning: disk full");
+/// assert_eq!(EventType::Normal.encode("all good"), "all good");
+/// assert_eq!(EventType::decode("Warning: disk full"), (EventType::Warning, "disk full"));
+/// assert_eq!(EventType::decode("all good"), (EventType::Normal, "all good"));
+/// // A normal message that looks like a warning is kept normal.
+/// let odd = EventType::Normal.encode("Warning: is a word");
+/// assert_eq!(odd, "Normal: Warning: is a word");
+/// assert_eq!(EventType::decode(&odd), (EventType::Normal, "Warning: is a word"));
+/// assert_eq!("Warning".parse::<EventType>(), Ok(EventType::Warning));
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub enum EventType {
+    /// Something happened as it should: `Normal`.
+    #[default]
+    Normal,
+    /// Something a person may have to look at: `Warning`.
+    Warning,
+}
+
+impl EventType {
+    /// Its name: `Normal` or `Warning`.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// assert_eq!(leasehold_guest::EventType::Warning.as_str(), "Warning");
+    /// ```
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventType::Normal => "Normal",
+            EventType::Warning => "Warning",
+        }
+    }
+
+    /// What starts a message of this type: `Normal: ` or `Warning: `.
+    fn prefix(self) -> &'static str {
+        match self {
+            EventType::Normal => "Normal: ",
+            EventType::Warning => "Warning: ",
+        }
+    }
+
+    /// The message an event of this type carries on the wire (see
+    /// [`EventType`]).
+    ///
+    /// # Example
+    ///
+    /// See [`EventType`].
+    pub fn encode(self, message: &str) -> String {
+        let marked = [EventType::Normal, EventType::Warning]
+            .iter()
+            .any(|t| message.starts_with(t.prefix()));
+        match self {
+            EventType::Normal if !marked => message.to_string(),
+            _ => format!("{}{message}", self.prefix()),
+        }
+    }
+
+    /// The type of an event and its text, read from its message as stored
+    /// (see [`EventType`]).
+    ///
+    /// # Example
+    ///
+    /// See [`EventType`].
+    pub fn decode(message: &str) -> (EventType, &str) {
+        for t in [EventType::Warning, EventType::Normal] {
+            if let Some(text) = message.strip_prefix(t.prefix()) {
+                return (t, text);
+            }
+        }
+        (EventType::Normal, message)
+    }
+}
+
+impl fmt::Display for EventType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Not `Normal` or `Warning`.
+///
+/// # Example
+///
+/// ```
+/// assert!("Error".parse::<leasehold_guest::EventType>().is_err());
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnknownEventType(pub String);
+
+impl fmt::Display for UnknownEventType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "not an event type: {:?} (Normal or Warning)", self.0)
+    }
+}
+
+impl std::error::Error for UnknownEventType {}
+
+impl FromStr for EventType {
+    type Err = UnknownEventType;
+
+    fn from_str(name: &str) -> Result<Self, Self::Err> {
+        match name {
+            "Normal" => Ok(EventType::Normal),
+            "Warning" => Ok(EventType::Warning),
+            other => Err(UnknownEventType(other.to_string())),
+        }
+    }
+}
 
 /// A builder for one atomic, fenced commit: creates (with metadata or
 /// without), conditional updates, replaces and deletes, finalizer changes,
@@ -665,7 +802,10 @@ impl Transaction {
     }
 
     /// Append an event about `kind/name` with the commit. `reason` is a
-    /// short PascalCase word (`Assigned`), `message` is for people.
+    /// short PascalCase word (`Assigned`), `message` is for people. The
+    /// message is sent as given, and reads as a [`EventType::Normal`]
+    /// event unless it starts with a type's prefix; to give the type, use
+    /// [`Transaction::event_of_type`] or [`Transaction::warning`].
     ///
     /// # Example
     ///
@@ -690,6 +830,60 @@ impl Transaction {
             message: message.into(),
         });
         self
+    }
+
+    /// Append an event of `event_type` about `kind/name` with the commit:
+    /// [`Transaction::event`] with the type carried in the message as
+    /// [`EventType`] describes.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use leasehold_guest::{EventType, FakeHost, Transaction};
+    ///
+    /// let host = FakeHost::new();
+    /// Transaction::new()
+    ///     .event_of_type("nodes", "n1", EventType::Normal, "Drained", "n1 has no tasks left")
+    ///     .commit()?;
+    /// assert_eq!(host.events()[0].event_type(), EventType::Normal);
+    /// assert_eq!(host.events()[0].text(), "n1 has no tasks left");
+    /// # Ok::<(), leasehold_guest::StoreError>(())
+    /// ```
+    pub fn event_of_type(
+        self,
+        kind: impl Into<String>,
+        name: impl Into<String>,
+        event_type: EventType,
+        reason: impl Into<String>,
+        message: impl AsRef<str>,
+    ) -> Self {
+        let message = event_type.encode(message.as_ref());
+        self.event(kind, name, reason, message)
+    }
+
+    /// Append a [`EventType::Warning`] event about `kind/name` with the
+    /// commit (see [`Transaction::event_of_type`]).
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use leasehold_guest::{EventType, FakeHost, Transaction};
+    ///
+    /// let host = FakeHost::new();
+    /// Transaction::new().warning("nodes", "n1", "DiskFull", "no space left").commit()?;
+    /// let event = &host.events()[0];
+    /// assert_eq!(event.message, "Warning: no space left", "as stored");
+    /// assert_eq!((event.event_type(), event.text()), (EventType::Warning, "no space left"));
+    /// # Ok::<(), leasehold_guest::StoreError>(())
+    /// ```
+    pub fn warning(
+        self,
+        kind: impl Into<String>,
+        name: impl Into<String>,
+        reason: impl Into<String>,
+        message: impl AsRef<str>,
+    ) -> Self {
+        self.event_of_type(kind, name, EventType::Warning, reason, message)
     }
 
     /// The operations collected so far.

@@ -26,7 +26,7 @@ struct Order {
 }
 
 /// Invoices each order once: POSTs it to the billing service keyed by the
-/// order's version, then records the invoice in the order.
+/// order's generation, then records the invoice in the order.
 #[derive(Default)]
 struct Invoicer;
 
@@ -47,7 +47,7 @@ impl Controller for Invoicer {
         if order.value.invoice.is_some() {
             return Ok(leasehold_guest::Outcome::Done);
         }
-        let key = IdempotencyKey::for_action(kind, name, order.version, "invoice");
+        let key = IdempotencyKey::for_action(kind, name, order.generation, "invoice");
         let response = Request::post(BILLING)
             .json(&json!({ "order": name, "amount": order.value.amount }))?
             .idempotency_key(&key)

@@ -24,11 +24,13 @@ const LAYERS: &[(&str, u32)] = &[
     ("log", 3),
     ("object", 4),
     ("settings", 4),
+    ("condition", 4),
     ("transaction", 5),
     ("retry", 5),
     ("controller", 6),
-    ("export", 7),
-    ("fake", 8),
+    ("finalizer", 7),
+    ("export", 8),
+    ("fake", 9),
 ];
 
 fn layer(module: &str) -> Option<u32> {

@@ -8,7 +8,7 @@
 
 use crate::log::Level;
 use crate::object::ObjectKey;
-use crate::transaction::{NewEvent, Op};
+use crate::transaction::{EventType, NewEvent, Op};
 
 use super::{FakeHost, State};
 
@@ -103,8 +103,47 @@ pub struct EventRecord {
     pub key: ObjectKey,
     /// Its reason.
     pub reason: String,
-    /// Its message.
+    /// Its message, as stored (a typed event's type included: see
+    /// [`EventType`]).
     pub message: String,
+}
+
+impl EventRecord {
+    /// The event's type, read from its message (see [`EventType`]).
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use leasehold_guest::{EventType, FakeHost, Transaction};
+    ///
+    /// let host = FakeHost::new();
+    /// Transaction::new()
+    ///     .event("tasks", "a", "Seen", "seen it")
+    ///     .warning("tasks", "a", "Stuck", "no node fits")
+    ///     .commit()?;
+    /// let types: Vec<EventType> = host.events().iter().map(|e| e.event_type()).collect();
+    /// assert_eq!(types, [EventType::Normal, EventType::Warning]);
+    /// # Ok::<(), leasehold_guest::StoreError>(())
+    /// ```
+    pub fn event_type(&self) -> EventType {
+        EventType::decode(&self.message).0
+    }
+
+    /// The event's message without its type (see [`EventType`]).
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use leasehold_guest::{FakeHost, Transaction};
+    ///
+    /// let host = FakeHost::new();
+    /// Transaction::new().warning("tasks", "a", "Stuck", "no node fits").commit()?;
+    /// assert_eq!(host.events()[0].text(), "no node fits");
+    /// # Ok::<(), leasehold_guest::StoreError>(())
+    /// ```
+    pub fn text(&self) -> &str {
+        EventType::decode(&self.message).1
+    }
 }
 
 /// A log line a guest wrote.
