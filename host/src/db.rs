@@ -12,7 +12,6 @@ use std::time::Duration;
 
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
 use thiserror::Error;
-use tokio_postgres::NoTls;
 
 /// The default database URL when neither config nor environment give one.
 pub const DEFAULT_URL: &str = "postgres://postgres@127.0.0.1:5432/postgres";
@@ -86,6 +85,17 @@ pub enum DbError {
         /// The URL, password redacted.
         endpoint: String,
         /// What is wrong.
+        reason: String,
+    },
+    /// The server or its certificate refuses this host in a way trying
+    /// again cannot change (a certificate that does not verify, a
+    /// `pg_hba.conf` that demands encryption): a start-up refusal, never
+    /// retried.
+    #[error("refusing database {endpoint}: {reason}")]
+    Refused {
+        /// Where, password redacted.
+        endpoint: String,
+        /// Why, and what to change.
         reason: String,
     },
     /// Could not connect or a statement failed.
@@ -542,6 +552,32 @@ fn advice(error: &(dyn std::error::Error + 'static)) -> Option<&'static str> {
 /// the `leasehold-` prefix (the authority's: `authority`).
 pub const MAIN_POOL: &str = "main";
 
+/// A connection string parsed: its TLS parameters read into a
+/// [`crate::db_tls::Connector`] (files read now), the rest by
+/// tokio-postgres, with the mode the connector needs. The error says what
+/// is wrong, never the string's secrets.
+pub fn parse_connection(
+    url: &str,
+) -> Result<(tokio_postgres::Config, crate::db_tls::Connector), String> {
+    let split = crate::db_tls::split(url)?;
+    let mut config: tokio_postgres::Config = split
+        .rest
+        .parse()
+        .map_err(|e: tokio_postgres::Error| describe(&e))?;
+    let tls = crate::db_tls::Connector::new(split.tls)?;
+    tls.apply(&mut config);
+    Ok((config, tls))
+}
+
+/// Where and how a dedicated session to `url` connects.
+pub fn session_target(url: &str) -> Result<crate::db_tls::Target, String> {
+    let (mut config, tls) = parse_connection(url)?;
+    if config.get_connect_timeout().is_none() {
+        config.connect_timeout(crate::timeouts::DATABASE_CONNECT);
+    }
+    Ok(crate::db_tls::Target { config, tls })
+}
+
 /// What a pool looks like at one moment, for `/metrics`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PoolStats {
@@ -563,6 +599,9 @@ pub struct PoolStats {
     /// through this pool reached the host's LISTEN session (`Some(true)`),
     /// or not (`Some(false)`); `None` until it ran.
     pub notifications: Option<bool>,
+    /// Whether the last session the pool opened is encrypted (TLS);
+    /// `None` before the first.
+    pub encrypted: Option<bool>,
 }
 
 /// The pool of a [`Database`]: a `deadpool` pool whose [`PooledPool::get`]
@@ -828,9 +867,12 @@ pub struct Database {
     config: tokio_postgres::Config,
     sessions: std::sync::Arc<crate::session::Sessions>,
     statements: std::sync::Arc<Statements>,
+    /// How this pool's sessions are encrypted (the URL's `ssl*`
+    /// parameters), and whether the last one opened was.
+    tls: crate::db_tls::Connector,
     /// Where dedicated sessions (LISTEN, the liveness session) connect
-    /// (`[database] session_url`); `None`: `config`.
-    session_config: Option<tokio_postgres::Config>,
+    /// (`[database] session_url`, with its own TLS); `None`: `config`.
+    session: Option<crate::db_tls::Target>,
     /// The notification self-test's verdict, shared with the siblings:
     /// 0 not run, 1 passed, 2 failed.
     notifications: std::sync::Arc<std::sync::atomic::AtomicU8>,
@@ -848,12 +890,10 @@ impl Database {
     /// Build a pool for `url` (nothing is connected yet).
     pub fn new(url: &str, max_connections: usize) -> Result<Self, DbError> {
         let endpoint = redact(url);
-        let mut config: tokio_postgres::Config =
-            url.parse()
-                .map_err(|e: tokio_postgres::Error| DbError::InvalidUrl {
-                    endpoint: endpoint.clone(),
-                    reason: describe(&e),
-                })?;
+        let (mut config, tls) = parse_connection(url).map_err(|reason| DbError::InvalidUrl {
+            endpoint: endpoint.clone(),
+            reason,
+        })?;
         if config.get_connect_timeout().is_none() {
             config.connect_timeout(crate::timeouts::DATABASE_CONNECT);
         }
@@ -861,7 +901,7 @@ impl Database {
             config.application_name("leasehold");
         }
         let sessions = std::sync::Arc::new(crate::session::Sessions::new());
-        Self::build(config, endpoint, max_connections, sessions, MAIN_POOL)
+        Self::build(config, tls, endpoint, max_connections, sessions, MAIN_POOL)
     }
 
     /// A second pool of at most `max_connections` to the same database, for
@@ -882,13 +922,14 @@ impl Database {
             .unwrap_or(application);
         let mut sibling = Self::build(
             config,
+            self.tls.fresh(),
             self.endpoint.clone(),
             max_connections,
             self.sessions.clone(),
             name,
         )?;
         sibling.statements = self.statements.clone();
-        sibling.session_config = self.session_config.clone();
+        sibling.session = self.session.clone();
         sibling.notifications = self.notifications.clone();
         Ok(sibling)
     }
@@ -930,27 +971,37 @@ impl Database {
     /// Open the dedicated sessions (LISTEN, the liveness session) at `url`
     /// (`[database] session_url`) instead of this pool's URL.
     pub fn with_session_url(mut self, url: &str) -> Result<Self, DbError> {
-        let config =
-            url.parse::<tokio_postgres::Config>()
-                .map_err(|e: tokio_postgres::Error| DbError::InvalidUrl {
-                    endpoint: redact(url),
-                    reason: format!("session_url: {}", describe(&e)),
-                })?;
-        self.session_config = Some(config);
+        self.session = Some(session_target(url).map_err(|reason| DbError::InvalidUrl {
+            endpoint: redact(url),
+            reason: format!("session_url: {reason}"),
+        })?);
         Ok(self)
     }
 
-    /// The configuration dedicated, never-pooled sessions connect with:
-    /// `[database] session_url`'s, or else this pool's.
-    pub fn session_config(&self) -> tokio_postgres::Config {
-        let mut config = self
-            .session_config
+    /// Where and how dedicated, never-pooled sessions connect:
+    /// `[database] session_url`'s, or else this pool's URL (with a
+    /// connector of their own, so `/metrics` tells their encryption
+    /// apart).
+    pub fn session_target(&self) -> crate::db_tls::Target {
+        let mut target = self
+            .session
             .clone()
-            .unwrap_or_else(|| self.config.clone());
-        if config.get_connect_timeout().is_none() {
-            config.connect_timeout(crate::timeouts::DATABASE_CONNECT);
+            .unwrap_or_else(|| crate::db_tls::Target {
+                config: self.config.clone(),
+                tls: self.tls.clone(),
+            });
+        if target.config.get_connect_timeout().is_none() {
+            target
+                .config
+                .connect_timeout(crate::timeouts::DATABASE_CONNECT);
         }
-        config
+        target
+    }
+
+    /// How this pool's sessions are encrypted, and whether the last one
+    /// opened was.
+    pub fn tls(&self) -> &crate::db_tls::Connector {
+        &self.tls
     }
 
     /// `sql`, ready to run on `session` in this pool's [`Pooler`] mode: a
@@ -1022,14 +1073,15 @@ impl Database {
 
     fn build(
         config: tokio_postgres::Config,
+        tls: crate::db_tls::Connector,
         endpoint: String,
         max_connections: usize,
         sessions: std::sync::Arc<crate::session::Sessions>,
         name: &str,
     ) -> Result<Self, DbError> {
-        let manager = Manager::from_config(
+        let manager = Manager::from_connect(
             config.clone(),
-            NoTls,
+            tls.clone(),
             ManagerConfig {
                 // Fast: a closed connection is never handed out, and a
                 // connection whose transaction was abandoned by a cancelled
@@ -1066,7 +1118,8 @@ impl Database {
             config,
             sessions,
             statements: std::sync::Arc::default(),
-            session_config: None,
+            tls,
+            session: None,
             notifications: std::sync::Arc::default(),
         })
     }
@@ -1093,6 +1146,11 @@ impl Database {
                 1 => Some(true),
                 2 => Some(false),
                 _ => None,
+            },
+            encrypted: match self.tls.encryption() {
+                crate::db_tls::Encryption::Unknown => None,
+                crate::db_tls::Encryption::Plain => Some(false),
+                crate::db_tls::Encryption::Encrypted => Some(true),
             },
         }
     }
@@ -1142,6 +1200,12 @@ impl Database {
         if let Some(advice) = cause.and_then(advice) {
             reason.push_str("; ");
             reason.push_str(advice);
+        }
+        if let Some(refusal) = cause.and_then(crate::db_tls::refusal) {
+            return DbError::Refused {
+                endpoint: self.endpoint.clone(),
+                reason: format!("{refusal} ({reason})"),
+            };
         }
         DbError::Unavailable {
             endpoint: self.endpoint.clone(),
@@ -1659,7 +1723,7 @@ mod tests {
         let config: tokio_postgres::Config = test.url().parse().unwrap();
         let manager = Manager::from_config(
             config,
-            NoTls,
+            tokio_postgres::NoTls,
             ManagerConfig {
                 recycling_method: RecyclingMethod::Fast,
             },

@@ -73,7 +73,7 @@ use std::time::Duration;
 use futures::StreamExt;
 use rand::Rng;
 use tokio::sync::{Notify, watch};
-use tokio_postgres::{AsyncMessage, NoTls};
+use tokio_postgres::AsyncMessage;
 
 use crate::db::{Database, bounded};
 use crate::timeouts::{BACKOFF_MAX, BACKOFF_MIN};
@@ -516,12 +516,10 @@ struct Session {
 impl Session {
     async fn open(feed: &Arc<Feed>) -> Result<Self, crate::db::DbError> {
         // Never through a transaction pooler (`[database] session_url`).
-        let mut config = feed.db.session_config();
-        config.application_name(APPLICATION_NAME);
-        let (client, mut connection) = config
-            .connect(NoTls)
-            .await
-            .map_err(|e| feed.db.unavailable(e))?;
+        let mut target = feed.db.session_target();
+        target.config.application_name(APPLICATION_NAME);
+        let (client, mut connection) =
+            target.connect().await.map_err(|e| feed.db.unavailable(e))?;
         let notified = Arc::clone(feed);
         let driver = tokio::spawn(async move {
             let mut messages = futures::stream::poll_fn(move |cx| connection.poll_message(cx));

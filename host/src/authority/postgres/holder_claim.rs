@@ -42,7 +42,9 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use tokio::sync::watch;
-use tokio_postgres::{Client, NoTls};
+use tokio_postgres::Client;
+#[cfg(test)]
+use tokio_postgres::NoTls;
 
 use crate::authority::claim::{ClaimSession, ClaimState, ClaimView, HolderClaim, HostInfo};
 use crate::limits::HOLDER_CLAIM_KEEPALIVE_COUNT;
@@ -133,13 +135,13 @@ const PRUNE: &str = "
             WHERE x.cluster = h.cluster AND x.holder = h.holder
               AND NOT x.released AND x.expires_at > clock_timestamp())";
 
-/// Start claiming `holder` of `cluster` on sessions opened from `config`
+/// Start claiming `holder` of `cluster` on sessions opened to `target`
 /// (never a pooler's: the lock and the pid must be the server's own
 /// session's), registering `host` with each claimed session; the claim is
 /// kept (and re-made after a reconnect) until the returned handle is
 /// dropped.
 pub(super) fn start(
-    config: &tokio_postgres::Config,
+    target: &crate::db_tls::Target,
     endpoint: &str,
     cluster: &str,
     holder: &str,
@@ -147,11 +149,11 @@ pub(super) fn start(
 ) -> HolderClaim {
     let instance = uuid::Uuid::new_v4().simple().to_string();
     let application = format!("{CLAIM_APPLICATION}-{instance}");
-    let mut config = config.clone();
-    config.application_name(&application);
+    let mut target = target.clone();
+    target.config.application_name(&application);
     let (tx, rx) = watch::channel(ClaimView::pending());
     let claimer = Claimer {
-        config,
+        target,
         application,
         endpoint: endpoint.to_string(),
         cluster: cluster.to_string(),
@@ -165,7 +167,7 @@ pub(super) fn start(
 }
 
 struct Claimer {
-    config: tokio_postgres::Config,
+    target: crate::db_tls::Target,
     application: String,
     endpoint: String,
     cluster: String,
@@ -236,8 +238,8 @@ impl Claimer {
     /// after this host vanishes without closing its socket.
     async fn connect(&self) -> Result<(Client, tokio::task::JoinHandle<()>), Lost> {
         let (client, connection) = self
-            .config
-            .connect(NoTls)
+            .target
+            .connect()
             .await
             .map_err(|e| Lost(describe(&e)))?;
         let driver = tokio::spawn(async move {
@@ -655,7 +657,13 @@ mod tests {
     }
 
     fn start_test(db: &crate::db::Database, cluster: &str, holder: &str) -> HolderClaim {
-        start(db.config(), db.endpoint(), cluster, holder, host(&[]).0)
+        start(
+            &db.session_target(),
+            db.endpoint(),
+            cluster,
+            holder,
+            host(&[]).0,
+        )
     }
 
     #[tokio::test]
@@ -728,7 +736,13 @@ mod tests {
         test.database(1).migrate().await.unwrap();
         let db = test.database(1);
         let (info, controllers) = host(&["scheduler"]);
-        let claim = start(db.config(), db.endpoint(), "east", "replica-a", info);
+        let claim = start(
+            &db.session_target(),
+            db.endpoint(),
+            "east",
+            "replica-a",
+            info,
+        );
         let view = reaches_view(&claim, "claimed", |v| v.state.claimed()).await;
         let session = view.session.expect("a claimed view names its session");
         assert_eq!(session.key, claim_key("east", "replica-a"));
@@ -840,7 +854,13 @@ mod tests {
         ));
 
         let (info, _controllers) = host(&["scheduler"]);
-        let claim = start(db.config(), db.endpoint(), "east", "replica-a", info);
+        let claim = start(
+            &db.session_target(),
+            db.endpoint(),
+            "east",
+            "replica-a",
+            info,
+        );
         reaches_view(&claim, "claimed", |v| v.state.claimed()).await;
         let hosts = || async {
             admin

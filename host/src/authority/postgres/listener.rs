@@ -27,7 +27,7 @@ use futures::StreamExt;
 use rand::Rng;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
-use tokio_postgres::{AsyncMessage, NoTls};
+use tokio_postgres::AsyncMessage;
 
 use crate::authority::wakes::ReleaseWakes;
 use crate::fence::LeaseKey;
@@ -70,16 +70,16 @@ impl Listener {
     /// Start listening on `handle`'s runtime.
     pub(super) fn start(
         handle: &tokio::runtime::Handle,
-        mut config: tokio_postgres::Config,
+        mut target: crate::db_tls::Target,
         endpoint: String,
         wakes: Arc<ReleaseWakes>,
     ) -> Self {
-        config.application_name(LISTENER_APPLICATION);
-        if config.get_connect_timeout().is_none() {
-            config.connect_timeout(DATABASE_CONNECT);
+        target.config.application_name(LISTENER_APPLICATION);
+        if target.config.get_connect_timeout().is_none() {
+            target.config.connect_timeout(DATABASE_CONNECT);
         }
         let (sessions_tx, sessions) = watch::channel(0);
-        let task = handle.spawn(run(config, endpoint, wakes, sessions_tx));
+        let task = handle.spawn(run(target, endpoint, wakes, sessions_tx));
         Self { task, sessions }
     }
 
@@ -90,14 +90,14 @@ impl Listener {
 }
 
 async fn run(
-    config: tokio_postgres::Config,
+    target: crate::db_tls::Target,
     endpoint: String,
     wakes: Arc<ReleaseWakes>,
     sessions: watch::Sender<u64>,
 ) {
     let mut backoff = BACKOFF_MIN;
     loop {
-        let (established, error) = session(&config, &wakes, &sessions).await;
+        let (established, error) = session(&target, &wakes, &sessions).await;
         if established {
             backoff = BACKOFF_MIN;
         }
@@ -117,11 +117,11 @@ async fn run(
 /// One session: connect, LISTEN, forward notifications until it fails.
 /// Returns whether LISTEN was established, and why the session ended.
 async fn session(
-    config: &tokio_postgres::Config,
+    target: &crate::db_tls::Target,
     wakes: &ReleaseWakes,
     sessions: &watch::Sender<u64>,
 ) -> (bool, String) {
-    let connected = tokio::time::timeout(DATABASE_CONNECT, config.connect(NoTls)).await;
+    let connected = tokio::time::timeout(DATABASE_CONNECT, target.connect()).await;
     let (client, mut connection) = match connected {
         Ok(Ok(pair)) => pair,
         Ok(Err(e)) => return (false, format!("connect: {}", crate::db::describe(&e))),

@@ -434,7 +434,7 @@ struct Shared {
     /// pool's own configuration. Never a pooler's address: a session lock,
     /// a backend pid and LISTEN only mean something on the server's own
     /// session.
-    session_config: Mutex<Option<tokio_postgres::Config>>,
+    session_target: Mutex<Option<crate::db_tls::Target>>,
     /// The holder claims this authority started, so a grant can record
     /// the liveness session of its holder.
     claims: Mutex<Vec<ClaimWatch>>,
@@ -460,7 +460,7 @@ impl PostgresAuthority {
                 first: Mutex::new(None),
                 wakes: Arc::new(ReleaseWakes::new()),
                 listener: Mutex::new(None),
-                session_config: Mutex::new(None),
+                session_target: Mutex::new(None),
                 claims: Mutex::new(Vec::new()),
             }),
         }
@@ -472,28 +472,26 @@ impl PostgresAuthority {
     /// transaction-pooling proxy, `url` must reach PostgreSQL itself. Call
     /// before the first claim or `released`.
     pub fn use_session_url(&self, url: &str) -> Result<(), AuthorityError> {
-        let config =
-            url.parse::<tokio_postgres::Config>()
-                .map_err(|e| AuthorityError::Unavailable {
-                    endpoint: db::redact(url),
-                    reason: format!("session_url is not a PostgreSQL URL: {}", db::describe(&e)),
-                })?;
+        let target = db::session_target(url).map_err(|reason| AuthorityError::Unavailable {
+            endpoint: db::redact(url),
+            reason: format!("session_url is not a usable PostgreSQL URL: {reason}"),
+        })?;
         *self
             .shared
-            .session_config
+            .session_target
             .lock()
-            .unwrap_or_else(PoisonError::into_inner) = Some(config);
+            .unwrap_or_else(PoisonError::into_inner) = Some(target);
         Ok(())
     }
 
-    /// The configuration the dedicated sessions connect with.
-    fn session_config(&self) -> tokio_postgres::Config {
+    /// Where and how the dedicated sessions connect.
+    fn session_target(&self) -> crate::db_tls::Target {
         self.shared
-            .session_config
+            .session_target
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .clone()
-            .unwrap_or_else(|| self.shared.db.session_config())
+            .unwrap_or_else(|| self.shared.db.session_target())
     }
 
     /// The liveness session `holder` of `cluster` holds its claim on now,
@@ -712,7 +710,7 @@ impl PostgresAuthority {
             };
             *listener = Some(Listener::start(
                 &handle,
-                self.session_config(),
+                self.session_target(),
                 self.endpoint().to_string(),
                 self.shared.wakes.clone(),
             ));
@@ -1399,7 +1397,7 @@ impl Authority for PostgresAuthority {
 
     fn claim_holder(&self, cluster: &str, holder: &str, host: HostInfo) -> Option<HolderClaim> {
         let claim = holder_claim::start(
-            &self.session_config(),
+            &self.session_target(),
             self.endpoint(),
             cluster,
             holder,
