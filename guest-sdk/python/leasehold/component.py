@@ -8,7 +8,8 @@ controller with
     from leasehold.component import export
     Reconciler = export(MyController)
 
-`WitHost` answers the SDK's host calls with the WIT imports; the
+`WitHost` answers the SDK's host calls with the WIT imports (outbound
+HTTP through `leasehold._wasi_http`); the
 `Reconciler` class `export` returns is what componentize-py exports as
 `leasehold:controller/reconciler`. Everything else in the SDK is the same
 code the tests run natively against `leasehold.fake.FakeHost`.
@@ -32,6 +33,7 @@ from . import _host
 from .controller import Controller, Description, Reason, RelatedWatch, dispatch
 from .errors import Conflict, Fenced, NotFound, StoreError, Unavailable, invalid
 from .fence import Fence
+from .http import WireRequest, WireResponse
 from .keys import Metadata, ObjectKey, RawObject, RawPage, Selector
 from .log import Level
 from .shard import Shard
@@ -183,6 +185,14 @@ class WitHost:
         """`wasi:clocks/wall-clock` in ms since the Unix epoch."""
         t = _clock.now()
         return t.seconds * 1000 + t.nanoseconds // 1_000_000
+
+    def http_send(self, request: WireRequest) -> WireResponse:
+        """`wasi:http/outgoing-handler`: send `request`, read the whole response."""
+        # Imported on first use: a controller that never calls out never
+        # touches the wasi:http bindings.
+        from . import _wasi_http
+
+        return _wasi_http.send(request)
 
 
 def _related_out(watch: RelatedWatch) -> object:

@@ -13,6 +13,12 @@ reconcile only the shard's own objects (and those of the kinds every
 shard watches), and its commits refuse a status write without an expected
 generation to another shard's object, as the host does.
 
+Outbound HTTP follows the host's rules too (`leasehold.fake_http`): denied
+until `allow_http`, stamped with the fence headers, refused once the lease
+is lost, bounded per reconcile; a scripted receiver answers (`respond`,
+`respond_once`, `respond_with`), `fail_http` strikes the wire
+(`HttpFault`), and `http_requests()` records what left.
+
 Faults are aimed at a call or commit: `Fault.FENCED` (the lease is lost),
 `Fault.CONFLICT`, `Fault.UNAVAILABLE`, `Fault.LOST_REPLY` (the commit
 applied, its reply lost: the guest sees `Unavailable`), and quota
@@ -28,7 +34,7 @@ import json
 import sys
 from dataclasses import dataclass, field, replace
 from enum import Enum
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
 from . import _host
 from . import limits as L
@@ -43,7 +49,16 @@ from .errors import (
     Unavailable,
     invalid,
 )
+from .fake_http import (  # noqa: F401 - HttpFault, HttpRecord, HttpReply: re-exported
+    HttpFault,
+    HttpLimits,
+    HttpRecord,
+    HttpReply,
+    HttpState,
+    Responder,
+)
 from .fence import Fence
+from .http import WireRequest, WireResponse
 from .keys import Metadata, ObjectKey, RawObject, RawPage, Selector
 from .log import Level
 from .objects import Object, decode_raw
@@ -54,6 +69,7 @@ from .transaction import (
     Create,
     CreateWith,
     Delete,
+    EventType,
     NewEvent,
     Op,
     Replace,
@@ -77,6 +93,9 @@ class Limits:
     max_page_size: int = L.MAX_PAGE_SIZE
     max_call_payload_bytes: int = L.MAX_CALL_PAYLOAD_BYTES
     log_line_bytes: int = L.LOG_LINE_BYTES
+    http_requests_per_reconcile: int = L.MAX_HTTP_REQUESTS_PER_RECONCILE
+    http_request_body_bytes: int = L.MAX_HTTP_REQUEST_BODY_BYTES
+    http_response_body_bytes: int = L.MAX_HTTP_RESPONSE_BODY_BYTES
 
 
 class Fault(Enum):
@@ -157,7 +176,18 @@ class EventRecord:
     epoch: int
     key: ObjectKey
     reason: str
+    #: As stored: carrying the event's type (see `EventType`).
     message: str
+
+    @property
+    def event_type(self) -> EventType:
+        """`Normal` or `Warning`, as the message carries it."""
+        return EventType.decode(self.message)[0]
+
+    @property
+    def text(self) -> str:
+        """The message without its type prefix."""
+        return EventType.decode(self.message)[1]
 
 
 @dataclass(frozen=True)
@@ -756,6 +786,7 @@ class FakeHost:
         # commits judge status writes by (the host judges by the label the
         # running guest's `describe` declared).
         self._shard_label: Optional[str] = None
+        self._http = HttpState()
         self.install()
 
     def install(self) -> None:
@@ -926,7 +957,12 @@ class FakeHost:
         self.install()
         if self._shard.count > 1:
             self._learn(controller.describe())
-        return dispatch(controller, kind, name, reason)
+        return self._dispatch(controller, ObjectKey(kind, name), reason)
+
+    def _dispatch(self, controller: Controller, key: ObjectKey, reason: Reason) -> Reply:
+        # Each reconcile has its own outbound request budget, as on the host.
+        self._http.begin_reconcile()
+        return dispatch(controller, key.kind, key.name, reason)
 
     def resync(self, controller: Controller) -> List[Tuple[ObjectKey, Reply]]:
         """Reconcile every object of every watched kind, then every key the
@@ -953,7 +989,7 @@ class FakeHost:
                 for mapped in related_keys(watch, Change(0, key, False, None, meta)):
                     if mapped not in keys and self._watches_stored(description, mapped):
                         keys.append(mapped)
-        return [(k, dispatch(controller, k.kind, k.name, Reason.RESYNC)) for k in keys]
+        return [(k, self._dispatch(controller, k, Reason.RESYNC)) for k in keys]
 
     def run_changes(
         self, controller: Controller, after: int = 0, max_reconciles: int = 10_000
@@ -1022,8 +1058,8 @@ class FakeHost:
 
     @property
     def pending_faults(self) -> int:
-        """Faults and hooks not met yet."""
-        return len(self._faults) + len(self._hooks)
+        """Faults (store and HTTP) and hooks not met yet."""
+        return len(self._faults) + len(self._hooks) + self._http.pending_faults
 
     def _target(self, at: At) -> Tuple[str, int]:
         if at.n < 1:
@@ -1144,6 +1180,73 @@ class FakeHost:
     def now_ms(self) -> int:
         """The wall clock, in ms since the Unix epoch."""
         return _millis(self._now)
+
+    def http_send(self, request: WireRequest) -> WireResponse:
+        """`wasi:http/outgoing-handler` as the host serves it: admitted in the
+        host's order (a forbidden header, the lease, `http_allow`, the
+        bounds), stamped with the fence, answered by the scripted receiver,
+        struck by the fault aimed at it, recorded. Raises the
+        `leasehold.http.WireHttpError` the host's `error-code` would be."""
+        limits = HttpLimits(
+            self.limits.http_requests_per_reconcile,
+            self.limits.http_request_body_bytes,
+            self.limits.http_response_body_bytes,
+        )
+        return self._http.send(request, self._fence, self._revoked, self.revoke, limits)
+
+    # ----- outbound HTTP: the rules, the receiver, faults ---------------------
+
+    def allow_http(self, entries: Union[str, Iterable[str]]) -> None:
+        """Add `entries` to the controller's `http_allow` list, as the host's
+        config would (one entry, or several): `scheme://host[:port]` allows
+        every path of that origin, `scheme://host[:port]/prefix/` only paths
+        under the prefix (`/hooks` without the slash allows `/hooks` and
+        `/hooks/...`). Until then every request is denied, as by the host.
+        `ValueError` for an entry the host's config check would refuse."""
+        self._http.allow(entries)
+
+    def respond(self, pattern: str, reply: HttpReply) -> None:
+        """Answer every request to `pattern` with `reply` (replacing what
+        was scripted for it before), once its `respond_once` replies are
+        used up. A pattern is an exact URL as sent
+        (`scheme://authority/path?query`), or a prefix ending in `*`
+        (`http://svc.test/hooks/*`); an exact match wins over a prefix, a
+        longer prefix over a shorter. A request nothing is scripted for is
+        answered `404`. Methods are told apart by a responder
+        (`respond_with`), which sees `request.method`."""
+        self._http.route(pattern).standing = reply
+
+    def respond_once(self, pattern: str, reply: HttpReply) -> None:
+        """Queue `reply` for the next request to `pattern`: one-shot replies
+        are used up in the order queued, before the standing reply of
+        `respond` or `respond_with`."""
+        self._http.route(pattern).once.append(reply)
+
+    def respond_with(self, pattern: str, responder: Responder) -> None:
+        """Answer every request to `pattern` with what `responder(request)`
+        computes (replacing what was scripted for it before): a receiver
+        with state, such as one that follows the fenced-receiver rule. It
+        runs only for requests the receiver gets, and sees each as
+        recorded (an `HttpRecord`, fence headers included)."""
+        self._http.route(pattern).standing = responder
+
+    def fail_http(self, n: int, fault: HttpFault) -> None:
+        """Make the n-th outbound request from now (1: the next) fail with
+        `fault`. Requests count whether or not the host lets them out; a
+        fault aimed at one the host refuses anyway is used up without
+        effect, except `HttpFault.FENCED`, which the host checks first."""
+        self._http.fail(n, fault)
+
+    def fail_next_http(self, fault: HttpFault) -> None:
+        """Make the next outbound request fail with `fault`: `fail_http(1, fault)`."""
+        self.fail_http(1, fault)
+
+    def http_requests(self) -> List[HttpRecord]:
+        """Every request that left the fake host, in order, delivered or
+        not (`HttpRecord.delivered`). Requests the host refused (not in
+        `http_allow`, the lease lost, a bound reached, a forbidden header)
+        never left and are not here."""
+        return self._http.records()
 
     # ----- records, settings and the clock -----------------------------------
 

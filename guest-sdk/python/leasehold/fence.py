@@ -58,8 +58,26 @@ class IdempotencyKey:
 
     @staticmethod
     def for_action(kind: str, name: str, version: int, action: str) -> "IdempotencyKey":
-        """The key of `action` decided on version `version` of `kind/name`."""
+        """The key of `action` decided on `version` of `kind/name`.
+
+        `version` is the number that changes exactly when the decision may
+        change: for an effect driven by the object's spec, its
+        **generation** (`obj.generation`). A status write changes the
+        object's version but not its generation, so a key from the version
+        would change once the controller records `Pending`, and a retry
+        would apply the effect twice. It is a whole number from 0 to
+        2**64 - 1 (`ValueError` otherwise), as in the Rust SDK.
+        """
+        if isinstance(version, bool) or not isinstance(version, int) or not 0 <= version < 2**64:
+            raise ValueError(
+                f"an idempotency key's version is a whole number from 0 to 2**64 - 1, "
+                f"not {version!r}"
+            )
         return IdempotencyKey(f"{_escape(kind)}/{_escape(name)}@{version}/{_escape(action)}")
+
+    def as_str(self) -> str:
+        """The key, as sent in the header."""
+        return self.value
 
     def __str__(self) -> str:
         return self.value

@@ -46,3 +46,9 @@ MAX_SELECTOR_CONTAINS_BYTES = 4 * 1024
 MAX_SELECTOR_CONTAINS_DEPTH = 16
 #: Most shards a controller may run as (`shards = N` in its config entry).
 MAX_SHARDS = 64
+#: Most outbound HTTP requests per reconcile.
+MAX_HTTP_REQUESTS_PER_RECONCILE = 64
+#: Largest outbound HTTP request body in bytes.
+MAX_HTTP_REQUEST_BODY_BYTES = 1024 * 1024
+#: Largest HTTP response body in bytes.
+MAX_HTTP_RESPONSE_BODY_BYTES = 4 * 1024 * 1024
