@@ -1,14 +1,18 @@
 """Leasehold's guest SDK for Python: write a controller, test it with the fake host.
 
 A controller subclasses `Controller` (`describe`, `reconcile`), reads with
-`Api` / `Context.typed`, writes with `Transaction`, learns which objects are
+`Api` / `Context.typed`, writes with `Transaction`, holds its objects with
+`finalizer`, reports with `Condition`s and typed events (`EventType`),
+calls external services with `leasehold.http`, learns which objects are
 its own from `shard()` when it runs sharded, and is tested natively
 against `leasehold.fake.FakeHost`. Inside a component,
 `leasehold.component.export` connects it to the WIT world
 `leasehold:controller/controller@0.3.0`. See guest-sdk/README.md.
 """
 
+from . import http
 from .clock import now, until_ms
+from .conditions import Condition, ConditionStatus, get_condition, remove_condition, set_condition
 from .controller import (
     Context,
     Controller,
@@ -36,6 +40,8 @@ from .errors import (
     Unavailable,
 )
 from .fence import Fence, IdempotencyKey, fence
+from .finalizers import finalizer
+from .http import HttpError
 from .keys import Metadata, ObjectKey, Selector
 from .log import Level, debug, error, info, log, trace, warn
 from .objects import Api, Kind, Object, Page
@@ -48,6 +54,7 @@ from .transaction import (
     Create,
     CreateWith,
     Delete,
+    EventType,
     NewEvent,
     Op,
     Replace,
@@ -57,12 +64,15 @@ from .transaction import (
 )
 
 __all__ = [
-    "Api", "Check", "Committed", "Conflict", "Context", "Controller", "Create",
+    "Api", "Check", "Committed", "Condition", "ConditionStatus", "Conflict", "Context", "Controller", "Create",
     "CreateWith", "DEFAULT_CONFLICT_ATTEMPTS", "DecodeError", "Delete", "Description",
-    "Failed", "Fence", "Fenced", "IdempotencyKey", "Invalid", "Kind", "LeaseholdError",
+    "EventType", "Failed", "Fence", "Fenced", "HttpError", "IdempotencyKey", "Invalid", "Kind",
+    "LeaseholdError",
     "Level", "Metadata", "NewEvent", "NotFound", "Object", "ObjectKey", "Op", "Outcome",
     "Page", "QUOTA_EXCEEDED_PREFIX", "QuotaExceeded", "Reason", "RelatedWatch", "Replace", "Reply", "Retry",
     "Selector", "SettingsError", "Shard", "Status", "StoreError", "TooMany", "Transaction",
-    "Unavailable", "Update", "debug", "dispatch", "error", "fence", "fnv1a64", "info", "log", "now",
-    "retry_on_conflict", "settings", "settings_json", "shard", "trace", "until_ms", "warn",
+    "Unavailable", "Update", "debug", "dispatch", "error", "fence", "finalizer",
+    "fnv1a64", "get_condition", "http", "info", "log", "now", "remove_condition",
+    "retry_on_conflict", "set_condition", "settings", "settings_json", "shard", "trace",
+    "until_ms", "warn",
 ]

@@ -185,11 +185,22 @@ class TooMany(LeaseholdError):
 class SettingsError(LeaseholdError):
     """The controller's settings do not have the expected shape.
 
-    The message never quotes a value of the settings: they may hold secrets.
+    `key` names the key it failed on, as a path from the top of the
+    settings (`region`, `db.port`, `exempt[2]`): a missing key, or one
+    whose value has the wrong type; None when the settings as a whole did
+    not fit. Neither the key nor the message ever quotes a value of the
+    settings: they may hold secrets.
     """
 
-    def __init__(self, message: str) -> None:
-        super().__init__(f"the controller's settings do not have the expected shape: {message}")
+    def __init__(self, message: str, key: Optional[str] = None) -> None:
+        where = "" if key is None else f"key `{key}`: "
+        super().__init__(
+            f"the controller's settings do not have the expected shape: {where}{message}"
+        )
+        #: The key path it failed on, or None for the settings as a whole.
+        self.key = key
+        #: What was wrong, by type, never by value.
+        self.message = message
 
 
 class Failed(LeaseholdError):

@@ -1,9 +1,18 @@
-"""The controller's settings: its `[controllers.settings]` table as JSON."""
+"""The controller's settings: its `[controllers.settings]` table as JSON.
+
+`settings()` returns them as a dict; `settings(Cfg)` decodes them into a
+dataclass, checking each field's type, and a shape error (`SettingsError`)
+names the key it failed on (`region`, `db.port`, `exempt[2]`) and what was
+there by its type alone, never by its value: settings may hold secrets.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import json
-from typing import Any, Callable, Optional, TypeVar
+import typing
+from enum import Enum
+from typing import Any, Callable, List, Optional, TypeVar, Union
 
 from . import _host
 from .errors import SettingsError
@@ -17,10 +26,19 @@ def settings_json() -> str:
 
 
 def settings(decode: Optional[Callable[[dict], T]] = None) -> Any:
-    """The settings as a dict, or decoded by `decode` (e.g. a dataclass).
+    """The settings as a dict, or decoded by `decode`.
 
-    A shape error raises `SettingsError`, whose message names the
-    exception type and never a value: settings may hold secrets.
+    A dataclass type is decoded by the SDK: each field from the key of its
+    name (a field with a default may be absent; other keys are ignored),
+    checked against its annotation (`str`, `int`, `float`, `bool`,
+    `Optional[...]`, `List[...]`, `Dict[str, ...]`, an `Enum` by value, a
+    nested dataclass, `Any`). Any other callable is called with the dict.
+    A shape error raises `SettingsError`: its `key` names the key it failed
+    on, as a path from the top (`db.port`, `exempt[2]`), or is None when
+    the settings as a whole did not fit, and its message says what was
+    wrong by type ("invalid type: a string, expected int", "missing"),
+    never quoting a value. A callable's own `KeyError` names the missing
+    key; its other errors keep only their type.
     """
     try:
         data = json.loads(settings_json())
@@ -28,10 +46,137 @@ def settings(decode: Optional[Callable[[dict], T]] = None) -> Any:
         raise SettingsError(f"not JSON ({type(e).__name__})") from None
     if decode is None:
         return data
+    if isinstance(decode, type) and dataclasses.is_dataclass(decode):
+        return _decode(decode, data, [])
     try:
         return decode(data)
-    except (TypeError, ValueError, KeyError) as e:
-        # The exception's text may quote a value; only its type is kept,
-        # and for a missing key the key's name (a name, not a value).
-        detail = f"missing {e.args[0]!r}" if isinstance(e, KeyError) and e.args else type(e).__name__
-        raise SettingsError(detail) from None
+    except KeyError as e:
+        if e.args and isinstance(e.args[0], str):
+            raise SettingsError("missing", key=e.args[0]) from None
+        raise SettingsError("KeyError") from None
+    except (TypeError, ValueError) as e:
+        # The exception's text may quote a value: only its type is kept.
+        raise SettingsError(type(e).__name__) from None
+
+
+def _path(steps: List[Union[str, int]]) -> Optional[str]:
+    shown = ""
+    for step in steps:
+        if isinstance(step, int):
+            shown += f"[{step}]"
+        else:
+            shown += f".{step}" if shown else step
+    return shown or None
+
+
+def _found(value: Any) -> str:
+    """What a JSON value is, by its type alone."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "an array"
+    return "an object"
+
+
+def _expected(hint: Any) -> str:
+    origin = typing.get_origin(hint)
+    if origin is Union:
+        return " or ".join(_expected(a) for a in typing.get_args(hint))
+    if origin in (list, List):
+        return "an array"
+    if origin is dict:
+        return "an object"
+    if hint is type(None):
+        return "null"
+    return getattr(hint, "__name__", str(hint))
+
+
+def _wrong(value: Any, hint: Any, path: List[Union[str, int]]) -> SettingsError:
+    return SettingsError(f"invalid type: {_found(value)}, expected {_expected(hint)}", key=_path(path))
+
+
+def _decode(hint: Any, value: Any, path: List[Union[str, int]]) -> Any:
+    if hint is Any or hint is object:
+        return value
+    origin = typing.get_origin(hint)
+    if origin is Union:
+        options = typing.get_args(hint)
+        if value is None and type(None) in options:
+            return None
+        for option in options:
+            if option is type(None):
+                continue
+            try:
+                return _decode(option, value, path)
+            except SettingsError:
+                continue
+        raise _wrong(value, hint, path)
+    if origin in (list, List) or hint is list:
+        if not isinstance(value, list):
+            raise _wrong(value, hint, path)
+        args = typing.get_args(hint)
+        item = args[0] if args else Any
+        return [_decode(item, v, path + [i]) for i, v in enumerate(value)]
+    if origin is dict or hint is dict:
+        if not isinstance(value, dict):
+            raise _wrong(value, hint, path)
+        args = typing.get_args(hint)
+        item = args[1] if len(args) == 2 else Any
+        return {k: _decode(item, v, path + [k]) for k, v in value.items()}
+    if isinstance(hint, type) and dataclasses.is_dataclass(hint):
+        return _decode_dataclass(hint, value, path)
+    if isinstance(hint, type) and issubclass(hint, Enum):
+        for member in hint:
+            if member.value == value:
+                return member
+        # Which value it was is not said: it may be a secret.
+        raise SettingsError(f"not one of the values of {hint.__name__}", key=_path(path))
+    if hint is bool:
+        if isinstance(value, bool):
+            return value
+        raise _wrong(value, hint, path)
+    if hint is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        raise _wrong(value, hint, path)
+    if hint is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+        raise _wrong(value, hint, path)
+    if hint is str:
+        if isinstance(value, str):
+            return value
+        raise _wrong(value, hint, path)
+    raise TypeError(
+        f"settings({_path(path) or 'the settings'}): the SDK does not decode {hint!r}; "
+        "use a callable decoder for it"
+    )
+
+
+def _decode_dataclass(cls: Any, value: Any, path: List[Union[str, int]]) -> Any:
+    if not isinstance(value, dict):
+        raise SettingsError(f"invalid type: {_found(value)}, expected an object", key=_path(path))
+    hints = typing.get_type_hints(cls)
+    fields = {}
+    for f in dataclasses.fields(cls):
+        if not f.init:
+            continue
+        if f.name not in value:
+            has_default = (
+                f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING
+            )
+            if has_default:
+                continue
+            raise SettingsError("missing", key=_path(path + [f.name]))
+        fields[f.name] = _decode(hints.get(f.name, Any), value[f.name], path + [f.name])
+    try:
+        return cls(**fields)
+    except (TypeError, ValueError) as e:
+        # The class's own checks (`__post_init__`) may quote a value.
+        raise SettingsError(type(e).__name__, key=_path(path)) from None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from enum import Enum
 from typing import Any, List, Optional, Tuple, Union
 
 from . import _host
@@ -77,13 +78,71 @@ class Check:
 Op = Union[Create, Update, Delete, CreateWith, Replace, Status, Check]
 
 
+class EventType(Enum):
+    """The type of an event: `Normal` (something happened as it should) or
+    `Warning` (something a person may have to look at), as Kubernetes'
+    event types.
+
+    The store's events have no type field (the WIT `new-event` is kind,
+    name, reason and message), so the type travels at the start of the
+    message, the same way in every SDK of this repository:
+
+    - a **warning**'s message starts with `Warning: `;
+    - a **normal** event's message is the message as given, except one that
+      itself starts with `Warning: ` or `Normal: `, which gets `Normal: ` in
+      front so that it still reads as normal;
+    - reading, a message that starts with `Warning: ` is a warning, one that
+      starts with `Normal: ` is normal (the prefix is not part of the text),
+      and anything else is normal, as is every event written without a type
+      (`Transaction.event`).
+
+    The prefix counts toward the host's bound on an event's message.
+    """
+
+    #: Something happened as it should.
+    NORMAL = "Normal"
+    #: Something a person may have to look at.
+    WARNING = "Warning"
+
+    @property
+    def prefix(self) -> str:
+        """What starts a message of this type: `Normal: ` or `Warning: `."""
+        return f"{self.value}: "
+
+    def encode(self, message: str) -> str:
+        """The message an event of this type carries on the wire."""
+        marked = any(message.startswith(t.prefix) for t in EventType)
+        if self is EventType.NORMAL and not marked:
+            return message
+        return self.prefix + message
+
+    @staticmethod
+    def decode(message: str) -> Tuple["EventType", str]:
+        """The type of an event and its text, read from its message as stored."""
+        for t in (EventType.WARNING, EventType.NORMAL):
+            if message.startswith(t.prefix):
+                return t, message[len(t.prefix):]
+        return EventType.NORMAL, message
+
+
 @dataclass(frozen=True)
 class NewEvent:
-    """An event appended with a commit: about `key`, a PascalCase `reason`, a message."""
+    """An event appended with a commit: about `key`, a PascalCase `reason`,
+    the message as sent (carrying its type: see `EventType`)."""
 
     key: ObjectKey
     reason: str
     message: str
+
+    @property
+    def event_type(self) -> EventType:
+        """`Normal` or `Warning`, as the message carries it."""
+        return EventType.decode(self.message)[0]
+
+    @property
+    def text(self) -> str:
+        """The message without its type prefix."""
+        return EventType.decode(self.message)[1]
 
 
 @dataclass(frozen=True)
@@ -232,9 +291,26 @@ class Transaction:
         return self.check_version(kind, name, 0)
 
     def event(self, kind: str, name: str, reason: str, message: str) -> "Transaction":
-        """Append an event about `kind/name` with the commit."""
+        """Append an event about `kind/name` with the commit: a PascalCase
+        `reason` and a `message` for people, sent as given (an untyped
+        event reads as `Normal`; see `event_of_type`)."""
         self._events.append(NewEvent(ObjectKey(kind, name), reason, message))
         return self
+
+    def event_of_type(
+        self, kind: str, name: str, event_type: EventType, reason: str, message: str
+    ) -> "Transaction":
+        """Append an event of `event_type` about `kind/name` with the commit:
+        `event` with the type carried in the message as `EventType` says."""
+        if not isinstance(event_type, EventType):
+            if self._refused is None:
+                self._refused = f"an event's type is an EventType, not {event_type!r}"
+            return self
+        return self.event(kind, name, reason, event_type.encode(message))
+
+    def warning(self, kind: str, name: str, reason: str, message: str) -> "Transaction":
+        """Append a `Warning` event about `kind/name` with the commit (`event_of_type`)."""
+        return self.event_of_type(kind, name, EventType.WARNING, reason, message)
 
     @property
     def ops(self) -> List[Op]:
