@@ -1,5 +1,6 @@
 //! The example provisioner: makes buckets in an external "cloud" API match
-//! the `buckets` objects in the store, over fenced outbound HTTP.
+//! the `buckets` objects in the store, over fenced outbound HTTP, and
+//! deletes a bucket at the cloud before its object goes.
 //!
 //! It is the example of a controller whose effects leave the store: the
 //! store's fence cannot undo a request a deposed leader already sent, so
@@ -13,75 +14,92 @@
 //!
 //! # Objects
 //!
-//! `buckets/NAME`:
+//! `buckets/NAME`, whose value is the user's:
+//!
+//! ```json
+//! { "spec": { "size_gb": 10, "region": "eu" }, "endpoint": "http://127.0.0.1:9000" }
+//! ```
+//!
+//! `spec` is what the user asks for and `endpoint` the cloud's base URL
+//! (which must be in the controller's `http_allow`); other fields are
+//! ignored, and the provisioner never writes the value. Its own record is
+//! the object's **status** ([`BucketStatus`]), written with
+//! `update_status`, which keeps the object's generation:
 //!
 //! ```json
 //! {
-//!   "spec": { "size_gb": 10, "region": "eu" },
-//!   "endpoint": "http://127.0.0.1:9000",
-//!   "status": {
-//!     "phase": "Ready",
-//!     "applied_spec": { "size_gb": 10, "region": "eu" },
-//!     "observed_generation": 1,
-//!     "message": "applied by the cloud at generation 1 (epoch 3)"
-//!   },
-//!   "deleting": false
+//!   "phase": "Ready",
+//!   "applied_spec": { "size_gb": 10, "region": "eu" },
+//!   "cloud_generation": 1,
+//!   "message": "applied by the cloud at generation 1 (epoch 3)",
+//!   "conditions": [ { "type": "Ready", "status": "True", "reason": "Provisioned",
+//!                     "message": "applied by the cloud at generation 1 (epoch 3)",
+//!                     "observed_generation": 2,
+//!                     "last_transition_time": "2026-01-01T00:00:00Z" } ]
 //! }
 //! ```
 //!
-//! `spec` and `endpoint` (the cloud's base URL, which must be in the
-//! controller's `http_allow`) are the user's; `status` is the provisioner's
-//! and absent until the cloud has answered; `deleting: true` asks for the
-//! bucket to be deleted at the cloud and then the object removed. Every
-//! other field is kept as is.
+//! The object carries the finalizer [`BUCKET_FINALIZER`] from the
+//! provisioner's first look on, so a user's `DELETE` only marks it, and
+//! the provisioner deletes the bucket at the cloud before letting it go
+//! ([`leasehold_guest::finalizer`]).
 //!
-//! # One effect, one key, and status only after the answer
+//! # One effect, one key: the generation
 //!
-//! When `status.applied_spec` differs from `spec`, the provisioner sends
-//! `PUT {endpoint}/buckets/NAME` with the spec and the key
-//! [`IdempotencyKey::for_action`]`("buckets", NAME, version, "put")`, where
-//! `version` is the object's version as read. On a 2xx it records the
-//! status (phase `Ready`, the spec applied, the cloud's generation) in one
-//! fenced commit conditional on that version, with a `Provisioned` event.
+//! When the status's `applied_spec` differs from `spec`, the provisioner
+//! records `Pending` (the `Ready` condition `Unknown`, reason
+//! [`PROVISIONING`]), then sends `PUT {endpoint}/buckets/NAME` with the
+//! spec and the key [`IdempotencyKey::for_action`]`("buckets", NAME,
+//! generation, "put")`, where `generation` is the object's generation as
+//! read. On a 2xx it records the status (phase `Ready`, the spec applied,
+//! the cloud's generation, `Ready` `True`) with a `Provisioned` event.
 //!
 //! - **A lost answer is applied once.** After a timeout or a dropped
 //!   connection the provisioner does not know whether the cloud applied
-//!   the spec; it writes nothing and fails (the host retries with backoff).
-//!   The object's version has not changed, so the retry — or the next
-//!   leader's first reconcile — sends the same key, and the cloud answers
-//!   with the stored result instead of applying again.
-//! - **Nothing is written before the answer.** A `Pending` status written
-//!   before the request would change the object's version, and with it the
-//!   key of the retry: a lost answer would then be applied twice. An object
-//!   without a status is pending.
+//!   the spec; it writes nothing more and fails (the host retries with
+//!   backoff). The retry, or the next leader's first reconcile, reads the
+//!   same generation (status writes, `Pending` included, never change it;
+//!   they do change the version, which is why the key is not built from
+//!   the version), sends the same key, and the cloud answers with the
+//!   stored result instead of applying again.
+//! - **A status never describes a spec it was not computed from.** Every
+//!   status write is conditional on the generation read: a user who
+//!   changed the spec meanwhile makes it conflict, and the reconcile
+//!   requeues after [`CONFLICT_RETRY_AFTER`] and decides again, with the
+//!   new generation's key.
 //! - **A stale leader stops.** A `409 {"error": "stale epoch"}` means a
 //!   newer tenure of this lease has acted at the cloud: this guest is
 //!   deposed and about to be fenced, so the reconcile ends as fenced. The
 //!   host refuses the guest's requests by itself once the lease is lost
 //!   ([`HttpError::Fenced`], also returned as fenced).
 //! - **A refusal is recorded, not retried.** Any other 4xx (an invalid
-//!   spec, say) is recorded as phase `Failed` with the spec refused and
-//!   the cloud's message, and the bucket waits for the spec to change.
+//!   spec, say) is recorded as phase `Failed` (`Ready` `False`, reason
+//!   [`PROVISION_FAILED`], and a `Warning` event) with the spec refused
+//!   and the cloud's message, and the bucket waits for the spec to change.
 //!   Anything else (5xx, 429, connection failures, timeouts, host limits)
 //!   is a failure the host retries with backoff.
-//! - **A status commit that conflicts** (someone changed the object since
-//!   it was read) is not retried blindly: the reconcile requeues after
-//!   [`CONFLICT_RETRY_AFTER`] and the next one re-reads. If the spec
-//!   changed, that is a new decision with a new key.
 //!
 //! # Deletion
 //!
-//! With `deleting: true` the provisioner sends `DELETE
-//! {endpoint}/buckets/NAME` with the key `("buckets", NAME, version,
-//! "delete")`, and on a 2xx or 404 deletes the object (conditional on the
-//! version read) with a `Deprovisioned` event. It sends the `DELETE` even
+//! A user deletes the object (`DELETE /v1/objects/buckets/NAME`); the
+//! finalizer turns that into a mark. The provisioner then sends `DELETE
+//! {endpoint}/buckets/NAME` with the key `("buckets", NAME, generation,
+//! "delete")` (the marked object's generation: the mark set it, and
+//! nothing changes it afterwards), and on a 2xx or 404 removes its
+//! finalizer with a `Deprovisioned` event, in one commit conditional on
+//! the version read: the object goes with it. It sends the `DELETE` even
 //! for a bucket it never provisioned: a deposed leader's `PUT` may still be
 //! on its way, and the `DELETE` at the current epoch makes the cloud refuse
-//! it. Deleting the object directly instead leaves the bucket at the cloud.
+//! it. Any other refusal keeps the object marked and is retried after
+//! [`DELETE_REFUSED_RETRY_AFTER`]. An object deleted before the provisioner
+//! ever saw it has no finalizer and goes at once: no `PUT` was ever sent
+//! for it.
 //!
 //! A resync does not call the cloud for buckets in sync: drift made at the
 //! cloud behind the provisioner's back is not corrected. Changing
-//! `endpoint` alone does not move a bucket.
+//! `endpoint` alone does not move a bucket. An object whose `endpoint` is
+//! not a URL is skipped with a warning, also when marked for deletion:
+//! it stays marked until its endpoint is fixed.
 
 #![warn(missing_docs)]
 
@@ -89,19 +107,29 @@ use std::time::Duration;
 
 use leasehold_guest::http::{HttpError, IdempotencyKey, Request, Response};
 use leasehold_guest::{
-    Context, Controller, Description, Error, Object, Outcome, Retry, StoreError, Transaction,
+    Condition, ConditionStatus, Context, Controller, Description, Error, EventType, FinalizerError,
+    Object, Outcome, Retry, StoreError, Transaction, finalizer, set_condition,
 };
 use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 /// The kind of the bucket objects.
 pub const BUCKETS: &str = "buckets";
-/// The reason of the event recorded when the cloud applied a spec.
+/// The finalizer that holds a bucket object until its bucket is deleted
+/// at the cloud.
+pub const BUCKET_FINALIZER: &str = "provisioner/bucket";
+/// The condition type that says whether the cloud holds the bucket's spec.
+pub const READY: &str = "Ready";
+/// The reason of the `Ready` condition while a spec is on its way.
+pub const PROVISIONING: &str = "Provisioning";
+/// The reason of the event (and of the `Ready` condition) recorded when
+/// the cloud applied a spec.
 pub const PROVISIONED: &str = "Provisioned";
-/// The reason of the event recorded when the cloud refused a spec.
+/// The reason of the warning (and of the `Ready` condition) recorded when
+/// the cloud refused a spec.
 pub const PROVISION_FAILED: &str = "ProvisionFailed";
 /// The reason of the event recorded when a bucket was deleted at the cloud
-/// and its object removed.
+/// and its object let go.
 pub const DEPROVISIONED: &str = "Deprovisioned";
 /// The action name of the `PUT` in its idempotency key.
 pub const PUT_ACTION: &str = "put";
@@ -116,9 +144,12 @@ pub const RESYNC_PERIOD: Duration = Duration::from_secs(60);
 /// The first-byte timeout asked of the host for each request (the host
 /// caps it at its own bound).
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
-/// The requeue delay after a status commit conflicted: short, since the
-/// object changed and must be looked at again, but not zero.
+/// The requeue delay after a commit conflicted: short, since the object
+/// changed and must be looked at again, but not zero.
 pub const CONFLICT_RETRY_AFTER: Duration = Duration::from_millis(200);
+/// How long a marked bucket whose `DELETE` the cloud refused (a 4xx other
+/// than 404 and 409) waits before the provisioner asks again.
+pub const DELETE_REFUSED_RETRY_AFTER: Duration = Duration::from_secs(60);
 /// Longest status message or event message built from a cloud's answer.
 pub const MAX_MESSAGE_BYTES: usize = 512;
 
@@ -137,15 +168,15 @@ pub struct BucketSpec {
 pub enum Phase {
     /// The cloud holds `applied_spec`, and it is the object's spec.
     Ready,
-    /// Not written by the provisioner (an object without a status is
-    /// pending); accepted on read, so a user may set it.
+    /// A spec is on its way to the cloud (an object without a status is
+    /// pending too).
     Pending,
     /// The cloud refused `rejected_spec`; nothing is retried until the spec
     /// changes.
     Failed,
 }
 
-/// The provisioner's part of a bucket object.
+/// The provisioner's record of a bucket: the object's status part.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BucketStatus {
     /// Where it stands.
@@ -153,46 +184,52 @@ pub struct BucketStatus {
     /// The spec the cloud last confirmed it applied.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub applied_spec: Option<BucketSpec>,
-    /// The cloud's generation of the bucket after that application.
+    /// The cloud's generation of the bucket after that application (the
+    /// cloud's count, not the object's generation).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub observed_generation: Option<u64>,
+    pub cloud_generation: Option<u64>,
     /// The spec the cloud refused, with phase `Failed`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rejected_spec: Option<BucketSpec>,
     /// For people: what happened last.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
+    /// The [`READY`] condition, at the object's generation it describes.
+    #[serde(default)]
+    pub conditions: Vec<Condition>,
 }
 
-/// A bucket object's value.
+impl BucketStatus {
+    /// The status of a bucket the cloud has not answered for yet.
+    pub fn pending() -> Self {
+        Self {
+            phase: Phase::Pending,
+            applied_spec: None,
+            cloud_generation: None,
+            rejected_spec: None,
+            message: None,
+            conditions: Vec::new(),
+        }
+    }
+}
+
+/// A bucket object's value: the user's.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Bucket {
     /// What the user asks for.
     pub spec: BucketSpec,
     /// The cloud's base URL, e.g. `http://127.0.0.1:9000`.
     pub endpoint: String,
-    /// The provisioner's status; absent until the cloud first answered.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub status: Option<BucketStatus>,
-    /// Delete the bucket at the cloud, then the object.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub deleting: bool,
-    /// Every other field, kept as is.
-    #[serde(flatten)]
-    pub rest: Map<String, Value>,
 }
 
-impl Bucket {
-    /// Whether the cloud needs a `PUT`: the spec is neither confirmed
-    /// applied nor already refused.
-    pub fn needs_put(&self) -> bool {
-        match &self.status {
-            None => true,
-            Some(status) => {
-                status.applied_spec.as_ref() != Some(&self.spec)
-                    && !(status.phase == Phase::Failed
-                        && status.rejected_spec.as_ref() == Some(&self.spec))
-            }
+/// Whether the cloud needs a `PUT` of `spec`, given the provisioner's
+/// `status`: the spec is neither confirmed applied nor already refused.
+pub fn needs_put(spec: &BucketSpec, status: Option<&BucketStatus>) -> bool {
+    match status {
+        None => true,
+        Some(status) => {
+            status.applied_spec.as_ref() != Some(spec)
+                && !(status.phase == Phase::Failed && status.rejected_spec.as_ref() == Some(spec))
         }
     }
 }
@@ -231,28 +268,44 @@ impl Controller for Provisioner {
         let Some(object) = ctx.api::<Value>(BUCKETS).get(name)? else {
             return Ok(Outcome::Done);
         };
-        let bucket = match object.decode::<Bucket>() {
-            Ok(bucket) => bucket,
-            Err(error) => {
-                // A change to the object wakes us again; retrying the same
-                // value would fail the same way.
-                leasehold_guest::warn!("skipping {}: {error}", object.key());
-                return Ok(Outcome::Done);
-            }
-        };
-        let url = match bucket_url(&bucket.value.endpoint, name) {
+        // The endpoint is all a deletion needs; a live bucket needs its
+        // spec too. A change to the object wakes us again: retrying the
+        // same value would fail the same way.
+        let url = match endpoint_url(&object) {
             Ok(url) => url,
             Err(why) => {
                 leasehold_guest::warn!("skipping {}: {why}", object.key());
                 return Ok(Outcome::Done);
             }
         };
-        if bucket.value.deleting {
-            deprovision(ctx, &bucket, &url)
-        } else if bucket.value.needs_put() {
-            provision(ctx, &bucket, &url)
-        } else {
-            Ok(Outcome::Done)
+        if !object.is_deleting()
+            && let Err(error) = object.decode::<Bucket>()
+        {
+            leasehold_guest::warn!("skipping {}: {error}", object.key());
+            return Ok(Outcome::Done);
+        }
+        let key = object.key();
+        let finalized = finalizer(
+            object,
+            BUCKET_FINALIZER,
+            |object| apply(ctx, object, &url),
+            |object| cleanup(ctx, object, &url),
+        );
+        match finalized {
+            Ok(outcome) => Ok(outcome),
+            // The object changed between our read and the commit adding or
+            // removing the finalizer: nothing was written; decide again
+            // from a fresh read.
+            Err(
+                FinalizerError::AddFinalizer(StoreError::Conflict(_) | StoreError::NotFound(_))
+                | FinalizerError::RemoveFinalizer(StoreError::Conflict(_) | StoreError::NotFound(_)),
+            ) => {
+                leasehold_guest::info!("{key} changed since it was read; looking again");
+                Ok(Outcome::RequeueAfter(CONFLICT_RETRY_AFTER))
+            }
+            // Fenced (the store's or the cloud's 409): stop. Anything else:
+            // the error policy.
+            Err(error) => Err(error.into()),
         }
     }
 
@@ -262,7 +315,7 @@ impl Controller for Provisioner {
             (Some(StoreError::Conflict(_) | StoreError::NotFound(_)), _) => {
                 Retry::After(CONFLICT_RETRY_AFTER)
             }
-            // The cloud said when (Retry-After).
+            // The cloud said when (Retry-After), or refused a delete.
             (_, Some(delay)) => Retry::After(delay),
             // Timeouts, dropped connections, 5xx, host limits, an
             // unavailable store: the host's exponential backoff.
@@ -271,9 +324,65 @@ impl Controller for Provisioner {
     }
 }
 
-/// `PUT` the spec and record what the cloud said.
-fn provision(ctx: &Context, bucket: &Object<Bucket>, url: &str) -> Result<Outcome, Error> {
-    let key = IdempotencyKey::for_action(BUCKETS, &bucket.name, bucket.version, PUT_ACTION);
+/// The URL of the object's bucket at its `endpoint`.
+fn endpoint_url(object: &Object<Value>) -> Result<String, String> {
+    let endpoint = object
+        .value
+        .get("endpoint")
+        .and_then(Value::as_str)
+        .ok_or("it has no endpoint")?;
+    bucket_url(endpoint, &object.name)
+}
+
+/// While the object lives (with the finalizer on): `PUT` the spec if the
+/// cloud does not hold it yet.
+fn apply(ctx: &Context, object: &Object<Value>, url: &str) -> Result<Outcome, Error> {
+    let bucket = object.decode::<Bucket>()?;
+    let status = match bucket.status::<BucketStatus>() {
+        Ok(status) => status,
+        Err(error) => {
+            // A status someone else wrote badly: start again from nothing.
+            leasehold_guest::warn!("{}: ignoring its status: {error}", bucket.key());
+            None
+        }
+    };
+    if !needs_put(&bucket.value.spec, status.as_ref()) {
+        return Ok(Outcome::Done);
+    }
+    provision(
+        ctx,
+        &bucket,
+        status.unwrap_or_else(BucketStatus::pending),
+        url,
+    )
+}
+
+/// Record that the spec is on its way, `PUT` it, and record what the cloud
+/// said.
+fn provision(
+    ctx: &Context,
+    bucket: &Object<Bucket>,
+    mut status: BucketStatus,
+    url: &str,
+) -> Result<Outcome, Error> {
+    let generation = bucket.generation;
+    // The key of this spec: the generation, which the status writes below
+    // leave as it is.
+    let key = IdempotencyKey::for_action(BUCKETS, &bucket.name, generation, PUT_ACTION);
+    let sending = Condition::new(
+        READY,
+        ConditionStatus::Unknown,
+        PROVISIONING,
+        format!("sending the spec of generation {generation} to the cloud"),
+    )
+    .with_generation(generation);
+    if set_condition(&mut status.conditions, sending) || status.phase != Phase::Pending {
+        status.phase = Phase::Pending;
+        let recorded = Transaction::new().update_status(bucket, &status).commit();
+        if let Some(outcome) = settled(bucket, recorded.map(|_| ()), "pending")? {
+            return Ok(outcome);
+        }
+    }
     let response = Request::put(url)
         .json(&bucket.value.spec)?
         .idempotency_key(&key)
@@ -281,14 +390,14 @@ fn provision(ctx: &Context, bucket: &Object<Bucket>, url: &str) -> Result<Outcom
         .send()?;
     let epoch = ctx.fence().epoch;
     if response.is_success() {
-        let generation = response
+        let cloud_generation = response
             .json::<Value>()
             .ok()
             .and_then(|body| body.get("generation").and_then(Value::as_u64));
         let replayed = response.header("idempotency-replayed") == Some("true");
         let message = format!(
             "applied by the cloud{} (epoch {epoch}{})",
-            generation
+            cloud_generation
                 .map(|g| format!(" at generation {g}"))
                 .unwrap_or_default(),
             if replayed {
@@ -297,14 +406,15 @@ fn provision(ctx: &Context, bucket: &Object<Bucket>, url: &str) -> Result<Outcom
                 ""
             },
         );
-        let status = BucketStatus {
-            phase: Phase::Ready,
-            applied_spec: Some(bucket.value.spec.clone()),
-            observed_generation: generation,
-            rejected_spec: None,
-            message: Some(message.clone()),
-        };
-        return record(bucket, status, PROVISIONED, &message);
+        status.phase = Phase::Ready;
+        status.applied_spec = Some(bucket.value.spec.clone());
+        status.cloud_generation = cloud_generation;
+        status.rejected_spec = None;
+        status.message = Some(message.clone());
+        let ready = Condition::new(READY, ConditionStatus::True, PROVISIONED, message.as_str())
+            .with_generation(generation);
+        set_condition(&mut status.conditions, ready);
+        return record(bucket, &status, EventType::Normal, PROVISIONED, &message);
     }
     refused(&response, url)?;
     // A definite refusal of this spec: record it, do not retry it.
@@ -313,36 +423,48 @@ fn provision(ctx: &Context, bucket: &Object<Bucket>, url: &str) -> Result<Outcom
         response.status,
         answer_text(&response)
     ));
-    let previous = bucket.value.status.as_ref();
-    let status = BucketStatus {
-        phase: Phase::Failed,
-        applied_spec: previous.and_then(|s| s.applied_spec.clone()),
-        observed_generation: previous.and_then(|s| s.observed_generation),
-        rejected_spec: Some(bucket.value.spec.clone()),
-        message: Some(message.clone()),
-    };
+    status.phase = Phase::Failed;
+    status.rejected_spec = Some(bucket.value.spec.clone());
+    status.message = Some(message.clone());
+    let failed = Condition::new(
+        READY,
+        ConditionStatus::False,
+        PROVISION_FAILED,
+        message.as_str(),
+    )
+    .with_generation(generation);
+    set_condition(&mut status.conditions, failed);
     leasehold_guest::warn!("{}: {message}", bucket.key());
-    record(bucket, status, PROVISION_FAILED, &message)
+    record(
+        bucket,
+        &status,
+        EventType::Warning,
+        PROVISION_FAILED,
+        &message,
+    )
 }
 
-/// `DELETE` the bucket at the cloud, then the object.
-fn deprovision(ctx: &Context, bucket: &Object<Bucket>, url: &str) -> Result<Outcome, Error> {
-    let key = IdempotencyKey::for_action(BUCKETS, &bucket.name, bucket.version, DELETE_ACTION);
+/// Once the object is marked for deletion: `DELETE` the bucket at the
+/// cloud; on success, the event that goes with the finalizer's removal.
+fn cleanup(ctx: &Context, object: &Object<Value>, url: &str) -> Result<Transaction, Error> {
+    // The marked object's generation: the mark set it, and nothing moves
+    // it until the object goes, so every retry sends this key.
+    let key = IdempotencyKey::for_action(BUCKETS, &object.name, object.generation, DELETE_ACTION);
     let response = Request::delete(url)
         .idempotency_key(&key)
         .timeout(REQUEST_TIMEOUT)
         .send()?;
     if !response.is_success() && response.status != 404 {
         refused(&response, url)?;
-        // Another refusal: the object stays, marked, for a person to look
-        // at; retrying would be refused the same way.
+        // Another refusal: the object stays, marked, and we ask again
+        // later (the finalizer is kept).
         let message = clip(format!(
             "the cloud refused the delete with {}: {}",
             response.status,
             answer_text(&response)
         ));
-        leasehold_guest::warn!("{}: {message}", bucket.key());
-        return Ok(Outcome::Done);
+        leasehold_guest::warn!("{}: {message}", object.key());
+        return Err(Error::retry_after(message, DELETE_REFUSED_RETRY_AFTER));
     }
     let message = format!(
         "deleted at the cloud ({}, epoch {})",
@@ -353,11 +475,14 @@ fn deprovision(ctx: &Context, bucket: &Object<Bucket>, url: &str) -> Result<Outc
         },
         ctx.fence().epoch
     );
-    let committed = Transaction::new()
-        .delete(bucket)
-        .event(BUCKETS, bucket.name.as_str(), DEPROVISIONED, &message)
-        .commit();
-    finish(bucket, committed.map(|_| ()), &message)
+    leasehold_guest::info!("{}: {message}", object.key());
+    Ok(Transaction::new().event_of_type(
+        BUCKETS,
+        object.name.as_str(),
+        EventType::Normal,
+        DEPROVISIONED,
+        message,
+    ))
 }
 
 /// The error for an answer that is not a definite refusal of the request:
@@ -424,40 +549,39 @@ fn answer_text(response: &Response) -> String {
     }
 }
 
-/// Record `status` in the object (conditional on the version read) with
-/// an event.
+/// Record `status` (conditional on the generation read) with an event.
 fn record(
     bucket: &Object<Bucket>,
-    status: BucketStatus,
+    status: &BucketStatus,
+    event_type: EventType,
     reason: &str,
     message: &str,
 ) -> Result<Outcome, Error> {
-    let updated = Bucket {
-        status: Some(status),
-        ..bucket.value.clone()
-    };
     let committed = Transaction::new()
-        .update(bucket, &updated)
-        .event(BUCKETS, bucket.name.as_str(), reason, message)
+        .update_status(bucket, status)
+        .event_of_type(BUCKETS, bucket.name.as_str(), event_type, reason, message)
         .commit();
-    finish(bucket, committed.map(|_| ()), message)
+    Ok(settled(bucket, committed.map(|_| ()), message)?.unwrap_or(Outcome::Done))
 }
 
-fn finish(
+/// What a status commit's result means: `None` if it landed (logged),
+/// a requeue if the object changed since it was read, the error otherwise.
+fn settled(
     bucket: &Object<Bucket>,
     committed: Result<(), StoreError>,
-    message: &str,
-) -> Result<Outcome, Error> {
+    what: &str,
+) -> Result<Option<Outcome>, Error> {
     match committed {
         Ok(()) => {
-            leasehold_guest::info!("{}: {message}", bucket.key());
-            Ok(Outcome::Done)
+            leasehold_guest::info!("{}: {what}", bucket.key());
+            Ok(None)
         }
-        // Changed (or removed) since it was read: what to do is decided
-        // again from a fresh read, with the key of the new version.
+        // The spec changed (or the object went) since it was read: what to
+        // do is decided again from a fresh read, with the key of the new
+        // generation.
         Err(StoreError::Conflict(key) | StoreError::NotFound(key)) => {
             leasehold_guest::info!("{key} changed since it was read; looking again");
-            Ok(Outcome::RequeueAfter(CONFLICT_RETRY_AFTER))
+            Ok(Some(Outcome::RequeueAfter(CONFLICT_RETRY_AFTER)))
         }
         // Fenced: stop. Unavailable: the commit may have landed; the
         // retry re-reads and, if it did not, sends the same key again.
