@@ -21,9 +21,11 @@
 //! finishes (any status other than `pending` and `assigned`, say `"done"`)
 //! or is deleted (the finalizer turns the delete into a mark, so the
 //! scheduler still sees the task and the node it held). The scheduler then
-//! removes the finalizer and the label and lowers the node's `assigned` in
-//! one commit, with a `Released` event; a deleted task disappears with that
-//! commit. A task set back to `pending` while it holds a slot is placed
+//! lowers the node's `assigned` and removes the finalizer (and, for a
+//! finished task, the label) in one commit, with a `Released` event; a
+//! deleted task disappears with that commit. A task holding a slot is
+//! reconciled through [`leasehold_guest::finalizer`]: apply frees the slot
+//! of a finished task, cleanup that of a deleted one. A task set back to `pending` while it holds a slot is placed
 //! again, and its old slot is freed in the same commit.
 //!
 //! # Reading little
@@ -97,6 +99,7 @@
 //! cannot hold capacity, so skipping them cannot overfill a node. A
 //! malformed task that holds a slot frees it.
 
+use std::cell::Cell;
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -104,7 +107,7 @@ use std::time::Duration;
 use leasehold_guest::{
     Api, Context, Controller, Description, Error, Kind, MAX_CALL_PAYLOAD_BYTES,
     MAX_EVENTS_PER_COMMIT, MAX_OPS_PER_COMMIT, MAX_PAGE_SIZE, Object, Outcome, Reason, Retry,
-    Selector, StoreError, Transaction, retry_on_conflict,
+    Selector, StoreError, Transaction, finalizer, retry_on_conflict,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
@@ -347,9 +350,22 @@ enum TaskSeen {
 
 /// Free the slot of task `name` if it holds one and no longer needs it: it
 /// is marked for deletion, or its status is neither pending nor assigned.
-/// One commit: the task loses the finalizer and the label (and goes, if it
-/// was marked and that was its last finalizer), the node's `assigned` goes
-/// down by one, and a `Released` event records it.
+///
+/// A task holding a slot is reconciled through [`finalizer`] under
+/// [`SLOT_FINALIZER`]. The scheduler puts the finalizer on a task in the
+/// commit that assigns it (it means "holds a slot"), so a task without it
+/// is not the scheduler's to free and never reaches `finalizer`, whose
+/// adding step therefore never runs here:
+///
+/// - the task lives (apply): still pending or assigned, nothing to do;
+///   finished, one commit gives the slot up: the task loses the finalizer
+///   and the label, the node's `assigned` goes down by one, and a
+///   `Released` event records it;
+/// - the task is marked for deletion (cleanup): the node's `assigned` goes
+///   down and the `Released` event is recorded in the commit that removes
+///   the finalizer, which removes the task (if that was its last
+///   finalizer). One commit, conditional on the task's version: a slot is
+///   freed once.
 fn release_if_done(ctx: &Context, name: &str) -> Result<TaskSeen, Error> {
     retry_on_conflict(MAX_CONFLICT_RETRIES + 1, || {
         let Some(task) = ctx.api::<Value>(Task::KIND).get(name)? else {
@@ -372,42 +388,74 @@ fn release_if_done(ctx: &Context, name: &str) -> Result<TaskSeen, Error> {
             decode_or_warn::<Task>(&task);
             return Ok(seen);
         };
-        if !task.is_deleting() && (status == PENDING || status == ASSIGNED) {
-            // Still assigned, or pending again (placed anew, with its old
-            // slot freed in the same commit, by `schedule`).
-            return Ok(seen);
+        let freed = Cell::new(false);
+        finalizer(
+            task,
+            SLOT_FINALIZER,
+            |task| {
+                if status == PENDING || status == ASSIGNED {
+                    // Still assigned, or pending again (placed anew, with
+                    // its old slot freed in the same commit, by `schedule`).
+                    return Ok(Outcome::Done);
+                }
+                // Finished: the slot, the finalizer and the label go.
+                let mut meta = task.meta.clone();
+                meta.finalizers.retain(|f| f != SLOT_FINALIZER);
+                meta.labels.remove(NODE_LABEL);
+                let tx = Transaction::new().set_metadata(task, &meta);
+                free_slot(ctx, name, &node_name, tx)?.commit()?;
+                freed.set(true);
+                Ok(Outcome::Done)
+            },
+            |_| {
+                // Deleted: the slot goes with the finalizer's removal.
+                let tx = free_slot(ctx, name, &node_name, Transaction::new())?;
+                freed.set(true);
+                Ok(tx)
+            },
+        )?;
+        if freed.get() {
+            leasehold_guest::info!("released the slot of tasks/{name} on nodes/{node_name}");
+            Ok(TaskSeen::Freed)
+        } else {
+            Ok(seen)
         }
-        let mut meta = task.meta.clone();
-        meta.finalizers.retain(|f| f != SLOT_FINALIZER);
-        meta.labels.remove(NODE_LABEL);
-        let mut tx = Transaction::new().set_metadata(&task, &meta);
-        let freed = match ctx
-            .api::<Value>(Node::KIND)
-            .get(&node_name)?
-            .as_ref()
-            .and_then(decode_or_warn::<Node>)
-        {
-            Some(node) => {
-                let used = slots_used(&node)?.saturating_sub(1);
-                let capacity = node.value.capacity;
-                let lowered = Node {
-                    assigned: Some(used),
-                    ..node.value.clone()
-                };
-                tx = tx.update_typed(&node, &lowered);
-                format!("({used} of {capacity} slots in use)")
-            }
-            // The node is gone (or unreadable): nothing to lower.
-            None => "(the node is gone)".to_string(),
-        };
-        let message = format!(
-            "released its slot on node {node_name} {freed} at epoch {}",
-            ctx.fence().epoch
-        );
-        tx.event(TASKS, name, RELEASED_REASON, message).commit()?;
-        leasehold_guest::info!("released the slot of tasks/{name} on nodes/{node_name}");
-        Ok(TaskSeen::Freed)
     })
+}
+
+/// `tx` with task `name`'s slot on `node_name` given up: the node's
+/// `assigned` lowered by one (conditional on the node's version), and the
+/// `Released` event.
+fn free_slot(
+    ctx: &Context,
+    name: &str,
+    node_name: &str,
+    mut tx: Transaction,
+) -> Result<Transaction, Error> {
+    let freed = match ctx
+        .api::<Value>(Node::KIND)
+        .get(node_name)?
+        .as_ref()
+        .and_then(decode_or_warn::<Node>)
+    {
+        Some(node) => {
+            let used = slots_used(&node)?.saturating_sub(1);
+            let capacity = node.value.capacity;
+            let lowered = Node {
+                assigned: Some(used),
+                ..node.value.clone()
+            };
+            tx = tx.update_typed(&node, &lowered);
+            format!("({used} of {capacity} slots in use)")
+        }
+        // The node is gone (or unreadable): nothing to lower.
+        None => "(the node is gone)".to_string(),
+    };
+    let message = format!(
+        "released its slot on node {node_name} {freed} at epoch {}",
+        ctx.fence().epoch
+    );
+    Ok(tx.event(TASKS, name, RELEASED_REASON, message))
 }
 
 /// One node as the scheduler sees it: the object read (its version the

@@ -732,6 +732,100 @@ fn a_deleted_task_frees_its_slot_before_it_goes() {
 }
 
 #[test]
+fn a_deleted_task_frees_its_slot_in_the_commit_that_removes_its_finalizer() {
+    let host = FakeHost::new();
+    node(&host, "n1", 2);
+    pending(&host, "t1");
+    host.resync(&Scheduler::new());
+    host.remove(TASKS, "t1");
+    let marked = host.object::<Value>(TASKS, "t1").unwrap();
+    let commits = host.commits().len();
+
+    // The node changes under the release once: it is read again, and the
+    // slot is still freed exactly once.
+    host.before_commit(1, |host| {
+        host.seed(NODES, "n1", &json!({ "capacity": 3, "assigned": 1 }));
+    });
+    assert_eq!(host.reconcile(&Scheduler::new(), TASKS, "t1"), Reply::Done);
+    assert!(host.object::<Value>(TASKS, "t1").is_none());
+    assert_eq!(node_count(&host, "n1"), Some(0));
+
+    let released: Vec<_> = host.commits().into_iter().skip(commits).collect();
+    assert_eq!(released.len(), 1, "one commit landed: {released:?}");
+    let release = &released[0];
+    assert_eq!(release.events.len(), 1);
+    assert_eq!(release.events[0].reason, RELEASED_REASON);
+    let task_op = release
+        .ops
+        .iter()
+        .find(|op| op.key().kind == TASKS)
+        .expect("the task's write");
+    match task_op {
+        Op::Replace {
+            expected_version,
+            meta: Some(meta),
+            value: None,
+            ..
+        } => {
+            assert_eq!(
+                *expected_version, marked.version,
+                "conditional on the version read"
+            );
+            assert!(meta.finalizers.is_empty());
+        }
+        other => panic!("expected the finalizer's removal, got {other:?}"),
+    }
+    assert!(release.ops.iter().any(|op| op.key().kind == NODES));
+}
+
+#[test]
+fn a_deleted_task_held_by_another_finalizer_frees_its_slot_once() {
+    let host = FakeHost::new();
+    node(&host, "n1", 1);
+    host.seed_with(
+        TASKS,
+        "t1",
+        &json!({ "status": "pending" }),
+        &leasehold_guest::Metadata::new().finalizer("example.com/other"),
+    );
+    pending(&host, "t2");
+    host.resync(&Scheduler::new());
+    assert_eq!(task(&host, "t1")["node"], "n1");
+
+    host.remove(TASKS, "t1");
+    assert_eq!(host.reconcile(&Scheduler::new(), TASKS, "t1"), Reply::Done);
+    let t1 = host.object::<Value>(TASKS, "t1").unwrap();
+    assert!(t1.is_deleting(), "the other finalizer still holds it");
+    assert_eq!(t1.finalizers(), ["example.com/other"]);
+    assert_eq!(task(&host, "t2")["node"], "n1", "its slot went to t2");
+
+    // Without the scheduler's finalizer the task is no longer its concern.
+    let commits = host.commits().len();
+    assert_eq!(host.reconcile(&Scheduler::new(), TASKS, "t1"), Reply::Done);
+    assert_eq!(host.commits().len(), commits);
+    assert_eq!(host.events_with_reason(RELEASED_REASON).len(), 1);
+    assert_eq!(node_count(&host, "n1"), Some(1));
+}
+
+#[test]
+fn a_fenced_release_frees_nothing() {
+    let host = FakeHost::new();
+    node(&host, "n1", 1);
+    pending(&host, "t1");
+    host.resync(&Scheduler::new());
+    host.remove(TASKS, "t1");
+    host.fail_next_commit(Fault::Fenced);
+    assert_eq!(
+        host.reconcile(&Scheduler::new(), TASKS, "t1"),
+        Reply::Fenced
+    );
+    let t1 = host.object::<Value>(TASKS, "t1").unwrap();
+    assert!(t1.has_finalizer(SLOT_FINALIZER));
+    assert_eq!(node_count(&host, "n1"), Some(1));
+    assert!(host.events_with_reason(RELEASED_REASON).is_empty());
+}
+
+#[test]
 fn a_deleted_pending_task_is_not_placed() {
     let host = FakeHost::new();
     node(&host, "n1", 1);
