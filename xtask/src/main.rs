@@ -33,6 +33,7 @@ const GUESTS: &[&str] = &[
 /// `wit/controller.wit` into the guest folder as `<component name>.wasm`.
 const PYTHON_GUESTS: &[(&str, &str, &str)] = &[
     ("scheduler-py", "controllers/scheduler-py", "app"),
+    ("provisioner-py", "controllers/provisioner-py", "app"),
     // The hard-abort fixture: a guest that spins or blocks on command.
     (
         "misbehaving-py",
@@ -51,7 +52,11 @@ const PYTHON_TOOL_PINS: &[&str] = &["componentize-py==0.25.1", "pytest==9.2.0"];
 const PYTHON_MIN: (u32, u32) = (3, 11);
 /// Folders whose pytest suites `cargo xtask test` runs: the SDK's and
 /// each Python controller's.
-const PYTHON_TEST_DIRS: &[&str] = &["guest-sdk/python", "controllers/scheduler-py"];
+const PYTHON_TEST_DIRS: &[&str] = &[
+    "guest-sdk/python",
+    "controllers/scheduler-py",
+    "controllers/provisioner-py",
+];
 /// Controllers written in JavaScript: (component name, folder, entry
 /// module). Built with componentize-js against `wit/controller.wit` into
 /// the guest folder as `<component name>.wasm`.
