@@ -29,7 +29,7 @@ from wit_world.imports import store as _store
 from wit_world.imports import tenure as _tenure
 from wit_world.imports import wall_clock as _clock
 
-from . import _host
+from . import _host, _wasi_http
 from .controller import Controller, Description, Reason, RelatedWatch, dispatch
 from .errors import Conflict, Fenced, NotFound, StoreError, Unavailable, invalid
 from .fence import Fence
@@ -188,10 +188,6 @@ class WitHost:
 
     def http_send(self, request: WireRequest) -> WireResponse:
         """`wasi:http/outgoing-handler`: send `request`, read the whole response."""
-        # Imported on first use: a controller that never calls out never
-        # touches the wasi:http bindings.
-        from . import _wasi_http
-
         return _wasi_http.send(request)
 
 

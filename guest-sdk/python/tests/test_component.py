@@ -59,6 +59,7 @@ def wit(tmp_path_factory):
         for name in [m for m in sys.modules if m.startswith(("wit_world", "componentize_py"))]:
             del sys.modules[name]
         sys.modules.pop("leasehold.component", None)
+        sys.modules.pop("leasehold._wasi_http", None)
 
 
 import leasehold
