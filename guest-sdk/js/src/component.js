@@ -11,7 +11,8 @@
  * export const reconciler = exportController(() => new MyController());
  * ```
  *
- * `WitHost` answers the SDK's host calls with the WIT imports; the
+ * `WitHost` answers the SDK's host calls with the WIT imports (outbound
+ * HTTP through `wasi:http/outgoing-handler`, in `component-http.js`); the
  * `reconciler` object `exportController` returns is what the component
  * exports as `leasehold:controller/reconciler`. Everything else in the SDK
  * is the same code the tests run natively against `FakeHost`.
@@ -25,6 +26,7 @@ import * as store from 'leasehold:controller/store@0.3.0';
 import { current, shard as witShard } from 'leasehold:controller/tenure@0.3.0';
 import { now as wallClock } from 'wasi:clocks/wall-clock@0.2.12';
 
+import { sendThroughWasi } from './component-http.js';
 import { Reason, dispatch } from './controller.js';
 import { Conflict, Fenced, NotFound, Unavailable, invalid } from './errors.js';
 import { Fence } from './fence.js';
@@ -255,6 +257,17 @@ export class WitHost {
   /** The settings host. @returns {string} */
   settings() {
     return witSettings();
+  }
+
+  /**
+   * One outbound request through `wasi:http/outgoing-handler`; a
+   * `WireHttpError` if it failed.
+   *
+   * @param {import('./http-wire.js').WireRequest} request
+   * @returns {import('./http-wire.js').WireResponse}
+   */
+  httpSend(request) {
+    return sendThroughWasi(request);
   }
 
   /** `wasi:clocks/wall-clock` in ms since the Unix epoch. @returns {number} */

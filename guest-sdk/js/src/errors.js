@@ -190,12 +190,25 @@ export class TooMany extends LeaseholdError {
 /**
  * The controller's settings do not have the expected shape.
  *
- * The message never quotes a value of the settings: they may hold secrets.
+ * `key` names the key it failed on, as a path from the top of the
+ * settings (`region`, `db.port`, `exempt[2]`), when one is to blame. The
+ * message never quotes a value of the settings: they may hold secrets.
  */
 export class SettingsError extends LeaseholdError {
-  /** @param {string} message what is wrong, without any value */
-  constructor(message) {
-    super(`the controller's settings do not have the expected shape: ${message}`);
+  /**
+   * @param {string} message what is wrong, by type ("missing", "a string, expected a number"), never by value
+   * @param {string | null} [key] the key it failed on, as a path; null when the settings as a whole did not fit
+   */
+  constructor(message, key = null) {
+    super(
+      key === null
+        ? `the controller's settings do not have the expected shape: ${message}`
+        : `the controller's settings do not have the expected shape: key \`${key}\`: ${message}`,
+    );
+    /** The key it failed on, as a path from the top (`db.port`, `exempt[2]`), or null. @type {string | null} */
+    this.key = key;
+    /** What was wrong, without any value. @type {string} */
+    this.problem = message;
   }
 }
 

@@ -19,6 +19,13 @@
  * commit applied, its reply lost: the guest sees `Unavailable`), and quota
  * refusals. `before` runs a write "by someone else" just before a call.
  *
+ * Outbound HTTP (`fake-http.js`) follows the host's rules: denied until
+ * `allowHttp` lists the URL, the three fence headers stamped on every
+ * request, refused after the lease is lost, bounded per reconcile; a
+ * scripted receiver answers (`respond`, `respondOnce`, `respondWith`),
+ * `failHttp` injects faults on the wire (`HttpFault`), and
+ * `httpRequests` records what left.
+ *
  * Creating a `FakeHost` installs it: the SDK's calls go to the newest one.
  *
  * @module
@@ -31,8 +38,11 @@ import { install } from './host.js';
 import { Metadata, ObjectKey } from './keys.js';
 import * as L from './limits.js';
 import { decodeRaw } from './objects.js';
+import { HttpState } from './fake-http.js';
 import { Shard } from './shard.js';
-import { Check, Committed, Create, CreateWith, Delete, Replace, Status, Update } from './transaction.js';
+import { Check, Committed, Create, CreateWith, Delete, Replace, Status, Update, decodeEventMessage } from './transaction.js';
+
+export { HttpFault, HttpRecord, HttpReply } from './fake-http.js';
 
 /** The fake's clock starts here: 2026-01-01T00:00:00Z. */
 export const START = new Date(Date.UTC(2026, 0, 1));
@@ -49,6 +59,10 @@ export class Limits {
     /** @type {number} */ this.maxPageSize = given.maxPageSize ?? L.MAX_PAGE_SIZE;
     /** @type {number} */ this.maxCallPayloadBytes = given.maxCallPayloadBytes ?? L.MAX_CALL_PAYLOAD_BYTES;
     /** @type {number} */ this.logLineBytes = given.logLineBytes ?? L.LOG_LINE_BYTES;
+    /** @type {number} */ this.httpRequestsPerReconcile =
+      given.httpRequestsPerReconcile ?? L.MAX_HTTP_REQUESTS_PER_RECONCILE;
+    /** @type {number} */ this.httpRequestBodyBytes = given.httpRequestBodyBytes ?? L.MAX_HTTP_REQUEST_BODY_BYTES;
+    /** @type {number} */ this.httpResponseBodyBytes = given.httpResponseBodyBytes ?? L.MAX_HTTP_RESPONSE_BODY_BYTES;
     Object.freeze(this);
   }
 }
@@ -138,7 +152,9 @@ export class At {
  * @property {number} epoch the tenure that appended it
  * @property {ObjectKey} key what it is about
  * @property {string} reason
- * @property {string} message
+ * @property {string} message as stored: a typed event's type included (see `EventType`)
+ * @property {string} type `Normal` or `Warning`, read from the message (see `EventType`)
+ * @property {string} text the message without its type (see `EventType`)
  */
 
 /**
@@ -879,6 +895,7 @@ export class FakeHost {
   // commits judge status writes by (the host judges by the label the
   // running guest's `describe` declared).
   /** @type {string | null} */ #shardLabel = null;
+  #http = new HttpState();
 
   /**
    * @param {Limits} [limits] the bounds to enforce (the host's defaults)
@@ -1157,7 +1174,10 @@ export class FakeHost {
   /**
    * Run one reconcile of `kind/name` as the host would; its reply. A
    * sharded fake reads the controller's description first (its shard label
-   * decides which status writes the shard may make).
+   * decides which status writes the shard may make). Each reconcile (of
+   * `resync` and `runChanges` too) has a fresh budget of outbound requests
+   * (`limits.httpRequestsPerReconcile`), as in the host; requests made
+   * outside a reconcile share one budget.
    *
    * @param {import('./controller.js').Controller} controller
    * @param {string} kind
@@ -1168,6 +1188,21 @@ export class FakeHost {
   reconcile(controller, kind, name, reason = Reason.CHANGE) {
     this.install();
     if (this.#shard.count > 1) this.#learn(controller.describe());
+    return this.#dispatch(controller, kind, name, reason);
+  }
+
+  /**
+   * One reconcile, with a fresh budget of outbound requests as each
+   * reconcile has in the host.
+   *
+   * @param {import('./controller.js').Controller} controller
+   * @param {string} kind
+   * @param {string} name
+   * @param {string} reason
+   * @returns {import('./controller.js').Reply}
+   */
+  #dispatch(controller, kind, name, reason) {
+    this.#http.beginReconcile();
     return dispatch(controller, kind, name, reason);
   }
 
@@ -1198,7 +1233,7 @@ export class FakeHost {
         }
       }
     }
-    return keys.map((k) => [k, dispatch(controller, k.kind, k.name, Reason.RESYNC)]);
+    return keys.map((k) => [k, this.#dispatch(controller, k.kind, k.name, Reason.RESYNC)]);
   }
 
   /**
@@ -1310,9 +1345,9 @@ export class FakeHost {
     this.before(At.commit(n), write);
   }
 
-  /** Faults and hooks not met yet. @returns {number} */
+  /** Faults (outbound HTTP's included) and hooks not met yet. @returns {number} */
   get pendingFaults() {
-    return this.#faults.length + this.#hooks.length;
+    return this.#faults.length + this.#hooks.length + this.#http.pendingFaults;
   }
 
   /** @param {At} at @returns {{what: string, n: number}} */
@@ -1422,7 +1457,8 @@ export class FakeHost {
     const epoch = this.#fence.epoch;
     const seqs = events.map((event) => {
       const seq = this.#events.length + 1;
-      this.#events.push({ seq, revision, epoch, key: event.key, reason: event.reason, message: event.message });
+      const [type, text] = decodeEventMessage(event.message);
+      this.#events.push({ seq, revision, epoch, key: event.key, reason: event.reason, message: event.message, type, text });
       return seq;
     });
     this.#commits.push({ revision, epoch, ops: normalized, events: [...events], eventSeqs: seqs });
@@ -1468,6 +1504,18 @@ export class FakeHost {
     this.#logs.push({ level, message: line, epoch });
   }
 
+  /**
+   * The host's outbound HTTP (`wasi:http/outgoing-handler`): admitted as
+   * the host admits requests, answered by the scripted receiver, recorded.
+   * Throws a `WireHttpError` for what the guest sees as a failure.
+   *
+   * @param {import('./http-wire.js').WireRequest} request
+   * @returns {import('./http-wire.js').WireResponse}
+   */
+  httpSend(request) {
+    return this.#http.serve(request, this);
+  }
+
   /** The settings host: JSON text of an object. @returns {string} */
   settings() {
     return this.#settings;
@@ -1476,6 +1524,105 @@ export class FakeHost {
   /** The wall clock, in ms since the Unix epoch. @returns {number} */
   nowMs() {
     return this.#nowMs;
+  }
+
+  // ----- outbound HTTP ---------------------------------------------------------------
+
+  /**
+   * Add `entries` to the controller's `http_allow` list, as the host's
+   * config would: `scheme://host[:port]` allows every path of that origin,
+   * `scheme://host[:port]/prefix/` only paths under the prefix (`/hooks`
+   * without the slash allows `/hooks` and `/hooks/…`). Until then every
+   * request is denied, as by the host. An entry the host's config check
+   * would refuse throws an `Error` naming it.
+   *
+   * @param {Iterable<string>} entries
+   * @returns {void}
+   */
+  allowHttp(entries) {
+    this.#http.allow(typeof entries === 'string' ? [entries] : entries);
+  }
+
+  /**
+   * Answer every request to `pattern` with `reply` (replacing what was
+   * scripted for it before), once its `respondOnce` replies are used up.
+   * A pattern is an exact URL as sent (`scheme://authority/path?query`),
+   * or a prefix ending in `*` (`http://svc.test/hooks/*`); an exact match
+   * wins over a prefix, a longer prefix over a shorter. A request nothing
+   * is scripted for is answered `404`.
+   *
+   * @param {string} pattern
+   * @param {import('./fake-http.js').HttpReply} reply
+   * @returns {void}
+   */
+  respond(pattern, reply) {
+    this.#http.route(pattern).standing = reply;
+  }
+
+  /**
+   * Queue `reply` for the next request to `pattern`: one-shot replies are
+   * used up in the order queued, before the standing reply of `respond`
+   * or `respondWith`.
+   *
+   * @param {string} pattern as for `respond`
+   * @param {import('./fake-http.js').HttpReply} reply
+   * @returns {void}
+   */
+  respondOnce(pattern, reply) {
+    this.#http.route(pattern).once.push(reply);
+  }
+
+  /**
+   * Answer every request to `pattern` with what `responder` computes from
+   * it (replacing what was scripted for it before): a receiver with state,
+   * such as one that follows the fenced-receiver rule. The responder runs
+   * only for requests the receiver gets; it sees the request as recorded,
+   * fence headers included.
+   *
+   * @param {string} pattern as for `respond`
+   * @param {(request: import('./fake-http.js').HttpRecord) => import('./fake-http.js').HttpReply} responder
+   * @returns {void}
+   */
+  respondWith(pattern, responder) {
+    if (typeof responder !== 'function') throw new TypeError('respondWith takes a function of the request');
+    this.#http.route(pattern).standing = responder;
+  }
+
+  /**
+   * Make the n-th outbound request from now (1 = the next one) fail with
+   * `fault` (one of `HttpFault`). Requests count whether or not the host
+   * lets them out; a fault aimed at a request the host refuses anyway
+   * (not allowed, a bound reached) is used up without effect, except
+   * `HttpFault.FENCED`, which the host checks first.
+   *
+   * @param {number} n
+   * @param {string} fault one of `HttpFault`
+   * @returns {void}
+   */
+  failHttp(n, fault) {
+    this.#http.fail(n, fault);
+  }
+
+  /**
+   * Make the next outbound request fail with `fault`: `failHttp(1, fault)`.
+   *
+   * @param {string} fault one of `HttpFault`
+   * @returns {void}
+   */
+  failNextHttp(fault) {
+    this.failHttp(1, fault);
+  }
+
+  /**
+   * Every request that left the fake host, in order, delivered or not
+   * (see `HttpRecord.delivered`). Requests the host refused (not in
+   * `http_allow`, the lease lost, a bound reached, a forbidden header)
+   * never left and are not here.
+   *
+   * @returns {import('./fake-http.js').HttpRecord[]}
+   */
+  httpRequests() {
+    return this.#http.records();
   }
 
   // ----- records, settings and the clock ------------------------------------------

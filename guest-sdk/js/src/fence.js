@@ -74,13 +74,34 @@ function escape(field) {
   return out;
 }
 
+/** The largest number a key may carry: 2^64 - 1, the WIT's `u64`. */
+const U64_MAX = 2n ** 64n - 1n;
+
 /**
- * A key naming one action on one version of one object.
+ * A key naming one action on one state of one object, for the receiver's
+ * deduplication (the `Idempotency-Key` header).
  *
- * Stable across tenures and processes: built from the object's kind, name
- * and version and the action's name only, never the epoch. The form
- * `<kind>/<name>@<version>/<action>` (fields percent-encoded except ASCII
- * letters, digits and `-._~`) is the Rust SDK's, part of the contract.
+ * Stable across tenures and processes: built from the object's kind and
+ * name, a number naming the state the decision was made on, and the
+ * action's name only (never the epoch, the holder or anything random), so
+ * a retry, and a successor re-running the same decision, send the same
+ * key and the receiver applies the effect once.
+ *
+ * **Which number.** For an effect driven by the object's spec (its value
+ * and metadata: the usual case), pass the object's **generation**
+ * (`obj.generation`). A status write changes the object's version but
+ * not its generation, so a key built from the version changes as soon as
+ * the controller records `Pending` before the request: a lost reply is
+ * then retried under a new key and the effect is applied twice. The
+ * generation changes only when the spec does (or the object is marked for
+ * deletion), which is when the decision may change.
+ *
+ * The form `<kind>/<name>@<number>/<action>` (kind, name and action
+ * percent-encoded except ASCII letters, digits and `-._~`, as upper-case
+ * hex of their UTF-8 bytes) is the Rust SDK's `IdempotencyKey::for_action`,
+ * part of the contract: the same inputs give the same key in every SDK.
+ * Two controllers sending to the same receiver about the same objects
+ * should use distinct action names.
  */
 export class IdempotencyKey {
   /** @param {string} value the key's text */
@@ -91,19 +112,31 @@ export class IdempotencyKey {
   }
 
   /**
-   * The key of `action` decided on version `version` of `kind/name`.
+   * The key of `action` decided on `generation` of `kind/name` (see the
+   * class: the object's generation for a spec-driven effect, not its
+   * version). A whole number from 0 to 2^64 - 1: a JavaScript number up
+   * to 2^53 - 1, or a bigint for the rest; a `RangeError` otherwise.
    *
    * @param {string} kind
    * @param {string} name
-   * @param {number} version
+   * @param {number | bigint} generation
    * @param {string} action
    * @returns {IdempotencyKey}
    */
-  static forAction(kind, name, version, action) {
-    return new IdempotencyKey(`${escape(kind)}/${escape(name)}@${version}/${escape(action)}`);
+  static forAction(kind, name, generation, action) {
+    const whole =
+      typeof generation === 'bigint'
+        ? generation >= 0n && generation <= U64_MAX
+        : Number.isSafeInteger(generation) && generation >= 0;
+    if (!whole) {
+      throw new RangeError(
+        `an idempotency key's number is a whole number from 0 to 2^64 - 1 (a bigint past 2^53 - 1), not ${String(generation)}`,
+      );
+    }
+    return new IdempotencyKey(`${escape(kind)}/${escape(name)}@${generation}/${escape(action)}`);
   }
 
-  /** @returns {string} */
+  /** The key, as sent in the header. @returns {string} */
   toString() {
     return this.value;
   }

@@ -49,3 +49,9 @@ export const MAX_SELECTOR_CONTAINS_BYTES = 4 * 1024;
 export const MAX_SELECTOR_CONTAINS_DEPTH = 16;
 /** Most shards a controller may run as (`shards = N` in its config entry). */
 export const MAX_SHARDS = 64;
+/** Most outbound HTTP requests one reconcile may send (`Limit` past it). */
+export const MAX_HTTP_REQUESTS_PER_RECONCILE = 64;
+/** Largest outbound HTTP request body in bytes (`BodyTooLarge` past it). */
+export const MAX_HTTP_REQUEST_BODY_BYTES = 1024 * 1024;
+/** Largest HTTP response body in bytes (`BodyTooLarge` past it). */
+export const MAX_HTTP_RESPONSE_BODY_BYTES = 4 * 1024 * 1024;

@@ -95,7 +95,70 @@ export class Check {
  * @typedef {Create | Update | Delete | CreateWith | Replace | Status | Check} Op
  */
 
-/** An event appended with a commit: about `key`, a PascalCase `reason`, a message. */
+/**
+ * The type of an event: `Normal` (something happened as it should) or
+ * `Warning` (something a person may have to look at), as Kubernetes'
+ * event types.
+ *
+ * The store's events have no type field (the WIT's `new-event` is kind,
+ * name, reason and message), so the type travels at the start of the
+ * message, the same way in every SDK of this repository:
+ *
+ * - a **warning**'s message starts with `Warning: `;
+ * - a **normal** event's message is the message as given, except one
+ *   that itself starts with `Warning: ` or `Normal: `, which gets
+ *   `Normal: ` in front so that it still reads as normal;
+ * - reading, a message that starts with `Warning: ` is a warning, one
+ *   that starts with `Normal: ` is normal (the prefix is not part of the
+ *   text), and anything else is normal, as is every event written without
+ *   a type (`Transaction.event`).
+ *
+ * The prefix counts toward the host's `MAX_EVENT_MESSAGE_BYTES`.
+ *
+ * @readonly
+ * @enum {string}
+ */
+export const EventType = Object.freeze({
+  /** Something happened as it should. */
+  Normal: 'Normal',
+  /** Something a person may have to look at. */
+  Warning: 'Warning',
+});
+
+/**
+ * The message an event of `type` carries on the wire (see `EventType`).
+ *
+ * @param {string} type one of `EventType`
+ * @param {string} message
+ * @returns {string}
+ */
+export function encodeEventMessage(type, message) {
+  if (type !== EventType.Normal && type !== EventType.Warning) {
+    throw new TypeError(`not an event type: ${JSON.stringify(String(type))} (Normal or Warning)`);
+  }
+  const marked = message.startsWith('Normal: ') || message.startsWith('Warning: ');
+  if (type === EventType.Normal && !marked) return message;
+  return `${type}: ${message}`;
+}
+
+/**
+ * The type of an event and its text, read from its message as stored
+ * (see `EventType`).
+ *
+ * @param {string} message
+ * @returns {[string, string]} `[type, text]`
+ */
+export function decodeEventMessage(message) {
+  for (const type of [EventType.Warning, EventType.Normal]) {
+    if (message.startsWith(`${type}: `)) return [type, message.slice(type.length + 2)];
+  }
+  return [EventType.Normal, message];
+}
+
+/**
+ * An event appended with a commit: about `key`, a PascalCase `reason`, a
+ * message as sent (a typed event's type included: see `EventType`).
+ */
 export class NewEvent {
   /** @param {ObjectKey} key @param {string} reason @param {string} message */
   constructor(key, reason, message) {
@@ -407,7 +470,9 @@ export class Transaction {
   }
 
   /**
-   * Append an event about `kind/name` with the commit.
+   * Append an event about `kind/name` with the commit. The message is
+   * sent as given, and reads as a `Normal` event unless it starts with a
+   * type's prefix; to give the type, use `eventOfType` or `warning`.
    *
    * @param {string} kind
    * @param {string} name
@@ -418,6 +483,34 @@ export class Transaction {
   event(kind, name, reason, message) {
     this.#events.push(new NewEvent(new ObjectKey(kind, name), reason, message));
     return this;
+  }
+
+  /**
+   * Append an event of `type` about `kind/name` with the commit: `event`
+   * with the type carried in the message as `EventType` describes.
+   *
+   * @param {string} kind
+   * @param {string} name
+   * @param {string} type one of `EventType`
+   * @param {string} reason a PascalCase word
+   * @param {string} message
+   * @returns {this}
+   */
+  eventOfType(kind, name, type, reason, message) {
+    return this.event(kind, name, reason, encodeEventMessage(type, message));
+  }
+
+  /**
+   * Append a `Warning` event about `kind/name` with the commit (see `eventOfType`).
+   *
+   * @param {string} kind
+   * @param {string} name
+   * @param {string} reason a PascalCase word, e.g. `ProvisionFailed`
+   * @param {string} message
+   * @returns {this}
+   */
+  warning(kind, name, reason, message) {
+    return this.eventOfType(kind, name, EventType.Warning, reason, message);
   }
 
   /** The operations so far. @returns {Op[]} */

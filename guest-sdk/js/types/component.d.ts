@@ -11,7 +11,8 @@
  * export const reconciler = exportController(() => new MyController());
  * ```
  *
- * `WitHost` answers the SDK's host calls with the WIT imports; the
+ * `WitHost` answers the SDK's host calls with the WIT imports (outbound
+ * HTTP through `wasi:http/outgoing-handler`, in `component-http.js`); the
  * `reconciler` object `exportController` returns is what the component
  * exports as `leasehold:controller/reconciler`. Everything else in the SDK
  * is the same code the tests run natively against `FakeHost`.
@@ -72,6 +73,14 @@ export declare class WitHost {
     log(level: string, message: string): void;
     /** The settings host. @returns {string} */
     settings(): string;
+    /**
+     * One outbound request through `wasi:http/outgoing-handler`; a
+     * `WireHttpError` if it failed.
+     *
+     * @param {import('./http-wire.js').WireRequest} request
+     * @returns {import('./http-wire.js').WireResponse}
+     */
+    httpSend(request: import('./http-wire.js').WireRequest): import('./http-wire.js').WireResponse;
     /** `wasi:clocks/wall-clock` in ms since the Unix epoch. @returns {number} */
     nowMs(): number;
 }

@@ -130,11 +130,20 @@ export declare class TooMany extends LeaseholdError {
 /**
  * The controller's settings do not have the expected shape.
  *
- * The message never quotes a value of the settings: they may hold secrets.
+ * `key` names the key it failed on, as a path from the top of the
+ * settings (`region`, `db.port`, `exempt[2]`), when one is to blame. The
+ * message never quotes a value of the settings: they may hold secrets.
  */
 export declare class SettingsError extends LeaseholdError {
-    /** @param {string} message what is wrong, without any value */
-    constructor(message: string);
+    /** The key it failed on, as a path from the top (`db.port`, `exempt[2]`), or null. @type {string | null} */
+    key: string | null;
+    /** What was wrong, without any value. @type {string} */
+    problem: string;
+    /**
+     * @param {string} message what is wrong, by type ("missing", "a string, expected a number"), never by value
+     * @param {string | null} [key] the key it failed on, as a path; null when the settings as a whole did not fit
+     */
+    constructor(message: string, key?: string | null);
 }
 /** A reconcile failure of the controller's own, with an optional retry delay. */
 export declare class Failed extends LeaseholdError {

@@ -19,6 +19,13 @@
  * commit applied, its reply lost: the guest sees `Unavailable`), and quota
  * refusals. `before` runs a write "by someone else" just before a call.
  *
+ * Outbound HTTP (`fake-http.js`) follows the host's rules: denied until
+ * `allowHttp` lists the URL, the three fence headers stamped on every
+ * request, refused after the lease is lost, bounded per reconcile; a
+ * scripted receiver answers (`respond`, `respondOnce`, `respondWith`),
+ * `failHttp` injects faults on the wire (`HttpFault`), and
+ * `httpRequests` records what left.
+ *
  * Creating a `FakeHost` installs it: the SDK's calls go to the newest one.
  *
  * @module
@@ -27,6 +34,7 @@ import { Fence } from './fence.js';
 import { Metadata, ObjectKey } from './keys.js';
 import { Shard } from './shard.js';
 import { Committed } from './transaction.js';
+export { HttpFault, HttpRecord, HttpReply } from './fake-http.js';
 /** The fake's clock starts here: 2026-01-01T00:00:00Z. */
 export declare const START: Date;
 /** The bounds the fake enforces; the host's defaults unless given. */
@@ -39,6 +47,9 @@ export declare class Limits {
     /** @type {number} */ maxPageSize: number;
     /** @type {number} */ maxCallPayloadBytes: number;
     /** @type {number} */ logLineBytes: number;
+    /** @type {number} */ httpRequestsPerReconcile: number;
+    /** @type {number} */ httpRequestBodyBytes: number;
+    /** @type {number} */ httpResponseBodyBytes: number;
     /** @param {Partial<Limits>} [given] */
     constructor(given?: Partial<Limits>);
 }
@@ -121,7 +132,18 @@ export type EventRecord = {
      */
     key: ObjectKey;
     reason: string;
+    /**
+     * as stored: a typed event's type included (see `EventType`)
+     */
     message: string;
+    /**
+     * `Normal` or `Warning`, read from the message (see `EventType`)
+     */
+    type: string;
+    /**
+     * the message without its type (see `EventType`)
+     */
+    text: string;
 };
 export type Change = {
     revision: number;
@@ -287,7 +309,10 @@ export declare class FakeHost {
     /**
      * Run one reconcile of `kind/name` as the host would; its reply. A
      * sharded fake reads the controller's description first (its shard label
-     * decides which status writes the shard may make).
+     * decides which status writes the shard may make). Each reconcile (of
+     * `resync` and `runChanges` too) has a fresh budget of outbound requests
+     * (`limits.httpRequestsPerReconcile`), as in the host; requests made
+     * outside a reconcile share one budget.
      *
      * @param {import('./controller.js').Controller} controller
      * @param {string} kind
@@ -366,7 +391,7 @@ export declare class FakeHost {
      * @returns {void}
      */
     beforeCommit(n: number, write: (host: FakeHost) => void): void;
-    /** Faults and hooks not met yet. @returns {number} */
+    /** Faults (outbound HTTP's included) and hooks not met yet. @returns {number} */
     get pendingFaults(): number;
     /**
      * The store's `get`.
@@ -411,10 +436,94 @@ export declare class FakeHost {
      * @returns {void}
      */
     log(level: string, message: string): void;
+    /**
+     * The host's outbound HTTP (`wasi:http/outgoing-handler`): admitted as
+     * the host admits requests, answered by the scripted receiver, recorded.
+     * Throws a `WireHttpError` for what the guest sees as a failure.
+     *
+     * @param {import('./http-wire.js').WireRequest} request
+     * @returns {import('./http-wire.js').WireResponse}
+     */
+    httpSend(request: import('./http-wire.js').WireRequest): import('./http-wire.js').WireResponse;
     /** The settings host: JSON text of an object. @returns {string} */
     settings(): string;
     /** The wall clock, in ms since the Unix epoch. @returns {number} */
     nowMs(): number;
+    /**
+     * Add `entries` to the controller's `http_allow` list, as the host's
+     * config would: `scheme://host[:port]` allows every path of that origin,
+     * `scheme://host[:port]/prefix/` only paths under the prefix (`/hooks`
+     * without the slash allows `/hooks` and `/hooks/…`). Until then every
+     * request is denied, as by the host. An entry the host's config check
+     * would refuse throws an `Error` naming it.
+     *
+     * @param {Iterable<string>} entries
+     * @returns {void}
+     */
+    allowHttp(entries: Iterable<string>): void;
+    /**
+     * Answer every request to `pattern` with `reply` (replacing what was
+     * scripted for it before), once its `respondOnce` replies are used up.
+     * A pattern is an exact URL as sent (`scheme://authority/path?query`),
+     * or a prefix ending in `*` (`http://svc.test/hooks/*`); an exact match
+     * wins over a prefix, a longer prefix over a shorter. A request nothing
+     * is scripted for is answered `404`.
+     *
+     * @param {string} pattern
+     * @param {import('./fake-http.js').HttpReply} reply
+     * @returns {void}
+     */
+    respond(pattern: string, reply: import('./fake-http.js').HttpReply): void;
+    /**
+     * Queue `reply` for the next request to `pattern`: one-shot replies are
+     * used up in the order queued, before the standing reply of `respond`
+     * or `respondWith`.
+     *
+     * @param {string} pattern as for `respond`
+     * @param {import('./fake-http.js').HttpReply} reply
+     * @returns {void}
+     */
+    respondOnce(pattern: string, reply: import('./fake-http.js').HttpReply): void;
+    /**
+     * Answer every request to `pattern` with what `responder` computes from
+     * it (replacing what was scripted for it before): a receiver with state,
+     * such as one that follows the fenced-receiver rule. The responder runs
+     * only for requests the receiver gets; it sees the request as recorded,
+     * fence headers included.
+     *
+     * @param {string} pattern as for `respond`
+     * @param {(request: import('./fake-http.js').HttpRecord) => import('./fake-http.js').HttpReply} responder
+     * @returns {void}
+     */
+    respondWith(pattern: string, responder: (request: import('./fake-http.js').HttpRecord) => import('./fake-http.js').HttpReply): void;
+    /**
+     * Make the n-th outbound request from now (1 = the next one) fail with
+     * `fault` (one of `HttpFault`). Requests count whether or not the host
+     * lets them out; a fault aimed at a request the host refuses anyway
+     * (not allowed, a bound reached) is used up without effect, except
+     * `HttpFault.FENCED`, which the host checks first.
+     *
+     * @param {number} n
+     * @param {string} fault one of `HttpFault`
+     * @returns {void}
+     */
+    failHttp(n: number, fault: string): void;
+    /**
+     * Make the next outbound request fail with `fault`: `failHttp(1, fault)`.
+     *
+     * @param {string} fault one of `HttpFault`
+     * @returns {void}
+     */
+    failNextHttp(fault: string): void;
+    /**
+     * Every request that left the fake host, in order, delivered or not
+     * (see `HttpRecord.delivered`). Requests the host refused (not in
+     * `http_allow`, the lease lost, a bound reached, a forbidden header)
+     * never left and are not here.
+     *
+     * @returns {import('./fake-http.js').HttpRecord[]}
+     */
+    httpRequests(): import('./fake-http.js').HttpRecord[];
     /** Every commit that applied, in order. @returns {CommitRecord[]} */
     commits(): CommitRecord[];
     /** Every event appended, in order. @returns {EventRecord[]} */

@@ -6,8 +6,9 @@
  * installed host; nothing else in the SDK knows which one it is.
  *
  * A host answers `get`, `list`, `listSelected`, `commit`, `fence`, `shard`,
- * `log`, `settings` and `nowMs`, with the SDK's plain shapes (`RawObject`,
- * `RawPage`, `Committed`, `Fence`, `Shard`), raising the SDK's `StoreError`s.
+ * `log`, `settings`, `nowMs` and `httpSend`, with the SDK's plain shapes
+ * (`RawObject`, `RawPage`, `Committed`, `Fence`, `Shard`, `WireResponse`),
+ * raising the SDK's `StoreError`s, or `WireHttpError` from `httpSend`.
  *
  * @module
  */

@@ -48,3 +48,9 @@ export declare const MAX_SELECTOR_CONTAINS_BYTES: number;
 export declare const MAX_SELECTOR_CONTAINS_DEPTH = 16;
 /** Most shards a controller may run as (`shards = N` in its config entry). */
 export declare const MAX_SHARDS = 64;
+/** Most outbound HTTP requests one reconcile may send (`Limit` past it). */
+export declare const MAX_HTTP_REQUESTS_PER_RECONCILE = 64;
+/** Largest outbound HTTP request body in bytes (`BodyTooLarge` past it). */
+export declare const MAX_HTTP_REQUEST_BODY_BYTES: number;
+/** Largest HTTP response body in bytes (`BodyTooLarge` past it). */
+export declare const MAX_HTTP_RESPONSE_BODY_BYTES: number;

@@ -70,7 +70,55 @@ export type Op = Create | Update | Delete | CreateWith | Replace | Status | Chec
  *
  * @typedef {Create | Update | Delete | CreateWith | Replace | Status | Check} Op
  */
-/** An event appended with a commit: about `key`, a PascalCase `reason`, a message. */
+/**
+ * The type of an event: `Normal` (something happened as it should) or
+ * `Warning` (something a person may have to look at), as Kubernetes'
+ * event types.
+ *
+ * The store's events have no type field (the WIT's `new-event` is kind,
+ * name, reason and message), so the type travels at the start of the
+ * message, the same way in every SDK of this repository:
+ *
+ * - a **warning**'s message starts with `Warning: `;
+ * - a **normal** event's message is the message as given, except one
+ *   that itself starts with `Warning: ` or `Normal: `, which gets
+ *   `Normal: ` in front so that it still reads as normal;
+ * - reading, a message that starts with `Warning: ` is a warning, one
+ *   that starts with `Normal: ` is normal (the prefix is not part of the
+ *   text), and anything else is normal, as is every event written without
+ *   a type (`Transaction.event`).
+ *
+ * The prefix counts toward the host's `MAX_EVENT_MESSAGE_BYTES`.
+ *
+ * @readonly
+ * @enum {string}
+ */
+export declare const EventType: Readonly<{
+    /** Something happened as it should. */
+    Normal: "Normal";
+    /** Something a person may have to look at. */
+    Warning: "Warning";
+}>;
+/**
+ * The message an event of `type` carries on the wire (see `EventType`).
+ *
+ * @param {string} type one of `EventType`
+ * @param {string} message
+ * @returns {string}
+ */
+export declare function encodeEventMessage(type: string, message: string): string;
+/**
+ * The type of an event and its text, read from its message as stored
+ * (see `EventType`).
+ *
+ * @param {string} message
+ * @returns {[string, string]} `[type, text]`
+ */
+export declare function decodeEventMessage(message: string): [string, string];
+/**
+ * An event appended with a commit: about `key`, a PascalCase `reason`, a
+ * message as sent (a typed event's type included: see `EventType`).
+ */
 export declare class NewEvent {
     /** @type {ObjectKey} */ key: ObjectKey;
     /** @type {string} */ reason: string;
@@ -250,7 +298,9 @@ export declare class Transaction {
      */
     checkAbsent(kind: string, name: string): this;
     /**
-     * Append an event about `kind/name` with the commit.
+     * Append an event about `kind/name` with the commit. The message is
+     * sent as given, and reads as a `Normal` event unless it starts with a
+     * type's prefix; to give the type, use `eventOfType` or `warning`.
      *
      * @param {string} kind
      * @param {string} name
@@ -259,6 +309,28 @@ export declare class Transaction {
      * @returns {this}
      */
     event(kind: string, name: string, reason: string, message: string): this;
+    /**
+     * Append an event of `type` about `kind/name` with the commit: `event`
+     * with the type carried in the message as `EventType` describes.
+     *
+     * @param {string} kind
+     * @param {string} name
+     * @param {string} type one of `EventType`
+     * @param {string} reason a PascalCase word
+     * @param {string} message
+     * @returns {this}
+     */
+    eventOfType(kind: string, name: string, type: string, reason: string, message: string): this;
+    /**
+     * Append a `Warning` event about `kind/name` with the commit (see `eventOfType`).
+     *
+     * @param {string} kind
+     * @param {string} name
+     * @param {string} reason a PascalCase word, e.g. `ProvisionFailed`
+     * @param {string} message
+     * @returns {this}
+     */
+    warning(kind: string, name: string, reason: string, message: string): this;
     /** The operations so far. @returns {Op[]} */
     get ops(): Op[];
     /** The events so far. @returns {NewEvent[]} */
