@@ -602,6 +602,11 @@ pub struct PoolStats {
     /// Whether the last session the pool opened is encrypted (TLS);
     /// `None` before the first.
     pub encrypted: Option<bool>,
+    /// The same for the dedicated sessions (claim, listener, change feed)
+    /// made from this pool's configuration.
+    pub session_encrypted: Option<bool>,
+    /// What the pool's `sslmode` and files ask for, in words.
+    pub tls: String,
 }
 
 /// The pool of a [`Database`]: a `deadpool` pool whose [`PooledPool::get`]
@@ -870,9 +875,11 @@ pub struct Database {
     /// How this pool's sessions are encrypted (the URL's `ssl*`
     /// parameters), and whether the last one opened was.
     tls: crate::db_tls::Connector,
-    /// Where dedicated sessions (LISTEN, the liveness session) connect
-    /// (`[database] session_url`, with its own TLS); `None`: `config`.
-    session: Option<crate::db_tls::Target>,
+    /// Where dedicated sessions (LISTEN, the liveness session, the change
+    /// feed) connect: `[database] session_url` with its own TLS, or else
+    /// this pool's URL with a connector of its own (so `/metrics` tells
+    /// their encryption apart from the pool's).
+    session: crate::db_tls::Target,
     /// The notification self-test's verdict, shared with the siblings:
     /// 0 not run, 1 passed, 2 failed.
     notifications: std::sync::Arc<std::sync::atomic::AtomicU8>,
@@ -971,10 +978,10 @@ impl Database {
     /// Open the dedicated sessions (LISTEN, the liveness session) at `url`
     /// (`[database] session_url`) instead of this pool's URL.
     pub fn with_session_url(mut self, url: &str) -> Result<Self, DbError> {
-        self.session = Some(session_target(url).map_err(|reason| DbError::InvalidUrl {
+        self.session = session_target(url).map_err(|reason| DbError::InvalidUrl {
             endpoint: redact(url),
             reason: format!("session_url: {reason}"),
-        })?);
+        })?;
         Ok(self)
     }
 
@@ -983,13 +990,7 @@ impl Database {
     /// connector of their own, so `/metrics` tells their encryption
     /// apart).
     pub fn session_target(&self) -> crate::db_tls::Target {
-        let mut target = self
-            .session
-            .clone()
-            .unwrap_or_else(|| crate::db_tls::Target {
-                config: self.config.clone(),
-                tls: self.tls.clone(),
-            });
+        let mut target = self.session.clone();
         if target.config.get_connect_timeout().is_none() {
             target
                 .config
@@ -1002,6 +1003,12 @@ impl Database {
     /// opened was.
     pub fn tls(&self) -> &crate::db_tls::Connector {
         &self.tls
+    }
+
+    /// Whether the last dedicated session (claim, listener, change feed)
+    /// opened was encrypted.
+    pub fn session_encryption(&self) -> crate::db_tls::Encryption {
+        self.session.tls.encryption()
     }
 
     /// `sql`, ready to run on `session` in this pool's [`Pooler`] mode: a
@@ -1108,6 +1115,10 @@ impl Database {
                 endpoint: endpoint.clone(),
                 reason: e.to_string(),
             })?;
+        let session = crate::db_tls::Target {
+            config: config.clone(),
+            tls: tls.fresh(),
+        };
         Ok(Self {
             pool: PooledPool {
                 pool,
@@ -1118,8 +1129,8 @@ impl Database {
             config,
             sessions,
             statements: std::sync::Arc::default(),
+            session,
             tls,
-            session: None,
             notifications: std::sync::Arc::default(),
         })
     }
@@ -1147,11 +1158,9 @@ impl Database {
                 2 => Some(false),
                 _ => None,
             },
-            encrypted: match self.tls.encryption() {
-                crate::db_tls::Encryption::Unknown => None,
-                crate::db_tls::Encryption::Plain => Some(false),
-                crate::db_tls::Encryption::Encrypted => Some(true),
-            },
+            encrypted: self.tls.encryption().known(),
+            session_encrypted: self.session.tls.encryption().known(),
+            tls: self.tls.params().summary(),
         }
     }
 

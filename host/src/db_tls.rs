@@ -352,6 +352,17 @@ pub enum Encryption {
     Encrypted,
 }
 
+impl Encryption {
+    /// `Some(encrypted)` once known.
+    pub fn known(self) -> Option<bool> {
+        match self {
+            Encryption::Unknown => None,
+            Encryption::Plain => Some(false),
+            Encryption::Encrypted => Some(true),
+        }
+    }
+}
+
 /// The TLS connector of one connection string: every connection the host
 /// opens to it (pooled or dedicated) goes through it, and it remembers
 /// whether the last one it opened was encrypted.

@@ -13,6 +13,7 @@ pub mod db;
 pub mod db_tls;
 pub mod fence;
 pub mod limits;
+pub mod log_clamp;
 pub mod names;
 pub mod notify;
 pub mod outbound;

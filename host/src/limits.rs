@@ -210,6 +210,11 @@ pub const MAX_GUEST_PATH_BYTES: usize = 1024;
 /// Longest `[http] token`.
 pub const MAX_TOKEN_BYTES: usize = 1024;
 
+/// A token shorter than this is warned about at start and by `leasehold
+/// check` (not refused: a test setup may mean it): 16 random printable
+/// characters are about 100 bits.
+pub const MIN_TOKEN_BYTES: usize = 16;
+
 /// How often an unconditional `PUT` re-reads the version when another
 /// writer races it, before it writes without a precondition. The re-reads
 /// only serve to tell 201 from 200; the write itself never needs them.

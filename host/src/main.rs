@@ -256,9 +256,14 @@ fn init_logging(
         LogFormat::Human => lines.boxed(),
         LogFormat::Json => lines.json().flatten_event(true).boxed(),
     };
+    // Both must let a line through: the operator's filter, and the clamp
+    // of third-party targets that can log values and queries.
+    let clamp = tracing_subscriber::filter::filter_fn(|metadata| {
+        leasehold_host::log_clamp::allows(metadata)
+    });
     tracing_subscriber::registry()
         .with(exporting)
-        .with(lines.with_filter(filter))
+        .with(lines.with_filter(tracing_subscriber::filter::FilterExt::and(filter, clamp)))
         .try_init()
         .context("cannot install the log subscriber")?;
     Ok(())

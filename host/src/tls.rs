@@ -362,3 +362,56 @@ pub fn server_config(files: &ServerFiles) -> Result<rustls::ServerConfig, TlsFil
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
     Ok(config)
 }
+
+/// The API's TLS: the server configuration made from [`ServerFiles`], made
+/// again from them on SIGHUP. Connections accepted after a reload get the
+/// new certificate; open ones keep the one they started with.
+pub struct ServerTls {
+    files: ServerFiles,
+    config: std::sync::RwLock<Arc<rustls::ServerConfig>>,
+}
+
+impl std::fmt::Debug for ServerTls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServerTls")
+            .field("files", &self.files)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ServerTls {
+    /// Read the files now.
+    pub fn load(files: ServerFiles) -> Result<Self, TlsFileError> {
+        let config = server_config(&files)?;
+        Ok(Self {
+            files,
+            config: std::sync::RwLock::new(Arc::new(config)),
+        })
+    }
+
+    /// Read the files again; on any problem the configuration in use stays
+    /// and the problem is returned.
+    pub fn reload(&self) -> Result<(), TlsFileError> {
+        let config = server_config(&self.files)?;
+        *self
+            .config
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Arc::new(config);
+        Ok(())
+    }
+
+    /// Whether clients must present a certificate.
+    pub fn mutual(&self) -> bool {
+        self.files.client_ca.is_some()
+    }
+
+    /// An acceptor with the configuration in force now.
+    pub fn acceptor(&self) -> tokio_rustls::TlsAcceptor {
+        tokio_rustls::TlsAcceptor::from(
+            self.config
+                .read()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .clone(),
+        )
+    }
+}

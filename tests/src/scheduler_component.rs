@@ -33,7 +33,7 @@ pub fn epochs(events: &[Event]) -> Vec<u64> {
         .iter()
         .map(|e| match &e.origin {
             Origin::Guest { epoch, .. } => epoch.0,
-            Origin::Api => panic!("written by a user, not a guest"),
+            Origin::Api { .. } => panic!("written by a user, not a guest"),
         })
         .collect()
 }

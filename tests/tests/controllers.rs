@@ -25,7 +25,7 @@ const RELENTLESS_CONFLICTS: u64 = 20;
 fn guest_epoch(origin: &Origin) -> u64 {
     match origin {
         Origin::Guest { epoch, .. } => epoch.0,
-        Origin::Api => panic!("written by a user, not a guest"),
+        Origin::Api { .. } => panic!("written by a user, not a guest"),
     }
 }
 

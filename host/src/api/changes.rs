@@ -19,11 +19,12 @@
 
 use std::collections::BTreeMap;
 
-use axum::Json;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query, State};
+use axum::{Extension, Json};
 use serde::Serialize;
 
+use super::auth::Grant;
 use super::error::ApiError;
 use super::page::{self, ListPage};
 use super::{AppState, rfc3339};
@@ -157,10 +158,18 @@ async fn page_of(
 /// `GET /v1/changes[?after=POSITION][&limit=N][&kind=K...][&wait=DURATION]`.
 pub(super) async fn list(
     State(shared): State<AppState>,
+    grant: Option<Extension<Grant>>,
     query: Result<Query<Vec<(String, String)>>, QueryRejection>,
 ) -> Result<Json<ChangesPage>, ApiError> {
     let Query(pairs) = query.map_err(|e| ApiError::invalid(e.body_text()))?;
-    let request = parse(pairs)?;
+    let mut request = parse(pairs)?;
+    // A token limited to kinds reads only those: the kinds asked for must
+    // be among them (403 otherwise), and asking for none means its own.
+    if let Some(Extension(grant)) = &grant
+        && let Some(kinds) = grant.stream_kinds(&request.kinds)?
+    {
+        request.kinds = kinds;
+    }
     let store = &shared.api.store;
     let cluster = &shared.api.cluster;
     let mut poll = page::LongPoll::start(&shared, request.wait);

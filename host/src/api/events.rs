@@ -3,11 +3,12 @@
 
 use std::time::Duration;
 
-use axum::Json;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query, State};
+use axum::{Extension, Json};
 use serde::{Deserialize, Serialize};
 
+use super::auth::Grant;
 use super::error::ApiError;
 use super::page::{self, ListPage};
 use super::{AppState, rfc3339};
@@ -96,8 +97,44 @@ async fn page_of(
     Ok(page)
 }
 
+/// The events after `after` of the kinds `grant` reaches, at most
+/// `limit`, and the seq the page was read through. Events of other kinds
+/// are passed over: `next` is then given even for a page with fewer items
+/// (or none), so the reader resumes beyond what it may not see.
+async fn reachable_page(
+    store: &dyn Store,
+    cluster: &str,
+    grant: &Grant,
+    after: u64,
+    limit: usize,
+) -> Result<(EventsPage, u64), ApiError> {
+    let read = store.events(cluster, after, MAX_PAGE_SIZE).await?;
+    let full = read.len() == MAX_PAGE_SIZE;
+    let mut through = after;
+    let mut items = Vec::new();
+    let mut more = false;
+    for event in read {
+        if items.len() == limit {
+            more = true;
+            break;
+        }
+        through = event.seq;
+        if grant.may_reach(&event.kind) {
+            items.push(EventView::from(event));
+        }
+    }
+    let next = if more || full {
+        Some(through)
+    } else {
+        let last = items.last().map_or(after, |e: &EventView| e.seq);
+        (through > last).then_some(through)
+    };
+    Ok((ListPage { items, next }, through))
+}
+
 pub(super) async fn list(
     State(shared): State<AppState>,
+    grant: Option<Extension<Grant>>,
     query: Result<Query<EventsQuery>, QueryRejection>,
 ) -> Result<Json<EventsPage>, ApiError> {
     let Query(query) = query.map_err(|e| ApiError::invalid(e.body_text()))?;
@@ -106,6 +143,23 @@ pub(super) async fn list(
     let cluster = &shared.api.cluster;
 
     let mut poll = page::LongPoll::start(&shared, request.wait);
+    if let Some(Extension(grant)) = grant.filter(|Extension(g)| g.kinds.is_some()) {
+        let mut after = request.after;
+        loop {
+            let (page, read_through) =
+                reachable_page(store.as_ref(), cluster, &grant, after, request.limit).await?;
+            if !page.items.is_empty() || request.wait.is_zero() {
+                return Ok(Json(page));
+            }
+            if !poll.until_beyond(read_through).await {
+                return Ok(Json(ListPage {
+                    items: Vec::new(),
+                    next: (read_through > request.after).then_some(read_through),
+                }));
+            }
+            after = read_through;
+        }
+    }
     loop {
         let page = page_of(store.as_ref(), cluster, request.after, request.limit).await?;
         if !page.items.is_empty() || request.wait.is_zero() {

@@ -124,6 +124,7 @@ async fn database(shared: &AppState) -> (bool, Value, Option<DatabaseIdentity>) 
                 )),
                 Ok(_) => None,
             };
+            let tls = tls(shared);
             let (ok, json) = match problem {
                 None => (
                     true,
@@ -133,6 +134,7 @@ async fn database(shared: &AppState) -> (bool, Value, Option<DatabaseIdentity>) 
                         "database_id": database_id,
                         "system_identifier": system_identifier,
                         "endpoint": endpoint,
+                        "tls": tls,
                     }),
                 ),
                 Some(reason) => (
@@ -149,6 +151,21 @@ async fn database(shared: &AppState) -> (bool, Value, Option<DatabaseIdentity>) 
         }
     };
     (ok, json, None)
+}
+
+/// Whether the database sessions are encrypted: `{"encrypted", "mode"}`
+/// of the main pool (`encrypted` null before its first session), and
+/// `sessions_encrypted` for the dedicated sessions.
+fn tls(shared: &AppState) -> Value {
+    let pools = shared.host.pool_stats();
+    match pools.first() {
+        Some(main) => json!({
+            "encrypted": main.encrypted,
+            "sessions_encrypted": main.session_encrypted,
+            "mode": main.tls,
+        }),
+        None => Value::Null,
+    }
 }
 
 /// The writes check: a session opened now accepts writes. Read from the

@@ -155,6 +155,11 @@ impl HostMetrics {
         }
     }
 
+    /// The database pools now (empty on the embedded backend).
+    pub fn pool_stats(&self) -> Vec<PoolStats> {
+        self.pools.iter().map(Database::pool_stats).collect()
+    }
+
     /// Append every host family to `out`.
     fn render(&self, out: &mut String, leases: &LeaseSnapshot) {
         render_build_info(out);
@@ -385,6 +390,29 @@ fn render_pools(out: &mut String, pools: &[PoolStats]) {
                 Some(false) => 0,
                 None => -1,
             },
+        );
+    }
+    header(
+        out,
+        "leasehold_db_tls",
+        "gauge",
+        "1 when the last session a database pool opened is encrypted (TLS), else 0; pool \
+         session: the dedicated sessions (liveness claim, release listener, change feed).",
+    );
+    for p in pools {
+        sample(
+            out,
+            "leasehold_db_tls",
+            &labels(&[("pool", &p.name)]),
+            u8::from(p.encrypted == Some(true)),
+        );
+    }
+    if let Some(session) = pools.iter().find_map(|p| p.session_encrypted) {
+        sample(
+            out,
+            "leasehold_db_tls",
+            &labels(&[("pool", "session")]),
+            u8::from(session),
         );
     }
     header(

@@ -157,7 +157,7 @@
 //! has its own database connections, apart from the pool the API and the
 //! store share.
 
-mod auth;
+pub mod auth;
 mod changes;
 mod error;
 mod events;
@@ -207,8 +207,9 @@ pub struct ApiState {
     pub authority: Arc<dyn Authority>,
     /// The state backend (objects, events).
     pub store: Arc<dyn Store>,
-    /// Bearer token required by `PUT` and `DELETE`; `None` leaves them open.
-    pub token: Option<String>,
+    /// The bearer tokens that may call `/v1` ([`auth::Access::open`]: no
+    /// token, every request let in).
+    pub access: Arc<auth::Access>,
     /// Turns `true` when the server is about to stop: held long polls
     /// answer at once (with what there is) instead of holding the graceful
     /// shutdown for up to their whole wait.
@@ -221,7 +222,7 @@ impl std::fmt::Debug for ApiState {
         f.debug_struct("ApiState")
             .field("cluster", &self.cluster)
             .field("holder", &self.holder)
-            .field("token", &self.token.as_ref().map(|_| "***"))
+            .field("access", &self.access)
             .finish_non_exhaustive()
     }
 }
@@ -411,7 +412,7 @@ fn assemble(shared: AppState, body_read: Duration) -> (Router, Vec<(Method, &'st
         // Only matched routes: an unknown path is 404 whatever the token.
         .route_layer(axum::middleware::from_fn_with_state(
             shared.clone(),
-            auth::require_token_for_writes,
+            auth::require_token,
         ))
         .route_layer(axum::middleware::from_fn(refuse_repeated_authorization))
         // Outermost of the route layers: every answer of a matched route,
@@ -696,7 +697,7 @@ mod limit_tests {
                 status,
                 authority,
                 store,
-                token: None,
+                access: Arc::new(auth::Access::open()),
                 stopping,
             },
             ProbeSettings {

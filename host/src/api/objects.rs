@@ -12,6 +12,7 @@
 //! under contention: writers racing on an existing object all succeed, one
 //! after the other, as they would without the header.
 
+use axum::Extension;
 use axum::Json;
 use axum::body::Bytes;
 use axum::extract::rejection::{BytesRejection, PathRejection, QueryRejection};
@@ -21,6 +22,7 @@ use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 
 use super::AppState;
+use super::auth::Grant;
 use super::error::ApiError;
 use super::page::{self, ListPage};
 use crate::limits::{HTTP_BODY_BYTES, PUT_ATTEMPTS};
@@ -315,13 +317,15 @@ fn object_names(path: &Result<Path<(String, String)>, PathRejection>) -> Option<
     path.as_ref().ok().map(|Path(names)| names.clone())
 }
 
-/// Run an API write (`method` on the object `names`) inside its
+/// Run an API write (`method` on the object `names`), recorded as made by
+/// `token` (the name of the token the request carried), inside its
 /// `api.write` span, with the trace context the store records beside its
 /// changes: that span's when traces are exported, else the request's own
 /// `traceparent` as it came (so a leader exporting traces still joins the
 /// caller's trace). A missing, repeated or malformed `traceparent` is no
 /// context, never an error.
 async fn traced(
+    token: Option<String>,
     method: &'static str,
     names: Option<(String, String)>,
     headers: &HeaderMap,
@@ -337,7 +341,7 @@ async fn traced(
         None => tracing::Span::none(),
     };
     let context = TraceParent::of_span(&span).or(parent);
-    let result = telemetry::with_write_context(context, write)
+    let result = telemetry::with_write_context(context, crate::store::with_api_token(token, write))
         .instrument(span.clone())
         .await;
     let status = match &result {
@@ -350,12 +354,14 @@ async fn traced(
 
 pub(super) async fn put(
     State(shared): State<AppState>,
+    grant: Option<Extension<Grant>>,
     path: Result<Path<(String, String)>, PathRejection>,
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
     let names = object_names(&path);
     traced(
+        grant.map(|Extension(g)| g.name.to_string()),
         "PUT",
         names,
         &headers,
@@ -516,6 +522,7 @@ pub(super) struct StatusQuery {
 /// are; with `?generation=G` only while the object is at generation `G`.
 pub(super) async fn put_status(
     State(shared): State<AppState>,
+    grant: Option<Extension<Grant>>,
     path: Result<Path<(String, String)>, PathRejection>,
     query: Result<Query<StatusQuery>, QueryRejection>,
     headers: HeaderMap,
@@ -523,6 +530,7 @@ pub(super) async fn put_status(
 ) -> Result<Response, ApiError> {
     let names = object_names(&path);
     traced(
+        grant.map(|Extension(g)| g.name.to_string()),
         "PUT",
         names,
         &headers,
@@ -625,11 +633,13 @@ fn absent_is_a_conflict(error: StoreError, version: u64) -> ApiError {
 
 pub(super) async fn delete(
     State(shared): State<AppState>,
+    grant: Option<Extension<Grant>>,
     path: Result<Path<(String, String)>, PathRejection>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let names = object_names(&path);
     traced(
+        grant.map(|Extension(g)| g.name.to_string()),
         "DELETE",
         names,
         &headers,

@@ -296,6 +296,7 @@ pub async fn serve(
     listener: TcpListener,
     app: Router,
     limits: ServeLimits,
+    tls: Option<Arc<crate::tls::ServerTls>>,
     stop: impl Future<Output = ()>,
 ) {
     let registry = Arc::new(Registry::default());
@@ -341,8 +342,11 @@ pub async fn serve(
         let admission = registry.admit(limits.max_connections);
         let Some(conn) = admission.admitted else {
             overload.refused += 1;
-            // Best effort: the client may already have closed.
-            let _ = stream.try_write(REFUSED);
+            // Best effort: the client may already have closed. A TLS
+            // client could not read a plain answer: it is only closed.
+            if tls.is_none() {
+                let _ = stream.try_write(REFUSED);
+            }
             drop(stream);
             overload.report(limits.max_connections);
             continue;
@@ -360,6 +364,7 @@ pub async fn serve(
             registry.clone(),
             limits,
             stopping.clone(),
+            tls.as_ref().map(|tls| tls.acceptor()),
         ));
     }
     drop(listener);
@@ -648,6 +653,7 @@ impl AsyncWrite for Watched {
 #[derive(Debug, Clone, Copy)]
 enum Closed {
     HeaderTimeout,
+    HandshakeTimeout,
     IdleTimeout,
     Evicted,
     Stopping,
@@ -660,11 +666,55 @@ async fn serve_connection(
     registry: Arc<Registry>,
     limits: ServeLimits,
     mut stopping: watch::Receiver<bool>,
+    tls: Option<tokio_rustls::TlsAcceptor>,
 ) {
-    let io = TokioIo::new(Watched {
+    let watched = Watched {
         stream,
         conn: conn.clone(),
-    });
+    };
+    let closed = match tls {
+        None => drive(TokioIo::new(watched), app, &conn, limits, stopping).await,
+        // The handshake is bounded like a request header (its first bytes
+        // start the same clock): a client that never finishes it holds a
+        // connection no longer than a slow header would.
+        Some(acceptor) => {
+            let handshake = tokio::time::timeout(HTTP_HEADER_READ, acceptor.accept(watched));
+            let accepted = tokio::select! {
+                accepted = handshake => accepted,
+                _ = stopping.wait_for(|s| *s) => {
+                    registry.remove(conn.id);
+                    return;
+                }
+            };
+            match accepted {
+                Ok(Ok(stream)) => drive(TokioIo::new(stream), app, &conn, limits, stopping).await,
+                Ok(Err(e)) => {
+                    tracing::debug!(error = %e, "TLS handshake failed");
+                    None
+                }
+                Err(_) => Some(Closed::HandshakeTimeout),
+            }
+        }
+    };
+    if let Some(reason) = closed {
+        tracing::debug!(?reason, "HTTP connection closed");
+    }
+    registry.remove(conn.id);
+}
+
+/// Serve HTTP/1.1 on one connection (plain or TLS) until it ends, a
+/// deadline passes, it is evicted or the server stops; returns why it was
+/// closed early, if it was.
+async fn drive<I>(
+    io: I,
+    app: Router,
+    conn: &Arc<Conn>,
+    limits: ServeLimits,
+    mut stopping: watch::Receiver<bool>,
+) -> Option<Closed>
+where
+    I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
+{
     let tower = TowerToHyperService::new(app);
     let tracker = conn.clone();
     let service = hyper::service::service_fn(move |request: hyper::Request<Incoming>| {
@@ -717,10 +767,7 @@ async fn serve_connection(
             }
         }
     };
-    if let Some(reason) = closed {
-        tracing::debug!(?reason, "HTTP connection closed");
-    }
-    registry.remove(conn.id);
+    closed
 }
 
 /// Sleep until `deadline`, or forever without one.

@@ -235,7 +235,10 @@ async fn host_limited(
         status: status.clone(),
         authority: authority.clone(),
         store: store.clone(),
-        token: token.map(str::to_string),
+        access: Arc::new(token.map_or_else(
+            crate::api::auth::Access::open,
+            crate::api::auth::Access::single,
+        )),
         stopping,
     };
     let app = build(
@@ -1566,7 +1569,7 @@ async fn api_over(store: Arc<dyn Store>) -> (SocketAddr, tokio::task::JoinHandle
         status,
         authority: Arc::new(MemoryAuthority::new()),
         store,
-        token: None,
+        access: Arc::new(crate::api::auth::Access::open()),
         stopping,
     };
     serve_on_loopback(router(state), ServeLimits::for_this_process().0).await
@@ -1799,7 +1802,7 @@ async fn stopping_closes_connections_without_a_request_in_flight_at_once() {
         status: Arc::new(Status::new(CLUSTER.into(), HERE.into(), &[])),
         authority: Arc::new(MemoryAuthority::new()),
         store: Arc::new(MemoryStore::new(Arc::new(MemoryAuthority::new()))),
-        token: None,
+        access: Arc::new(crate::api::auth::Access::open()),
         stopping: watch::channel(false).1,
     };
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -2016,7 +2019,7 @@ fn memory_state() -> ApiState {
         status: Arc::new(Status::new(CLUSTER.into(), HERE.into(), &[])),
         authority: authority.clone(),
         store: Arc::new(MemoryStore::new(authority)),
-        token: None,
+        access: Arc::new(crate::api::auth::Access::open()),
         stopping: watch::channel(false).1,
     }
 }

@@ -25,7 +25,16 @@
 //!
 //! [http]
 //! listen = "127.0.0.1:8080"
-//! token = "…"                      # optional: bearer token for PUT and DELETE
+//! tls_cert = "tls/api.pem"         # optional: serve HTTPS only (with tls_key)
+//! tls_key = "tls/api.key"
+//! tls_client_ca = "tls/clients.pem" # optional: clients must present a certificate from these CAs
+//! token = "…"                      # optional: shorthand for one write token named "default"
+//!
+//! [[http.tokens]]                  # optional: with any token, every /v1 request needs one
+//! name = "tasks-team"              # a DNS label, unique
+//! file = "tokens/tasks-team"       # the token is the file's content; relative to this file
+//! role = "write"                   # or "read"
+//! kinds = ["tasks"]                # optional: the only object kinds it may read or write
 //!
 //! [runtime]
 //! pooling = true
@@ -51,6 +60,7 @@
 //! max_objects_per_kind = 100000
 //! dirs = [{ host = "data", guest = "/data", writable = false }]
 //! http_allow = ["https://api.example.com", "http://127.0.0.1:9000/hooks/"]
+//! http_ca = "company-ca.pem"       # optional: CAs trusted beside the public roots for its HTTPS
 //! crash_detection = "session"      # or "ttl"; default: the top-level key
 //!
 //! [controllers.settings]           # optional: any table, for the guest
@@ -262,9 +272,52 @@ impl DatabaseConfig {
 pub struct HttpConfig {
     /// Address the API listens on (default [`DEFAULT_LISTEN`]).
     pub listen: SocketAddr,
-    /// If set, `PUT` and `DELETE` require `Authorization: Bearer <token>`.
-    /// Reads stay open.
+    /// `[http] token`: shorthand for one write token named
+    /// [`DEFAULT_TOKEN_NAME`], written in the file itself.
     pub token: Option<String>,
+    /// `[[http.tokens]]`: named tokens read from files. With any token
+    /// (these or `token`), every `/v1` request needs one.
+    pub tokens: Vec<TokenConfig>,
+    /// `tls_cert`, `tls_key`, `tls_client_ca`: when set, the listener
+    /// serves only HTTPS.
+    pub tls: Option<crate::tls::ServerFiles>,
+}
+
+/// The name of the token `[http] token` configures.
+pub const DEFAULT_TOKEN_NAME: &str = "default";
+
+/// What a token may do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TokenRole {
+    /// Every `GET` of `/v1`.
+    Read,
+    /// Reads, and `PUT` and `DELETE` of objects.
+    Write,
+}
+
+impl TokenRole {
+    /// As written in the config.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TokenRole::Read => "read",
+            TokenRole::Write => "write",
+        }
+    }
+}
+
+/// One `[[http.tokens]]` entry (the token itself stays in its file until
+/// the API reads it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TokenConfig {
+    /// Its name: a DNS label, unique; recorded as the origin of what it
+    /// writes, and safe to log.
+    pub name: String,
+    /// The file holding it, absolute.
+    pub file: PathBuf,
+    /// What it may do.
+    pub role: TokenRole,
+    /// The only object kinds it may read or write; `None`: every kind.
+    pub kinds: Option<Vec<String>>,
 }
 
 // By hand, so the token never reaches a log line through `{:?}`.
@@ -273,6 +326,8 @@ impl fmt::Debug for HttpConfig {
         f.debug_struct("HttpConfig")
             .field("listen", &self.listen)
             .field("token", &self.token.as_ref().map(|_| "***"))
+            .field("tokens", &self.tokens)
+            .field("tls", &self.tls)
             .finish()
     }
 }
@@ -284,6 +339,8 @@ impl Default for HttpConfig {
                 .parse()
                 .expect("the default listen address parses"),
             token: None,
+            tokens: Vec::new(),
+            tls: None,
         }
     }
 }
@@ -441,6 +498,9 @@ pub struct ControllerConfig {
     /// Where the guest may send HTTP requests (`http_allow`); empty (the
     /// default): nowhere.
     pub http_allow: AllowList,
+    /// `http_ca`: a PEM bundle of CAs its outbound HTTPS trusts beside the
+    /// public roots (absolute); `None`: the public roots only.
+    pub http_ca: Option<PathBuf>,
     /// How the lease is taken over if this host dies (`crash_detection`;
     /// default: the top-level key, else `session`).
     pub crash_detection: CrashDetection,
@@ -504,6 +564,7 @@ impl ControllerConfig {
             reconcile_deadline: self.reconcile_deadline,
             quota: self.quota,
             http_allow: Arc::new(self.http_allow.clone()),
+            http_ca: self.http_ca.clone(),
             settings: self.settings.clone(),
             ..GuestLimits::default()
         }

@@ -56,6 +56,22 @@ pub(super) struct RawDatabase {
 pub(super) struct RawHttp {
     pub listen: Option<Spanned<String>>,
     pub token: Option<Spanned<String>>,
+    pub tls_cert: Option<Spanned<String>>,
+    pub tls_key: Option<Spanned<String>>,
+    pub tls_client_ca: Option<Spanned<String>>,
+    /// `[[http.tokens]]`.
+    #[serde(default)]
+    pub tokens: Vec<Spanned<RawToken>>,
+}
+
+/// One `[[http.tokens]]` entry.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawToken {
+    pub name: Option<Spanned<String>>,
+    pub file: Option<Spanned<String>>,
+    pub role: Option<Spanned<String>>,
+    pub kinds: Option<Spanned<Vec<Spanned<String>>>>,
 }
 
 /// `[runtime]`.
@@ -117,6 +133,9 @@ pub(super) struct RawController {
     pub dirs: Vec<Spanned<RawDir>>,
     /// Each entry spanned, so a bad one is reported on its own line.
     pub http_allow: Option<Spanned<Vec<Spanned<String>>>>,
+    /// A PEM bundle of CAs the guest's outbound HTTPS trusts beside the
+    /// public roots.
+    pub http_ca: Option<Spanned<String>>,
     /// `[controllers.settings]`: any table, checked in `resolve` (so a
     /// value that is not a table is reported with the other problems).
     pub settings: Option<Spanned<toml::Value>>,

@@ -157,7 +157,7 @@ pub(super) fn resolve(
     };
 
     let database = database(&mut c, &raw.database, env);
-    let http = http(&mut c, &raw);
+    let http = http(&mut c, &raw, base_dir);
     let default_detection = crash_detection(
         &mut c,
         "crash_detection",
@@ -492,8 +492,10 @@ fn otlp_endpoint(text: &str) -> Result<String, String> {
     Ok(trimmed.trim_end_matches('/').to_string())
 }
 
-fn http(c: &mut Checker, raw: &RawConfig) -> HttpConfig {
+fn http(c: &mut Checker, raw: &RawConfig, base_dir: &Path) -> HttpConfig {
     let mut config = HttpConfig::default();
+    config.tls = http_tls(c, raw, base_dir);
+    config.tokens = tokens(c, raw, base_dir);
     if let Some(value) = &raw.http.listen {
         match value.get_ref().trim().parse::<SocketAddr>() {
             Ok(addr) => config.listen = addr,
@@ -531,6 +533,196 @@ fn http(c: &mut Checker, raw: &RawConfig) -> HttpConfig {
         }
     }
     config
+}
+
+/// A file named by `key`, made absolute against the config's folder; an
+/// empty value is reported.
+fn file_path(
+    c: &mut Checker,
+    key: &str,
+    value: &Spanned<String>,
+    base_dir: &Path,
+) -> Option<PathBuf> {
+    if value.get_ref().trim().is_empty() {
+        c.at(
+            value,
+            format!("{key} is empty; name a file, or remove the key"),
+        );
+        return None;
+    }
+    Some(absolute_in(base_dir, Path::new(value.get_ref())))
+}
+
+/// `tls_cert`, `tls_key` and `tls_client_ca` of `[http]`: both of the
+/// first two or neither; the client CA only with them. The files are read
+/// when the API starts (and by `leasehold check`), not here.
+fn http_tls(c: &mut Checker, raw: &RawConfig, base_dir: &Path) -> Option<crate::tls::ServerFiles> {
+    let http = &raw.http;
+    let cert = http
+        .tls_cert
+        .as_ref()
+        .and_then(|v| file_path(c, "http.tls_cert", v, base_dir));
+    let key = http
+        .tls_key
+        .as_ref()
+        .and_then(|v| file_path(c, "http.tls_key", v, base_dir));
+    let client_ca = http
+        .tls_client_ca
+        .as_ref()
+        .and_then(|v| file_path(c, "http.tls_client_ca", v, base_dir));
+    match (&http.tls_cert, &http.tls_key) {
+        (Some(value), None) => c.at(
+            value,
+            "http.tls_cert is set without http.tls_key; give both (the certificate chain and its \
+             private key) to serve HTTPS",
+        ),
+        (None, Some(value)) => c.at(
+            value,
+            "http.tls_key is set without http.tls_cert; give both to serve HTTPS",
+        ),
+        (None, None) => {
+            if let Some(value) = &http.tls_client_ca {
+                c.at(
+                    value,
+                    "http.tls_client_ca needs http.tls_cert and http.tls_key: client certificates \
+                     are asked for only over HTTPS",
+                );
+            }
+        }
+        (Some(_), Some(_)) => {}
+    }
+    Some(crate::tls::ServerFiles {
+        cert: cert?,
+        key: key?,
+        client_ca,
+    })
+}
+
+/// `[[http.tokens]]`: names unique DNS labels (and not the `[http] token`
+/// shorthand's), a file, a role, kinds that are kind names. The files are
+/// read when the API starts (and by `leasehold check`).
+fn tokens(c: &mut Checker, raw: &RawConfig, base_dir: &Path) -> Vec<super::TokenConfig> {
+    let mut tokens = Vec::new();
+    let mut first_line: BTreeMap<String, usize> = BTreeMap::new();
+    if raw.http.token.is_some() {
+        first_line.insert(super::DEFAULT_TOKEN_NAME.to_string(), 0);
+    }
+    for (i, entry) in raw.http.tokens.iter().enumerate() {
+        let token = entry.get_ref();
+        let who = match &token.name {
+            Some(name) => format!("http.tokens[{i}] ({:?})", name.get_ref()),
+            None => format!("http.tokens[{i}]"),
+        };
+        let name = match &token.name {
+            None => {
+                c.at(
+                    entry,
+                    format!("{who} has no `name`; give it a unique DNS label"),
+                );
+                None
+            }
+            Some(value) => {
+                let name = value.get_ref();
+                if let Err(e) = check_label("token name", name) {
+                    c.at(value, format!("{who}: {e}"));
+                    None
+                } else if let Some(&line) = first_line.get(name) {
+                    c.at(
+                        value,
+                        if line == 0 {
+                            format!(
+                                "{who}: the name {name:?} is taken by the [http] token shorthand; \
+                                 rename it"
+                            )
+                        } else {
+                            format!("{who}: the name {name:?} is already used on line {line}; token names must be unique")
+                        },
+                    );
+                    None
+                } else {
+                    first_line.insert(name.clone(), c.line(value));
+                    Some(name.clone())
+                }
+            }
+        };
+        let file = match &token.file {
+            None => {
+                c.at(
+                    entry,
+                    format!("{who} has no `file`; name the file holding the token"),
+                );
+                None
+            }
+            Some(value) => file_path(c, &format!("{who}: file"), value, base_dir),
+        };
+        let role = match &token.role {
+            None => {
+                c.at(
+                    entry,
+                    format!("{who} has no `role`; set role = \"read\" or \"write\""),
+                );
+                None
+            }
+            Some(value) => match value.get_ref().as_str() {
+                "read" => Some(super::TokenRole::Read),
+                "write" => Some(super::TokenRole::Write),
+                other => {
+                    c.at(
+                        value,
+                        format!("{who}: role {other:?} is not \"read\" or \"write\""),
+                    );
+                    None
+                }
+            },
+        };
+        let kinds = match &token.kinds {
+            None => Some(None),
+            Some(list) if list.get_ref().is_empty() => {
+                c.at(
+                    list,
+                    format!(
+                        "{who}: kinds is empty, so the token could reach no object; list \
+                             kinds, or remove the key for every kind"
+                    ),
+                );
+                None
+            }
+            Some(list) if list.get_ref().len() > crate::limits::MAX_CHANGE_KINDS => {
+                c.at(
+                    list,
+                    format!(
+                        "{who}: kinds lists {} kinds; a token reaches at most {} (as many as \
+                         one change-stream read names)",
+                        list.get_ref().len(),
+                        crate::limits::MAX_CHANGE_KINDS
+                    ),
+                );
+                None
+            }
+            Some(list) => {
+                let mut ok = true;
+                let mut kinds = Vec::new();
+                for (k, kind) in list.get_ref().iter().enumerate() {
+                    if let Err(e) = check_label("kind", kind.get_ref()) {
+                        c.at(kind, format!("{who}: kinds[{k}]: {e}"));
+                        ok = false;
+                    } else if !kinds.contains(kind.get_ref()) {
+                        kinds.push(kind.get_ref().clone());
+                    }
+                }
+                ok.then_some(Some(kinds))
+            }
+        };
+        if let (Some(name), Some(file), Some(role), Some(kinds)) = (name, file, role, kinds) {
+            tokens.push(super::TokenConfig {
+                name,
+                file,
+                role,
+                kinds,
+            });
+        }
+    }
+    tokens
 }
 
 /// What `${LEASEHOLD_GUEST_DIR}` expands to.
@@ -979,6 +1171,19 @@ fn controller(
     }
 
     let http_allow = http_allow(c, &who, &raw.http_allow);
+    let http_ca = raw
+        .http_ca
+        .as_ref()
+        .and_then(|v| file_path(c, &format!("{who}: http_ca"), v, base_dir));
+    if let (Some(value), true) = (&raw.http_ca, http_allow.is_empty()) {
+        c.at(
+            value,
+            format!(
+                "{who}: http_ca is set but http_allow is empty, so the guest calls nothing \
+                     it could be used for"
+            ),
+        );
+    }
     let crash_detection = crash_detection(
         c,
         &format!("{who}: crash_detection"),
@@ -1045,6 +1250,7 @@ fn controller(
         dirs,
         quota,
         http_allow,
+        http_ca,
         crash_detection,
         settings,
         shards,

@@ -190,12 +190,15 @@ impl Runtime {
                 "it does not export {export} as that version defines it: {diagnosis}: {e:#}"
             ))
         })?;
+        let http_tls =
+            crate::outbound::controller_tls(limits.http_ca.as_deref()).map_err(problem)?;
         Ok(CompiledController {
             name: controller.to_string(),
             pre,
             engine: self.engine.clone(),
             quota: Arc::new(WriteQuota::new(controller, limits.quota)),
             outbound: Arc::default(),
+            http_tls,
             limits,
             grants,
             shard: None,
@@ -234,6 +237,9 @@ pub struct CompiledController {
     quota: Arc<WriteQuota>,
     /// Outbound request tallies of every instance and tenure.
     outbound: Arc<OutboundCounters>,
+    /// The roots its outbound HTTPS trusts (the public ones, plus
+    /// `http_ca`).
+    http_tls: Arc<rustls::ClientConfig>,
     /// The shard this unit of a sharded controller runs as; `None`: the
     /// controller is not sharded and owns every object.
     shard: Option<Shard>,
@@ -592,6 +598,7 @@ impl CompiledController {
                     allow: limits.http_allow.clone(),
                     limits: limits.http,
                     counters: self.outbound.clone(),
+                    tls: self.http_tls.clone(),
                 },
                 tenure_outbound,
             ),

@@ -61,6 +61,9 @@ pub struct GuestLimits {
     pub http_allow: std::sync::Arc<crate::outbound::AllowList>,
     /// The bounds of each outbound request.
     pub http: crate::outbound::HttpLimits,
+    /// A PEM bundle of CAs its outbound HTTPS trusts beside the public
+    /// roots (`http_ca`), read when the controller is compiled.
+    pub http_ca: Option<std::path::PathBuf>,
     /// The controller's settings (`[controllers.settings]`), read by the
     /// guest through `settings.get` (0.2.0 on). Kept with the limits so a
     /// reload that changes them restarts the controller like any other
@@ -84,6 +87,7 @@ impl Default for GuestLimits {
             quota: crate::quota::QuotaLimits::default(),
             http_allow: Default::default(),
             http: crate::outbound::HttpLimits::default(),
+            http_ca: None,
             settings: Settings::default(),
         }
     }

@@ -49,6 +49,7 @@ pub(super) fn start(
     addr: SocketAddr,
     app: axum::Router,
     limits: ServeLimits,
+    tls: Option<std::sync::Arc<crate::tls::ServerTls>>,
     mut stop: watch::Receiver<bool>,
 ) -> Result<ApiServer, ServiceError> {
     let failed = |what: &str, e: std::io::Error| ServiceError::Listen {
@@ -75,7 +76,7 @@ pub(super) fn start(
             runtime.block_on(async move {
                 match tokio::net::TcpListener::from_std(listener) {
                     Ok(listener) => {
-                        crate::api::serve(listener, app, limits, async move {
+                        crate::api::serve(listener, app, limits, tls, async move {
                             let _ = stop.wait_for(|s| *s).await;
                         })
                         .await;

@@ -49,6 +49,10 @@ pub enum ServiceError {
     /// Components failed to load; one line each.
     #[error("{}", .0.join("\n"))]
     Components(Vec<String>),
+    /// The API's TLS files or token files cannot be used; one line each,
+    /// naming the key and file, never a secret.
+    #[error("{}", .0.join("\n"))]
+    Http(Vec<String>),
     /// The HTTP listener could not be opened.
     #[error("cannot listen on {addr}: {reason}")]
     Listen {
@@ -150,7 +154,16 @@ fn unavailable(error: &ServiceError) -> bool {
 /// to the verified database. One attempt of [`open_backends`].
 async fn open_postgres(config: &Config, url: &str) -> Result<Backends, ServiceError> {
     let db = Database::new(url, config.database.max_connections)?.configured(&config.database)?;
+    for warning in db.tls().params().warnings() {
+        tracing::warn!("{warning}");
+    }
     let applied = db.migrate().await?;
+    tracing::info!(
+        endpoint = db.endpoint(),
+        tls = %db.tls().params().summary(),
+        encrypted = db.tls().encryption().known(),
+        "database connected"
+    );
     if !applied.is_empty() {
         tracing::info!(endpoint = db.endpoint(), ?applied, "applied migrations");
     }
@@ -163,10 +176,8 @@ async fn open_postgres(config: &Config, url: &str) -> Result<Backends, ServiceEr
     let authority =
         PostgresAuthority::connect(lease_db, config.database.expected_identity()).await?;
     // The liveness (claim) session and the release listener reach
-    // PostgreSQL itself, never a pooler (issue 16, item 1).
-    if let Some(session_url) = &config.database.session_url {
-        authority.use_session_url(session_url)?;
-    }
+    // PostgreSQL itself, never a pooler: `configured` gave the pool (and
+    // so its sibling) `session_url`, with its own TLS.
     // Writes land only in the database just verified (no round
     // trip: `connect` remembered the identity).
     let identity = authority.verify().await?;
@@ -252,6 +263,7 @@ pub async fn check(config: &Config) -> Result<Vec<String>, Vec<String>> {
                             "database: pooler = {:?}",
                             config.database.pooler.as_str()
                         ));
+                        notes.push(tls_note(&db));
                         match authority
                             .check_notifications(crate::timeouts::NOTIFICATION_SELF_TEST)
                             .await
@@ -281,6 +293,39 @@ pub async fn check(config: &Config) -> Result<Vec<String>, Vec<String>> {
             }
         },
     }
+    match http_security(config) {
+        Ok((access, tls)) => {
+            if let Some(tls) = &tls {
+                notes.push(format!(
+                    "http: HTTPS with the certificate of http.tls_cert{}",
+                    if tls.mutual() {
+                        "; clients must present a certificate from http.tls_client_ca"
+                    } else {
+                        ""
+                    }
+                ));
+            }
+            if access.is_open() {
+                notes.push("http: no token: the API is open to whoever reaches it".to_string());
+            } else {
+                notes.push(format!(
+                    "http: every /v1 request needs one of the tokens {}",
+                    access.names().join(", ")
+                ));
+            }
+        }
+        Err(mut p) => problems.append(&mut p),
+    }
+    for warning in crate::api::auth::warnings(&config.http) {
+        notes.push(format!("WARNING: {warning}"));
+    }
+    for controller in &config.controllers {
+        if let Some(path) = &controller.http_ca
+            && let Err(e) = crate::tls::read_roots("http_ca", path)
+        {
+            problems.push(format!("controller {}: {e}", controller.name));
+        }
+    }
     if let Some(warning) = unauthenticated_listen_warning(config) {
         notes.push(format!("WARNING: {warning}"));
     }
@@ -291,20 +336,109 @@ pub async fn check(config: &Config) -> Result<Vec<String>, Vec<String>> {
     }
 }
 
-/// The warning for an API that anyone on the network can write to: a
-/// listen address other than loopback with no `[http] token`. A warning,
-/// not a refusal: a host behind a firewall or a private network may mean
-/// it, and refusing would break configs that run today.
+/// What `check` says of the database connection's encryption: the
+/// mode, and whether the session it just used is encrypted.
+fn tls_note(db: &Database) -> String {
+    let encrypted = match db.tls().encryption().known() {
+        Some(true) => "encrypted (TLS)",
+        Some(false) => "NOT encrypted",
+        None => "encryption unknown",
+    };
+    let mut note = format!(
+        "database: connection {encrypted}; {}",
+        db.tls().params().summary()
+    );
+    for warning in db.tls().params().warnings() {
+        note.push_str(&format!("\nWARNING: {warning}"));
+    }
+    note
+}
+
+/// The warnings for an API reachable beyond this machine without TLS or
+/// without tokens. Warnings, not refusals: a host behind a firewall, a
+/// private network or a TLS-terminating proxy may mean it, and refusing
+/// would break configs that run today.
 pub fn unauthenticated_listen_warning(config: &Config) -> Option<String> {
     let listen = config.http.listen;
-    if listen.ip().is_loopback() || config.http.token.is_some() {
+    if listen.ip().is_loopback() {
         return None;
     }
+    let tokens = config.http.token.is_some() || !config.http.tokens.is_empty();
+    let tls = config.http.tls.is_some();
+    let missing = match (tokens, tls) {
+        (true, true) => return None,
+        (false, true) => {
+            "no token is configured ([http] token or [[http.tokens]]): anyone who can reach it \
+             can read, write and delete objects"
+        }
+        (true, false) => {
+            "it serves plain HTTP ([http] tls_cert and tls_key are not set): tokens and \
+             objects cross the network readable by anyone on the path"
+        }
+        (false, false) => {
+            "it serves plain HTTP and no token is configured: anyone who can reach it can read, \
+             write and delete objects, and everything crosses the network readable"
+        }
+    };
     Some(format!(
-        "the HTTP API listens on {listen}, beyond this machine, and [http] token is not set: \
-         anyone who can reach it can write and delete objects. Set [http] token, or listen on \
-         127.0.0.1"
+        "the HTTP API listens on {listen}, beyond this machine, and {missing}. Configure \
+         [http] tls_cert, tls_key and [[http.tokens]], or listen on 127.0.0.1"
     ))
+}
+
+/// The API's access rules and TLS, their files read now; every problem
+/// named, never a secret.
+pub fn http_security(
+    config: &Config,
+) -> Result<
+    (
+        Arc<crate::api::auth::Access>,
+        Option<Arc<crate::tls::ServerTls>>,
+    ),
+    Vec<String>,
+> {
+    let access = crate::api::auth::Access::load(&config.http);
+    let tls = config
+        .http
+        .tls
+        .clone()
+        .map(crate::tls::ServerTls::load)
+        .transpose()
+        .map_err(|e| e.to_string());
+    match (access, tls) {
+        (Ok(access), Ok(tls)) => Ok((Arc::new(access), tls.map(Arc::new))),
+        (access, tls) => {
+            let mut problems = access.err().unwrap_or_default();
+            problems.extend(tls.err());
+            Err(problems)
+        }
+    }
+}
+
+/// On SIGHUP: read the token files and the API's certificate again. What
+/// cannot be read is logged and the old value kept.
+fn reload_http_files(access: &crate::api::auth::Access, tls: Option<&crate::tls::ServerTls>) {
+    match access.reload() {
+        Ok(0) => {}
+        Ok(n) => tracing::info!(tokens = n, "API tokens re-read"),
+        Err(problems) => {
+            for problem in problems {
+                tracing::error!(
+                    problem,
+                    "API tokens not re-read; the old ones stay in force"
+                );
+            }
+        }
+    }
+    if let Some(tls) = tls {
+        match tls.reload() {
+            Ok(()) => tracing::info!("API certificate re-read; new connections use it"),
+            Err(e) => tracing::error!(
+                problem = %e,
+                "API certificate not re-read; the old one stays in use"
+            ),
+        }
+    }
 }
 
 /// Run the service until SIGTERM or SIGINT. With `path` (the file `config`
@@ -391,6 +525,10 @@ pub async fn run_managed(
     let prepared = controllers::prepare(&runtime, config.controllers.clone())
         .await
         .map_err(ServiceError::Components)?;
+    let (access, api_tls) = http_security(&config).map_err(ServiceError::Http)?;
+    for warning in crate::api::auth::warnings(&config.http) {
+        tracing::warn!("{warning}");
+    }
     let backends = open_backends(&config).await?;
     let status = Arc::new(Status::new(
         config.cluster.clone(),
@@ -472,7 +610,7 @@ pub async fn run_managed(
             status: status.clone(),
             authority: backends.api_authority.clone(),
             store: backends.store.clone(),
-            token: config.http.token.clone(),
+            access: access.clone(),
             stopping: http_stop_rx.clone(),
         },
         host_metrics,
@@ -480,7 +618,14 @@ pub async fn run_managed(
     let (limits, fd_limit) = crate::api::ServeLimits::for_this_process();
     // On a runtime of its own: a flood of requests cannot delay the
     // supervisors and the renewer on this one.
-    let http = http::start(listener, config.http.listen, api, limits, http_stop_rx)?;
+    let http = http::start(
+        listener,
+        config.http.listen,
+        api,
+        limits,
+        api_tls.clone(),
+        http_stop_rx,
+    )?;
     if let Some(warning) = unauthenticated_listen_warning(&config) {
         tracing::warn!(listen = %config.http.listen, "{warning}");
     }
@@ -488,6 +633,9 @@ pub async fn run_managed(
         cluster = config.cluster,
         holder,
         listen = %config.http.listen,
+        https = api_tls.is_some(),
+        client_certificates = api_tls.as_ref().is_some_and(|t| t.mutual()),
+        tokens = ?access.names(),
         max_connections = limits.max_connections,
         http_threads = http.threads(),
         open_files_limit = fd_limit,
@@ -509,6 +657,9 @@ pub async fn run_managed(
                         if let Some(next) = reload(&mut controllers, &runtime, &config, path).await {
                             config = next;
                         }
+                        // Whatever the config file's reload came to, rotated
+                        // token and certificate files take effect.
+                        reload_http_files(&access, api_tls.as_deref());
                         // Applied or refused, the reload is over: ready
                         // again once the controllers settled.
                         ready_task = tokio::spawn(announce_ready(status.clone(), notifier.clone()));

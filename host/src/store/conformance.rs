@@ -395,7 +395,7 @@ pub(super) async fn api_writes_are_versioned_and_logged(b: &Backend) {
     assert!(
         events
             .iter()
-            .all(|e| e.origin == Origin::Api && e.kind == "nodes")
+            .all(|e| e.origin == Origin::Api { token: None } && e.kind == "nodes")
     );
     assert!(
         events[1]
@@ -583,7 +583,7 @@ pub(super) async fn guest_writes_are_attributed_and_counted(b: &Backend) {
     };
     assert_eq!(events[0].origin, guest);
     assert_eq!(events[1].origin, guest);
-    assert_eq!(events[2].origin, Origin::Api);
+    assert_eq!(events[2].origin, Origin::Api { token: None });
     assert_eq!(
         (events[0].kind.as_str(), events[0].name.as_str()),
         ("tasks", "t")
@@ -814,12 +814,36 @@ pub(super) async fn every_object_write_is_in_the_change_stream(b: &Backend) {
         seen,
         vec![
             ("tasks", "t", Created, made.revision, &guest),
-            ("nodes", "n", Created, placed.version, &Origin::Api),
-            ("nodes", "n", Updated, replaced.version, &Origin::Api),
+            (
+                "nodes",
+                "n",
+                Created,
+                placed.version,
+                &Origin::Api { token: None }
+            ),
+            (
+                "nodes",
+                "n",
+                Updated,
+                replaced.version,
+                &Origin::Api { token: None }
+            ),
             ("tasks", "t", Updated, both.revision, &guest),
             ("nodes", "n", Deleted, replaced.version, &guest),
-            ("tasks", "t", Deleted, both.revision, &Origin::Api),
-            ("tasks", "t", Created, again.version, &Origin::Api),
+            (
+                "tasks",
+                "t",
+                Deleted,
+                both.revision,
+                &Origin::Api { token: None }
+            ),
+            (
+                "tasks",
+                "t",
+                Created,
+                again.version,
+                &Origin::Api { token: None }
+            ),
         ]
     );
     // Each change carries its commit's revision, and comes after it.

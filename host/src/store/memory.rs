@@ -596,7 +596,10 @@ mod tests {
             holder: "host-a".into(),
         };
         assert_eq!(store.written_by("c1", &t).unwrap(), Some(guest));
-        assert_eq!(store.written_by("c1", &n).unwrap(), Some(Origin::Api));
+        assert_eq!(
+            store.written_by("c1", &n).unwrap(),
+            Some(Origin::Api { token: None })
+        );
         assert_eq!(store.written_by("c1", &key("tasks", "none")).unwrap(), None);
     }
 

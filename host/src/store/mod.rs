@@ -346,7 +346,12 @@ pub struct NewEvent {
 #[serde(tag = "by", rename_all = "snake_case")]
 pub enum Origin {
     /// A user, through the API.
-    Api,
+    Api {
+        /// The name of the API token the request carried (`[[http.tokens]]`
+        /// or `default`); absent when the API takes no token.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        token: Option<String>,
+    },
     /// A guest, under a lease.
     Guest {
         /// The lease name.
@@ -356,6 +361,27 @@ pub enum Origin {
         /// The replica.
         holder: String,
     },
+}
+
+impl Origin {
+    /// An API write, by the token of the request being served on this
+    /// task ([`with_api_token`]), if any.
+    pub fn api() -> Self {
+        Origin::Api {
+            token: API_TOKEN.try_with(Clone::clone).ok().flatten(),
+        }
+    }
+}
+
+tokio::task_local! {
+    static API_TOKEN: Option<String>;
+}
+
+/// Run `future` (an API write) recording `token` (the name of the token
+/// the request carried) as the author of every change and event it
+/// commits.
+pub async fn with_api_token<F: std::future::Future>(token: Option<String>, future: F) -> F::Output {
+    API_TOKEN.scope(token, future).await
 }
 
 /// An event from the log.

@@ -444,7 +444,7 @@ impl Batch {
         }
         Ok(Self {
             cluster: cluster.to_string(),
-            origin: Origin::Api,
+            origin: Origin::api(),
             intent: Intent::Put {
                 key: key.clone(),
                 value: normalize_value(key, value)?,
@@ -465,7 +465,7 @@ impl Batch {
         check_key(key)?;
         Ok(Self {
             cluster: cluster.to_string(),
-            origin: Origin::Api,
+            origin: Origin::api(),
             intent: Intent::Status {
                 key: key.clone(),
                 status: status.map(|s| normalize_status(key, s)).transpose()?,
@@ -484,7 +484,7 @@ impl Batch {
         check_key(key)?;
         Ok(Self {
             cluster: cluster.to_string(),
-            origin: Origin::Api,
+            origin: Origin::api(),
             intent: Intent::Delete {
                 key: key.clone(),
                 expected,

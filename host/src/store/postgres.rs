@@ -637,7 +637,7 @@ impl PostgresStore {
         ops: &[Op],
         events: &[NewEvent],
     ) -> Result<Committed, StoreError> {
-        let batch = Batch::ops(cluster, Origin::Api, ops, events)?;
+        let batch = Batch::ops(cluster, Origin::api(), ops, events)?;
         self.commit(&batch, None).await
     }
 
@@ -1254,15 +1254,19 @@ impl<'a> WriteParams<'a> {
                 ],
             );
         }
-        if let Origin::Guest {
-            lease,
-            epoch,
-            holder,
-        } = origin
-        {
-            params.lease = Some(lease);
-            params.epoch = Some(epoch.0 as i64);
-            params.holder = Some(holder);
+        match origin {
+            Origin::Guest {
+                lease,
+                epoch,
+                holder,
+            } => {
+                params.lease = Some(lease);
+                params.epoch = Some(epoch.0 as i64);
+                params.holder = Some(holder);
+            }
+            // The token's name in the holder column, lease and epoch null:
+            // see `origin`.
+            Origin::Api { token } => params.holder = token.as_deref(),
         }
         params
     }
@@ -1505,6 +1509,9 @@ impl WriteOutcome {
 }
 
 /// A write's author, from its attribution columns.
+/// A write's author from its attribution columns: a guest's lease, epoch
+/// and holder; for an API write lease and epoch are null and `holder`
+/// holds the name of the token it carried (null when none).
 fn origin(lease: Option<String>, epoch: Option<i64>, holder: Option<String>) -> Origin {
     match (lease, epoch, holder) {
         (Some(lease), Some(epoch), Some(holder)) => Origin::Guest {
@@ -1512,7 +1519,8 @@ fn origin(lease: Option<String>, epoch: Option<i64>, holder: Option<String>) -> 
             epoch: Epoch(epoch as u64),
             holder,
         },
-        _ => Origin::Api,
+        (None, None, token) => Origin::Api { token },
+        _ => Origin::Api { token: None },
     }
 }
 

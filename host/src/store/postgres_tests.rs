@@ -747,7 +747,7 @@ async fn writes_are_attributed_on_objects_and_events() {
     );
     assert_eq!(
         f.store.written_by(CLUSTER, &n).await.unwrap(),
-        Some(Origin::Api)
+        Some(Origin::Api { token: None })
     );
     assert_eq!(
         f.store
@@ -761,7 +761,7 @@ async fn writes_are_attributed_on_objects_and_events() {
         .into_iter()
         .map(|e| e.origin)
         .collect();
-    assert_eq!(origins, vec![guest, Origin::Api]);
+    assert_eq!(origins, vec![guest, Origin::Api { token: None }]);
 }
 
 #[tokio::test]

@@ -264,7 +264,7 @@ async fn read_once(store: &dyn Store, cluster: &str, record: &Mutex<FeedRecord>)
                 reason: e.reason,
                 message: e.message,
                 stamp: match e.origin {
-                    Origin::Api => None,
+                    Origin::Api { .. } => None,
                     Origin::Guest {
                         lease,
                         epoch,

@@ -36,11 +36,11 @@ use crate::runtime::Revocation;
 use crate::telemetry;
 use tracing::Instrument;
 
-type IoFuture = Box<dyn Future<Output = Result<(), Error>> + Send>;
+use super::send::IoFuture;
 type SendFuture = Box<dyn Future<Output = Result<(Response<WasiBody>, IoFuture), Error>> + Send>;
 
 /// What a controller's outbound requests share across its tenures.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct OutboundPolicy {
     /// Where it may send requests.
     pub allow: Arc<AllowList>,
@@ -48,6 +48,19 @@ pub struct OutboundPolicy {
     pub limits: HttpLimits,
     /// Its tallies, read by `/metrics`.
     pub counters: Arc<OutboundCounters>,
+    /// The roots its HTTPS trusts: the public ones, plus its `http_ca`.
+    pub tls: Arc<rustls::ClientConfig>,
+}
+
+impl Default for OutboundPolicy {
+    fn default() -> Self {
+        Self {
+            allow: Arc::default(),
+            limits: HttpLimits::default(),
+            counters: Arc::default(),
+            tls: crate::outbound::public_tls(),
+        }
+    }
 }
 
 /// The outbound HTTP slice of a guest's host state.
@@ -261,6 +274,7 @@ impl WasiHttpHooks for OutboundHooks {
             Bounded::new(body, limits.request_body_bytes, Side::Request, None).boxed_unsync()
         });
         let counters = self.policy.counters.clone();
+        let tls = self.policy.tls.clone();
         let revocation = self.revocation.clone();
         let cancelled = self.cancelled();
         let cancelled_io = self.cancelled();
@@ -274,7 +288,7 @@ impl WasiHttpHooks for OutboundHooks {
                     // not see a reply to a request its lost tenure sent.
                     biased;
                     _ = revocation.revoked() => Err(cancelled),
-                    sent = wasmtime_wasi_http::default_send_request(request, Some(options)) => sent,
+                    sent = super::send::send(request, options, tls) => sent,
                 };
                 counters.observe(started.elapsed());
                 match &sent {
@@ -295,7 +309,7 @@ impl WasiHttpHooks for OutboundHooks {
                             tokio::select! {
                                 biased;
                                 _ = io_revocation.revoked() => Err(cancelled_io),
-                                done = io => done,
+                                done = Box::into_pin(io) => done,
                             }
                         });
                         let response = response.map(|body| {

@@ -6,6 +6,7 @@
 pub mod http;
 pub mod logging;
 pub mod own_writes;
+mod send;
 pub mod settings;
 pub mod store;
 pub mod tenure;
