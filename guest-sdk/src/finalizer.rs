@@ -48,7 +48,9 @@ use crate::transaction::Transaction;
 /// an external effect by the object's **generation** (see
 /// [`crate::http::IdempotencyKey::for_action`]): a deletion mark sets a new
 /// generation, and status writes never change it, so every retry of one
-/// cleanup, and of one apply of one spec, derives the same key.
+/// cleanup, and of one apply of one spec, derives the same key. (A
+/// generation starts at 1 again in an object made again under the same
+/// name: the key docs say how to tell the two apart.)
 ///
 /// # Errors
 ///

@@ -897,6 +897,16 @@ impl Response {
 /// cleanup runs on the marked object: its generation (the mark's) keys
 /// the cleanup's effects.
 ///
+/// **An object made again under the same name starts at generation 1
+/// again.** If a receiver may still hold the keys of a former object of
+/// that name (it does, if it deduplicates by key for longer than an
+/// object lives), a new object would send the old keys and get the old
+/// answers replayed. Tell the objects apart in the action: record the
+/// object's version in its status when you first write the status (a
+/// version is never reused), and keep it there as the object's
+/// incarnation, e.g. `for_action(kind, name, generation,
+/// &format!("put-{incarnation}"))`, as the example provisioner does.
+///
 /// The form is `<kind>/<name>@<number>/<action>`, each of kind, name and
 /// action percent-encoded except for ASCII letters, digits and `-._~`, so
 /// the separators are unambiguous and the key is a valid header value.

@@ -31,6 +31,8 @@
 //!   "phase": "Ready",
 //!   "applied_spec": { "size_gb": 10, "region": "eu" },
 //!   "cloud_generation": 1,
+//!   "observed_generation": 2,
+//!   "incarnation": 2,
 //!   "message": "applied by the cloud at generation 1 (epoch 3)",
 //!   "conditions": [ { "type": "Ready", "status": "True", "reason": "Provisioned",
 //!                     "message": "applied by the cloud at generation 1 (epoch 3)",
@@ -44,15 +46,27 @@
 //! the provisioner deletes the bucket at the cloud before letting it go
 //! ([`leasehold_guest::finalizer`]).
 //!
-//! # One effect, one key: the generation
+//! # One effect, one key: the generation (and the incarnation)
 //!
 //! When the status's `applied_spec` differs from `spec`, the provisioner
 //! records `Pending` (the `Ready` condition `Unknown`, reason
 //! [`PROVISIONING`]), then sends `PUT {endpoint}/buckets/NAME` with the
 //! spec and the key [`IdempotencyKey::for_action`]`("buckets", NAME,
-//! generation, "put")`, where `generation` is the object's generation as
-//! read. On a 2xx it records the status (phase `Ready`, the spec applied,
-//! the cloud's generation, `Ready` `True`) with a `Provisioned` event.
+//! generation, "put-INCARNATION")`, where `generation` is the object's
+//! generation as read. On a 2xx it records the status (phase `Ready`, the
+//! spec applied, the cloud's generation, `Ready` `True`) with a
+//! `Provisioned` event.
+//!
+//! The **incarnation** tells apart objects that had the same name: a
+//! generation starts at 1 again when an object is deleted and created
+//! anew, so the generation alone would give a new bucket object its
+//! predecessor's keys, and the cloud would replay the old answers and
+//! create nothing. It is the object's version when the provisioner first
+//! records its status (versions are never reused), kept in the status
+//! from then on (`incarnation`), so every key of one object carries it. A
+//! user who clears the status starts a new incarnation: the spec is sent
+//! once more, under a new key. The Python provisioner
+//! (`controllers/provisioner-py`) derives the same keys.
 //!
 //! - **A lost answer is applied once.** After a timeout or a dropped
 //!   connection the provisioner does not know whether the cloud applied
@@ -84,8 +98,10 @@
 //! A user deletes the object (`DELETE /v1/objects/buckets/NAME`); the
 //! finalizer turns that into a mark. The provisioner then sends `DELETE
 //! {endpoint}/buckets/NAME` with the key `("buckets", NAME, generation,
-//! "delete")` (the marked object's generation: the mark set it, and
-//! nothing changes it afterwards), and on a 2xx or 404 removes its
+//! "delete-INCARNATION")` (the marked object's generation: the mark set
+//! it, and nothing changes it afterwards; the incarnation from the status,
+//! or the marked object's version if it has none), and on a 2xx or 404
+//! removes its
 //! finalizer with a `Deprovisioned` event, in one commit conditional on
 //! the version read: the object goes with it. It sends the `DELETE` even
 //! for a bucket it never provisioned: a deposed leader's `PUT` may still be
@@ -131,9 +147,11 @@ pub const PROVISION_FAILED: &str = "ProvisionFailed";
 /// The reason of the event recorded when a bucket was deleted at the cloud
 /// and its object let go.
 pub const DEPROVISIONED: &str = "Deprovisioned";
-/// The action name of the `PUT` in its idempotency key.
+/// The action name of the `PUT` in its idempotency key, followed by
+/// `-INCARNATION` ([`action`]).
 pub const PUT_ACTION: &str = "put";
-/// The action name of the `DELETE` in its idempotency key.
+/// The action name of the `DELETE` in its idempotency key, followed by
+/// `-INCARNATION` ([`action`]).
 pub const DELETE_ACTION: &str = "delete";
 /// What a fenced receiver's 409 body says when the epoch is stale.
 pub const STALE_EPOCH: &str = "stale epoch";
@@ -188,6 +206,14 @@ pub struct BucketStatus {
     /// cloud's count, not the object's generation).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cloud_generation: Option<u64>,
+    /// The object's generation this status describes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<u64>,
+    /// Which object of this name the status belongs to: the object's
+    /// version when the provisioner first recorded its status. Part of
+    /// every idempotency key (see [`action`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub incarnation: Option<u64>,
     /// The spec the cloud refused, with phase `Failed`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rejected_spec: Option<BucketSpec>,
@@ -206,6 +232,8 @@ impl BucketStatus {
             phase: Phase::Pending,
             applied_spec: None,
             cloud_generation: None,
+            observed_generation: None,
+            incarnation: None,
             rejected_spec: None,
             message: None,
             conditions: Vec::new(),
@@ -220,6 +248,13 @@ pub struct Bucket {
     pub spec: BucketSpec,
     /// The cloud's base URL, e.g. `http://127.0.0.1:9000`.
     pub endpoint: String,
+}
+
+/// The action of an idempotency key: `put-INCARNATION` or
+/// `delete-INCARNATION`. The incarnation tells apart objects that had the
+/// same name, whose generations both started at 1.
+pub fn action(name: &str, incarnation: u64) -> String {
+    format!("{name}-{incarnation}")
 }
 
 /// Whether the cloud needs a `PUT` of `spec`, given the provisioner's
@@ -366,18 +401,26 @@ fn provision(
     url: &str,
 ) -> Result<Outcome, Error> {
     let generation = bucket.generation;
+    // This object's incarnation: kept in the status from its first write.
+    let incarnation = status.incarnation.unwrap_or(bucket.version);
     // The key of this spec: the generation, which the status writes below
-    // leave as it is.
-    let key = IdempotencyKey::for_action(BUCKETS, &bucket.name, generation, PUT_ACTION);
-    let sending = Condition::new(
-        READY,
-        ConditionStatus::Unknown,
-        PROVISIONING,
-        format!("sending the spec of generation {generation} to the cloud"),
-    )
-    .with_generation(generation);
-    if set_condition(&mut status.conditions, sending) || status.phase != Phase::Pending {
-        status.phase = Phase::Pending;
+    // leave as it is, and the incarnation.
+    let key = IdempotencyKey::for_action(
+        BUCKETS,
+        &bucket.name,
+        generation,
+        &action(PUT_ACTION, incarnation),
+    );
+    let before = status.clone();
+    let message = format!("sending the spec of generation {generation} to the cloud");
+    status.phase = Phase::Pending;
+    status.observed_generation = Some(generation);
+    status.incarnation = Some(incarnation);
+    status.message = Some(message.clone());
+    let sending = Condition::new(READY, ConditionStatus::Unknown, PROVISIONING, message)
+        .with_generation(generation);
+    set_condition(&mut status.conditions, sending);
+    if status != before {
         let recorded = Transaction::new().update_status(bucket, &status).commit();
         if let Some(outcome) = settled(bucket, recorded.map(|_| ()), "pending")? {
             return Ok(outcome);
@@ -407,6 +450,7 @@ fn provision(
             },
         );
         status.phase = Phase::Ready;
+        status.observed_generation = Some(generation);
         status.applied_spec = Some(bucket.value.spec.clone());
         status.cloud_generation = cloud_generation;
         status.rejected_spec = None;
@@ -424,6 +468,7 @@ fn provision(
         answer_text(&response)
     ));
     status.phase = Phase::Failed;
+    status.observed_generation = Some(generation);
     status.rejected_spec = Some(bucket.value.spec.clone());
     status.message = Some(message.clone());
     let failed = Condition::new(
@@ -448,8 +493,20 @@ fn provision(
 /// cloud; on success, the event that goes with the finalizer's removal.
 fn cleanup(ctx: &Context, object: &Object<Value>, url: &str) -> Result<Transaction, Error> {
     // The marked object's generation: the mark set it, and nothing moves
-    // it until the object goes, so every retry sends this key.
-    let key = IdempotencyKey::for_action(BUCKETS, &object.name, object.generation, DELETE_ACTION);
+    // it until the object goes, so every retry sends this key; and its
+    // incarnation (the marked version if it never had a status).
+    let incarnation = object
+        .status::<BucketStatus>()
+        .ok()
+        .flatten()
+        .and_then(|status| status.incarnation)
+        .unwrap_or(object.version);
+    let key = IdempotencyKey::for_action(
+        BUCKETS,
+        &object.name,
+        object.generation,
+        &action(DELETE_ACTION, incarnation),
+    );
     let response = Request::delete(url)
         .idempotency_key(&key)
         .timeout(REQUEST_TIMEOUT)

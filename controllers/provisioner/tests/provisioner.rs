@@ -122,12 +122,14 @@ fn reconcile(host: &FakeHost) -> Reply {
     host.reconcile(&Provisioner, BUCKETS, "photos")
 }
 
-fn put_key(generation: u64) -> String {
-    format!("buckets/photos@{generation}/put")
+/// The key of the `PUT` of `generation`'s spec by the object of
+/// `incarnation` (the version at its first status write).
+fn put_key(generation: u64, incarnation: u64) -> String {
+    format!("buckets/photos@{generation}/put-{incarnation}")
 }
 
-fn delete_key(generation: u64) -> String {
-    format!("buckets/photos@{generation}/delete")
+fn delete_key(generation: u64, incarnation: u64) -> String {
+    format!("buckets/photos@{generation}/delete-{incarnation}")
 }
 
 fn keys(host: &FakeHost, method: Method) -> Vec<String> {
@@ -167,15 +169,16 @@ fn a_new_bucket_gets_the_finalizer_then_is_put_once_and_its_status_recorded() {
     assert_eq!(reconcile(&host), Reply::Done);
     let bucket = photos(&host);
     assert!(bucket.has_finalizer(BUCKET_FINALIZER));
-    // Created at generation 1; the finalizer made it 2, and the status
-    // writes kept it there.
+    // Created at generation 1 (version 1); the finalizer made it 2
+    // (version 2, the incarnation: the version when the first status was
+    // written), and the status writes kept it there.
     assert_eq!(bucket.generation, 2);
     let sent = host.http_requests();
     assert_eq!(sent.len(), 1);
     let put = &sent[0];
     assert_eq!((put.method, put.url.as_str()), (Method::Put, URL));
     assert_eq!(put.body_json(), Some(spec(10)));
-    assert_eq!(put.header("idempotency-key"), Some(put_key(2).as_str()));
+    assert_eq!(put.header("idempotency-key"), Some(put_key(2, 2).as_str()));
     assert_eq!(put.header("content-type"), Some("application/json"));
     assert_eq!(put.header("leasehold-epoch"), Some("1"));
 
@@ -189,6 +192,10 @@ fn a_new_bucket_gets_the_finalizer_then_is_put_once_and_its_status_recorded() {
         })
     );
     assert_eq!(status.cloud_generation, Some(1));
+    assert_eq!(
+        (status.observed_generation, status.incarnation),
+        (Some(2), Some(2))
+    );
     let ready = get_condition(&status.conditions, READY).expect("a Ready condition");
     assert_eq!(
         (
@@ -225,7 +232,7 @@ fn a_changed_spec_is_a_new_put_with_the_new_generations_key() {
     let sent = host.http_requests();
     assert_eq!(sent.len(), 2);
     assert_eq!(sent[1].body_json(), Some(spec(20)));
-    assert_eq!(keys(&host, Method::Put), [put_key(2), put_key(3)]);
+    assert_eq!(keys(&host, Method::Put), [put_key(2, 2), put_key(3, 2)]);
     let status = status(&host).expect("a status");
     assert_eq!(status.applied_spec.map(|s| s.size_gb), Some(20));
     assert_eq!(status.cloud_generation, Some(2));
@@ -267,7 +274,7 @@ fn a_lost_answer_after_pending_was_recorded_is_retried_with_the_same_key_and_app
     // Recording Pending took a new version but kept the generation: the
     // retry carries the same key, and the cloud replays its answer.
     assert_eq!(reconcile(&host), Reply::Done);
-    assert_eq!(keys(&host, Method::Put), [put_key(2), put_key(2)]);
+    assert_eq!(keys(&host, Method::Put), [put_key(2, 2), put_key(2, 2)]);
     assert_eq!(cloud.borrow().applied.len(), 1, "applied exactly once");
     let status = status(&host).expect("a status");
     assert_eq!(
@@ -300,9 +307,12 @@ fn a_successor_completes_a_predecessors_unanswered_put_with_the_same_key() {
         sent.iter()
             .map(|r| (r.epoch, r.header("idempotency-key").map(str::to_string)))
             .collect::<Vec<_>>(),
-        vec![(1, Some(put_key(2))), (2, Some(put_key(2)))]
+        vec![(1, Some(put_key(2, 2))), (2, Some(put_key(2, 2)))]
     );
-    assert_eq!(cloud.borrow().applied, vec![(Method::Put, 1, put_key(2))]);
+    assert_eq!(
+        cloud.borrow().applied,
+        vec![(Method::Put, 1, put_key(2, 2))]
+    );
     let epochs: Vec<u64> = host.commits().iter().map(|c| c.epoch).collect();
     assert_eq!(
         epochs,
@@ -511,7 +521,7 @@ fn a_status_commit_that_conflicts_requeues_and_looks_again() {
 
     // The next reconcile decides again from the new generation: a new key.
     assert_eq!(reconcile(&host), Reply::Done);
-    assert_eq!(keys(&host, Method::Put), [put_key(2), put_key(3)]);
+    assert_eq!(keys(&host, Method::Put), [put_key(2, 2), put_key(3, 2)]);
     assert_eq!(
         status(&host)
             .and_then(|s| s.applied_spec)
@@ -535,7 +545,7 @@ fn a_deleted_bucket_is_deleted_at_the_cloud_before_its_object_goes() {
 
     assert_eq!(
         keys(&host, Method::Delete),
-        [delete_key(marked), delete_key(marked)]
+        [delete_key(marked, 2), delete_key(marked, 2)]
     );
     assert!(
         host.http_requests()
@@ -584,6 +594,26 @@ fn an_object_deleted_before_the_provisioner_saw_it_goes_without_a_request() {
     assert_eq!(reconcile(&host), Reply::Done);
     assert!(host.http_requests().is_empty());
     assert!(host.commits().is_empty());
+}
+
+#[test]
+fn a_bucket_made_again_under_the_same_name_is_provisioned_anew() {
+    let (host, cloud) = host_with_cloud();
+    provisioned_then_deleted(&host);
+    assert_eq!(reconcile(&host), Reply::Done);
+    assert!(host.object::<Value>(BUCKETS, "photos").is_none());
+
+    // A new object, same name and spec: its generation starts at 1 again,
+    // so the generation alone would repeat the first object's key and the
+    // cloud would replay its old answer, creating nothing.
+    seed(&host, 10);
+    assert_eq!(reconcile(&host), Reply::Done);
+    assert_eq!(photos(&host).generation, 2, "as the first object's was");
+    let puts = keys(&host, Method::Put);
+    assert_eq!(puts.len(), 2);
+    assert_ne!(puts[0], puts[1], "a new incarnation, a new key");
+    assert_eq!(applied(&cloud, Method::Put), 2, "applied, not replayed");
+    assert_eq!(status(&host).map(|s| s.phase), Some(Phase::Ready));
 }
 
 #[test]
