@@ -62,6 +62,7 @@ const PYTHON_TEST_DIRS: &[&str] = &[
 /// the guest folder as `<component name>.wasm`.
 const JS_GUESTS: &[(&str, &str, &str)] = &[
     ("scheduler-js", "controllers/scheduler-js", "app.js"),
+    ("provisioner-js", "controllers/provisioner-js", "app.js"),
     // The hard-abort fixture: a guest that spins or blocks on command.
     (
         "misbehaving-js",
@@ -83,7 +84,11 @@ const JS_WORLD: &str = "leasehold:controller/controller@0.3.0";
 const NODE_MIN: u32 = 20;
 /// Folders whose `node --test` suites `cargo xtask test` runs: the SDK's
 /// and each JavaScript controller's.
-const JS_TEST_DIRS: &[&str] = &["guest-sdk/js", "controllers/scheduler-js"];
+const JS_TEST_DIRS: &[&str] = &[
+    "guest-sdk/js",
+    "controllers/scheduler-js",
+    "controllers/provisioner-js",
+];
 /// The fault suite's unfenced test fixture (tests/fixtures/unfenced-host):
 /// built alone, never in a `--workspace` build with the other packages.
 const UNFENCED_FIXTURE: &str = "leasehold-unfenced";
