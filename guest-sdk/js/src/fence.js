@@ -96,6 +96,16 @@ const U64_MAX = 2n ** 64n - 1n;
  * generation changes only when the spec does (or the object is marked for
  * deletion), which is when the decision may change.
  *
+ * **An object made again under the same name starts at generation 1
+ * again.** If a receiver may still hold the keys of a former object of
+ * that name (it does, if it deduplicates by key for longer than an object
+ * lives), a new object would send the old keys and get the old answers
+ * replayed. Tell the objects apart in the action: record the object's
+ * version in its status when you first write the status (a version is
+ * never reused), keep it there as the object's incarnation, and key with
+ * `forAction(kind, name, generation, 'put-' + incarnation)`, as the
+ * example provisioners do.
+ *
  * The form `<kind>/<name>@<number>/<action>` (kind, name and action
  * percent-encoded except ASCII letters, digits and `-._~`, as upper-case
  * hex of their UTF-8 bytes) is the Rust SDK's `IdempotencyKey::for_action`,

@@ -13,6 +13,7 @@
  */
 
 import { Outcome } from './controller.js';
+import { Invalid } from './errors.js';
 import { StoredObject } from './objects.js';
 import { Transaction } from './transaction.js';
 
@@ -51,8 +52,11 @@ import { Transaction } from './transaction.js';
  * `Fenced` (stop), and whatever `apply` or `cleanup` threw. A cleanup that
  * is not finished yet throws (e.g. `new Failed('still deleting', 5_000)`
  * to look again in five seconds): returning means done. Cleanup must not
- * commit a write of `obj` itself (that changes its version, and the
- * removal would conflict): put what it records into `removal`.
+ * write `obj` itself, neither in a commit of its own (that changes its
+ * version, and the removal would conflict) nor in `removal` (refused as
+ * `Invalid` before anything is sent: the removal is the commit's
+ * operation on it); put its events, and writes of other objects, into
+ * `removal`.
  *
  * Both may run again for the same state of the object (after a lost
  * reply, a conflict, a new tenure), so their effects must be idempotent.
@@ -63,7 +67,9 @@ import { Transaction } from './transaction.js';
  * version would differ on the retry and the receiver would apply the
  * effect twice; the generation changes only with the spec (and once when
  * the object is marked for deletion), so a cleanup retried after a lost
- * reply sends the same key too.
+ * reply sends the same key too. (A generation starts at 1 again in an
+ * object made again under the same name: `IdempotencyKey` says how to
+ * tell the two apart.)
  *
  * @template [T=any]
  * @param {StoredObject<T>} obj the object as read
@@ -76,6 +82,13 @@ export function finalizer(obj, name, { apply, cleanup }) {
     if (!obj.hasFinalizer(name)) return Outcome.done();
     const removal = new Transaction().removeFinalizer(obj, name);
     const outcome = cleanup(obj, removal);
+    const key = obj.key;
+    if (removal.ops.filter((op) => op.key.equals(key)).length > 1) {
+      throw new Invalid(
+        `the cleanup of ${key} writes ${key} itself; the commit that removes its finalizer ${name} is the one ` +
+          'operation on it',
+      );
+    }
     removal.commit();
     return outcome ?? Outcome.done();
   }

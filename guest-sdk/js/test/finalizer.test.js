@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 
-import { Api, Conflict, Failed, Metadata, Outcome, Replace, finalizer } from '../src/index.js';
+import { Api, Conflict, Failed, Invalid, Metadata, Outcome, Replace, finalizer } from '../src/index.js';
 import { FakeHost } from '../src/fake.js';
 
 const F = 'example.com/bucket';
@@ -115,4 +115,15 @@ test('an object changed since it was read conflicts, and nothing is applied or r
   host.seedWith('buckets', 'c', { size: 3 }, new Metadata({ finalizers: [F] }));
   assert.throws(() => finalizer(marked, F, steps()), Conflict);
   assert.ok(read('c') !== null, 'the finalizer stays until a cleanup of what is current');
+});
+
+test('a cleanup that writes the object itself is refused before anything is sent', () => {
+  const host = new FakeHost();
+  host.seedWith('buckets', 'b', { size: 1 }, new Metadata({ finalizers: [F] }));
+  host.remove('buckets', 'b');
+  const marked = read('b');
+  const s = steps({ cleanup: (obj, removal) => void removal.updateStatus(obj, { gone: true }) });
+  assert.throws(() => finalizer(marked, F, s), (e) => e instanceof Invalid && e.message.includes('writes buckets/b itself'));
+  assert.deepEqual(host.commits(), []);
+  assert.deepEqual(read('b').finalizers, [F]);
 });

@@ -62,8 +62,11 @@ export type FinalizerSteps<T = any> = {
  * `Fenced` (stop), and whatever `apply` or `cleanup` threw. A cleanup that
  * is not finished yet throws (e.g. `new Failed('still deleting', 5_000)`
  * to look again in five seconds): returning means done. Cleanup must not
- * commit a write of `obj` itself (that changes its version, and the
- * removal would conflict): put what it records into `removal`.
+ * write `obj` itself, neither in a commit of its own (that changes its
+ * version, and the removal would conflict) nor in `removal` (refused as
+ * `Invalid` before anything is sent: the removal is the commit's
+ * operation on it); put its events, and writes of other objects, into
+ * `removal`.
  *
  * Both may run again for the same state of the object (after a lost
  * reply, a conflict, a new tenure), so their effects must be idempotent.
@@ -74,7 +77,9 @@ export type FinalizerSteps<T = any> = {
  * version would differ on the retry and the receiver would apply the
  * effect twice; the generation changes only with the spec (and once when
  * the object is marked for deletion), so a cleanup retried after a lost
- * reply sends the same key too.
+ * reply sends the same key too. (A generation starts at 1 again in an
+ * object made again under the same name: `IdempotencyKey` says how to
+ * tell the two apart.)
  *
  * @template [T=any]
  * @param {StoredObject<T>} obj the object as read
