@@ -3,17 +3,17 @@
 // outbound HTTP, holding each object with a finalizer until its bucket is
 // deleted at the cloud.
 //
-// It does what controllers/provisioner (Rust) does, with two changes the
-// SDK's finalizer and status part make possible (see README.md):
-// deletion goes through a finalizer (a user deletes the object; no
-// `deleting` field), and the idempotency keys come from the object's
-// generation, so the provisioner records `Pending` in the status before
-// it calls the cloud without changing the key a retry sends.
+// It does what controllers/provisioner (Rust) does, and derives the same
+// idempotency keys and status (see README.md): deletion goes through a
+// finalizer (a user deletes the object; no `deleting` field), and the keys
+// come from the object's generation and incarnation, so the provisioner
+// records `Pending` in the status before it calls the cloud without
+// changing the key a retry sends.
 //
 // Owns: the decisions (put, record, refuse, delete) and the status it
-// writes. Must never: derive a key from the version or the epoch, record
-// an outcome the cloud did not confirm, or let an object go before the
-// cloud confirmed its bucket is gone.
+// writes. Must never: derive a key from the version as read or the epoch,
+// record an outcome the cloud did not confirm, or let an object go before
+// the cloud confirmed its bucket is gone.
 
 import {
   Conflict,
@@ -24,6 +24,7 @@ import {
   NotFound,
   Outcome,
   finalizer,
+  getCondition,
   info,
   setCondition,
   warn,
@@ -32,19 +33,21 @@ import {
 
 /** The kind of the bucket objects. */
 export const BUCKETS = 'buckets';
-/** The finalizer that holds a bucket object until its bucket is deleted at the cloud. */
-export const FINALIZER = 'provisioner.example.com/bucket';
+/** The finalizer that holds a bucket object until its bucket is deleted at the cloud (the Rust provisioner's). */
+export const FINALIZER = 'provisioner/bucket';
 /** The condition that says whether the cloud holds the object's spec. */
 export const READY = 'Ready';
+/** The reason of the `Ready` condition while a spec is on its way. */
+export const PROVISIONING = 'Provisioning';
 /** The reason of the event recorded when the cloud applied a spec. */
 export const PROVISIONED = 'Provisioned';
 /** The reason of the (warning) event recorded when the cloud refused a spec. */
 export const PROVISION_FAILED = 'ProvisionFailed';
 /** The reason of the event recorded when a bucket was deleted at the cloud and its object let go. */
 export const DEPROVISIONED = 'Deprovisioned';
-/** The action name of the `PUT` in its idempotency key. */
+/** The action name of the `PUT` in its idempotency key, followed by `-INCARNATION` (`action`). */
 export const PUT_ACTION = 'put';
-/** The action name of the `DELETE` in its idempotency key. */
+/** The action name of the `DELETE` in its idempotency key, followed by `-INCARNATION` (`action`). */
 export const DELETE_ACTION = 'delete';
 /** What a fenced receiver's 409 body says when the epoch is stale. */
 export const STALE_EPOCH = 'stale epoch';
@@ -78,6 +81,45 @@ export const Phase = Object.freeze({
 });
 
 /**
+ * The action of an idempotency key: `put-INCARNATION` or
+ * `delete-INCARNATION`, as the Rust and Python provisioners spell it. The
+ * incarnation tells apart objects that had the same name, whose
+ * generations both started at 1.
+ *
+ * @param {string} name `PUT_ACTION` or `DELETE_ACTION`
+ * @param {number} incarnation
+ * @returns {string}
+ */
+export function action(name, incarnation) {
+  return `${name}-${incarnation}`;
+}
+
+/**
+ * The object's incarnation: kept in its status from the provisioner's
+ * first status write, else the version as read now (versions are never
+ * reused, so a bucket made again under the same name gets a new one).
+ *
+ * @param {import('../../guest-sdk/js/src/index.js').StoredObject} obj
+ * @param {Record<string, any>} status
+ * @returns {number}
+ */
+function incarnationOf(obj, status) {
+  return Number.isSafeInteger(status.incarnation) && status.incarnation > 0 ? status.incarnation : obj.version;
+}
+
+/**
+ * The endpoint of a bucket object, checked; a `TypeError` if it has none.
+ *
+ * @param {any} value
+ * @returns {string}
+ */
+function endpointOf(value) {
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) throw new TypeError('a bucket is a JSON object');
+  if (typeof value.endpoint !== 'string') throw new TypeError('it has no endpoint');
+  return value.endpoint;
+}
+
+/**
  * The user's part of a bucket object, checked: `{spec: {size_gb, region}, endpoint}`
  * (other fields are allowed and left alone). Throws a `TypeError` saying
  * what is wrong.
@@ -86,7 +128,7 @@ export const Phase = Object.freeze({
  * @returns {{spec: {size_gb: number, region: string}, endpoint: string}}
  */
 export function parseBucket(value) {
-  if (value === null || typeof value !== 'object' || Array.isArray(value)) throw new TypeError('a bucket is a JSON object');
+  const endpoint = endpointOf(value);
   const spec = value.spec;
   if (spec === null || typeof spec !== 'object' || Array.isArray(spec)) throw new TypeError('spec is not an object');
   const unknown = Object.keys(spec).filter((k) => k !== 'size_gb' && k !== 'region');
@@ -95,8 +137,7 @@ export function parseBucket(value) {
     throw new TypeError('spec.size_gb is not a whole number of GB');
   }
   if (typeof spec.region !== 'string') throw new TypeError('spec.region is not a string');
-  if (typeof value.endpoint !== 'string') throw new TypeError('endpoint is not a string');
-  return { spec: { size_gb: spec.size_gb, region: spec.region }, endpoint: value.endpoint };
+  return { spec: { size_gb: spec.size_gb, region: spec.region }, endpoint };
 }
 
 /**
@@ -221,13 +262,26 @@ function throwUnlessRefused(response, url, epoch) {
 }
 
 /**
- * A copy of `status` (a JSON object), to change without touching what was read.
+ * A copy of the object's status, to change without touching what was
+ * read; an empty one, with a warning, if someone else wrote it badly
+ * (start again from nothing).
  *
- * @param {any} status
+ * @param {import('../../guest-sdk/js/src/index.js').StoredObject} obj
  * @returns {Record<string, any>}
  */
-function copyOf(status) {
-  return status !== null && typeof status === 'object' && !Array.isArray(status) ? JSON.parse(JSON.stringify(status)) : {};
+function statusOf(obj) {
+  const status = obj.status;
+  if (status === null || status === undefined) return {};
+  try {
+    if (typeof status !== 'object' || Array.isArray(status)) throw new TypeError('it is not an object');
+    const copy = JSON.parse(JSON.stringify(status));
+    // Every condition must read as one, or setCondition would fail on it.
+    for (const c of copy.conditions ?? []) getCondition({ conditions: [c] }, c?.type);
+    return copy;
+  } catch (e) {
+    warn(`${obj.key}: ignoring its status: ${e instanceof Error ? e.message : String(e)}`);
+    return {};
+  }
 }
 
 /** The provisioner controller. */
@@ -243,21 +297,22 @@ export class Provisioner extends Controller {
     }
     const obj = ctx.api(BUCKETS).get(name);
     if (obj === null) return Outcome.done();
-    let bucket;
+    // The endpoint is all a deletion needs; a live bucket needs its spec
+    // too. A change to the object wakes us again: retrying the same value
+    // would fail the same way. (An object marked while its endpoint is
+    // not a URL keeps our finalizer until the endpoint is fixed.)
+    let spec = null;
     let url;
     try {
-      bucket = parseBucket(obj.value);
-      url = bucketUrl(bucket.endpoint, name);
+      url = bucketUrl(endpointOf(obj.value), name);
+      if (!obj.isDeleting) spec = parseBucket(obj.value).spec;
     } catch (e) {
-      // A change to the object wakes us again; retrying the same value
-      // would fail the same way. (A malformed object marked for deletion
-      // keeps our finalizer until it is fixed: its bucket is unknown.)
       warn(`skipping ${obj.key}: ${e instanceof Error ? e.message : String(e)}`);
       return Outcome.done();
     }
     try {
       return finalizer(obj, FINALIZER, {
-        apply: (live) => provision(ctx, live, bucket.spec, url),
+        apply: (live) => provision(ctx, live, /** @type {{size_gb: number, region: string}} */ (spec), url),
         cleanup: (marked, removal) => deprovision(ctx, marked, url, removal),
       });
     } catch (e) {
@@ -275,7 +330,7 @@ export class Provisioner extends Controller {
 /**
  * Bring the cloud to `spec`: record `Pending` (a status write: the
  * generation, and so the key, stays), `PUT` the spec under the key of
- * this generation, then record what the cloud said.
+ * this generation and incarnation, then record what the cloud said.
  *
  * @param {import('../../guest-sdk/js/src/index.js').Context} ctx
  * @param {import('../../guest-sdk/js/src/index.js').StoredObject} obj
@@ -284,25 +339,28 @@ export class Provisioner extends Controller {
  * @returns {Outcome}
  */
 function provision(ctx, obj, spec, url) {
-  const status = copyOf(obj.status);
+  const status = statusOf(obj);
   if (!needsPut(spec, status)) return Outcome.done();
   const generation = obj.generation;
-  if (status.phase !== Phase.PENDING || status.observed_generation !== generation) {
-    const message = `putting generation ${generation} to the cloud`;
-    status.phase = Phase.PENDING;
-    status.observed_generation = generation;
-    status.message = message;
-    setCondition(status, {
-      type: READY,
-      status: ConditionStatus.UNKNOWN,
-      reason: 'Provisioning',
-      message,
-      observedGeneration: generation,
-    });
+  const incarnation = incarnationOf(obj, status);
+  const sending = `sending the spec of generation ${generation} to the cloud`;
+  const before = JSON.stringify(status);
+  status.phase = Phase.PENDING;
+  status.observed_generation = generation;
+  status.incarnation = incarnation;
+  status.message = sending;
+  setCondition(status, {
+    type: READY,
+    status: ConditionStatus.UNKNOWN,
+    reason: PROVISIONING,
+    message: sending,
+    observedGeneration: generation,
+  });
+  if (JSON.stringify(status) !== before) {
     // Conditional on the generation read: a new spec since conflicts.
     ctx.transaction().updateStatus(obj, status).commit();
   }
-  const key = http.IdempotencyKey.forAction(BUCKETS, obj.name, generation, PUT_ACTION);
+  const key = http.IdempotencyKey.forAction(BUCKETS, obj.name, generation, action(PUT_ACTION, incarnation));
   const response = http.Request.put(url).json(spec).idempotencyKey(key).timeout(REQUEST_TIMEOUT_MS).send();
   const epoch = ctx.fence.epoch;
   if (response.isSuccess) {
@@ -317,15 +375,10 @@ function provision(ctx, obj, spec, url) {
     const message =
       `applied by the cloud${cloudGeneration === null ? '' : ` at generation ${cloudGeneration}`} ` +
       `(epoch ${epoch}${replayed ? '; the answer to an earlier attempt, replayed' : ''})`;
-    const ready = {
-      ...status,
-      phase: Phase.READY,
-      applied_spec: spec,
-      cloud_generation: cloudGeneration,
-      rejected_spec: null,
-      observed_generation: generation,
-      message,
-    };
+    const ready = { ...status, phase: Phase.READY, applied_spec: spec, observed_generation: generation, message };
+    if (cloudGeneration === null) delete ready.cloud_generation;
+    else ready.cloud_generation = cloudGeneration;
+    delete ready.rejected_spec;
     setCondition(ready, { type: READY, status: ConditionStatus.TRUE, reason: PROVISIONED, message, observedGeneration: generation });
     ctx.transaction().updateStatus(obj, ready).event(BUCKETS, obj.name, PROVISIONED, message).commit();
     info(`${obj.key}: ${message}`);
@@ -335,7 +388,7 @@ function provision(ctx, obj, spec, url) {
   // A definite refusal of this spec: record it, do not retry it.
   const message = clip(`the cloud refused the spec with ${response.status}: ${answerText(response)}`);
   const failed = { ...status, phase: Phase.FAILED, rejected_spec: spec, observed_generation: generation, message };
-  setCondition(failed, { type: READY, status: ConditionStatus.FALSE, reason: 'Refused', message, observedGeneration: generation });
+  setCondition(failed, { type: READY, status: ConditionStatus.FALSE, reason: PROVISION_FAILED, message, observedGeneration: generation });
   ctx.transaction().updateStatus(obj, failed).warning(BUCKETS, obj.name, PROVISION_FAILED, message).commit();
   warn(`${obj.key}: ${message}`);
   return Outcome.done();
@@ -343,8 +396,10 @@ function provision(ctx, obj, spec, url) {
 
 /**
  * `DELETE` the bucket at the cloud under the key of this generation (the
- * deletion mark's), and put the `Deprovisioned` event into the commit that
- * removes the finalizer. Sent even for a bucket never provisioned: a
+ * deletion mark's: nothing moves it until the object goes) and
+ * incarnation (the marked version if the object never had a status), and
+ * put the `Deprovisioned` event into the commit that removes the
+ * finalizer. Sent even for a bucket never provisioned: a
  * deposed leader's `PUT` may still be on its way, and a `DELETE` at the
  * current epoch makes the cloud refuse it. A 404 counts as deleted.
  *
@@ -355,7 +410,8 @@ function provision(ctx, obj, spec, url) {
  * @returns {Outcome}
  */
 function deprovision(ctx, obj, url, removal) {
-  const key = http.IdempotencyKey.forAction(BUCKETS, obj.name, obj.generation, DELETE_ACTION);
+  const incarnation = incarnationOf(obj, statusOf(obj));
+  const key = http.IdempotencyKey.forAction(BUCKETS, obj.name, obj.generation, action(DELETE_ACTION, incarnation));
   const response = http.Request.delete(url).idempotencyKey(key).timeout(REQUEST_TIMEOUT_MS).send();
   const epoch = ctx.fence.epoch;
   if (!response.isSuccess && response.status !== 404) {

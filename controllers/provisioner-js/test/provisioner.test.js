@@ -83,7 +83,8 @@ function seed(host, sizeGb) {
 
 const photos = (host) => host.object(BUCKETS, 'photos');
 const reconcile = (host) => host.reconcile(new Provisioner(), BUCKETS, 'photos');
-const putKey = (generation) => `buckets/photos@${generation}/put`;
+// The incarnation is the version the finalizer's commit gave a new object: 2.
+const putKey = (generation, incarnation = 2) => `buckets/photos@${generation}/put-${incarnation}`;
 const keys = (host) => host.httpRequests().map((r) => r.header('idempotency-key'));
 
 test('describes buckets with a resync', () => {
@@ -114,6 +115,7 @@ test('a new bucket gets the finalizer, is put once under the key of its generati
   assert.deepEqual(status.applied_spec, spec(10));
   assert.equal(status.cloud_generation, 1);
   assert.equal(status.observed_generation, 2);
+  assert.equal(status.incarnation, 2);
   const ready = getCondition(status, READY);
   assert.deepEqual([ready?.status, ready?.reason, ready?.observedGeneration], ['True', PROVISIONED, 2]);
   assert.deepEqual(bucket.value, { spec: spec(10), endpoint: ENDPOINT, owner: 'team-a' }, 'the value is the user’s');
@@ -228,7 +230,7 @@ test('deleting goes through the finalizer: the bucket is deleted at the cloud on
   host.remove(BUCKETS, 'photos');
   const marked = photos(host);
   assert.ok(marked.isDeleting);
-  const deleteKey = `buckets/photos@${marked.generation}/delete`;
+  const deleteKey = `buckets/photos@${marked.generation}/delete-2`;
 
   // The answer is lost once: the object stays; the retry replays it.
   host.failNextHttp(HttpFault.REPLY_LOST);
@@ -250,6 +252,36 @@ test('deleting goes through the finalizer: the bucket is deleted at the cloud on
   const last = host.commits().at(-1);
   assert.equal(event.revision, last.revision, 'the event goes with the finalizer');
   assert.ok(event.message.includes('confirmed'), event.message);
+});
+
+test('a bucket deleted and made again under the same name is a new incarnation: new keys, put again', () => {
+  const { host, cloud } = hostWithCloud();
+  seed(host, 10);
+  reconcile(host);
+  host.remove(BUCKETS, 'photos');
+  reconcile(host);
+  assert.equal(photos(host), null);
+  // The same name, the same spec: its generations start at 1 again, but
+  // the cloud deleted the bucket, so it must be put again, not replayed.
+  seed(host, 10);
+  assert.deepEqual(reconcile(host), Reply.done());
+  const incarnation = photos(host).status.incarnation;
+  assert.ok(incarnation > 2, `a new incarnation: ${incarnation}`);
+  assert.equal(keys(host).at(-1), putKey(2, incarnation));
+  assert.deepEqual(cloud.applied.map(([method]) => method), ['PUT', 'DELETE', 'PUT']);
+  assert.ok(!photos(host).status.message.includes('replayed'));
+});
+
+test('a marked object whose spec is malformed is still deleted at the cloud', () => {
+  const { host, cloud } = hostWithCloud();
+  seed(host, 10);
+  reconcile(host);
+  const b = photos(host);
+  host.seedWith(BUCKETS, 'photos', { ...b.value, spec: 'gone wrong' }, b.metadata);
+  host.remove(BUCKETS, 'photos');
+  assert.deepEqual(reconcile(host), Reply.done());
+  assert.equal(photos(host), null);
+  assert.equal(cloud.count('DELETE'), 1);
 });
 
 test('a bucket the cloud never had is still deleted there, which fences the cloud, and the object goes', () => {
@@ -366,7 +398,7 @@ test('a refused spec is recorded with a warning and waits for a change', () => {
   assert.equal(status.applied_spec, undefined);
   assert.ok(status.message.includes('region eu is full'));
   const ready = getCondition(status, READY);
-  assert.deepEqual([ready?.status, ready?.reason], ['False', 'Refused']);
+  assert.deepEqual([ready?.status, ready?.reason], ['False', PROVISION_FAILED]);
   const [warning] = host.eventsWithReason(PROVISION_FAILED);
   assert.equal(warning.type, EventType.Warning);
   assert.ok(warning.message.startsWith('Warning: the cloud refused'), warning.message);
@@ -381,7 +413,7 @@ test('a refused spec is recorded with a warning and waits for a change', () => {
   assert.deepEqual(reconcile(host), Reply.done());
   assert.equal(host.httpRequests().length, 2);
   const now = photos(host).status;
-  assert.deepEqual([now.phase, now.rejected_spec, getCondition(now, READY)?.status], [Phase.READY, null, 'True']);
+  assert.deepEqual([now.phase, now.rejected_spec, getCondition(now, READY)?.status], [Phase.READY, undefined, 'True']);
 });
 
 test('a spec changed while the PUT is out requeues, and the next reconcile decides again under a new key', () => {
