@@ -38,7 +38,7 @@ import { install } from './host.js';
 import { Metadata, ObjectKey } from './keys.js';
 import * as L from './limits.js';
 import { decodeRaw } from './objects.js';
-import { HttpState } from './fake-http.js';
+import { HttpReply, HttpState } from './fake-http.js';
 import { Shard } from './shard.js';
 import { Check, Committed, Create, CreateWith, Delete, Replace, Status, Update, decodeEventMessage } from './transaction.js';
 
@@ -594,6 +594,17 @@ export function relatedKeys(watch, change) {
     if (!keys.some((k) => k.equals(key))) keys.push(key);
   }
   return keys;
+}
+
+/**
+ * `reply`, if it is an `HttpReply` (a script's mistake is reported where it is made).
+ *
+ * @param {any} reply
+ * @returns {HttpReply}
+ */
+function checkedReply(reply) {
+  if (!(reply instanceof HttpReply)) throw new TypeError('a scripted reply is an HttpReply (HttpReply.status, .json, .text)');
+  return reply;
 }
 
 // ----- the store ---------------------------------------------------------------
@@ -1556,7 +1567,7 @@ export class FakeHost {
    * @returns {void}
    */
   respond(pattern, reply) {
-    this.#http.route(pattern).standing = reply;
+    this.#http.route(pattern).standing = checkedReply(reply);
   }
 
   /**
@@ -1569,7 +1580,7 @@ export class FakeHost {
    * @returns {void}
    */
   respondOnce(pattern, reply) {
-    this.#http.route(pattern).once.push(reply);
+    this.#http.route(pattern).once.push(checkedReply(reply));
   }
 
   /**

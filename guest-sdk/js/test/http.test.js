@@ -426,6 +426,8 @@ test('scripts: one-shot replies first, exact URLs over prefixes, longer prefixes
   assert.deepEqual(reply.headers, [['content-type', 'application/json'], ['Retry-After', '1']]);
   assert.equal(reply.withBody('x').body.length, 1);
   assert.equal(reply.body.length, '{"error":"stale epoch"}'.length, 'replies are never changed in place');
+  assert.throws(() => host.respond('http://svc.test/x', { status: 200 }), TypeError);
+  assert.throws(() => host.respondOnce('http://svc.test/x', 200), TypeError);
 });
 
 test('a receiver with state dedups by key and refuses an older epoch', () => {
