@@ -23,7 +23,7 @@ than it accepted (409 `{"error": "stale epoch"}`) and applies each
 retry and a successor derive identically.
 
 - **The finalizer.** A bucket object gets the finalizer
-  `provisioner.leasehold.dev/bucket` before anything is sent for it, so a
+  `provisioner/bucket` before anything is sent for it, so a
   delete request only marks it, and the provisioner deletes the bucket at
   the cloud before the object goes (`leasehold.finalizer`).
 - **One effect, one key, from the generation.** The `PUT` of a spec is
@@ -88,7 +88,7 @@ from leasehold.http import Fenced, Request, Response
 #: The kind of the bucket objects.
 BUCKETS = "buckets"
 #: The finalizer that holds a bucket object until the cloud's bucket is gone.
-FINALIZER = "provisioner.leasehold.dev/bucket"
+FINALIZER = "provisioner/bucket"
 #: The reason of the event recorded when the cloud applied a spec.
 PROVISIONED = "Provisioned"
 #: The reason of the (warning) event recorded when the cloud refused a spec.
