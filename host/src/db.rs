@@ -559,14 +559,24 @@ pub const MAIN_POOL: &str = "main";
 pub fn parse_connection(
     url: &str,
 ) -> Result<(tokio_postgres::Config, crate::db_tls::Connector), String> {
+    let (mut config, params) = parse_syntax(url)?;
+    let tls = crate::db_tls::Connector::new(params)?;
+    tls.apply(&mut config);
+    Ok((config, tls))
+}
+
+/// A connection string read without touching any file it names: its TLS
+/// parameters by libpq's rules, the rest by tokio-postgres (what the
+/// config checks; [`parse_connection`] reads the files too).
+pub fn parse_syntax(
+    url: &str,
+) -> Result<(tokio_postgres::Config, crate::db_tls::TlsParams), String> {
     let split = crate::db_tls::split(url)?;
-    let mut config: tokio_postgres::Config = split
+    let config: tokio_postgres::Config = split
         .rest
         .parse()
         .map_err(|e: tokio_postgres::Error| describe(&e))?;
-    let tls = crate::db_tls::Connector::new(split.tls)?;
-    tls.apply(&mut config);
-    Ok((config, tls))
+    Ok((config, split.tls))
 }
 
 /// Where and how a dedicated session to `url` connects.

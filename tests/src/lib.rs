@@ -25,6 +25,7 @@ pub mod http;
 pub mod interpreter_abort;
 pub mod pgbouncer;
 pub mod pgcluster;
+pub mod pki;
 pub mod process;
 pub mod proxy;
 pub mod scheduler_component;

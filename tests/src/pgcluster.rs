@@ -32,6 +32,68 @@ impl ScratchCluster {
         cluster
     }
 
+    /// Create and start a cluster that speaks TLS with `cert` (its server
+    /// certificate and key), trusts `client_ca` for client certificates,
+    /// and authenticates by `hba` (the whole `pg_hba.conf`; `local`
+    /// connections are the test's own way in). Returns once it accepts
+    /// connections.
+    pub fn create_with_tls(cert: &crate::pki::Issued, client_ca: &Path, hba: &str) -> Self {
+        let cluster = Self::made();
+        let conf = cluster.config_directory();
+        // The server reads its key only if its own user owns it, 0600.
+        let place = |from: &Path, name: &str| {
+            let to = Path::new(&conf).join(name);
+            std::fs::copy(from, &to)
+                .unwrap_or_else(|e| panic!("copy {} to {}: {e}", from.display(), to.display()));
+            let owned = Command::new("chown")
+                .args(["postgres:postgres", to.to_str().expect("utf-8 path")])
+                .status()
+                .unwrap_or_else(|e| panic!("chown not runnable: {e}"));
+            assert!(owned.success(), "chown of {} failed", to.display());
+            crate::pki::owner_only(&to);
+            to.display().to_string()
+        };
+        let cert_file = place(&cert.cert, "server.pem");
+        let key_file = place(&cert.key, "server.key");
+        let ca_file = place(client_ca, "client-ca.pem");
+        let settings = format!(
+            "\nssl = on\nssl_cert_file = '{cert_file}'\nssl_key_file = '{key_file}'\n\
+             ssl_ca_file = '{ca_file}'\nlisten_addresses = 'localhost'\n"
+        );
+        let postgresql_conf = format!("{conf}/postgresql.conf");
+        let mut text = std::fs::read_to_string(&postgresql_conf)
+            .unwrap_or_else(|e| panic!("read {postgresql_conf}: {e}"));
+        text.push_str(&settings);
+        std::fs::write(&postgresql_conf, text)
+            .unwrap_or_else(|e| panic!("write {postgresql_conf}: {e}"));
+        std::fs::write(format!("{conf}/pg_hba.conf"), hba)
+            .unwrap_or_else(|e| panic!("write {conf}/pg_hba.conf: {e}"));
+        cluster.ctl("start");
+        cluster
+    }
+
+    /// `psql` through the server's Unix socket (whatever `pg_hba.conf`
+    /// says of TCP): one value `query` answers in database `database`.
+    pub fn local_sql(&self, database: &str, query: &str) -> String {
+        let output = Command::new(self.bin("psql"))
+            .args(["-h", "/var/run/postgresql", "-p", &self.port.to_string()])
+            .args(["-U", "postgres", "-d", database, "-XtAc", query])
+            .output()
+            .unwrap_or_else(|e| panic!("psql not runnable: {e}"));
+        assert!(
+            output.status.success(),
+            "{query:?} on {} failed: {}",
+            self.name,
+            String::from_utf8_lossy(&output.stderr)
+        );
+        String::from_utf8_lossy(&output.stdout).trim().to_string()
+    }
+
+    /// The folder of its `postgresql.conf` and `pg_hba.conf`.
+    fn config_directory(&self) -> String {
+        format!("/etc/postgresql/{}/{}", self.version, self.name)
+    }
+
     /// A new cluster that is a streaming standby of `primary` (asynchronous
     /// replication, hot standby: it answers reads and refuses writes),
     /// streaming from `primary`'s own port.

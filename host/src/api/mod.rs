@@ -715,6 +715,7 @@ mod limit_tests {
             listener,
             app,
             ServeLimits::for_this_process().0,
+            None,
             std::future::pending(),
         ));
         (addr, stop)

@@ -14,6 +14,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Notify, watch};
 
 use super::*;
+use crate::api::auth::Access;
 use crate::authority::memory::MemoryAuthority;
 use crate::authority::{
     AcquireRequest, Acquired, AuthorityError, DatabaseIdentity, EndReason, LeaseRecord, Renewed,
@@ -196,7 +197,7 @@ impl Drop for Host {
 
 async fn host_with(token: Option<&str>, probe_max_age: Duration) -> Host {
     host_limited(
-        token,
+        token.map_or_else(Access::open, Access::single),
         probe_max_age,
         crate::timeouts::HTTP_BODY_READ,
         ServeLimits::for_this_process().0,
@@ -206,7 +207,7 @@ async fn host_with(token: Option<&str>, probe_max_age: Duration) -> Host {
 
 /// A host with its own body deadline and connection limits.
 async fn host_limited(
-    token: Option<&str>,
+    access: Access,
     probe_max_age: Duration,
     body_read: Duration,
     limits: ServeLimits,
@@ -235,10 +236,7 @@ async fn host_limited(
         status: status.clone(),
         authority: authority.clone(),
         store: store.clone(),
-        access: Arc::new(token.map_or_else(
-            crate::api::auth::Access::open,
-            crate::api::auth::Access::single,
-        )),
+        access: Arc::new(access),
         stopping,
     };
     let app = build(
@@ -267,7 +265,7 @@ async fn serve_on_loopback(
 ) -> (SocketAddr, tokio::task::JoinHandle<()>) {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    let server = tokio::spawn(serve(listener, app, limits, std::future::pending()));
+    let server = tokio::spawn(serve(listener, app, limits, None, std::future::pending()));
     (addr, server)
 }
 
@@ -1258,8 +1256,9 @@ fn the_document_states_the_selector_parameters_and_bounds() {
 }
 
 #[tokio::test]
-async fn writes_need_the_token_when_one_is_configured() {
+async fn with_a_token_configured_every_v1_request_needs_one() {
     let h = host_with(Some("s3cret-token"), READINESS_PROBE_MAX_AGE).await;
+    let auth = [("Authorization", "Bearer s3cret-token")];
     let path = "/v1/objects/nodes/n1";
     let refused = put(h.addr, path, &[], "{}").await;
     refused.assert_error(401, "unauthorized");
@@ -1269,49 +1268,265 @@ async fn writes_need_the_token_when_one_is_configured() {
             .unwrap()
             .starts_with("Bearer")
     );
-    put(
-        h.addr,
-        path,
-        &[("Authorization", "Bearer wrong-token!")],
-        "{}",
-    )
-    .await
-    .assert_error(401, "unauthorized");
-    put(
-        h.addr,
-        path,
-        &[("Authorization", "Basic czNjcmV0LXRva2Vu")],
-        "{}",
-    )
-    .await
-    .assert_error(401, "unauthorized");
-    get(h.addr, path).await.assert_error(404, "not_found");
-
-    let ok = put(
-        h.addr,
-        path,
-        &[("Authorization", "Bearer s3cret-token")],
-        "{}",
-    )
-    .await;
-    assert_eq!(ok.status, 201, "{}", ok.text());
-    // Reads stay open.
-    assert_eq!(get(h.addr, path).await.status, 200);
-    assert_eq!(get(h.addr, "/v1/events").await.status, 200);
-
-    call(h.addr, "DELETE", path, &[], b"")
+    for wrong in [
+        "Bearer wrong-token!",
+        "Basic czNjcmV0LXRva2Vu",
+        "s3cret-token",
+        "Bearer",
+        "Bearer s3cret-token-and-more",
+    ] {
+        put(h.addr, path, &[("Authorization", wrong)], "{}")
+            .await
+            .assert_error(401, "unauthorized");
+        call(h.addr, "GET", path, &[("Authorization", wrong)], b"")
+            .await
+            .assert_error(401, "unauthorized");
+    }
+    // In the query string it is no token.
+    get(h.addr, "/v1/objects/nodes/n1?token=s3cret-token")
         .await
         .assert_error(401, "unauthorized");
-    assert_eq!(get(h.addr, path).await.status, 200);
-    let deleted = call(
+    // Reads need it too.
+    for read in [
+        path,
+        "/v1/objects/nodes",
+        "/v1/events",
+        "/v1/changes",
+        "/v1/leases",
+        "/v1/leases/scheduler",
+        "/v1/leases/scheduler/history",
+    ] {
+        let reply = get(h.addr, read).await;
+        reply.assert_error(401, "unauthorized");
+        assert!(reply.header("www-authenticate").is_some(), "{read}");
+    }
+    // The OpenAPI document and the probes need none.
+    for open in ["/v1/openapi.json", "/healthz", "/readyz", "/metrics"] {
+        assert_eq!(get(h.addr, open).await.status, 200, "{open}");
+    }
+
+    let ok = put(h.addr, path, &auth, "{}").await;
+    assert_eq!(ok.status, 201, "{}", ok.text());
+    // A lower-case scheme is the same scheme (RFC 7235).
+    let lower = call(
         h.addr,
-        "DELETE",
+        "GET",
         path,
         &[("Authorization", "bearer s3cret-token")],
         b"",
     )
     .await;
-    assert_eq!(deleted.status, 204);
+    assert_eq!(lower.status, 200, "{}", lower.text());
+    let events = call(h.addr, "GET", "/v1/events", &auth, b"").await;
+    assert_eq!(events.status, 200);
+    // The write names the token it was made with.
+    assert_eq!(
+        events.json()["items"][0]["origin"],
+        json!({"by": "api", "token": "default"})
+    );
+
+    call(h.addr, "DELETE", path, &[], b"")
+        .await
+        .assert_error(401, "unauthorized");
+    assert_eq!(call(h.addr, "DELETE", path, &auth, b"").await.status, 204);
+}
+
+/// A host whose API takes tokens read from files: `(name, token, role,
+/// kinds)`.
+async fn host_with_tokens(
+    tokens: &[(&str, &str, crate::config::TokenRole, Option<&[&str]>)],
+) -> Host {
+    let dir = std::env::temp_dir().join(format!("lh-api-tokens-{}", uuid::Uuid::new_v4()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut http = crate::config::HttpConfig::default();
+    for (name, token, role, kinds) in tokens {
+        let file = dir.join(name);
+        std::fs::write(&file, format!("{token}\n")).unwrap();
+        http.tokens.push(crate::config::TokenConfig {
+            name: name.to_string(),
+            file,
+            role: *role,
+            kinds: kinds.map(|k| k.iter().map(|k| k.to_string()).collect()),
+        });
+    }
+    let access = Access::load(&http).unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+    host_limited(
+        access,
+        READINESS_PROBE_MAX_AGE,
+        crate::timeouts::HTTP_BODY_READ,
+        ServeLimits::for_this_process().0,
+    )
+    .await
+}
+
+#[tokio::test]
+async fn roles_and_kinds_decide_what_a_token_may_do() {
+    use crate::config::TokenRole::{Read, Write};
+    let h = host_with_tokens(&[
+        ("admin", "admin-token-0123456789", Write, None),
+        ("viewer", "viewer-token-0123456789", Read, None),
+        (
+            "tasks-team",
+            "tasks-token-0123456789",
+            Write,
+            Some(&["tasks"]),
+        ),
+        (
+            "tasks-reader",
+            "tasks-read-0123456789",
+            Read,
+            Some(&["tasks"]),
+        ),
+    ])
+    .await;
+    let as_ = |token: &'static str| [("Authorization", format!("Bearer {token}"))];
+    async fn with(
+        h: &Host,
+        method: &str,
+        path: &str,
+        auth: &[(&str, String)],
+        body: &str,
+    ) -> Reply {
+        let headers: Vec<(&str, &str)> = auth.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        call(h.addr, method, path, &headers, body.as_bytes()).await
+    }
+    let admin = as_("admin-token-0123456789");
+    let viewer = as_("viewer-token-0123456789");
+    let team = as_("tasks-token-0123456789");
+    let reader = as_("tasks-read-0123456789");
+
+    assert_eq!(
+        with(&h, "PUT", "/v1/objects/nodes/n1", &admin, "{}")
+            .await
+            .status,
+        201
+    );
+    assert_eq!(
+        with(&h, "PUT", "/v1/objects/tasks/t1", &team, "{}")
+            .await
+            .status,
+        201
+    );
+
+    // A read token reads everything and writes nothing.
+    assert_eq!(
+        with(&h, "GET", "/v1/objects/nodes/n1", &viewer, "")
+            .await
+            .status,
+        200
+    );
+    let refused = with(&h, "PUT", "/v1/objects/nodes/n1", &viewer, "{}").await;
+    refused.assert_error(403, "forbidden");
+    assert!(
+        refused.text().contains("viewer") && refused.text().contains("role write"),
+        "{}",
+        refused.text()
+    );
+    assert!(
+        !refused.text().contains("viewer-token"),
+        "{}",
+        refused.text()
+    );
+    with(&h, "DELETE", "/v1/objects/nodes/n1", &viewer, "")
+        .await
+        .assert_error(403, "forbidden");
+    with(&h, "PUT", "/v1/objects/tasks/t1/status", &reader, "{}")
+        .await
+        .assert_error(403, "forbidden");
+
+    // A kind-limited token reaches its kinds only, by path and in streams.
+    for (method, path, body) in [
+        ("GET", "/v1/objects/nodes/n1", ""),
+        ("GET", "/v1/objects/nodes", ""),
+        ("PUT", "/v1/objects/nodes/n2", "{}"),
+        ("DELETE", "/v1/objects/nodes/n1", ""),
+        ("PUT", "/v1/objects/nodes/n1/status", "{}"),
+        ("GET", "/v1/changes?kind=nodes", ""),
+        ("GET", "/v1/changes?kind=tasks&kind=nodes", ""),
+    ] {
+        let reply = with(&h, method, path, &team, body).await;
+        reply.assert_error(403, "forbidden");
+        assert!(
+            reply.text().contains("nodes"),
+            "{method} {path}: {}",
+            reply.text()
+        );
+    }
+    assert_eq!(
+        with(&h, "GET", "/v1/objects/tasks/t1", &reader, "")
+            .await
+            .status,
+        200
+    );
+    assert_eq!(with(&h, "GET", "/v1/leases", &reader, "").await.status, 200);
+    let kinds_of = |reply: Reply| -> Vec<String> {
+        reply.json()["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|i| i["kind"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(
+        kinds_of(with(&h, "GET", "/v1/changes", &reader, "").await),
+        ["tasks"]
+    );
+    assert_eq!(
+        kinds_of(with(&h, "GET", "/v1/changes?kind=tasks", &reader, "").await),
+        ["tasks"]
+    );
+    assert_eq!(
+        kinds_of(with(&h, "GET", "/v1/events", &reader, "").await),
+        ["tasks"]
+    );
+    assert_eq!(
+        kinds_of(with(&h, "GET", "/v1/events", &viewer, "").await),
+        ["nodes", "tasks"]
+    );
+    // A page that passed over other kinds at its end says where to resume.
+    assert_eq!(
+        with(&h, "PUT", "/v1/objects/nodes/n3", &admin, "{}")
+            .await
+            .status,
+        201
+    );
+    let page = with(&h, "GET", "/v1/events", &reader, "").await.json();
+    assert_eq!(page["items"].as_array().unwrap().len(), 1, "{page}");
+    let last_seq =
+        with(&h, "GET", "/v1/events", &admin, "").await.json()["items"][2]["seq"].clone();
+    assert_eq!(page["next"], last_seq, "{page}");
+    let beyond = with(
+        &h,
+        "GET",
+        &format!("/v1/events?after={last_seq}"),
+        &reader,
+        "",
+    )
+    .await
+    .json();
+    assert_eq!(beyond, json!({"items": [], "next": null}));
+
+    // Each write names its token.
+    let origins: Vec<Value> = with(&h, "GET", "/v1/events", &admin, "").await.json()["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["origin"].clone())
+        .collect();
+    assert_eq!(
+        origins,
+        [
+            json!({"by": "api", "token": "admin"}),
+            json!({"by": "api", "token": "tasks-team"}),
+            json!({"by": "api", "token": "admin"}),
+        ]
+    );
+    let changes = with(&h, "GET", "/v1/changes", &admin, "").await.json();
+    assert_eq!(
+        changes["items"][1]["origin"],
+        json!({"by": "api", "token": "tasks-team"})
+    );
 }
 
 #[tokio::test]
@@ -1530,7 +1745,15 @@ async fn two_authorization_headers_are_refused_whatever_they_say() {
         .assert_error(400, "invalid_request");
     }
     // None of them wrote anything.
-    get(h.addr, path).await.assert_error(404, "not_found");
+    call(
+        h.addr,
+        "GET",
+        path,
+        &[("Authorization", "Bearer s3cret-token")],
+        b"",
+    )
+    .await
+    .assert_error(404, "not_found");
 }
 
 /// How many of `n` concurrent `PUT`s with `headers` answered each status.
@@ -1569,7 +1792,7 @@ async fn api_over(store: Arc<dyn Store>) -> (SocketAddr, tokio::task::JoinHandle
         status,
         authority: Arc::new(MemoryAuthority::new()),
         store,
-        access: Arc::new(crate::api::auth::Access::open()),
+        access: Arc::new(Access::open()),
         stopping,
     };
     serve_on_loopback(router(state), ServeLimits::for_this_process().0).await
@@ -1637,7 +1860,7 @@ async fn closed_within(stream: &mut TcpStream, limit: Duration, what: &str) -> V
 async fn a_header_that_never_ends_is_cut_off() {
     let limits = short_limits(16);
     let h = host_limited(
-        None,
+        Access::open(),
         READINESS_PROBE_MAX_AGE,
         Duration::from_secs(5),
         limits,
@@ -1661,7 +1884,7 @@ async fn a_header_that_never_ends_is_cut_off() {
 #[tokio::test]
 async fn a_silent_connection_is_closed_after_the_idle_time() {
     let h = host_limited(
-        None,
+        Access::open(),
         READINESS_PROBE_MAX_AGE,
         Duration::from_secs(5),
         short_limits(16),
@@ -1684,7 +1907,13 @@ async fn a_silent_connection_is_closed_after_the_idle_time() {
 #[tokio::test]
 async fn a_body_that_never_ends_is_answered_408_and_closed() {
     let body_read = Duration::from_millis(300);
-    let h = host_limited(None, READINESS_PROBE_MAX_AGE, body_read, short_limits(16)).await;
+    let h = host_limited(
+        Access::open(),
+        READINESS_PROBE_MAX_AGE,
+        body_read,
+        short_limits(16),
+    )
+    .await;
     let mut stream = TcpStream::connect(h.addr).await.unwrap();
     stream
         .write_all(
@@ -1705,7 +1934,7 @@ async fn a_body_that_never_ends_is_answered_408_and_closed() {
 async fn past_the_cap_idle_connections_make_room_for_new_ones() {
     const CAP: usize = 8;
     let h = host_limited(
-        None,
+        Access::open(),
         READINESS_PROBE_MAX_AGE,
         Duration::from_secs(5),
         ServeLimits {
@@ -1743,7 +1972,7 @@ async fn past_the_cap_idle_connections_make_room_for_new_ones() {
 async fn past_the_cap_with_every_connection_busy_a_newcomer_is_refused_at_once() {
     const CAP: usize = 2;
     let h = host_limited(
-        None,
+        Access::open(),
         READINESS_PROBE_MAX_AGE,
         Duration::from_secs(5),
         ServeLimits {
@@ -1802,13 +2031,13 @@ async fn stopping_closes_connections_without_a_request_in_flight_at_once() {
         status: Arc::new(Status::new(CLUSTER.into(), HERE.into(), &[])),
         authority: Arc::new(MemoryAuthority::new()),
         store: Arc::new(MemoryStore::new(Arc::new(MemoryAuthority::new()))),
-        access: Arc::new(crate::api::auth::Access::open()),
+        access: Arc::new(Access::open()),
         stopping: watch::channel(false).1,
     };
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let server = tokio::spawn(serve(listener, router(state), limits, async move {
+    let server = tokio::spawn(serve(listener, router(state), limits, None, async move {
         let _ = stopped.await;
     }));
     // One silent, one with half a header, one after a keep-alive request.
@@ -2019,7 +2248,7 @@ fn memory_state() -> ApiState {
         status: Arc::new(Status::new(CLUSTER.into(), HERE.into(), &[])),
         authority: authority.clone(),
         store: Arc::new(MemoryStore::new(authority)),
-        access: Arc::new(crate::api::auth::Access::open()),
+        access: Arc::new(Access::open()),
         stopping: watch::channel(false).1,
     }
 }
@@ -2165,17 +2394,18 @@ async fn real_responses_have_the_documented_shapes() {
     assert_eq!(replaced.status, 200);
     assert_documented(&doc, "PUT", one, &replaced);
     put(h.addr, "/v1/objects/nodes/n2", &auth, "null").await;
-    let read = get(h.addr, "/v1/objects/nodes/n1").await;
+    let read = call(h.addr, "GET", "/v1/objects/nodes/n1", &auth, b"").await;
     assert_documented(&doc, "GET", one, &read);
-    let listed = get(h.addr, "/v1/objects/nodes?limit=1").await;
+    let listed = call(h.addr, "GET", "/v1/objects/nodes?limit=1", &auth, b"").await;
     assert!(listed.json()["next"].is_string());
     assert_documented(&doc, "GET", "/v1/objects/{kind}", &listed);
-    let last = get(h.addr, "/v1/objects/nodes?after=n1").await;
+    let last = call(h.addr, "GET", "/v1/objects/nodes?after=n1", &auth, b"").await;
     assert!(last.json()["next"].is_null());
     assert_documented(&doc, "GET", "/v1/objects/{kind}", &last);
     for (method, path, headers, body, status) in [
-        ("GET", "/v1/objects/nodes/absent", &[][..], "", 404),
-        ("GET", "/v1/objects/nodes/Bad_Name", &[][..], "", 400),
+        ("GET", "/v1/objects/nodes/absent", &auth[..], "", 404),
+        ("GET", "/v1/objects/nodes/Bad_Name", &auth[..], "", 400),
+        ("GET", "/v1/objects/nodes/n1", &[][..], "", 401),
         ("PUT", "/v1/objects/nodes/n1", &[][..], "{}", 401),
         ("PUT", "/v1/objects/nodes/n1", &auth[..], "{oops", 400),
         ("DELETE", "/v1/objects/nodes/n1", &[][..], "", 401),
@@ -2212,10 +2442,10 @@ async fn real_responses_have_the_documented_shapes() {
         )
         .await
         .unwrap();
-    let events = get(h.addr, "/v1/events?limit=2").await;
+    let events = call(h.addr, "GET", "/v1/events?limit=2", &auth, b"").await;
     assert!(events.json()["next"].is_number());
     assert_documented(&doc, "GET", "/v1/events", &events);
-    let events = get(h.addr, "/v1/events?after=2").await;
+    let events = call(h.addr, "GET", "/v1/events?after=2", &auth, b"").await;
     let origins: Vec<Value> = events.json()["items"]
         .as_array()
         .unwrap()
@@ -2224,7 +2454,7 @@ async fn real_responses_have_the_documented_shapes() {
         .collect();
     assert!(origins.contains(&json!("guest")), "{origins:?}");
     assert_documented(&doc, "GET", "/v1/events", &events);
-    let bad = get(h.addr, "/v1/events?after=x").await;
+    let bad = call(h.addr, "GET", "/v1/events?after=x", &auth, b"").await;
     assert_documented(&doc, "GET", "/v1/events", &bad);
 
     // Leases and history, with a tenure ended and one running.
@@ -2234,15 +2464,29 @@ async fn real_responses_have_the_documented_shapes() {
         .unwrap();
     grant(&h.authority, "scheduler", HERE).await;
     grant(&h.authority, "rollout", "replica-there").await;
-    let leases = get(h.addr, "/v1/leases?limit=1").await;
+    let leases = call(h.addr, "GET", "/v1/leases?limit=1", &auth, b"").await;
     assert!(leases.json()["next"].is_string());
     assert_documented(&doc, "GET", "/v1/leases", &leases);
-    let leases = get(h.addr, "/v1/leases?after=rollout").await;
+    let leases = call(h.addr, "GET", "/v1/leases?after=rollout", &auth, b"").await;
     assert_documented(&doc, "GET", "/v1/leases", &leases);
-    let history = get(h.addr, "/v1/leases/scheduler/history?limit=1").await;
+    let history = call(
+        h.addr,
+        "GET",
+        "/v1/leases/scheduler/history?limit=1",
+        &auth,
+        b"",
+    )
+    .await;
     assert!(history.json()["next"].is_number());
     assert_documented(&doc, "GET", "/v1/leases/{name}/history", &history);
-    let history = get(h.addr, "/v1/leases/scheduler/history?after=2").await;
+    let history = call(
+        h.addr,
+        "GET",
+        "/v1/leases/scheduler/history?after=2",
+        &auth,
+        b"",
+    )
+    .await;
     assert_eq!(history.json()["items"][0]["end_reason"], "released");
     assert_documented(&doc, "GET", "/v1/leases/{name}/history", &history);
 

@@ -295,14 +295,13 @@ fn database(c: &mut Checker, raw: &RawDatabase, env: &Environment) -> DatabaseCo
                 "database.session_url is empty; remove it to open the dedicated sessions at \
                  database.url",
             );
-        } else if let Err(e) = url.parse::<tokio_postgres::Config>() {
+        } else if let Err(e) = crate::db::parse_syntax(url) {
             c.at(
                 value,
                 format!(
-                    "database.session_url {} is not a PostgreSQL URL ({}); write it like \
+                    "database.session_url {} is not a PostgreSQL URL ({e}); write it like \
                      postgres://USER:PASSWORD@HOST:5432/DATABASE",
                     crate::db::redact(url),
-                    crate::db::describe(&e)
                 ),
             );
         } else if raw.url.is_none() && env.database_url.is_none() {
@@ -320,12 +319,11 @@ fn database(c: &mut Checker, raw: &RawDatabase, env: &Environment) -> DatabaseCo
         let problem = if url.trim().is_empty() {
             Some("is empty; remove `url` to use the embedded backend".to_string())
         } else {
-            url.parse::<tokio_postgres::Config>().err().map(|e| {
+            crate::db::parse_syntax(url).err().map(|e| {
                 format!(
-                    "{} is not a PostgreSQL URL ({}); write it like \
+                    "{} is not a PostgreSQL URL ({e}); write it like \
                      postgres://USER:PASSWORD@HOST:5432/DATABASE",
                     crate::db::redact(url),
-                    crate::db::describe(&e)
                 )
             })
         };
@@ -415,8 +413,8 @@ fn pooled_url_checks(c: &mut Checker, value: &Spanned<String>, config: &Database
     let options = config
         .url
         .as_deref()
-        .and_then(|url| url.parse::<tokio_postgres::Config>().ok())
-        .and_then(|parsed| parsed.get_options().map(drop));
+        .and_then(|url| crate::db::parse_syntax(url).ok())
+        .and_then(|(parsed, _)| parsed.get_options().map(drop));
     if options.is_some() {
         c.at(
             value,

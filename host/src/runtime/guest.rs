@@ -455,15 +455,28 @@ impl CompiledController {
     pub fn with_limits(&self, limits: GuestLimits) -> Self {
         Self {
             quota: Arc::new(WriteQuota::new(&self.name, limits.quota)),
-            limits,
+            limits: self.keeping_http_ca(limits),
             ..self.clone()
+        }
+    }
+
+    /// `limits` with this controller's `http_ca`: the roots its outbound
+    /// HTTPS trusts are read when it is compiled, and stay those of the
+    /// compiled controller (a new `http_ca` needs a new compile, as a
+    /// reload does).
+    fn keeping_http_ca(&self, limits: GuestLimits) -> GuestLimits {
+        GuestLimits {
+            http_ca: self.limits.http_ca.clone(),
+            ..limits
         }
     }
 
     /// The same compiled component as another controller `name`, with
     /// `limits` and state of its own (write quotas, outbound tallies): no
-    /// recompilation, nothing shared with `self` but the code.
+    /// recompilation, nothing shared with `self` but the code (and the
+    /// roots of its outbound HTTPS, see `keeping_http_ca`).
     pub fn as_controller(&self, name: &str, limits: GuestLimits) -> Self {
+        let limits = self.keeping_http_ca(limits);
         Self {
             name: name.to_string(),
             quota: Arc::new(WriteQuota::new(name, limits.quota)),

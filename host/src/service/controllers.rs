@@ -179,7 +179,8 @@ fn keeps_compiled(
     next: &ControllerConfig,
     next_digest: u64,
 ) -> bool {
-    current_digest == next_digest && current.dirs == next.dirs
+    // The roots of `http_ca` are read when a controller is compiled.
+    current_digest == next_digest && current.dirs == next.dirs && current.http_ca == next.http_ca
 }
 
 /// What a reload changed, by controller name.

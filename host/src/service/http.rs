@@ -139,7 +139,15 @@ mod tests {
             }),
         );
         let (stop_tx, stop) = watch::channel(false);
-        let server = start(listener, addr, app, ServeLimits::for_this_process().0, stop).unwrap();
+        let server = start(
+            listener,
+            addr,
+            app,
+            ServeLimits::for_this_process().0,
+            None,
+            stop,
+        )
+        .unwrap();
         let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
         stream
             .write_all(b"GET /which HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
