@@ -1296,9 +1296,11 @@ async fn the_checker_reports_each_broken_guarantee() {
                ('chk', 'nodes', 'n1', 1, '{\"capacity\":1}', pg_temp.t(1), NULL, NULL, NULL),
                ('chk', 'tasks', 'a', 3, '{\"status\":\"assigned\",\"node\":\"n1\"}', pg_temp.t(5), 'scheduler', 1, 'h1'),
                ('chk', 'tasks', 'b', 5, '{\"status\":\"assigned\",\"node\":\"n1\"}', pg_temp.t(11), 'scheduler', 1, 'h1'),
-               ('chk', 'tasks', 'c', 6, '{\"status\":\"pending\"}', pg_temp.t(15), 'scheduler', 2, 'h2'),
-               ('chk', 'buckets', 'b', 7, '{\"status\":{\"phase\":\"Ready\",\"observed_generation\":9}}', pg_temp.t(16), NULL, NULL, NULL),
-               ('chk', 'buckets', 'ok', 8, '{\"status\":{\"phase\":\"Ready\",\"observed_generation\":1}}', pg_temp.t(16), NULL, NULL, NULL);
+               ('chk', 'tasks', 'c', 6, '{\"status\":\"pending\"}', pg_temp.t(15), 'scheduler', 2, 'h2');
+             -- The provisioner's record is the status part.
+             INSERT INTO leasehold_objects (cluster, kind, name, version, value, updated_at, lease, epoch, holder, status) VALUES
+               ('chk', 'buckets', 'b', 7, '{}', pg_temp.t(16), NULL, NULL, NULL, '{\"phase\":\"Ready\",\"cloud_generation\":9}'),
+               ('chk', 'buckets', 'ok', 8, '{}', pg_temp.t(16), NULL, NULL, NULL, '{\"phase\":\"Ready\",\"cloud_generation\":1}');
              -- The change stream shows tasks/a at a version it is not at.
              INSERT INTO leasehold_changes VALUES
                ('chk', 10, 2, pg_temp.t(2), 'tasks', 'a', 'created', 2, NULL, NULL, NULL);

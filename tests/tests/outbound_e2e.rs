@@ -9,7 +9,12 @@
 //!   or dies, or loses its lease, and whoever completes the work repeats
 //!   the request with the same idempotency key. The effect is applied
 //!   exactly once (one `applied`, then `replayed`), and the bucket's
-//!   status is recorded by the tenure that learned the outcome.
+//!   status is recorded by the tenure that learned the outcome. The same
+//!   holds for a bucket's deletion: the user's `DELETE` only marks the
+//!   object (the provisioner's finalizer holds it), the receiver applies
+//!   the leader's `DELETE` and drops the answer, the retry sends the same
+//!   key (the marked object's generation) and is replayed, and only then
+//!   does the object go.
 //! - **Stale leader**: a leader paused past its ttl (SIGSTOP) sends nothing
 //!   after it resumes, and nothing of its epoch reaches the receiver after
 //!   its successor's first request; a leader cut off from the database but
@@ -156,11 +161,14 @@ fn show(entries: &[RecordEntry]) -> String {
         .join("\n")
 }
 
-/// The bucket object as stored: its value and the fence stamped on its
+/// The bucket object as stored: its value, its status part (the
+/// provisioner's record; `Null` without one) and the fence stamped on its
 /// last write (lease, epoch, holder; all `None` for an API write).
 #[derive(Debug)]
 struct Stored {
+    #[allow(dead_code)] // shown in assertion messages
     value: Value,
+    status: Value,
     epoch: Option<i64>,
     holder: Option<String>,
 }
@@ -170,7 +178,7 @@ async fn stored(rig: &Rig, name: &str) -> Option<Stored> {
         .sql()
         .await
         .query_opt(
-            "SELECT value, epoch, holder FROM leasehold_objects
+            "SELECT value, status, epoch, holder FROM leasehold_objects
               WHERE cluster = $1 AND kind = 'buckets' AND name = $2",
             &[&rig.cluster, &name],
         )
@@ -178,8 +186,12 @@ async fn stored(rig: &Rig, name: &str) -> Option<Stored> {
         .expect("read a bucket object")?;
     Some(Stored {
         value: serde_json::from_str(row.get::<_, &str>(0)).unwrap_or(Value::Null),
-        epoch: row.get(1),
-        holder: row.get(2),
+        status: row
+            .get::<_, Option<&str>>(1)
+            .and_then(|s| serde_json::from_str(s).ok())
+            .unwrap_or(Value::Null),
+        epoch: row.get(2),
+        holder: row.get(3),
     })
 }
 
@@ -190,16 +202,16 @@ async fn wait_status(rig: &Rig, name: &str, limit: Duration) -> Stored {
         limit,
         || async {
             let s = stored(rig, name).await?;
-            status_recorded(&s.value).then_some(s)
+            status_recorded(&s.status).then_some(s)
         },
     )
     .await
 }
 
 /// Whether the provisioner recorded the bucket as applied (phase
-/// `Ready`) in its value.
-fn status_recorded(value: &Value) -> bool {
-    value["status"]["phase"] == "Ready"
+/// `Ready`) in its status part (it records `Pending` before the `PUT`).
+fn status_recorded(status: &Value) -> bool {
+    status["phase"] == "Ready"
 }
 
 /// Wait until the receiver has decided a request of bucket `name` that
@@ -345,7 +357,7 @@ async fn an_effect_whose_answer_is_lost_is_applied_exactly_once() {
     assert_eq!(applied.fault.as_deref(), Some("hang"), "{applied:?}");
     let before = stored(&rig, "hung").await.expect("bucket hung");
     assert!(
-        !status_recorded(&before.value),
+        !status_recorded(&before.status),
         "the leader recorded a status it cannot have learned: {before:?}"
     );
     let (next, next_epoch) = rig
@@ -375,6 +387,71 @@ async fn an_effect_whose_answer_is_lost_is_applied_exactly_once() {
         .bucket("hung")
         .expect("bucket hung exists");
     assert_eq!(bucket.generation, 1, "{bucket:?}");
+
+    // c) A bucket the user then deletes: the provisioner's finalizer holds
+    // the object (202, marked) until the leader has deleted the bucket at
+    // the receiver. The receiver applies the DELETE and drops the
+    // connection; the retry sends the same key and is replayed, and only
+    // then does the object go. (Not recorded as an acknowledged write: the
+    // checker holds those to be present at the end; what this one must
+    // come to is asserted here.)
+    let api = rig.hosts[b].replica.addr.clone();
+    let value = leasehold_tests::faults::rig::bucket("doomed", &endpoint).to_string();
+    let created = leasehold_tests::http::request_within(
+        secs(5),
+        &api,
+        "PUT",
+        "/v1/objects/buckets/doomed",
+        &[("If-None-Match", "*")],
+        Some(&value),
+    )
+    .await
+    .expect("the API answers the create");
+    assert_eq!(created.status, 201, "{}", created.body);
+    wait_status(&rig, "doomed", secs(20)).await;
+    the_receiver(&rig)
+        .set_fault(FaultSpec::once(Fault::DropAfterApply))
+        .expect("set a fault");
+    let marked = leasehold_tests::http::request_within(
+        secs(5),
+        &api,
+        "DELETE",
+        "/v1/objects/buckets/doomed",
+        &[("If-Match", "*")],
+        None,
+    )
+    .await
+    .expect("the API answers the delete");
+    assert_eq!(
+        marked.status, 202,
+        "the finalizer holds the object: {}",
+        marked.body
+    );
+    eventually("bucket doomed's object goes", secs(20), || async {
+        stored(&rig, "doomed").await.is_none().then_some(())
+    })
+    .await;
+    let deletes: Vec<RecordEntry> = mutations(&rig, "doomed")
+        .into_iter()
+        .filter(|e| e.method == "DELETE")
+        .collect();
+    eprintln!("doomed deleted, answer dropped:\n{}", show(&deletes));
+    assert_eq!(
+        deletes.first().and_then(|e| e.fault.as_deref()),
+        Some("drop_after_apply"),
+        "the first DELETE met the fault:\n{}",
+        show(&deletes)
+    );
+    applied_once_then_replayed(
+        &deletes,
+        (&holder_b, epoch + 1),
+        (&holder_b, epoch + 1),
+        "a delete whose answer was dropped",
+    );
+    assert!(
+        the_receiver(&rig).bucket("doomed").is_none(),
+        "the bucket is gone at the receiver"
+    );
     clean(&rig, "uncertain completion at the receiver").await;
 }
 

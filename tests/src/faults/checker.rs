@@ -128,9 +128,14 @@
 //!   at most once per API write of its object (each write asks for at most
 //!   one new spec, and every retry or successor of one decision re-sends
 //!   its key, so a second application means a key that was not stable);
-//!   and a bucket shown `Ready` reports a generation the receiver produced
-//!   by applying a `PUT` of that bucket (status is recorded only from the
-//!   cloud's answer).
+//!   and a bucket shown `Ready` (in its status part) reports a
+//!   `cloud_generation` the receiver produced by applying a `PUT` of that
+//!   bucket (`Ready` is recorded only from the cloud's answer). The
+//!   provisioner's own writes (its finalizer, its `Pending` and `Ready`
+//!   status writes) are not API writes: the `PUT`'s key comes from the
+//!   generation, which the finalizer moves once before any `PUT` and status
+//!   writes never move, and from the object's incarnation, fixed by its
+//!   first status write, so they do not make room for a second application.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
@@ -586,6 +591,8 @@ struct ObjectRow {
     order: CommitOrder,
     finalizers: Vec<String>,
     marked: bool,
+    /// The status part (`Value::Null` without one).
+    status: Value,
 }
 
 /// The retention floors of the cluster (0: nothing trimmed).
@@ -740,7 +747,7 @@ impl Checker {
             .query(
                 &format!(
                     "SELECT kind, name, version, value, lease, epoch, holder, {},
-                            finalizers, deleting_since IS NOT NULL
+                            finalizers, deleting_since IS NOT NULL, status
                        FROM leasehold_objects o, {NEXT_XID} WHERE o.cluster = $1 ORDER BY kind, name",
                     commit_order_columns("o")
                 ),
@@ -760,6 +767,10 @@ impl Checker {
                 order: commit_order(r, 7),
                 finalizers: r.get(10),
                 marked: r.get(11),
+                status: r
+                    .get::<_, Option<&str>>(12)
+                    .and_then(|s| serde_json::from_str(s).ok())
+                    .unwrap_or(Value::Null),
             })
             .collect();
         Self {
@@ -1614,11 +1625,13 @@ impl Checker {
         }
         let applied = applied_puts(later);
         for o in self.objects.iter().filter(|o| o.kind == "buckets") {
-            let status = &o.value["status"];
+            // The provisioner's record is the object's status part; its
+            // `cloud_generation` is the receiver's count after the PUT.
+            let status = &o.status;
             if status["phase"] != "Ready" {
                 continue;
             }
-            let generation = status["observed_generation"].as_u64();
+            let generation = status["cloud_generation"].as_u64();
             let backed = applied
                 .get(o.name.as_str())
                 .is_some_and(|puts| puts.iter().any(|(_, g)| g.is_some() && *g == generation));

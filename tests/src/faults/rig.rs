@@ -636,8 +636,9 @@ backoff_max = "1s"
         .await;
     }
 
-    /// Wait until the provisioner recorded a status in every bucket
-    /// object: it has caught up.
+    /// Wait until the provisioner recorded the cloud's answer (phase
+    /// `Ready` or `Failed` in the status part; `Pending` is recorded
+    /// before the request) for every bucket object: it has caught up.
     pub async fn provisioned(&self, limit: Duration) {
         eventually("every bucket's status is recorded", limit, || async {
             let waiting: i64 = self
@@ -646,7 +647,7 @@ backoff_max = "1s"
                 .query_one(
                     "SELECT count(*) FROM leasehold_objects
                           WHERE cluster = $1 AND kind = 'buckets'
-                            AND coalesce(value::jsonb -> 'status', 'null') = 'null'",
+                            AND coalesce(status::jsonb ->> 'phase', '') NOT IN ('Ready', 'Failed')",
                     &[&self.cluster],
                 )
                 .await
