@@ -23,6 +23,12 @@
 //!
 //! The server-to-host direction is forwarded as opaque bytes.
 //!
+//! To read the protocol the proxy must see it in the clear: it answers a
+//! host's request for TLS (or GSSAPI encryption) itself with `N`, as a
+//! proxy that speaks no TLS would, so hosts with the default `sslmode`
+//! (`prefer`) talk plaintext through it, and a host that requires TLS is
+//! refused.
+//!
 //! [`FaultProxy::start_opaque`] starts the same proxy for a protocol it
 //! does not parse (HTTP/1.1 between a host and an external service): the
 //! client-to-server direction is relayed chunk by chunk, and an armed
@@ -342,7 +348,15 @@ impl Drop for PortGuard {
     }
 }
 
-async fn relay(client: TcpStream, shared: Arc<Shared>) {
+async fn relay(mut client: TcpStream, shared: Arc<Shared>) {
+    // The start of the startup message, read while refusing encryption.
+    let first = match shared.protocol {
+        Protocol::Postgres => match refuse_encryption(&mut client, &shared).await {
+            Some(first) => first,
+            None => return,
+        },
+        Protocol::Opaque => Vec::new(),
+    };
     let Ok(server) = TcpStream::connect(shared.upstream).await else {
         return;
     };
@@ -379,6 +393,7 @@ async fn relay(client: TcpStream, shared: Arc<Shared>) {
                 shared.clone(),
                 lose_replies_tx,
                 host_cut_tx,
+                first,
             );
             tokio::select! {
                 _ = up => {}
@@ -476,6 +491,35 @@ async fn backend(
     }
 }
 
+/// Answer the host's requests for encryption (`SSLRequest`,
+/// `GSSENCRequest`: 8 bytes each, after which the client waits for one
+/// byte) with `N`, honouring the proxy's mode, until it sends another
+/// message; returns that message's first 8 bytes, or `None` when the
+/// connection is to end.
+async fn refuse_encryption(client: &mut TcpStream, shared: &Shared) -> Option<Vec<u8>> {
+    let mut mode = shared.mode.subscribe();
+    loop {
+        let mut head = [0u8; 8];
+        tokio::select! {
+            read = client.read_exact(&mut head) => read.ok()?,
+            _ = mode.wait_for(|m| *m == Mode::Reset) => return None,
+        };
+        let code = be_u32(&head[4..8]);
+        if code != SSL_REQUEST && code != GSSENC_REQUEST {
+            return Some(head.to_vec());
+        }
+        // In a partition the answer waits for it to heal, as the server's
+        // would.
+        let now = *mode.wait_for(|m| *m != Mode::Blackhole).await.ok()?;
+        match now {
+            Mode::Reset => return None,
+            Mode::Latency(delay) => tokio::time::sleep(delay).await,
+            Mode::Pass | Mode::Blackhole => {}
+        }
+        client.write_all(b"N").await.ok()?;
+    }
+}
+
 /// Startup-phase request codes (the first message has no type byte).
 const SSL_REQUEST: u32 = 80_877_103;
 const GSSENC_REQUEST: u32 = 80_877_104;
@@ -492,10 +536,12 @@ async fn frontend(
     shared: Arc<Shared>,
     lose_replies: watch::Sender<bool>,
     host_cut: watch::Sender<bool>,
+    first: Vec<u8>,
 ) {
     let mut mode = shared.mode.subscribe();
     let mut buf = vec![0u8; 16 * 1024];
-    let mut pending: Vec<u8> = Vec::new();
+    // The startup message's first bytes, read while encryption was refused.
+    let mut pending: Vec<u8> = first;
     let mut startup = true;
     // After AtCommit::LoseCommit struck: read and drop everything.
     let mut swallowing = false;

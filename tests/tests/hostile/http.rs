@@ -209,10 +209,150 @@ async fn two_authorization_headers_are_refused() {
         assert_eq!(reply.status, 400, "{pair:?}: {reply:?}");
         assert_eq!(reply.json()["code"], "invalid_request");
     }
-    let read = http::get(&replica.addr, "/v1/objects/nodes/n1")
+    let read = http::request(
+        &replica.addr,
+        "GET",
+        "/v1/objects/nodes/n1",
+        &[("Authorization", "Bearer s3cret-token")],
+        None,
+    )
+    .await
+    .unwrap();
+    assert_eq!(read.status, 404, "a refused write wrote: {read:?}");
+}
+
+/// A token anywhere but one `Authorization: Bearer` header is no token:
+/// in the query string, in another header, after another scheme. The
+/// scheme's case does not matter (RFC 7235).
+#[tokio::test]
+async fn tokens_in_the_wrong_places_are_no_tokens() {
+    let dir = TempDir::new();
+    let replica = host(&dir, "token = \"s3cret-token-0123456789\"").await;
+    let token = "s3cret-token-0123456789";
+    let refused: &[(&str, &[(&str, &str)])] = &[
+        ("/v1/leases?token=s3cret-token-0123456789", &[]),
+        ("/v1/leases?access_token=s3cret-token-0123456789", &[]),
+        ("/v1/leases", &[("X-Auth-Token", token)]),
+        ("/v1/leases", &[("Cookie", "token=s3cret-token-0123456789")]),
+        ("/v1/leases", &[("Authorization", token)]),
+        (
+            "/v1/leases",
+            &[("Authorization", "Token s3cret-token-0123456789")],
+        ),
+        (
+            "/v1/leases",
+            &[("Authorization", "Bearer  s3cret-token-0123456789x")],
+        ),
+        (
+            "/v1/leases",
+            &[("Proxy-Authorization", "Bearer s3cret-token-0123456789")],
+        ),
+    ];
+    for (path, headers) in refused {
+        let reply = http::request(&replica.addr, "GET", path, headers, None)
+            .await
+            .unwrap();
+        assert_eq!(reply.status, 401, "{path} {headers:?}: {reply:?}");
+        assert_eq!(reply.json()["code"], "unauthorized");
+    }
+    for scheme in ["Bearer", "bearer", "BEARER"] {
+        let auth = format!("{scheme} {token}");
+        let reply = http::request(
+            &replica.addr,
+            "GET",
+            "/v1/leases",
+            &[("Authorization", &auth)],
+            None,
+        )
         .await
         .unwrap();
-    assert_eq!(read.status, 404, "a refused write wrote: {read:?}");
+        assert_eq!(reply.status, 200, "{scheme}: {reply:?}");
+    }
+}
+
+/// A token file's surrounding whitespace (a CRLF, trailing spaces) is not
+/// part of the token; a space inside one refuses the file at start,
+/// naming it and never the token.
+#[tokio::test]
+async fn token_files_lose_their_whitespace_and_a_space_inside_is_refused() {
+    let dir = TempDir::new();
+    let file = dir.path().join("ops.token");
+    std::fs::write(&file, "ops-token-0123456789  \r\n").unwrap();
+    let tokens = format!(
+        "[[http.tokens]]\nname = \"ops\"\nfile = \"{}\"\nrole = \"read\"\n",
+        file.display()
+    );
+    let port = free_port();
+    let text = format!(
+        "cluster = \"hostile\"\nholder = \"h\"\n\n[http]\nlisten = \"127.0.0.1:{port}\"\n\n{tokens}"
+    );
+    let replica = Replica::start(dir.path(), "host", port, &text);
+    replica.wait_healthy(START).await;
+    let reply = http::request(
+        &replica.addr,
+        "GET",
+        "/v1/leases",
+        &[("Authorization", "Bearer ops-token-0123456789")],
+        None,
+    )
+    .await
+    .unwrap();
+    assert_eq!(reply.status, 200, "{reply:?}");
+    drop(replica);
+
+    std::fs::write(&file, "ops token 0123456789\n").unwrap();
+    let path = dir.path().join("host.toml");
+    let (code, out, err) = run_to_end(&["run", "--config", path.to_str().unwrap()], &[]);
+    assert_ne!(code, 0, "{out}{err}");
+    assert!(
+        err.contains("ops.token") && err.contains("without spaces"),
+        "{err}"
+    );
+    assert!(
+        !err.contains("0123456789"),
+        "the refusal shows the token: {err}"
+    );
+    let (code, out, err) = run_to_end(&["check", "--config", path.to_str().unwrap()], &[]);
+    assert_ne!(code, 0, "{out}{err}");
+    assert!(format!("{out}{err}").contains("ops.token"), "{out}{err}");
+}
+
+/// An `Authorization` header far beyond any token is answered (401) or
+/// refused as too large, never crashes or hangs the host.
+#[tokio::test]
+async fn a_huge_authorization_header_is_refused_and_the_host_serves_on() {
+    let dir = TempDir::new();
+    let replica = host(&dir, "token = \"s3cret-token-0123456789\"").await;
+    for size in [4 << 10, 64 << 10, 1 << 20] {
+        let auth = format!("Bearer {}", "x".repeat(size));
+        let reply = http::request(
+            &replica.addr,
+            "GET",
+            "/v1/leases",
+            &[("Authorization", &auth)],
+            None,
+        )
+        .await;
+        match reply {
+            Ok(reply) => assert!(
+                reply.status == 401 || reply.status == 431 || reply.status == 400,
+                "{size} bytes: {}",
+                reply.status
+            ),
+            // hyper closes a connection whose header is past its bound.
+            Err(e) => assert!(size > 16 << 10, "{size} bytes: {e}"),
+        }
+    }
+    let ok = http::request(
+        &replica.addr,
+        "GET",
+        "/v1/leases",
+        &[("Authorization", "Bearer s3cret-token-0123456789")],
+        None,
+    )
+    .await
+    .unwrap();
+    assert_eq!(ok.status, 200);
 }
 
 #[tokio::test]
@@ -238,7 +378,7 @@ async fn if_match_a_version_on_an_absent_object_is_409() {
 
 #[tokio::test]
 async fn listening_beyond_loopback_without_a_token_warns() {
-    const WARNING: &str = "[http] token is not set";
+    const WARNING: &str = "no token is configured";
     let dir = TempDir::new();
     let port = free_port();
     let text = config(&format!("listen = \"0.0.0.0:{port}\""));
@@ -256,7 +396,7 @@ async fn listening_beyond_loopback_without_a_token_warns() {
     assert_eq!(code, 0, "{out}{err}");
     assert!(out.contains(WARNING), "check did not warn:\n{out}{err}");
 
-    // With a token, or on loopback, there is nothing to warn about.
+    // With a token but plain HTTP, the warning is about the plain HTTP.
     let guarded = dir.path().join("guarded.toml");
     std::fs::write(
         &guarded,
@@ -266,4 +406,22 @@ async fn listening_beyond_loopback_without_a_token_warns() {
     let (code, out, err) = run_to_end(&["check", "--config", guarded.to_str().unwrap()], &[]);
     assert_eq!(code, 0, "{out}{err}");
     assert!(!out.contains(WARNING), "{out}");
+    assert!(out.contains("serves plain HTTP"), "{out}");
+
+    // With a token and TLS there is nothing to warn about.
+    let ca = leasehold_tests::pki::Pki::new(dir.path(), "api");
+    let cert = ca.server("api", &["127.0.0.1"]);
+    let secured = dir.path().join("secured.toml");
+    std::fs::write(
+        &secured,
+        config(&format!(
+            "listen = \"0.0.0.0:{port}\"\ntoken = \"t0ken\"\ntls_cert = \"{}\"\ntls_key = \"{}\"",
+            cert.cert.display(),
+            cert.key.display()
+        )),
+    )
+    .unwrap();
+    let (code, out, err) = run_to_end(&["check", "--config", secured.to_str().unwrap()], &[]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(!out.contains("WARNING: the HTTP API listens"), "{out}");
 }

@@ -135,6 +135,8 @@ impl LogFormat {
 /// when dropped. (The shared `Replica` starts with fixed arguments.)
 struct Host {
     addr: String,
+    /// Its `[http] token`: every `/v1` read needs it too.
+    token: Option<String>,
     config: PathBuf,
     log: PathBuf,
     child: Option<Child>,
@@ -165,8 +167,13 @@ impl Host {
         for (key, value) in env {
             command.env(key, value);
         }
+        let token = config
+            .parse::<toml::Table>()
+            .ok()
+            .and_then(|t| t.get("http")?.get("token")?.as_str().map(str::to_string));
         Self {
             addr: format!("127.0.0.1:{port}"),
+            token,
             config: config_path,
             log,
             child: Some(command.spawn().expect("spawn leasehold")),
@@ -206,7 +213,19 @@ impl Host {
     }
 
     async fn get(&self, path: &str) -> Option<String> {
-        http::get(&self.addr, path).await.ok().map(|r| r.body)
+        self.read(path).await.map(|r| r.body)
+    }
+
+    /// `GET path` with the host's token.
+    async fn read(&self, path: &str) -> Option<http::Response> {
+        let auth = self.token.as_ref().map(|t| format!("Bearer {t}"));
+        let headers: Vec<(&str, &str)> = auth
+            .as_deref()
+            .map(|a| vec![("Authorization", a)])
+            .unwrap_or_default();
+        http::request(&self.addr, "GET", path, &headers, None)
+            .await
+            .ok()
     }
 
     /// Wait until this host leads `lease`, by its own API.
@@ -215,7 +234,7 @@ impl Host {
             &format!("the host at {} leads {lease}", self.addr),
             NOTICE,
             || async {
-                let r = http::get(&self.addr, "/v1/leases").await.ok()?;
+                let r = self.read("/v1/leases").await?;
                 let page: serde_json::Value = serde_json::from_str(&r.body).ok()?;
                 page["items"]
                     .as_array()?
