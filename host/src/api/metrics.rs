@@ -33,6 +33,7 @@
 //! | `leasehold_db_pool_max_connections` | gauge: the pool's size | `pool` |
 //! | `leasehold_db_pool_waiting` | gauge: callers waiting for a connection | `pool` |
 //! | `leasehold_db_pool_timeouts_total` | counter: calls that got no connection in time | `pool`, `kind` = wait, create, recycle |
+//! | `leasehold_db_tls` | gauge: 1 when the last session the pool opened is encrypted (TLS), else 0; `session` for the dedicated sessions (claim, listener, change feed) | `pool` |
 //! | `leasehold_db_notifications_verified` | gauge: the start-up notification self-test: 1 a `NOTIFY` sent through the pool reached the LISTEN session, 0 it did not (a pooler or proxy drops notifications: watchers poll), -1 not run yet | `pool` |
 //! | `leasehold_lease_leaderless_seconds` | gauge: 0 while the lease's record shows a live tenure, else the time since its last tenure ended or expired | `lease` |
 //! | `leasehold_lease_epoch` | gauge: the lease's last granted epoch, from the database | `lease` |
