@@ -11,6 +11,7 @@ pub mod authority;
 pub mod config;
 pub mod db;
 pub mod db_tls;
+pub mod embedded;
 pub mod fence;
 pub mod limits;
 pub mod log_clamp;

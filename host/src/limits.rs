@@ -270,6 +270,37 @@ pub const HTTP_MAX_EVENT_REQUESTS: usize = 256;
 /// cannot crowd out.
 pub const HTTP_RUNTIME_CORES_PERCENT: usize = 50;
 
+/// Embedded backend: SQLite connections one process keeps open on the
+/// data directory's database (readers run side by side in WAL mode; a
+/// process's writers take turns before they reach SQLite's lock, so
+/// connections beyond a few only wait).
+pub const EMBEDDED_CONNECTIONS: usize = 8;
+/// Embedded backend: the write-ahead log is copied back into the database
+/// (a checkpoint) once it holds this many pages (SQLite's page is 4 KiB:
+/// about 4 MiB), by whichever commit crosses it, without waiting for
+/// readers (SQLite's `wal_autocheckpoint`).
+pub const EMBEDDED_WAL_AUTOCHECKPOINT_PAGES: u32 = 1000;
+/// Embedded backend: after a checkpoint the write-ahead log file is cut
+/// back to at most this (`journal_size_limit`); a burst of writes may grow
+/// it past this meanwhile, never for good.
+pub const EMBEDDED_WAL_SIZE_LIMIT_BYTES: u64 = 64 * 1024 * 1024;
+/// Embedded backend: the largest the database file may grow
+/// (`max_page_count`); a write that needs more fails with the store
+/// unavailable, naming the bound, instead of filling the disk. Retention
+/// keeps a healthy cluster far below it.
+pub const EMBEDDED_MAX_DATABASE_BYTES: u64 = 64 * 1024 * 1024 * 1024;
+/// Embedded backend: SQLite's page size, in bytes (its default).
+pub const EMBEDDED_PAGE_BYTES: u64 = 4096;
+
+// The write-ahead log is bounded well below the database it belongs to,
+// and its checkpoint threshold below its own bound.
+const _: () = assert!(EMBEDDED_WAL_SIZE_LIMIT_BYTES < EMBEDDED_MAX_DATABASE_BYTES);
+const _: () = assert!(
+    EMBEDDED_WAL_AUTOCHECKPOINT_PAGES as u64 * EMBEDDED_PAGE_BYTES < EMBEDDED_WAL_SIZE_LIMIT_BYTES
+);
+// Several readers and one writer at once, as the lease authority's pool.
+const _: () = assert!(EMBEDDED_CONNECTIONS >= AUTHORITY_POOL_CONNECTIONS);
+
 // A renewal given up after one interval may still hold its connection
 // while the next one goes out, and a grant or release may run beside them.
 const _: () = assert!(AUTHORITY_POOL_CONNECTIONS >= 3);
@@ -288,3 +319,37 @@ const _: () = assert!(HTTP_QUEUE_WAIT.as_nanos() < HTTP_OVERLOADED_RETRY_AFTER.a
 const _: () = assert!(
     HTTP_OVERLOADED_RETRY_AFTER.as_secs() >= 1 && HTTP_OVERLOADED_RETRY_AFTER.subsec_nanos() == 0
 );
+
+// `leasehold sim` (host/src/sim/): how much one command simulates.
+
+/// Runs `leasehold sim` makes without `--runs`.
+pub const SIM_DEFAULT_RUNS: u64 = 100;
+/// Most runs one `leasehold sim` makes (`--runs`).
+pub const SIM_MAX_RUNS: u64 = 1_000_000;
+/// Steps of a simulated run without `--steps`: the fault phase's steps,
+/// and the most reconciles the world then gets to settle.
+pub const SIM_DEFAULT_STEPS: u64 = 200;
+/// Most steps of one simulated run (`--steps`).
+pub const SIM_MAX_STEPS: u64 = 100_000;
+/// A world that still has work queued after `--steps` reconciles without
+/// faults is quiescent only if this many reconciles in a row (at most the
+/// steps) changed nothing: a controller that polls is idle, one that keeps
+/// writing is not.
+pub const SIM_QUIET_RECONCILES: u64 = 20;
+/// Most runs the shrinking of one failed run makes (each drops faults
+/// and runs again).
+pub const SIM_SHRINK_MAX_RUNS: u64 = 200;
+/// Largest weight of a fault kind in a world file's `[faults]` (default
+/// 1; 0 turns the kind off).
+pub const SIM_MAX_FAULT_WEIGHT: f64 = 100.0;
+/// Longest value shown in a simulation's trace line (a commit's value, a
+/// request's body); the digest covers what the line shows.
+pub const SIM_TRACE_VALUE_BYTES: usize = 240;
+/// Most steps a request cut off by a simulated lease loss may wait before
+/// it arrives at its service anyway (`lease_lost` in flight).
+pub const SIM_LATE_DELIVERY_MAX_STEPS: u64 = 20;
+/// Guests alive at once in a simulation's engine: one tenure's, and the
+/// next one's while the old one is dropped.
+pub const SIM_MAX_GUESTS: u32 = 4;
+const _: () = assert!(SIM_DEFAULT_RUNS <= SIM_MAX_RUNS && SIM_DEFAULT_STEPS <= SIM_MAX_STEPS);
+const _: () = assert!(SIM_QUIET_RECONCILES >= 1);

@@ -196,6 +196,31 @@ declare_timeouts! {
     /// migrated, which then fail after this long. Not retried: a wrong
     /// database (identity), an invalid URL, a missing schema.
     STARTUP_DATABASE_RETRY = Duration::from_secs(15);
+    /// Embedded backend: longest a transaction waits for SQLite's write
+    /// lock, which one transaction of one process on the data directory
+    /// holds at a time (every transaction is a few statements run on a
+    /// thread without awaiting anything, so it is held for a commit's
+    /// fsync at most). Past it the write or grant fails as unavailable: a
+    /// process stopped (SIGSTOP, a debugger) inside a transaction holds
+    /// every other writer back until it runs again, and this bounds how
+    /// long each of them waits for it.
+    EMBEDDED_BUSY_TIMEOUT = Duration::from_secs(5);
+    /// Embedded backend: the pause between two attempts at a lock another
+    /// process holds. SQLite's own waits grow to 100 ms, which a handover
+    /// would pay; one millisecond is a few system calls.
+    EMBEDDED_BUSY_STEP = Duration::from_millis(1);
+    /// Embedded backend: how often a process looks for what other
+    /// processes on the data directory committed (new changes for its
+    /// watchers, releases for its standbys): one read of SQLite's change
+    /// counter, and a read of the per-cluster positions only when it moved.
+    /// A release by another process is seen at most this much later.
+    EMBEDDED_FEED_POLL = Duration::from_millis(10);
+    /// Embedded backend: how often a host with standbys under crash
+    /// detection `session` tries the file lock of each holder it waits
+    /// behind (`data_dir/hosts/<holder>.lock`): the kernel frees it the
+    /// moment that process dies, so a SIGKILLed leader is replaced about
+    /// this long later. A non-blocking `flock` per waited holder.
+    EMBEDDED_TAKEOVER_SCAN = Duration::from_millis(25);
 
     // Floors and ceilings of the configurable durations. `leasehold check`
     // refuses a value outside them, naming the key, the bound and the
@@ -277,11 +302,35 @@ declare_timeouts! {
     /// Shortest pause between placement heartbeats a refused acquire or a
     /// finished handover asks for at once: a burst of them costs one.
     PLACEMENT_REFRESH_MIN = Duration::from_millis(20);
+
+    // `leasehold sim`: durations of the simulated world, on its virtual
+    // clock (none of them is waited for in real time).
+
+    /// Virtual time one reconcile takes in a simulation, so that timers
+    /// and the periodic resync come due as reconciles go by.
+    SIM_RECONCILE_TIME = Duration::from_millis(10);
+    /// Virtual time between a simulated lease loss and its successor's
+    /// grant: the old lease runs out first, as after a crash.
+    SIM_TAKEOVER_GAP = LEASE_TTL;
+    /// Longest jump of the virtual clock the simulation's `clock_jump`
+    /// fault makes: past every timer and resync period a controller is
+    /// likely to set, short of the timers' own cap of a day.
+    SIM_CLOCK_JUMP_MAX = Duration::from_secs(3600);
 }
 
 // A dead holder is looked for far more often than the standby's own poll
 // (which waits for expiry), or the scan would buy nothing.
 const _: () = assert!(TAKEOVER_SCAN.as_nanos() * 3 / 2 < RENEW_INTERVAL.as_nanos());
+// The same for the embedded backend's file-lock scan, which is also no
+// slower than PostgreSQL's.
+const _: () = assert!(EMBEDDED_TAKEOVER_SCAN.as_nanos() <= TAKEOVER_SCAN.as_nanos());
+// Another process's commits reach this one's watchers no later than the
+// PostgreSQL feed's fallback poll would.
+const _: () = assert!(EMBEDDED_FEED_POLL.as_nanos() <= FEED_POLL.as_nanos());
+// A write waiting for SQLite's lock gives up within the host's bound on a
+// database statement, in steps far shorter than it.
+const _: () = assert!(EMBEDDED_BUSY_TIMEOUT.as_nanos() <= DATABASE_STATEMENT.as_nanos());
+const _: () = assert!(EMBEDDED_BUSY_STEP.as_nanos() * 100 <= EMBEDDED_BUSY_TIMEOUT.as_nanos());
 
 /// `renew_deadline` must be at least this many times `renew_interval`, so
 /// that at least two renewals are sent within each deadline and one lost
