@@ -52,6 +52,10 @@
 //! - `GET /metrics`: Prometheus text; see [`metrics`].
 //! - `GET /v1/openapi.json`: the OpenAPI document (exempt from the request
 //!   budgets, like the three above).
+//! - `GET /ui/`, `/ui/leases/{name}`, `/ui/objects/{kind}`, `/ui/changes`:
+//!   the web console, a page that reads this API ([`ui`]); `/ui` redirects
+//!   to `/ui/`, and `/ui/console.js` and `/ui/console.css` are its assets.
+//!   Exempt from the budgets and the token check: constants, no data.
 //! - `GET /v1/leases[?after=NAME][&limit=N]`: a page of `{"name", "holder",
 //!   "epoch", "acquired_at", "expires_at", "held_here", "active",
 //!   "crash_detection", "holder_session", "last_move", "shard"}` by name; `next`
@@ -170,6 +174,7 @@ mod page;
 pub mod serve;
 #[cfg(test)]
 mod tests;
+mod ui;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -400,7 +405,18 @@ fn assemble(shared: AppState, body_read: Duration) -> (Router, Vec<(Method, &'st
         .add(Method::GET, "/healthz", health::healthz)
         .add(Method::GET, "/readyz", health::readyz)
         .add(Method::GET, "/metrics", metrics::handler)
-        .add(Method::GET, openapi::PATH, openapi::document);
+        .add(Method::GET, openapi::PATH, openapi::document)
+        // The web console ([`ui`]): one constant page for each of its
+        // paths and its two assets, exempt like the document. It holds no
+        // data (its script reads /v1 with the token it is given), so it
+        // needs no token itself.
+        .add(Method::GET, "/ui", ui::to_root)
+        .add(Method::GET, ui::ROOT, ui::page)
+        .add(Method::GET, "/ui/leases/{name}", ui::page)
+        .add(Method::GET, "/ui/objects/{kind}", ui::page)
+        .add(Method::GET, "/ui/changes", ui::page)
+        .add(Method::GET, "/ui/console.js", ui::script)
+        .add(Method::GET, "/ui/console.css", ui::style);
     let router = routes
         .router
         // Innermost of the rest: only a request that passed the token
