@@ -61,6 +61,8 @@ struct Recorder {
     /// Connections whose client closed them while the server held the reply.
     closed_while_held: Arc<AtomicUsize>,
     task: tokio::task::JoinHandle<()>,
+    /// `http`, or `https` for [`Recorder::start_tls`].
+    scheme: &'static str,
 }
 
 impl Drop for Recorder {
@@ -70,6 +72,54 @@ impl Drop for Recorder {
 }
 
 impl Recorder {
+    /// A recorder that speaks TLS with `cert` (a certificate the test's CA
+    /// issued for 127.0.0.1); its URLs are `https://`. Handshakes that
+    /// fail are counted in `accepted` only: nothing of theirs arrives.
+    async fn start_tls(cert: &leasehold_tests::pki::Issued) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let files = leasehold_host::tls::ServerFiles {
+            cert: cert.cert.clone(),
+            key: cert.key.clone(),
+            client_ca: None,
+        };
+        let config = Arc::new(leasehold_host::tls::server_config(&files).expect("server tls"));
+        let arrivals = Arc::new(Mutex::new(Vec::new()));
+        let accepted = Arc::new(AtomicUsize::new(0));
+        let closed_while_held = Arc::new(AtomicUsize::new(0));
+        let task = {
+            let (arrivals, accepted, closed) = (
+                arrivals.clone(),
+                accepted.clone(),
+                closed_while_held.clone(),
+            );
+            tokio::spawn(async move {
+                let acceptor = tokio_rustls::TlsAcceptor::from(config);
+                loop {
+                    let Ok((stream, _)) = listener.accept().await else {
+                        return;
+                    };
+                    accepted.fetch_add(1, Ordering::SeqCst);
+                    let (arrivals, closed, acceptor) =
+                        (arrivals.clone(), closed.clone(), acceptor.clone());
+                    tokio::spawn(async move {
+                        if let Ok(stream) = acceptor.accept(stream).await {
+                            serve(stream, Reply::Ok, arrivals, closed).await;
+                        }
+                    });
+                }
+            })
+        };
+        Self {
+            addr,
+            arrivals,
+            accepted,
+            closed_while_held,
+            task,
+            scheme: "https",
+        }
+    }
+
     async fn start(reply: Reply) -> Self {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let addr = listener.local_addr().expect("addr");
@@ -99,15 +149,16 @@ impl Recorder {
             accepted,
             closed_while_held,
             task,
+            scheme: "http",
         }
     }
 
     fn url(&self, path: &str) -> String {
-        format!("http://{}{path}", self.addr)
+        format!("{}://{}{path}", self.scheme, self.addr)
     }
 
     fn origin(&self) -> String {
-        format!("http://{}", self.addr)
+        format!("{}://{}", self.scheme, self.addr)
     }
 
     fn arrivals(&self) -> Vec<Arrival> {
@@ -119,8 +170,8 @@ impl Recorder {
     }
 }
 
-async fn serve(
-    mut stream: TcpStream,
+async fn serve<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin>(
+    mut stream: S,
     reply: Reply,
     arrivals: Arc<Mutex<Vec<Arrival>>>,
     closed: Arc<AtomicUsize>,
@@ -547,4 +598,107 @@ async fn requests_per_reconcile_are_bounded_and_the_budget_is_per_call() {
     assert_eq!(setup.result("c").await["ok"], 5);
     assert_eq!(server.arrivals().len(), 10);
     assert_eq!(setup.count(Outcome::Limited), 2);
+}
+
+/// The caller compiled as its own controller with `limits` (its `http_ca`
+/// is read when it is compiled, as a host does for a configured one).
+fn caller_compiled(limits: GuestLimits) -> CompiledController {
+    runtime()
+        .load("caller", &guest("caller"), limits, Vec::new())
+        .expect("load caller")
+}
+
+#[tokio::test]
+async fn http_ca_lets_a_guest_reach_a_service_of_a_private_ca_with_the_fence() {
+    let dir = leasehold_tests::TempDir::new();
+    let ca = leasehold_tests::pki::Pki::new(dir.path(), "private");
+    let server = Recorder::start_tls(&ca.server("service", &["127.0.0.1"])).await;
+    let limits = |http_ca: Option<std::path::PathBuf>| GuestLimits {
+        http_allow: Arc::new(AllowList::parse(&[server.origin()]).expect("allow list")),
+        http_ca,
+        ..GuestLimits::default()
+    };
+
+    // Trusting the private CA: the request arrives, fenced.
+    let backends = MemoryBackends::new();
+    let trusting = caller_compiled(limits(Some(ca.ca())));
+    let fence = backends.grant(CLUSTER, "trusting", "host-a").await.fence;
+    let mut guest = trusting
+        .instantiate(
+            fence.clone(),
+            backends.store.clone(),
+            Default::default(),
+            trusting.revocation(),
+        )
+        .await
+        .expect("instantiate");
+    let call = json!({"url": server.url("/hooks/x"), "method": "PUT", "body_bytes": 5});
+    backends
+        .store
+        .put(CLUSTER, &key("calls", "one"), &call.to_string(), None)
+        .await
+        .expect("seed call");
+    guest.reconcile("calls", "one").await.expect("reconcile");
+    let arrivals = server.arrivals();
+    assert_eq!(arrivals.len(), 1, "{arrivals:?}");
+    assert_eq!(arrivals[0].method, "PUT");
+    assert_eq!(
+        arrivals[0].header("leasehold-epoch"),
+        [fence.epoch.0.to_string()]
+    );
+    assert_eq!(
+        arrivals[0].header("leasehold-lease"),
+        [format!("{CLUSTER}/trusting")]
+    );
+    assert_eq!(arrivals[0].body_len, 5);
+    assert_eq!(trusting.outbound().get(Outcome::Sent), 1);
+
+    // With the public roots only: the handshake fails before any request
+    // byte, and the guest sees the TLS certificate error.
+    let public = caller_compiled(limits(None));
+    let fence = backends.grant(CLUSTER, "public", "host-a").await.fence;
+    let mut guest = public
+        .instantiate(
+            fence,
+            backends.store.clone(),
+            Default::default(),
+            public.revocation(),
+        )
+        .await
+        .expect("instantiate");
+    backends
+        .store
+        .put(CLUSTER, &key("calls", "two"), &call.to_string(), None)
+        .await
+        .expect("seed call");
+    guest.reconcile("calls", "two").await.expect("reconcile");
+    let object = backends
+        .store
+        .get(CLUSTER, &key("results", "two"))
+        .await
+        .expect("read result")
+        .expect("a result");
+    let result: Value = serde_json::from_str(&object.value).expect("result json");
+    let error = error_of(&result);
+    assert!(
+        error.contains("TLS-certificate-error") || error.contains("TlsCertificateError"),
+        "{result}"
+    );
+    assert_eq!(server.arrivals().len(), 1, "nothing more arrived");
+    assert_eq!(public.outbound().get(Outcome::Error), 1);
+}
+
+#[tokio::test]
+async fn an_unreadable_http_ca_refuses_the_controller_naming_the_file() {
+    let refused = runtime().load(
+        "caller",
+        &guest("caller"),
+        GuestLimits {
+            http_ca: Some("/nonexistent/ca.pem".into()),
+            ..GuestLimits::default()
+        },
+        Vec::new(),
+    );
+    let error = refused.err().expect("refused").to_string();
+    assert!(error.contains("http_ca /nonexistent/ca.pem"), "{error}");
 }
