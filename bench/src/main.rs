@@ -39,6 +39,7 @@ mod sharded;
 mod store_writes;
 mod support;
 mod throughput;
+mod tls_cost;
 mod tracing_cost;
 mod wasm_cost;
 
@@ -105,6 +106,11 @@ const PARTS: &[(&str, PartFn, &str)] = &[
         "store-writes",
         store_writes::run,
         "fenced commits at 1, 4, 8 writers vs raw PostgreSQL without a counter row; change-feed lag (PostgreSQL)",
+    ),
+    (
+        "tls",
+        tls_cost::run,
+        "API keep-alive reads over HTTPS vs plain HTTP; fenced commits with sslmode=require vs disable (PostgreSQL)",
     ),
     (
         "outbound",

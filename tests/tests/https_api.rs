@@ -305,3 +305,94 @@ async fn a_tls_handshake_that_never_finishes_is_cut_off_at_the_header_deadline()
         false
     );
 }
+
+#[tokio::test]
+async fn check_reads_the_tls_and_token_files_and_names_each_problem() {
+    let dir = TempDir::new();
+    let ca = Pki::new(dir.path(), "api");
+    let one = ca.server("one", &["127.0.0.1"]);
+    let two = ca.server("two", &["127.0.0.1"]);
+    let not_pem = dir.path().join("not.pem");
+    std::fs::write(&not_pem, "hello\n").unwrap();
+    let secret = "token-that-must-not-show-0123456789";
+    let token = token_file(dir.path(), "ops", secret);
+    let run_check = |http: String| {
+        let path = dir.path().join("check.toml");
+        std::fs::write(
+            &path,
+            format!("cluster = \"c\"\nholder = \"h\"\n\n[http]\nlisten = \"127.0.0.1:1\"\n{http}"),
+        )
+        .unwrap();
+        let (code, out, err) = leasehold_tests::process::run_to_end(
+            &["check", "--config", path.to_str().unwrap()],
+            &[],
+        );
+        (code, format!("{out}{err}"))
+    };
+    let cases = [
+        (
+            format!(
+                "tls_cert = \"{}\"\ntls_key = \"{}\"\n",
+                one.cert.display(),
+                two.key.display()
+            ),
+            "http.tls_key",
+            "does not match the certificate",
+        ),
+        (
+            format!(
+                "tls_cert = \"{}\"\ntls_key = \"{}\"\n",
+                not_pem.display(),
+                one.key.display()
+            ),
+            "http.tls_cert",
+            "holds no PEM certificate",
+        ),
+        (
+            format!(
+                "tls_cert = \"{}\"\ntls_key = \"{}\"\ntls_client_ca = \"{}\"\n",
+                one.cert.display(),
+                one.key.display(),
+                dir.path().join("absent.pem").display()
+            ),
+            "http.tls_client_ca",
+            "No such file",
+        ),
+        (
+            format!(
+                "[[http.tokens]]\nname = \"ops\"\nfile = \"{}\"\nrole = \"read\"\n",
+                dir.path().join("absent.token").display()
+            ),
+            "token \"ops\"",
+            "No such file",
+        ),
+        (
+            format!(
+                "[[http.tokens]]\nname = \"ops\"\nfile = \"{token}\"\nrole = \"read\"\n\
+                 [[http.tokens]]\nname = \"ops2\"\nfile = \"{token}\"\nrole = \"write\"\n"
+            ),
+            "\"ops\" and \"ops2\"",
+            "are the same token",
+        ),
+    ];
+    for (http, key, problem) in cases {
+        let (code, output) = run_check(http);
+        assert_ne!(code, 0, "{output}");
+        let line = output
+            .lines()
+            .find(|l| l.contains(problem))
+            .unwrap_or_else(|| panic!("no {problem:?} in:\n{output}"));
+        assert!(line.contains(key), "{key} not named: {line}");
+        assert!(!output.contains(secret), "check shows a token:\n{output}");
+    }
+    // All in order: check says how the API is protected.
+    let (code, output) = run_check(format!(
+        "tls_cert = \"{}\"\ntls_key = \"{}\"\n[[http.tokens]]\nname = \"ops\"\nfile = \"{token}\"\nrole = \"read\"\n",
+        one.cert.display(),
+        one.key.display()
+    ));
+    assert_eq!(code, 0, "{output}");
+    assert!(output.contains("HTTPS"), "{output}");
+    assert!(output.contains("needs one of the tokens ops"), "{output}");
+    assert!(!output.contains(secret), "{output}");
+}

@@ -985,6 +985,115 @@ fn http_settings_are_checked() {
 }
 
 #[test]
+fn tokens_and_tls_keys_are_checked_naming_each_problem() {
+    let s = Scratch::new();
+    let cases: &[(&str, usize, &str)] = &[
+        ("tls_cert = \"c.pem\"", 3, "without http.tls_key"),
+        ("tls_key = \"k.pem\"", 3, "without http.tls_cert"),
+        (
+            "tls_client_ca = \"ca.pem\"",
+            3,
+            "needs http.tls_cert and http.tls_key",
+        ),
+        (
+            "tls_cert = \"\"\ntls_key = \"k.pem\"",
+            3,
+            "http.tls_cert is empty",
+        ),
+        (
+            "[[http.tokens]]\nfile = \"t\"\nrole = \"read\"",
+            3,
+            "http.tokens[0] has no `name`",
+        ),
+        (
+            "[[http.tokens]]\nname = \"Ops\"\nfile = \"t\"\nrole = \"read\"",
+            4,
+            "token name",
+        ),
+        (
+            "[[http.tokens]]\nname = \"ops\"\nrole = \"read\"",
+            3,
+            "has no `file`",
+        ),
+        (
+            "[[http.tokens]]\nname = \"ops\"\nfile = \"t\"",
+            3,
+            "has no `role`",
+        ),
+        (
+            "[[http.tokens]]\nname = \"ops\"\nfile = \"t\"\nrole = \"admin\"",
+            6,
+            "role \"admin\" is not \"read\" or \"write\"",
+        ),
+        (
+            "[[http.tokens]]\nname = \"ops\"\nfile = \"t\"\nrole = \"read\"\nkinds = []",
+            7,
+            "kinds is empty",
+        ),
+        (
+            "[[http.tokens]]\nname = \"ops\"\nfile = \"t\"\nrole = \"read\"\nkinds = [\"Tasks\"]",
+            7,
+            "kinds[0]",
+        ),
+        (
+            "[[http.tokens]]\nname = \"ops\"\nfile = \"a\"\nrole = \"read\"\n\
+             [[http.tokens]]\nname = \"ops\"\nfile = \"b\"\nrole = \"write\"",
+            8,
+            "already used on line 4",
+        ),
+        (
+            "token = \"shorthand-token-0123\"\n[[http.tokens]]\nname = \"default\"\n\
+             file = \"a\"\nrole = \"read\"",
+            5,
+            "taken by the [http] token shorthand",
+        ),
+    ];
+    for (lines, line, needle) in cases {
+        let text = format!("cluster = \"a\"\n[http]\n{lines}\n");
+        let p = problems(s.parse(&text).unwrap_err());
+        assert_has(&p, Some(*line), needle);
+    }
+    // A valid set resolves paths against the config's folder.
+    let config = s
+        .parse(
+            "cluster = \"a\"\n[http]\ntls_cert = \"tls/c.pem\"\ntls_key = \"tls/k.pem\"\n\
+             [[http.tokens]]\nname = \"ops\"\nfile = \"tokens/ops\"\nrole = \"write\"\n\
+             kinds = [\"tasks\", \"nodes\", \"tasks\"]\n",
+        )
+        .unwrap();
+    let tls = config.http.tls.expect("tls");
+    assert_eq!(tls.cert, s.config_dir().join("tls/c.pem"));
+    assert_eq!(config.http.tokens.len(), 1);
+    let token = &config.http.tokens[0];
+    assert_eq!(token.file, s.config_dir().join("tokens/ops"));
+    assert_eq!(token.role, crate::config::TokenRole::Write);
+    assert_eq!(
+        token.kinds.as_deref(),
+        Some(&["tasks".to_string(), "nodes".to_string()][..])
+    );
+}
+
+#[test]
+fn database_urls_take_libpqs_tls_parameters_and_refuse_bad_ones_by_name() {
+    let s = Scratch::new();
+    let ok = s
+        .parse(
+            "cluster = \"a\"\n[database]\nurl = \"postgres://u@h/d?sslmode=verify-full&sslrootcert=/x/ca.pem\"\n",
+        )
+        .unwrap();
+    assert!(ok.database.url.is_some());
+    for (params, needle) in [
+        ("sslmode=verify-full", "needs sslrootcert"),
+        ("sslmode=allow", "sslmode \"allow\" is not one of"),
+        ("sslcert=c.pem", "sslcert is given without sslkey"),
+    ] {
+        let text = format!("cluster = \"a\"\n[database]\nurl = \"postgres://u@h/d?{params}\"\n");
+        let p = problems(s.parse(&text).unwrap_err());
+        assert_has(&p, Some(3), needle);
+    }
+}
+
+#[test]
 fn an_empty_cache_dir_is_refused() {
     let s = Scratch::new();
     let p = problems(

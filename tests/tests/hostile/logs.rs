@@ -164,3 +164,66 @@ async fn json_logs_stay_one_object_per_line_with_host_chosen_fields() {
     }
     assert!(echoed >= 3, "the echo is missing from the JSON log:\n{log}");
 }
+
+/// At the most verbose level an operator can ask for, third-party crates
+/// that log statement parameters (object values) and request paths with
+/// their queries (`?token=…`, denied requests included) are held to their
+/// clamp: neither a value nor a query reaches the log.
+#[tokio::test]
+async fn the_most_verbose_log_shows_no_object_value_and_no_request_query() {
+    let dir = TempDir::new();
+    let db = leasehold_host::testing::TestDatabase::create().await;
+    let port = free_port();
+    let cache = guest_dir().join("../../leasehold-test-cache");
+    let config = format!(
+        "cluster = \"hostile\"\nholder = \"h\"\n\n[database]\nurl = \"{}\"\n\n\
+         [http]\nlisten = \"127.0.0.1:{port}\"\n\n[runtime]\ncache_dir = \"{}\"\n\n\
+         [[controllers]]\nname = \"calls\"\ncomponent = \"{}\"\n\
+         http_allow = [\"http://127.0.0.1:9/hooks\"]\n",
+        db.url(),
+        cache.display(),
+        leasehold_tests::guest("caller").display()
+    );
+    let binary = with_args(
+        dir.path(),
+        "--log-level 'trace,tokio_postgres=trace,wasmtime_wasi_http=trace,hyper=trace'",
+    );
+    let replica = Replica::start_binary(binary, dir.path(), "verbose", port, &config);
+    replica.wait_healthy(LIMIT).await;
+    for (path, body) in [
+        ("/v1/objects/nodes/n1", r#"{"secret": "VALUE-MARKER-7731"}"#),
+        (
+            "/v1/objects/calls/denied",
+            r#"{"url": "http://127.0.0.1:9/other?token=QUERY-MARKER-1"}"#,
+        ),
+        (
+            "/v1/objects/calls/allowed",
+            r#"{"url": "http://127.0.0.1:9/hooks/x?token=QUERY-MARKER-2"}"#,
+        ),
+    ] {
+        let put = http::request(&replica.addr, "PUT", path, &[], Some(body))
+            .await
+            .unwrap();
+        assert_eq!(put.status, 201, "{path}: {put:?}");
+    }
+    // The guest tried both calls and recorded their outcomes.
+    eventually("both calls have results", LIMIT, || async {
+        for name in ["denied", "allowed"] {
+            let r = http::get(&replica.addr, &format!("/v1/objects/results/{name}"))
+                .await
+                .ok()?;
+            (r.status == 200).then_some(())?;
+        }
+        Some(())
+    })
+    .await;
+    let log = replica.log();
+    assert!(
+        log.contains("TRACE") || log.contains("DEBUG"),
+        "the log is not verbose at all:\n{log}"
+    );
+    for marker in ["VALUE-MARKER-7731", "QUERY-MARKER-1", "QUERY-MARKER-2"] {
+        let lines: Vec<&str> = log.lines().filter(|l| l.contains(marker)).collect();
+        assert!(lines.is_empty(), "{marker} in the log:\n{lines:#?}");
+    }
+}
