@@ -367,14 +367,34 @@ impl ControllerStatus {
     }
 }
 
+/// Which backend a host runs on, as readiness reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BackendKind {
+    /// PostgreSQL.
+    Postgres,
+    /// The embedded backend: SQLite in the data directory.
+    Embedded,
+    /// The in-memory backend.
+    Memory,
+}
+
 /// The database check as last seen.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(tag = "state", rename_all = "snake_case")]
 pub enum DatabaseState {
     /// Not checked yet.
     Unknown,
-    /// The embedded in-memory backend: single process, not durable.
-    Embedded,
+    /// The in-memory backend (`url = "memory:"`): single process, not
+    /// durable.
+    Memory,
+    /// The embedded backend (SQLite in `data_dir`): durable, shared by the
+    /// hosts of this machine; its identity read.
+    Embedded {
+        /// The database uuid.
+        database_id: String,
+        /// Where: the database file.
+        endpoint: String,
+    },
     /// Reachable and identity verified.
     Verified {
         /// The database uuid.

@@ -29,12 +29,17 @@ use crate::authority::{Authority, DatabaseIdentity};
 use crate::status::{ControllerState, DatabaseState};
 use crate::supervisor::identity::read_only_reason;
 
-/// What `/readyz` says about the embedded backend, every time, so nobody
-/// mistakes a development host for a deployment.
-pub(super) const EMBEDDED_WARNING: &str = "embedded in-memory backend: SINGLE PROCESS ONLY and NOT \
-DURABLE; every lease, object and event is lost when this process exits, and another replica \
-would lead the same controllers against its own separate memory. Configure [database] url for \
-anything but development.";
+/// What `/readyz` says about the in-memory backend, every time, so nobody
+/// mistakes a throwaway host for a deployment.
+pub(super) const MEMORY_WARNING: &str = "in-memory backend (url = \"memory:\"): SINGLE PROCESS \
+ONLY and NOT DURABLE; every lease, object and event is lost when this process exits, and \
+another replica would lead the same controllers against its own separate memory. Remove \
+[database] url for the durable embedded backend, or set a PostgreSQL URL.";
+
+/// What `/readyz` says about the embedded backend's reach: durable, but
+/// one machine's.
+pub(super) const EMBEDDED_NOTE: &str = "embedded backend: SQLite in the data directory, durable; \
+shared by the hosts of this machine only (for more than one machine, use PostgreSQL).";
 
 /// `GET /healthz`: the process is up and serving.
 pub(super) async fn healthz() -> &'static str {
@@ -84,15 +89,47 @@ impl Probe {
 /// the live probe just read, when it ran and answered.
 async fn database(shared: &AppState) -> (bool, Value, Option<DatabaseIdentity>) {
     let (ok, json) = match shared.api.status.database() {
-        DatabaseState::Embedded => (
+        DatabaseState::Memory => (
             true,
             json!({
                 "ok": true,
-                "state": "embedded",
+                "state": "memory",
                 "durable": false,
-                "warning": EMBEDDED_WARNING,
+                "warning": MEMORY_WARNING,
             }),
         ),
+        DatabaseState::Embedded {
+            database_id,
+            endpoint,
+        } => {
+            let live = shared.probe.check(shared.api.authority.as_ref()).await;
+            let problem = match &live {
+                Err(reason) => Some(reason.clone()),
+                Ok(now) if now.database_id.to_string() != database_id => Some(format!(
+                    "the data directory's database now has id {}, but {database_id} was \
+                     opened; it was replaced",
+                    now.database_id
+                )),
+                Ok(_) => None,
+            };
+            let json = match &problem {
+                None => json!({
+                    "ok": true,
+                    "state": "embedded",
+                    "durable": true,
+                    "database_id": database_id,
+                    "endpoint": endpoint,
+                    "note": EMBEDDED_NOTE,
+                }),
+                Some(reason) => json!({
+                    "ok": false,
+                    "state": "failing",
+                    "reason": reason,
+                    "endpoint": endpoint,
+                }),
+            };
+            return (problem.is_none(), json, live.ok());
+        }
         DatabaseState::Unknown => (
             false,
             json!({
@@ -171,9 +208,9 @@ fn tls(shared: &AppState) -> Value {
 /// The writes check: a session opened now accepts writes. Read from the
 /// live probe (its session is a fresh one whenever a read-only answer
 /// retired the older ones, see [`crate::session`]).
-fn writes(embedded: bool, live: Option<&DatabaseIdentity>) -> (bool, Value) {
+fn writes(memory: bool, live: Option<&DatabaseIdentity>) -> (bool, Value) {
     match live {
-        _ if embedded => (true, json!({ "ok": true, "state": "accepted" })),
+        _ if memory => (true, json!({ "ok": true, "state": "accepted" })),
         Some(identity) if identity.read_only => (
             false,
             json!({
@@ -254,8 +291,8 @@ fn controllers_check(states: &[(String, ControllerState)]) -> (bool, Value) {
 /// names every check (see the module documentation of [`super`]).
 pub(super) async fn readyz(State(shared): State<AppState>) -> (StatusCode, Json<Value>) {
     let (database_ok, database, live) = database(&shared).await;
-    let embedded = matches!(shared.api.status.database(), DatabaseState::Embedded);
-    let (writes_ok, writes) = writes(embedded, live.as_ref());
+    let memory = matches!(shared.api.status.database(), DatabaseState::Memory);
+    let (writes_ok, writes) = writes(memory, live.as_ref());
     let (holder_ok, holder) = holder(shared.api.status.holder_claim());
     let states: Vec<(String, ControllerState)> = shared
         .api

@@ -41,8 +41,10 @@
 //!                  "system_identifier": "...", "endpoint": "..."},
 //!     "controllers": {"scheduler": {"state": "leading", "epoch": 3},
 //!                     "rollout": {"state": "standby", "holder": "other"}}}`.
-//!   Database states: `verified`, `embedded` (with `"durable": false` and a
-//!   `warning`), `unknown` and `failing` (with a `reason`). Controller
+//!   Database states: `verified` (PostgreSQL), `embedded` (SQLite in the
+//!   data directory: `"durable": true`, `database_id`, `endpoint`),
+//!   `memory` (with `"durable": false` and a `warning`), `unknown` and
+//!   `failing` (with a `reason`). Controller
 //!   states: `starting`, `leading` (`epoch`, and `problem` while its guest
 //!   is being restarted), `standby` (`holder`, may be null), `failing`
 //!   (`reason`), `stopped`. The database is probed live on each call
@@ -704,7 +706,7 @@ mod limit_tests {
         let authority = Arc::new(MemoryAuthority::new());
         let store = Arc::new(MemoryStore::new(authority.clone()));
         let status = Arc::new(Status::new("demo".into(), "here".into(), &[]));
-        status.set_database(DatabaseState::Embedded);
+        status.set_database(DatabaseState::Memory);
         let (stop, stopping) = tokio::sync::watch::channel(false);
         let app = build_limited(
             ApiState {

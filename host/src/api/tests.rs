@@ -228,7 +228,7 @@ async fn host_limited(
         HERE.into(),
         &["rollout".to_string(), "scheduler".to_string()],
     ));
-    status.set_database(DatabaseState::Embedded);
+    status.set_database(DatabaseState::Memory);
     let (stop, stopping) = watch::channel(false);
     let state = ApiState {
         cluster: CLUSTER.into(),
@@ -427,7 +427,7 @@ async fn healthz_answers_ok() {
 }
 
 #[tokio::test]
-async fn readyz_names_every_check_and_says_the_embedded_backend_is_not_durable() {
+async fn readyz_names_every_check_and_says_the_memory_backend_is_not_durable() {
     let h = host().await;
     let controller = |name: &str| h.status.controller(name).unwrap();
     controller("scheduler").set(ControllerState::Leading {
@@ -443,7 +443,7 @@ async fn readyz_names_every_check_and_says_the_embedded_backend_is_not_durable()
     assert_eq!(body["ready"], true);
     assert_eq!(body["cluster"], CLUSTER);
     assert_eq!(body["holder"], HERE);
-    assert_eq!(body["database"]["state"], "embedded");
+    assert_eq!(body["database"]["state"], "memory");
     assert_eq!(body["database"]["durable"], false);
     let warning = body["database"]["warning"].as_str().unwrap();
     assert!(

@@ -1,6 +1,6 @@
 //! The lease conformance suite: every case is written once, against
-//! [`Authority`], and runs against both backends (`memory_backend::*` and
-//! `postgres_backend::*`). A backend supplies a [`Backend`]: two handles on
+//! [`Authority`], and runs against every backend (`memory_backend::*`,
+//! `postgres_backend::*` and the embedded `sqlite_backend::*`). A backend supplies a [`Backend`]: two handles on
 //! the same lease state (two pools for PostgreSQL), a way to make a grant
 //! expire by the backend's own clock, and the fenced-write path the store
 //! uses.
@@ -952,6 +952,15 @@ macro_rules! conformance_suite {
                 #[tokio::test]
                 async fn $case() {
                     super::$case(&super::PostgresBackend::create().await).await;
+                }
+            )*
+        }
+        mod sqlite_backend {
+            $(
+                #[tokio::test]
+                async fn $case() {
+                    let backend = crate::authority::sqlite::tests::SqliteBackend::create().await;
+                    super::$case(&backend).await;
                 }
             )*
         }

@@ -15,6 +15,7 @@ pub mod fence_check;
 pub mod hosts;
 pub mod memory;
 pub mod postgres;
+pub mod sqlite;
 mod wakes;
 
 #[cfg(test)]

@@ -14,9 +14,11 @@
 //! cluster = "demo"                 # required: a DNS label
 //! holder = "replica-a"             # optional: default <hostname>-<pid>-<4 hex>
 //! crash_detection = "session"      # default of every controller: "session" or "ttl"
+//! data_dir = "leasehold-data"      # the embedded backend's folder, relative to this file
 //!
 //! [database]
-//! url = "postgres://postgres@127.0.0.1:5432/postgres"  # absent: embedded, single process
+//! url = "postgres://postgres@127.0.0.1:5432/postgres"  # absent: embedded SQLite in data_dir;
+//!                                  # "memory:": in memory, one process, not durable
 //! session_url = "postgres://…"     # optional: the dedicated sessions, never via a pooler
 //! pooler = "none"                  # or "transaction": url goes through PgBouncer pool_mode = transaction
 //! max_connections = 16
@@ -164,18 +166,41 @@ pub struct Config {
     pub placement: crate::supervisor::placement::PlacementSettings,
     /// `[[controllers]]`, in file order, names unique.
     pub controllers: Vec<ControllerConfig>,
+    /// `data_dir`, absolute: where the embedded backend keeps its
+    /// database, used when `[database] url` is absent (default
+    /// [`DEFAULT_DATA_DIR`] beside the config file). Several hosts on this
+    /// machine naming the same folder share its state and leases.
+    pub data_dir: PathBuf,
     /// The absolute folder of the config file; relative paths in the file
     /// are resolved against it. Not a TOML key.
     pub base_dir: PathBuf,
 }
 
+/// Default `data_dir`, relative to the config file's folder.
+pub const DEFAULT_DATA_DIR: &str = "leasehold-data";
+
+/// `[database] url` naming the in-memory backend: one process, nothing
+/// durable (tests and throwaway experiments).
+pub const MEMORY_URL: &str = "memory:";
+
+/// Which backend a config selects ([`DatabaseConfig::backend`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend<'a> {
+    /// No `url`: the durable embedded backend (SQLite in `data_dir`),
+    /// shared by the hosts of one machine.
+    Embedded,
+    /// `url = "memory:"`: the in-memory backend, one process, not durable.
+    Memory,
+    /// A PostgreSQL URL.
+    Postgres(&'a str),
+}
+
 /// `[database]`.
 #[derive(Clone, PartialEq, Eq)]
 pub struct DatabaseConfig {
-    /// PostgreSQL URL. `None` selects the embedded in-memory backend:
-    /// single process, nothing durable, for development and tests only.
-    /// `LEASEHOLD_DATABASE_URL` overrides it (see
-    /// [`DatabaseConfig::apply_url_override`]).
+    /// PostgreSQL URL, or [`MEMORY_URL`]. `None` selects the embedded
+    /// backend in `data_dir` ([`Backend`]). `LEASEHOLD_DATABASE_URL`
+    /// overrides it (see [`DatabaseConfig::apply_url_override`]).
     pub url: Option<String>,
     /// Where the host's dedicated, never-pooled sessions connect: the
     /// liveness session holding the holder claim, and the release
@@ -249,12 +274,22 @@ impl DatabaseConfig {
         }
     }
 
+    /// The backend `url` selects.
+    pub fn backend(&self) -> Backend<'_> {
+        match self.url.as_deref() {
+            None => Backend::Embedded,
+            Some(url) if url.trim() == MEMORY_URL => Backend::Memory,
+            Some(url) => Backend::Postgres(url),
+        }
+    }
+
     /// The URL with its password redacted, or a description of the
-    /// embedded backend: safe to log.
+    /// embedded or in-memory backend: safe to log.
     pub fn endpoint(&self) -> String {
-        match &self.url {
-            Some(url) => crate::db::redact(url),
-            None => "embedded in-memory backend (single process, not durable)".to_string(),
+        match self.backend() {
+            Backend::Postgres(url) => crate::db::redact(url),
+            Backend::Embedded => "embedded backend (SQLite in data_dir)".to_string(),
+            Backend::Memory => "in-memory backend (single process, not durable)".to_string(),
         }
     }
 
@@ -947,10 +982,11 @@ impl Config {
         self.holder.as_deref().unwrap_or_else(|| default_holder())
     }
 
-    /// Whether the embedded in-memory backend is selected (no database
-    /// URL): single process, nothing durable.
+    /// Whether the embedded backend is selected (no database URL): SQLite
+    /// in [`Config::data_dir`], durable, shared by the hosts of this
+    /// machine.
     pub fn is_embedded(&self) -> bool {
-        self.database.url.is_none()
+        self.database.backend() == Backend::Embedded
     }
 
     /// The controller names, in file order.

@@ -22,6 +22,8 @@ pub(super) struct RawConfig {
     pub holder: Option<Spanned<String>>,
     /// The default of every controller's `crash_detection`.
     pub crash_detection: Option<Spanned<String>>,
+    /// Where the embedded backend keeps its database (no `[database] url`).
+    pub data_dir: Option<Spanned<String>>,
     #[serde(default)]
     pub database: RawDatabase,
     #[serde(default)]

@@ -179,6 +179,22 @@ pub(super) fn resolve(
         }),
     };
 
+    let data_dir = match &raw.data_dir {
+        Some(value) if value.get_ref().trim().is_empty() => {
+            c.at(
+                value,
+                format!(
+                    "data_dir is empty; remove it to use {:?} beside this file",
+                    super::DEFAULT_DATA_DIR
+                ),
+            );
+            base_dir.join(super::DEFAULT_DATA_DIR)
+        }
+        // Kept with a URL too (unused then): LEASEHOLD_DATABASE_URL may
+        // point one config at PostgreSQL for a while.
+        Some(value) => absolute_in(base_dir, Path::new(value.get_ref())),
+        None => base_dir.join(super::DEFAULT_DATA_DIR),
+    };
     let telemetry = telemetry(&mut c, &raw, env);
     let store = store(&mut c, &raw);
     let placement = placement(&mut c, &raw);
@@ -245,6 +261,7 @@ pub(super) fn resolve(
         store,
         placement,
         controllers,
+        data_dir,
         base_dir: base_dir.to_path_buf(),
     })
 }
@@ -304,11 +321,17 @@ fn database(c: &mut Checker, raw: &RawDatabase, env: &Environment) -> DatabaseCo
                     crate::db::redact(url),
                 ),
             );
-        } else if raw.url.is_none() && env.database_url.is_none() {
+        } else if env.database_url.is_none()
+            && raw
+                .url
+                .as_ref()
+                .is_none_or(|u| u.get_ref().trim() == super::MEMORY_URL)
+        {
             c.at(
                 value,
-                "database.session_url is set but database.url is not: the embedded backend \
-                 has no sessions; set database.url too, or remove session_url",
+                "database.session_url is set but database.url is not a PostgreSQL URL: the \
+                 embedded and in-memory backends have no sessions; set database.url too, or \
+                 remove session_url",
             );
         } else {
             config.session_url = Some(url.clone());
@@ -317,7 +340,13 @@ fn database(c: &mut Checker, raw: &RawDatabase, env: &Environment) -> DatabaseCo
     let overridden = config.apply_url_override(env.database_url.clone());
     if let Some(url) = &config.url {
         let problem = if url.trim().is_empty() {
-            Some("is empty; remove `url` to use the embedded backend".to_string())
+            Some(format!(
+                "is empty; remove `url` to use the embedded backend, or write {:?} for the \
+                 in-memory one",
+                super::MEMORY_URL
+            ))
+        } else if url.trim() == super::MEMORY_URL {
+            None
         } else {
             crate::db::parse_syntax(url).err().map(|e| {
                 format!(

@@ -337,6 +337,9 @@ fn fixed_changes(current: &Config, next: &Config) -> Vec<&'static str> {
     if current.database != next.database {
         changed.push("[database]");
     }
+    if current.data_dir != next.data_dir {
+        changed.push("data_dir");
+    }
     if current.http != next.http {
         changed.push("[http]");
     }

@@ -43,6 +43,9 @@ pub enum ServiceError {
     /// The lease authority refused (e.g. the wrong database).
     #[error(transparent)]
     Authority(#[from] AuthorityError),
+    /// The embedded backend's data directory or database cannot be used.
+    #[error(transparent)]
+    Embedded(#[from] crate::embedded::EmbeddedError),
     /// The Wasm engine could not be built.
     #[error(transparent)]
     Runtime(#[from] crate::runtime::RuntimeError),
@@ -77,8 +80,8 @@ pub struct Backends {
     pub api_authority: Arc<dyn Authority>,
     /// The state store.
     pub store: Arc<dyn Store>,
-    /// Whether these are the embedded in-memory backends.
-    pub embedded: bool,
+    /// Which backend these are.
+    pub kind: crate::status::BackendKind,
     /// The database pools, for `/metrics`: the main one and the
     /// authority's (none in memory).
     pub pools: Vec<Database>,
@@ -87,15 +90,16 @@ pub struct Backends {
     pub hosts: Arc<dyn crate::authority::hosts::HostRegistry>,
 }
 
-/// Open the configured backends: PostgreSQL (migrated, identity verified)
-/// or the embedded in-memory ones.
+/// Open the configured backends: the embedded one (SQLite in `data_dir`,
+/// the default), PostgreSQL (migrated, identity verified), or the
+/// in-memory ones (`url = "memory:"`).
 pub async fn open_backends(config: &Config) -> Result<Backends, ServiceError> {
-    match &config.database.url {
-        None => {
+    match config.database.backend() {
+        crate::config::Backend::Memory => {
             tracing::warn!(
-                "NO DATABASE CONFIGURED: using the embedded in-memory backend. It is \
-                 single-process and NOT durable: state is lost on exit and other replicas \
-                 cannot share it. Set [database] url or LEASEHOLD_DATABASE_URL for production."
+                "IN-MEMORY BACKEND (url = \"memory:\"): single-process and NOT durable: state \
+                 is lost on exit and other replicas cannot share it. Remove [database] url for \
+                 the durable embedded backend, or set a PostgreSQL URL."
             );
             let authority = Arc::new(MemoryAuthority::new());
             let store = Arc::new(MemoryStore::new(authority.clone()));
@@ -104,11 +108,12 @@ pub async fn open_backends(config: &Config) -> Result<Backends, ServiceError> {
                 api_authority: authority.clone(),
                 authority,
                 store,
-                embedded: true,
+                kind: crate::status::BackendKind::Memory,
                 pools: Vec::new(),
             })
         }
-        Some(url) => {
+        crate::config::Backend::Embedded => open_embedded(config).await,
+        crate::config::Backend::Postgres(url) => {
             // A database that drops or refuses connections while the host
             // starts (a restart, a failover, sessions terminated) is
             // retried, with backoff, for a bounded time (see
@@ -137,6 +142,31 @@ pub async fn open_backends(config: &Config) -> Result<Backends, ServiceError> {
             }
         }
     }
+}
+
+/// The embedded backends: the data directory opened (created, checked),
+/// its database migrated, one authority and one store on it.
+async fn open_embedded(config: &Config) -> Result<Backends, ServiceError> {
+    let db =
+        crate::embedded::EmbeddedDb::open(&config.data_dir, crate::embedded::Access::Shared)
+            .await?;
+    tracing::info!(
+        data_dir = %config.data_dir.display(),
+        endpoint = db.endpoint(),
+        database_id = %db.database_id(),
+        "embedded backend opened (durable; shared by the hosts of this machine that name this \
+         data directory)"
+    );
+    let authority = Arc::new(crate::authority::sqlite::SqliteAuthority::new(db.clone()));
+    let store = Arc::new(crate::store::sqlite::SqliteStore::new(db));
+    Ok(Backends {
+        hosts: authority.clone(),
+        api_authority: authority.clone(),
+        authority,
+        store,
+        kind: crate::status::BackendKind::Embedded,
+        pools: Vec::new(),
+    })
 }
 
 /// Whether an error opening the PostgreSQL backends is the database being
@@ -204,7 +234,7 @@ async fn open_postgres(config: &Config, url: &str) -> Result<Backends, ServiceEr
         api_authority: Arc::new(api_authority),
         authority: Arc::new(authority),
         store: Arc::new(store),
-        embedded: false,
+        kind: crate::status::BackendKind::Postgres,
         pools,
     })
 }
@@ -240,10 +270,20 @@ pub async fn check(config: &Config) -> Result<Vec<String>, Vec<String>> {
         },
         Err(e) => problems.push(e.to_string()),
     }
-    match &config.database.url {
-        None => notes
-            .push("database: embedded in-memory backend (single process, not durable)".to_string()),
-        Some(url) => match Database::new(url, 1).and_then(|db| db.configured(&config.database)) {
+    match config.database.backend() {
+        crate::config::Backend::Memory => notes.push(
+            "database: in-memory backend (url = \"memory:\"; single process, not durable)"
+                .to_string(),
+        ),
+        crate::config::Backend::Embedded => {
+            match crate::embedded::DataDir::check(&config.data_dir) {
+                Ok(note) => notes.push(format!(
+                    "database: embedded backend (SQLite, durable, this machine only); {note}"
+                )),
+                Err(e) => problems.push(e.to_string()),
+            }
+        }
+        crate::config::Backend::Postgres(url) => match Database::new(url, 1).and_then(|db| db.configured(&config.database)) {
             Err(e) => problems.push(e.to_string()),
             Ok(db) => {
                 let authority =
@@ -535,8 +575,8 @@ pub async fn run_managed(
         holder.clone(),
         &config.lease_names(),
     ));
-    if backends.embedded {
-        status.set_database(DatabaseState::Embedded);
+    if backends.kind == crate::status::BackendKind::Memory {
+        status.set_database(DatabaseState::Memory);
     }
 
     let listener = tokio::net::TcpListener::bind(config.http.listen)
@@ -550,7 +590,7 @@ pub async fn run_managed(
     let identity_task = tokio::spawn(identity::watch_identity(
         backends.authority.clone(),
         config.database.expected_identity(),
-        backends.embedded,
+        backends.kind,
         status.clone(),
         identity_tx,
         crate::timeouts::IDENTITY_RECHECK,

@@ -80,6 +80,7 @@ mod plan;
 pub mod postgres;
 mod postgres_feed;
 pub mod retention;
+pub mod sqlite;
 mod validate;
 
 pub(crate) use validate::check_label_key;
@@ -93,6 +94,7 @@ mod postgres_tests;
 
 pub use memory::MemoryStore;
 pub use postgres::PostgresStore;
+pub use sqlite::SqliteStore;
 
 use std::collections::BTreeMap;
 

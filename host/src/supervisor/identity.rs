@@ -208,7 +208,7 @@ type Checking = Pin<Box<dyn Future<Output = IdentityCheck> + Send>>;
 pub async fn watch_identity(
     authority: Arc<dyn Authority>,
     expected: ExpectedIdentity,
-    embedded: bool,
+    backend: crate::status::BackendKind,
     status: Arc<Status>,
     tx: watch::Sender<IdentityCheck>,
     interval: Duration,
@@ -245,7 +245,7 @@ pub async fn watch_identity(
                 checking = None;
                 if let Some(checked) = checked {
                     identity = checked;
-                    first_seen = report(&identity, embedded, &status, first_seen);
+                    first_seen = report(&identity, backend, &status, first_seen);
                 }
                 let wait = if identity.verified() {
                     interval
@@ -276,13 +276,31 @@ pub async fn watch_identity(
 /// the identity first seen by this process.
 fn report(
     identity: &IdentityCheck,
-    embedded: bool,
+    backend: crate::status::BackendKind,
     status: &Status,
     mut first_seen: Option<DatabaseIdentity>,
 ) -> Option<DatabaseIdentity> {
     let state = match identity {
-        IdentityCheck::Verified(_) | IdentityCheck::Claimed { .. } if embedded => {
-            DatabaseState::Embedded
+        IdentityCheck::Verified(_) | IdentityCheck::Claimed { .. }
+            if backend == crate::status::BackendKind::Memory =>
+        {
+            DatabaseState::Memory
+        }
+        IdentityCheck::Verified(id) | IdentityCheck::Claimed { identity: id, .. }
+            if backend == crate::status::BackendKind::Embedded =>
+        {
+            if first_seen.is_none() {
+                tracing::info!(
+                    database_id = %id.database_id,
+                    endpoint = id.endpoint,
+                    "embedded database opened"
+                );
+                first_seen = Some(id.clone());
+            }
+            DatabaseState::Embedded {
+                database_id: id.database_id.to_string(),
+                endpoint: id.endpoint.clone(),
+            }
         }
         // A read-only database is still the verified one; readiness
         // reports the refused writes as a check of their own.
