@@ -180,6 +180,11 @@ function build(element, attrs, children) {
   return element;
 }
 
+/** Replace what <main> shows with `children` (skipping null and false). */
+function present(...children) {
+  main.replaceChildren(...children.flat(Infinity).filter((c) => c !== null && c !== undefined && c !== false));
+}
+
 /** A link within the console. */
 function link(href, text, attrs = {}) {
   return h('a', { href, ...attrs }, text);
@@ -377,7 +382,7 @@ function showError(view, error) {
   }
   const retry = h('button', { type: 'button' }, 'Try again');
   retry.addEventListener('click', start);
-  main.replaceChildren(h('section', { class: 'problem', role: 'alert' },
+  present(h('section', { class: 'problem', role: 'alert' },
     h('h1', {}, title), h('p', {}, detail), retry));
 }
 
@@ -430,7 +435,7 @@ function askForToken(refused) {
     }
     start();
   });
-  main.replaceChildren(h('section', { class: 'prompt', 'aria-labelledby': 'token-title' },
+  present(h('section', { class: 'prompt', 'aria-labelledby': 'token-title' },
     h('h1', { id: 'token-title' }, 'This host needs a token'),
     h('p', { id: 'token-help' },
       'Every read of this host’s API needs a bearer token. Give one with role read ' +
@@ -555,7 +560,7 @@ function renderOverview({ leases, latest, ready }) {
         ready.failed && ready.failed.length ? ` (failed: ${ready.failed.join(', ')})` : '',
         ' · this replica, serving this console']
         : h('span', { class: 'quiet' }, 'another replica: its own /readyz tells'))));
-  main.replaceChildren(
+  present(
     h('h1', {}, `Leases of cluster ${ready.cluster}`),
     h('p', { id: 'page-note', class: 'quiet', role: 'status' }),
     leases.length
@@ -649,10 +654,12 @@ async function leasePage(view, name) {
   document.title = `${name} · Leasehold console`;
   const state = { zoom: 'all', selected: null };
   const load = async () => {
-    const [{ status, body: lease }, tenures] = await Promise.all([
-      api(`/v1/leases/${enc(name)}`, { signal: view.signal, allow: [404] }),
-      allPages(`/v1/leases/${enc(name)}/history`, view.signal, HISTORY_CAP),
-    ]);
+    // The history first: a lease never granted has none (200), and is not
+    // asked for (a 404 the browser would log as a failed request); the
+    // live tenure is never trimmed, so a granted lease always has one.
+    const tenures = await allPages(`/v1/leases/${enc(name)}/history`, view.signal, HISTORY_CAP);
+    if (!tenures.length) return { name, lease: null, tenures };
+    const { status, body: lease } = await api(`/v1/leases/${enc(name)}`, { signal: view.signal, allow: [404] });
     return { name, lease: status === 404 ? null : lease, tenures };
   };
   const data = await load();
@@ -734,7 +741,7 @@ function renderLease(view, state, data) {
 
   const focusedEpoch = document.activeElement && document.activeElement.dataset &&
     document.activeElement.dataset.epoch;
-  main.replaceChildren(
+  present(
     patterns(),
     h('p', { class: 'crumbs' }, link('/ui/', 'Leases'), ' / ', name),
     h('h1', {}, `Lease ${name}`),
@@ -911,7 +918,7 @@ function renderTimeline(view, state, data) {
     svg('title', {}, tenureText(row)),
     svg('text', { x: x0 + 1, y: y - 5, class: 'bar-label' }, label),
     svg('rect', { x: x0, y, width: w, height: 20, rx: 2, fill: `url(#fill-${row.end})`, class: 'bar' }));
-    if (row.end === 'held' && row.stop >= t1 - 1) {
+    if (row.end === 'held' && at <= t1) {
       g.append(svg('path', { d: `M${x0 + w} ${y - 2}l7 12l-7 12z`, class: 'ongoing' }));
     }
     const lastWrite = ms(t.last_write_at);
@@ -1161,7 +1168,7 @@ function renderObjects(view, kind, selector, { page, linked, wanted }, load) {
     ...selector.labels.map((l) => `label ${l}`),
     selector.contains !== null ? `value contains ${selector.contains}` : null,
   ].filter(Boolean).join(' and ');
-  main.replaceChildren(
+  present(
     h('h1', {}, `Objects of kind ${kind}`),
     h('p', { id: 'page-note', class: 'quiet', role: 'status' }),
     h('p', {}, link(`/ui/changes?kind=${enc(kind)}`, `Live changes of ${kind}`), ' · ', refresh),
@@ -1239,7 +1246,7 @@ async function changesPage(view) {
   });
   const status = h('p', { id: 'follow-status', role: 'status' }, 'Finding the newest changes…');
   const body = h('tbody', {});
-  main.replaceChildren(
+  present(
     h('h1', {}, kinds.length ? `Changes of ${kinds.join(', ')}` : 'Changes'),
     h('p', { id: 'page-note', class: 'quiet' },
       'Every committed create, update and delete, by the API or a controller, newest first, ' +

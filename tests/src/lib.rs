@@ -19,6 +19,7 @@ use leasehold_host::store::{
 };
 use tokio::sync::{mpsc, watch};
 
+pub mod browser;
 pub mod faults;
 pub mod harness;
 pub mod http;
