@@ -9,8 +9,11 @@
 //! - SIGHUP re-reads the certificate (new connections get the new one)
 //!   and the token files (a rotated token takes effect, the old one is
 //!   refused);
-//! - with `tls_client_ca`, a client without a certificate, or with one
-//!   from another CA, is refused.
+//! - `leasehold check` reads the TLS and token files and names each
+//!   problem's key.
+//!
+//! Mutual TLS and stalled handshakes are in the hostile suite
+//! (`tests/tests/hostile/tls.rs`).
 
 use std::path::Path;
 use std::time::Duration;
@@ -20,7 +23,6 @@ use leasehold_tests::http::{ClientTls, Response, request_tls};
 use leasehold_tests::pki::{Issued, Pki, owner_only};
 use leasehold_tests::process::{Replica, eventually, free_port};
 use serde_json::json;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 const START: Duration = Duration::from_secs(30);
 
@@ -213,97 +215,6 @@ async fn https_serves_tokens_by_their_rules_and_rotates_on_sighup() {
     for secret in [admin, viewer, team, rotated] {
         assert!(!log.contains(secret), "the log shows a token:\n{log}");
     }
-}
-
-#[tokio::test]
-async fn mutual_tls_refuses_clients_without_a_certificate_of_its_ca() {
-    let dir = TempDir::new();
-    let ca = Pki::new(dir.path(), "api");
-    let clients = Pki::new(dir.path(), "clients");
-    let other = Pki::new(dir.path(), "other");
-    let cert = ca.server("api", &["127.0.0.1"]);
-    let port = free_port();
-    let host = Replica::start(
-        dir.path(),
-        "host",
-        port,
-        &config(
-            dir.path(),
-            port,
-            &cert,
-            &format!("tls_client_ca = \"{}\"\n", clients.ca().display()),
-        ),
-    );
-    let good = clients.client("good", "operator");
-    let with_cert = ClientTls::presenting(&ca.ca(), &good.cert, &good.key);
-    healthy(&with_cert, &host).await;
-    let reply = call(
-        &with_cert,
-        &host,
-        "GET",
-        "/v1/leases",
-        "viewer-token-0123456789abcdef",
-        None,
-    )
-    .await;
-    assert_eq!(reply.status, 200, "{}", reply.body);
-
-    // Without a certificate, or with one of another CA: no answer.
-    let without = ClientTls::trusting(&ca.ca());
-    let refused = request_tls(&without, &host.addr, "GET", "/healthz", &[], None).await;
-    assert!(
-        refused.is_err(),
-        "answered without a client certificate: {refused:?}"
-    );
-    let stranger = other.client("stranger", "operator");
-    let wrong = ClientTls::presenting(&ca.ca(), &stranger.cert, &stranger.key);
-    let refused = request_tls(&wrong, &host.addr, "GET", "/healthz", &[], None).await;
-    assert!(
-        refused.is_err(),
-        "answered a certificate of another CA: {refused:?}"
-    );
-}
-
-#[tokio::test]
-async fn a_tls_handshake_that_never_finishes_is_cut_off_at_the_header_deadline() {
-    let dir = TempDir::new();
-    let ca = Pki::new(dir.path(), "api");
-    let cert = ca.server("api", &["127.0.0.1"]);
-    let port = free_port();
-    let host = Replica::start(
-        dir.path(),
-        "host",
-        port,
-        &config(dir.path(), port, &cert, ""),
-    );
-    healthy(&ClientTls::trusting(&ca.ca()), &host).await;
-    let limit = leasehold_host::timeouts::HTTP_HEADER_READ + Duration::from_secs(2);
-    // The first bytes of a ClientHello record, and then nothing.
-    let mut stream = tokio::net::TcpStream::connect(&host.addr).await.unwrap();
-    stream
-        .write_all(&[0x16, 0x03, 0x01, 0x02, 0x00, 0x01])
-        .await
-        .unwrap();
-    let started = std::time::Instant::now();
-    let mut rest = Vec::new();
-    let closed = tokio::time::timeout(limit, stream.read_to_end(&mut rest)).await;
-    assert!(
-        closed.is_ok(),
-        "a stalled handshake still held its connection after {limit:?}"
-    );
-    assert!(
-        started.elapsed()
-            >= leasehold_host::timeouts::HTTP_HEADER_READ - Duration::from_millis(500),
-        "closed after {:?}, before the deadline",
-        started.elapsed()
-    );
-    // The host serves on.
-    assert_eq!(
-        served_certificate(&ClientTls::trusting(&ca.ca()), &host)
-            .await
-            .is_empty(),
-        false
-    );
 }
 
 #[tokio::test]

@@ -2,8 +2,8 @@
 //! objects, events and object changes (the public contract,
 //! `docs/contract.md`).
 //!
-//! Owns: paths, JSON shapes, status codes, the bearer-token check for
-//! writes and the request-size limit. Must never: change leases or run
+//! Owns: paths, JSON shapes, status codes, the bearer tokens ([`auth`])
+//! and the request-size limit. Must never: change leases or run
 //! guests. It reads the [`Status`] the supervisors publish and calls the
 //! [`Authority`] and [`Store`] traits; every replica serves the same
 //! durable state, so any replica can answer any request.
@@ -24,7 +24,7 @@
 //!
 //! Every error is `{"error": "<what happened and what to do>", "code":
 //! "<machine-readable>"}` with codes `invalid_request` (400),
-//! `unauthorized` (401), `not_found` (404), `method_not_allowed` (405),
+//! `unauthorized` (401), `forbidden` (403), `not_found` (404), `method_not_allowed` (405),
 //! `conflict` (409), `too_large` (413), `unavailable` / `wrong_database` /
 //! `schema` (503), `overloaded` (503 with `Retry-After`, see below) and
 //! `internal` (500). Times are
@@ -132,8 +132,10 @@
 //!   passed positions that hold nothing for this reader ([`changes`]).
 //!   `wait` as for events; 410 `too_old` behind the retention floor.
 //!
-//! `PUT` and `DELETE` need `Authorization: Bearer <token>` when a token is
-//! configured (401 otherwise); reads are open. A request with more than one
+//! With any token configured ([`auth`]), every `/v1` request but `GET
+//! /v1/openapi.json` needs `Authorization: Bearer <token>`: 401 without a
+//! known token, 403 when it lacks the role (`PUT` and `DELETE` need
+//! `write`) or the kind; without tokens the API is open. A request with more than one
 //! `Authorization` header is refused with 400 (`invalid_request`) whatever
 //! its method: no credential is chosen over another. Bodies are limited to
 //! [`crate::limits::HTTP_BODY_BYTES`] (413) and must arrive within

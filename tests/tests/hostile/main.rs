@@ -10,7 +10,9 @@
 //!   credentials on the HTTP API;
 //! - `logs`: guest and user text cannot forge a host log line;
 //! - `database`: a database that refuses writes, a copy of a live holder;
-//! - `limits`: durations that make no sense, guests that write without end.
+//! - `limits`: durations that make no sense, guests that write without end;
+//! - `tls`: TLS handshakes that never finish, mutual TLS without a client
+//!   certificate or with one of another CA.
 //!
 //! Multi-process cases start the `leasehold` binary and need the guests
 //! (`cargo xtask guests`) and PostgreSQL (`LEASEHOLD_DATABASE_URL`), like the
@@ -21,3 +23,4 @@ mod http;
 mod limits;
 mod logs;
 mod secrets;
+mod tls;
