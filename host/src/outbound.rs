@@ -451,6 +451,46 @@ impl TenureOutbound {
     }
 }
 
+/// The TLS of guests' outbound HTTPS without `http_ca`: the public roots
+/// (Mozilla's list, compiled in), built once.
+pub fn public_tls() -> std::sync::Arc<rustls::ClientConfig> {
+    static PUBLIC: std::sync::OnceLock<std::sync::Arc<rustls::ClientConfig>> =
+        std::sync::OnceLock::new();
+    PUBLIC
+        .get_or_init(|| {
+            std::sync::Arc::new(
+                crate::tls::client_config(
+                    crate::tls::public_roots(),
+                    crate::tls::Verify::Full,
+                    None,
+                )
+                .expect("the public roots make a client configuration"),
+            )
+        })
+        .clone()
+}
+
+/// The TLS of a controller's outbound HTTPS: the public roots, plus the
+/// CAs of its `http_ca` file when it has one (read now; the error names
+/// the file).
+pub fn controller_tls(
+    http_ca: Option<&std::path::Path>,
+) -> Result<std::sync::Arc<rustls::ClientConfig>, String> {
+    let Some(path) = http_ca else {
+        return Ok(public_tls());
+    };
+    let mut roots = crate::tls::public_roots();
+    for certificate in crate::tls::read_certificates("http_ca", path).map_err(|e| e.to_string())? {
+        roots.add(certificate).map_err(|e| {
+            format!(
+                "http_ca {}: not a usable CA certificate ({e})",
+                path.display()
+            )
+        })?;
+    }
+    crate::tls::client_config(roots, crate::tls::Verify::Full, None).map(std::sync::Arc::new)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -570,44 +610,4 @@ mod tests {
         assert_eq!(buckets.last().map(|b| b.1), Some(3));
         assert!(sum > 60.0);
     }
-}
-
-/// The TLS of guests' outbound HTTPS without `http_ca`: the public roots
-/// (Mozilla's list, compiled in), built once.
-pub fn public_tls() -> std::sync::Arc<rustls::ClientConfig> {
-    static PUBLIC: std::sync::OnceLock<std::sync::Arc<rustls::ClientConfig>> =
-        std::sync::OnceLock::new();
-    PUBLIC
-        .get_or_init(|| {
-            std::sync::Arc::new(
-                crate::tls::client_config(
-                    crate::tls::public_roots(),
-                    crate::tls::Verify::Full,
-                    None,
-                )
-                .expect("the public roots make a client configuration"),
-            )
-        })
-        .clone()
-}
-
-/// The TLS of a controller's outbound HTTPS: the public roots, plus the
-/// CAs of its `http_ca` file when it has one (read now; the error names
-/// the file).
-pub fn controller_tls(
-    http_ca: Option<&std::path::Path>,
-) -> Result<std::sync::Arc<rustls::ClientConfig>, String> {
-    let Some(path) = http_ca else {
-        return Ok(public_tls());
-    };
-    let mut roots = crate::tls::public_roots();
-    for certificate in crate::tls::read_certificates("http_ca", path).map_err(|e| e.to_string())? {
-        roots.add(certificate).map_err(|e| {
-            format!(
-                "http_ca {}: not a usable CA certificate ({e})",
-                path.display()
-            )
-        })?;
-    }
-    crate::tls::client_config(roots, crate::tls::Verify::Full, None).map(std::sync::Arc::new)
 }

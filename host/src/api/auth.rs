@@ -180,16 +180,17 @@ impl Access {
 
     /// The token `presented` is, compared with every configured token in
     /// constant time (no comparison stops early, none is skipped).
-    fn find(
-        &self,
-        presented: &str,
-    ) -> Option<(Arc<str>, TokenRole, Option<Arc<BTreeSet<String>>>)> {
+    fn find(&self, presented: &str) -> Option<(Grant, TokenRole)> {
         let digest = sha256(presented.as_bytes());
         let tokens = self.tokens();
         let mut found = None;
         for token in tokens.iter() {
             if constant_time_eq(&token.digest, &digest) {
-                found = Some((token.name.clone(), token.role, token.kinds.clone()));
+                let grant = Grant {
+                    name: token.name.clone(),
+                    kinds: token.kinds.clone(),
+                };
+                found = Some((grant, token.role));
             }
         }
         found
@@ -352,7 +353,7 @@ pub(super) async fn require_token(
         )
         .into_response();
     };
-    let Some((name, role, kinds)) = access.find(presented) else {
+    let Some((grant, role)) = access.find(presented) else {
         return ApiError::unauthorized("the bearer token is not one of the configured tokens")
             .into_response();
     };
@@ -362,12 +363,12 @@ pub(super) async fn require_token(
     );
     if writes && role != TokenRole::Write {
         return ApiError::forbidden(format!(
-            "token {name:?} has role read; {} needs a token with role write",
+            "token {:?} has role read; {} needs a token with role write",
+            grant.name,
             request.method()
         ))
         .into_response();
     }
-    let grant = Grant { name, kinds };
     // A path that names a kind is refused here for a kind the token may
     // not reach; streams filter in their handlers.
     if path.starts_with("/v1/objects/{kind}")
@@ -466,11 +467,11 @@ mod tests {
             ])),
         };
         assert_eq!(
-            access.find("second-token-0123456789").map(|t| t.0),
+            access.find("second-token-0123456789").map(|t| t.0.name),
             Some(Arc::from("b"))
         );
         assert_eq!(
-            access.find("first-token-0123456789").map(|t| t.0),
+            access.find("first-token-0123456789").map(|t| t.0.name),
             Some(Arc::from("a"))
         );
         assert!(access.find("first-token-012345678").is_none());

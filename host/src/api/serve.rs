@@ -731,7 +731,7 @@ where
         .serve_connection(io, service);
     tokio::pin!(connection);
     let mut draining = false;
-    let closed = loop {
+    loop {
         if conn.evicted.load(Ordering::SeqCst) {
             break Some(Closed::Evicted);
         }
@@ -766,8 +766,7 @@ where
                 connection.as_mut().graceful_shutdown();
             }
         }
-    };
-    closed
+    }
 }
 
 /// Sleep until `deadline`, or forever without one.

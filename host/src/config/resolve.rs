@@ -520,9 +520,11 @@ fn otlp_endpoint(text: &str) -> Result<String, String> {
 }
 
 fn http(c: &mut Checker, raw: &RawConfig, base_dir: &Path) -> HttpConfig {
-    let mut config = HttpConfig::default();
-    config.tls = http_tls(c, raw, base_dir);
-    config.tokens = tokens(c, raw, base_dir);
+    let mut config = HttpConfig {
+        tls: http_tls(c, raw, base_dir),
+        tokens: tokens(c, raw, base_dir),
+        ..HttpConfig::default()
+    };
     if let Some(value) = &raw.http.listen {
         match value.get_ref().trim().parse::<SocketAddr>() {
             Ok(addr) => config.listen = addr,
@@ -753,7 +755,7 @@ fn tokens(c: &mut Checker, raw: &RawConfig, base_dir: &Path) -> Vec<super::Token
 }
 
 /// What `${LEASEHOLD_GUEST_DIR}` expands to.
-fn guest_dir(base_dir: &Path, env: &Environment) -> PathBuf {
+pub(super) fn guest_dir(base_dir: &Path, env: &Environment) -> PathBuf {
     match &env.guest_dir {
         Some(dir) => absolute_in(base_dir, dir),
         None => base_dir
@@ -1459,7 +1461,11 @@ fn memory(value: &IntOrText) -> Result<usize, String> {
 
 /// Expand `${LEASEHOLD_GUEST_DIR}`, resolve against the config folder, and
 /// require an existing file.
-fn component_path(written: &str, base_dir: &Path, guest_dir: &Path) -> Result<PathBuf, String> {
+pub(super) fn component_path(
+    written: &str,
+    base_dir: &Path,
+    guest_dir: &Path,
+) -> Result<PathBuf, String> {
     if written.trim().is_empty() {
         return Err("component is empty; set it to the path of a .wasm file".into());
     }

@@ -147,9 +147,8 @@ pub async fn open_backends(config: &Config) -> Result<Backends, ServiceError> {
 /// The embedded backends: the data directory opened (created, checked),
 /// its database migrated, one authority and one store on it.
 async fn open_embedded(config: &Config) -> Result<Backends, ServiceError> {
-    let db =
-        crate::embedded::EmbeddedDb::open(&config.data_dir, crate::embedded::Access::Shared)
-            .await?;
+    let db = crate::embedded::EmbeddedDb::open(&config.data_dir, crate::embedded::Access::Shared)
+        .await?;
     tracing::info!(
         data_dir = %config.data_dir.display(),
         endpoint = db.endpoint(),
@@ -283,55 +282,57 @@ pub async fn check(config: &Config) -> Result<Vec<String>, Vec<String>> {
                 Err(e) => problems.push(e.to_string()),
             }
         }
-        crate::config::Backend::Postgres(url) => match Database::new(url, 1).and_then(|db| db.configured(&config.database)) {
-            Err(e) => problems.push(e.to_string()),
-            Ok(db) => {
-                let authority =
-                    PostgresAuthority::new(db.clone(), config.database.expected_identity());
-                match authority.verify().await {
-                    Ok(id) => {
-                        notes.push(format!(
+        crate::config::Backend::Postgres(url) => {
+            match Database::new(url, 1).and_then(|db| db.configured(&config.database)) {
+                Err(e) => problems.push(e.to_string()),
+                Ok(db) => {
+                    let authority =
+                        PostgresAuthority::new(db.clone(), config.database.expected_identity());
+                    match authority.verify().await {
+                        Ok(id) => {
+                            notes.push(format!(
                             "database {}: identity verified (database id {}, system identifier {})",
                             id.endpoint, id.database_id, id.system_identifier
                         ));
-                        if let Some(url) = &config.database.session_url
-                            && let Err(e) = authority.use_session_url(url)
-                        {
-                            problems.push(e.to_string());
-                        }
-                        notes.push(format!(
-                            "database: pooler = {:?}",
-                            config.database.pooler.as_str()
-                        ));
-                        notes.push(tls_note(&db));
-                        match authority
-                            .check_notifications(crate::timeouts::NOTIFICATION_SELF_TEST)
-                            .await
-                        {
-                            Ok(took) => notes.push(format!(
-                                "database: a notification sent through url reached the LISTEN \
+                            if let Some(url) = &config.database.session_url
+                                && let Err(e) = authority.use_session_url(url)
+                            {
+                                problems.push(e.to_string());
+                            }
+                            notes.push(format!(
+                                "database: pooler = {:?}",
+                                config.database.pooler.as_str()
+                            ));
+                            notes.push(tls_note(&db));
+                            match authority
+                                .check_notifications(crate::timeouts::NOTIFICATION_SELF_TEST)
+                                .await
+                            {
+                                Ok(took) => notes.push(format!(
+                                    "database: a notification sent through url reached the LISTEN \
                                  session in {}",
-                                humantime::format_duration(took)
-                            )),
-                            Err(warning) => notes.push(format!("WARNING: {warning}")),
+                                    humantime::format_duration(took)
+                                )),
+                                Err(warning) => notes.push(format!("WARNING: {warning}")),
+                            }
                         }
+                        Err(e) => problems.push(e.to_string()),
                     }
-                    Err(e) => problems.push(e.to_string()),
-                }
-                // Crash detection `session` reads pg_locks inside grants.
-                let session = crate::authority::CrashDetection::Session;
-                if config
-                    .controllers
-                    .iter()
-                    .any(|c| c.crash_detection == session)
-                {
-                    match crate::authority::postgres::holder_claim::check_liveness(&db).await {
-                        Ok(note) => notes.push(note),
-                        Err(problem) => problems.push(problem),
+                    // Crash detection `session` reads pg_locks inside grants.
+                    let session = crate::authority::CrashDetection::Session;
+                    if config
+                        .controllers
+                        .iter()
+                        .any(|c| c.crash_detection == session)
+                    {
+                        match crate::authority::postgres::holder_claim::check_liveness(&db).await {
+                            Ok(note) => notes.push(note),
+                            Err(problem) => problems.push(problem),
+                        }
                     }
                 }
             }
-        },
+        }
     }
     match http_security(config) {
         Ok((access, tls)) => {
@@ -426,17 +427,15 @@ pub fn unauthenticated_listen_warning(config: &Config) -> Option<String> {
     ))
 }
 
+/// The API's tokens and, when it serves HTTPS, its TLS.
+pub type HttpSecurity = (
+    Arc<crate::api::auth::Access>,
+    Option<Arc<crate::tls::ServerTls>>,
+);
+
 /// The API's access rules and TLS, their files read now; every problem
 /// named, never a secret.
-pub fn http_security(
-    config: &Config,
-) -> Result<
-    (
-        Arc<crate::api::auth::Access>,
-        Option<Arc<crate::tls::ServerTls>>,
-    ),
-    Vec<String>,
-> {
+pub fn http_security(config: &Config) -> Result<HttpSecurity, Vec<String>> {
     let access = crate::api::auth::Access::load(&config.http);
     let tls = config
         .http
