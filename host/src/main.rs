@@ -28,7 +28,7 @@ use tracing_subscriber::prelude::*;
 const DEFAULT_LOG_FILTER: &str = "info,tokio_postgres=warn";
 
 const ABOUT: &str = "Runs controllers as WebAssembly components, each under its own \
-fenced lease in PostgreSQL.";
+fenced lease (in an embedded SQLite database, or PostgreSQL).";
 
 const LONG_ABOUT: &str = "\
 Runs controllers (reconcile loops) as WebAssembly components, each under its own \
@@ -38,12 +38,15 @@ loses a lease hard-aborts the controller's guest. Run several replicas against \
 one database: each controller runs on exactly one of them at a time, and every \
 replica serves the same HTTP API.
 
-Without a database URL the embedded in-memory backend is used: one process only, \
-nothing durable, for development and tests.";
+Without a database URL the embedded backend is used: SQLite in data_dir \
+(leasehold-data beside the config), durable, shared by every host on this machine \
+that names the same folder. [database] url = \"memory:\" keeps everything in one \
+process's memory instead (not durable).";
 
 const AFTER_HELP: &str = "\
 Examples:
-  Build the example controllers and run them on the embedded backend:
+  Build the example controllers and run them on the embedded backend
+  (state kept in examples/leasehold-data):
     cargo xtask guests
     leasehold run --config examples/leasehold.toml
 
@@ -159,11 +162,12 @@ Examples:
   leasehold leases --database-url postgres://postgres@127.0.0.1:5432/postgres --cluster demo
   leasehold leases --config leasehold.toml --history scheduler --json
 
-Reads PostgreSQL directly. SHARD (\"shard\" in JSON) names the sharded
-controller a lease runs and which shard, index/count, as the config given
-with --config runs it (the database does not record it). The embedded
-backend's leases live inside the running process: ask its API instead
-(GET /v1/leases).")]
+Reads PostgreSQL, or the embedded backend's data directory, directly (a
+config without a database URL reads its data_dir, beside running hosts).
+SHARD (\"shard\" in JSON) names the sharded controller a lease runs and
+which shard, index/count, as the config given with --config runs it (the
+database does not record it). The in-memory backend's leases live inside
+the running process: ask its API instead (GET /v1/leases).")]
     Leases {
         /// Take the database URL and cluster from this config.
         #[arg(long, short, value_name = "FILE", conflicts_with = "database_url")]
@@ -182,6 +186,34 @@ backend's leases live inside the running process: ask its API instead
         #[arg(long)]
         json: bool,
     },
+    /// Write a cluster's objects and each lease's highest epoch as JSON.
+    ///
+    /// From the embedded backend (--data-dir, or a config without a
+    /// database URL) or PostgreSQL (--database-url, or a config with one),
+    /// to standard output or --output. Refused while a lease of the
+    /// cluster is held: stop its hosts first.
+    #[command(after_help = "\
+Examples:
+  leasehold export --config examples/leasehold.toml --output demo.json
+  leasehold import --database-url postgres://postgres@127.0.0.1:5432/postgres --input demo.json
+
+Moving from PostgreSQL back to the embedded backend is the same, the other
+way round. Object versions, events and tenure history are not moved; each
+lease's next epoch is above the exported one.")]
+    Export(leasehold_host::embedded::transfer::ExportArgs),
+
+    /// Write an export into an empty cluster of another backend.
+    ///
+    /// Its objects are created (one commit each, attributed to the API
+    /// token `import`) with their status, metadata, generation and deletion
+    /// marks; each lease is recorded released at its exported epoch, so its
+    /// next grant is above it. Refused while a lease of the cluster is held
+    /// or the cluster has objects; into a data directory, while any host
+    /// runs on it.
+    #[command(after_help = "\
+Example:
+  leasehold import --data-dir leasehold-data --input demo.json")]
+    Import(leasehold_host::embedded::transfer::ImportArgs),
 }
 
 pub(crate) fn main() -> ExitCode {
@@ -301,6 +333,12 @@ async fn dispatch(command: Command, prepared: Option<PreparedRun>) -> anyhow::Re
         },
         Command::Check { config } => check(&config).await,
         Command::Migrate { database_url } => migrate(database_url).await,
+        Command::Export(args) => leasehold_host::embedded::transfer::export_command(args)
+            .await
+            .map(|()| ExitCode::SUCCESS),
+        Command::Import(args) => leasehold_host::embedded::transfer::import_command(args)
+            .await
+            .map(|()| ExitCode::SUCCESS),
         Command::Leases {
             config,
             database_url,
@@ -455,7 +493,7 @@ async fn leases(
     // Which leases are shards of which controller, as the config runs them
     // (none without a config: the database does not record it).
     let mut shards = ShardMap::new();
-    let (url, cluster) = match config {
+    let (place, cluster) = match config {
         Some(path) => {
             let config = Config::load(&path)?;
             for controller in &config.controllers {
@@ -465,15 +503,17 @@ async fn leases(
                     }
                 }
             }
-            let Some(url) = config.database.url.clone() else {
-                bail!(
-                    "{} uses the embedded in-memory backend, whose leases live inside the running \
+            let place = match config.database.backend() {
+                leasehold_host::config::Backend::Postgres(url) => LeasesAt::Postgres(url.to_string()),
+                leasehold_host::config::Backend::Embedded => LeasesAt::Embedded(config.data_dir.clone()),
+                leasehold_host::config::Backend::Memory => bail!(
+                    "{} uses the in-memory backend, whose leases live inside the running \
                      process; ask it instead: curl http://{}/v1/leases",
                     path.display(),
                     config.http.listen
-                );
+                ),
             };
-            (url, cluster.unwrap_or(config.cluster))
+            (place, cluster.unwrap_or(config.cluster))
         }
         None => {
             let Some(cluster) = cluster else {
@@ -481,13 +521,22 @@ async fn leases(
                     "which cluster? give --cluster NAME, or --config FILE to read it from a config"
                 );
             };
-            (database_url(given_url), cluster)
+            (LeasesAt::Postgres(database_url(given_url)), cluster)
         }
     };
     check_label("cluster", &cluster)?;
-    // Unnamed statements, as `migrate`: through any pooler.
-    let db = Database::new(&url, 2)?.with_pooler(db::Pooler::Transaction);
-    let authority = PostgresAuthority::new(db, ExpectedIdentity::default());
+    let authority: Box<dyn Authority> = match place {
+        LeasesAt::Postgres(url) => {
+            // Unnamed statements, as `migrate`: through any pooler.
+            let db = Database::new(&url, 2)?.with_pooler(db::Pooler::Transaction);
+            Box::new(PostgresAuthority::new(db, ExpectedIdentity::default()))
+        }
+        // The data directory is shared: read beside the running hosts.
+        LeasesAt::Embedded(dir) => Box::new(leasehold_host::authority::sqlite::SqliteAuthority::new(
+            leasehold_host::embedded::EmbeddedDb::open(&dir, leasehold_host::embedded::Access::Shared)
+                .await?,
+        )),
+    };
     let mut out = std::io::stdout().lock();
     match history {
         Some(name) => {
@@ -520,6 +569,12 @@ async fn leases(
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Where `leasehold leases` reads.
+enum LeasesAt {
+    Postgres(String),
+    Embedded(PathBuf),
 }
 
 /// One lease in `leasehold leases --json`: the printed contract, apart

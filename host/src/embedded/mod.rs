@@ -41,7 +41,7 @@ pub mod clock;
 pub mod dir;
 pub mod locks;
 pub mod schema;
-// transfer: added with export and import
+pub mod transfer;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
