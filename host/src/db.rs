@@ -495,7 +495,35 @@ pub fn describe(error: &(dyn std::error::Error + 'static)) -> String {
             parts.push(text);
         }
     }
-    scrub(&parts.join(": "))
+    let mut described = scrub(&parts.join(": "));
+    if let Some(advice) = pooler_advice(error) {
+        described.push_str("; ");
+        described.push_str(advice);
+    }
+    described
+}
+
+/// What to do when a server session forgot a named statement the host
+/// prepared on it (26000), or already has one of its name (42P05): the
+/// host's sessions are being handed to other clients between
+/// transactions, as a transaction pooler does, and the host was not told.
+fn pooler_advice(error: &(dyn std::error::Error + 'static)) -> Option<&'static str> {
+    use tokio_postgres::error::SqlState;
+    let mut next = Some(error);
+    while let Some(error) = next {
+        if let Some(db) = error.downcast_ref::<tokio_postgres::error::DbError>() {
+            let code = db.code();
+            return (*code == SqlState::INVALID_SQL_STATEMENT_NAME
+                || *code == SqlState::DUPLICATE_PSTATEMENT)
+                .then_some(
+                    "the host's sessions seem to pass through a transaction pooler (PgBouncer \
+                     pool_mode = transaction): set [database] pooler = \"transaction\" and a \
+                     [database] session_url that reaches PostgreSQL itself",
+                );
+        }
+        next = error.source();
+    }
+    None
 }
 
 /// [`describe`] for callers that hold any displayable failure: driver and
@@ -1666,6 +1694,31 @@ mod tests {
         assert!(text.contains(&name), "{text}");
         assert!(text.contains("create the database"), "{text}");
         assert!(!text.contains("db error"), "{text}");
+    }
+
+    /// A named statement the server's session does not know (what a
+    /// transaction pooler causes) is described with the key that fixes it.
+    #[tokio::test]
+    async fn a_lost_prepared_statement_names_the_pooler_key() {
+        let test = crate::testing::TestDatabase::create().await;
+        let db = test.database(1);
+        let client = db.client().await.unwrap();
+        for sql in [
+            "EXECUTE leasehold_never_prepared",
+            "PREPARE twice AS SELECT 1; PREPARE twice AS SELECT 1",
+        ] {
+            let error = client.batch_execute(sql).await.unwrap_err();
+            let text = describe(&error);
+            assert!(
+                text.contains("[database] pooler = \"transaction\""),
+                "{sql}: {text}"
+            );
+        }
+        let other = client
+            .batch_execute("SELECT * FROM no_such_table")
+            .await
+            .unwrap_err();
+        assert!(!describe(&other).contains("pooler"), "{}", describe(&other));
     }
 
     /// Pool starvation shows in the pool's figures: a connection handed

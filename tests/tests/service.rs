@@ -809,3 +809,44 @@ async fn sharded_controllers_reconcile_their_own_objects_and_race_only_condition
     let placed = tasks.iter().filter(|(_, v)| v["node"] == "n1").count();
     assert_eq!(placed, CAPACITY, "placed past capacity since: {tasks:?}");
 }
+
+/// `leasehold check` against a database `run` would migrate: it says the
+/// schema is missing and what `run` will do, checks the rest (the
+/// connection's encryption among it), passes, and says nothing of an
+/// in-memory backend the config does not use.
+#[tokio::test]
+async fn check_on_an_unmigrated_database_says_what_run_will_do() {
+    let admin = std::env::var("LEASEHOLD_DATABASE_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".to_string());
+    let name = format!(
+        "leasehold_fresh_{}",
+        &uuid::Uuid::new_v4().simple().to_string()[..12]
+    );
+    let (client, connection) = tokio_postgres::connect(&admin, tokio_postgres::NoTls)
+        .await
+        .expect("admin connection");
+    tokio::spawn(connection);
+    client
+        .batch_execute(&format!("CREATE DATABASE {name}"))
+        .await
+        .expect("create database");
+    let mut url = url::Url::parse(&admin).expect("admin url");
+    url.set_path(&name);
+    let dir = TempDir::new();
+    let path = dir.path().join("fresh.toml");
+    std::fs::write(
+        &path,
+        format!("cluster = \"fresh\"\n\n[database]\nurl = \"{url}\"\n"),
+    )
+    .unwrap();
+    let (code, out, err) = run_to_end(&["check", "--config", path.to_str().unwrap()], &[]);
+    client
+        .batch_execute(&format!("DROP DATABASE {name} WITH (FORCE)"))
+        .await
+        .expect("drop database");
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("the schema is not migrated yet"), "{out}");
+    assert!(out.contains("`leasehold run` applies"), "{out}");
+    assert!(out.contains("database: connection"), "{out}");
+    assert!(!format!("{out}{err}").contains("in-memory"), "{out}{err}");
+}

@@ -316,6 +316,17 @@ pub async fn check(config: &Config) -> Result<Vec<String>, Vec<String>> {
                                 Err(warning) => notes.push(format!("WARNING: {warning}")),
                             }
                         }
+                        // A database `run` would migrate: what it will do,
+                        // and the rest is still checked.
+                        Err(AuthorityError::Schema { endpoint, reason }) => {
+                            notes.push(format!(
+                                "database {endpoint}: the schema is not migrated yet ({reason}); \
+                                 `leasehold run` applies this host's {} migrations at start, as \
+                                 `leasehold migrate` does; the database identity is checked then",
+                                crate::db::known_migrations().len()
+                            ));
+                            notes.push(tls_note(&db));
+                        }
                         Err(e) => problems.push(e.to_string()),
                     }
                     // Crash detection `session` reads pg_locks inside grants.

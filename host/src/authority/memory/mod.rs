@@ -256,9 +256,9 @@ impl MemoryAuthority {
     /// A fresh, empty authority. Its identity has a random database id and
     /// system identifier 0, so a pinned PostgreSQL identity never matches it.
     pub fn new() -> Self {
-        tracing::warn!(
-            "using the in-memory lease authority: single process only, nothing survives a restart"
-        );
+        // No warning here: `leasehold check` makes one to ask a component
+        // what it watches, whatever backend the config names; the service
+        // warns when it chooses this backend.
         Self {
             shared: Arc::new(Shared {
                 state: Mutex::new(State::default()),
