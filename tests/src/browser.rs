@@ -524,14 +524,18 @@ impl Page<'_> {
     }
 
     /// The value of `expression` in the page (a promise is awaited), or
-    /// the exception it threw.
+    /// the exception it threw. A page being replaced answers with a protocol error ("navigated or
+    /// closed"), also returned as an error, so [`Page::wait_for`] looks
+    /// again.
     pub async fn try_eval(&self, expression: &str) -> Result<Value, String> {
         let answer = self
-            .command(
+            .browser
+            .call(
+                Some(&self.session),
                 "Runtime.evaluate",
                 json!({"expression": expression, "returnByValue": true, "awaitPromise": true}),
             )
-            .await;
+            .await?;
         if let Some(details) = answer.get("exceptionDetails") {
             return Err(details["exception"]["description"]
                 .as_str()

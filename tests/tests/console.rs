@@ -159,6 +159,13 @@ async fn seed(host: &Replica) {
     .await;
     put(
         host,
+        "/v1/objects/tasks/owned/status",
+        r#"{"phase": "Done"}"#,
+        None,
+    )
+    .await;
+    put(
+        host,
         "/v1/objects/tasks/other",
         r#"{"value": {"status": "done", "team": "b"}, "labels": {"team": "b"}}"#,
         Some(OBJECT_JSON),
@@ -243,6 +250,8 @@ impl Console<'_> {
                             end: g.dataset.end, lane: lane ? lane.firstChild.textContent : null,
                             x: Number(bar.getAttribute('x')), label: g.querySelector('text').textContent,
                             title: g.querySelector('title').textContent,
+                            fill: bar.getAttribute('fill'),
+                            writes_marked: g.querySelectorAll('.mark-write').length,
                             tabindex: g.getAttribute('tabindex') };
                  })",
             )
@@ -283,6 +292,38 @@ impl Console<'_> {
             .await;
         serde_json::from_value(rows).expect("rows")
     }
+}
+
+/// Every pair of endings differs in its pattern's shape, or in its
+/// colour's lightness by at least 0.15 (of 1): told apart without colour.
+async fn assert_greyscale_safe(console: &Console<'_>) {
+    let clashes = console
+        .page
+        .eval(
+            "(() => {
+               const lightness = (hex) => {
+                 const n = parseInt(hex.slice(1), 16);
+                 const [r, g, b] = [n >> 16, (n >> 8) & 255, n & 255].map((v) => v / 255);
+                 return 0.2126 * r + 0.7152 * g + 0.0722 * b;
+               };
+               const ends = ['released', 'move', 'lost', 'expired', 'superseded', 'held', 'lapsed', 'gap'];
+               const looks = ends.map((end) => {
+                 const pattern = document.getElementById('fill-' + end);
+                 const [base, ...marks] = [...pattern.children];
+                 return { end, light: lightness(base.getAttribute('fill')),
+                          shape: (pattern.getAttribute('patternTransform') || '') + marks.map((m) =>
+                            m.tagName + (m.getAttribute('d') || '') + (m.getAttribute('width') || '') +
+                            (m.getAttribute('r') || '')).join() };
+               });
+               const clashes = [];
+               for (const [i, a] of looks.entries()) for (const b of looks.slice(i + 1)) {
+                 if (a.shape === b.shape && Math.abs(a.light - b.light) < 0.15) clashes.push([a.end, b.end]);
+               }
+               return clashes;
+             })()",
+        )
+        .await;
+    assert_eq!(clashes, json!([]), "endings told apart only by colour");
 }
 
 /// The names in the first column of a table's rows.
@@ -349,6 +390,9 @@ async fn check_objects(console: &Console<'_>, host: &Replica) {
     assert_eq!(owned["Owner"], "nodes/n1");
     assert_eq!(owned["Labels"], "team=a");
     assert_eq!(owned["Value"], r#"{"status":"done","team":"a"}"#);
+    assert_eq!(owned["Status"], r#"{"phase":"Done"}"#);
+    let assigned = rows.iter().find(|r| r["Name"] == "t1").unwrap();
+    assert_eq!(assigned["Finalizers"], "scheduler/slot", "{assigned:?}");
 
     // The selector as the API takes it, in the page's URL.
     console
@@ -570,14 +614,19 @@ async fn a_handover_on_postgres_as_the_console_shows_it() {
         ],
         "{bars:#?}"
     );
-    assert!(
-        bars[0]["label"].as_str().unwrap().contains('1'),
-        "{bars:#?}"
-    );
-    assert!(
-        bars[1]["label"].as_str().unwrap().contains('2'),
-        "{bars:#?}"
-    );
+    // Each bar is labelled with its epoch, filled by how it ended, and
+    // host-a's last write is marked.
+    for (bar, epoch) in bars.iter().zip([1, 2]) {
+        let label = bar["label"].as_str().unwrap();
+        assert!(
+            label.starts_with(&format!("epoch {epoch}")) || label == format!("e{epoch}"),
+            "{bars:#?}"
+        );
+    }
+    assert_eq!(bars[0]["fill"], "url(#fill-released)");
+    assert_eq!(bars[1]["fill"], "url(#fill-held)");
+    assert_eq!(bars[0]["writes_marked"], 1, "{bars:#?}");
+    assert_greyscale_safe(&console).await;
     // Hovering shows the whole record (the native tooltip).
     let title = bars[0]["title"].as_str().unwrap();
     for part in ["Epoch 1", "host-a", "released", "writes", "database "] {
@@ -626,6 +675,18 @@ async fn a_handover_on_postgres_as_the_console_shows_it() {
     assert_eq!(console.focused_epoch().await, Some(1));
     console.page.press("End").await;
     assert_eq!(console.focused_epoch().await, Some(2));
+    // Hovering shows another tenure's record; leaving brings the kept one
+    // back.
+    let hover = |event: &str, epoch: u64| {
+        format!(
+            "document.querySelector('#timeline g.tenure[data-epoch=\"{epoch}\"]')\
+             .dispatchEvent(new MouseEvent('{event}'))"
+        )
+    };
+    console.page.eval(&hover("mouseenter", 1)).await;
+    assert_eq!(console.detail_epoch().await, Some(1));
+    console.page.eval(&hover("mouseleave", 1)).await;
+    assert_eq!(console.detail_epoch().await, Some(2));
     let record = console
         .page
         .eval("document.getElementById('tenure-record').innerText")
@@ -708,12 +769,12 @@ async fn the_pages_on_an_embedded_host() {
 
     // A lease never granted is said so, not an error.
     console.open("/ui/leases/nobody", "ready").await;
-    assert!(
+    assert_eq!(
         console
             .page
             .eval("document.getElementById('never-granted') !== null")
-            .await
-            == true
+            .await,
+        true
     );
     console.page.assert_clean("/ui/leases/nobody", |_| false);
 
