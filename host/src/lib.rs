@@ -23,6 +23,7 @@ pub mod runtime;
 pub mod service;
 pub mod session;
 pub mod shard;
+pub mod sim;
 pub mod status;
 pub mod store;
 pub mod supervisor;

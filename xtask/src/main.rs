@@ -27,6 +27,10 @@ const GUESTS: &[&str] = &[
     "v010",
     "v020",
     "future-world",
+    // `leasehold sim`'s fixtures: a planted bug, a controller that never
+    // converges.
+    "provisioner-bug",
+    "churn",
 ];
 /// Controllers written in Python: (component name, folder holding the app
 /// module, app module). Built with componentize-py against
@@ -38,6 +42,12 @@ const PYTHON_GUESTS: &[(&str, &str, &str)] = &[
     (
         "misbehaving-py",
         "tests/fixtures/python/misbehaving-py",
+        "app",
+    ),
+    // `leasehold sim`'s planted bug, in Python.
+    (
+        "provisioner-bug-py",
+        "tests/fixtures/python/provisioner-bug-py",
         "app",
     ),
 ];
@@ -67,6 +77,12 @@ const JS_GUESTS: &[(&str, &str, &str)] = &[
     (
         "misbehaving-js",
         "tests/fixtures/js/misbehaving-js",
+        "app.js",
+    ),
+    // `leasehold sim`'s planted bug, in JavaScript.
+    (
+        "provisioner-bug-js",
+        "tests/fixtures/js/provisioner-bug-js",
         "app.js",
     ),
 ];

@@ -639,6 +639,28 @@ impl ControllerConfig {
     }
 }
 
+/// A `[[controllers]]` entry's `component` as written (relative to
+/// `base_dir`, `${LEASEHOLD_GUEST_DIR}` expanded by `env`), resolved and
+/// checked as the config resolves it: an existing file, or what is wrong.
+/// For other files that name a controller the same way (`leasehold sim`'s
+/// world file).
+pub fn controller_component(
+    written: &str,
+    base_dir: &Path,
+    env: &Environment,
+) -> Result<PathBuf, String> {
+    resolve::component_path(written, base_dir, &resolve::guest_dir(base_dir, env))
+}
+
+/// A `[[controllers]]` entry's `settings`, checked as the config checks
+/// them: every problem, each naming its key path (`settings.db.port`),
+/// never a value.
+pub fn controller_settings(
+    value: &toml::Value,
+) -> Result<crate::runtime::Settings, Vec<String>> {
+    settings::settings(value)
+}
+
 /// Environment variable naming this host's holder, overriding the file's
 /// `holder`: one config file for every replica, each with its own name
 /// (a Kubernetes pod's name, say).

@@ -10,6 +10,9 @@ use wasmtime::{Engine, Store, UpdateDeadline};
 use wasmtime_wasi::{FsPerms, WasiCtxBuilder};
 
 use super::engine::{self, CacheStats, EngineConfig};
+use super::environment::{
+    GuestEnvironment, SeededRandom, SimulatedMonotonicClock, SimulatedWallClock,
+};
 use super::host::{
     http::{HttpHost, OutboundPolicy},
     logging::LoggingHost,
@@ -202,6 +205,7 @@ impl Runtime {
             limits,
             grants,
             shard: None,
+            environment: GuestEnvironment::Host,
         })
     }
 }
@@ -243,6 +247,9 @@ pub struct CompiledController {
     /// The shard this unit of a sharded controller runs as; `None`: the
     /// controller is not sharded and owns every object.
     shard: Option<Shard>,
+    /// Where its instances' clocks, randomness and outbound requests come
+    /// from: the machine's, or a simulation's (`leasehold sim`).
+    environment: GuestEnvironment,
 }
 
 /// What a controller says it needs.
@@ -502,6 +509,17 @@ impl CompiledController {
         self.shard
     }
 
+    /// The same unit whose instances live in `environment`: the machine's
+    /// clocks, randomness and network ([`GuestEnvironment::Host`], what
+    /// [`Runtime::compile`] gives), or a simulation's. The fence, the
+    /// allow list, the bounds and the abort are the same in both.
+    pub fn with_environment(self, environment: GuestEnvironment) -> Self {
+        Self {
+            environment,
+            ..self
+        }
+    }
+
     /// The write quota state every instance of this controller shares.
     pub fn quota(&self) -> &Arc<WriteQuota> {
         &self.quota
@@ -565,6 +583,17 @@ impl CompiledController {
         .allow_tcp(false)
         .allow_udp(false)
         .allow_ip_name_lookup(false);
+        if let GuestEnvironment::Simulated(simulation) = &self.environment {
+            // A simulated guest must be reproducible from its run's seed:
+            // its clocks are the simulation's virtual ones, and both of its
+            // random sources are seeded.
+            let seed = simulation.random_seed();
+            wasi.wall_clock(SimulatedWallClock(simulation.clone()))
+                .monotonic_clock(SimulatedMonotonicClock(simulation.clone()))
+                .secure_random(SeededRandom::new(seed))
+                .insecure_random(SeededRandom::new(seed.rotate_left(32) ^ 0x5EED))
+                .insecure_random_seed(u128::from(seed));
+        }
         for grant in &self.grants {
             let perms = if grant.writable {
                 FsPerms::ReadWrite
@@ -612,6 +641,7 @@ impl CompiledController {
                     limits: limits.http,
                     counters: self.outbound.clone(),
                     tls: self.http_tls.clone(),
+                    environment: self.environment.clone(),
                 },
                 tenure_outbound,
             ),

@@ -8,6 +8,7 @@
 //! and a [`Revocation`], and obeys the revocation.
 
 mod engine;
+mod environment;
 mod guest;
 pub mod host;
 mod revocation;
@@ -21,6 +22,9 @@ use std::time::Duration;
 use thiserror::Error;
 
 pub use engine::{CacheStats, EngineConfig};
+pub use environment::{
+    GuestEnvironment, SimulatedRequest, SimulatedResponse, SimulatedSend, Simulation,
+};
 pub use guest::{
     CompiledController, Description, GuestInstance, MAX_RELATED_WATCHES, ReconcileReason,
     Reconciled, RelatedMap, RelatedWatch, Runtime,

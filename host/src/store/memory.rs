@@ -40,7 +40,15 @@ use super::{
 pub struct MemoryStore {
     fences: Arc<dyn FenceLock>,
     clusters: Mutex<Clusters>,
+    /// The time commits are stamped with: the machine's wall clock, unless
+    /// a simulation gave its virtual one ([`MemoryStore::with_clock`]).
+    clock: Option<StoreClock>,
 }
+
+/// A clock a memory store stamps its commits with (change and event times,
+/// deletion marks) instead of the machine's: a simulation's virtual clock,
+/// so that what a guest reads does not depend on when it ran.
+pub type StoreClock = Arc<dyn Fn() -> DateTime<Utc> + Send + Sync>;
 
 /// Every cluster's state, and the store's one series of numbers.
 #[derive(Default)]
@@ -103,7 +111,22 @@ impl MemoryStore {
         Self {
             fences,
             clusters: Mutex::new(Clusters::default()),
+            clock: None,
         }
+    }
+
+    /// The same store stamping its commits with `clock` rather than the
+    /// machine's wall clock (`leasehold sim`). Retention still compares
+    /// against that clock.
+    pub fn with_clock(self, clock: StoreClock) -> Self {
+        Self {
+            clock: Some(clock),
+            ..self
+        }
+    }
+
+    fn now(&self) -> DateTime<Utc> {
+        self.clock.as_ref().map_or_else(Utc::now, |clock| clock())
     }
 
     /// Who last wrote an object (a lease, epoch and holder, or the API).
@@ -161,7 +184,7 @@ impl MemoryStore {
             *last
         };
         let revision = next();
-        let at = Utc::now();
+        let at = self.now();
         let traceparent = crate::telemetry::write_context();
         for write in &plan.writes {
             let (key, change, version, (relations, previous)) = match write {
@@ -441,7 +464,8 @@ impl Store for MemoryStore {
         check_cluster(cluster)?;
         let retention =
             chrono::Duration::from_std(policy.event_retention).unwrap_or(chrono::Duration::MAX);
-        let cutoff = Utc::now()
+        let cutoff = self
+            .now()
             .checked_sub_signed(retention)
             .unwrap_or(DateTime::<Utc>::MIN_UTC);
         let mut clusters = self.lock();
@@ -601,6 +625,23 @@ mod tests {
             Some(Origin::Api { token: None })
         );
         assert_eq!(store.written_by("c1", &key("tasks", "none")).unwrap(), None);
+    }
+
+    /// A store given a clock stamps its changes and events with it, never
+    /// with the machine's (a simulation's reads must not depend on when it
+    /// ran).
+    #[tokio::test]
+    async fn a_store_with_a_clock_stamps_its_commits_with_it() {
+        let at = DateTime::<Utc>::from_timestamp(1_767_225_600, 0).unwrap();
+        let store =
+            MemoryStore::new(Arc::new(TestLeases::default())).with_clock(Arc::new(move || at));
+        store
+            .put("c1", &key("tasks", "t"), "1", None)
+            .await
+            .unwrap();
+        let changes = store.changes("c1", &[], 0, 10).await.unwrap();
+        assert_eq!(changes.changes[0].at, at);
+        assert_eq!(store.events("c1", 0, 10).await.unwrap()[0].at, at);
     }
 
     /// A fence lock that accepts every fence but never runs the write.

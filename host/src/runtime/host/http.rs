@@ -33,6 +33,7 @@ use crate::outbound::{
     headers,
 };
 use crate::runtime::Revocation;
+use crate::runtime::environment::{GuestEnvironment, SimulatedRequest, Simulation};
 use crate::telemetry;
 use tracing::Instrument;
 
@@ -50,6 +51,9 @@ pub struct OutboundPolicy {
     pub counters: Arc<OutboundCounters>,
     /// The roots its HTTPS trusts: the public ones, plus its `http_ca`.
     pub tls: Arc<rustls::ClientConfig>,
+    /// Where an admitted request goes: the network, or a simulation's
+    /// services (`leasehold sim`).
+    pub environment: GuestEnvironment,
 }
 
 impl Default for OutboundPolicy {
@@ -59,6 +63,7 @@ impl Default for OutboundPolicy {
             limits: HttpLimits::default(),
             counters: Arc::default(),
             tls: crate::outbound::public_tls(),
+            environment: GuestEnvironment::Host,
         }
     }
 }
@@ -233,6 +238,67 @@ fn declared_length(request: &Request<WasiBody>) -> Option<u64> {
         .ok()
 }
 
+/// Put an admitted, stamped request on its way: on the network, or to a
+/// simulation's services, which never open a socket. Everything before this
+/// (the fence, the allow list, the bounds) and around it (the revocation
+/// that cuts it) is the same for both.
+async fn deliver(
+    environment: GuestEnvironment,
+    request: Request<WasiBody>,
+    options: RequestOptions,
+    tls: Arc<rustls::ClientConfig>,
+) -> Result<(Response<WasiBody>, IoFuture), Error> {
+    match environment {
+        GuestEnvironment::Host => super::send::send(request, options, tls).await,
+        GuestEnvironment::Simulated(simulation) => {
+            simulated(simulation.as_ref(), request, options).await
+        }
+    }
+}
+
+/// A request delivered to a simulation: its body read whole (through the
+/// request's bound, which fails a body over it as on the wire), the
+/// simulation's answer made a response.
+async fn simulated(
+    simulation: &dyn Simulation,
+    request: Request<WasiBody>,
+    options: RequestOptions,
+) -> Result<(Response<WasiBody>, IoFuture), Error> {
+    let (parts, body) = request.into_parts();
+    let body = body.collect().await?.to_bytes();
+    let headers = parts
+        .headers
+        .iter()
+        .map(|(name, value)| {
+            (
+                name.as_str().to_string(),
+                String::from_utf8_lossy(value.as_bytes()).into_owned(),
+            )
+        })
+        .collect();
+    let answer = simulation
+        .send(SimulatedRequest {
+            method: parts.method.as_str().to_string(),
+            url: parts.uri.to_string(),
+            headers,
+            body: body.to_vec(),
+            first_byte_timeout: options.first_byte_timeout,
+        })
+        .await?;
+    let mut response = Response::builder().status(answer.status);
+    for (name, value) in &answer.headers {
+        response = response.header(name.as_str(), value.as_str());
+    }
+    let body = http_body_util::Full::new(Bytes::from(answer.body))
+        .map_err(|never| match never {})
+        .boxed_unsync();
+    let response = response
+        .body(body)
+        .map_err(|e| Error::InternalError(Some(format!("simulated response: {e}"))))?;
+    let io: IoFuture = Box::new(async { Ok(()) });
+    Ok((response, io))
+}
+
 /// How an error on the wire is counted.
 fn outcome_of(error: &Error) -> Outcome {
     match error {
@@ -275,6 +341,7 @@ impl WasiHttpHooks for OutboundHooks {
         });
         let counters = self.policy.counters.clone();
         let tls = self.policy.tls.clone();
+        let environment = self.policy.environment.clone();
         let revocation = self.revocation.clone();
         let cancelled = self.cancelled();
         let cancelled_io = self.cancelled();
@@ -288,7 +355,7 @@ impl WasiHttpHooks for OutboundHooks {
                     // not see a reply to a request its lost tenure sent.
                     biased;
                     _ = revocation.revoked() => Err(cancelled),
-                    sent = super::send::send(request, options, tls) => sent,
+                    sent = deliver(environment, request, options, tls) => sent,
                 };
                 counters.observe(started.elapsed());
                 match &sent {
