@@ -215,6 +215,17 @@ pub const MAX_TOKEN_BYTES: usize = 1024;
 /// characters are about 100 bits.
 pub const MIN_TOKEN_BYTES: usize = 16;
 
+/// A controller whose reconciles fail this many times in a row (any key)
+/// is listed as degraded in `/readyz` (`degraded_after_failures`).
+pub const DEGRADED_AFTER_FAILURES: u64 = 10;
+
+/// Largest `degraded_after_failures`.
+pub const MAX_DEGRADED_AFTER_FAILURES: u64 = 1_000_000;
+
+/// The last error `/readyz` shows of a degraded controller is cut to this
+/// many bytes (after escaping).
+pub const DEGRADED_ERROR_BYTES: usize = 512;
+
 /// How often an unconditional `PUT` re-reads the version when another
 /// writer races it, before it writes without a precondition. The re-reads
 /// only serve to tell 201 from 200; the write itself never needs them.

@@ -124,6 +124,8 @@ pub struct ControllerMetrics {
     pub queue: QueueGauges,
     /// Outbound HTTP requests of every tenure on this replica.
     pub outbound: OutboundMetrics,
+    /// Whether its reconciles keep failing.
+    pub health: ReconcileHealth,
 }
 
 /// A controller's outbound request tallies as `/metrics` shows them.
@@ -263,7 +265,103 @@ impl Default for ControllerMetrics {
             commits: Arc::new(CommitCounters::default()),
             queue: QueueGauges::default(),
             outbound: OutboundMetrics::default(),
+            health: ReconcileHealth::default(),
         }
+    }
+}
+
+/// When a controller counts as degraded: its reconciles failed this many
+/// times in a row, or none has succeeded for this long while they fail.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DegradedRule {
+    /// Failed reconciles in a row (`degraded_after_failures`).
+    pub failures: u64,
+    /// Failing without a success for this long (`degraded_after`).
+    pub failing_for: Duration,
+}
+
+impl Default for DegradedRule {
+    fn default() -> Self {
+        Self {
+            failures: crate::limits::DEGRADED_AFTER_FAILURES,
+            failing_for: crate::timeouts::DEGRADED_AFTER,
+        }
+    }
+}
+
+/// A degraded controller as `/readyz` lists it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Degraded {
+    /// Failed reconciles since the last success.
+    pub failures_in_a_row: u64,
+    /// Seconds since the first of them.
+    pub failing_for_seconds: u64,
+    /// The last failure, as the guest or host told it (escaped, bounded).
+    pub last_error: String,
+}
+
+/// A controller's run of failed reconciles on this replica: reset by any
+/// success, counted by the worker.
+#[derive(Debug, Default)]
+pub struct ReconcileHealth {
+    rule: Mutex<DegradedRule>,
+    run: Mutex<FailureRun>,
+}
+
+#[derive(Debug, Default)]
+struct FailureRun {
+    count: u64,
+    since: Option<tokio::time::Instant>,
+    last_error: String,
+}
+
+impl ReconcileHealth {
+    /// Use `rule` from now on (the controller's config).
+    pub fn set_rule(&self, rule: DegradedRule) {
+        *self.rule.lock().unwrap_or_else(|p| p.into_inner()) = rule;
+    }
+
+    /// A reconcile succeeded (or asked to be requeued): the run ends.
+    pub fn succeeded(&self) {
+        let mut run = self.run.lock().unwrap_or_else(|p| p.into_inner());
+        if run.count > 0 {
+            *run = FailureRun::default();
+        }
+    }
+
+    /// A reconcile failed with `error` (the guest's text: escaped and cut
+    /// to [`crate::limits::DEGRADED_ERROR_BYTES`] here).
+    pub fn failed(&self, error: &str, now: tokio::time::Instant) {
+        let mut run = self.run.lock().unwrap_or_else(|p| p.into_inner());
+        run.count += 1;
+        run.since.get_or_insert(now);
+        let escaped = crate::runtime::host::logging::escape(error);
+        let mut cut = crate::limits::DEGRADED_ERROR_BYTES.min(escaped.len());
+        while !escaped.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        run.last_error = escaped[..cut].to_string();
+    }
+
+    /// Failed reconciles since the last success.
+    pub fn failures_in_a_row(&self) -> u64 {
+        self.run.lock().unwrap_or_else(|p| p.into_inner()).count
+    }
+
+    /// The run of failures at `now` if it makes the controller degraded.
+    pub fn degraded(&self, now: tokio::time::Instant) -> Option<Degraded> {
+        let rule = *self.rule.lock().unwrap_or_else(|p| p.into_inner());
+        let run = self.run.lock().unwrap_or_else(|p| p.into_inner());
+        let failing_for = run
+            .since
+            .map_or(Duration::ZERO, |since| now.saturating_duration_since(since));
+        let degraded =
+            run.count > 0 && (run.count >= rule.failures || failing_for >= rule.failing_for);
+        degraded.then(|| Degraded {
+            failures_in_a_row: run.count,
+            failing_for_seconds: failing_for.as_secs(),
+            last_error: run.last_error.clone(),
+        })
     }
 }
 
@@ -625,5 +723,56 @@ mod tests {
         assert_eq!(at(0.0025), 1);
         assert_eq!(at(10.0), 1);
         assert_eq!(at(f64::INFINITY), 2);
+    }
+}
+
+#[cfg(test)]
+mod degraded_tests {
+    use super::*;
+
+    fn rule(failures: u64, secs: u64) -> DegradedRule {
+        DegradedRule {
+            failures,
+            failing_for: Duration::from_secs(secs),
+        }
+    }
+
+    #[test]
+    fn failures_in_a_row_or_a_long_failing_run_make_a_controller_degraded() {
+        let health = ReconcileHealth::default();
+        health.set_rule(rule(3, 300));
+        let start = tokio::time::Instant::now();
+        health.failed("first", start);
+        health.failed("second", start);
+        assert_eq!(health.degraded(start), None, "two failures of three");
+        health.failed("third\nline", start);
+        let degraded = health.degraded(start).expect("three in a row");
+        assert_eq!(degraded.failures_in_a_row, 3);
+        assert_eq!(degraded.last_error, "third\\nline", "escaped");
+        health.succeeded();
+        assert_eq!(health.degraded(start), None, "a success clears it");
+        assert_eq!(health.failures_in_a_row(), 0);
+
+        // One failure that lasts: degraded once the run is old enough.
+        health.failed("slow", start);
+        assert_eq!(health.degraded(start + Duration::from_secs(299)), None);
+        let late = health
+            .degraded(start + Duration::from_secs(300))
+            .expect("failing for the whole duration");
+        assert_eq!(late.failing_for_seconds, 300);
+    }
+
+    #[test]
+    fn the_last_error_is_cut_at_a_character_boundary() {
+        let health = ReconcileHealth::default();
+        health.set_rule(rule(1, 300));
+        let long = "é".repeat(crate::limits::DEGRADED_ERROR_BYTES);
+        health.failed(&long, tokio::time::Instant::now());
+        let shown = health
+            .degraded(tokio::time::Instant::now())
+            .unwrap()
+            .last_error;
+        assert!(shown.len() <= crate::limits::DEGRADED_ERROR_BYTES);
+        assert!(shown.chars().all(|c| c == 'é'));
     }
 }

@@ -196,6 +196,16 @@ declare_timeouts! {
     /// migrated, which then fail after this long. Not retried: a wrong
     /// database (identity), an invalid URL, a missing schema.
     STARTUP_DATABASE_RETRY = Duration::from_secs(15);
+    /// A controller whose reconciles fail without one success for this
+    /// long is listed as degraded in `/readyz` (`degraded_after`), however
+    /// few they were: one failing key retried with backoff fails a handful
+    /// of times in five minutes and still deserves a look.
+    DEGRADED_AFTER = Duration::from_secs(300);
+    /// Shortest `degraded_after`: below it a short outage of a service the
+    /// controller calls would flag it at once.
+    MIN_DEGRADED_AFTER = Duration::from_secs(10);
+    /// Longest `degraded_after`.
+    MAX_DEGRADED_AFTER = Duration::from_secs(86_400);
     /// Embedded backend: longest a transaction waits for SQLite's write
     /// lock, which one transaction of one process on the data directory
     /// holds at a time (every transaction is a few statements run on a

@@ -850,3 +850,83 @@ async fn check_on_an_unmigrated_database_says_what_run_will_do() {
     assert!(out.contains("database: connection"), "{out}");
     assert!(!format!("{out}{err}").contains("in-memory"), "{out}{err}");
 }
+
+/// A controller whose reconciles keep failing is listed under `degraded`
+/// in `/readyz` (readiness unchanged) and in `leasehold_controller_degraded`
+/// once it failed `degraded_after_failures` times in a row, with its last
+/// error; one success clears it.
+#[tokio::test]
+async fn a_controller_failing_in_a_row_is_listed_degraded_until_it_succeeds() {
+    let dir = TempDir::new();
+    let port = free_port();
+    let cache = guest_dir().join("../../leasehold-test-cache");
+    let config = format!(
+        "cluster = \"degraded\"\nholder = \"h\"\n\n[http]\nlisten = \"127.0.0.1:{port}\"\n\n\
+         [runtime]\ncache_dir = \"{}\"\n\n[[controllers]]\nname = \"flaky\"\n\
+         component = \"{}\"\nmax_creates_per_second = 1\ncreate_burst = 1\n\
+         degraded_after_failures = 5\n",
+        cache.display(),
+        leasehold_tests::guest("misbehaving").display()
+    );
+    let replica = Replica::start(dir.path(), "flaky", port, &config);
+    replica.wait_healthy(Duration::from_secs(60)).await;
+    eventually("flaky leads", Duration::from_secs(60), || {
+        replica.leads("flaky")
+    })
+    .await;
+    let (_, ready) = replica.readyz().await.expect("readyz");
+    assert_eq!(ready["degraded"], serde_json::json!({}), "{ready}");
+    // `flood` creates until its quota refuses one, then fails: every
+    // reconcile of it fails, retried after 50 ms.
+    let put = http::put(&replica.addr, "/v1/objects/cmd/flood", "{}")
+        .await
+        .unwrap();
+    assert_eq!(put.status, 201, "{put:?}");
+    let degraded = eventually(
+        "flaky is listed degraded",
+        Duration::from_secs(30),
+        || async {
+            let (status, ready) = replica.readyz().await?;
+            let entry = ready["degraded"]["flaky"].clone();
+            (!entry.is_null()).then_some((status, ready, entry))
+        },
+    )
+    .await;
+    let (status, ready, entry) = degraded;
+    assert_eq!(status, 200, "readiness is unchanged: {ready}");
+    assert!(entry["failures_in_a_row"].as_u64().unwrap() >= 5, "{entry}");
+    assert!(
+        entry["last_error"].as_str().unwrap().contains("quota"),
+        "{entry}"
+    );
+    assert_eq!(
+        replica
+            .metric("leasehold_controller_degraded{controller=\"flaky\"}")
+            .await,
+        Some(1.0)
+    );
+    // Stop the failing work and give it one that succeeds.
+    let deleted = http::request(&replica.addr, "DELETE", "/v1/objects/cmd/flood", &[], None)
+        .await
+        .unwrap();
+    assert_eq!(deleted.status, 204, "{deleted:?}");
+    let put = http::put(&replica.addr, "/v1/objects/cmd/noop", "{}")
+        .await
+        .unwrap();
+    assert_eq!(put.status, 201, "{put:?}");
+    eventually(
+        "flaky is no longer degraded",
+        Duration::from_secs(30),
+        || async {
+            let (_, ready) = replica.readyz().await?;
+            ready["degraded"].get("flaky").is_none().then_some(())
+        },
+    )
+    .await;
+    assert_eq!(
+        replica
+            .metric("leasehold_controller_degraded{controller=\"flaky\"}")
+            .await,
+        Some(0.0)
+    );
+}

@@ -205,6 +205,24 @@ fn tls(shared: &AppState) -> Value {
     }
 }
 
+/// The controllers whose reconciles keep failing, by name, with their run
+/// of failures and last error (readiness is not affected: the replica
+/// still serves and leads).
+fn degraded(shared: &AppState) -> Value {
+    let now = tokio::time::Instant::now();
+    shared
+        .api
+        .status
+        .controllers()
+        .iter()
+        .filter_map(|c| {
+            let degraded = c.metrics.health.degraded(now)?;
+            Some((c.name.clone(), json!(degraded)))
+        })
+        .collect::<serde_json::Map<String, Value>>()
+        .into()
+}
+
 /// The writes check: a session opened now accepts writes. Read from the
 /// live probe (its session is a fresh one whenever a read-only answer
 /// retired the older ones, see [`crate::session`]).
@@ -340,6 +358,7 @@ pub(super) async fn readyz(State(shared): State<AppState>) -> (StatusCode, Json<
                 "controllers": controllers_check,
             },
             "controllers": controllers,
+            "degraded": degraded(&shared),
         })),
     )
 }

@@ -19,6 +19,8 @@
 //! | `leasehold_http_overloaded_total` | counter: API requests answered 503 `overloaded` (no `controller` label) | `budget` = requests, events |
 //! | `leasehold_abort_duration_seconds` | histogram: from a lease loss detected to the guest's Store dropped | |
 //! | `leasehold_fenced_refusals_total` | counter: guest commits refused by the fence | `cause` = never_granted, superseded, released, expired, revoked |
+//! | `leasehold_controller_degraded` | gauge: 1 while its reconciles keep failing (`degraded_after_failures` in a row, or none succeeding for `degraded_after`) | `controller` |
+//! | `leasehold_reconcile_failures_in_a_row` | gauge: failed reconciles since its last success | `controller` |
 //! | `leasehold_work_queue_depth` | gauge: keys of the running guest's work queue ready to reconcile now | |
 //! | `leasehold_work_queue_oldest_seconds` | gauge: how long the longest-waiting ready key has waited, 0 when none | |
 //!
@@ -1104,6 +1106,38 @@ pub fn render(status: &Status) -> String {
                 count,
             );
         }
+    }
+
+    header(
+        &mut out,
+        "leasehold_controller_degraded",
+        "gauge",
+        "1 while the controller's reconciles keep failing on this replica \
+         (degraded_after_failures in a row, or none succeeding for degraded_after); \
+         /readyz lists it under degraded with its last error.",
+    );
+    let degraded_now = tokio::time::Instant::now();
+    for c in &controllers {
+        sample(
+            &mut out,
+            "leasehold_controller_degraded",
+            &labels(&[("controller", &c.name)]),
+            u8::from(c.metrics.health.degraded(degraded_now).is_some()),
+        );
+    }
+    header(
+        &mut out,
+        "leasehold_reconcile_failures_in_a_row",
+        "gauge",
+        "Failed reconciles of the controller on this replica since its last success.",
+    );
+    for c in &controllers {
+        sample(
+            &mut out,
+            "leasehold_reconcile_failures_in_a_row",
+            &labels(&[("controller", &c.name)]),
+            c.metrics.health.failures_in_a_row(),
+        );
     }
 
     header(

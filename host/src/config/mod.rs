@@ -547,6 +547,9 @@ pub struct ControllerConfig {
     /// [`crate::shard::Shard::of`] puts in it. `None` (the key absent):
     /// one lease named `NAME` that owns every object.
     pub shards: Option<u32>,
+    /// When its reconciles count as failing for good (`degraded_after_failures`,
+    /// `degraded_after`): listed under `degraded` in `/readyz`.
+    pub degraded: crate::status::DegradedRule,
 }
 
 /// One directory granted to a controller.

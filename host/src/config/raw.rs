@@ -143,6 +143,10 @@ pub(super) struct RawController {
     pub settings: Option<Spanned<toml::Value>>,
     /// `shards = N`: run the controller as N leases.
     pub shards: Option<Spanned<i64>>,
+    /// Failed reconciles in a row that make the controller degraded.
+    pub degraded_after_failures: Option<Spanned<i64>>,
+    /// Failing without a success for this long makes it degraded.
+    pub degraded_after: Option<Spanned<DurationText>>,
 }
 
 /// One `[[controllers.dirs]]` entry.

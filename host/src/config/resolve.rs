@@ -1156,6 +1156,37 @@ fn controller(
         MAX_GUEST_MEMORIES as u64,
     ) as usize;
 
+    let degraded_failures = match &raw.degraded_after_failures {
+        None => crate::limits::DEGRADED_AFTER_FAILURES,
+        Some(value) => match u64::try_from(*value.get_ref()) {
+            Ok(n) if (1..=crate::limits::MAX_DEGRADED_AFTER_FAILURES).contains(&n) => n,
+            _ => {
+                c.at(
+                    value,
+                    format!(
+                        "{who}: degraded_after_failures is {}; it must be between 1 and {}",
+                        value.get_ref(),
+                        crate::limits::MAX_DEGRADED_AFTER_FAILURES
+                    ),
+                );
+                crate::limits::DEGRADED_AFTER_FAILURES
+            }
+        },
+    };
+    let (degraded_after, _) = duration(
+        c,
+        &who,
+        &raw.degraded_after,
+        DurationRule {
+            key: "degraded_after",
+            default: timeouts::DEGRADED_AFTER,
+            min: timeouts::MIN_DEGRADED_AFTER,
+            max: timeouts::MAX_DEGRADED_AFTER,
+            why_min: "a short outage of a service the controller calls would flag it at once",
+            why_max: "a controller failing for a day is degraded whatever its count",
+        },
+    );
+
     let max_queue = match &raw.max_queue {
         None => WORK_QUEUE_KEYS,
         Some(value) => match usize::try_from(*value.get_ref()) {
@@ -1283,6 +1314,10 @@ fn controller(
         crash_detection,
         settings,
         shards,
+        degraded: crate::status::DegradedRule {
+            failures: degraded_failures,
+            failing_for: degraded_after,
+        },
     }
 }
 

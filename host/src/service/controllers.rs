@@ -402,6 +402,7 @@ impl Controllers {
     ) -> Unit {
         let (stop, stopping) = watch::channel(false);
         let status = self.shared.status.add_controller(&lease);
+        status.metrics.health.set_rule(settings.degraded);
         // The status outlives restarts of the controller: /metrics keeps
         // counting across them.
         status.metrics.outbound.attach(compiled.outbound().clone());

@@ -697,6 +697,13 @@ impl Worker {
             .reconcile_seconds
             .observe(started.elapsed());
         let now = Instant::now();
+        let health = &self.ctx.status.metrics.health;
+        match &result {
+            Ok(Reconciled::Done | Reconciled::RequeueAfter(_)) => health.succeeded(),
+            Ok(Reconciled::Failed { message, .. }) => health.failed(message, now),
+            Err(e) => health.failed(&e.to_string(), now),
+            Ok(Reconciled::Fenced) => {}
+        }
         match result {
             Ok(Reconciled::Done) => {
                 self.failures.remove(&key);
