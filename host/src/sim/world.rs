@@ -121,7 +121,7 @@ impl World {
         let size = std::fs::metadata(path)
             .map_err(|e| whole(format!("cannot read {}: {e}", path.display())))?
             .len();
-        if size > MAX_CONFIG_BYTES as u64 {
+        if size > MAX_CONFIG_BYTES {
             return Err(whole(format!(
                 "{} is {size} bytes; a world file is at most {MAX_CONFIG_BYTES}",
                 path.display()
