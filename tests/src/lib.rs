@@ -20,6 +20,7 @@ use leasehold_host::store::{
 use tokio::sync::{mpsc, watch};
 
 pub mod browser;
+pub mod embedded;
 pub mod faults;
 pub mod harness;
 pub mod http;
