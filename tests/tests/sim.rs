@@ -296,6 +296,26 @@ fn the_planted_bug_in_javascript_is_caught() {
     planted_bug_in("provisioner-bug-js.wasm");
 }
 
+/// The guide's world file (guest-sdk/README.md, "Rehearse your
+/// controller") is a world the command accepts, and its runs pass.
+#[test]
+fn the_guides_world_file_is_one() {
+    let readme = std::fs::read_to_string(examples().join("../guest-sdk/README.md")).unwrap();
+    let section = readme
+        .split("## Rehearse your controller")
+        .nth(1)
+        .expect("the guide has the section");
+    let block = section
+        .split("```toml\n")
+        .nth(1)
+        .and_then(|b| b.split("```").next())
+        .expect("the section shows a world file");
+    let world = World::parse(block, Path::new("guide.toml"), &examples(), &environment())
+        .unwrap_or_else(|e| panic!("the guide's world: {e}"));
+    assert_eq!(world.invariants.len(), 1);
+    every_run_passes(&simulator(world), 1..=5);
+}
+
 /// A world around `component` (a file of the guest folder) with `rest`.
 fn inline_world(component: &str, rest: &str) -> World {
     let text = format!(
