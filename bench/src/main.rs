@@ -20,6 +20,7 @@
 mod abort;
 mod abort_loss;
 mod document;
+mod embedded;
 mod end_to_end;
 mod fencing;
 mod handover;
@@ -133,6 +134,11 @@ const PARTS: &[(&str, PartFn, &str)] = &[
         "fair placement of 12 leases over 3 processes, default settings (--quick: min_tenure 1 s): convergence after a join, a SIGKILL and the return (PostgreSQL, minutes)",
     ),
     (
+    (
+        "embedded",
+        embedded::run,
+        "the embedded backend (SQLite) next to PostgreSQL: fenced commits at 1 and 4 writers, orderly and SIGKILL handover between two processes",
+    ),
         "renew-under-load",
         renew_load::run,
         "renew latency while fenced writes hold the lease row and the API is flooded (PostgreSQL)",
@@ -173,7 +179,8 @@ fn usage() -> String {
     }
     text.push_str(
         "\nNeeds the guest components (`cargo xtask guests`), the `leasehold` binary of the\n\
-         same profile for handover, placement, end-to-end, sharded, retention and memory, and\n\
+         same profile for handover, embedded, placement, end-to-end, sharded, retention and\n\
+         memory, and\n\
          PostgreSQL at LEASEHOLD_DATABASE_URL (default\n\
          postgres://postgres@127.0.0.1:5432/postgres) for the database parts. Each\n\
          database part creates its own database and drops it.\n",
