@@ -135,7 +135,8 @@ Commands:
   js-types        regenerate guest-sdk/js/types (the WIT's types with jco,
                   the SDK's declarations from its JSDoc with tsc)
   run [ARGS...]   build the guests and run `leasehold run --config
-                  examples/leasehold.toml` on the embedded in-memory backend;
+                  examples/leasehold.toml` on the embedded backend (state
+                  kept in examples/leasehold-data across runs);
                   extra ARGS are passed to `leasehold`
   bench [PART...] build the guests and the release binaries, then run the
                   benchmarks (all, or the named parts; `--quick` for a
