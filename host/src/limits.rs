@@ -1,44 +1,15 @@
 //! Every size and count Leasehold bounds, declared once with its default.
 
-/// Largest object value (JSON text) accepted by the store.
-pub const MAX_VALUE_BYTES: usize = 256 * 1024;
-/// Most operations in one commit.
-pub const MAX_OPS_PER_COMMIT: usize = 128;
-/// Most events in one commit.
-pub const MAX_EVENTS_PER_COMMIT: usize = 128;
-/// Largest event reason.
-pub const MAX_EVENT_REASON_BYTES: usize = 128;
-/// Largest event message.
-pub const MAX_EVENT_MESSAGE_BYTES: usize = 4 * 1024;
-/// Most labels on one object.
-pub const MAX_LABELS: usize = 32;
-/// Longest label key (letters, digits, `-`, `_`, `.`, `/`).
-pub const MAX_LABEL_KEY_BYTES: usize = 128;
-/// Longest label value (letters, digits, `-`, `_`, `.`; may be empty).
-pub const MAX_LABEL_VALUE_BYTES: usize = 63;
-/// Most finalizers on one object.
-pub const MAX_FINALIZERS: usize = 16;
-/// Longest finalizer (letters, digits, `-`, `_`, `.`, `/`).
-pub const MAX_FINALIZER_BYTES: usize = 128;
-/// Most owned objects one commit may delete or mark by garbage collection
-/// (transitively) when it deletes their owner; beyond it the commit is
-/// refused as too large and the owned objects must be deleted first.
-pub const MAX_COLLECTED_PER_COMMIT: usize = 1000;
-/// Most labels one selector may name: no object carries more, so a
-/// selector naming more could never match.
-pub const MAX_SELECTOR_LABELS: usize = MAX_LABELS;
-/// Largest `contains` of a selector, as compact JSON: a condition on a
-/// value, not a copy of one; it rides in a URL on the HTTP API.
-pub const MAX_SELECTOR_CONTAINS_BYTES: usize = 4 * 1024;
-/// Deepest nesting of a selector's `contains` (a scalar is depth 0, each
-/// array or object around it one more): containment is checked
-/// recursively, and this bounds that recursion.
-pub const MAX_SELECTOR_CONTAINS_DEPTH: usize = 16;
-const _: () = assert!(MAX_SELECTOR_CONTAINS_BYTES < MAX_VALUE_BYTES);
-/// Default and largest page of a listing.
-pub const DEFAULT_PAGE_SIZE: usize = 100;
-/// Largest page of a listing, events included.
-pub const MAX_PAGE_SIZE: usize = 500;
+// The store's bounds are the model's (`model/src/limits.rs`, shared with
+// the SDK's fake), named here beside the host's own so this stays the one
+// table of every bound.
+pub use leasehold_model::limits::{
+    DEFAULT_PAGE_SIZE, MAX_COLLECTED_PER_COMMIT, MAX_EVENT_MESSAGE_BYTES, MAX_EVENT_REASON_BYTES,
+    MAX_EVENTS_PER_COMMIT, MAX_FINALIZER_BYTES, MAX_FINALIZERS, MAX_HOLDER_LEN, MAX_JSON_DEPTH,
+    MAX_JSON_INTEGER, MAX_LABEL_KEY_BYTES, MAX_LABEL_LEN, MAX_LABEL_VALUE_BYTES, MAX_LABELS,
+    MAX_OPS_PER_COMMIT, MAX_PAGE_SIZE, MAX_SELECTOR_CONTAINS_BYTES, MAX_SELECTOR_CONTAINS_DEPTH,
+    MAX_SELECTOR_LABELS, MAX_VALUE_BYTES, MIN_JSON_INTEGER,
+};
 /// Most kinds one `GET /v1/changes` may ask for (`kind=`, repeated): a
 /// reader follows the few kinds it watches, or every kind by naming none.
 pub const MAX_CHANGE_KINDS: usize = 32;
@@ -145,8 +116,6 @@ pub const MAX_HTTP_ALLOW_ENTRY_BYTES: usize = 2048;
 
 // Relations between the bounds, checked when the crate compiles.
 
-// A listing's default page is one it may return.
-const _: () = assert!(DEFAULT_PAGE_SIZE <= MAX_PAGE_SIZE);
 // The largest value fits in one host call's payload, and in one API body.
 const _: () = assert!(MAX_VALUE_BYTES <= HOST_CALL_PAYLOAD_BYTES);
 const _: () = assert!(MAX_VALUE_BYTES < HTTP_BODY_BYTES);
@@ -177,8 +146,6 @@ const _: () =
 const _: () = assert!(
     MIN_GUEST_MEMORY_BYTES <= GUEST_MEMORY_BYTES && GUEST_MEMORY_BYTES <= MAX_GUEST_MEMORY_BYTES
 );
-// A lease name is a label and must fit wherever a holder name would.
-const _: () = assert!(MAX_LABEL_LEN <= MAX_HOLDER_LEN);
 
 /// Default `[database] max_connections`: enough for every supervisor's
 /// renewals plus API traffic on a small host.
@@ -230,12 +197,6 @@ pub const DEGRADED_ERROR_BYTES: usize = 512;
 /// writer races it, before it writes without a precondition. The re-reads
 /// only serve to tell 201 from 200; the write itself never needs them.
 pub const PUT_ATTEMPTS: usize = 3;
-
-/// Longest kind, object, lease or cluster name.
-pub const MAX_LABEL_LEN: usize = 63;
-
-/// Longest holder identity.
-pub const MAX_HOLDER_LEN: usize = 253;
 
 /// How often an unconditional put is retried when the object it found
 /// absent was created by a concurrent commit before its own insert (it then

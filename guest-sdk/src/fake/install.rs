@@ -100,7 +100,7 @@ impl Host for FakeHost {
         let mut state = self.state.borrow_mut();
         let state = &mut *state;
         let fault = state.admit(Call::Commit)?;
-        let ops = store::validate_commit(&state.limits, ops, events)?;
+        let store::Validated { batch, ops } = store::validate_commit(&state.limits, ops, events)?;
         let shard = state.shard;
         let labelled = state.shard_label.clone();
         if shard.count > 1
@@ -155,8 +155,11 @@ impl Host for FakeHost {
             )));
         }
         let now = state.now;
-        let revision = state.objects.apply(&ops, now)?;
-        let event_seqs = state.record_commit(revision, ops, events);
+        let store::Applied {
+            revision,
+            event_seqs,
+        } = state.objects.apply(&batch, events.len(), now)?;
+        state.record_commit(revision, ops, events, &event_seqs);
         if fault == Some(Fault::LostReply) {
             return Err(WireError::Unavailable(
                 "the connection dropped before the reply arrived (injected by FakeHost)".into(),

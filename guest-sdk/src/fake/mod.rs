@@ -337,7 +337,8 @@ impl FakeHost {
             },
         };
         store::validate_commit(&state.limits, &[op], &[])
-            .and_then(|ops| state.objects.apply(&ops, now))
+            .and_then(|valid| state.objects.apply(&valid.batch, 0, now))
+            .map(|applied| applied.revision)
             .unwrap_or_else(|e| panic!("seeding {key}: {}", StoreError::from_wire(e)))
     }
 
@@ -375,7 +376,8 @@ impl FakeHost {
             status: Some(text),
         };
         store::validate_commit(&state.limits, &[op], &[])
-            .and_then(|ops| state.objects.apply(&ops, now))
+            .and_then(|valid| state.objects.apply(&valid.batch, 0, now))
+            .map(|applied| applied.revision)
             .unwrap_or_else(|e| panic!("setting the status of {key}: {}", StoreError::from_wire(e)))
     }
 

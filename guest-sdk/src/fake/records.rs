@@ -88,12 +88,15 @@ pub struct CommitRecord {
 /// let host = FakeHost::new();
 /// Transaction::new().event("tasks", "a", "Seen", "seen it").commit()?;
 /// let event = &host.events()[0];
-/// assert_eq!((event.seq, event.key.name.as_str(), event.reason.as_str()), (1, "a", "Seen"));
+/// // The commit took revision 1, its event the next number.
+/// assert_eq!((event.seq, event.key.name.as_str(), event.reason.as_str()), (2, "a", "Seen"));
 /// # Ok::<(), leasehold_guest::StoreError>(())
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EventRecord {
-    /// Position in commit order, gap-free from 1.
+    /// Position in commit order, as the host numbers it: from the store's
+    /// one series of numbers (revisions, change positions and event
+    /// sequence numbers), so unique and increasing, with gaps.
     pub seq: u64,
     /// The revision of the commit that appended it.
     pub revision: u64,
@@ -169,20 +172,18 @@ pub struct LogLine {
 }
 
 impl State {
-    /// Record a commit that landed at `revision`: its events get the next
-    /// sequence numbers, gap-free in commit order, and everything carries
-    /// the current epoch. Returns the events' sequence numbers.
+    /// Record a commit that landed at `revision`, its events numbered
+    /// `event_seqs` (from the store's one series, so with gaps, as on the
+    /// host); everything carries the current epoch.
     pub(super) fn record_commit(
         &mut self,
         revision: u64,
         ops: Vec<Op>,
         events: &[NewEvent],
-    ) -> Vec<u64> {
+        event_seqs: &[u64],
+    ) {
         let epoch = self.fence.epoch;
-        let mut event_seqs = Vec::with_capacity(events.len());
-        for event in events {
-            let seq = self.events.len() as u64 + 1;
-            event_seqs.push(seq);
+        for (event, &seq) in events.iter().zip(event_seqs) {
             self.events.push(EventRecord {
                 seq,
                 revision,
@@ -197,9 +198,8 @@ impl State {
             epoch,
             ops,
             events: events.to_vec(),
-            event_seqs: event_seqs.clone(),
+            event_seqs: event_seqs.to_vec(),
         });
-        event_seqs
     }
 
     /// Record a log line, truncated as the host truncates it.

@@ -193,7 +193,8 @@ fn a_commit_writes_everything_at_one_new_revision() {
         .event("things", "a", "Changed", "a and b")
         .commit()
         .unwrap();
-    assert_eq!(committed.revision, a + 1);
+    // The seed's change took the number after its revision.
+    assert_eq!(committed.revision, a + 2);
     assert_eq!(
         host.object::<u32>("things", "a").unwrap().version,
         committed.revision
@@ -257,28 +258,28 @@ fn versions_are_never_reused_after_delete_and_recreate() {
 }
 
 #[test]
-fn event_sequence_numbers_are_gap_free_across_commits() {
+fn event_sequence_numbers_come_from_the_stores_one_series() {
     let host = FakeHost::new();
-    host.seed("things", "b", &0);
+    host.seed("things", "b", &0); // revision 1, its change 2
     let first = Transaction::new()
         .event("things", "a", "One", "")
         .event("things", "a", "Two", "")
         .commit()
-        .unwrap();
+        .unwrap(); // revision 3, events 4 and 5
     let _ = Transaction::new()
         .create("things", "a", &1)
         .create("things", "b", &1)
         .event("things", "a", "Lost", "")
         .commit()
-        .unwrap_err();
+        .unwrap_err(); // refused: takes no number
     let second = Transaction::new()
         .event("things", "a", "Three", "")
         .commit()
-        .unwrap();
-    assert_eq!(first.event_seqs, [1, 2]);
-    assert_eq!(second.event_seqs, [3]);
+        .unwrap(); // revision 6, event 7
+    assert_eq!((first.revision, first.event_seqs.clone()), (3, vec![4, 5]));
+    assert_eq!((second.revision, second.event_seqs), (6, vec![7]));
     let seqs: Vec<u64> = host.events().iter().map(|e| e.seq).collect();
-    assert_eq!(seqs, [1, 2, 3]);
+    assert_eq!(seqs, [4, 5, 7], "increasing, with gaps, as on the host");
 }
 
 #[test]

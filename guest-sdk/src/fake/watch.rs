@@ -60,6 +60,11 @@ impl Relations {
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Change {
+    /// The change's position in the fake's one series of numbers, as the
+    /// host's change stream gives it: after its commit's revision, unique
+    /// and increasing, with gaps (the revision, the commit's other changes
+    /// and its events take numbers of the same series).
+    pub position: u64,
     /// The revision of the write (shared by every change of one commit).
     pub revision: u64,
     /// The object written.
@@ -77,6 +82,7 @@ impl Change {
     /// The change a write of `key` from `before` (absent: a create) to
     /// `after` (absent: a removal) makes.
     pub(super) fn of(
+        position: u64,
         revision: u64,
         key: &ObjectKey,
         before: Option<&Metadata>,
@@ -96,6 +102,7 @@ impl Change {
             }
         };
         Self {
+            position,
             revision,
             key: key.clone(),
             kind,

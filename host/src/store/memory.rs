@@ -528,71 +528,24 @@ impl Store for MemoryStore {
     }
 }
 
-/// Whether `selector` selects an object in this state: its labels, then
-/// its value's containment. A stored value is always valid JSON; failing
-/// to read one back is reported, never taken for "no match".
+/// Whether `selector` selects an object in this state
+/// ([`leasehold_model::validate::selects`]). A stored value is always
+/// valid JSON; failing to read one back is reported, never taken for "no
+/// match".
 fn selects(selector: &Selector, current: &Current) -> Result<bool, StoreError> {
-    let labels = selector
-        .labels
-        .iter()
-        .all(|(name, value)| current.meta.labels.get(name) == Some(value));
-    if !labels {
-        return Ok(false);
-    }
-    let Some(contains) = &selector.contains else {
-        return Ok(true);
-    };
-    let value: serde_json::Value = serde_json::from_str(&current.value).map_err(|e| {
-        StoreError::Unavailable(format!(
-            "a stored value is not JSON ({e}); the store is corrupt"
-        ))
-    })?;
-    Ok(json_contains(&value, contains))
+    leasehold_model::validate::selects(selector, &current.meta.labels, &current.value).map_err(
+        |e| {
+            StoreError::Unavailable(format!(
+                "a stored value is not JSON ({e}); the store is corrupt"
+            ))
+        },
+    )
 }
 
 /// PostgreSQL's `jsonb @> jsonb`: whether `value` contains `query` (see
-/// [`Selector`]). At the top level only, an array contains a scalar it
-/// has as an element.
+/// [`Selector`]), by the model's one rule ([`leasehold_model::json::contains`]).
 pub(crate) fn json_contains(value: &serde_json::Value, query: &serde_json::Value) -> bool {
-    use serde_json::Value;
-    match (value, query) {
-        (
-            Value::Array(items),
-            Value::Null | Value::Bool(_) | Value::Number(_) | Value::String(_),
-        ) => items.iter().any(|item| contained(item, query)),
-        _ => contained(value, query),
-    }
-}
-
-/// Containment below the top level: containers of the same type
-/// recursively, scalars by equality, nothing across types.
-fn contained(value: &serde_json::Value, query: &serde_json::Value) -> bool {
-    use serde_json::Value;
-    match (value, query) {
-        (Value::Object(have), Value::Object(want)) => want
-            .iter()
-            .all(|(key, wanted)| have.get(key).is_some_and(|had| contained(had, wanted))),
-        (Value::Array(have), Value::Array(want)) => want
-            .iter()
-            .all(|wanted| have.iter().any(|had| contained(had, wanted))),
-        (Value::Object(_) | Value::Array(_), _) | (_, Value::Object(_) | Value::Array(_)) => false,
-        (Value::Number(a), Value::Number(b)) => same_number(a, b),
-        (a, b) => a == b,
-    }
-}
-
-/// Numbers compare by value, as PostgreSQL's `numeric` does (`1` equals
-/// `1.0` and `1e0`): integers exactly, anything else as a double.
-fn same_number(a: &serde_json::Number, b: &serde_json::Number) -> bool {
-    let whole = |n: &serde_json::Number| {
-        n.as_i64()
-            .map(i128::from)
-            .or_else(|| n.as_u64().map(i128::from))
-    };
-    match (whole(a), whole(b)) {
-        (Some(a), Some(b)) => a == b,
-        _ => a.as_f64() == b.as_f64(),
-    }
+    leasehold_model::json::contains(value, query)
 }
 
 #[cfg(test)]

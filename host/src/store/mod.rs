@@ -10,13 +10,20 @@
 //! and versioned API writes from users. Must never: call back into the
 //! supervisor or runtime, or know about Wasm.
 //!
-//! The rules, the same in both backends ([`validate`], [`plan`]):
+//! The rules, the same in every backend and in the SDK's fake: the model
+//! crate's ([`leasehold_model`]: validation, JSON, planning), applied here
+//! through [`validate`] and [`plan`]; the conformance table
+//! (`tests/conformance/store/`) holds every backend to them:
 //!
 //! - Cluster names, kinds and object names are DNS labels (1–63 of `a-z`,
 //!   `0-9`, `-`, starting and ending with a letter or digit). Listings are
 //!   in byte order of the name.
-//! - A value is JSON text, stored as serde_json's compact form of it, at
-//!   most [`crate::limits::MAX_VALUE_BYTES`] given and stored.
+//! - A value is JSON text, stored in its canonical form
+//!   ([`leasehold_model::json`]: compact, keys sorted, `1.0` kept, `1e9` as
+//!   `1000000000.0`), at most [`crate::limits::MAX_VALUE_BYTES`] given and
+//!   stored. Refused as invalid: numbers out of a double's range, integers
+//!   outside the 64-bit range, a NUL character anywhere, nesting deeper
+//!   than [`crate::limits::MAX_JSON_DEPTH`].
 //! - A commit has at most [`crate::limits::MAX_OPS_PER_COMMIT`] operations
 //!   and [`crate::limits::MAX_EVENTS_PER_COMMIT`] events, at least one of
 //!   either, and names each object at most once. An event's reason is one
@@ -41,7 +48,7 @@
 //!   0 asks for [`crate::limits::DEFAULT_PAGE_SIZE`].
 //!
 //! Metadata, status and deletion ([`Metadata`], [`Object`]; decided in
-//! [`plan`], the same on both backends):
+//! [`plan`], the same on every backend):
 //!
 //! - Beside its value (the spec) an object has `labels` (at most
 //!   [`crate::limits::MAX_LABELS`]; keys of letters, digits, `-`, `_`, `.`,
@@ -96,6 +103,9 @@ pub use memory::MemoryStore;
 pub use postgres::PostgresStore;
 pub use sqlite::SqliteStore;
 
+/// The model's types, as every caller of the store names them.
+pub use leasehold_model::{ApiWrite, Metadata, NewEvent, ObjectKey, Op, Selector};
+
 use std::collections::BTreeMap;
 
 use async_trait::async_trait;
@@ -106,242 +116,13 @@ use thiserror::Error;
 use crate::authority::AuthorityError;
 use crate::fence::{Epoch, Fence, FenceCause};
 
-/// A stored object.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Object {
-    /// The kind (DNS label).
-    pub kind: String,
-    /// The name within the kind (DNS label).
-    pub name: String,
-    /// Revision of the commit that last wrote it (any write: value,
-    /// metadata, status, or a deletion mark).
-    pub version: u64,
-    /// Compact JSON text: the spec, what users write.
-    pub value: String,
-    /// Labels, owner and finalizers.
-    pub meta: Metadata,
-    /// 1 at creation; grows by one with each write that changes the value
-    /// or the metadata (a deletion mark included), never with a status
-    /// write.
-    pub generation: u64,
-    /// The status part, compact JSON text, written only by status writes
-    /// ([`Op::Status`]); `None` until the first.
-    pub status: Option<String>,
-    /// When a delete was requested while finalizers remained (backend
-    /// clock); the object is removed once a write leaves it none.
-    pub deleting_since: Option<DateTime<Utc>>,
-}
+/// A stored object, its deletion mark in the backend's clock (see
+/// [`leasehold_model::Object`]).
+pub type Object = leasehold_model::Object<DateTime<Utc>>;
 
-impl Object {
-    /// The object's address.
-    pub fn key(&self) -> ObjectKey {
-        ObjectKey {
-            kind: self.kind.clone(),
-            name: self.name.clone(),
-        }
-    }
-}
-
-/// The metadata a write sets beside an object's value (see the module
-/// documentation for the rules).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
-pub struct Metadata {
-    /// String labels, by key.
-    pub labels: BTreeMap<String, String>,
-    /// The object that owns this one: deleting it deletes (or marks) this
-    /// one in the same commit. It must exist, not be marked for deletion,
-    /// and be in the same cluster when a write names it.
-    pub owner: Option<ObjectKey>,
-    /// Names of the parties that must act before the object is removed:
-    /// while any remain, a delete only marks it (`deleting_since`).
-    pub finalizers: Vec<String>,
-}
-
-impl Metadata {
-    /// No labels, owner or finalizers.
-    pub fn is_empty(&self) -> bool {
-        self.labels.is_empty() && self.owner.is_none() && self.finalizers.is_empty()
-    }
-}
-
-/// The address of an object.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
-pub struct ObjectKey {
-    /// The kind.
-    pub kind: String,
-    /// The name.
-    pub name: String,
-}
-
-impl std::fmt::Display for ObjectKey {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}/{}", self.kind, self.name)
-    }
-}
-
-/// One write of a commit.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Op {
-    /// Create; fails with `Conflict` if it exists.
-    Create {
-        /// Where.
-        key: ObjectKey,
-        /// JSON text.
-        value: String,
-    },
-    /// Replace if the version matches; `Conflict` if not, `NotFound` if absent.
-    Update {
-        /// Where.
-        key: ObjectKey,
-        /// The version read.
-        expected_version: u64,
-        /// JSON text.
-        value: String,
-    },
-    /// Request deletion if the version matches; `Conflict` if not,
-    /// `NotFound` if absent. Removes the object if it has no finalizers,
-    /// otherwise marks it (`deleting_since`; an object already marked is
-    /// left as it is). Objects it owns are deleted or marked in the same
-    /// commit.
-    Delete {
-        /// Where.
-        key: ObjectKey,
-        /// The version read.
-        expected_version: u64,
-    },
-    /// Create with metadata; fails with `Conflict` if it exists.
-    CreateWith {
-        /// Where.
-        key: ObjectKey,
-        /// JSON text.
-        value: String,
-        /// Labels, owner, finalizers.
-        meta: Metadata,
-    },
-    /// Replace the value, the metadata or both if the version matches
-    /// (`Conflict` if not, `NotFound` if absent); `None` keeps what is
-    /// there. An [`Op::Update`] keeps the metadata. Leaving a marked object
-    /// without finalizers removes it; a marked object cannot gain
-    /// finalizers.
-    Replace {
-        /// Where.
-        key: ObjectKey,
-        /// The version read.
-        expected_version: u64,
-        /// New JSON text, or keep.
-        value: Option<String>,
-        /// New metadata (replacing all of it), or keep.
-        meta: Option<Metadata>,
-    },
-    /// Write only the status part, leaving value, metadata and generation
-    /// as they are (a status write never conflicts with a spec write unless
-    /// it asks to): `Conflict` if `expected_generation` is given and the
-    /// object's generation differs, `NotFound` if absent.
-    Status {
-        /// Where.
-        key: ObjectKey,
-        /// The generation the status was computed from, if it must still
-        /// be current.
-        expected_generation: Option<u64>,
-        /// New status JSON text, or `None` to clear it.
-        status: Option<String>,
-    },
-    /// Write nothing; fail the whole commit with `Conflict` unless the
-    /// object is at `expected_version` (0: unless it is absent). Lets a
-    /// commit depend on an object it does not change.
-    Check {
-        /// Where.
-        key: ObjectKey,
-        /// The version it must be at; 0 for "absent".
-        expected_version: u64,
-    },
-}
-
-impl Op {
-    /// The object this operation is about.
-    pub fn key(&self) -> &ObjectKey {
-        match self {
-            Op::Create { key, .. }
-            | Op::Update { key, .. }
-            | Op::Delete { key, .. }
-            | Op::CreateWith { key, .. }
-            | Op::Replace { key, .. }
-            | Op::Status { key, .. }
-            | Op::Check { key, .. } => key,
-        }
-    }
-
-    /// The kind this operation may create an object of (for quotas).
-    pub fn creates(&self) -> Option<&ObjectKey> {
-        match self {
-            Op::Create { key, .. } | Op::CreateWith { key, .. } => Some(key),
-            _ => None,
-        }
-    }
-}
-
-/// A user's write through the API, beside plain [`Store::put`] and
-/// [`Store::delete`].
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ApiWrite {
-    /// Create or replace value and metadata, optionally only at
-    /// `expected_version` (0: must not exist). Appends `Created` or
-    /// `Updated` (or `Deleted`, when it removed a marked object's last
-    /// finalizer).
-    Put {
-        /// Where.
-        key: ObjectKey,
-        /// JSON text.
-        value: String,
-        /// Replaces all metadata; `None` keeps it (a create then has none).
-        meta: Option<Metadata>,
-        /// `None`: whatever is there; `Some(0)`: must not exist.
-        expected_version: Option<u64>,
-    },
-    /// Write the status part (see [`Op::Status`]). Appends
-    /// `StatusUpdated`.
-    Status {
-        /// Where.
-        key: ObjectKey,
-        /// New status JSON text, or `None` to clear it.
-        status: Option<String>,
-        /// Must still be this generation, if given.
-        expected_generation: Option<u64>,
-    },
-    /// Request deletion (see [`Op::Delete`]), optionally only at
-    /// `expected_version`. Appends `Deleted` or `DeletionRequested`.
-    Delete {
-        /// Where.
-        key: ObjectKey,
-        /// Must be at this version, if given.
-        expected_version: Option<u64>,
-    },
-}
-
-/// What an [`ApiWrite`] did to the object it names.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Written {
-    /// It was created; as stored.
-    Created(Object),
-    /// It was replaced (value, metadata or status); as stored.
-    Replaced(Object),
-    /// Deletion was requested and finalizers hold it: it stays, marked
-    /// (already marked: unchanged).
-    Marked(Object),
-    /// It was removed.
-    Removed,
-}
-
-/// An event to append.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct NewEvent {
-    /// The object the event is about.
-    pub key: ObjectKey,
-    /// Short PascalCase reason.
-    pub reason: String,
-    /// Human-readable message.
-    pub message: String,
-}
+/// What an [`ApiWrite`] did to the object it names (see
+/// [`leasehold_model::Written`]).
+pub type Written = leasehold_model::Written<DateTime<Utc>>;
 
 /// Who made a write.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -538,45 +319,6 @@ pub struct Committed {
     /// check named are not written. A guest's host calls keep them to
     /// answer later reads (`runtime/host/own_writes.rs`).
     pub written: Vec<(ObjectKey, Option<Object>)>,
-}
-
-/// Which objects of a kind a list returns: every label named must be present with that value,
-/// and the value must contain `contains` (JSON containment, PostgreSQL's `@>` semantics:
-/// objects match recursively, arrays match if every element given is contained).
-///
-/// The empty selector (the default) selects every object of the kind. A
-/// selector is checked before it is used ([`StoreError::Invalid`] or
-/// [`StoreError::TooLarge`]): at most [`crate::limits::MAX_SELECTOR_LABELS`]
-/// labels, each of the syntax an object's labels have (a selector naming
-/// a label no object can carry is refused rather than matching nothing),
-/// and a `contains` of at most [`crate::limits::MAX_SELECTOR_CONTAINS_BYTES`]
-/// as compact JSON, nested at most
-/// [`crate::limits::MAX_SELECTOR_CONTAINS_DEPTH`] deep.
-///
-/// Containment in detail, the same on both backends: an object contains
-/// an object if it has each of its keys with a value that contains the
-/// given one; an array contains an array if each element given is
-/// contained in some element of it (order and repetition do not matter);
-/// scalars contain only equal scalars (numbers compare by value, `1` equals
-/// `1.0`); a value never contains a value of another type, with one
-/// exception at the top level only: an array contains a scalar it has as
-/// an element (`["a", "b"]` contains `"a"`).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Selector {
-    /// Labels the object must carry, each with exactly this value (an
-    /// empty value matches a label set to the empty string, not an absent
-    /// one).
-    pub labels: std::collections::BTreeMap<String, String>,
-    /// JSON the object's value must contain; `None` places no condition
-    /// on the value.
-    pub contains: Option<serde_json::Value>,
-}
-
-impl Selector {
-    /// No condition: every object of the kind.
-    pub fn is_empty(&self) -> bool {
-        self.labels.is_empty() && self.contains.is_none()
-    }
 }
 
 /// A page of objects.
