@@ -83,8 +83,9 @@ function seed(host, sizeGb) {
 
 const photos = (host) => host.object(BUCKETS, 'photos');
 const reconcile = (host) => host.reconcile(new Provisioner(), BUCKETS, 'photos');
-// The incarnation is the version the finalizer's commit gave a new object: 2.
-const putKey = (generation, incarnation = 2) => `buckets/photos@${generation}/put-${incarnation}`;
+// The incarnation is the version the finalizer's commit gave a new object:
+// 3 (the seed took revision 1 and its change 2: one series, with gaps).
+const putKey = (generation, incarnation = 3) => `buckets/photos@${generation}/put-${incarnation}`;
 const keys = (host) => host.httpRequests().map((r) => r.header('idempotency-key'));
 
 test('describes buckets with a resync', () => {
@@ -115,7 +116,7 @@ test('a new bucket gets the finalizer, is put once under the key of its generati
   assert.deepEqual(status.applied_spec, spec(10));
   assert.equal(status.cloud_generation, 1);
   assert.equal(status.observed_generation, 2);
-  assert.equal(status.incarnation, 2);
+  assert.equal(status.incarnation, 3);
   const ready = getCondition(status, READY);
   assert.deepEqual([ready?.status, ready?.reason, ready?.observedGeneration], ['True', PROVISIONED, 2]);
   assert.deepEqual(bucket.value, { spec: spec(10), endpoint: ENDPOINT, owner: 'team-a' }, 'the value is the user’s');
@@ -230,7 +231,7 @@ test('deleting goes through the finalizer: the bucket is deleted at the cloud on
   host.remove(BUCKETS, 'photos');
   const marked = photos(host);
   assert.ok(marked.isDeleting);
-  const deleteKey = `buckets/photos@${marked.generation}/delete-2`;
+  const deleteKey = `buckets/photos@${marked.generation}/delete-3`;
 
   // The answer is lost once: the object stays; the retry replays it.
   host.failNextHttp(HttpFault.REPLY_LOST);

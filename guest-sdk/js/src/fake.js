@@ -36,6 +36,7 @@ import { Conflict, Fenced, Invalid, NotFound, QUOTA_EXCEEDED_PREFIX, StoreError,
 import { Fence } from './fence.js';
 import { install } from './host.js';
 import { Metadata, ObjectKey } from './keys.js';
+import * as J from './fake-json.js';
 import * as L from './limits.js';
 import { decodeRaw } from './objects.js';
 import { HttpReply, HttpState } from './fake-http.js';
@@ -163,6 +164,8 @@ export class At {
  * change (null where it did not exist): what related watches map through.
  *
  * @typedef {object} Change
+ * @property {number} position its place in the store's one series of numbers (after its
+ *   commit's revision; unique and increasing, with gaps), as the host's change stream gives it
  * @property {number} revision
  * @property {ObjectKey} key
  * @property {boolean} deleted
@@ -208,6 +211,19 @@ function isAlnum(c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
 }
 
+// The host's refusals read "invalid request: …" and "too large: …" (its
+// store errors); the fake's say the same, word for word.
+
+/** @param {string} why @returns {Invalid} */
+function refused(why) {
+  return new Invalid(`invalid request: ${why}`);
+}
+
+/** @param {string} why @returns {Invalid} */
+function tooLarge(why) {
+  return new Invalid(`too large: ${why}`);
+}
+
 /**
  * @param {string} what
  * @param {string} value
@@ -215,10 +231,10 @@ function isAlnum(c) {
 function checkLabel(what, value) {
   /** @param {string} rule */
   const refuse = (rule) => {
-    throw new Invalid(`invalid ${what} ${JSON.stringify(value)}: ${rule}`);
+    throw refused(`invalid ${what} ${shown(String(value))}: ${rule}`);
   };
   if (typeof value !== 'string' || value.length === 0) refuse('must not be empty');
-  if (value.length > L.MAX_LABEL_LEN) refuse('must be at most 63 characters');
+  if (utf8Len(value) > L.MAX_LABEL_LEN) refuse('must be at most 63 characters');
   if (!(isLowerAlnum(value[0]) && isLowerAlnum(value[value.length - 1]))) {
     refuse('must start and end with a lowercase letter or digit');
   }
@@ -272,25 +288,26 @@ function labelValue(text) {
 
 /** @param {string} text */
 function shown(text) {
-  return JSON.stringify(text.slice(0, 80));
+  return JSON.stringify([...text].slice(0, 80).join(''));
 }
 
 /**
- * Compact JSON with object keys sorted, as the host normalizes values.
+ * The host's canonical JSON text of a JavaScript value, as a seed or a
+ * status written through the fake is stored (`fake-json.js`; a number
+ * JavaScript holds as an integer is written as one).
  *
  * @param {any} value
  * @returns {string}
  */
 export function canonicalJson(value) {
-  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
-  if (value !== null && typeof value === 'object') {
-    const keys = Object.keys(value).sort();
-    return `{${keys.map((k) => `${JSON.stringify(k)}:${canonicalJson(value[k])}`).join(',')}}`;
-  }
-  return JSON.stringify(value);
+  const text = JSON.stringify(value);
+  if (text === undefined) throw new TypeError(`${typeof value} is not JSON`);
+  return J.canonical(text);
 }
 
 /**
+ * The host's canonical text of a value or status (`fake-json.js`).
+ *
  * @param {Limits} limits
  * @param {ObjectKey} key
  * @param {string} part
@@ -298,18 +315,21 @@ export function canonicalJson(value) {
  * @returns {string}
  */
 function normalize(limits, key, part, text) {
-  /** @param {number} size @param {string} how */
-  const tooLarge = (size, how) =>
-    new Invalid(`the ${part} of ${key} is ${size} bytes${how}; the limit is ${limits.maxValueBytes}`);
-  if (utf8Len(text) > limits.maxValueBytes) throw tooLarge(utf8Len(text), '');
-  let parsed;
-  try {
-    parsed = JSON.parse(text);
-  } catch (e) {
-    throw new Invalid(`the ${part} of ${key} is not JSON: ${/** @type {Error} */ (e).message}`);
+  if (utf8Len(text) > limits.maxValueBytes) {
+    throw tooLarge(`the ${part} of ${key} is ${utf8Len(text)} bytes; the limit is ${limits.maxValueBytes}`);
   }
-  const normal = canonicalJson(parsed);
-  if (utf8Len(normal) > limits.maxValueBytes) throw tooLarge(utf8Len(normal), ' once normalized');
+  let normal;
+  try {
+    normal = J.canonical(text);
+  } catch (e) {
+    if (e instanceof J.JsonRefused) throw refused(`the ${part} of ${key} ${e.describe()}`);
+    throw e;
+  }
+  if (utf8Len(normal) > limits.maxValueBytes) {
+    throw tooLarge(
+      `the ${part} of ${key} is ${utf8Len(normal)} bytes once normalized; the limit is ${limits.maxValueBytes}`,
+    );
+  }
   return normal;
 }
 
@@ -318,19 +338,19 @@ function normalize(limits, key, part, text) {
  * @param {Metadata} meta
  */
 function checkMetadata(key, meta) {
-  const labels = Object.entries(meta.labels);
+  const labels = Object.entries(meta.labels).sort(([a], [b]) => J.byCodePoint(a, b));
   if (labels.length > L.MAX_LABELS) {
-    throw new Invalid(`${key} has ${labels.length} labels; the limit is ${L.MAX_LABELS}`);
+    throw tooLarge(`${key} has ${labels.length} labels; the limit is ${L.MAX_LABELS}`);
   }
   for (const [name, value] of labels) {
     if (!qualified(name, L.MAX_LABEL_KEY_BYTES)) {
-      throw new Invalid(
+      throw refused(
         `label key ${shown(name)} of ${key} must be 1 to ${L.MAX_LABEL_KEY_BYTES} ASCII letters, digits, ` +
           "'-', '_', '.' or '/', beginning and ending with a letter or digit",
       );
     }
     if (!labelValue(value)) {
-      throw new Invalid(
+      throw refused(
         `label ${name} of ${key} has value ${shown(value)}; a label value is empty or 1 to ` +
           `${L.MAX_LABEL_VALUE_BYTES} ASCII letters, digits, '-', '_' or '.', beginning and ending with a ` +
           'letter or digit',
@@ -338,23 +358,23 @@ function checkMetadata(key, meta) {
     }
   }
   if (meta.finalizers.length > L.MAX_FINALIZERS) {
-    throw new Invalid(`${key} has ${meta.finalizers.length} finalizers; the limit is ${L.MAX_FINALIZERS}`);
+    throw tooLarge(`${key} has ${meta.finalizers.length} finalizers; the limit is ${L.MAX_FINALIZERS}`);
   }
   meta.finalizers.forEach((finalizer, i) => {
     if (!qualified(finalizer, L.MAX_FINALIZER_BYTES)) {
-      throw new Invalid(
+      throw refused(
         `finalizer ${shown(finalizer)} of ${key} must be 1 to ${L.MAX_FINALIZER_BYTES} ASCII letters, ` +
           "digits, '-', '_', '.' or '/', beginning and ending with a letter or digit",
       );
     }
     if (meta.finalizers.slice(0, i).includes(finalizer)) {
-      throw new Invalid(`finalizer ${finalizer} of ${key} is listed twice`);
+      throw refused(`finalizer ${finalizer} of ${key} is listed twice`);
     }
   });
   if (meta.owner !== null) {
     checkLabel('owner kind', meta.owner.kind);
     checkLabel('owner name', meta.owner.name);
-    if (meta.owner.equals(key)) throw new Invalid(`${key} cannot own itself`);
+    if (meta.owner.equals(key)) throw refused(`${key} cannot own itself`);
   }
 }
 
@@ -384,25 +404,25 @@ function checkEvent(limits, event) {
   checkKey(event.key);
   const { key, reason } = event;
   if (utf8Len(reason) > limits.maxEventReasonBytes) {
-    throw new Invalid(
+    throw tooLarge(
       `the reason of an event about ${key} is ${utf8Len(reason)} bytes; the limit is ${limits.maxEventReasonBytes}`,
     );
   }
   const pascal = reason.length > 0 && reason[0] >= 'A' && reason[0] <= 'Z' && [...reason].every(isAlnum);
   if (!pascal) {
-    throw new Invalid(
-      `the reason ${JSON.stringify(reason)} of an event about ${key} must be a PascalCase word ` +
+    throw refused(
+      `the reason ${shown(reason)} of an event about ${key} must be a PascalCase word ` +
         '(A-Z first, then letters and digits)',
     );
   }
   if (utf8Len(event.message) > limits.maxEventMessageBytes) {
-    throw new Invalid(
+    throw tooLarge(
       `the message of an event about ${key} is ${utf8Len(event.message)} bytes; the limit is ` +
         `${limits.maxEventMessageBytes}`,
     );
   }
   if (event.message.includes('\0')) {
-    throw new Invalid(`the message of an event about ${key} contains a NUL character`);
+    throw refused(`the message of an event about ${key} contains a NUL character`);
   }
 }
 
@@ -425,19 +445,19 @@ function validateCommit(limits, ops, events) {
     );
   }
   if (ops.length > limits.maxOpsPerCommit) {
-    throw new Invalid(`a commit has ${ops.length} operations; the limit is ${limits.maxOpsPerCommit}`);
+    throw tooLarge(`a commit has ${ops.length} operations; the limit is ${limits.maxOpsPerCommit}`);
   }
   if (events.length > limits.maxEventsPerCommit) {
-    throw new Invalid(`a commit has ${events.length} events; the limit is ${limits.maxEventsPerCommit}`);
+    throw tooLarge(`a commit has ${events.length} events; the limit is ${limits.maxEventsPerCommit}`);
   }
-  if (ops.length === 0 && events.length === 0) throw new Invalid('a commit needs at least one operation or event');
+  if (ops.length === 0 && events.length === 0) throw refused('a commit needs at least one operation or event');
   const seen = new Set();
   /** @type {import('./transaction.js').Op[]} */
   const normalized = [];
   for (let op of ops) {
     const key = op.key;
     checkKey(key);
-    if (seen.has(String(key))) throw new Invalid(`${key} appears in more than one operation of the commit`);
+    if (seen.has(String(key))) throw refused(`${key} appears in more than one operation of the commit`);
     seen.add(String(key));
     if (op instanceof Create) {
       op = new Create(key, normalize(limits, key, 'value', op.value));
@@ -449,7 +469,7 @@ function validateCommit(limits, ops, events) {
     } else if (op instanceof Replace) {
       if (op.metadata !== null) checkMetadata(key, op.metadata);
       if (op.value === null && op.metadata === null) {
-        throw new Invalid(`a replace of ${key} needs a value, metadata or both`);
+        throw refused(`a replace of ${key} needs a value, metadata or both`);
       }
       const value = op.value === null ? null : normalize(limits, key, 'value', op.value);
       op = new Replace(key, op.expectedVersion, value, op.metadata);
@@ -457,7 +477,7 @@ function validateCommit(limits, ops, events) {
       const status = op.status === null ? null : normalize(limits, key, 'status', op.status);
       op = new Status(key, op.expectedGeneration, status);
     } else if (!(op instanceof Delete || op instanceof Check)) {
-      throw new Invalid(`unknown operation ${/** @type {any} */ (op).constructor?.name} on ${key}`);
+      throw refused(`unknown operation ${/** @type {any} */ (op).constructor?.name} on ${key}`);
     }
     normalized.push(op);
   }
@@ -466,103 +486,77 @@ function validateCommit(limits, ops, events) {
 }
 
 /**
- * @param {any} value
- * @param {number} cap
- * @returns {number}
+ * The selector's `contains` as the host reads it: the guest's JSON text,
+ * parsed under the store's rules (`undefined` when not given).
+ *
+ * @param {string} kind
+ * @param {import('./keys.js').Selector} selector
+ * @returns {any}
  */
-function depth(value, cap) {
-  if (cap === 0) return 0;
-  if (Array.isArray(value)) return 1 + Math.max(0, ...value.map((v) => depth(v, cap - 1)));
-  if (value !== null && typeof value === 'object') {
-    return 1 + Math.max(0, ...Object.values(value).map((v) => depth(v, cap - 1)));
+function selectorContains(kind, selector) {
+  const text = selector.containsJson();
+  if (text === null) return undefined;
+  if (utf8Len(text) > L.MAX_VALUE_BYTES) {
+    throw refused(
+      `selector for kind ${kind}: contains is ${utf8Len(text)} bytes of JSON text; the limit is ${L.MAX_VALUE_BYTES}`,
+    );
   }
-  return 0;
+  try {
+    return J.parse(text);
+  } catch (e) {
+    if (e instanceof J.JsonRefused) throw refused(`selector for kind ${kind}: contains ${e.describe()}`);
+    throw e;
+  }
 }
 
 /**
  * @param {string} kind
  * @param {import('./keys.js').Selector} selector
+ * @param {any} contains parsed, or `undefined`
  */
-function checkSelector(kind, selector) {
-  const labels = Object.entries(selector.labels);
+function checkSelector(kind, selector, contains) {
+  const labels = Object.entries(selector.labels).sort(([a], [b]) => J.byCodePoint(a, b));
   if (labels.length > L.MAX_SELECTOR_LABELS) {
-    throw new Invalid(
-      `selector for kind ${kind} names ${labels.length} labels; the limit is ${L.MAX_SELECTOR_LABELS}`,
-    );
+    throw refused(`selector for kind ${kind} names ${labels.length} labels; the limit is ${L.MAX_SELECTOR_LABELS}`);
   }
   for (const [name, value] of labels) {
     if (!qualified(name, L.MAX_LABEL_KEY_BYTES)) {
-      throw new Invalid(
+      throw refused(
         `selector for kind ${kind}: label key ${shown(name)} must be 1 to ${L.MAX_LABEL_KEY_BYTES} ASCII ` +
           "letters, digits, '-', '_', '.' or '/', beginning and ending with a letter or digit",
       );
     }
     if (!labelValue(value)) {
-      throw new Invalid(
+      throw refused(
         `selector for kind ${kind}: label ${name} has value ${shown(value)}; a label value is empty or 1 ` +
           `to ${L.MAX_LABEL_VALUE_BYTES} ASCII letters, digits, '-', '_' or '.', beginning and ending ` +
           'with a letter or digit',
       );
     }
   }
-  if (selector.contains !== null) {
+  if (contains !== undefined) {
     const cap = L.MAX_SELECTOR_CONTAINS_DEPTH;
-    if (depth(selector.contains.value, cap + 1) > cap) {
-      throw new Invalid(`selector for kind ${kind}: contains is nested more than ${cap} arrays or objects deep`);
+    if (J.depth(contains, cap + 1) > cap) {
+      throw refused(`selector for kind ${kind}: contains is nested more than ${cap} arrays or objects deep`);
     }
-    if (utf8Len(selector.containsJson() ?? '') > L.MAX_SELECTOR_CONTAINS_BYTES) {
-      throw new Invalid(
+    if (utf8Len(J.dumps(contains)) > L.MAX_SELECTOR_CONTAINS_BYTES) {
+      throw refused(
         `selector for kind ${kind}: contains is over ${L.MAX_SELECTOR_CONTAINS_BYTES} bytes of compact JSON`,
       );
     }
   }
 }
 
-/** @param {any} value */
-function jsonType(value) {
-  if (value === null) return 'null';
-  if (Array.isArray(value)) return 'array';
-  return typeof value;
-}
-
-/**
- * PostgreSQL's `jsonb @>` below the top level.
- *
- * @param {any} value
- * @param {any} query
- * @returns {boolean}
- */
-function contains(value, query) {
-  const a = jsonType(value);
-  if (a !== jsonType(query)) return false;
-  if (a === 'object') {
-    return Object.entries(query).every(([k, q]) => Object.hasOwn(value, k) && contains(value[k], q));
-  }
-  if (a === 'array') return query.every((/** @type {any} */ want) => value.some((/** @type {any} */ have) => contains(have, want)));
-  // Numbers by value (1 equals 1.0); booleans, strings and null by equality.
-  return value === query;
-}
-
-/**
- * @param {any} value
- * @param {any} query
- * @returns {boolean}
- */
-function topContains(value, query) {
-  const q = jsonType(query);
-  if (Array.isArray(value) && q !== 'array' && q !== 'object') return value.some((item) => contains(item, query));
-  return contains(value, query);
-}
-
 /**
  * @param {import('./keys.js').Selector} selector
+ * @param {any} contains parsed, or `undefined`
  * @param {Stored} stored
  */
-function selects(selector, stored) {
+function selects(selector, contains, stored) {
   const labels = stored.metadata.labels;
   if (Object.entries(selector.labels).some(([k, v]) => !Object.hasOwn(labels, k) || labels[k] !== v)) return false;
-  if (selector.contains === null) return true;
-  return topContains(JSON.parse(stored.value), selector.contains.value);
+  if (contains === undefined) return true;
+  return J.contains(J.parse(stored.value), contains);
 }
 
 /**
@@ -625,6 +619,24 @@ class Plan {
 }
 
 /**
+ * The objects a commit names, then the owners its metadata names, once
+ * each (the host's order when it names a refused commit).
+ *
+ * @param {readonly import('./transaction.js').Op[]} ops
+ * @returns {string[]}
+ */
+function batchKeys(ops) {
+  /** @type {string[]} */
+  const keys = [];
+  for (const op of ops) if (!keys.includes(String(op.key))) keys.push(String(op.key));
+  for (const op of ops) {
+    const meta = op instanceof CreateWith || op instanceof Replace ? op.metadata : null;
+    if (meta !== null && meta.owner !== null && !keys.includes(String(meta.owner))) keys.push(String(meta.owner));
+  }
+  return keys;
+}
+
+/**
  * @param {Plan} plan
  * @param {ObjectKey} key
  * @param {Stored} stored
@@ -648,9 +660,18 @@ class Objects {
   constructor() {
     /** `kind/name` -> [key, row] @type {Map<string, [ObjectKey, Stored]>} */
     this.map = new Map();
+    /** The revision of the last write. */
     this.revision = 0;
+    /** The last number given out: revisions, change positions and event sequence numbers. */
+    this.last = 0;
     /** @type {Change[]} */
     this.changes = [];
+  }
+
+  /** The next number of the store's one series. @returns {number} */
+  next() {
+    this.last += 1;
+    return this.last;
   }
 
   /** @param {ObjectKey} key @returns {Stored | undefined} */
@@ -691,8 +712,6 @@ class Objects {
    * @returns {import('./keys.js').RawPage}
    */
   listMatching(limits, kind, after, limit, keep) {
-    checkLabel('object kind', kind);
-    if (after !== null) checkLabel('list cursor', after);
     const most = Math.min(limit === 0 ? L.DEFAULT_PAGE_SIZE : limit, limits.maxPageSize);
     /** @type {import('./keys.js').RawObject[]} */
     let objects = [];
@@ -712,15 +731,19 @@ class Objects {
   }
 
   /**
+   * Plan and apply validated `ops`, numbered as the host numbers a commit:
+   * its revision, then one position per change, then `events` sequence numbers.
+   *
    * @param {readonly import('./transaction.js').Op[]} ops
+   * @param {number} events
    * @param {number} nowMs
-   * @returns {number} the new revision
+   * @returns {{revision: number, seqs: number[]}}
    */
-  apply(ops, nowMs) {
+  apply(ops, events, nowMs) {
     const plan = new Plan();
     for (const op of ops) this.#resolve(ops, plan, op, nowMs);
     this.#collect(ops, plan, nowMs);
-    return this.#commit(plan);
+    return this.#commit(plan, events);
   }
 
   /**
@@ -733,15 +756,20 @@ class Objects {
     if (stored === undefined) return false;
     const plan = new Plan();
     requestDelete(plan, key, stored, nowMs);
-    this.#collect([], plan, nowMs);
-    if (plan.writes.size > 0) this.#commit(plan);
+    this.#collect([new Delete(key, stored.version)], plan, nowMs);
+    if (plan.writes.size > 0) this.#commit(plan, 0);
     return true;
   }
 
-  /** @param {Plan} plan */
-  #commit(plan) {
-    const revision = this.revision + 1;
+  /** @param {Plan} plan @param {number} events @returns {{revision: number, seqs: number[]}} */
+  #commit(plan, events) {
+    const revision = this.next();
+    const positions = [...plan.writes.keys()].map(() => this.next());
+    const seqs = Array.from({ length: events }, () => this.next());
+    let i = 0;
     for (const [id, [key, row]] of plan.writes) {
+      const position = positions[i];
+      i += 1;
       const old = this.map.get(id);
       const before = old === undefined ? null : old[1].metadata;
       if (row === null) {
@@ -751,10 +779,10 @@ class Objects {
         this.map.set(id, [key, row]);
       }
       const after = row === null ? null : row.metadata;
-      this.changes.push({ revision, key, deleted: row === null, before, after });
+      this.changes.push({ position, revision, key, deleted: row === null, before, after });
     }
     this.revision = revision;
-    return revision;
+    return { revision, seqs };
   }
 
   /**
@@ -768,22 +796,22 @@ class Objects {
       plan.pendingOwners = [];
       const owned = [...this.map.values()]
         .filter(([, s]) => s.metadata.owner !== null && owners.some((o) => o.equals(s.metadata.owner)))
-        .sort(([a], [b]) => (String(a) < String(b) ? -1 : String(a) > String(b) ? 1 : 0));
+        .sort(([a], [b]) => J.byCodePoint(a.kind, b.kind) || J.byCodePoint(a.name, b.name));
       for (const [key, stored] of owned) {
         if (plan.writes.has(String(key))) {
           if (ops.some((op) => op instanceof Delete && op.key.equals(key))) continue;
-          throw new Invalid(
+          throw refused(
             `the commit deletes ${stored.metadata.owner}, which owns ${key}, and also writes ${key}: ` +
               `delete ${key} too, or write it in another commit`,
           );
         }
         if (ops.some((op) => op.key.equals(key))) {
-          throw new Invalid(`the commit checks ${key} and deletes its owner; check or delete, not both`);
+          throw refused(`the commit checks ${key} and deletes its owner; check or delete, not both`);
         }
         plan.collected += 1;
         if (plan.collected > L.MAX_COLLECTED_PER_COMMIT) {
-          throw new Invalid(
-            `deleting ${ops.map((op) => String(op.key)).join(', ')} would delete or mark more than ` +
+          throw tooLarge(
+            `deleting ${batchKeys(ops).join(', ')} would delete or mark more than ` +
               `${L.MAX_COLLECTED_PER_COMMIT} owned objects in one commit; delete owned objects first`,
           );
         }
@@ -846,7 +874,7 @@ class Objects {
     if (stored.deletingSinceMs !== null) {
       const added = newMeta.finalizers.filter((f) => !stored.metadata.finalizers.includes(f));
       if (added.length > 0) {
-        throw new Invalid(`${key} is marked for deletion: finalizers can be removed, not added (${added[0]})`);
+        throw refused(`${key} is marked for deletion: finalizers can be removed, not added (${added[0]})`);
       }
       if (newMeta.finalizers.length === 0) return null;
     }
@@ -872,7 +900,7 @@ class Objects {
     const found = this.stored(owner);
     if (found === undefined || found.deletingSinceMs !== null) throw new Conflict(key);
     if (ops.some((op) => op instanceof Delete && op.key.equals(owner))) {
-      throw new Invalid(`the commit deletes ${owner} and makes it the owner of ${key}`);
+      throw refused(`the commit deletes ${owner} and makes it the owner of ${key}`);
     }
   }
 }
@@ -976,7 +1004,7 @@ export class FakeHost {
    */
   #asUser(key, what, ops) {
     try {
-      return this.#objects.apply(validateCommit(this.limits, ops, []), this.#nowMs);
+      return this.#objects.apply(validateCommit(this.limits, ops, []), 0, this.#nowMs).revision;
     } catch (e) {
       if (e instanceof StoreError) throw new Error(`${what} ${key}: ${e.message}`);
       throw e;
@@ -1239,7 +1267,7 @@ export class FakeHost {
     for (const watch of description.related) {
       for (const key of this.#objects.keysOf(watch.kind)) {
         const meta = /** @type {Stored} */ (this.#objects.stored(key)).metadata;
-        for (const mapped of relatedKeys(watch, { revision: 0, key, deleted: false, before: null, after: meta })) {
+        for (const mapped of relatedKeys(watch, { position: 0, revision: 0, key, deleted: false, before: null, after: meta })) {
           if (!keys.some((k) => k.equals(mapped)) && this.#watchesStored(description, mapped)) keys.push(mapped);
         }
       }
@@ -1429,6 +1457,8 @@ export class FakeHost {
    */
   list(kind, after, limit) {
     this.#enter('list');
+    checkLabel('object kind', kind);
+    if (after !== null) checkLabel('list cursor', after);
     return this.#objects.listMatching(this.limits, kind, after, limit, () => true);
   }
 
@@ -1443,9 +1473,11 @@ export class FakeHost {
    */
   listSelected(kind, selector, after, limit) {
     this.#enter('list');
+    const contains = selectorContains(kind, selector);
     checkLabel('object kind', kind);
-    checkSelector(kind, selector);
-    return this.#objects.listMatching(this.limits, kind, after, limit, (s) => selects(selector, s));
+    if (after !== null) checkLabel('list cursor', after);
+    checkSelector(kind, selector, contains);
+    return this.#objects.listMatching(this.limits, kind, after, limit, (s) => selects(selector, contains, s));
   }
 
   /**
@@ -1464,13 +1496,11 @@ export class FakeHost {
     if (fault === Fault.QUOTA_CREATES || fault === Fault.QUOTA_OBJECTS) {
       throw invalid(this.#quotaMessage(fault, first.kind));
     }
-    const revision = this.#objects.apply(normalized, this.#nowMs);
+    const { revision, seqs } = this.#objects.apply(normalized, events.length, this.#nowMs);
     const epoch = this.#fence.epoch;
-    const seqs = events.map((event) => {
-      const seq = this.#events.length + 1;
+    events.forEach((event, i) => {
       const [type, text] = decodeEventMessage(event.message);
-      this.#events.push({ seq, revision, epoch, key: event.key, reason: event.reason, message: event.message, type, text });
-      return seq;
+      this.#events.push({ seq: seqs[i], revision, epoch, key: event.key, reason: event.reason, message: event.message, type, text });
     });
     this.#commits.push({ revision, epoch, ops: normalized, events: [...events], eventSeqs: seqs });
     if (fault === Fault.LOST_REPLY) {

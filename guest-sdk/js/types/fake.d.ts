@@ -146,6 +146,11 @@ export type EventRecord = {
     text: string;
 };
 export type Change = {
+    /**
+     * its place in the store's one series of numbers (after its
+     * commit's revision; unique and increasing, with gaps), as the host's change stream gives it
+     */
+    position: number;
     revision: number;
     key: ObjectKey;
     deleted: boolean;
@@ -169,7 +174,9 @@ export type Stored = {
     deletingSinceMs: number | null;
 };
 /**
- * Compact JSON with object keys sorted, as the host normalizes values.
+ * The host's canonical JSON text of a JavaScript value, as a seed or a
+ * status written through the fake is stored (`fake-json.js`; a number
+ * JavaScript holds as an integer is written as one).
  *
  * @param {any} value
  * @returns {string}

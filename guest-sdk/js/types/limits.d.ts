@@ -46,6 +46,12 @@ export declare const MAX_SELECTOR_LABELS = 32;
 export declare const MAX_SELECTOR_CONTAINS_BYTES: number;
 /** Deepest nesting of a selector's `contains`. */
 export declare const MAX_SELECTOR_CONTAINS_DEPTH = 16;
+/** Deepest nesting of arrays and objects in any JSON the store keeps. */
+export declare const MAX_JSON_DEPTH = 127;
+/** Smallest integer a JSON value may hold (below it: refused, not rounded). */
+export declare const MIN_JSON_INTEGER = -9223372036854775808n;
+/** Largest integer a JSON value may hold (above it: refused, not rounded). */
+export declare const MAX_JSON_INTEGER = 18446744073709551615n;
 /** Most shards a controller may run as (`shards = N` in its config entry). */
 export declare const MAX_SHARDS = 64;
 /** Most outbound HTTP requests one reconcile may send (`Limit` past it). */

@@ -37,6 +37,7 @@ from enum import Enum
 from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
 from . import _host
+from . import fake_json
 from . import limits as L
 from .controller import Controller, Description, Reason, RelatedWatch, Reply, dispatch
 from .errors import (
@@ -203,6 +204,10 @@ class Change:
     deleted: bool
     before: Optional[Metadata] = None
     after: Optional[Metadata] = None
+    #: The change's position in the store's one series of numbers (after
+    #: its commit's revision; unique and increasing, with gaps), as the
+    #: host's change stream gives it.
+    position: int = 0
 
 
 def related_keys(watch: RelatedWatch, change: Change) -> List[ObjectKey]:
@@ -269,13 +274,29 @@ def _is_alnum(c: str) -> bool:
     return c.isascii() and c.isalnum()
 
 
+# The host's refusals read "invalid request: …" and "too large: …" (its
+# store errors); the fake's say the same, word for word.
+
+
+def _invalid(why: str) -> Invalid:
+    return Invalid(f"invalid request: {why}")
+
+
+def _too_large(why: str) -> Invalid:
+    return Invalid(f"too large: {why}")
+
+
+def _quoted(value: str) -> str:
+    return json.dumps(value[:80], ensure_ascii=False)
+
+
 def _check_label(what: str, value: str) -> None:
     def refuse(rule: str) -> None:
-        raise Invalid(f"invalid {what} {json.dumps(value)}: {rule}")
+        raise _invalid(f"invalid {what} {_quoted(value)}: {rule}")
 
     if not value:
         refuse("must not be empty")
-    if len(value) > L.MAX_LABEL_LEN:
+    if _utf8_len(value) > L.MAX_LABEL_LEN:
         refuse("must be at most 63 characters")
     if not (_is_lower_alnum(value[0]) and _is_lower_alnum(value[-1])):
         refuse("must start and end with a lowercase letter or digit")
@@ -307,69 +328,62 @@ def _label_value(text: str) -> bool:
     )
 
 
-def _shown(text: str) -> str:
-    return json.dumps(text[:80])
-
-
 def _compact(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, sort_keys=True)
+    return fake_json.dumps(value)
 
 
 def _normalize(limits: Limits, key: ObjectKey, part: str, text: str) -> str:
-    def too_large(size: int, how: str) -> Invalid:
-        return Invalid(
-            f"the {part} of {key} is {size} bytes{how}; the limit is {limits.max_value_bytes}"
-        )
-
+    """The host's canonical text of a value or status (`fake_json`)."""
     if _utf8_len(text) > limits.max_value_bytes:
-        raise too_large(_utf8_len(text), "")
+        raise _too_large(
+            f"the {part} of {key} is {_utf8_len(text)} bytes; the limit is "
+            f"{limits.max_value_bytes}"
+        )
     try:
-        parsed = json.loads(text, parse_constant=_no_constant)
-    except ValueError as e:
-        raise Invalid(f"the {part} of {key} is not JSON: {e}") from None
-    normal = _compact(parsed)
+        normal = fake_json.canonical(text)
+    except fake_json.JsonRefused as refused:
+        raise _invalid(f"the {part} of {key} {refused.describe()}") from None
     if _utf8_len(normal) > limits.max_value_bytes:
-        raise too_large(_utf8_len(normal), " once normalized")
+        raise _too_large(
+            f"the {part} of {key} is {_utf8_len(normal)} bytes once normalized; the limit is "
+            f"{limits.max_value_bytes}"
+        )
     return normal
-
-
-def _no_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
 
 
 def _check_metadata(key: ObjectKey, meta: Metadata) -> None:
     if len(meta.labels) > L.MAX_LABELS:
-        raise Invalid(f"{key} has {len(meta.labels)} labels; the limit is {L.MAX_LABELS}")
-    for name, value in meta.labels.items():
+        raise _too_large(f"{key} has {len(meta.labels)} labels; the limit is {L.MAX_LABELS}")
+    for name, value in sorted(meta.labels.items()):
         if not _qualified(name, L.MAX_LABEL_KEY_BYTES):
-            raise Invalid(
-                f"label key {_shown(name)} of {key} must be 1 to {L.MAX_LABEL_KEY_BYTES} ASCII "
+            raise _invalid(
+                f"label key {_quoted(name)} of {key} must be 1 to {L.MAX_LABEL_KEY_BYTES} ASCII "
                 "letters, digits, '-', '_', '.' or '/', beginning and ending with a letter or digit"
             )
         if not _label_value(value):
-            raise Invalid(
-                f"label {name} of {key} has value {_shown(value)}; a label value is empty or 1 to "
-                f"{L.MAX_LABEL_VALUE_BYTES} ASCII letters, digits, '-', '_' or '.', beginning and "
-                "ending with a letter or digit"
+            raise _invalid(
+                f"label {name} of {key} has value {_quoted(value)}; a label value is empty or 1 "
+                f"to {L.MAX_LABEL_VALUE_BYTES} ASCII letters, digits, '-', '_' or '.', beginning "
+                "and ending with a letter or digit"
             )
     if len(meta.finalizers) > L.MAX_FINALIZERS:
-        raise Invalid(
+        raise _too_large(
             f"{key} has {len(meta.finalizers)} finalizers; the limit is {L.MAX_FINALIZERS}"
         )
     for i, finalizer in enumerate(meta.finalizers):
         if not _qualified(finalizer, L.MAX_FINALIZER_BYTES):
-            raise Invalid(
-                f"finalizer {_shown(finalizer)} of {key} must be 1 to {L.MAX_FINALIZER_BYTES} "
+            raise _invalid(
+                f"finalizer {_quoted(finalizer)} of {key} must be 1 to {L.MAX_FINALIZER_BYTES} "
                 "ASCII letters, digits, '-', '_', '.' or '/', beginning and ending with a letter "
                 "or digit"
             )
         if finalizer in meta.finalizers[:i]:
-            raise Invalid(f"finalizer {finalizer} of {key} is listed twice")
+            raise _invalid(f"finalizer {finalizer} of {key} is listed twice")
     if meta.owner is not None:
         _check_label("owner kind", meta.owner.kind)
         _check_label("owner name", meta.owner.name)
         if meta.owner == key:
-            raise Invalid(f"{key} cannot own itself")
+            raise _invalid(f"{key} cannot own itself")
 
 
 def _meta_size(meta: Optional[Metadata]) -> int:
@@ -398,23 +412,23 @@ def _check_event(limits: Limits, event: NewEvent) -> None:
     _check_key(event.key)
     key, reason = event.key, event.reason
     if _utf8_len(reason) > limits.max_event_reason_bytes:
-        raise Invalid(
+        raise _too_large(
             f"the reason of an event about {key} is {_utf8_len(reason)} bytes; the limit is "
             f"{limits.max_event_reason_bytes}"
         )
     pascal = bool(reason) and "A" <= reason[0] <= "Z" and all(_is_alnum(c) for c in reason)
     if not pascal:
-        raise Invalid(
-            f"the reason {json.dumps(reason)} of an event about {key} must be a PascalCase word "
+        raise _invalid(
+            f"the reason {_quoted(reason)} of an event about {key} must be a PascalCase word "
             "(A-Z first, then letters and digits)"
         )
     if _utf8_len(event.message) > limits.max_event_message_bytes:
-        raise Invalid(
+        raise _too_large(
             f"the message of an event about {key} is {_utf8_len(event.message)} bytes; the "
             f"limit is {limits.max_event_message_bytes}"
         )
     if "\0" in event.message:
-        raise Invalid(f"the message of an event about {key} contains a NUL character")
+        raise _invalid(f"the message of an event about {key} contains a NUL character")
 
 
 def _validate_commit(limits: Limits, ops: Sequence[Op], events: Sequence[NewEvent]) -> List[Op]:
@@ -428,22 +442,22 @@ def _validate_commit(limits: Limits, ops: Sequence[Op], events: Sequence[NewEven
             f"{limits.max_call_payload_bytes} bytes"
         )
     if len(ops) > limits.max_ops_per_commit:
-        raise Invalid(
+        raise _too_large(
             f"a commit has {len(ops)} operations; the limit is {limits.max_ops_per_commit}"
         )
     if len(events) > limits.max_events_per_commit:
-        raise Invalid(
+        raise _too_large(
             f"a commit has {len(events)} events; the limit is {limits.max_events_per_commit}"
         )
     if not ops and not events:
-        raise Invalid("a commit needs at least one operation or event")
+        raise _invalid("a commit needs at least one operation or event")
     seen = set()
     normalized: List[Op] = []
     for op in ops:
         key = op.key
         _check_key(key)
         if key in seen:
-            raise Invalid(f"{key} appears in more than one operation of the commit")
+            raise _invalid(f"{key} appears in more than one operation of the commit")
         seen.add(key)
         if isinstance(op, Create):
             op = Create(key, _normalize(limits, key, "value", op.value))
@@ -456,100 +470,76 @@ def _validate_commit(limits: Limits, ops: Sequence[Op], events: Sequence[NewEven
             if op.metadata is not None:
                 _check_metadata(key, op.metadata)
             if op.value is None and op.metadata is None:
-                raise Invalid(f"a replace of {key} needs a value, metadata or both")
+                raise _invalid(f"a replace of {key} needs a value, metadata or both")
             value = None if op.value is None else _normalize(limits, key, "value", op.value)
             op = Replace(key, op.expected_version, value, op.metadata)
         elif isinstance(op, Status):
             status = None if op.status is None else _normalize(limits, key, "status", op.status)
             op = Status(key, op.expected_generation, status)
         elif not isinstance(op, (Delete, Check)):
-            raise Invalid(f"unknown operation {type(op).__name__} on {key}")
+            raise _invalid(f"unknown operation {type(op).__name__} on {key}")
         normalized.append(op)
     for event in events:
         _check_event(limits, event)
     return normalized
 
 
-def _check_selector(kind: str, selector: Selector) -> None:
+def _selector_contains(kind: str, selector: Selector) -> Any:
+    """The selector's `contains` as the host reads it: the guest's JSON
+    text, parsed under the store's rules (`None` when not given)."""
+    text = selector.contains_json()
+    if text is None:
+        return None
+    if _utf8_len(text) > L.MAX_VALUE_BYTES:
+        raise _invalid(
+            f"selector for kind {kind}: contains is {_utf8_len(text)} bytes of JSON text; the "
+            f"limit is {L.MAX_VALUE_BYTES}"
+        )
+    try:
+        return fake_json.parse(text)
+    except fake_json.JsonRefused as refused:
+        raise _invalid(f"selector for kind {kind}: contains {refused.describe()}") from None
+
+
+def _check_selector(kind: str, selector: Selector, contains: Any) -> None:
     if len(selector.labels) > L.MAX_SELECTOR_LABELS:
-        raise Invalid(
+        raise _invalid(
             f"selector for kind {kind} names {len(selector.labels)} labels; the limit is "
             f"{L.MAX_SELECTOR_LABELS}"
         )
-    for name, value in selector.labels.items():
+    for name, value in sorted(selector.labels.items()):
         if not _qualified(name, L.MAX_LABEL_KEY_BYTES):
-            raise Invalid(
-                f"selector for kind {kind}: label key {_shown(name)} must be 1 to "
+            raise _invalid(
+                f"selector for kind {kind}: label key {_quoted(name)} must be 1 to "
                 f"{L.MAX_LABEL_KEY_BYTES} ASCII letters, digits, '-', '_', '.' or '/', beginning "
                 "and ending with a letter or digit"
             )
         if not _label_value(value):
-            raise Invalid(
-                f"selector for kind {kind}: label {name} has value {_shown(value)}; a label value "
-                f"is empty or 1 to {L.MAX_LABEL_VALUE_BYTES} ASCII letters, digits, '-', '_' or "
-                "'.', beginning and ending with a letter or digit"
+            raise _invalid(
+                f"selector for kind {kind}: label {name} has value {_quoted(value)}; a label "
+                f"value is empty or 1 to {L.MAX_LABEL_VALUE_BYTES} ASCII letters, digits, '-', "
+                "'_' or '.', beginning and ending with a letter or digit"
             )
     if selector.has_contains:
-        if _depth(selector.contains, L.MAX_SELECTOR_CONTAINS_DEPTH + 1) > L.MAX_SELECTOR_CONTAINS_DEPTH:
-            raise Invalid(
-                f"selector for kind {kind}: contains is nested more than "
-                f"{L.MAX_SELECTOR_CONTAINS_DEPTH} arrays or objects deep"
+        cap = L.MAX_SELECTOR_CONTAINS_DEPTH
+        if fake_json.depth(contains, cap + 1) > cap:
+            raise _invalid(
+                f"selector for kind {kind}: contains is nested more than {cap} arrays or "
+                "objects deep"
             )
-        if _utf8_len(selector.contains_json() or "") > L.MAX_SELECTOR_CONTAINS_BYTES:
-            raise Invalid(
-                f"selector for kind {kind}: contains is over {L.MAX_SELECTOR_CONTAINS_BYTES} bytes "
-                "of compact JSON"
+        if _utf8_len(fake_json.dumps(contains)) > L.MAX_SELECTOR_CONTAINS_BYTES:
+            raise _invalid(
+                f"selector for kind {kind}: contains is over {L.MAX_SELECTOR_CONTAINS_BYTES} "
+                "bytes of compact JSON"
             )
 
 
-def _depth(value: Any, cap: int) -> int:
-    if cap == 0:
-        return 0
-    if isinstance(value, list):
-        return 1 + max((_depth(v, cap - 1) for v in value), default=0)
-    if isinstance(value, dict):
-        return 1 + max((_depth(v, cap - 1) for v in value.values()), default=0)
-    return 0
-
-
-def _scalar_kind(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "bool"
-    if isinstance(value, (int, float)):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    return "object"
-
-
-def _contains(value: Any, query: Any) -> bool:
-    a, b = _scalar_kind(value), _scalar_kind(query)
-    if a != b:
-        return False
-    if a == "object":
-        return all(k in value and _contains(value[k], q) for k, q in query.items())
-    if a == "array":
-        return all(any(_contains(have, want) for have in value) for want in query)
-    # Numbers by value (1 equals 1.0); bools, strings and null by equality.
-    return value == query
-
-
-def _top_contains(value: Any, query: Any) -> bool:
-    if isinstance(value, list) and _scalar_kind(query) not in ("array", "object"):
-        return any(_contains(item, query) for item in value)
-    return _contains(value, query)
-
-
-def _selects(selector: Selector, stored: _Stored) -> bool:
+def _selects(selector: Selector, contains: Any, stored: _Stored) -> bool:
     if any(stored.metadata.labels.get(k) != v for k, v in selector.labels.items()):
         return False
     if not selector.has_contains:
         return True
-    return _top_contains(json.loads(stored.value), selector.contains)
+    return fake_json.contains(fake_json.parse(stored.value), contains)
 
 
 def _millis(at: _dt.datetime) -> int:
@@ -557,11 +547,18 @@ def _millis(at: _dt.datetime) -> int:
 
 
 # ----- the store --------------------------------------------------------------
+#
+# A commit is planned as the host plans it (its model crate's `plan`):
+# operations resolved in input order against the state before the commit
+# (the first failing one decides the error), then garbage collection of
+# what the deleted objects own, then everything applied, numbered from the
+# store's one series: the revision, one position per change, one sequence
+# number per event.
 
 
 class _Plan:
     def __init__(self) -> None:
-        # key -> the row to put, or None to remove.
+        # key -> the row to put, or None to remove; in the order decided.
         self.writes: Dict[ObjectKey, Optional[_Stored]] = {}
         self.pending_owners: List[ObjectKey] = []
         self.collected = 0
@@ -570,8 +567,15 @@ class _Plan:
 class _Objects:
     def __init__(self) -> None:
         self.map: Dict[ObjectKey, _Stored] = {}
+        #: The revision of the last write.
         self.revision = 0
+        #: The last number given out (revisions, change positions, event seqs).
+        self.last = 0
         self.changes: List[Change] = []
+
+    def next(self) -> int:
+        self.last += 1
+        return self.last
 
     def raw(self, key: ObjectKey) -> Optional[RawObject]:
         s = self.map.get(key)
@@ -590,11 +594,11 @@ class _Objects:
         limit: int,
         keep: Callable[[_Stored], bool],
     ) -> RawPage:
-        _check_label("object kind", kind)
-        if after is not None:
-            _check_label("list cursor", after)
         limit = min(L.DEFAULT_PAGE_SIZE if limit == 0 else limit, limits.max_page_size)
-        names = sorted(k.name for k in self.map if k.kind == kind and (after is None or k.name > after))
+        names = sorted(
+            (k.name for k in self.map if k.kind == kind and (after is None or k.name > after)),
+            key=lambda name: name.encode("utf-8"),
+        )
         objects: List[RawObject] = []
         for name in names:
             key = ObjectKey(kind, name)
@@ -608,12 +612,13 @@ class _Objects:
             nxt = objects[-1].name
         return RawPage(objects, nxt)
 
-    def apply(self, ops: Sequence[Op], now_ms: int) -> int:
+    def apply(self, ops: Sequence[Op], events: int, now_ms: int) -> Tuple[int, Tuple[int, ...]]:
+        """Plan and apply validated `ops`; the revision and `events` sequence numbers."""
         plan = _Plan()
         for op in ops:
             self._resolve(ops, plan, op, now_ms)
         self._collect(ops, plan, now_ms)
-        return self._commit(plan)
+        return self._commit(plan, events)
 
     def request_delete_by_user(self, key: ObjectKey, now_ms: int) -> bool:
         stored = self.map.get(key)
@@ -621,14 +626,16 @@ class _Objects:
             return False
         plan = _Plan()
         _request_delete(plan, key, stored, now_ms)
-        self._collect([], plan, now_ms)
+        self._collect([Delete(key, stored.version)], plan, now_ms)
         if plan.writes:
-            self._commit(plan)
+            self._commit(plan, 0)
         return True
 
-    def _commit(self, plan: _Plan) -> int:
-        revision = self.revision + 1
-        for key, row in plan.writes.items():
+    def _commit(self, plan: _Plan, events: int) -> Tuple[int, Tuple[int, ...]]:
+        revision = self.next()
+        positions = [self.next() for _ in plan.writes]
+        seqs = tuple(self.next() for _ in range(events))
+        for (key, row), position in zip(plan.writes.items(), positions):
             old = self.map.get(key)
             before = None if old is None else old.metadata
             if row is None:
@@ -637,33 +644,34 @@ class _Objects:
                 row.version = revision
                 self.map[key] = row
             after = None if row is None else row.metadata
-            self.changes.append(Change(revision, key, row is None, before, after))
+            self.changes.append(Change(revision, key, row is None, before, after, position))
         self.revision = revision
-        return revision
+        return revision, seqs
 
     def _collect(self, ops: Sequence[Op], plan: _Plan, now_ms: int) -> None:
         while plan.pending_owners:
             owners = plan.pending_owners
             plan.pending_owners = []
             owned = sorted(
-                (k, s) for k, s in self.map.items() if s.metadata.owner in owners
+                ((k, s) for k, s in self.map.items() if s.metadata.owner in owners),
+                key=lambda pair: (pair[0].kind.encode(), pair[0].name.encode()),
             )
             for key, stored in owned:
                 if key in plan.writes:
                     if any(isinstance(op, Delete) and op.key == key for op in ops):
                         continue
-                    raise Invalid(
+                    raise _invalid(
                         f"the commit deletes {stored.metadata.owner}, which owns {key}, and also "
                         f"writes {key}: delete {key} too, or write it in another commit"
                     )
                 if any(op.key == key for op in ops):
-                    raise Invalid(
+                    raise _invalid(
                         f"the commit checks {key} and deletes its owner; check or delete, not both"
                     )
                 plan.collected += 1
                 if plan.collected > L.MAX_COLLECTED_PER_COMMIT:
-                    raise Invalid(
-                        f"deleting {', '.join(str(op.key) for op in ops)} would delete or mark "
+                    raise _too_large(
+                        f"deleting {', '.join(_batch_keys(ops))} would delete or mark "
                         f"more than {L.MAX_COLLECTED_PER_COMMIT} owned objects in one commit; "
                         "delete owned objects first"
                     )
@@ -673,10 +681,12 @@ class _Objects:
         key = op.key
         found = self.map.get(key)
         if isinstance(op, Check):
-            have = 0 if found is None else found.version
-            if have != op.expected_version or (found is not None and op.expected_version == 0):
-                raise Conflict(key)
-            return
+            have = None if found is None else found.version
+            if have is None and op.expected_version == 0:
+                return
+            if have is not None and have == op.expected_version:
+                return
+            raise Conflict(key)
         if isinstance(op, (Create, CreateWith)):
             if found is not None:
                 raise Conflict(key)
@@ -712,7 +722,7 @@ class _Objects:
         if stored.deleting_since_ms is not None:
             added = [f for f in meta.finalizers if f not in stored.metadata.finalizers]
             if added:
-                raise Invalid(
+                raise _invalid(
                     f"{key} is marked for deletion: finalizers can be removed, not added "
                     f"({added[0]})"
                 )
@@ -736,7 +746,21 @@ class _Objects:
         if found is None or found.deleting_since_ms is not None:
             raise Conflict(key)
         if any(isinstance(op, Delete) and op.key == owner for op in ops):
-            raise Invalid(f"the commit deletes {owner} and makes it the owner of {key}")
+            raise _invalid(f"the commit deletes {owner} and makes it the owner of {key}")
+
+
+def _batch_keys(ops: Sequence[Op]) -> List[str]:
+    """The objects a commit names, then the owners its metadata names, once each
+    (the host's order when it names a refused commit)."""
+    keys: List[str] = []
+    for op in ops:
+        if str(op.key) not in keys:
+            keys.append(str(op.key))
+    for op in ops:
+        meta = getattr(op, "metadata", None)
+        if meta is not None and meta.owner is not None and str(meta.owner) not in keys:
+            keys.append(str(meta.owner))
+    return keys
 
 
 def _request_delete(plan: _Plan, key: ObjectKey, stored: _Stored, now_ms: int) -> None:
@@ -813,7 +837,7 @@ class FakeHost:
             op = Replace(key, stored.version, text, meta)
         try:
             ops = _validate_commit(self.limits, [op], [])
-            return self._objects.apply(ops, _millis(self._now))
+            return self._objects.apply(ops, 0, _millis(self._now))[0]
         except StoreError as e:
             raise AssertionError(f"seeding {key}: {e}") from None
 
@@ -822,7 +846,7 @@ class FakeHost:
         key = ObjectKey(kind, name)
         try:
             ops = _validate_commit(self.limits, [Status(key, None, _compact(status))], [])
-            return self._objects.apply(ops, _millis(self._now))
+            return self._objects.apply(ops, 0, _millis(self._now))[0]
         except StoreError as e:
             raise AssertionError(f"setting the status of {key}: {e}") from None
 
@@ -1109,6 +1133,9 @@ class FakeHost:
     def list(self, kind: str, after: Optional[str], limit: int) -> RawPage:
         """The store's `list`."""
         self._enter("list")
+        _check_label("object kind", kind)
+        if after is not None:
+            _check_label("list cursor", after)
         return self._objects.list_matching(self.limits, kind, after, limit, lambda s: True)
 
     def list_selected(
@@ -1116,10 +1143,13 @@ class FakeHost:
     ) -> RawPage:
         """The store's `list-selected` (counted, and struck by faults, as a list)."""
         self._enter("list")
+        contains = _selector_contains(kind, selector)
         _check_label("object kind", kind)
-        _check_selector(kind, selector)
+        if after is not None:
+            _check_label("list cursor", after)
+        _check_selector(kind, selector, contains)
         return self._objects.list_matching(
-            self.limits, kind, after, limit, lambda s: _selects(selector, s)
+            self.limits, kind, after, limit, lambda s: _selects(selector, contains, s)
         )
 
     def commit(self, ops: Sequence[Op], events: Sequence[NewEvent]) -> Committed:
@@ -1133,11 +1163,8 @@ class FakeHost:
             raise Conflict(first)
         if fault in (Fault.QUOTA_CREATES, Fault.QUOTA_OBJECTS):
             raise invalid(self._quota_message(fault, first.kind))
-        revision = self._objects.apply(ops, _millis(self._now))
-        seqs = []
-        for event in events:
-            seq = len(self._events) + 1
-            seqs.append(seq)
+        revision, seqs = self._objects.apply(ops, len(events), _millis(self._now))
+        for event, seq in zip(events, seqs):
             self._events.append(
                 EventRecord(seq, revision, self._fence.epoch, event.key, event.reason, event.message)
             )

@@ -44,6 +44,12 @@ MAX_SELECTOR_LABELS = MAX_LABELS
 MAX_SELECTOR_CONTAINS_BYTES = 4 * 1024
 #: Deepest nesting of a selector's `contains`.
 MAX_SELECTOR_CONTAINS_DEPTH = 16
+#: Deepest nesting of arrays and objects in any JSON the store keeps.
+MAX_JSON_DEPTH = 127
+#: Smallest integer a JSON value may hold (below it: refused, not rounded).
+MIN_JSON_INTEGER = -9223372036854775808
+#: Largest integer a JSON value may hold (above it: refused, not rounded).
+MAX_JSON_INTEGER = 18446744073709551615
 #: Most shards a controller may run as (`shards = N` in its config entry).
 MAX_SHARDS = 64
 #: Most outbound HTTP requests per reconcile.
