@@ -356,6 +356,30 @@ fn a_controller_that_never_converges_fails_quiescence() {
     assert!(shrunk.faults.is_empty());
 }
 
+/// A component of the first WIT version runs in the simulation like any
+/// other: the 0.1.0 fixture echoes each note into another kind on every
+/// reconcile, so the world settles but a resync still writes, which
+/// quiescence reports.
+#[test]
+fn a_component_of_wit_0_1_0_is_simulated_too() {
+    let world = inline_world(
+        "v010.wasm",
+        "[[objects]]\nkind = \"notes\"\nname = \"a\"\nvalue = { text = \"hello\" }\n[faults]\nlease_lost = 0\n",
+    );
+    let report = on_one_thread(simulator(world).run(5, 30));
+    let failure = report.failure.clone().expect("its resync writes");
+    assert_eq!(failure.property, QUIESCENCE, "{}", shown(&report));
+    assert!(failure.message.contains("a resync"), "{}", failure.message);
+    assert!(
+        report
+            .lines
+            .iter()
+            .any(|l| l.contains("commit at epoch 1: create echoes/a")),
+        "{}",
+        shown(&report)
+    );
+}
+
 /// A component that traps breaks "no trap"; the simulation's own aborts
 /// (every run above loses leases) never do.
 #[test]

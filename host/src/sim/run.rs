@@ -27,7 +27,7 @@ use crate::runtime::{
     ReconcileReason, Reconciled, RelatedMap, RelatedWatch, Runtime,
 };
 use crate::store::memory::MemoryStore;
-use crate::store::{ApiWrite, Metadata, ObjectKey, Relations, Store};
+use crate::store::{ApiWrite, Metadata, ObjectKey, Relations, Store, Written};
 use crate::timeouts::{
     BACKOFF_MAX, BACKOFF_MIN, MAX_LEASE_TTL, MAX_REQUEUE, SIM_RECONCILE_TIME, SIM_TAKEOVER_GAP,
 };
@@ -491,7 +491,13 @@ impl Run<'_> {
                             },
                         )
                         .await
-                        .map(|written| format!("{written:?}").chars().take(40).collect()),
+                        .map(|written| match written {
+                            Written::Removed => "removed".to_string(),
+                            Written::Marked(o) => {
+                                format!("marked for deletion (finalizers {:?})", o.meta.finalizers)
+                            }
+                            Written::Created(o) | Written::Replaced(o) => format!("v{}", o.version),
+                        }),
                 ),
             };
             let answer = match result {

@@ -713,3 +713,44 @@ impl Simulation for SimWorld {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::authority::{AcquireRequest, Acquired};
+
+    /// The store half of "no stale effect accepted": a commit is judged
+    /// against the lease's grant as it stands once the commit landed, so a
+    /// commit of an expired or superseded tenure is a breach, the current
+    /// grant's is not.
+    #[tokio::test]
+    async fn a_commit_of_a_tenure_no_longer_current_is_a_breach() {
+        let authority = Arc::new(MemoryAuthority::new());
+        let lease = LeaseKey::new(CLUSTER, "p");
+        let shared = Shared::new(
+            authority.clone(),
+            lease.clone(),
+            Plan::scheduled(Vec::new()),
+            Vec::new(),
+            1,
+        );
+        let request = AcquireRequest {
+            key: lease.clone(),
+            holder: "replica-1".into(),
+            ttl: crate::timeouts::MAX_LEASE_TTL,
+        };
+        let Ok(Acquired::Granted(grant)) = authority.acquire(&request).await else {
+            panic!("not granted");
+        };
+        assert_eq!(shared.check_commit(&grant.fence).await, None);
+        authority.faults().expire(&lease);
+        let expired = shared.check_commit(&grant.fence).await;
+        assert!(expired.is_some_and(|b| b.contains("live: false")));
+        let successor = authority.faults().steal(&lease, "replica-2");
+        let stale = shared.check_commit(&grant.fence).await.unwrap();
+        assert!(
+            stale.contains(&format!("epoch {}", successor.epoch)),
+            "{stale}"
+        );
+    }
+}
