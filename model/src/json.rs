@@ -53,7 +53,7 @@ impl fmt::Display for Refusal {
             ),
             Refusal::Nul => write!(
                 f,
-                "contains a NUL character (\\u0000), which no store can keep; remove it or \
+                "holds a NUL character (\\u0000), which no store can keep; remove it or \
                  encode the text"
             ),
         }

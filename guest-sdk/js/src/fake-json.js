@@ -57,7 +57,7 @@ export class JsonRefused extends Error {
       );
     }
     if (this.kind === NUL) {
-      return 'contains a NUL character (\\u0000), which no store can keep; remove it or encode the text';
+      return 'holds a NUL character (\\u0000), which no store can keep; remove it or encode the text';
     }
     return `is not JSON: ${this.detail}`;
   }

@@ -55,7 +55,7 @@ class JsonRefused(ValueError):
             )
         if self.kind == NUL:
             return (
-                "contains a NUL character (\\u0000), which no store can keep; remove it or "
+                "holds a NUL character (\\u0000), which no store can keep; remove it or "
                 "encode the text"
             )
         return f"is not JSON: {self.detail}"

@@ -29,6 +29,7 @@ use crate::limits::{HTTP_BODY_BYTES, PUT_ATTEMPTS};
 use crate::names::check_label;
 use crate::store::{ApiWrite, Metadata, Object, ObjectKey, Selector, StoreError, Written};
 use crate::telemetry::{self, TraceParent};
+use leasehold_model::json;
 use tracing::Instrument;
 
 /// Longest an `If-Match: *` write keeps retrying while other writers keep
@@ -242,10 +243,13 @@ impl ListQuery {
         // The request line's own bound keeps the text short; its size as
         // compact JSON and its depth are the store's to check.
         if let Some(text) = contains {
-            let value = serde_json::from_str(&text).map_err(|e| {
-                ApiError::invalid(format!(
+            // The store's JSON rules, before the text becomes a value: an
+            // integer beyond 64 bits would otherwise be rounded unseen.
+            let value = json::parse(&text).map_err(|refusal| match refusal {
+                json::Refusal::NotJson(e) => ApiError::invalid(format!(
                     "contains must be JSON (URL-encoded), such as {{\"status\":\"pending\"}}: {e}"
-                ))
+                )),
+                other => ApiError::invalid(format!("contains {other}")),
             })?;
             query.selector.contains = Some(value);
         }
@@ -297,6 +301,16 @@ pub(super) async fn list(
         items,
         next: page.next,
     }))
+}
+
+/// A request body as JSON under the store's rules
+/// ([`leasehold_model::json`]): not JSON, a wide integer or a NUL
+/// character is 400, as the store would answer, never a value rounded or
+/// a backend's failure.
+fn body_json(body: &[u8]) -> Result<serde_json::Value, ApiError> {
+    let text = std::str::from_utf8(body)
+        .map_err(|e| ApiError::invalid(format!("the body is not JSON: {e}")))?;
+    json::parse(text).map_err(|refusal| ApiError::invalid(format!("the body {refusal}")))
 }
 
 fn body_error(rejection: BytesRejection) -> ApiError {
@@ -387,9 +401,7 @@ async fn put_untraced(
             "the body must be the object's JSON value, e.g. {\"capacity\": 2}",
         ));
     }
-    let value: serde_json::Value = serde_json::from_slice(&body)
-        .map_err(|e| ApiError::invalid(format!("the body is not JSON: {e}")))?;
-    let text = value.to_string();
+    let text = body_json(&body)?.to_string();
     let store = &shared.api.store;
     let cluster = &shared.api.cluster;
 
@@ -447,6 +459,9 @@ async fn put_with_metadata(
     condition: Precondition,
     body: &[u8],
 ) -> Result<Response, ApiError> {
+    // The whole body under the store's JSON rules first: the value is
+    // read into a `serde_json::Value`, which would round a wide integer.
+    body_json(body)?;
     let parsed: ObjectBody = serde_json::from_slice(body).map_err(|e| {
         ApiError::invalid(format!(
             "a {OBJECT_MEDIA_TYPE} body is {{\"value\", \"labels\", \"owner\", \"finalizers\"}}: {e}"
@@ -534,7 +549,7 @@ pub(super) async fn put_status(
         "PUT",
         names,
         &headers,
-        put_status_untraced(&shared, path, query, body),
+        put_status_untraced(&shared, path, query, &headers, body),
     )
     .await
 }
@@ -543,9 +558,19 @@ async fn put_status_untraced(
     shared: &AppState,
     path: Result<Path<(String, String)>, PathRejection>,
     query: Result<Query<StatusQuery>, QueryRejection>,
+    headers: &HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
     let key = key(path)?;
+    // A status write's one precondition is the generation it was computed
+    // from (as a guest's): a version precondition it would not honour is
+    // refused, never ignored.
+    if precondition(headers)? != Precondition::Any {
+        return Err(ApiError::invalid(
+            "a status write is conditional on the generation only: give ?generation=G; \
+             If-Match and If-None-Match are refused here",
+        ));
+    }
     let Query(query) = query.map_err(|e| ApiError::invalid(e.body_text()))?;
     let expected_generation = query
         .generation
@@ -564,8 +589,7 @@ async fn put_status_untraced(
             "the body must be the status as JSON, e.g. {\"ready\": true}, or null to clear it",
         ));
     }
-    let status: serde_json::Value = serde_json::from_slice(&body)
-        .map_err(|e| ApiError::invalid(format!("the body is not JSON: {e}")))?;
+    let status = body_json(&body)?;
     let status = (!status.is_null()).then(|| status.to_string());
     let written = shared
         .api

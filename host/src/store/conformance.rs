@@ -99,6 +99,7 @@ macro_rules! conformance_suite {
             readers_behind_the_floor_are_told_too_old,
             changes_carry_owner_and_labels,
             commits_hand_back_what_they_wrote,
+            the_conformance_table_holds,
         );
     };
     (@cases $make:path; $($case:ident),* $(,)?) => {
@@ -112,6 +113,16 @@ macro_rules! conformance_suite {
     };
 }
 pub(crate) use conformance_suite;
+
+/// The runner of the conformance table every store and fake runs
+/// (`tests/conformance/store/`).
+#[path = "conformance_table.rs"]
+mod table;
+
+/// Every case of the conformance table holds on this backend.
+pub(super) async fn the_conformance_table_holds(b: &Backend) {
+    table::run_all(b).await;
+}
 
 // ---------------------------------------------------------------- helpers
 

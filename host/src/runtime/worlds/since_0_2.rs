@@ -116,22 +116,20 @@ macro_rules! since_0_2 {
                 }
                 labels.insert(name, value);
             }
+            // Bounded before it is parsed, as a value is (the store bounds
+            // its compact form far lower), and parsed under the store's JSON
+            // rules: a wide integer is refused, never rounded.
             let contains = selector
                 .contains
                 .map(|text| {
-                    // Bounded before it is parsed, as a value is (the store bounds
-                    // its compact form far lower).
-                    if text.len() > crate::limits::MAX_VALUE_BYTES {
-                        return Err(store::StoreError::Invalid(format!(
-                            "selector for kind {kind}: contains is {} bytes of JSON text; the limit is {}",
-                            text.len(),
-                            crate::limits::MAX_VALUE_BYTES
-                        )));
-                    }
-                    serde_json::from_str(&text).map_err(|e| {
-                        store::StoreError::Invalid(format!(
-                            "selector for kind {kind}: contains is not JSON: {e}"
-                        ))
+                    leasehold_model::validate::parse_contains(
+                        kind,
+                        &text,
+                        crate::limits::MAX_VALUE_BYTES,
+                    )
+                    .map_err(|refused| match refused {
+                        leasehold_model::Error::Invalid(why) => store::StoreError::Invalid(why),
+                        other => store::StoreError::Invalid(other.to_string()),
                     })
                 })
                 .transpose()?;
