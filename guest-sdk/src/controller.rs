@@ -56,6 +56,10 @@ pub struct Description {
     /// Kinds every shard watches, whatever shard their objects belong to
     /// (see [`Description::watch_on_every_shard`]).
     pub every_shard: Vec<String>,
+    /// The JSON Schema of the controller's settings (see
+    /// [`Description::settings_of`]): the host checks the config's
+    /// `[controllers.settings]` against it. `None`: unchecked.
+    pub settings_schema: Option<String>,
 }
 
 /// "Watch `kind` and map each of its changes through `map`" (the WIT's
@@ -295,6 +299,47 @@ impl Description {
     /// ```
     pub fn shard_by_label(mut self, key: impl Into<String>) -> Self {
         self.shard_label = Some(key.into());
+        self
+    }
+
+    /// Declare the shape of the controller's settings as the type it reads
+    /// them into ([`crate::settings`]): its JSON Schema, made by
+    /// [`schemars`] from the type, goes to the host with the description,
+    /// and `leasehold check`, the host's start and a reload refuse
+    /// `[controllers.settings]` that do not fit it, naming every wrong,
+    /// missing or unknown key (`#[serde(deny_unknown_fields)]` makes
+    /// unknown keys an error; without it they are allowed). Derive
+    /// `schemars::JsonSchema` beside `Deserialize` (the controller's crate
+    /// depends on `schemars` too).
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use leasehold_guest::Description;
+    ///
+    /// #[derive(serde::Deserialize, schemars::JsonSchema)]
+    /// #[serde(deny_unknown_fields)]
+    /// struct Settings {
+    ///     region: String,
+    ///     max_buckets: Option<u32>,
+    /// }
+    ///
+    /// let description = Description::watching(["buckets"]).settings_of::<Settings>();
+    /// let schema: serde_json::Value =
+    ///     serde_json::from_str(description.settings_schema.as_deref().unwrap()).unwrap();
+    /// assert_eq!(schema["required"], serde_json::json!(["region"]));
+    /// assert_eq!(schema["additionalProperties"], false);
+    /// ```
+    pub fn settings_of<T: schemars::JsonSchema>(mut self) -> Self {
+        self.settings_schema = Some(schemars::schema_for!(T).as_value().to_string());
+        self
+    }
+
+    /// Declare the settings' shape as a JSON Schema document written by
+    /// hand (JSON text; the subset the host understands is the WIT's
+    /// `description.settings-schema`).
+    pub fn settings_schema(mut self, schema: impl Into<String>) -> Self {
+        self.settings_schema = Some(schema.into());
         self
     }
 

@@ -40,6 +40,7 @@ pub fn describe<C: Controller>(controller: &C) -> WitDescription {
             .collect(),
         shard_label: description.shard_label,
         every_shard: description.every_shard,
+        settings_schema: description.settings_schema,
     }
 }
 

@@ -22,6 +22,7 @@ pub mod quota;
 pub mod runtime;
 pub mod service;
 pub mod session;
+pub mod settings_schema;
 pub mod shard;
 pub mod sim;
 pub mod status;

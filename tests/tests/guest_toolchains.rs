@@ -79,9 +79,9 @@ fn refusal(name: &str, wat: &str) -> String {
 /// what the host expects, for each toolchain.
 fn says_what_the_host_expects(refusal: &str) {
     for expected in [
-        "a controller exports leasehold:controller/reconciler@0.3.0",
+        "a controller exports leasehold:controller/reconciler@0.4.0",
         "functions describe and reconcile",
-        "-w leasehold:controller/controller@0.3.0",
+        "-w leasehold:controller/controller@0.4.0",
         "leasehold-guest SDK's export macro",
     ] {
         assert!(refusal.contains(expected), "{expected:?} in {refusal}");

@@ -389,7 +389,7 @@ fn bad_components_get_clear_errors() {
     );
     assert!(
         empty.contains(
-            "leasehold:controller@0.1.0, leasehold:controller@0.2.0 and leasehold:controller@0.3.0"
+            "leasehold:controller@0.1.0, leasehold:controller@0.2.0, leasehold:controller@0.3.0 and leasehold:controller@0.4.0"
         ),
         "{empty}"
     );

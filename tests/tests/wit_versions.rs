@@ -3,11 +3,11 @@
 //!
 //! - A component built from the 0.1.0 WIT (`tests/fixtures/v010`, raw
 //!   bindings of `wit/0.1.0/controller.wit`) runs unchanged next to a
-//!   0.2.0 component (`v020`, raw bindings of `wit/0.2.0/controller.wit`)
-//!   and a 0.3.0 one (`misbehaving`, raw bindings of the current text), on
-//!   one engine and one store, in process and in a
-//!   real `leasehold` process.
-//! - A component of a version no host supports (`future-world`, 0.4.0) is
+//!   0.2.0 component (`v020`, raw bindings of `wit/0.2.0/controller.wit`),
+//!   a 0.3.0 one (`v030`, raw bindings of `wit/0.3.0/controller.wit`) and a
+//!   0.4.0 one (`misbehaving`, raw bindings of the current text), on one
+//!   engine and one store, in process and in a real `leasehold` process.
+//! - A component of a version no host supports (`future-world`, 0.5.0) is
 //!   refused by the runtime, by `leasehold check` and at start, with a
 //!   message naming the version it targets and the supported ones.
 //! - `[controllers.settings]` reaches a 0.2.0 guest as JSON, typed with
@@ -99,15 +99,17 @@ async fn a_010_component_runs_unchanged_next_to_020_components() {
         },
     );
     let raw = load("raw", "misbehaving", GuestLimits::default());
+    let sharded = load("sharded", "v030", GuestLimits::default());
     assert_eq!(old.world(), WorldVersion::V0_1_0);
     assert_eq!(new.world(), WorldVersion::V0_2_0);
-    // The raw-bindings fixture builds from the current text: 0.3.0.
-    assert_eq!(raw.world(), WorldVersion::V0_3_0);
+    assert_eq!(sharded.world(), WorldVersion::V0_3_0);
+    // The raw-bindings fixture builds from the current text: 0.4.0.
+    assert_eq!(raw.world(), WorldVersion::V0_4_0);
 
-    // One store, three leases, three instances alive at once.
+    // One store, four leases, four instances alive at once.
     let backends = MemoryBackends::new();
     let mut guests = Vec::new();
-    for compiled in [&old, &new, &raw] {
+    for compiled in [&old, &new, &raw, &sharded] {
         let grant = backends.grant(CLUSTER, compiled.name(), "host-a").await;
         let instance = compiled
             .instantiate(
@@ -120,9 +122,35 @@ async fn a_010_component_runs_unchanged_next_to_020_components() {
             .unwrap_or_else(|e| panic!("instantiate {}: {e}", compiled.name()));
         guests.push((grant.fence, instance));
     }
-    let [(old_fence, old_guest), (_, new_guest), (_, raw_guest)] = &mut guests[..] else {
+    let [
+        (old_fence, old_guest),
+        (_, new_guest),
+        (_, raw_guest),
+        (sharded_fence, sharded_guest),
+    ] = &mut guests[..]
+    else {
         unreachable!()
     };
+    // The 0.3.0 guest: its description's shard label, and the tenure's
+    // shard (0 of 1: unsharded) read through the 0.3.0 types.
+    let described = sharded_guest.describe().await.unwrap();
+    assert_eq!(described.watches, ["cmd"]);
+    assert_eq!(described.shard_label.as_deref(), Some("v030.test/tenant"));
+    assert_eq!(described.settings_schema, None);
+    assert_eq!(
+        sharded_guest.reconcile("cmd", "one").await.unwrap(),
+        Reconciled::Done
+    );
+    let mark = backends
+        .store
+        .get(CLUSTER, &key("marks", "v030-one"))
+        .await
+        .unwrap()
+        .expect("the 0.3.0 guest's commit landed");
+    assert_eq!(
+        serde_json::from_str::<Value>(&mark.value).unwrap(),
+        json!({"shard": 0, "count": 1, "epoch": sharded_fence.epoch.0})
+    );
     assert_eq!(old_guest.describe().await.unwrap().watches, ["notes"]);
     assert_eq!(
         new_guest.describe().await.unwrap().watches,
@@ -266,7 +294,7 @@ async fn a_010_component_runs_unchanged_next_to_020_components() {
         Reconciled::Done
     );
 
-    // The raw 0.3.0 guest still works beside both.
+    // The raw 0.4.0 guest still works beside them.
     assert_eq!(
         raw_guest.reconcile("cmd", "ok").await.unwrap(),
         Reconciled::Done
@@ -588,19 +616,19 @@ fn a_component_of_an_unknown_version_is_refused_by_name() {
         GuestLimits::default(),
         Vec::new(),
     ) {
-        Ok(compiled) => panic!("a 0.4.0 component was accepted as {}", compiled.world()),
+        Ok(compiled) => panic!("a 0.5.0 component was accepted as {}", compiled.world()),
         Err(e) => e.to_string(),
     };
     assert!(error.contains("controller future"), "{error}");
     assert!(error.contains("future_world.wasm"), "{error}");
     assert!(
-        error.contains("it targets leasehold:controller@0.4.0"),
+        error.contains("it targets leasehold:controller@0.5.0"),
         "{error}"
     );
     assert!(
         error.contains(
-            "this host supports leasehold:controller@0.1.0, leasehold:controller@0.2.0 and \
-             leasehold:controller@0.3.0"
+            "this host supports leasehold:controller@0.1.0, leasehold:controller@0.2.0, \
+             leasehold:controller@0.3.0 and leasehold:controller@0.4.0"
         ),
         "{error}"
     );
@@ -641,8 +669,8 @@ fn check_names_the_version_of_each_refused_component() {
     assert_ne!(code, 0, "stdout:\n{stdout}\nstderr:\n{stderr}");
     assert!(
         stderr.contains("controller future")
-            && stderr.contains("it targets leasehold:controller@0.4.0")
-            && stderr.contains("leasehold:controller@0.1.0, leasehold:controller@0.2.0 and leasehold:controller@0.3.0"),
+            && stderr.contains("it targets leasehold:controller@0.5.0")
+            && stderr.contains("leasehold:controller@0.1.0, leasehold:controller@0.2.0, leasehold:controller@0.3.0 and leasehold:controller@0.4.0"),
         "{stderr}"
     );
 
@@ -676,8 +704,8 @@ async fn run_refuses_to_start_a_component_of_an_unknown_version() {
     );
     let log = replica.log();
     assert!(
-        log.contains("it targets leasehold:controller@0.4.0")
-            && log.contains("leasehold:controller@0.1.0, leasehold:controller@0.2.0 and leasehold:controller@0.3.0"),
+        log.contains("it targets leasehold:controller@0.5.0")
+            && log.contains("leasehold:controller@0.1.0, leasehold:controller@0.2.0, leasehold:controller@0.3.0 and leasehold:controller@0.4.0"),
         "{log}"
     );
 }
@@ -763,4 +791,93 @@ async fn a_real_host_runs_both_worlds_and_reloads_settings_on_sighup() {
         "settings reached the log:\n{log}"
     );
     replica.kill().await;
+}
+
+/// A 0.4.0 component that declares the shape of its settings (the
+/// `caller` fixture: `timeout_ms`, `endpoint`, nothing else) has its
+/// `[controllers.settings]` checked: `leasehold check` and the start
+/// refuse a mistyped key and a value of the wrong type, naming each key and
+/// never a value; a reload (SIGHUP) to such settings is refused and the
+/// controller runs on; `check` warns about a URL `http_allow` does not
+/// cover.
+#[tokio::test]
+async fn settings_that_do_not_fit_the_declared_schema_are_refused_naming_each_key() {
+    let dir = TempDir::new();
+    let path = dir.path().join("leasehold.toml");
+    let port = free_port();
+    let caller = |settings: &str| {
+        config(
+            port,
+            &[(
+                "calls",
+                "caller",
+                &format!(
+                    "http_allow = [\"http://127.0.0.1:9/hooks\"]\n[controllers.settings]\n{settings}"
+                ),
+            )],
+        )
+    };
+    let check = |text: String| {
+        std::fs::write(&path, text).unwrap();
+        run_to_end(&["check", "--config", path.to_str().unwrap()], &[])
+    };
+
+    let (code, stdout, stderr) = check(caller(
+        "timout_ms = 5\nendpoint = 8080\nsecret_hint = \"hunter2-7d1\"\n",
+    ));
+    assert_ne!(code, 0, "stdout:\n{stdout}\nstderr:\n{stderr}");
+    for expected in [
+        "controller calls: [controllers.settings] do not fit its schema: settings.timout_ms: \
+         unknown key (the settings have endpoint, timeout_ms)",
+        "controller calls: [controllers.settings] do not fit its schema: settings.endpoint: \
+         expected string or null, found an integer",
+        "settings.secret_hint: unknown key",
+    ] {
+        assert!(stderr.contains(expected), "no {expected:?} in:\n{stderr}");
+    }
+    assert!(!format!("{stdout}{stderr}").contains("hunter2"), "{stderr}");
+
+    // Settings that fit pass; a URL outside http_allow is warned about.
+    let (code, stdout, stderr) = check(caller(
+        "timeout_ms = 5\nendpoint = \"https://elsewhere.example.com/v1?key=hunter2\"\n",
+    ));
+    assert_eq!(code, 0, "stdout:\n{stdout}\nstderr:\n{stderr}");
+    assert!(
+        stdout.contains(
+            "settings.endpoint (https://elsewhere.example.com/v1) is an http(s) URL \
+                         its http_allow does not cover"
+        ),
+        "{stdout}"
+    );
+    assert!(!stdout.contains("hunter2"), "{stdout}");
+
+    // The start refuses what check refuses.
+    let mut refused = Replica::start(dir.path(), "refused", port, &caller("timout_ms = 5\n"));
+    let code = refused.exited(Duration::from_secs(60)).await;
+    assert!(matches!(code, Some(c) if c != 0), "exit {code:?}");
+    assert!(
+        refused.log().contains("settings.timout_ms: unknown key"),
+        "{}",
+        refused.log()
+    );
+
+    // A running host keeps its settings when a reload brings wrong ones.
+    let mut running = Replica::start(dir.path(), "running", port, &caller("timeout_ms = 5\n"));
+    running.wait_healthy(Duration::from_secs(60)).await;
+    eventually("calls leads", Duration::from_secs(60), || {
+        running.leads("calls")
+    })
+    .await;
+    running.set_config(&caller("timeout_ms = \"soon\"\n"));
+    running.signal("HUP");
+    eventually("the reload is refused", Duration::from_secs(60), || async {
+        running
+            .log()
+            .contains("settings.timeout_ms: expected integer or null, found a string")
+            .then_some(())
+    })
+    .await;
+    assert_eq!(running.leads("calls").await, Some(true));
+    running.signal("TERM");
+    assert_eq!(running.exited(Duration::from_secs(30)).await, Some(0));
 }

@@ -26,6 +26,7 @@ const GUESTS: &[&str] = &[
     "caller",
     "v010",
     "v020",
+    "v030",
     "future-world",
     // `leasehold sim`'s fixtures: a planted bug, a controller that never
     // converges.
@@ -54,7 +55,7 @@ const PYTHON_GUESTS: &[(&str, &str, &str)] = &[
 /// The Python SDK, on every Python guest's path.
 const PYTHON_SDK: &str = "guest-sdk/python";
 /// The world every Python guest targets.
-const PYTHON_WORLD: &str = "leasehold:controller/controller@0.3.0";
+const PYTHON_WORLD: &str = "leasehold:controller/controller@0.4.0";
 /// The Python tools, pinned: installed from PyPI with pip into
 /// [`python_tools_dir`] on first use, and again whenever this list changes.
 const PYTHON_TOOL_PINS: &[&str] = &["componentize-py==0.25.1", "pytest==9.2.0"];
@@ -95,7 +96,7 @@ const JS_SDK: &str = "guest-sdk/js";
 /// first use, and again whenever the lockfile changes.
 const JS_TOOL_PINS: &str = "guest-sdk/js/tools";
 /// The world every JavaScript guest targets.
-const JS_WORLD: &str = "leasehold:controller/controller@0.3.0";
+const JS_WORLD: &str = "leasehold:controller/controller@0.4.0";
 /// The oldest Node.js the SDK, its tests and the pinned tools support.
 const NODE_MIN: u32 = 20;
 /// Folders whose `node --test` suites `cargo xtask test` runs: the SDK's

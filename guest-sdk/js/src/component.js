@@ -2,7 +2,7 @@
  * The adapter between the SDK and the component's WIT bindings.
  *
  * Only a component imports this module: it imports the interfaces of the
- * world `leasehold:controller/controller@0.3.0` by their WIT names, which
+ * world `leasehold:controller/controller@0.4.0` by their WIT names, which
  * componentize-js binds when it builds the component. A controller's app
  * module exports its controller with
  *
@@ -20,10 +20,10 @@
  * @module
  */
 
-import { log as witLog } from 'leasehold:controller/logging@0.3.0';
-import { get as witSettings } from 'leasehold:controller/settings@0.3.0';
-import * as store from 'leasehold:controller/store@0.3.0';
-import { current, shard as witShard } from 'leasehold:controller/tenure@0.3.0';
+import { log as witLog } from 'leasehold:controller/logging@0.4.0';
+import { get as witSettings } from 'leasehold:controller/settings@0.4.0';
+import * as store from 'leasehold:controller/store@0.4.0';
+import { current, shard as witShard } from 'leasehold:controller/tenure@0.4.0';
 import { now as wallClock } from 'wasi:clocks/wall-clock@0.2.12';
 
 import { sendThroughWasi } from './component-http.js';
@@ -88,7 +88,7 @@ function storeCall(call) {
 }
 
 /**
- * @param {import('leasehold:controller/types@0.3.0').Metadata} meta
+ * @param {import('leasehold:controller/types@0.4.0').Metadata} meta
  * @returns {Metadata}
  */
 function metaIn(meta) {
@@ -101,7 +101,7 @@ function metaIn(meta) {
 
 /**
  * @param {Metadata} meta
- * @returns {import('leasehold:controller/types@0.3.0').Metadata}
+ * @returns {import('leasehold:controller/types@0.4.0').Metadata}
  */
 function metaOut(meta) {
   return {
@@ -112,7 +112,7 @@ function metaOut(meta) {
 }
 
 /**
- * @param {import('leasehold:controller/types@0.3.0').Object} obj
+ * @param {import('leasehold:controller/types@0.4.0').Object} obj
  * @returns {import('./keys.js').RawObject}
  */
 function objectIn(obj) {
@@ -129,7 +129,7 @@ function objectIn(obj) {
 }
 
 /**
- * @param {import('leasehold:controller/store@0.3.0').ObjectPage} page
+ * @param {import('leasehold:controller/store@0.4.0').ObjectPage} page
  * @returns {import('./keys.js').RawPage}
  */
 function pageIn(page) {
@@ -138,7 +138,7 @@ function pageIn(page) {
 
 /**
  * @param {import('./transaction.js').Op} op
- * @returns {import('leasehold:controller/store@0.3.0').Op}
+ * @returns {import('leasehold:controller/store@0.4.0').Op}
  */
 function opOut(op) {
   const { kind, name } = op.key;
@@ -279,7 +279,7 @@ export class WitHost {
 
 /**
  * @param {import('./controller.js').Description} d
- * @returns {import('leasehold:controller/reconciler@0.3.0').Description}
+ * @returns {import('leasehold:controller/reconciler@0.4.0').Description}
  */
 function descriptionOut(d) {
   return {
@@ -293,6 +293,7 @@ function descriptionOut(d) {
     })),
     shardLabel: d.shardLabel ?? undefined,
     everyShard: [...d.everyShard],
+    settingsSchema: d.settingsSchema ?? undefined,
   };
 }
 
@@ -315,7 +316,7 @@ function err(value) {
  * delay the controller's `errorPolicy` chose.
  *
  * @param {() => import('./controller.js').Controller} factory
- * @returns {typeof import('leasehold:controller/reconciler@0.3.0')}
+ * @returns {typeof import('leasehold:controller/reconciler@0.4.0')}
  */
 export function exportController(factory) {
   /** @type {import('./controller.js').Controller | null} */

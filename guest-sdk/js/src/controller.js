@@ -56,8 +56,16 @@ export class Description {
    * @param {RelatedWatch[]} [related]
    * @param {string | null} [shardLabel] a label whose value decides the shard of an object carrying it (null: none)
    * @param {string[]} [everyShard] kinds every shard watches (each must also be in `watches`: `watchOnEveryShard` adds it)
+   * @param {string | null} [settingsSchema] the JSON Schema (JSON text) of the controller's settings (null: unchecked)
    */
-  constructor(watches, resyncMs = null, related = [], shardLabel = null, everyShard = []) {
+  constructor(
+    watches,
+    resyncMs = null,
+    related = [],
+    shardLabel = null,
+    everyShard = [],
+    settingsSchema = null,
+  ) {
     /** @type {readonly string[]} */ this.watches = Object.freeze([...watches]);
     /** @type {number | null} */ this.resyncMs = resyncMs;
     /** @type {readonly RelatedWatch[]} */ this.related = Object.freeze([...related]);
@@ -70,6 +78,14 @@ export class Description {
     this.shardLabel = shardLabel;
     /** Kinds every shard watches, whatever shard their objects belong to (each also in `watches`). @type {readonly string[]} */
     this.everyShard = Object.freeze([...everyShard]);
+    /**
+     * The JSON Schema (JSON text) of the controller's settings, which the
+     * host checks the config's `[controllers.settings]` against (see
+     * `settingsSchemaOf`); null: unchecked.
+     *
+     * @type {string | null}
+     */
+    this.settingsSchema = settingsSchema;
     Object.freeze(this);
   }
 
@@ -86,7 +102,7 @@ export class Description {
   /**
    * A copy with `changes` applied.
    *
-   * @param {{watches?: string[], resyncMs?: number | null, related?: RelatedWatch[], shardLabel?: string | null, everyShard?: string[]}} changes
+   * @param {{watches?: string[], resyncMs?: number | null, related?: RelatedWatch[], shardLabel?: string | null, everyShard?: string[], settingsSchema?: string | null}} changes
    * @returns {Description}
    */
   #with(changes) {
@@ -96,7 +112,25 @@ export class Description {
       changes.related ?? [...this.related],
       'shardLabel' in changes ? (changes.shardLabel ?? null) : this.shardLabel,
       changes.everyShard ?? [...this.everyShard],
+      'settingsSchema' in changes ? (changes.settingsSchema ?? null) : this.settingsSchema,
     );
+  }
+
+  /**
+   * A copy declaring the shape of the controller's settings as a JSON
+   * Schema (an object, or its JSON text): `leasehold check`, the host's
+   * start and a reload refuse `[controllers.settings]` that do not fit it,
+   * naming every wrong, missing or unknown key. The subset the host
+   * understands is the WIT's `description.settings-schema` (types,
+   * properties, required, additionalProperties, items, enum, bounds,
+   * anyOf/oneOf/allOf, local $ref).
+   *
+   * @param {object | string} schema
+   * @returns {Description}
+   */
+  settingsSchemaOf(schema) {
+    const text = typeof schema === 'string' ? schema : JSON.stringify(schema);
+    return this.#with({ settingsSchema: text });
   }
 
   /**

@@ -18,7 +18,7 @@ const { Controller, Description, Outcome, http } = await import('../src/index.js
 
 const TYPES = 'wasi:http/types@0.2.12';
 const HANDLER = 'wasi:http/outgoing-handler@0.2.12';
-const TENURE = 'leasehold:controller/tenure@0.3.0';
+const TENURE = 'leasehold:controller/tenure@0.4.0';
 const DISPOSE = Symbol.dispose ?? Symbol.for('dispose');
 
 /** What componentize-js throws from an import that returned `err(value)`. */

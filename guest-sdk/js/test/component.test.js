@@ -15,8 +15,8 @@ const sdk = await import('../src/index.js');
 const { Conflict, Controller, Description, Fenced, Invalid, Metadata, NotFound, ObjectKey, Outcome, QuotaExceeded } = sdk;
 const { Retry, Selector, Transaction, Unavailable, Failed } = sdk;
 
-const STORE = 'leasehold:controller/store@0.3.0';
-const TENURE = 'leasehold:controller/tenure@0.3.0';
+const STORE = 'leasehold:controller/store@0.4.0';
+const TENURE = 'leasehold:controller/tenure@0.4.0';
 
 /** What componentize-js throws from an import that returned `err(value)`. */
 function witErr(value) {
@@ -174,6 +174,8 @@ test('the exported reconciler answers the host in WIT terms', () => {
     // Undeclared, the shard label is absent and no kind is every shard's.
     shardLabel: undefined,
     everyShard: [],
+    // Undeclared, the settings are unchecked.
+    settingsSchema: undefined,
   });
   assert.deepEqual(reconciler.reconcile('tasks', 't', { tag: 'related' }), { tag: 'done' });
   assert.deepEqual(controller.seen, [['tasks', 't', 'related', 7]]);
@@ -220,7 +222,24 @@ test('the description reaches the host with its shard label and every-shard kind
     related: [],
     shardLabel: 'example.com/tenant',
     everyShard: ['nodes'],
+    settingsSchema: undefined,
   });
+});
+
+test('the settings schema reaches the host as JSON text', () => {
+  const controller = new Scripted(Outcome.done());
+  const schema = {
+    type: 'object',
+    properties: { region: { type: 'string' } },
+    required: ['region'],
+    additionalProperties: false,
+  };
+  controller.describe = () => Description.watching(['buckets']).settingsSchemaOf(schema);
+  const described = exportController(() => controller).describe();
+  assert.deepEqual(JSON.parse(described.settingsSchema), schema);
+  // Text is taken as it is.
+  controller.describe = () => Description.watching(['buckets']).settingsSchemaOf('{"type": "object"}');
+  assert.equal(exportController(() => controller).describe().settingsSchema, '{"type": "object"}');
 });
 
 test("the shard is the tenure's, asked each time", () => {

@@ -2,7 +2,7 @@
  * The adapter between the SDK and the component's WIT bindings.
  *
  * Only a component imports this module: it imports the interfaces of the
- * world `leasehold:controller/controller@0.3.0` by their WIT names, which
+ * world `leasehold:controller/controller@0.4.0` by their WIT names, which
  * componentize-js binds when it builds the component. A controller's app
  * module exports its controller with
  *
@@ -93,6 +93,6 @@ export declare class WitHost {
  * delay the controller's `errorPolicy` chose.
  *
  * @param {() => import('./controller.js').Controller} factory
- * @returns {typeof import('leasehold:controller/reconciler@0.3.0')}
+ * @returns {typeof import('leasehold:controller/reconciler@0.4.0')}
  */
-export declare function exportController(factory: () => import('./controller.js').Controller): typeof import('leasehold:controller/reconciler@0.3.0');
+export declare function exportController(factory: () => import('./controller.js').Controller): typeof import('leasehold:controller/reconciler@0.4.0');

@@ -52,13 +52,22 @@ export declare class Description {
     /** Kinds every shard watches, whatever shard their objects belong to (each also in `watches`). @type {readonly string[]} */
     everyShard: readonly string[];
     /**
+     * The JSON Schema (JSON text) of the controller's settings, which the
+     * host checks the config's `[controllers.settings]` against (see
+     * `settingsSchemaOf`); null: unchecked.
+     *
+     * @type {string | null}
+     */
+    settingsSchema: string | null;
+    /**
      * @param {string[]} watches the kinds whose changes trigger a reconcile
      * @param {number | null} [resyncMs]
      * @param {RelatedWatch[]} [related]
      * @param {string | null} [shardLabel] a label whose value decides the shard of an object carrying it (null: none)
      * @param {string[]} [everyShard] kinds every shard watches (each must also be in `watches`: `watchOnEveryShard` adds it)
+     * @param {string | null} [settingsSchema] the JSON Schema (JSON text) of the controller's settings (null: unchecked)
      */
-    constructor(watches: string[], resyncMs?: number | null, related?: RelatedWatch[], shardLabel?: string | null, everyShard?: string[]);
+    constructor(watches: string[], resyncMs?: number | null, related?: RelatedWatch[], shardLabel?: string | null, everyShard?: string[], settingsSchema?: string | null);
     /**
      * A description watching `kinds`, without periodic resync.
      *
@@ -66,6 +75,19 @@ export declare class Description {
      * @returns {Description}
      */
     static watching(kinds: string[]): Description;
+    /**
+     * A copy declaring the shape of the controller's settings as a JSON
+     * Schema (an object, or its JSON text): `leasehold check`, the host's
+     * start and a reload refuse `[controllers.settings]` that do not fit it,
+     * naming every wrong, missing or unknown key. The subset the host
+     * understands is the WIT's `description.settings-schema` (types,
+     * properties, required, additionalProperties, items, enum, bounds,
+     * anyOf/oneOf/allOf, local $ref).
+     *
+     * @param {object | string} schema
+     * @returns {Description}
+     */
+    settingsSchemaOf(schema: object | string): Description;
     /**
      * A copy that resyncs every watched object every `ms` milliseconds.
      *

@@ -9,7 +9,7 @@
  * runs sharded, and is tested natively against `FakeHost`
  * (`leasehold/fake`). Inside a component,
  * `exportController` (`leasehold/component`) connects it to the WIT world
- * `leasehold:controller/controller@0.3.0`. See guest-sdk/README.md.
+ * `leasehold:controller/controller@0.4.0`. See guest-sdk/README.md.
  *
  * @module
  */

@@ -7,7 +7,7 @@ calls external services with `leasehold.http`, learns which objects are
 its own from `shard()` when it runs sharded, and is tested natively
 against `leasehold.fake.FakeHost`. Inside a component,
 `leasehold.component.export` connects it to the WIT world
-`leasehold:controller/controller@0.3.0`. See guest-sdk/README.md.
+`leasehold:controller/controller@0.4.0`. See guest-sdk/README.md.
 """
 
 from . import http

@@ -1,7 +1,7 @@
 """The adapter between the SDK and the WIT bindings componentize-py generates.
 
 Only a component imports this module: it needs the `wit_world` package
-that `componentize-py -w leasehold:controller/controller@0.3.0` generates
+that `componentize-py -w leasehold:controller/controller@0.4.0` generates
 from `wit/controller.wit`. A controller's app module exports its
 controller with
 
@@ -17,6 +17,7 @@ code the tests run natively against `leasehold.fake.FakeHost`.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Callable, List, Optional, Sequence
 
 from componentize_py_types import Err
@@ -204,6 +205,21 @@ def _related_out(watch: RelatedWatch) -> object:
 def _description_out(d: Description) -> _rec.Description:
     resync = d.resync_ms or 0
     # Positional: componentize-py's records take their fields in WIT order.
+    fields = [f.name for f in dataclasses.fields(_rec.Description)]
+    if "settings_schema" in fields:
+        return _rec.Description(
+            list(d.watches),
+            resync,
+            [_related_out(w) for w in d.related],
+            d.shard_label,
+            list(d.every_shard),
+            d.settings_schema,
+        )
+    if d.settings_schema is not None:
+        raise RuntimeError(
+            "this component was built from a controller world without settings schemas; "
+            "rebuild it against the current wit/controller.wit"
+        )
     if hasattr(_tenure, "shard"):
         return _rec.Description(
             list(d.watches),

@@ -60,6 +60,10 @@ class Description:
     #: Kinds every shard watches, whatever shard their objects belong to
     #: (each must also be in `watches`: `watch_on_every_shard` adds it).
     every_shard: List[str] = field(default_factory=list)
+    #: The JSON Schema (JSON text) of the controller's settings, which the
+    #: host checks the config's `[controllers.settings]` against (see
+    #: `settings_of`); None: unchecked.
+    settings_schema: Optional[str] = None
 
     @staticmethod
     def watching(kinds: Sequence[str]) -> "Description":
@@ -95,6 +99,21 @@ class Description:
         its value picks, so that objects which belong together (a tenant's tasks and
         quotas, all labelled with the tenant) fall into one shard."""
         return self._with(shard_label=label_key)
+
+    def settings_of(self, cls: Any) -> "Description":
+        """A copy declaring the settings' shape as the dataclass `cls` (what
+        `settings(cls)` decodes): `leasehold check`, the host's start and a
+        reload refuse `[controllers.settings]` that do not fit it, naming every
+        wrong, missing or unknown key."""
+        from .settings import schema_of
+
+        return self._with(settings_schema=schema_of(cls))
+
+    def with_settings_schema(self, schema: str) -> "Description":
+        """A copy declaring the settings' shape as a JSON Schema written by hand
+        (JSON text; the subset the host understands is the WIT's
+        `description.settings-schema`)."""
+        return self._with(settings_schema=schema)
 
     def watch_on_every_shard(self, kind: str) -> "Description":
         """A copy where every shard watches, and resyncs, every object of `kind`

@@ -180,3 +180,60 @@ def _decode_dataclass(cls: Any, value: Any, path: List[Union[str, int]]) -> Any:
     except (TypeError, ValueError) as e:
         # The class's own checks (`__post_init__`) may quote a value.
         raise SettingsError(type(e).__name__, key=_path(path)) from None
+
+
+def schema_of(cls: Any) -> str:
+    """The JSON Schema (JSON text) of the settings dataclass `cls`, for
+    `Description.settings_of`: the host checks the config's
+    `[controllers.settings]` against it and names every wrong, missing or
+    unknown key. Every field of `cls` (and of a nested dataclass) is a
+    property; a field without a default is required; keys that are no
+    field are unknown (refused). The annotations map as `settings(cls)`
+    decodes them: `str`, `int`, `float`, `bool`, `Optional[...]`,
+    `List[...]`, `Dict[str, ...]`, an `Enum` (its values), a nested
+    dataclass, `Any` (anything).
+    """
+    if not (isinstance(cls, type) and dataclasses.is_dataclass(cls)):
+        raise TypeError("schema_of takes a dataclass type")
+    schema = _schema(cls)
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    return json.dumps(schema, sort_keys=True)
+
+
+def _schema(hint: Any) -> dict:
+    if hint is Any or hint is object:
+        return {}
+    origin = typing.get_origin(hint)
+    if origin is Union:
+        return {"anyOf": [_schema(option) for option in typing.get_args(hint)]}
+    if hint is type(None):
+        return {"type": "null"}
+    if origin in (list, List) or hint is list:
+        args = typing.get_args(hint)
+        return {"type": "array", "items": _schema(args[0]) if args else {}}
+    if origin is dict or hint is dict:
+        args = typing.get_args(hint)
+        values = _schema(args[1]) if len(args) == 2 else {}
+        return {"type": "object", "additionalProperties": values}
+    if isinstance(hint, type) and dataclasses.is_dataclass(hint):
+        hints = typing.get_type_hints(hint)
+        properties = {}
+        required = []
+        for f in dataclasses.fields(hint):
+            if not f.init:
+                continue
+            properties[f.name] = _schema(hints.get(f.name, Any))
+            if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+                required.append(f.name)
+        return {
+            "type": "object",
+            "properties": properties,
+            "required": required,
+            "additionalProperties": False,
+        }
+    if isinstance(hint, type) and issubclass(hint, Enum):
+        return {"enum": [member.value for member in hint]}
+    for kind, name in ((bool, "boolean"), (int, "integer"), (float, "number"), (str, "string")):
+        if hint is kind:
+            return {"type": name}
+    raise TypeError(f"schema_of: the SDK has no schema for {hint!r}")

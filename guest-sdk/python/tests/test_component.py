@@ -3,18 +3,21 @@ from wit/controller.wit, run natively: the generated import functions are
 stubs, replaced here by recorders, so every conversion is checked without
 a component."""
 
+import dataclasses
 import importlib
+import json
 import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 from types import SimpleNamespace
+from typing import List, Optional
 
 import pytest
 
 WIT = Path(__file__).resolve().parents[3] / "wit"
-WORLD = "leasehold:controller/controller@0.3.0"
+WORLD = "leasehold:controller/controller@0.4.0"
 
 
 def componentize_py() -> str:
@@ -257,7 +260,9 @@ def test_the_description_reaches_the_host_with_its_shard_label_and_every_shard_k
         .watch_on_every_shard("nodes")
     )
     got = exported(wit, Scripted(Outcome.done(), d)).describe()
-    assert got == wit.rec.Description(["nodes", "tasks"], 0, [], "example.com/tenant", ["nodes"])
+    assert got == wit.rec.Description(
+        ["nodes", "tasks"], 0, [], "example.com/tenant", ["nodes"], None
+    )
 
 
 def test_the_shard_is_the_tenures_asked_each_time(wit, monkeypatch):
@@ -267,3 +272,28 @@ def test_the_shard_is_the_tenures_asked_each_time(wit, monkeypatch):
     leasehold._host.install(wit.component.WitHost())
     assert leasehold.shard() == leasehold.Shard(2, 4)
     assert leasehold.shard() == leasehold.Shard(3, 4)
+
+
+def test_the_settings_schema_reaches_the_host_as_json_text(wit):
+    @dataclasses.dataclass
+    class Db:
+        host: str
+        port: int = 5432
+
+    @dataclasses.dataclass
+    class Cfg:
+        region: str
+        db: Db
+        regions: List[str] = dataclasses.field(default_factory=list)
+        budget: Optional[float] = None
+
+    d = Description.watching(["buckets"]).settings_of(Cfg)
+    got = exported(wit, Scripted(Outcome.done(), d)).describe()
+    schema = json.loads(got.settings_schema)
+    assert schema["type"] == "object"
+    assert schema["required"] == ["region", "db"]
+    assert schema["additionalProperties"] is False
+    assert schema["properties"]["db"]["required"] == ["host"]
+    assert schema["properties"]["db"]["properties"]["port"] == {"type": "integer"}
+    assert schema["properties"]["regions"] == {"type": "array", "items": {"type": "string"}}
+    assert schema["properties"]["budget"] == {"anyOf": [{"type": "number"}, {"type": "null"}]}

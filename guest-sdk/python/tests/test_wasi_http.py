@@ -28,7 +28,7 @@ from leasehold.http import (
 )
 
 WIT = Path(__file__).resolve().parents[3] / "wit"
-WORLD = "leasehold:controller/controller@0.3.0"
+WORLD = "leasehold:controller/controller@0.4.0"
 
 
 def componentize_py() -> str:

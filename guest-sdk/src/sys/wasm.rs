@@ -14,14 +14,14 @@ use super::{
     WireResponse,
 };
 
-/// Generated bindings for the `leasehold:controller/controller@0.3.0` world.
+/// Generated bindings for the `leasehold:controller/controller@0.4.0` world.
 #[doc(hidden)]
 pub mod bindings {
     wit_bindgen::generate!({
         path: "../wit",
         // The current version of the contract; the host runs components
         // of older versions too, but this SDK builds for this one.
-        world: "leasehold:controller/controller@0.3.0",
+        world: "leasehold:controller/controller@0.4.0",
         // The export macro is used from controller crates, through
         // `export_controller!`, so it must be exported from this one.
         pub_export_macro: true,

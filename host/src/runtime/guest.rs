@@ -270,6 +270,10 @@ pub struct Description {
     /// Kinds every shard watches (0.3.0 `description.every-shard`; none
     /// before).
     pub every_shard: Vec<String>,
+    /// The settings' JSON Schema (0.4.0 `description.settings-schema`;
+    /// none before), as the guest gave it: the config's settings are
+    /// validated against it ([`crate::settings_schema`]).
+    pub settings_schema: Option<String>,
 }
 
 impl Description {
@@ -750,6 +754,7 @@ impl GuestInstance {
             related: description.related,
             shard_label: description.shard_label,
             every_shard: description.every_shard,
+            settings_schema: description.settings_schema,
             resync_period: match description.resync_period_ms {
                 0 => None,
                 ms => Some(self.resync_period(Duration::from_millis(ms))),
@@ -936,6 +941,7 @@ mod tests {
             related: Vec::new(),
             shard_label: label.map(str::to_string),
             every_shard: every_shard.iter().map(|k| k.to_string()).collect(),
+            settings_schema: None,
         }
     }
 

@@ -72,23 +72,7 @@ impl Prepared {
     /// a problem (the start reports it).
     pub(crate) async fn check_description(&self, cluster: &str) -> Result<String, Vec<String>> {
         let name = self.name();
-        let authority = Arc::new(crate::authority::memory::MemoryAuthority::new());
-        let store: Arc<dyn Store> = Arc::new(crate::store::MemoryStore::new(authority));
-        let fence = crate::fence::Fence {
-            key: crate::fence::LeaseKey::new(cluster, name),
-            epoch: crate::fence::Epoch(1),
-            holder: "leasehold-check".into(),
-        };
-        let revocation = self.compiled.revocation();
-        let described = match self
-            .compiled
-            .instantiate(fence, store, Arc::default(), revocation)
-            .await
-        {
-            Ok(mut instance) => instance.describe().await,
-            Err(e) => Err(e),
-        };
-        let description = match described {
+        let description = match self.describe_offline(cluster).await {
             Ok(description) => description,
             Err(e) => {
                 return Ok(format!(
@@ -114,6 +98,7 @@ impl Prepared {
                 crate::runtime::MAX_RELATED_WATCHES
             ));
         }
+        problems.extend(self.settings_problems(&description));
         if !problems.is_empty() {
             return Err(problems);
         }
@@ -146,6 +131,77 @@ impl Prepared {
     /// Where its guest may send HTTP requests.
     pub(crate) fn http_allow(&self) -> &crate::outbound::AllowList {
         &self.settings.http_allow
+    }
+
+    /// What a throwaway instance's `describe` answers: on an empty
+    /// in-memory store under a fence no authority granted (any write it
+    /// tried would be refused).
+    async fn describe_offline(
+        &self,
+        cluster: &str,
+    ) -> Result<crate::runtime::Description, crate::runtime::GuestError> {
+        let authority = Arc::new(crate::authority::memory::MemoryAuthority::new());
+        let store: Arc<dyn Store> = Arc::new(crate::store::MemoryStore::new(authority));
+        let fence = crate::fence::Fence {
+            key: crate::fence::LeaseKey::new(cluster, self.name()),
+            epoch: crate::fence::Epoch(1),
+            holder: "leasehold-check".into(),
+        };
+        let revocation = self.compiled.revocation();
+        let mut instance = self
+            .compiled
+            .instantiate(fence, store, Arc::default(), revocation)
+            .await?;
+        instance.describe().await
+    }
+
+    /// Every way its `[controllers.settings]` break the schema its
+    /// component describes (none without one), each naming the controller
+    /// and the key, never a value.
+    fn settings_problems(&self, description: &crate::runtime::Description) -> Vec<String> {
+        let name = self.name();
+        let Some(text) = &description.settings_schema else {
+            return Vec::new();
+        };
+        let schema = match crate::settings_schema::SettingsSchema::parse(text) {
+            Ok(schema) => schema,
+            Err(e) => return vec![format!("controller {name}: {e}")],
+        };
+        let settings: serde_json::Value =
+            serde_json::from_str(self.settings.settings.as_json()).unwrap_or_default();
+        schema
+            .validate(&settings)
+            .into_iter()
+            .map(|problem| {
+                format!("controller {name}: [controllers.settings] do not fit its schema: {problem}")
+            })
+            .collect()
+    }
+
+    /// Settings values that are `http(s)` URLs `http_allow` does not
+    /// cover, for a warning: the guest could not call them.
+    pub(crate) fn uncovered_urls(&self) -> Vec<String> {
+        let settings: serde_json::Value =
+            serde_json::from_str(self.settings.settings.as_json()).unwrap_or_default();
+        crate::settings_schema::uncovered_urls(&settings, &self.settings.http_allow)
+    }
+}
+
+/// Refuse controllers whose settings do not fit the schema their
+/// component describes: every problem of every controller, each naming
+/// the controller and the key. A component that cannot be described here
+/// is left to its tenure's start, which reports it.
+pub(crate) async fn check_settings(prepared: &[Prepared], cluster: &str) -> Result<(), Vec<String>> {
+    let mut problems = Vec::new();
+    for controller in prepared {
+        if let Ok(description) = controller.describe_offline(cluster).await {
+            problems.extend(controller.settings_problems(&description));
+        }
+    }
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(problems)
     }
 }
 
@@ -545,6 +601,9 @@ impl Controllers {
         }
         let mut to_start = compile(runtime, changed).await?;
         to_start.extend(reused);
+        // Settings that no longer fit the schema refuse the reload whole,
+        // before anything stops.
+        check_settings(&to_start, &next.cluster).await?;
         summary.removed = self
             .running
             .keys()

@@ -252,6 +252,13 @@ pub async fn check(config: &Config) -> Result<Vec<String>, Vec<String>> {
                         "controller {}: component compiles and fits the world",
                         p.name()
                     ));
+                    for url in p.uncovered_urls() {
+                        notes.push(format!(
+                            "WARNING: controller {}: {url} is an http(s) URL its http_allow does \
+                             not cover: its guest cannot call it",
+                            p.name()
+                        ));
+                    }
                     if !p.http_allow().is_empty() {
                         notes.push(format!(
                             "controller {}: may send HTTP requests to {}",
@@ -573,6 +580,9 @@ pub async fn run_managed(
         tracing::warn!("running guests without the pooling allocator");
     }
     let prepared = controllers::prepare(&runtime, config.controllers.clone())
+        .await
+        .map_err(ServiceError::Components)?;
+    controllers::check_settings(&prepared, &config.cluster)
         .await
         .map_err(ServiceError::Components)?;
     let (access, api_tls) = http_security(&config).map_err(ServiceError::Http)?;

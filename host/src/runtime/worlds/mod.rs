@@ -1,7 +1,7 @@
 //! The versions of the `leasehold:controller` WIT package this host runs,
 //! side by side: bindings generated from each version's WIT text
-//! (`wit/controller.wit` for the current 0.3.0, `wit/0.1.0/controller.wit`
-//! and `wit/0.2.0/controller.wit` kept unchanged), all linked into the one `Linker`, and the rule that
+//! (`wit/controller.wit` for the current 0.4.0; `wit/0.1.0/`, `wit/0.2.0/`
+//! and `wit/0.3.0/` kept unchanged), all linked into the one `Linker`, and the rule that
 //! tells which version a component targets.
 //!
 //! Owns: [`WorldVersion`], [`detect`] (from a component's import and
@@ -24,8 +24,8 @@
 //! [`Bound`], and its line in [`link`]. The conversions versions share
 //! unchanged are written once, as macros expanded in each version's
 //! module against its own generated types: [`shared_conversions`] (every
-//! version), `fence_only_tenure` (0.1.0 and 0.2.0) and `since_0_2`
-//! (0.2.0 and 0.3.0).
+//! version), `fence_only_tenure` (0.1.0 and 0.2.0), `since_0_2`
+//! (0.2.0 on) and `shard_tenure` (0.3.0 on).
 
 /// The conversions between a version's generated types and the host's
 /// that are the same text in every version so far: keys, store errors,
@@ -115,11 +115,38 @@ macro_rules! fence_only_tenure {
     };
 }
 
+/// The `tenure` host of 0.3.0 on: the fence and the shard the tenure
+/// runs. Expanded in each version's module against its generated `tenure`.
+macro_rules! shard_tenure {
+    () => {
+        impl tenure::Host for TenureHost {
+            fn current(&mut self) -> wasmtime::Result<tenure::Fence> {
+                let fence = self.fence();
+                Ok(tenure::Fence {
+                    cluster: fence.key.cluster.clone(),
+                    lease: fence.key.name.clone(),
+                    epoch: fence.epoch.0,
+                    holder: fence.holder.clone(),
+                })
+            }
+
+            fn shard(&mut self) -> wasmtime::Result<tenure::ShardInfo> {
+                let shard = TenureHost::shard(self);
+                Ok(tenure::ShardInfo {
+                    index: shard.index,
+                    count: shard.count,
+                })
+            }
+        }
+    };
+}
+
 #[macro_use]
 mod since_0_2;
 pub(crate) mod v0_1_0;
 pub(crate) mod v0_2_0;
 pub(crate) mod v0_3_0;
+pub(crate) mod v0_4_0;
 
 use std::fmt;
 use std::sync::Arc;
@@ -143,21 +170,25 @@ pub enum WorldVersion {
     /// settings, the wall clock, the reconcile reason, metadata, status,
     /// selective lists and related watches.
     V0_2_0,
-    /// `leasehold:controller@0.3.0`, the current world: 0.2.0 plus the
-    /// tenure's shard and what `describe` says of sharding.
+    /// `leasehold:controller@0.3.0`: 0.2.0 plus the tenure's shard and
+    /// what `describe` says of sharding.
     V0_3_0,
+    /// `leasehold:controller@0.4.0`, the current world: 0.3.0 plus the
+    /// settings' schema `describe` may give.
+    V0_4_0,
 }
 
 impl WorldVersion {
     /// Every version this host runs, oldest first.
-    pub const SUPPORTED: [WorldVersion; 3] = [
+    pub const SUPPORTED: [WorldVersion; 4] = [
         WorldVersion::V0_1_0,
         WorldVersion::V0_2_0,
         WorldVersion::V0_3_0,
+        WorldVersion::V0_4_0,
     ];
 
     /// The version the guest SDK and the example controllers target.
-    pub const CURRENT: WorldVersion = WorldVersion::V0_3_0;
+    pub const CURRENT: WorldVersion = WorldVersion::V0_4_0;
 
     /// The version number, e.g. `0.2.0`.
     pub fn number(self) -> &'static str {
@@ -165,6 +196,7 @@ impl WorldVersion {
             WorldVersion::V0_1_0 => "0.1.0",
             WorldVersion::V0_2_0 => "0.2.0",
             WorldVersion::V0_3_0 => "0.3.0",
+            WorldVersion::V0_4_0 => "0.4.0",
         }
     }
 
@@ -175,8 +207,8 @@ impl WorldVersion {
             .find(|version| version.number() == number)
     }
 
-    /// `leasehold:controller@0.1.0, leasehold:controller@0.2.0 and
-    /// leasehold:controller@0.3.0`: the supported versions, for messages.
+    /// `leasehold:controller@0.1.0, …, leasehold:controller@0.3.0 and
+    /// leasehold:controller@0.4.0`: the supported versions, for messages.
     pub fn supported_text() -> String {
         let all: Vec<String> = Self::SUPPORTED.iter().map(ToString::to_string).collect();
         match all.as_slice() {
@@ -198,7 +230,8 @@ impl fmt::Display for WorldVersion {
 pub(crate) fn link(linker: &mut Linker<GuestState>) -> wasmtime::Result<()> {
     v0_1_0::link(linker)?;
     v0_2_0::link(linker)?;
-    v0_3_0::link(linker)
+    v0_3_0::link(linker)?;
+    v0_4_0::link(linker)
 }
 
 /// One import or export name of a component, taken apart:
@@ -421,6 +454,8 @@ pub(crate) enum Pre {
     V0_2_0(v0_2_0::ControllerPre<GuestState>),
     /// Targets 0.3.0.
     V0_3_0(v0_3_0::ControllerPre<GuestState>),
+    /// Targets 0.4.0.
+    V0_4_0(v0_4_0::ControllerPre<GuestState>),
 }
 
 impl Pre {
@@ -433,6 +468,7 @@ impl Pre {
             WorldVersion::V0_1_0 => Pre::V0_1_0(v0_1_0::ControllerPre::new(pre)?),
             WorldVersion::V0_2_0 => Pre::V0_2_0(v0_2_0::ControllerPre::new(pre)?),
             WorldVersion::V0_3_0 => Pre::V0_3_0(v0_3_0::ControllerPre::new(pre)?),
+            WorldVersion::V0_4_0 => Pre::V0_4_0(v0_4_0::ControllerPre::new(pre)?),
         })
     }
 
@@ -442,6 +478,7 @@ impl Pre {
             Pre::V0_1_0(_) => WorldVersion::V0_1_0,
             Pre::V0_2_0(_) => WorldVersion::V0_2_0,
             Pre::V0_3_0(_) => WorldVersion::V0_3_0,
+            Pre::V0_4_0(_) => WorldVersion::V0_4_0,
         }
     }
 
@@ -454,6 +491,7 @@ impl Pre {
             Pre::V0_1_0(pre) => Bound::V0_1_0(Arc::new(pre.instantiate_async(store).await?)),
             Pre::V0_2_0(pre) => Bound::V0_2_0(Arc::new(pre.instantiate_async(store).await?)),
             Pre::V0_3_0(pre) => Bound::V0_3_0(Arc::new(pre.instantiate_async(store).await?)),
+            Pre::V0_4_0(pre) => Bound::V0_4_0(Arc::new(pre.instantiate_async(store).await?)),
         })
     }
 }
@@ -469,6 +507,8 @@ pub(crate) struct Described {
     pub shard_label: Option<String>,
     /// Kinds every shard watches (0.3.0); none from older guests.
     pub every_shard: Vec<String>,
+    /// The settings' JSON Schema (0.4.0); none from older guests.
+    pub settings_schema: Option<String>,
 }
 
 /// What `reconcile` answered, in any version.
@@ -492,6 +532,8 @@ pub(crate) enum Bound {
     V0_2_0(Arc<v0_2_0::Controller>),
     /// Targets 0.3.0.
     V0_3_0(Arc<v0_3_0::Controller>),
+    /// Targets 0.4.0.
+    V0_4_0(Arc<v0_4_0::Controller>),
 }
 
 impl Bound {
@@ -504,6 +546,7 @@ impl Bound {
             Bound::V0_1_0(bindings) => v0_1_0::describe(bindings, store).await,
             Bound::V0_2_0(bindings) => v0_2_0::describe(bindings, store).await,
             Bound::V0_3_0(bindings) => v0_3_0::describe(bindings, store).await,
+            Bound::V0_4_0(bindings) => v0_4_0::describe(bindings, store).await,
         }
     }
 
@@ -521,6 +564,7 @@ impl Bound {
             Bound::V0_1_0(bindings) => v0_1_0::reconcile(bindings, store, kind, name).await,
             Bound::V0_2_0(bindings) => v0_2_0::reconcile(bindings, store, kind, name, reason).await,
             Bound::V0_3_0(bindings) => v0_3_0::reconcile(bindings, store, kind, name, reason).await,
+            Bound::V0_4_0(bindings) => v0_4_0::reconcile(bindings, store, kind, name, reason).await,
         }
     }
 }
@@ -559,6 +603,11 @@ mod tests {
             detect(&newest, &["leasehold:controller/reconciler@0.3.0"]),
             Ok(WorldVersion::V0_3_0)
         );
+        let current = imports(&["leasehold:controller/tenure@0.4.0"]);
+        assert_eq!(
+            detect(&current, &["leasehold:controller/reconciler@0.4.0"]),
+            Ok(WorldVersion::V0_4_0)
+        );
         // A component that imports nothing of the package still targets
         // the version of its export.
         assert_eq!(
@@ -570,18 +619,18 @@ mod tests {
     #[test]
     fn an_unknown_version_is_named_with_the_supported_ones() {
         let refusal = detect(
-            &imports(&["leasehold:controller/store@0.4.0"]),
-            &["leasehold:controller/reconciler@0.4.0"],
+            &imports(&["leasehold:controller/store@0.5.0"]),
+            &["leasehold:controller/reconciler@0.5.0"],
         )
         .unwrap_err();
         assert!(
-            refusal.contains("it targets leasehold:controller@0.4.0"),
+            refusal.contains("it targets leasehold:controller@0.5.0"),
             "{refusal}"
         );
         assert!(
             refusal.contains(
-                "leasehold:controller@0.1.0, leasehold:controller@0.2.0 and \
-                 leasehold:controller@0.3.0"
+                "leasehold:controller@0.1.0, leasehold:controller@0.2.0, \
+                 leasehold:controller@0.3.0 and leasehold:controller@0.4.0"
             ),
             "{refusal}"
         );
@@ -639,10 +688,12 @@ mod tests {
     fn supported_versions_read_as_a_list() {
         assert_eq!(
             WorldVersion::supported_text(),
-            "leasehold:controller@0.1.0, leasehold:controller@0.2.0 and leasehold:controller@0.3.0"
+            "leasehold:controller@0.1.0, leasehold:controller@0.2.0, leasehold:controller@0.3.0 \
+             and leasehold:controller@0.4.0"
         );
         assert_eq!(WorldVersion::parse("0.2.0"), Some(WorldVersion::V0_2_0));
         assert_eq!(WorldVersion::parse("0.3.0"), Some(WorldVersion::V0_3_0));
-        assert_eq!(WorldVersion::parse("0.4.0"), None);
+        assert_eq!(WorldVersion::parse("0.4.0"), Some(WorldVersion::V0_4_0));
+        assert_eq!(WorldVersion::parse("0.5.0"), None);
     }
 }

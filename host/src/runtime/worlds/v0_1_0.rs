@@ -66,6 +66,7 @@ pub(crate) async fn describe(
         related: Vec::new(),
         shard_label: None,
         every_shard: Vec::new(),
+        settings_schema: None,
     })
 }
 

@@ -68,6 +68,7 @@ pub(crate) async fn describe(
         // Sharding is 0.3.0's: a 0.2.0 guest's shards go by kind/name.
         shard_label: None,
         every_shard: Vec::new(),
+        settings_schema: None,
     })
 }
 

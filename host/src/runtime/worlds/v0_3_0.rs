@@ -1,8 +1,7 @@
-//! `leasehold:controller@0.3.0`, the current world, generated from
-//! `wit/controller.wit`: 0.2.0 plus sharding, the shard a tenure runs
-//! (`tenure.shard`) and what `describe` says of it (`shard-label`,
-//! `every-shard`). Everything else is 0.2.0's text
-//! ([`since_0_2`](super::since_0_2)).
+//! `leasehold:controller@0.3.0`, generated from `wit/0.3.0/controller.wit`:
+//! 0.2.0 plus sharding, the shard a tenure runs (`tenure.shard`) and what
+//! `describe` says of it (`shard-label`, `every-shard`). Everything else is
+//! 0.2.0's text ([`since_0_2`](super::since_0_2)).
 
 use wasmtime::Store;
 use wasmtime::component::Linker;
@@ -17,7 +16,7 @@ use crate::runtime::state::{GuestState, LoggingView, SettingsView, StoreView, Te
 use crate::store::{Metadata, NewEvent, ObjectKey, Op, Selector};
 
 wasmtime::component::bindgen!({
-    path: "../wit",
+    path: ["../wit", "../wit/0.3.0"],
     world: "leasehold:controller/controller@0.3.0",
     imports: {
         // Store calls reach the database: they must be async so a lost lease
@@ -37,39 +36,21 @@ wasmtime::component::bindgen!({
     },
 });
 
-use exports::leasehold::controller::reconciler;
-use leasehold::controller::{logging, settings, store, tenure, types};
+use exports::leasehold::controller0_3_0::reconciler;
+use leasehold::controller0_3_0::{logging, settings, store, tenure, types};
 
 shared_conversions!();
 
-since_0_2!(leasehold_controller_reconciler);
+since_0_2!(leasehold_controller0_3_0_reconciler);
 
-impl tenure::Host for TenureHost {
-    fn current(&mut self) -> wasmtime::Result<tenure::Fence> {
-        let fence = self.fence();
-        Ok(tenure::Fence {
-            cluster: fence.key.cluster.clone(),
-            lease: fence.key.name.clone(),
-            epoch: fence.epoch.0,
-            holder: fence.holder.clone(),
-        })
-    }
-
-    fn shard(&mut self) -> wasmtime::Result<tenure::ShardInfo> {
-        let shard = TenureHost::shard(self);
-        Ok(tenure::ShardInfo {
-            index: shard.index,
-            count: shard.count,
-        })
-    }
-}
+shard_tenure!();
 
 pub(crate) async fn describe(
     bindings: &Controller,
     store: &mut Store<GuestState>,
 ) -> wasmtime::Result<Described> {
     let description = bindings
-        .leasehold_controller_reconciler()
+        .leasehold_controller0_3_0_reconciler()
         .call_describe(store)
         .await?;
     Ok(Described {
@@ -78,5 +59,6 @@ pub(crate) async fn describe(
         related: description.related.into_iter().map(related_watch).collect(),
         shard_label: description.shard_label,
         every_shard: description.every_shard,
+        settings_schema: None,
     })
 }

@@ -1,4 +1,4 @@
-/** @module Interface leasehold:controller/logging@0.3.0 **/
+/** @module Interface leasehold:controller/logging@0.4.0 **/
 /**
  * Write one log line. Lines longer than the host's limit are truncated.
  */

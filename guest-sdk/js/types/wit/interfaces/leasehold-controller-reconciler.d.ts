@@ -1,4 +1,4 @@
-/** @module Interface leasehold:controller/reconciler@0.3.0 **/
+/** @module Interface leasehold:controller/reconciler@0.4.0 **/
 /**
  * Describe the controller. Called once per tenure, before any reconcile.
  */
@@ -136,6 +136,26 @@ export interface Description {
    * `types.object` is refused as a malformed shard label is.
    */
   everyShard: Array<string>,
+  /**
+   * The shape of the controller's settings (`settings.get`) as a
+   * JSON Schema document (JSON text), or none to leave them
+   * unchecked. `leasehold check`, the host at start and a reload
+   * validate `[controllers.settings]` against it and refuse the
+   * config, naming every key that is wrong, missing or unknown
+   * (never a value). The host understands this subset of JSON Schema
+   * (2020-12): `type` (one or a list of `object`, `array`, `string`,
+   * `integer`, `number`, `boolean`, `null`), `properties`,
+   * `required`, `additionalProperties` (a boolean or a schema),
+   * `items`, `enum`, `const`, `minimum`, `maximum`,
+   * `exclusiveMinimum`, `exclusiveMaximum`, `minLength`, `maxLength`,
+   * `minItems`, `maxItems`, `anyOf`, `oneOf`, `allOf`, and `$ref` to
+   * `#/$defs/NAME` or `#/definitions/NAME`; other keywords (`title`,
+   * `description`, `default`, `format`, ...) are annotations it
+   * ignores. At most 64 KiB; a schema that is not JSON, not an
+   * object, or refers to a definition it lacks is refused by
+   * `leasehold check`, naming the controller.
+   */
+  settingsSchema?: string,
 }
 /**
  * A successful reconcile's result.

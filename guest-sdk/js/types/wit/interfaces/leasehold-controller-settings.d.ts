@@ -1,4 +1,4 @@
-/** @module Interface leasehold:controller/settings@0.3.0 **/
+/** @module Interface leasehold:controller/settings@0.4.0 **/
 /**
  * The `[controllers.settings]` table of this controller's entry in the
  * host's config file, as JSON text: always a JSON object, `{}` when the

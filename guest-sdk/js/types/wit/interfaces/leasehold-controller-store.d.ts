@@ -1,4 +1,4 @@
-/** @module Interface leasehold:controller/store@0.3.0 **/
+/** @module Interface leasehold:controller/store@0.4.0 **/
 /**
  * Read one object; none if it does not exist.
  * 

@@ -1,4 +1,4 @@
-/** @module Interface leasehold:controller/tenure@0.3.0 **/
+/** @module Interface leasehold:controller/tenure@0.4.0 **/
 /**
  * The current fence.
  */

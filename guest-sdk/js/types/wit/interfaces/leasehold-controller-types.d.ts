@@ -1,4 +1,4 @@
-/** @module Interface leasehold:controller/types@0.3.0 **/
+/** @module Interface leasehold:controller/types@0.4.0 **/
 /**
  * An object's address.
  */
