@@ -54,9 +54,12 @@ pub(super) fn syntax_problem(text: &str, error: &toml::de::Error) -> Problem {
     let place = super::SourcePlace::of(text, offset);
     // A span followed by `=` is a key, which the message may name (`unknown
     // field `x``); anything else is (part of) a value.
-    let names_a_key = text
-        .get(span.end..)
-        .is_some_and(|rest| rest.trim_start_matches([' ', '\t']).starts_with('='));
+    // A misspelt table name (`[controllers.setings]`) is a key too, though
+    // no `=` follows it: serde's "unknown field" quotes only keys.
+    let names_a_key = message.starts_with("unknown field `")
+        || text
+            .get(span.end..)
+            .is_some_and(|rest| rest.trim_start_matches([' ', '\t']).starts_with('='));
     let message = if names_a_key {
         message.to_string()
     } else {

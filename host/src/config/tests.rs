@@ -985,6 +985,17 @@ fn http_settings_are_checked() {
 }
 
 #[test]
+fn a_misspelt_table_name_is_named() {
+    let s = Scratch::new();
+    let text = "cluster = \"a\"\n[[controllers]]\nname = \"x\"\ncomponent = \"x.wasm\"\n\
+                [controllers.setings]\nsecret = \"hunter2\"\n";
+    let error = s.parse(text).unwrap_err().to_string();
+    assert!(error.contains("unknown field `setings`"), "{error}");
+    assert!(error.contains("line 5"), "{error}");
+    assert!(!error.contains("hunter2"), "{error}");
+}
+
+#[test]
 fn tokens_and_tls_keys_are_checked_naming_each_problem() {
     let s = Scratch::new();
     let cases: &[(&str, usize, &str)] = &[
@@ -1981,4 +1992,72 @@ fn store_counts_of_a_guest_are_per_controller_and_bounded() {
         POOLED_CONTROLLERS + 3,
         "41 tables take three default guests' slots"
     );
+}
+
+#[test]
+fn no_url_means_the_embedded_backend_in_data_dir_and_memory_is_asked_for() {
+    let s = Scratch::new();
+    let text = "cluster = \"demo\"\n";
+    let config = s.parse(text).unwrap();
+    assert_eq!(config.database.backend(), Backend::Embedded);
+    assert!(config.is_embedded());
+    assert_eq!(config.data_dir, s.config_dir().join(DEFAULT_DATA_DIR));
+    let config = s.parse("cluster = \"demo\"\ndata_dir = \"../state\"\n").unwrap();
+    assert_eq!(config.data_dir, s.config_dir().join("../state"));
+    let config = s.parse("cluster = \"demo\"\ndata_dir = \"/var/lib/lh\"\n").unwrap();
+    assert_eq!(config.data_dir, PathBuf::from("/var/lib/lh"));
+    let memory = s
+        .parse("cluster = \"demo\"\n[database]\nurl = \"memory:\"\n")
+        .unwrap();
+    assert_eq!(memory.database.backend(), Backend::Memory);
+    assert!(!memory.is_embedded());
+    assert!(memory.database.endpoint().contains("not durable"));
+    // The environment may ask for it too, and for PostgreSQL over it.
+    let env = Environment {
+        database_url: Some("memory:".into()),
+        ..Default::default()
+    };
+    assert_eq!(
+        s.parse_env(text, &env).unwrap().database.backend(),
+        Backend::Memory
+    );
+    let problems = problems_of(&s, "cluster = \"demo\"\ndata_dir = \"\"\n");
+    assert_has(&problems, Some(2), "data_dir is empty");
+    // Sessions are PostgreSQL's: not with the embedded or in-memory backend.
+    for database in ["", "url = \"memory:\"\n"] {
+        let text = format!(
+            "cluster = \"demo\"\n[database]\n{database}session_url = \"postgres://h/db\"\n"
+        );
+        let problems = problems_of(&s, &text);
+        assert!(
+            problems
+                .iter()
+                .any(|p| p.message.contains("not a PostgreSQL URL")),
+            "{problems:?}"
+        );
+    }
+}
+
+#[test]
+fn the_second_embedded_example_shares_the_first_ones_data_directory() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    let examples = root.join("examples");
+    let s = Scratch::new();
+    let guests = s.root.join("guests");
+    std::fs::create_dir_all(&guests).unwrap();
+    for name in ["scheduler.wasm", "rollout.wasm"] {
+        std::fs::write(guests.join(name), b"").unwrap();
+    }
+    let env = Environment {
+        guest_dir: Some(guests),
+        ..Default::default()
+    };
+    let a = Config::load_with(examples.join("leasehold.toml"), &env).unwrap();
+    let b = Config::load_with(examples.join("leasehold-b.toml"), &env).unwrap();
+    assert!(a.is_embedded() && b.is_embedded());
+    assert_eq!(a.data_dir, examples.join("leasehold-data"));
+    assert_eq!(a.data_dir, b.data_dir);
+    assert_eq!(a.cluster, b.cluster);
+    assert_ne!(a.http.listen, b.http.listen);
+    assert_eq!(a.controller_names(), b.controller_names());
 }
