@@ -913,6 +913,8 @@ fn decode_for_test<T: DeserializeOwned>(key: &ObjectKey, stored: &Stored) -> Obj
 }
 
 #[cfg(test)]
+mod conformance;
+#[cfg(test)]
 mod meta_tests;
 #[cfg(test)]
 mod tests;
