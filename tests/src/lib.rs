@@ -22,6 +22,7 @@ use tokio::sync::{mpsc, watch};
 pub mod browser;
 pub mod embedded;
 pub mod faults;
+pub mod fuse;
 pub mod harness;
 pub mod http;
 pub mod interpreter_abort;

@@ -371,6 +371,30 @@ async fn a_data_directory_on_a_read_only_mount_is_refused_at_start() {
     assert!(stderr.contains("mounted read-only"), "{stderr}");
 }
 
+#[tokio::test]
+async fn a_data_directory_on_a_fuse_filesystem_is_refused_at_start() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let dir = TempDir::new();
+    let data = dir.path().join("fuse");
+    std::fs::create_dir(&data).unwrap();
+    let Some(mount) = leasehold_tests::fuse::FuseMount::start(&data) else {
+        eprintln!("skipped: this test needs to mount a FUSE filesystem (root, /dev/fuse)");
+        return;
+    };
+    let port = free_port();
+    let path = dir.path().join("host.toml");
+    std::fs::write(&path, config("host-a", port, &data, DEFAULT_TIMING)).unwrap();
+    for command in ["run", "check"] {
+        let (code, _, stderr) = run_to_end(&[command, "--config", path.to_str().unwrap()], &[]);
+        assert_ne!(code, 0, "{command}: {stderr}");
+        assert!(
+            stderr.contains("is on FUSE") && stderr.contains("needs a local filesystem"),
+            "{command}: {stderr}"
+        );
+    }
+    drop(mount);
+}
+
 const NOBODY: u32 = 65534;
 
 /// This process's effective user id (`id -u`).
@@ -448,7 +472,9 @@ async fn export_from_the_embedded_backend_and_import_into_postgres_keeps_objects
         "PUT",
         "/v1/objects/parts/p1",
         &[("Content-Type", "application/vnd.leasehold.object+json")],
-        Some(&object(json!({"value": 1, "owner": {"kind": "widgets", "name": "w1"}}))),
+        // Owned by the node, which stays (an object owned by the widget
+        // would go with the widget's deletion request).
+        Some(&object(json!({"value": 1, "owner": {"kind": "nodes", "name": "n1"}}))),
     )
     .await
     .unwrap();
@@ -584,7 +610,7 @@ async fn run_schedule(seed: u64) {
     let addrs: Vec<String> = hosts.iter().map(|h| h.addr.clone()).collect();
     let mut acks = Vec::new();
     for (i, node) in ["n1", "n2", "n3"].iter().enumerate() {
-        let body = json!({"capacity": 20});
+        let body = json!({"capacity": 1000});
         let r = put(&hosts[i], &format!("/v1/objects/nodes/{node}"), &body.to_string()).await;
         acks.push(ack("nodes", node, &r, body));
     }
