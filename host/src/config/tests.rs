@@ -985,6 +985,17 @@ fn http_settings_are_checked() {
 }
 
 #[test]
+fn a_misspelt_table_name_is_named() {
+    let s = Scratch::new();
+    let text = "cluster = \"a\"\n[[controllers]]\nname = \"x\"\ncomponent = \"x.wasm\"\n\
+                [controllers.setings]\nsecret = \"hunter2\"\n";
+    let error = s.parse(text).unwrap_err().to_string();
+    assert!(error.contains("unknown field `setings`"), "{error}");
+    assert!(error.contains("line 5"), "{error}");
+    assert!(!error.contains("hunter2"), "{error}");
+}
+
+#[test]
 fn tokens_and_tls_keys_are_checked_naming_each_problem() {
     let s = Scratch::new();
     let cases: &[(&str, usize, &str)] = &[
