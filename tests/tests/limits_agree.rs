@@ -1,11 +1,13 @@
-//! The guest SDK's copies of the host's limits equal the host's own.
+//! The guest SDKs' copies of the host's limits equal the host's own.
 //!
 //! `leasehold-guest` states the bounds a guest meets (so a controller's
 //! native tests and its `FakeHost` refuse what the host would refuse), but
 //! cannot depend on the host crate. This test compiles the SDK's own
 //! `limits.rs` (the very file the SDK builds, not a copy) next to the
 //! host's tables and compares every constant, so changing a bound on one
-//! side only fails here.
+//! side only fails here. The Python and JavaScript SDKs' tables
+//! (`leasehold/limits.py`, `src/limits.js`) are read from their sources
+//! and held to the same host values, every constant they declare.
 
 use leasehold_host::{limits as host, names};
 
@@ -222,4 +224,120 @@ fn the_fake_hosts_default_limits_are_the_hosts() {
     for (field, sdk, host) in fields {
         assert_eq!(sdk, host, "Limits::default().{field}");
     }
+}
+
+/// The host's value of every bound the Python and JavaScript SDKs state,
+/// by their (shared) name: the Rust SDK's pairs, and what those SDKs
+/// state beyond them.
+fn host_values() -> Vec<(&'static str, i128)> {
+    let mut values: Vec<(&'static str, i128)> = pairs()
+        .into_iter()
+        .map(|(name, _, host)| (name, i128::from(host)))
+        .collect();
+    values.extend([
+        ("MAX_SHARDS", i128::from(leasehold_host::shard::MAX_SHARDS)),
+        ("MAX_JSON_DEPTH", host::MAX_JSON_DEPTH as i128),
+        ("MIN_JSON_INTEGER", host::MIN_JSON_INTEGER),
+        ("MAX_JSON_INTEGER", host::MAX_JSON_INTEGER),
+    ]);
+    values
+}
+
+/// The constants a Python (`NAME = expr`) or JavaScript (`export const
+/// NAME = expr;`) limits table declares, evaluated: integer literals
+/// (JavaScript's `n` suffix allowed), products, a leading minus, and
+/// names declared above.
+fn declared(source: &str, prefix: &str) -> Vec<(String, i128)> {
+    let mut values: Vec<(String, i128)> = Vec::new();
+    for line in source.lines() {
+        // Declarations only: comments and docs begin otherwise.
+        let Some(rest) = line
+            .strip_prefix(prefix)
+            .filter(|rest| rest.starts_with(|c: char| c.is_ascii_uppercase()))
+        else {
+            continue;
+        };
+        let Some((name, expr)) = rest.split_once('=') else {
+            continue;
+        };
+        let name = name.trim().to_string();
+        let expr = expr.trim().trim_end_matches(';');
+        let value = expr
+            .split('*')
+            .map(|factor| {
+                let factor = factor.trim();
+                let (negative, factor) = match factor.strip_prefix('-') {
+                    Some(rest) => (true, rest.trim()),
+                    None => (false, factor),
+                };
+                let literal = factor.trim_end_matches('n').replace('_', "");
+                let value = literal.parse::<i128>().ok().or_else(|| {
+                    values
+                        .iter()
+                        .find(|(known, _)| known == factor)
+                        .map(|(_, v)| *v)
+                });
+                let value = value
+                    .unwrap_or_else(|| panic!("{name}: cannot evaluate {factor:?} of {expr:?}"));
+                if negative { -value } else { value }
+            })
+            .product();
+        values.push((name, value));
+    }
+    assert!(!values.is_empty(), "no constants found");
+    values
+}
+
+/// Every constant of one SDK's table equals the host's, and each has a
+/// host value to be compared with.
+fn agrees(sdk: &str, source: &str, prefix: &str) {
+    let host = host_values();
+    let mut problems = Vec::new();
+    for (name, value) in declared(source, prefix) {
+        match host.iter().find(|(known, _)| *known == name) {
+            Some((_, expected)) if *expected == value => {}
+            Some((_, expected)) => problems.push(format!(
+                "{name}: the {sdk} SDK says {value}, the host enforces {expected}"
+            )),
+            None => problems.push(format!(
+                "{name}: the {sdk} SDK states it, but this test knows no host value for it"
+            )),
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+#[test]
+fn the_python_sdks_limits_are_the_hosts() {
+    agrees(
+        "Python",
+        include_str!("../../guest-sdk/python/leasehold/limits.py"),
+        "",
+    );
+}
+
+#[test]
+fn the_javascript_sdks_limits_are_the_hosts() {
+    agrees(
+        "JavaScript",
+        include_str!("../../guest-sdk/js/src/limits.js"),
+        "export const ",
+    );
+}
+
+#[test]
+fn a_changed_bound_in_an_sdk_table_is_found() {
+    let python = include_str!("../../guest-sdk/python/leasehold/limits.py")
+        .replace("MAX_LABELS = 32", "MAX_LABELS = 31");
+    let refused = std::panic::catch_unwind(|| agrees("Python", &python, ""));
+    assert!(refused.is_err(), "a Python MAX_LABELS of 31 went unnoticed");
+    let js = include_str!("../../guest-sdk/js/src/limits.js").replace(
+        "MAX_JSON_INTEGER = 18446744073709551615n",
+        "MAX_JSON_INTEGER = 18446744073709551616n",
+    );
+    let refused = std::panic::catch_unwind(|| agrees("JavaScript", &js, "export const "));
+    assert!(
+        refused.is_err(),
+        "a JavaScript MAX_JSON_INTEGER off by one went unnoticed"
+    );
 }
