@@ -1,4 +1,4 @@
-// The conformance table's runner for the JavaScript fake.
+// The conformance tables' runner for the JavaScript fake.
 //
 // Every case of tests/conformance/store/*.json (the cases the host's stores
 // and the Rust and Python fakes run too) against a fresh FakeHost, through
@@ -10,12 +10,16 @@
 // conflict names its object but says nothing more. A selector's `contains`
 // reaches the fake as the case's JSON text, as it reaches the host. Numbers
 // are a fresh fake's: a case's first number is 1.
+//
+// The HTTP table (tests/conformance/http/*.json) runs through the SDK's own
+// requests (src/http.js), as a controller sends them.
 
 import assert from 'node:assert/strict';
 import { readFileSync, readdirSync } from 'node:fs';
 import { test } from 'node:test';
 import { Conflict, Invalid, NotFound, StoreError } from '../src/errors.js';
-import { FakeHost } from '../src/fake.js';
+import { FakeHost, HttpFault, HttpReply } from '../src/fake.js';
+import * as http from '../src/http.js';
 import { Metadata, ObjectKey, Selector } from '../src/keys.js';
 import { Check, Create, CreateWith, Delete, NewEvent, Replace, Status, Update } from '../src/transaction.js';
 
@@ -241,5 +245,72 @@ for (const [file, c] of all) {
     const run = new Run();
     run.case(c);
     assert.deepEqual(run.problems, []);
+  });
+}
+
+// ----- outbound HTTP: tests/conformance/http/*.json ------------------------
+
+const HTTP_TABLE = new URL('../../../tests/conformance/http/', import.meta.url);
+
+const httpCases = readdirSync(HTTP_TABLE)
+  .filter((f) => f.endsWith('.json'))
+  .sort()
+  .flatMap((file) => JSON.parse(readFileSync(new URL(file, HTTP_TABLE), 'utf8')).cases.map((/** @type {any} */ c) => [file, c]));
+
+test('the HTTP table is there', () => {
+  assert.ok(httpCases.length >= 10);
+});
+
+/** @type {Record<string, string>} */
+const FAULTS = {
+  reply_lost: HttpFault.REPLY_LOST,
+  reply_timed_out: HttpFault.REPLY_TIMED_OUT,
+  refused: HttpFault.REFUSED,
+  timeout: HttpFault.TIMEOUT,
+  fenced: HttpFault.FENCED,
+};
+
+for (const [file, c] of httpCases) {
+  test(`http ${file}: ${c.name}`, () => {
+    const host = new FakeHost();
+    /** @type {string[]} */
+    const problems = [];
+    if (c.allow) host.allowHttp(c.allow);
+    for (const route of c.respond ?? []) host.respond(route.pattern, HttpReply.status(route.status));
+    c.steps.forEach((/** @type {any} */ step, /** @type {number} */ i) => {
+      if (step.revoke) return host.revoke();
+      if (step.new_tenure) return host.newTenure();
+      if (step.fault) host.failNextHttp(FAULTS[step.fault]);
+      let request = new http.Request(step.send.method, step.send.url);
+      for (const [name, value] of Object.entries(step.send.headers ?? {})) request = request.header(name, value);
+      if (step.send.body !== undefined) request = request.body(new TextEncoder().encode(step.send.body));
+      let got;
+      try {
+        got = `status ${request.send().status}`;
+      } catch (e) {
+        if (e instanceof http.Denied) got = 'denied';
+        else if (e instanceof http.Fenced) got = 'fenced';
+        else if (e instanceof http.Connection) got = 'connection';
+        else if (e instanceof http.Timeout) got = 'timeout';
+        else throw e;
+      }
+      const want = 'status' in step.expect ? `status ${step.expect.status}` : step.expect.error;
+      if (got !== want) problems.push(`step ${i}: ${got}, expected ${want}`);
+    });
+    const records = host.httpRequests();
+    if (records.length !== c.requests.length) {
+      problems.push(`${records.length} requests left (${records.map((r) => r.url)}), expected ${c.requests.length}`);
+    } else {
+      records.forEach((record, i) => {
+        const want = c.requests[i];
+        const got = [record.method, record.url, record.delivered, record.status];
+        const expected = [want.method, want.url, want.delivered, want.status];
+        if (JSON.stringify(got) !== JSON.stringify(expected)) problems.push(`request ${JSON.stringify(got)}, expected ${JSON.stringify(expected)}`);
+        for (const [name, value] of Object.entries(want.headers ?? {})) {
+          if (record.header(name) !== value) problems.push(`request ${record.url}: header ${name} ${record.header(name)}, expected ${value}`);
+        }
+      });
+    }
+    assert.deepEqual(problems, []);
   });
 }

@@ -1,4 +1,4 @@
-"""The conformance table's runner for the Python fake.
+"""The conformance tables' runner for the Python fake.
 
 Every case of `tests/conformance/store/*.json` (the cases the host's stores
 and the Rust and JavaScript fakes run too) against a fresh `FakeHost`,
@@ -10,6 +10,9 @@ What the wire cannot carry is compared as the wire carries it: a
 conflict names its object but says nothing more. A selector's `contains`
 reaches the fake as the JSON text of the case, as it reaches the host.
 Numbers are a fresh fake's: a case's first number is 1.
+
+The HTTP table (`tests/conformance/http/*.json`) runs through the SDK's
+own requests (`leasehold.http.Request`), as a controller sends them.
 """
 
 from __future__ import annotations
@@ -21,8 +24,9 @@ from typing import Any, List, Optional
 
 import pytest
 
+from leasehold import http
 from leasehold.errors import Conflict, Invalid, NotFound, StoreError
-from leasehold.fake import FakeHost
+from leasehold.fake import FakeHost, HttpFault, HttpReply
 from leasehold.keys import Metadata, ObjectKey, Selector
 from leasehold.transaction import Check, Create, CreateWith, Delete, NewEvent, Replace, Status, Update
 
@@ -240,3 +244,84 @@ def test_conformance_case(case: Any) -> None:
     run = _Run()
     run.case(case)
     assert run.problems == [], "\n".join(run.problems)
+
+
+# ----- outbound HTTP: tests/conformance/http/*.json ------------------------
+
+HTTP_TABLE = TABLE.parent / "http"
+
+
+def _http_cases() -> List[Any]:
+    cases = []
+    for path in sorted(HTTP_TABLE.glob("*.json")):
+        for case in json.loads(path.read_text(encoding="utf-8"))["cases"]:
+            cases.append(pytest.param(case, id=f"{path.stem}: {case['name']}"))
+    return cases
+
+
+HTTP_CASES = _http_cases()
+
+
+def test_the_http_table_is_there():
+    assert len(HTTP_CASES) >= 10
+
+
+@pytest.mark.parametrize("case", HTTP_CASES)
+def test_http_conformance_case(case: Any) -> None:
+    """One case of the HTTP table, through the SDK's own requests."""
+    faults = {
+        "reply_lost": HttpFault.REPLY_LOST,
+        "reply_timed_out": HttpFault.REPLY_TIMED_OUT,
+        "refused": HttpFault.REFUSED,
+        "timeout": HttpFault.TIMEOUT,
+        "fenced": HttpFault.FENCED,
+    }
+    host = FakeHost()
+    problems: List[str] = []
+    if case.get("allow"):
+        host.allow_http(case["allow"])
+    for route in case.get("respond", []):
+        host.respond(route["pattern"], HttpReply(route["status"]))
+    for i, step in enumerate(case["steps"]):
+        if step.get("revoke"):
+            host.revoke()
+            continue
+        if step.get("new_tenure"):
+            host.new_tenure()
+            continue
+        if "fault" in step:
+            host.fail_next_http(faults[step["fault"]])
+        send = step["send"]
+        request = http.Request(http.Method(send["method"]), send["url"])
+        for name, value in (send.get("headers") or {}).items():
+            request = request.header(name, value)
+        if "body" in send:
+            request = request.body(send["body"].encode("utf-8"))
+        try:
+            got = f"status {request.send().status}"
+        except http.Denied:
+            got = "denied"
+        except http.Fenced:
+            got = "fenced"
+        except http.Connection:
+            got = "connection"
+        except http.Timeout:
+            got = "timeout"
+        expect = step["expect"]
+        want = f"status {expect['status']}" if "status" in expect else expect["error"]
+        if got != want:
+            problems.append(f"step {i}: {got}, expected {want}")
+    records = host.http_requests()
+    want_records = case["requests"]
+    if len(records) != len(want_records):
+        problems.append(f"{len(records)} requests left ({[r.url for r in records]}), expected {len(want_records)}")
+    else:
+        for record, want in zip(records, want_records):
+            got = (str(record.method), record.url, record.delivered, record.status)
+            expected = (want["method"], want["url"], want["delivered"], want["status"])
+            if got != expected:
+                problems.append(f"request {got}, expected {expected}")
+            for name, value in (want.get("headers") or {}).items():
+                if record.header(name) != value:
+                    problems.append(f"request {record.url}: header {name} {record.header(name)!r}, expected {value!r}")
+    assert problems == [], "\n".join(problems)

@@ -13,6 +13,9 @@
 //! case's text by the host's rules first (the model's).
 //!
 //! Numbers: a case's numbers are a fresh fake's, so the base is 0.
+//!
+//! The HTTP table (`tests/conformance/http/*.json`) runs through the SDK's
+//! own requests (`crate::http::Request`), as a controller sends them.
 
 use std::path::{Path, PathBuf};
 
@@ -479,4 +482,139 @@ fn ops_of(op: &Value) -> Vec<Op> {
         panic!("an operation of an unknown kind: {op}");
     };
     vec![one]
+}
+
+// ----- outbound HTTP: tests/conformance/http/*.json ------------------------
+
+/// Every case of the HTTP table against a fresh fake, through the SDK's
+/// own requests (`crate::http::Request`), as a controller sends them.
+#[test]
+fn the_http_conformance_table_holds_on_the_rust_fake() {
+    use crate::http::{HttpError, Method, Request};
+    use crate::{HttpFault, HttpReply};
+
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/conformance/http");
+    let mut failures = Vec::new();
+    let mut ran = 0;
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .expect("the HTTP table's folder")
+        .map(|e| e.expect("a directory entry").path())
+        .filter(|p| p.extension().is_some_and(|e| e == "json"))
+        .collect();
+    files.sort();
+    for file in files {
+        let doc: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+        for case in doc["cases"].as_array().expect("cases") {
+            ran += 1;
+            let host = FakeHost::new();
+            let mut problems = Vec::new();
+            let entries: Vec<String> = strings(&case["allow"]);
+            if !entries.is_empty() {
+                host.allow_http(entries);
+            }
+            for route in case["respond"].as_array().into_iter().flatten() {
+                let status = route["status"].as_u64().expect("a status") as u16;
+                host.respond(
+                    route["pattern"].as_str().expect("a pattern"),
+                    HttpReply::status(status),
+                );
+            }
+            for (i, step) in case["steps"].as_array().expect("steps").iter().enumerate() {
+                if step.get("revoke").is_some() {
+                    host.revoke();
+                    continue;
+                }
+                if step.get("new_tenure").is_some() {
+                    host.new_tenure();
+                    continue;
+                }
+                let send = &step["send"];
+                if let Some(fault) = step["fault"].as_str() {
+                    host.fail_next_http(match fault {
+                        "reply_lost" => HttpFault::ReplyLost,
+                        "reply_timed_out" => HttpFault::ReplyTimedOut,
+                        "refused" => HttpFault::Refused,
+                        "timeout" => HttpFault::Timeout,
+                        "fenced" => HttpFault::Fenced,
+                        other => panic!("an HTTP fault of an unknown kind: {other}"),
+                    });
+                }
+                let method = match send["method"].as_str().unwrap_or("GET") {
+                    "GET" => Method::Get,
+                    "POST" => Method::Post,
+                    "PUT" => Method::Put,
+                    "DELETE" => Method::Delete,
+                    other => panic!("a method the table does not use: {other}"),
+                };
+                let mut request = Request::new(method, send["url"].as_str().expect("a url"));
+                for (name, value) in send["headers"].as_object().into_iter().flatten() {
+                    request = request.header(name.as_str(), value.as_str().unwrap_or_default());
+                }
+                if let Some(body) = send["body"].as_str() {
+                    request = request.body(body.as_bytes().to_vec());
+                }
+                let got = match request.send() {
+                    Ok(response) => format!("status {}", response.status),
+                    Err(HttpError::Denied { .. }) => "denied".into(),
+                    Err(HttpError::Fenced(_)) => "fenced".into(),
+                    Err(HttpError::Connection(_)) => "connection".into(),
+                    Err(HttpError::Timeout(_)) => "timeout".into(),
+                    Err(other) => format!("{other:?}"),
+                };
+                let expect = &step["expect"];
+                let want = match (expect["status"].as_u64(), expect["error"].as_str()) {
+                    (Some(status), _) => format!("status {status}"),
+                    (None, Some(error)) => error.to_string(),
+                    _ => panic!("a step without an expectation"),
+                };
+                if got != want {
+                    problems.push(format!("step {i}: {got}, expected {want}"));
+                }
+            }
+            let records = host.http_requests();
+            let want = case["requests"].as_array().expect("requests");
+            if records.len() != want.len() {
+                problems.push(format!(
+                    "{} requests left ({:?}), expected {}",
+                    records.len(),
+                    records.iter().map(|r| &r.url).collect::<Vec<_>>(),
+                    want.len()
+                ));
+            } else {
+                for (record, want) in records.iter().zip(want) {
+                    let same = want["url"].as_str() == Some(record.url.as_str())
+                        && want["method"].as_str() == Some(record.method.as_str())
+                        && want["delivered"].as_bool() == Some(record.delivered)
+                        && want["status"].as_u64() == record.status.map(u64::from);
+                    if !same {
+                        problems.push(format!("request {record:?}, expected {want}"));
+                    }
+                    for (name, value) in want["headers"].as_object().into_iter().flatten() {
+                        if record.header(name) != value.as_str() {
+                            problems.push(format!(
+                                "request {}: header {name} {:?}, expected {value}",
+                                record.url,
+                                record.header(name)
+                            ));
+                        }
+                    }
+                }
+            }
+            if !problems.is_empty() {
+                failures.push(format!(
+                    "{}: {}:\n    {}",
+                    file.display(),
+                    case["name"].as_str().unwrap_or_default(),
+                    problems.join("\n    ")
+                ));
+            }
+        }
+    }
+    assert!(ran >= 10, "only {ran} HTTP cases ran");
+    assert!(
+        failures.is_empty(),
+        "{} HTTP conformance cases disagree on the Rust FakeHost:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
 }
