@@ -7,6 +7,7 @@
 #![warn(missing_docs)]
 
 pub mod api;
+pub mod author;
 pub mod authority;
 pub mod config;
 pub mod db;

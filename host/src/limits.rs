@@ -325,3 +325,11 @@ pub const SIM_LATE_DELIVERY_MAX_STEPS: u64 = 20;
 pub const SIM_MAX_GUESTS: u32 = 4;
 const _: () = assert!(SIM_DEFAULT_RUNS <= SIM_MAX_RUNS && SIM_DEFAULT_STEPS <= SIM_MAX_STEPS);
 const _: () = assert!(SIM_QUIET_RECONCILES >= 1);
+
+/// Most of a build tool's output kept for its error message (the last
+/// bytes it printed, where its error is): enough for a compiler's or
+/// pip's error, not a whole log.
+pub const MAX_TOOL_OUTPUT_BYTES: usize = 64 * 1024;
+/// Largest project manifest `leasehold build` reads to learn a project's
+/// name (`Cargo.toml`, `pyproject.toml`, `package.json`).
+pub const MAX_PROJECT_MANIFEST_BYTES: usize = 1024 * 1024;

@@ -204,6 +204,42 @@ Examples:
   leasehold sim examples/scheduler.sim.toml --steps 500 --json")]
     Sim(leasehold_host::sim::SimArgs),
 
+    /// Write a new controller project: the controller, its unit tests
+    /// against the language's fake host, a config, a world for `sim`.
+    ///
+    /// Writes into DIR (default ./NAME), which must not exist or be empty:
+    /// the controller (it greets: each `greetings` object gets a status),
+    /// its unit tests, leasehold.toml (with a commented http_allow),
+    /// NAME.sim.toml, a README, and vendor/ (the SDK and the WIT this
+    /// leasehold carries).
+    #[command(after_help = "\
+Examples:
+  leasehold new rust greeter
+  leasehold new python greeter --dir ~/src/greeter
+  leasehold new js greeter && cd greeter && leasehold build")]
+    New(leasehold_host::author::NewArgs),
+
+    /// Build a controller project's component into build/NAME.wasm.
+    ///
+    /// Rust with cargo for wasm32-wasip2 (the target added with rustup
+    /// when missing); Python with componentize-py and JavaScript with
+    /// componentize-js, pinned as this leasehold's repository pins them
+    /// and installed on first use into the user's cache
+    /// (LEASEHOLD_CACHE_DIR, else $XDG_CACHE_HOME/leasehold, else
+    /// ~/.cache/leasehold). A project without vendor/ gets this
+    /// leasehold's SDK and WIT there first.
+    #[command(after_help = "\
+Examples:
+  leasehold build
+  leasehold build path/to/project
+
+Environment:
+  LEASEHOLD_CACHE_DIR  where the pinned tools are installed
+  LEASEHOLD_PYTHON     the Python (3.11 or newer) the Python tools run on (default python3)
+  LEASEHOLD_NODE       the Node.js (20 or newer) that runs the JavaScript tools (default node)
+  LEASEHOLD_NPM        the npm that installs them (default npm)")]
+    Build(leasehold_host::author::BuildArgs),
+
     /// Write a cluster's objects and each lease's highest epoch as JSON.
     ///
     /// From the embedded backend (--data-dir, or a config without a
@@ -265,6 +301,9 @@ pub(crate) fn main() -> ExitCode {
     }
     let command = match cli.command {
         Command::Sim(args) => return leasehold_host::sim::command(args),
+        // Authoring runs tools, not the service: no async runtime.
+        Command::New(args) => return leasehold_host::author::new_command(args),
+        Command::Build(args) => return leasehold_host::author::build_command(args),
         command => command,
     };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
@@ -376,6 +415,9 @@ async fn dispatch(command: Command, prepared: Option<PreparedRun>) -> anyhow::Re
         Command::Check { config } => check(&config).await,
         // Run by `main` on a thread of its own, before this runtime exists.
         Command::Sim(_) => bail!("the sim command is not run on the service's runtime"),
+        Command::New(_) | Command::Build(_) => {
+            bail!("authoring commands are not run on the service's runtime")
+        }
         Command::Migrate { database_url } => migrate(database_url).await,
         Command::Export(args) => leasehold_host::embedded::transfer::export_command(args)
             .await

@@ -53,6 +53,14 @@ declare_timeouts! {
     HTTP_OUT_FIRST_BYTE = Duration::from_secs(10);
     /// Longest silence between two chunks of an outbound response body.
     HTTP_OUT_BETWEEN_BYTES = Duration::from_secs(10);
+    /// Longest a guest's outbound request may take in all, from the
+    /// connect to the last byte of the response body: a reply dripping a
+    /// byte every few seconds stays under the between-bytes bound forever,
+    /// and only this ends it, with a typed timeout the guest handles, well
+    /// before the reconcile deadline would tear the guest down (and its
+    /// next reconcile send the request again). A controller whose
+    /// `reconcile_deadline` is shorter gets two thirds of it instead.
+    HTTP_OUT_REQUEST_TOTAL = Duration::from_secs(20);
     /// First retry delay of a supervisor that failed to acquire or whose
     /// guest failed.
     BACKOFF_MIN = Duration::from_millis(100);
@@ -326,7 +334,31 @@ declare_timeouts! {
     /// fault makes: past every timer and resync period a controller is
     /// likely to set, short of the timers' own cap of a day.
     SIM_CLOCK_JUMP_MAX = Duration::from_secs(3600);
+
+    // `leasehold build`: the tools that build a controller's component.
+
+    /// Longest a version probe of a tool (`python3 -c`, `node --version`,
+    /// `cargo --version`, `rustup target list`) may take: they answer at
+    /// once, so this only catches a tool that hangs.
+    TOOL_PROBE_DEADLINE = Duration::from_secs(60);
+    /// Longest one install step of the pinned tools may take (a virtual
+    /// environment, pip from PyPI, `npm ci`, `rustup target add`): a
+    /// download of a few hundred MiB on a slow link, with room to spare.
+    TOOL_INSTALL_DEADLINE = Duration::from_secs(20 * 60);
+    /// Longest one build of a component may take (cargo, componentize-py,
+    /// componentize-js): a first cargo build compiles the SDK's
+    /// dependencies on a small machine in a few minutes.
+    TOOL_BUILD_DEADLINE = Duration::from_secs(30 * 60);
+    /// Longest a build waits for another one that is installing the same
+    /// tool folder: above an install's own deadline, so a waiter outlasts
+    /// a healthy install.
+    TOOL_LOCK_WAIT = Duration::from_secs(25 * 60);
+    /// How often a build looks at a running tool, or at a tool folder's
+    /// lock it waits for.
+    TOOL_POLL = Duration::from_millis(50);
 }
+
+const _: () = assert!(TOOL_LOCK_WAIT.as_secs() > TOOL_INSTALL_DEADLINE.as_secs());
 
 // A dead holder is looked for far more often than the standby's own poll
 // (which waits for expiry), or the scan would buy nothing.
@@ -466,6 +498,12 @@ pub const READINESS_PROBE_MAX_AGE: Duration = Duration::from_secs(1);
 // deadline, so the guest sees a typed timeout rather than being torn down.
 const _: () = assert!(
     HTTP_OUT_CONNECT.as_nanos() + HTTP_OUT_FIRST_BYTE.as_nanos() < RECONCILE_DEADLINE.as_nanos()
+);
+// A request ends, whatever its pace, before the reconcile that sent it is
+// torn down.
+const _: () = assert!(HTTP_OUT_REQUEST_TOTAL.as_nanos() < RECONCILE_DEADLINE.as_nanos());
+const _: () = assert!(
+    HTTP_OUT_CONNECT.as_nanos() + HTTP_OUT_FIRST_BYTE.as_nanos() <= HTTP_OUT_REQUEST_TOTAL.as_nanos()
 );
 
 #[cfg(test)]

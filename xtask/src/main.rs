@@ -56,9 +56,11 @@ const PYTHON_GUESTS: &[(&str, &str, &str)] = &[
 const PYTHON_SDK: &str = "guest-sdk/python";
 /// The world every Python guest targets.
 const PYTHON_WORLD: &str = "leasehold:controller/controller@0.4.0";
-/// The Python tools, pinned: installed from PyPI with pip into
-/// [`python_tools_dir`] on first use, and again whenever this list changes.
-const PYTHON_TOOL_PINS: &[&str] = &["componentize-py==0.25.1", "pytest==9.2.0"];
+/// The Python tools, pinned (one `name==version` a line): installed from
+/// PyPI with pip into [`python_tools_dir`] on first use, and again whenever
+/// the list changes. The `leasehold` binary carries the same file
+/// (`host/build.rs`) for `leasehold build`: one list for both.
+const PYTHON_TOOL_PINS: &str = "guest-sdk/python/tools/requirements.txt";
 /// The oldest Python the SDK (and so its native tests) supports.
 const PYTHON_MIN: (u32, u32) = (3, 11);
 /// Folders whose pytest suites `cargo xtask test` runs: the SDK's and
@@ -314,13 +316,29 @@ fn python_tool(tool: &str) -> PathBuf {
     python_tools_dir().join("bin").join(tool)
 }
 
+/// The requirements [`PYTHON_TOOL_PINS`] lists: its lines without comments
+/// and blank lines (the stamp of the tool folder joins them with newlines,
+/// as `leasehold build` does for its own).
+fn python_pins() -> Result<Vec<String>, String> {
+    let path = root().join(PYTHON_TOOL_PINS);
+    let text = std::fs::read_to_string(&path)
+        .map_err(|e| format!("cannot read the Python tool pins {}: {e}", path.display()))?;
+    Ok(text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .map(str::to_string)
+        .collect())
+}
+
 /// Make sure the Python tool folder exists with exactly the pinned tools:
 /// created with `venv` and filled by pip from PyPI on first use, and again
 /// when the pins change (a stamp file records what was installed).
 fn ensure_python_tools() -> Result<(), String> {
     let dir = python_tools_dir();
     let stamp = dir.join("leasehold-pins.txt");
-    let pins = PYTHON_TOOL_PINS.join("\n");
+    let pinned = python_pins()?;
+    let pins = pinned.join("\n");
     let installed = std::fs::read_to_string(&stamp).ok();
     if installed.as_deref() == Some(pins.as_str()) && python_tool("python").is_file() {
         return Ok(());
@@ -365,7 +383,7 @@ fn ensure_python_tools() -> Result<(), String> {
         Command::new(&python).arg("-m").arg("venv").arg(&dir),
     )?;
     status(
-        &format!("installing {} from PyPI", PYTHON_TOOL_PINS.join(", ")),
+        &format!("installing {} from PyPI", pinned.join(", ")),
         Command::new(python_tool("python"))
             .args([
                 "-m",
@@ -374,7 +392,7 @@ fn ensure_python_tools() -> Result<(), String> {
                 "--quiet",
                 "--disable-pip-version-check",
             ])
-            .args(PYTHON_TOOL_PINS),
+            .args(&pinned),
     )
     .map_err(|e| format!("{e}\nThe Python guests need these packages from PyPI."))?;
     std::fs::write(&stamp, &pins).map_err(|e| format!("cannot write {}: {e}", stamp.display()))
