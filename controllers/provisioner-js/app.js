@@ -1,6 +1,6 @@
 // The component's entry: componentize-js exports `reconciler` from here.
 
-import { exportController } from '../../guest-sdk/js/src/component.js';
+import { exportController } from './vendor/leasehold/component.js';
 
 import { Provisioner } from './provisioner.js';
 

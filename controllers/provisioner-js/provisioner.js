@@ -29,7 +29,7 @@ import {
   setCondition,
   warn,
   http,
-} from '../../guest-sdk/js/src/index.js';
+} from './vendor/leasehold/index.js';
 
 /** The kind of the bucket objects. */
 export const BUCKETS = 'buckets';
@@ -99,7 +99,7 @@ export function action(name, incarnation) {
  * first status write, else the version as read now (versions are never
  * reused, so a bucket made again under the same name gets a new one).
  *
- * @param {import('../../guest-sdk/js/src/index.js').StoredObject} obj
+ * @param {import('./vendor/leasehold/index.js').StoredObject} obj
  * @param {Record<string, any>} status
  * @returns {number}
  */
@@ -203,7 +203,7 @@ export function clip(text) {
 /**
  * The answer's `error` field, or its text.
  *
- * @param {import('../../guest-sdk/js/src/http.js').Response} response
+ * @param {import('./vendor/leasehold/http.js').Response} response
  * @returns {string}
  */
 function answerText(response) {
@@ -224,7 +224,7 @@ function answerText(response) {
 /**
  * `Retry-After` in seconds, as milliseconds bounded to an hour; null if none.
  *
- * @param {import('../../guest-sdk/js/src/http.js').Response} response
+ * @param {import('./vendor/leasehold/http.js').Response} response
  * @returns {number | null}
  */
 function retryAfterMs(response) {
@@ -240,7 +240,7 @@ function retryAfterMs(response) {
  * that is not a stale epoch, 1xx/3xx). Return for the other 4xx, which
  * refuse the request itself.
  *
- * @param {import('../../guest-sdk/js/src/http.js').Response} response
+ * @param {import('./vendor/leasehold/http.js').Response} response
  * @param {string} url
  * @param {number} epoch
  * @returns {void}
@@ -266,7 +266,7 @@ function throwUnlessRefused(response, url, epoch) {
  * read; an empty one, with a warning, if someone else wrote it badly
  * (start again from nothing).
  *
- * @param {import('../../guest-sdk/js/src/index.js').StoredObject} obj
+ * @param {import('./vendor/leasehold/index.js').StoredObject} obj
  * @returns {Record<string, any>}
  */
 function statusOf(obj) {
@@ -332,8 +332,8 @@ export class Provisioner extends Controller {
  * generation, and so the key, stays), `PUT` the spec under the key of
  * this generation and incarnation, then record what the cloud said.
  *
- * @param {import('../../guest-sdk/js/src/index.js').Context} ctx
- * @param {import('../../guest-sdk/js/src/index.js').StoredObject} obj
+ * @param {import('./vendor/leasehold/index.js').Context} ctx
+ * @param {import('./vendor/leasehold/index.js').StoredObject} obj
  * @param {{size_gb: number, region: string}} spec
  * @param {string} url
  * @returns {Outcome}
@@ -403,10 +403,10 @@ function provision(ctx, obj, spec, url) {
  * deposed leader's `PUT` may still be on its way, and a `DELETE` at the
  * current epoch makes the cloud refuse it. A 404 counts as deleted.
  *
- * @param {import('../../guest-sdk/js/src/index.js').Context} ctx
- * @param {import('../../guest-sdk/js/src/index.js').StoredObject} obj
+ * @param {import('./vendor/leasehold/index.js').Context} ctx
+ * @param {import('./vendor/leasehold/index.js').StoredObject} obj
  * @param {string} url
- * @param {import('../../guest-sdk/js/src/index.js').Transaction} removal
+ * @param {import('./vendor/leasehold/index.js').Transaction} removal
  * @returns {Outcome}
  */
 function deprovision(ctx, obj, url, removal) {

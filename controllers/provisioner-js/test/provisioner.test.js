@@ -5,8 +5,8 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 
-import { Api, EventType, Metadata, Reply, getCondition } from '../../../guest-sdk/js/src/index.js';
-import { At, Fault, FakeHost, HttpFault, HttpReply } from '../../../guest-sdk/js/src/fake.js';
+import { Api, EventType, Metadata, Reply, getCondition } from '../vendor/leasehold/index.js';
+import { At, Fault, FakeHost, HttpFault, HttpReply } from '../vendor/leasehold/fake.js';
 import {
   BUCKETS,
   CONFLICT_RETRY_AFTER_MS,
