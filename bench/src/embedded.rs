@@ -61,20 +61,22 @@ async fn measure(scale: Scale, report: &mut Report) -> Result<()> {
     let commits = scale.pick(COMMITS, QUICK_COMMITS);
     for &writers in WRITERS {
         let sqlite = {
-            let db = EmbeddedDb::open(&dir.path().join(format!("commits-{writers}")), Access::Shared)
-                .await?;
+            let db = EmbeddedDb::open(
+                &dir.path().join(format!("commits-{writers}")),
+                Access::Shared,
+            )
+            .await?;
             let authority: Arc<dyn Authority> = Arc::new(SqliteAuthority::new(db.clone()));
             let store: Arc<dyn Store> = Arc::new(SqliteStore::new(db));
             throughput(authority, store, writers, commits).await?
         };
         let postgres = {
             let db = database.database(writers + 2);
-            let authority: Arc<dyn Authority> = Arc::new(
-                leasehold_host::authority::postgres::PostgresAuthority::new(
+            let authority: Arc<dyn Authority> =
+                Arc::new(leasehold_host::authority::postgres::PostgresAuthority::new(
                     db.clone(),
                     ExpectedIdentity::default(),
-                ),
-            );
+                ));
             let store: Arc<dyn Store> = Arc::new(PostgresStore::new(db));
             throughput(authority, store, writers, commits).await?
         };

@@ -590,8 +590,12 @@ async fn leases(
                 }
             }
             let place = match config.database.backend() {
-                leasehold_host::config::Backend::Postgres(url) => LeasesAt::Postgres(url.to_string()),
-                leasehold_host::config::Backend::Embedded => LeasesAt::Embedded(config.data_dir.clone()),
+                leasehold_host::config::Backend::Postgres(url) => {
+                    LeasesAt::Postgres(url.to_string())
+                }
+                leasehold_host::config::Backend::Embedded => {
+                    LeasesAt::Embedded(config.data_dir.clone())
+                }
                 leasehold_host::config::Backend::Memory => bail!(
                     "{} uses the in-memory backend, whose leases live inside the running \
                      process; ask it instead: curl http://{}/v1/leases",
@@ -618,10 +622,15 @@ async fn leases(
             Box::new(PostgresAuthority::new(db, ExpectedIdentity::default()))
         }
         // The data directory is shared: read beside the running hosts.
-        LeasesAt::Embedded(dir) => Box::new(leasehold_host::authority::sqlite::SqliteAuthority::new(
-            leasehold_host::embedded::EmbeddedDb::open(&dir, leasehold_host::embedded::Access::Shared)
+        LeasesAt::Embedded(dir) => {
+            Box::new(leasehold_host::authority::sqlite::SqliteAuthority::new(
+                leasehold_host::embedded::EmbeddedDb::open(
+                    &dir,
+                    leasehold_host::embedded::Access::Shared,
+                )
                 .await?,
-        )),
+            ))
+        }
     };
     let mut out = std::io::stdout().lock();
     match history {

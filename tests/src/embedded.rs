@@ -345,7 +345,11 @@ fn objects(connection: &Connection, cluster: &str, kind: &str) -> BTreeMap<Strin
         )
         .expect("read objects")
         .query_map(params![cluster, kind], |r| {
-            Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?, r.get::<_, String>(2)?))
+            Ok((
+                r.get::<_, String>(0)?,
+                r.get::<_, i64>(1)?,
+                r.get::<_, String>(2)?,
+            ))
         })
         .expect("read objects")
         .map(|r| {
@@ -388,7 +392,10 @@ fn judge_scheduler(
         if events.len() > 1 {
             violations.push(report_violation(
                 Rule::DoubleAssignment,
-                format!("task {task} was assigned {} times: {events:?}", events.len()),
+                format!(
+                    "task {task} was assigned {} times: {events:?}",
+                    events.len()
+                ),
             ));
         }
     }
@@ -399,10 +406,15 @@ fn judge_scheduler(
             let node = value["node"].as_str().unwrap_or_default().to_string();
             *per_node.entry(node.clone()).or_default() += 1;
             match assigned_events.get(name) {
-                Some(events) if events.iter().any(|m| assigned_node(m) == Some(node.as_str())) => {}
+                Some(events)
+                    if events
+                        .iter()
+                        .any(|m| assigned_node(m) == Some(node.as_str())) => {}
                 other => violations.push(report_violation(
                     Rule::Assignment,
-                    format!("task {name} is assigned to {node} but its Assigned events are {other:?}"),
+                    format!(
+                        "task {name} is assigned to {node} but its Assigned events are {other:?}"
+                    ),
                 )),
             }
         } else if assigned_events.contains_key(name) {
@@ -449,7 +461,10 @@ fn judge_acks(
         match objects.get(&ack.name) {
             None => violations.push(report_violation(
                 Rule::LostAck,
-                format!("{}/{} was acknowledged at version {} and is gone", ack.kind, ack.name, ack.version),
+                format!(
+                    "{}/{} was acknowledged at version {} and is gone",
+                    ack.kind, ack.name, ack.version
+                ),
             )),
             Some((version, value)) => {
                 if (*version as u64) < ack.version {

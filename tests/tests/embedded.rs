@@ -154,14 +154,10 @@ async fn get(replica: &Replica, path: &str) -> http::Response {
 }
 
 async fn assigned(replica: &Replica, task: &str) -> Value {
-    eventually(
-        &format!("task {task} is assigned"),
-        START,
-        || async {
-            let r = get(replica, &format!("/v1/objects/tasks/{task}")).await;
-            (r.status == 200 && r.json()["value"]["status"] == "assigned").then(|| r.json())
-        },
-    )
+    eventually(&format!("task {task} is assigned"), START, || async {
+        let r = get(replica, &format!("/v1/objects/tasks/{task}")).await;
+        (r.status == 200 && r.json()["value"]["status"] == "assigned").then(|| r.json())
+    })
     .await
 }
 
@@ -252,7 +248,10 @@ async fn objects_events_history_and_epochs_survive_sigterm_and_sigkill() {
     assert_eq!(after_kill[..killed_events.len()], killed_events[..]);
     let tenures = history(&host).await;
     assert_eq!(
-        tenures.iter().map(|t| t["epoch"].as_u64().unwrap()).collect::<Vec<_>>(),
+        tenures
+            .iter()
+            .map(|t| t["epoch"].as_u64().unwrap())
+            .collect::<Vec<_>>(),
         vec![third, second, first]
     );
     assert_eq!(tenures[1]["end_reason"], "superseded", "{tenures:?}");
@@ -305,7 +304,10 @@ async fn two_hosts_on_one_data_directory_share_it_and_a_sigkill_hands_over_withi
     );
     let new = lease(&b).await;
     assert_eq!(new["holder"], "host-b");
-    assert!(new["epoch"].as_u64() > old["epoch"].as_u64(), "{new} after {old}");
+    assert!(
+        new["epoch"].as_u64() > old["epoch"].as_u64(),
+        "{new} after {old}"
+    );
     put(&b, "/v1/objects/tasks/t2", r#"{"status": "pending"}"#).await;
     assigned(&b, "t2").await;
     let tenures = history(&b).await;
@@ -474,13 +476,25 @@ async fn export_from_the_embedded_backend_and_import_into_postgres_keeps_objects
         &[("Content-Type", "application/vnd.leasehold.object+json")],
         // Owned by the node, which stays (an object owned by the widget
         // would go with the widget's deletion request).
-        Some(&object(json!({"value": 1, "owner": {"kind": "nodes", "name": "n1"}}))),
+        Some(&object(
+            json!({"value": 1, "owner": {"kind": "nodes", "name": "n1"}}),
+        )),
     )
     .await
     .unwrap();
     assert_eq!(r.status, 201, "{}", r.body);
-    put(&host, "/v1/objects/widgets/w1/status", r#"{"phase": "ready"}"#).await;
-    put(&host, "/v1/objects/widgets/w1", r#"{"size": 4, "tags": ["a", "b"]}"#).await;
+    put(
+        &host,
+        "/v1/objects/widgets/w1/status",
+        r#"{"phase": "ready"}"#,
+    )
+    .await;
+    put(
+        &host,
+        "/v1/objects/widgets/w1",
+        r#"{"size": 4, "tags": ["a", "b"]}"#,
+    )
+    .await;
     let r = http::request(&host.addr, "DELETE", "/v1/objects/widgets/w1", &[], None)
         .await
         .unwrap();
@@ -493,7 +507,15 @@ async fn export_from_the_embedded_backend_and_import_into_postgres_keeps_objects
     let file = dir.path().join("demo.json");
     let data_arg = data.to_str().unwrap();
     let file_arg = file.to_str().unwrap();
-    let export = ["export", "--data-dir", data_arg, "--cluster", CLUSTER, "--output", file_arg];
+    let export = [
+        "export",
+        "--data-dir",
+        data_arg,
+        "--cluster",
+        CLUSTER,
+        "--output",
+        file_arg,
+    ];
     let (code, _, stderr) = run_to_end(&export, &[]);
     assert_ne!(code, 0);
     assert!(stderr.contains("are held"), "{stderr}");
@@ -505,7 +527,13 @@ async fn export_from_the_embedded_backend_and_import_into_postgres_keeps_objects
     assert_eq!(exported["leases"][0]["epoch"], epoch);
 
     let database = leasehold_host::testing::TestDatabase::create().await;
-    let import = ["import", "--database-url", database.url(), "--input", file_arg];
+    let import = [
+        "import",
+        "--database-url",
+        database.url(),
+        "--input",
+        file_arg,
+    ];
     let (code, _, stderr) = run_to_end(&import, &[]);
     assert_eq!(code, 0, "{stderr}");
     // Not twice into the same cluster.
@@ -536,7 +564,11 @@ async fn export_from_the_embedded_backend_and_import_into_postgres_keeps_objects
     };
     assert_eq!(comparable(&after), comparable(&before));
     let next = lease(&on_pg).await["epoch"].as_u64().unwrap();
-    assert_eq!(next, epoch + 1, "the first grant on PostgreSQL follows the exported epoch");
+    assert_eq!(
+        next,
+        epoch + 1,
+        "the first grant on PostgreSQL follows the exported epoch"
+    );
     on_pg.signal("TERM");
     on_pg.exited(START).await;
 }
@@ -546,7 +578,9 @@ async fn export_from_the_embedded_backend_and_import_into_postgres_keeps_objects
 async fn all_objects(replica: &Replica) -> Vec<Value> {
     let mut all = Vec::new();
     for kind in ["nodes", "parts", "tasks", "widgets"] {
-        let page = get(replica, &format!("/v1/objects/{kind}?limit=500")).await.json();
+        let page = get(replica, &format!("/v1/objects/{kind}?limit=500"))
+            .await
+            .json();
         all.extend(page["items"].as_array().cloned().unwrap_or_default());
     }
     all
@@ -611,7 +645,12 @@ async fn run_schedule(seed: u64) {
     let mut acks = Vec::new();
     for (i, node) in ["n1", "n2", "n3"].iter().enumerate() {
         let body = json!({"capacity": 1000});
-        let r = put(&hosts[i], &format!("/v1/objects/nodes/{node}"), &body.to_string()).await;
+        let r = put(
+            &hosts[i],
+            &format!("/v1/objects/nodes/{node}"),
+            &body.to_string(),
+        )
+        .await;
         acks.push(ack("nodes", node, &r, body));
     }
     // The workload: a task every 100 ms through the hosts in turn; a
@@ -688,7 +727,11 @@ async fn run_schedule(seed: u64) {
         .filter(|a| a.kind == "tasks")
         .map(|a| a.name.clone())
         .collect();
-    assert!(tasks.len() > 10, "the workload made progress: {}", tasks.len());
+    assert!(
+        tasks.len() > 10,
+        "the workload made progress: {}",
+        tasks.len()
+    );
     for task in &tasks {
         assigned(&hosts[0], task).await;
     }
@@ -696,7 +739,10 @@ async fn run_schedule(seed: u64) {
     eprintln!("seed {seed}: {report}");
     report.assert_clean(&format!("embedded fault schedule, seed {seed}"));
     let tenures = report.tenures.get(SCHEDULER).copied().unwrap_or(0);
-    assert!(tenures > 1, "seed {seed}: the faults moved the lease: {tenures} tenures");
+    assert!(
+        tenures > 1,
+        "seed {seed}: the faults moved the lease: {tenures} tenures"
+    );
     for host in &mut hosts {
         host.signal("TERM");
         host.exited(START).await;

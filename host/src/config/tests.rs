@@ -2002,9 +2002,13 @@ fn no_url_means_the_embedded_backend_in_data_dir_and_memory_is_asked_for() {
     assert_eq!(config.database.backend(), Backend::Embedded);
     assert!(config.is_embedded());
     assert_eq!(config.data_dir, s.config_dir().join(DEFAULT_DATA_DIR));
-    let config = s.parse("cluster = \"demo\"\ndata_dir = \"../state\"\n").unwrap();
+    let config = s
+        .parse("cluster = \"demo\"\ndata_dir = \"../state\"\n")
+        .unwrap();
     assert_eq!(config.data_dir, s.config_dir().join("../state"));
-    let config = s.parse("cluster = \"demo\"\ndata_dir = \"/var/lib/lh\"\n").unwrap();
+    let config = s
+        .parse("cluster = \"demo\"\ndata_dir = \"/var/lib/lh\"\n")
+        .unwrap();
     assert_eq!(config.data_dir, PathBuf::from("/var/lib/lh"));
     let memory = s
         .parse("cluster = \"demo\"\n[database]\nurl = \"memory:\"\n")

@@ -213,12 +213,13 @@ impl DataDir {
                 path: path.to_path_buf(),
                 reason: e.to_string(),
             })?;
-            let dir = Dir::open_ambient_dir(&canonical, cap_std::ambient_authority()).map_err(
-                |e| DirError::Unusable {
-                    path: canonical.clone(),
-                    reason: format!("cannot be opened as a directory: {e}"),
-                },
-            )?;
+            let dir =
+                Dir::open_ambient_dir(&canonical, cap_std::ambient_authority()).map_err(|e| {
+                    DirError::Unusable {
+                        path: canonical.clone(),
+                        reason: format!("cannot be opened as a directory: {e}"),
+                    }
+                })?;
             let opened = Self {
                 dir,
                 path: canonical,
@@ -338,7 +339,9 @@ impl DataDir {
                 if self.dir.symlink_metadata(name)?.is_dir() {
                     Ok(())
                 } else {
-                    Err(io::Error::other(format!("{name} exists and is not a folder")))
+                    Err(io::Error::other(format!(
+                        "{name} exists and is not a folder"
+                    )))
                 }
             }
             Err(e) => Err(e),

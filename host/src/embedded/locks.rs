@@ -145,7 +145,10 @@ mod tests {
 
     #[test]
     fn holder_names_map_to_file_names_inside_the_hosts_folder() {
-        assert_eq!(holder_lock_file("host-a"), PathBuf::from("hosts/host-a.lock"));
+        assert_eq!(
+            holder_lock_file("host-a"),
+            PathBuf::from("hosts/host-a.lock")
+        );
         assert_eq!(
             holder_lock_file("web-1.example"),
             PathBuf::from("hosts/web-1.example.lock")

@@ -412,7 +412,7 @@ impl EmbeddedDb {
                 let db = EmbeddedDb { shared };
                 let last = seen;
                 let polled = db
-                    .read(move |c| -> rusqlite::Result<(i64, Vec<(String, u64, u64)>)> {
+                    .read(move |c| -> rusqlite::Result<(i64, FeedRows)> {
                         let version: i64 = c.query_row("PRAGMA data_version", [], |r| r.get(0))?;
                         if last == Some(version) {
                             return Ok((version, Vec::new()));
@@ -450,6 +450,9 @@ impl EmbeddedDb {
         });
     }
 }
+
+/// Per cluster: the last position and the releases committed.
+type FeedRows = Vec<(String, u64, u64)>;
 
 /// SQLite's busy handler: wait [`EMBEDDED_BUSY_STEP`] and try again, up to
 /// [`EMBEDDED_BUSY_TIMEOUT`] in all.
@@ -523,10 +526,7 @@ fn migrate(connection: &mut Connection, endpoint: &str) -> Result<uuid::Uuid, Em
         if *number == 1 {
             tx.execute(
                 "INSERT INTO leasehold_database (only, database_id, created_at) VALUES (1, ?1, ?2)",
-                rusqlite::params![
-                    uuid::Uuid::new_v4().to_string(),
-                    clock::Now::read().utc
-                ],
+                rusqlite::params![uuid::Uuid::new_v4().to_string(), clock::Now::read().utc],
             )
             .map_err(|e| failed("recording the database id", e))?;
         }

@@ -140,7 +140,7 @@ pub enum Side {
     /// The embedded backend of a data directory.
     Embedded(EmbeddedDb),
     /// PostgreSQL (migrated).
-    Postgres(Database),
+    Postgres(Box<Database>),
 }
 
 impl Side {
@@ -155,7 +155,7 @@ impl Side {
     fn store(&self) -> Box<dyn Store> {
         match self {
             Side::Embedded(db) => Box::new(SqliteStore::new(db.clone())),
-            Side::Postgres(db) => Box::new(PostgresStore::new(db.clone())),
+            Side::Postgres(db) => Box::new(PostgresStore::new((**db).clone())),
         }
     }
 
@@ -163,7 +163,7 @@ impl Side {
         match self {
             Side::Embedded(db) => Box::new(SqliteAuthority::new(db.clone())),
             Side::Postgres(db) => Box::new(PostgresAuthority::new(
-                db.clone(),
+                (**db).clone(),
                 crate::authority::ExpectedIdentity::default(),
             )),
         }
@@ -219,7 +219,8 @@ impl Side {
             Side::Embedded(db) => {
                 let cluster = cluster.to_string();
                 db.write(move |c| {
-                    let tx = c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+                    let tx =
+                        c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
                     {
                         let mut update = tx.prepare(
                             "UPDATE leasehold_objects SET generation = ?4, deleting_since = ?5
@@ -258,13 +259,18 @@ impl Side {
 
     /// Record each lease at its exported epoch, released, unless the
     /// backend already has it at that epoch or above.
-    async fn record_epochs(&self, cluster: &str, leases: &[LeaseEpoch]) -> Result<(), TransferError> {
+    async fn record_epochs(
+        &self,
+        cluster: &str,
+        leases: &[LeaseEpoch],
+    ) -> Result<(), TransferError> {
         match self {
             Side::Embedded(db) => {
                 let cluster = cluster.to_string();
                 let leases = leases.to_vec();
                 db.write(move |c| {
-                    let tx = c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+                    let tx =
+                        c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
                     let now = super::clock::Now::read();
                     {
                         let mut upsert = tx.prepare(
@@ -333,11 +339,7 @@ async fn refuse_live_leases(
     cluster: &str,
     doing: &str,
 ) -> Result<Vec<crate::authority::LeaseRecord>, TransferError> {
-    let leases = side
-        .authority()
-        .observe(cluster)
-        .await
-        .map_err(backend)?;
+    let leases = side.authority().observe(cluster).await.map_err(backend)?;
     let live: Vec<String> = leases
         .iter()
         .filter(|l| l.active)
@@ -364,7 +366,12 @@ pub async fn export(side: &Side, cluster: &str) -> Result<Export, TransferError>
         let mut after: Option<String> = None;
         loop {
             let page = store
-                .list(cluster, &kind, after.as_deref(), crate::limits::MAX_PAGE_SIZE)
+                .list(
+                    cluster,
+                    &kind,
+                    after.as_deref(),
+                    crate::limits::MAX_PAGE_SIZE,
+                )
                 .await
                 .map_err(backend)?;
             for object in page.objects {
@@ -561,7 +568,7 @@ async fn open(place: &Place, access: super::Access) -> anyhow::Result<(Side, Opt
     let postgres = |url: &str| -> anyhow::Result<Side> {
         // Unnamed statements: through any pooler, as `migrate` does.
         let db = Database::new(url, 2)?.with_pooler(crate::db::Pooler::Transaction);
-        Ok(Side::Postgres(db))
+        Ok(Side::Postgres(Box::new(db)))
     };
     let (side, cluster) = match (&place.config, &place.data_dir, &place.database_url) {
         (Some(path), _, _) => {
@@ -627,8 +634,9 @@ pub async fn import_command(args: ImportArgs) -> anyhow::Result<()> {
     use anyhow::Context;
     use std::io::Read as _;
     let text = match &args.input {
-        Some(path) => std::fs::read_to_string(path)
-            .with_context(|| format!("reading {}", path.display()))?,
+        Some(path) => {
+            std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?
+        }
         None => {
             let mut text = String::new();
             std::io::stdin()
@@ -637,8 +645,8 @@ pub async fn import_command(args: ImportArgs) -> anyhow::Result<()> {
             text
         }
     };
-    let export: Export = serde_json::from_str(&text)
-        .map_err(|e| TransferError::Format(format!("{e}")))?;
+    let export: Export =
+        serde_json::from_str(&text).map_err(|e| TransferError::Format(format!("{e}")))?;
     let (side, cluster) = open(&args.to, super::Access::Exclusive).await?;
     let cluster = args.to.cluster.clone().or(cluster);
     let imported = import(&side, &export, cluster.as_deref()).await?;

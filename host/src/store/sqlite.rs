@@ -61,8 +61,8 @@ use super::validate::{
 };
 use super::{
     ApiWrite, CHANGE_STREAM, Change, ChangeKind, ChangePage, Committed, EVENT_LOG, Event, Metadata,
-    NewEvent, Object, ObjectKey, Op, Origin, Page, Relations, Selector, Store, StoreError,
-    Written, check_floor,
+    NewEvent, Object, ObjectKey, Op, Origin, Page, Relations, Selector, Store, StoreError, Written,
+    check_floor,
 };
 
 /// The store of one data directory. Cheap to clone.
@@ -722,9 +722,7 @@ impl Store for SqliteStore {
                       ORDER BY name"
                 ))
                 .map_err(&sql)?;
-            let mut rows = statement
-                .query(params![owned, kind, after])
-                .map_err(&sql)?;
+            let mut rows = statement.query(params![owned, kind, after]).map_err(&sql)?;
             let mut objects = Vec::new();
             while objects.len() <= limit {
                 let Some(row) = rows.next().map_err(&sql)? else {

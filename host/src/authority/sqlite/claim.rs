@@ -102,10 +102,7 @@ impl Claim {
                 Ok(None) => {
                     let reason = self.taken_reason().await;
                     if !matches!(self.view.borrow().state, ClaimState::Taken { .. }) {
-                        tracing::error!(
-                            holder = self.holder,
-                            "REFUSING TO LEAD: {reason}"
-                        );
+                        tracing::error!(holder = self.holder, "REFUSING TO LEAD: {reason}");
                     }
                     self.publish(ClaimState::Taken { reason });
                     tokio::time::sleep(HOLDER_CLAIM_RETRY).await;
@@ -162,7 +159,10 @@ impl Claim {
             let reason = self.keep(&lock, &claimed).await;
             drop(forget);
             drop(lock);
-            tracing::error!(holder = self.holder, "the holder claim was lost: {reason}; claiming it again");
+            tracing::error!(
+                holder = self.holder,
+                "the holder claim was lost: {reason}; claiming it again"
+            );
             self.publish(ClaimState::Unreachable { reason });
         }
     }
@@ -278,8 +278,7 @@ impl Claim {
                 let mut forgotten = Vec::new();
                 for gone in candidates {
                     // Under its lock, so nobody claims the name meanwhile.
-                    if let Ok(Some(lock)) =
-                        HeldLock::take(db.data(), holder_lock_file(&gone), true)
+                    if let Ok(Some(lock)) = HeldLock::take(db.data(), holder_lock_file(&gone), true)
                     {
                         tx.prepare_cached(
                             "DELETE FROM leasehold_hosts WHERE cluster = ?1 AND holder = ?2",

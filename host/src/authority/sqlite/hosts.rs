@@ -49,7 +49,14 @@ impl HostRegistry for SqliteAuthority {
                         heartbeat_boot = excluded.heartbeat_boot",
             )
             .and_then(|mut s| {
-                s.execute(params![cluster, holder, listed, now.mono, boot_id(), now.utc])
+                s.execute(params![
+                    cluster,
+                    holder,
+                    listed,
+                    now.mono,
+                    boot_id(),
+                    now.utc
+                ])
             })
             .map_err(failed)?;
             let mut statement = tx

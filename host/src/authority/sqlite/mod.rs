@@ -43,8 +43,8 @@ use super::fence_check::{RowView, judge};
 use super::wakes::ReleaseWakes;
 use super::{
     AcquireRequest, Acquired, Authority, AuthorityError, CrashDetection, DatabaseIdentity,
-    EndReason, Grant, HolderSession, LeaseRecord, MoveReason, PlacementMove, Renewed,
-    TenureRecord, validate_fence, validate_key, validate_request, validate_ttl,
+    EndReason, Grant, HolderSession, LeaseRecord, MoveReason, PlacementMove, Renewed, TenureRecord,
+    validate_fence, validate_key, validate_request, validate_ttl,
 };
 use crate::embedded::clock::{self, Now, boot_id, duration_micros};
 use crate::embedded::{EmbeddedDb, EmbeddedError, describe, locks};
@@ -461,7 +461,13 @@ fn grant(
         && row.live(now)
     {
         let gone = row.crash_detection == CrashDetection::Session.as_str()
-            && holder_gone(tx, db, &key.cluster, &row.holder, row.incarnation.as_deref())?;
+            && holder_gone(
+                tx,
+                db,
+                &key.cluster,
+                &row.holder,
+                row.incarnation.as_deref(),
+            )?;
         if !gone {
             return Ok(Acquired::Held {
                 holder: row.holder.clone(),
@@ -494,7 +500,12 @@ fn grant(
         "UPDATE leasehold_tenures SET ended_at = max(?3, acquired_at), end_reason = ?4
           WHERE cluster = ?1 AND lease = ?2 AND ended_at IS NULL",
     )?
-    .execute(params![key.cluster, key.name, ended_at, end_reason.as_str()])?;
+    .execute(params![
+        key.cluster,
+        key.name,
+        ended_at,
+        end_reason.as_str()
+    ])?;
     let mark = last_position(tx)?;
     tx.prepare_cached(
         "INSERT INTO leasehold_tenures

@@ -114,7 +114,9 @@ fn host() -> (HostInfo, watch::Sender<Vec<String>>) {
     (HostInfo::this_process(rx), tx)
 }
 
-async fn claimed(claim: &crate::authority::claim::HolderClaim) -> crate::authority::claim::ClaimView {
+async fn claimed(
+    claim: &crate::authority::claim::HolderClaim,
+) -> crate::authority::claim::ClaimView {
     let mut view = claim.view();
     tokio::time::timeout(PROMPT, view.wait_for(|v| v.state.claimed()))
         .await
@@ -162,7 +164,10 @@ async fn a_session_grant_is_taken_over_once_its_holders_lock_is_free() {
     assert_eq!(view.session.as_ref().map(|s| s.generation), Some(1));
     let key = LeaseKey::new("east", "scheduler");
     let held = match a
-        .acquire_detected(&request("east", "scheduler", "host-a"), CrashDetection::Session)
+        .acquire_detected(
+            &request("east", "scheduler", "host-a"),
+            CrashDetection::Session,
+        )
         .await
         .unwrap()
     {
@@ -178,9 +183,12 @@ async fn a_session_grant_is_taken_over_once_its_holders_lock_is_free() {
     // While the claim lives, b waits, and its scan finds nothing.
     let mut dead = b.dead_holder(&key).unwrap();
     assert!(matches!(
-        b.acquire_detected(&request("east", "scheduler", "host-b"), CrashDetection::Session)
-            .await
-            .unwrap(),
+        b.acquire_detected(
+            &request("east", "scheduler", "host-b"),
+            CrashDetection::Session
+        )
+        .await
+        .unwrap(),
         Acquired::Held { .. }
     ));
     assert!(
