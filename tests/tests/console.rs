@@ -13,8 +13,11 @@
 //!   owner links; `/ui/changes` shows a change made after it loaded within
 //!   2 s. No page logs an error or a warning. Screenshots of the four
 //!   pages go to the test's output folder ([`screenshot_dir`]).
-//! - `the_pages_on_an_embedded_host`: the same pages on one host without
-//!   a database URL (the embedded backend).
+//! - `a_handover_on_the_embedded_backend_as_the_console_shows_it`: the
+//!   same with the hosts on the embedded backend (no `[database] url`, one
+//!   `data_dir`), without screenshots.
+//! - `the_pages_on_an_in_memory_host`: the pages on one host on the
+//!   in-memory backend (`url = "memory:"`), and a lease never granted.
 //! - `over_https_the_console_asks_for_a_token_and_keeps_it_in_the_tab`:
 //!   a host serving HTTPS with tokens. Without a token every page shows
 //!   the prompt and no data; a refused token is forgotten; a read token
@@ -23,9 +26,9 @@
 //!   browser trusts exactly the host's key (an SPKI pin); without the pin
 //!   it refuses the host.
 //!
-//! The backend is a config section ([`Backend`]): the embedded test runs
-//! whatever a host without `[database] url` runs, so it follows the
-//! embedded default when that changes.
+//! The backend is a config section ([`Kind`], [`Backend`]): the embedded
+//! tests run whatever a host without `[database] url` runs (the HTTPS
+//! test too), so they follow the default.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -53,18 +56,40 @@ const LIVE_WITHIN: Duration = Duration::from_secs(2);
 static ONE_BROWSER: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// Where a test's hosts keep their state, as their config says it.
-enum Backend {
-    /// A fresh PostgreSQL database (dropped with the value).
-    Postgres(TestDatabase),
-    /// No `[database] url`: the host's embedded default.
+#[derive(Clone, Copy, Debug)]
+enum Kind {
+    /// A fresh PostgreSQL database.
+    Postgres,
+    /// No `[database] url`: the host's default, the embedded backend, in
+    /// a `data_dir` every host of the test names.
     Embedded,
+    /// `[database] url = "memory:"`: one process, nothing durable.
+    Memory,
+}
+
+/// A [`Kind`] made for one test (its database dropped with it).
+enum Backend {
+    Postgres(TestDatabase),
+    Embedded(PathBuf),
+    Memory,
 }
 
 impl Backend {
+    async fn new(kind: Kind, dir: &Path) -> Self {
+        match kind {
+            Kind::Postgres => Backend::Postgres(TestDatabase::create().await),
+            Kind::Embedded => Backend::Embedded(dir.join("data")),
+            Kind::Memory => Backend::Memory,
+        }
+    }
+
+    /// The config's lines for it (top-level keys or a `[database]` table;
+    /// they come before `[http]`).
     fn section(&self) -> String {
         match self {
             Backend::Postgres(db) => format!("[database]\nurl = \"{}\"\n", db.url()),
-            Backend::Embedded => String::new(),
+            Backend::Embedded(dir) => format!("data_dir = \"{}\"\n", dir.display()),
+            Backend::Memory => "[database]\nurl = \"memory:\"\n".to_string(),
         }
     }
 }
@@ -512,9 +537,21 @@ async fn check_changes(console: &Console<'_>, host: &Replica, name: &str) -> Dur
 
 #[tokio::test]
 async fn a_handover_on_postgres_as_the_console_shows_it() {
+    handover(Kind::Postgres, true).await;
+}
+
+#[tokio::test]
+async fn a_handover_on_the_embedded_backend_as_the_console_shows_it() {
+    handover(Kind::Embedded, false).await;
+}
+
+/// Two hosts on `kind` hand `scheduler` and `rollout` over by SIGTERM; the
+/// console on the second shows it. With `screenshots`, each page is
+/// written to [`screenshot_dir`].
+async fn handover(kind: Kind, screenshots: bool) {
     let _one = ONE_BROWSER.lock().await;
-    let backend = Backend::Postgres(TestDatabase::create().await);
     let dir = TempDir::new();
+    let backend = Backend::new(kind, dir.path()).await;
     let cluster = cluster();
     let (port_a, port_b) = (free_port(), free_port());
     let mut host_a = Replica::start(
@@ -590,7 +627,9 @@ async fn a_handover_on_postgres_as_the_console_shows_it() {
         assert_eq!(row["Epoch"], "2", "{row:?}");
         assert!(row["This replica"].starts_with("leading"), "{row:?}");
     }
-    console.screenshot("overview").await;
+    if screenshots {
+        console.screenshot("overview").await;
+    }
 
     // The timeline: both tenures, each in its holder's lane.
     console.open("/ui/leases/scheduler", "ready").await;
@@ -724,22 +763,30 @@ async fn a_handover_on_postgres_as_the_console_shows_it() {
         .eval("document.querySelector('#timeline g.tenure[data-epoch=\"1\"]').dispatchEvent(new MouseEvent('click'))")
         .await;
     console.page.assert_clean("/ui/leases/scheduler", |_| false);
-    console.screenshot("lease-scheduler").await;
+    if screenshots {
+        console.screenshot("lease-scheduler").await;
+    }
 
     check_objects(&console, &host_b).await;
-    console.open("/ui/objects/tasks", "ready").await;
-    console.screenshot("objects-tasks").await;
+    if screenshots {
+        console.open("/ui/objects/tasks", "ready").await;
+    }
+    if screenshots {
+        console.screenshot("objects-tasks").await;
+    }
 
     let latency = check_changes(&console, &host_b, "late-task").await;
     assert!(latency < LIVE_WITHIN);
-    console.screenshot("changes").await;
+    if screenshots {
+        console.screenshot("changes").await;
+    }
 }
 
 #[tokio::test]
-async fn the_pages_on_an_embedded_host() {
+async fn the_pages_on_an_in_memory_host() {
     let _one = ONE_BROWSER.lock().await;
-    let backend = Backend::Embedded;
     let dir = TempDir::new();
+    let backend = Backend::new(Kind::Memory, dir.path()).await;
     let port = free_port();
     let host = Replica::start(
         dir.path(),
@@ -820,6 +867,7 @@ async fn over_https_the_console_asks_for_a_token_and_keeps_it_in_the_tab() {
     let ca = Pki::new(dir.path(), "console");
     let cert = ca.server("console", &["127.0.0.1"]);
     let port = free_port();
+    let backend = Backend::new(Kind::Embedded, dir.path()).await;
     let host = Replica::start(
         dir.path(),
         "secure",
@@ -828,7 +876,7 @@ async fn over_https_the_console_asks_for_a_token_and_keeps_it_in_the_tab() {
             &cluster(),
             "secure",
             port,
-            &Backend::Embedded,
+            &backend,
             &tls_and_tokens(dir.path(), &cert),
         ),
     );
