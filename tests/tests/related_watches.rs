@@ -2,7 +2,7 @@
 //! bindings of `wit/0.2.0/controller.wit`, `leasehold:controller@0.2.0`)
 //! describes `parts` mapped
 //! to their owning note and `tags` mapped through a label to the note they
-//! name; a real host, on the embedded memory backend and on PostgreSQL,
+//! name; a real host, on the embedded backend and on PostgreSQL,
 //! reconciles the note with the reason `related` when such an object is
 //! written or deleted through the HTTP API.
 

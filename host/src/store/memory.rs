@@ -1,4 +1,5 @@
-//! The embedded state backend: everything in this process's memory.
+//! The in-memory state backend (`url = "memory:"`, and the tests):
+//! everything in this process's memory.
 //!
 //! For single-process development and tests only: two replicas each with a
 //! memory store serve different state (docs/design.md, point 7), and nothing
@@ -106,7 +107,7 @@ impl MemoryStore {
     /// process.
     pub fn new(fences: Arc<dyn FenceLock>) -> Self {
         tracing::warn!(
-            "state is kept in this process's memory: it is lost on exit and not shared with other replicas; configure [database] url for anything but development"
+            "state is kept in this process's memory: it is lost on exit and not shared with other replicas; remove url = \"memory:\" for the durable embedded backend, or set a PostgreSQL URL"
         );
         Self {
             fences,

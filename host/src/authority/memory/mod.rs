@@ -1,4 +1,5 @@
-//! The embedded lease backend: **one process only, nothing durable**.
+//! The in-memory lease backend (`url = "memory:"`, and the tests): **one
+//! process only, nothing durable**.
 //!
 //! It keeps the PostgreSQL backend's semantics (L1–L6) inside one mutex so
 //! that single-process development and tests behave like production. Two
