@@ -20,6 +20,22 @@ pub mod headers {
     pub const EPOCH: &str = "leasehold-epoch";
     /// The replica holding the lease.
     pub const HOLDER: &str = "leasehold-holder";
+
+    /// Whether `name` is a fence header as some server would read it: any
+    /// case, and `_` for `-` (WSGI, CGI and some proxies fold them
+    /// together, so `leasehold_epoch` arrives as `Leasehold-Epoch`).
+    pub fn is_fence_name(name: &str) -> bool {
+        let folded = name.trim().to_ascii_lowercase().replace('_', "-");
+        [LEASE, EPOCH, HOLDER].contains(&folded.as_str())
+    }
+
+    /// Whether `name` is a header that speaks for a client or a proxy in
+    /// front of the receiver (`Forwarded`, `X-Forwarded-*`, `X-Real-IP`),
+    /// which a receiver may trust for who is calling.
+    pub fn is_forwarding_name(name: &str) -> bool {
+        let folded = name.trim().to_ascii_lowercase().replace('_', "-");
+        folded == "forwarded" || folded.starts_with("x-forwarded-") || folded == "x-real-ip"
+    }
 }
 
 /// Prefix of the `internal-error` message a guest receives when a request
@@ -176,6 +192,77 @@ fn has_dot_segment(path: &str) -> bool {
         || lowered.contains("%5c")
 }
 
+/// What makes a request path unsafe to send, whoever decodes it at the
+/// far end: a malformed escape (`%u002e`), bytes that are not UTF-8 once
+/// decoded (the overlong `%c0%ae`), control characters (`%00`), and a
+/// segment that is only dots once decoded once or twice, before any `;`
+/// parameter (`..;`, `%252e%252e`, `.%252e`, `...`): servlet containers
+/// resolve `..;`, and a decoding proxy turns `%252e` into `.`.
+pub fn path_problem(path: &str) -> Option<&'static str> {
+    for raw in path.split('/') {
+        let Some(once) = percent_decode_strict(raw) else {
+            return Some("the path has a malformed %-escape");
+        };
+        let Ok(once) = String::from_utf8(once) else {
+            return Some("the path is not UTF-8 once decoded (an overlong or invalid encoding)");
+        };
+        if once.chars().any(char::is_control) {
+            return Some("the path has a control character once decoded");
+        }
+        let twice = percent_decode_lenient(&once);
+        for form in [once.as_str(), twice.as_str()] {
+            let before_parameter = form.split(';').next().unwrap_or_default();
+            if !before_parameter.is_empty() && before_parameter.chars().all(|c| c == '.') {
+                return Some("the path has a segment of dots (once or twice decoded)");
+            }
+        }
+    }
+    None
+}
+
+/// `%XX` escapes decoded; `None` when a `%` is not followed by two hex
+/// digits.
+fn percent_decode_strict(text: &str) -> Option<Vec<u8>> {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = std::str::from_utf8(bytes.get(i + 1..i + 3)?).ok()?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    Some(out)
+}
+
+/// `%XX` escapes decoded where they are well formed, the rest kept.
+fn percent_decode_lenient(text: &str) -> String {
+    let decoded = percent_decode_strict(text).unwrap_or_else(|| text.as_bytes().to_vec());
+    String::from_utf8_lossy(&decoded).into_owned()
+}
+
+/// The port an authority names, without wrapping around: `Ok(None)` when
+/// it names none, `Err` when what follows the host's `:` is not a number
+/// from 1 to 65535 (`:65616` must not become port 80).
+fn explicit_port(authority: &http::uri::Authority) -> Result<Option<u16>, ()> {
+    let text = authority.as_str();
+    let after_host = match text.rfind(']') {
+        Some(bracket) => &text[bracket + 1..],
+        None => text.rsplit_once('@').map_or(text, |(_, host)| host),
+    };
+    let Some((_, port)) = after_host.rsplit_once(':') else {
+        return Ok(None);
+    };
+    match port.parse::<u16>() {
+        Ok(0) | Err(_) => Err(()),
+        Ok(port) => Ok(Some(port)),
+    }
+}
+
 /// A controller's `http_allow` list. Empty: the guest reaches nothing.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct AllowList {
@@ -243,10 +330,16 @@ impl AllowList {
             return deny("the URL carries user information");
         }
         let host = authority.host();
-        let port = authority.port_u16().unwrap_or(scheme.default_port());
+        let Ok(port) = explicit_port(authority) else {
+            return deny("the port is not a number from 1 to 65535");
+        };
+        let port = port.unwrap_or(scheme.default_port());
         let path = uri.path();
         if has_dot_segment(path) {
             return deny("the path has a `.` or `..` segment");
+        }
+        if let Some(problem) = path_problem(path) {
+            return deny(problem);
         }
         if self
             .entries
@@ -295,6 +388,9 @@ pub struct HttpLimits {
     pub first_byte_timeout: Duration,
     /// Longest silence between two chunks of a response body.
     pub between_bytes_timeout: Duration,
+    /// Longest the whole request may take, connect to last response byte
+    /// (below the controller's reconcile deadline).
+    pub request_total: Duration,
     /// Largest request body.
     pub request_body_bytes: u64,
     /// Largest response body.
@@ -312,6 +408,7 @@ impl Default for HttpLimits {
             connect_timeout: timeouts::HTTP_OUT_CONNECT,
             first_byte_timeout: timeouts::HTTP_OUT_FIRST_BYTE,
             between_bytes_timeout: timeouts::HTTP_OUT_BETWEEN_BYTES,
+            request_total: timeouts::HTTP_OUT_REQUEST_TOTAL,
             request_body_bytes: limits::HTTP_OUT_REQUEST_BODY_BYTES,
             response_body_bytes: limits::HTTP_OUT_RESPONSE_BODY_BYTES,
             concurrent_requests: limits::HTTP_OUT_CONCURRENT_REQUESTS,
@@ -494,6 +591,65 @@ pub fn controller_tls(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn paths_that_resolve_upwards_somewhere_are_refused() {
+        for path in [
+            "/hooks/..;/admin",
+            "/hooks/%252e%252e/admin",
+            "/hooks/.%252e/admin",
+            "/hooks/%c0%ae%c0%ae/admin",
+            "/hooks/..%00/admin",
+            "/hooks/%u002e%u002e/admin",
+            "/hooks/.../admin",
+        ] {
+            assert!(path_problem(path).is_some(), "{path} passed");
+        }
+        for path in [
+            "/hooks/a.b/c",
+            "/files/100%25",
+            "/x/.well-known/y",
+            "/a;v=1/b",
+        ] {
+            assert_eq!(path_problem(path), None, "{path} refused");
+        }
+    }
+
+    #[test]
+    fn ports_do_not_wrap_around() {
+        let port = |authority: &str| explicit_port(&authority.parse().unwrap());
+        assert_eq!(port("127.0.0.1:80"), Ok(Some(80)));
+        assert_eq!(port("[::1]:8443"), Ok(Some(8443)));
+        assert_eq!(port("example.com"), Ok(None));
+        assert_eq!(port("[::1]"), Ok(None));
+        assert_eq!(port("127.0.0.1:65616"), Err(()));
+        assert_eq!(port("127.0.0.1:0"), Err(()));
+        let list = AllowList::parse(&["http://127.0.0.1:80/hooks"]).unwrap();
+        let uri: http::Uri = "http://127.0.0.1:65616/hooks/x".parse().unwrap();
+        assert!(list.check(&uri).unwrap_err().reason.contains("port"));
+    }
+
+    #[test]
+    fn fence_names_and_forwarding_headers_are_told_in_any_spelling() {
+        for name in [
+            "leasehold-epoch",
+            "Leasehold_Epoch",
+            "LEASEHOLD_LEASE",
+            " leasehold-holder",
+        ] {
+            assert!(headers::is_fence_name(name), "{name}");
+        }
+        assert!(!headers::is_fence_name("leasehold-epochs"));
+        for name in [
+            "Forwarded",
+            "x-forwarded-for",
+            "X_Forwarded_Host",
+            "x-real-ip",
+        ] {
+            assert!(headers::is_forwarding_name(name), "{name}");
+        }
+        assert!(!headers::is_forwarding_name("x-forwardedfor"));
+    }
 
     fn list(entries: &[&str]) -> AllowList {
         AllowList::parse(entries).expect("valid list")

@@ -281,10 +281,8 @@ impl WriteQuota {
         fence: &Fence,
         ops: &[Op],
     ) -> Result<Permit<'_>, AdmitError> {
-        let creates = per_kind(ops, |op| match op {
-            Op::Create { key, .. } => Some(&key.kind),
-            _ => None,
-        });
+        // Every create counts, with metadata or without.
+        let creates = per_kind(ops, |op| op.creates().map(|key| key.kind.as_str()));
         let deletes = per_kind(ops, |op| match op {
             Op::Delete { key, .. } => Some(&key.kind),
             _ => None,

@@ -49,9 +49,7 @@ impl SettingsSchema {
     /// Every `$ref` resolves, every `type` is a known one.
     fn check_refs(&self, node: &Value, depth: usize) -> Result<(), String> {
         if depth > MAX_DEPTH {
-            return Err(format!(
-                "its settings schema nests deeper than {MAX_DEPTH}"
-            ));
+            return Err(format!("its settings schema nests deeper than {MAX_DEPTH}"));
         }
         match node {
             Value::Object(map) => {
@@ -164,7 +162,11 @@ impl SettingsSchema {
         {
             problems.push(format!(
                 "{path}: not one of the allowed values ({})",
-                allowed.iter().map(Value::to_string).collect::<Vec<_>>().join(", ")
+                allowed
+                    .iter()
+                    .map(Value::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", ")
             ));
         }
         if let Some(constant) = schema.get("const")
@@ -178,7 +180,13 @@ impl SettingsSchema {
             Value::Array(items) => {
                 if let Some(item_schema) = schema.get("items") {
                     for (i, item) in items.iter().enumerate() {
-                        self.check(item_schema, item, &format!("{path}[{i}]"), depth + 1, problems);
+                        self.check(
+                            item_schema,
+                            item,
+                            &format!("{path}[{i}]"),
+                            depth + 1,
+                            problems,
+                        );
                     }
                 }
             }
@@ -260,7 +268,10 @@ impl SettingsSchema {
         let fitting = outcomes.iter().filter(|o| o.is_empty()).count();
         if fitting == 0 {
             // The closest branch says best what is wrong.
-            let closest = outcomes.into_iter().min_by_key(Vec::len).unwrap_or_default();
+            let closest = outcomes
+                .into_iter()
+                .min_by_key(Vec::len)
+                .unwrap_or_default();
             if closest.is_empty() {
                 problems.push(format!("{path}: fits none of its allowed shapes"));
             }
@@ -346,7 +357,12 @@ fn bounds(schema: &Map<String, Value>, value: &Value, path: &str, problems: &mut
         }
     }
     let size = match value {
-        Value::String(s) => Some((s.chars().count() as f64, "minLength", "maxLength", "characters")),
+        Value::String(s) => Some((
+            s.chars().count() as f64,
+            "minLength",
+            "maxLength",
+            "characters",
+        )),
         Value::Array(items) => Some((items.len() as f64, "minItems", "maxItems", "items")),
         _ => None,
     };
@@ -461,7 +477,10 @@ mod tests {
             "settings.extra: unknown key (the settings have db, mode, regions, timeout_ms)",
         ];
         for line in expect {
-            assert!(problems.iter().any(|p| p == line), "no {line:?} in {problems:#?}");
+            assert!(
+                problems.iter().any(|p| p == line),
+                "no {line:?} in {problems:#?}"
+            );
         }
         assert_eq!(problems.len(), expect.len(), "{problems:#?}");
         let all = problems.join("\n");
@@ -505,7 +524,10 @@ mod tests {
     fn a_self_referring_schema_ends() {
         let s = schema(json!({"$ref": "#"}));
         let problems = s.validate(&json!({}));
-        assert!(problems.iter().any(|p| p.contains("deeper")), "{problems:?}");
+        assert!(
+            problems.iter().any(|p| p.contains("deeper")),
+            "{problems:?}"
+        );
     }
 
     #[test]

@@ -503,7 +503,8 @@ const _: () = assert!(
 // torn down.
 const _: () = assert!(HTTP_OUT_REQUEST_TOTAL.as_nanos() < RECONCILE_DEADLINE.as_nanos());
 const _: () = assert!(
-    HTTP_OUT_CONNECT.as_nanos() + HTTP_OUT_FIRST_BYTE.as_nanos() <= HTTP_OUT_REQUEST_TOTAL.as_nanos()
+    HTTP_OUT_CONNECT.as_nanos() + HTTP_OUT_FIRST_BYTE.as_nanos()
+        <= HTTP_OUT_REQUEST_TOTAL.as_nanos()
 );
 
 #[cfg(test)]

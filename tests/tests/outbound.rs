@@ -702,3 +702,340 @@ async fn an_unreadable_http_ca_refuses_the_controller_naming_the_file() {
     let error = refused.err().expect("refused").to_string();
     assert!(error.contains("http_ca /nonexistent/ca.pem"), "{error}");
 }
+
+/// A server that keeps every request as the bytes that arrived (head,
+/// body, a chunked body's trailers), answers 200, and closes.
+struct RawRecorder {
+    addr: std::net::SocketAddr,
+    raw: Arc<Mutex<Vec<String>>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for RawRecorder {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl RawRecorder {
+    async fn start() -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let raw = Arc::new(Mutex::new(Vec::new()));
+        let kept = raw.clone();
+        let task = tokio::spawn(async move {
+            while let Ok((mut stream, _)) = listener.accept().await {
+                let kept = kept.clone();
+                tokio::spawn(async move {
+                    let bytes = read_whole_request(&mut stream).await;
+                    kept.lock()
+                        .expect("raw")
+                        .push(String::from_utf8_lossy(&bytes).into_owned());
+                    let _ = stream
+                        .write_all(
+                            b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\nconnection: close\r\n\r\n",
+                        )
+                        .await;
+                });
+            }
+        });
+        Self { addr, raw, task }
+    }
+
+    fn requests(&self) -> Vec<String> {
+        self.raw.lock().expect("raw").clone()
+    }
+}
+
+/// Read one request to its end: the head, then a body by its length, or
+/// a chunked body through its last chunk and trailers.
+async fn read_whole_request(stream: &mut TcpStream) -> Vec<u8> {
+    let mut buffer = Vec::new();
+    let mut chunk = [0u8; 4096];
+    let complete = |buffer: &[u8]| -> bool {
+        let Some(head_end) = buffer.windows(4).position(|w| w == b"\r\n\r\n") else {
+            return false;
+        };
+        let head = String::from_utf8_lossy(&buffer[..head_end]).to_ascii_lowercase();
+        let body = &buffer[head_end + 4..];
+        if head.contains("transfer-encoding: chunked") {
+            // The last chunk (`0\r\n`), then trailer lines, then an empty line.
+            let text = String::from_utf8_lossy(body);
+            text.starts_with("0\r\n") && text.ends_with("\r\n\r\n")
+                || text.contains("\r\n0\r\n") && text.ends_with("\r\n\r\n")
+        } else {
+            let length: usize = head
+                .lines()
+                .find_map(|l| l.strip_prefix("content-length:"))
+                .and_then(|v| v.trim().parse().ok())
+                .unwrap_or(0);
+            body.len() >= length
+        }
+    };
+    while !complete(&buffer) {
+        match stream.read(&mut chunk).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => buffer.extend_from_slice(&chunk[..n]),
+        }
+    }
+    buffer
+}
+
+/// A guest that forges the fence after the head (`Trailer:` announcing
+/// the fence names, trailers under them) or under look-alike names
+/// (`leasehold_epoch`, read as `Leasehold-Epoch` by WSGI and some
+/// proxies) reaches no receiver with the forged values: look-alike headers
+/// and trailers are dropped, and a request whose `Trailer` header
+/// announces a fence name is refused before a byte leaves.
+#[tokio::test]
+async fn forged_fence_trailers_and_lookalike_headers_never_reach_the_receiver() {
+    let server = RawRecorder::start().await;
+    let origin = format!("http://{}", server.addr);
+    let setup = Setup::new("forger", &[origin.clone()], HttpLimits::default()).await;
+    let mut guest = setup.guest().await;
+
+    // Look-alike names in the head and in trailers.
+    setup
+        .call(
+            "lookalike",
+            json!({
+                "url": format!("{origin}/hooks"),
+                "headers": [
+                    ["leasehold_epoch", "999"],
+                    ["LEASEHOLD_LEASE", "evil/lease"],
+                    ["Trailer", "x-checksum"]
+                ],
+                "raw_trailers": [
+                    ["leasehold-epoch", "998"],
+                    ["Leasehold_Holder", "mallory"],
+                    ["x-checksum", "kept"]
+                ],
+            }),
+        )
+        .await;
+    guest
+        .reconcile("calls", "lookalike")
+        .await
+        .expect("reconcile");
+    let requests = server.requests();
+    assert_eq!(requests.len(), 1, "{requests:?}");
+    let raw = &requests[0];
+    for forged in ["999", "998", "evil/lease", "mallory"] {
+        assert!(
+            !raw.contains(forged),
+            "{forged} reached the receiver:\n{raw}"
+        );
+    }
+    let lowered = raw.to_ascii_lowercase();
+    assert!(
+        lowered.contains(&format!("leasehold-epoch: {}", setup.fence.epoch.0)),
+        "{raw}"
+    );
+    assert!(
+        lowered.contains("x-checksum: kept"),
+        "other trailers pass: {raw}"
+    );
+    assert_eq!(lowered.matches("leasehold-epoch").count(), 1, "{raw}");
+
+    // A Trailer header announcing a fence name: refused, nothing sent.
+    setup
+        .call(
+            "announced",
+            json!({
+                "url": format!("{origin}/hooks"),
+                "headers": [["Trailer", "x-sum, Leasehold_Epoch"]],
+                "raw_trailers": [["leasehold-epoch", "997"]],
+            }),
+        )
+        .await;
+    guest
+        .reconcile("calls", "announced")
+        .await
+        .expect("reconcile");
+    assert!(
+        error_of(&setup.result("announced").await).contains("Denied"),
+        "{}",
+        setup.result("announced").await
+    );
+    assert_eq!(server.requests().len(), 1, "nothing more arrived");
+    assert_eq!(setup.count(Outcome::Denied), 1);
+}
+
+/// Paths that some server or proxy resolves to a parent directory, and a
+/// port past 65535, are refused with nothing sent, whatever `http_allow`
+/// admits.
+#[tokio::test]
+async fn traversal_paths_and_wrapping_ports_are_refused_with_nothing_sent() {
+    let server = Recorder::start(Reply::Ok).await;
+    let hooks = server.url("/hooks");
+    let setup = Setup::new("paths", &[hooks.clone()], HttpLimits::default()).await;
+    let mut guest = setup.guest().await;
+    let forms = [
+        "/hooks/..;/admin",
+        "/hooks/%252e%252e/admin",
+        "/hooks/.%252e/admin",
+        "/hooks/%c0%ae%c0%ae/admin",
+        "/hooks/..%00/admin",
+        "/hooks/%u002e%u002e/admin",
+        "/hooks/.../admin",
+    ];
+    for (i, path) in forms.iter().enumerate() {
+        let name = format!("p{i}");
+        setup.call(&name, json!({"url": server.url(path)})).await;
+        guest.reconcile("calls", &name).await.expect("reconcile");
+        let error = error_of(&setup.result(&name).await);
+        assert!(error.starts_with("Denied"), "{path}: {error}");
+    }
+    // 65616 is 80 modulo 65536: it must not pass as port 80.
+    let wrapped = "http://127.0.0.1:65616/hooks/x";
+    let setup_80 = Setup::new(
+        "ports",
+        &["http://127.0.0.1:80/hooks".to_string()],
+        HttpLimits::default(),
+    )
+    .await;
+    let mut guest_80 = setup_80.guest().await;
+    // Raw: the SDK refuses such a URL itself; the host must too.
+    setup_80
+        .call("wrap", json!({"url": wrapped, "raw_trailers": []}))
+        .await;
+    guest_80
+        .reconcile("calls", "wrap")
+        .await
+        .expect("reconcile");
+    let error = error_of(&setup_80.result("wrap").await);
+    assert!(error.contains("HttpRequestDenied"), "{error}");
+    assert_eq!(server.accepted(), 0, "nothing reached the server");
+    // A plain path under the prefix still goes.
+    setup
+        .call("fine", json!({"url": server.url("/hooks/x.y/z")}))
+        .await;
+    guest.reconcile("calls", "fine").await.expect("reconcile");
+    assert_eq!(setup.result("fine").await["ok"], 1);
+}
+
+/// `Forwarded` and `X-Forwarded-*` (which a receiver may trust for who is
+/// calling) are refused unless the operator lists them.
+#[tokio::test]
+async fn forwarding_headers_are_refused_unless_listed() {
+    let server = Recorder::start(Reply::Ok).await;
+    let setup = Setup::new("fwd", &[server.origin()], HttpLimits::default()).await;
+    let mut guest = setup.guest().await;
+    for (name, header) in [
+        ("a", "Forwarded"),
+        ("b", "X-Forwarded-For"),
+        ("c", "x_real_ip"),
+    ] {
+        setup
+            .call(
+                name,
+                json!({"url": server.url("/x"), "headers": [[header, "10.0.0.1"]]}),
+            )
+            .await;
+        guest.reconcile("calls", name).await.expect("reconcile");
+        assert!(
+            error_of(&setup.result(name).await).starts_with("Denied"),
+            "{header}"
+        );
+    }
+    assert_eq!(server.accepted(), 0);
+
+    // Listed by the operator: sent.
+    let backends = MemoryBackends::new();
+    let limits = GuestLimits {
+        http_allow: Arc::new(AllowList::parse(&[server.origin()]).unwrap()),
+        http_forwarded_headers: Arc::new(vec!["x-forwarded-for".to_string()]),
+        ..GuestLimits::default()
+    };
+    let compiled =
+        caller("fwd-listed", &[server.origin()], HttpLimits::default()).with_limits(limits);
+    let fence = backends.grant(CLUSTER, "fwd-listed", "host-a").await.fence;
+    let mut listed = compiled
+        .instantiate(
+            fence,
+            backends.store.clone(),
+            Default::default(),
+            compiled.revocation(),
+        )
+        .await
+        .expect("instantiate");
+    backends
+        .store
+        .put(
+            CLUSTER,
+            &key("calls", "ok"),
+            &json!({"url": server.url("/x"), "headers": [["X-Forwarded-For", "10.0.0.1"]]})
+                .to_string(),
+            None,
+        )
+        .await
+        .unwrap();
+    listed.reconcile("calls", "ok").await.expect("reconcile");
+    assert_eq!(server.arrivals().len(), 1);
+    assert_eq!(server.arrivals()[0].header("x-forwarded-for"), ["10.0.0.1"]);
+}
+
+/// A reply that drips a byte at a time, each within the between-bytes
+/// bound, ends at the request's total bound: the guest sees a timeout,
+/// the request counts as timed out, and the host does not send it again.
+#[tokio::test]
+async fn a_dripping_reply_ends_at_the_requests_total_bound() {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let accepted = Arc::new(AtomicUsize::new(0));
+    let counted = accepted.clone();
+    let (finished_tx, mut finished) = tokio::sync::mpsc::unbounded_channel::<()>();
+    let server = tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            counted.fetch_add(1, Ordering::SeqCst);
+            let finished = finished_tx.clone();
+            tokio::spawn(async move {
+                let _ = read_whole_request(&mut stream).await;
+                let _ = stream
+                    .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 100\r\n\r\n")
+                    .await;
+                // One byte every 300 ms, under the 2 s between-bytes bound:
+                // only the total bound stops it. The write fails once the
+                // client let go.
+                let mut ticker = tokio::time::interval(Duration::from_millis(300));
+                for _ in 0..100 {
+                    ticker.tick().await;
+                    if stream.write_all(b"x").await.is_err() {
+                        break;
+                    }
+                }
+                let _ = finished.send(());
+            });
+        }
+    });
+    let limits = HttpLimits {
+        between_bytes_timeout: Duration::from_secs(2),
+        request_total: Duration::from_secs(2),
+        ..HttpLimits::default()
+    };
+    let setup = Setup::new("drip", &[format!("http://{addr}")], limits).await;
+    let mut guest = setup.guest().await;
+    setup
+        .call(
+            "slow",
+            json!({"url": format!("http://{addr}/drip"), "method": "GET"}),
+        )
+        .await;
+    let started = Instant::now();
+    guest.reconcile("calls", "slow").await.expect("reconcile");
+    let took = started.elapsed();
+    let error = error_of(&setup.result("slow").await);
+    assert!(error.starts_with("Timeout"), "{error}");
+    assert!(took < Duration::from_secs(6), "ended after {took:?}");
+    assert!(took >= Duration::from_millis(1500), "ended after {took:?}");
+    assert_eq!(setup.count(Outcome::TimedOut), 1);
+    // The server saw its client go, and one request only.
+    within(
+        PROMPT * 5,
+        "the server noticed the client left",
+        finished.recv(),
+    )
+    .await;
+    assert_eq!(accepted.load(Ordering::SeqCst), 1);
+    server.abort();
+}

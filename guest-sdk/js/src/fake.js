@@ -68,6 +68,17 @@ export class Limits {
   }
 }
 
+/** A controller's write quotas, as its `[[controllers]]` entry sets them (`FakeHost.setQuotas`); the host's defaults unless given. */
+export class QuotaLimits {
+  /** @param {Partial<QuotaLimits>} [given] */
+  constructor(given = {}) {
+    /** @type {number} */ this.maxCreatesPerSecond = given.maxCreatesPerSecond ?? 100;
+    /** @type {number} */ this.createBurst = given.createBurst ?? 1000;
+    /** @type {number} */ this.maxObjectsPerKind = given.maxObjectsPerKind ?? 100_000;
+    Object.freeze(this);
+  }
+}
+
 /**
  * A fault the fake injects at a chosen call or commit.
  *
@@ -935,6 +946,9 @@ export class FakeHost {
   // running guest's `describe` declared).
   /** @type {string | null} */ #shardLabel = null;
   #http = new HttpState();
+  // The host's write quotas once a test sets them: the limits, the create
+  // bucket's tokens and when it was last refilled (fake ms).
+  /** @type {{limits: QuotaLimits, tokens: number, at: number} | null} */ #quota = null;
 
   /**
    * @param {Limits} [limits] the bounds to enforce (the host's defaults)
@@ -1326,6 +1340,74 @@ export class FakeHost {
     }
   }
 
+  // ----- quotas ------------------------------------------------------------------
+
+  /**
+   * Enforce the host's write quotas on the guest's commits from now on, as
+   * the host does with these limits: the create bucket starts full and the
+   * fake's clock refills it; a commit creating more than the burst, more
+   * than the bucket holds, or past the cap of a kind is refused with the
+   * host's `invalid` text (`QuotaExceeded`), writing nothing. Off until
+   * called: the fake's clock moves only when a test moves it.
+   *
+   * @param {QuotaLimits} limits
+   * @returns {void}
+   */
+  setQuotas(limits) {
+    this.#quota = { limits, tokens: limits.createBurst, at: this.#nowMs };
+  }
+
+  /**
+   * The creates a commit of `ops` may spend; throws the host's refusal.
+   *
+   * @param {readonly import('./transaction.js').Op[]} ops
+   * @returns {number}
+   */
+  #admitQuota(ops) {
+    const quota = this.#quota;
+    if (quota === null) return 0;
+    /** @type {Map<string, number>} */
+    const creates = new Map();
+    for (const op of ops) {
+      if (op instanceof Create || op instanceof CreateWith) creates.set(op.key.kind, (creates.get(op.key.kind) ?? 0) + 1);
+    }
+    const wanted = [...creates.values()].reduce((a, b) => a + b, 0);
+    if (wanted === 0) return 0;
+    const controller = this.#fence.lease;
+    const { maxCreatesPerSecond: rate, createBurst: burst, maxObjectsPerKind: cap } = quota.limits;
+    const head = `${QUOTA_EXCEEDED_PREFIX}controller=${controller} quota=`;
+    if (wanted > burst) {
+      throw invalid(
+        `${head}max_creates_per_second limit=${rate}: this commit creates ${wanted} objects, more than controller ` +
+          `${JSON.stringify(controller)} may ever create at once (create_burst ${burst}); split it; nothing was written`,
+      );
+    }
+    if (this.#nowMs >= quota.at) {
+      quota.tokens = Math.min(quota.tokens + ((this.#nowMs - quota.at) / 1000) * rate, burst);
+      quota.at = this.#nowMs;
+    }
+    if (quota.tokens < wanted) {
+      const waitMs = Math.ceil(((wanted - quota.tokens) / rate) * 1000);
+      throw invalid(
+        `${head}max_creates_per_second limit=${rate} retry_after_ms=${waitMs}: controller ${JSON.stringify(controller)} ` +
+          `may create ${rate} objects per second (create_burst ${burst}) and has spent them; this commit creates ` +
+          `${wanted}; retry later; nothing was written`,
+      );
+    }
+    for (const kind of [...creates.keys()].sort(J.byCodePoint)) {
+      const current = this.#objects.keysOf(kind).length;
+      const adding = /** @type {number} */ (creates.get(kind));
+      if (current + adding > cap) {
+        throw invalid(
+          `${head}max_objects_per_kind limit=${cap} kind=${kind}: kind ${JSON.stringify(kind)} holds ${current} ` +
+            `objects and this commit creates ${adding} more; controller ${JSON.stringify(controller)} may bring it ` +
+            `to at most ${cap} (max_objects_per_kind); delete some or raise the limit; nothing was written`,
+        );
+      }
+    }
+    return wanted;
+  }
+
   // ----- faults ------------------------------------------------------------------
 
   /**
@@ -1496,7 +1578,9 @@ export class FakeHost {
     if (fault === Fault.QUOTA_CREATES || fault === Fault.QUOTA_OBJECTS) {
       throw invalid(this.#quotaMessage(fault, first.kind));
     }
+    const creates = this.#admitQuota(normalized);
     const { revision, seqs } = this.#objects.apply(normalized, events.length, this.#nowMs);
+    if (this.#quota !== null) this.#quota.tokens -= creates;
     const epoch = this.#fence.epoch;
     events.forEach((event, i) => {
       const [type, text] = decodeEventMessage(event.message);

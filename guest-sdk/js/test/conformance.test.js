@@ -17,8 +17,8 @@
 import assert from 'node:assert/strict';
 import { readFileSync, readdirSync } from 'node:fs';
 import { test } from 'node:test';
-import { Conflict, Invalid, NotFound, StoreError } from '../src/errors.js';
-import { FakeHost, HttpFault, HttpReply } from '../src/fake.js';
+import { Conflict, Invalid, NotFound, QuotaExceeded, StoreError } from '../src/errors.js';
+import { FakeHost, HttpFault, HttpReply, QuotaLimits } from '../src/fake.js';
 import * as http from '../src/http.js';
 import { Metadata, ObjectKey, Selector } from '../src/keys.js';
 import { Check, Create, CreateWith, Delete, NewEvent, Replace, Status, Update } from '../src/transaction.js';
@@ -194,11 +194,13 @@ class Run {
       if ('object' in expect && !parseKey(expect.object).equals(error.key)) {
         this.problems.push(`failed naming ${error.key}, expected ${JSON.stringify(expect.object)}`);
       }
-    } else if (error instanceof Invalid) {
-      // The wire has no `too_large`: the host sends it as `invalid` with its text.
-      ok = code === 'invalid' || (code === 'too_large' && error.why.startsWith('too large: '));
-      if ('message' in expect && !error.why.includes(expect.message)) {
-        this.problems.push(`message ${JSON.stringify(error.why)} lacks ${JSON.stringify(expect.message)}`);
+    } else if (error instanceof Invalid || error instanceof QuotaExceeded) {
+      // The wire has no `too_large`: the host sends it as `invalid` with its
+      // text; a quota refusal is an `invalid` the SDK types.
+      const why = error instanceof Invalid ? error.why : error.message;
+      ok = code === 'invalid' || (code === 'too_large' && why.startsWith('too large: '));
+      if ('message' in expect && !why.includes(expect.message)) {
+        this.problems.push(`message ${JSON.stringify(why)} lacks ${JSON.stringify(expect.message)}`);
       }
     }
     if (!ok) this.problems.push(`failed as ${error.constructor.name} (${error.message}), expected ${code}`);
@@ -243,6 +245,15 @@ for (const [file, c] of all) {
   const needsApi = (c.needs ?? []).includes('api');
   test(`${file}: ${c.name}`, { skip: needsApi ? "needs the host's HTTP API" : false }, () => {
     const run = new Run();
+    if (c.quota) {
+      run.host.setQuotas(
+        new QuotaLimits({
+          maxCreatesPerSecond: c.quota.max_creates_per_second,
+          createBurst: c.quota.create_burst,
+          maxObjectsPerKind: c.quota.max_objects_per_kind,
+        }),
+      );
+    }
     run.case(c);
     assert.deepEqual(run.problems, []);
   });

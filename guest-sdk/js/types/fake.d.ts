@@ -53,6 +53,14 @@ export declare class Limits {
     /** @param {Partial<Limits>} [given] */
     constructor(given?: Partial<Limits>);
 }
+/** A controller's write quotas, as its `[[controllers]]` entry sets them (`FakeHost.setQuotas`); the host's defaults unless given. */
+export declare class QuotaLimits {
+    /** @type {number} */ maxCreatesPerSecond: number;
+    /** @type {number} */ createBurst: number;
+    /** @type {number} */ maxObjectsPerKind: number;
+    /** @param {Partial<QuotaLimits>} [given] */
+    constructor(given?: Partial<QuotaLimits>);
+}
 /**
  * A fault the fake injects at a chosen call or commit.
  *
@@ -360,6 +368,18 @@ export declare class FakeHost {
      * @returns {number}
      */
     runChanges(controller: import('./controller.js').Controller, after?: number, maxReconciles?: number): number;
+    /**
+     * Enforce the host's write quotas on the guest's commits from now on, as
+     * the host does with these limits: the create bucket starts full and the
+     * fake's clock refills it; a commit creating more than the burst, more
+     * than the bucket holds, or past the cap of a kind is refused with the
+     * host's `invalid` text (`QuotaExceeded`), writing nothing. Off until
+     * called: the fake's clock moves only when a test moves it.
+     *
+     * @param {QuotaLimits} limits
+     * @returns {void}
+     */
+    setQuotas(limits: QuotaLimits): void;
     /**
      * Inject `fault` at the call `at` names.
      *

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import math
 import sys
 from dataclasses import dataclass, field, replace
 from enum import Enum
@@ -97,6 +98,16 @@ class Limits:
     http_requests_per_reconcile: int = L.MAX_HTTP_REQUESTS_PER_RECONCILE
     http_request_body_bytes: int = L.MAX_HTTP_REQUEST_BODY_BYTES
     http_response_body_bytes: int = L.MAX_HTTP_RESPONSE_BODY_BYTES
+
+
+@dataclass(frozen=True)
+class QuotaLimits:
+    """A controller's write quotas, as its `[[controllers]]` entry sets them
+    (`FakeHost.set_quotas`); the host's defaults unless given."""
+
+    max_creates_per_second: int = 100
+    create_burst: int = 1000
+    max_objects_per_kind: int = 100_000
 
 
 class Fault(Enum):
@@ -811,6 +822,9 @@ class FakeHost:
         # running guest's `describe` declared).
         self._shard_label: Optional[str] = None
         self._http = HttpState()
+        # The host's write quotas once a test sets them: the limits, the
+        # create bucket's tokens and when it was last refilled (fake ms).
+        self._quota: Optional[Tuple[QuotaLimits, float, int]] = None
         self.install()
 
     def install(self) -> None:
@@ -1058,6 +1072,63 @@ class FakeHost:
 
     # ----- faults ---------------------------------------------------------
 
+    def set_quotas(self, limits: QuotaLimits) -> None:
+        """Enforce the host's write quotas on the guest's commits from now on.
+
+        As the host does with these limits: the create bucket starts full
+        and the fake's clock refills it; a commit creating more than the
+        burst, more than the bucket holds, or past the cap of a kind is
+        refused with the host's `invalid` text (`QuotaExceeded`), writing
+        nothing. Off until called: the fake's clock moves only when a test
+        moves it.
+        """
+        self._quota = (limits, float(limits.create_burst), _millis(self._now))
+
+    def _admit_quota(self, ops: Sequence[Op]) -> int:
+        """The creates a commit of `ops` may spend, or the host's refusal."""
+        if self._quota is None:
+            return 0
+        limits, tokens, at = self._quota
+        creates: Dict[str, int] = {}
+        for op in ops:
+            if isinstance(op, (Create, CreateWith)):
+                creates[op.key.kind] = creates.get(op.key.kind, 0) + 1
+        wanted = sum(creates.values())
+        if wanted == 0:
+            return 0
+        controller = self._fence.lease
+        rate, burst, cap = limits.max_creates_per_second, limits.create_burst, limits.max_objects_per_kind
+        head = f"{QUOTA_EXCEEDED_PREFIX}controller={controller} quota="
+        if wanted > burst:
+            raise invalid(
+                f"{head}max_creates_per_second limit={rate}: this commit creates {wanted} objects, "
+                f"more than controller {json.dumps(controller)} may ever create at once "
+                f"(create_burst {burst}); split it; nothing was written"
+            )
+        now = _millis(self._now)
+        if now >= at:
+            tokens = min(tokens + (now - at) / 1000 * rate, float(burst))
+            at = now
+        self._quota = (limits, tokens, at)
+        if tokens < wanted:
+            wait_ms = math.ceil((wanted - tokens) / rate * 1000)
+            raise invalid(
+                f"{head}max_creates_per_second limit={rate} retry_after_ms={wait_ms}: controller "
+                f"{json.dumps(controller)} may create {rate} objects per second (create_burst "
+                f"{burst}) and has spent them; this commit creates {wanted}; retry later; "
+                "nothing was written"
+            )
+        for kind in sorted(creates):
+            current = sum(1 for key in self._objects.map if key.kind == kind)
+            if current + creates[kind] > cap:
+                raise invalid(
+                    f"{head}max_objects_per_kind limit={cap} kind={kind}: kind {json.dumps(kind)} "
+                    f"holds {current} objects and this commit creates {creates[kind]} more; "
+                    f"controller {json.dumps(controller)} may bring it to at most {cap} "
+                    "(max_objects_per_kind); delete some or raise the limit; nothing was written"
+                )
+        return wanted
+
     def fail(self, at: At, fault: Fault) -> None:
         """Inject `fault` at the call `at` names."""
         if not at.commits and fault.commits_only:
@@ -1163,7 +1234,11 @@ class FakeHost:
             raise Conflict(first)
         if fault in (Fault.QUOTA_CREATES, Fault.QUOTA_OBJECTS):
             raise invalid(self._quota_message(fault, first.kind))
+        creates = self._admit_quota(ops)
         revision, seqs = self._objects.apply(ops, len(events), _millis(self._now))
+        if self._quota is not None:
+            limits, tokens, at = self._quota
+            self._quota = (limits, tokens - creates, at)
         for event, seq in zip(events, seqs):
             self._events.append(
                 EventRecord(seq, revision, self._fence.epoch, event.key, event.reason, event.message)

@@ -25,8 +25,8 @@ from typing import Any, List, Optional
 import pytest
 
 from leasehold import http
-from leasehold.errors import Conflict, Invalid, NotFound, StoreError
-from leasehold.fake import FakeHost, HttpFault, HttpReply
+from leasehold.errors import Conflict, Invalid, NotFound, QuotaExceeded, StoreError
+from leasehold.fake import FakeHost, HttpFault, HttpReply, QuotaLimits
 from leasehold.keys import Metadata, ObjectKey, Selector
 from leasehold.transaction import Check, Create, CreateWith, Delete, NewEvent, Replace, Status, Update
 
@@ -201,12 +201,14 @@ class _Run:
             ok = code == ("conflict" if isinstance(error, Conflict) else "not_found")
             if "object" in expect and _key(expect["object"]) != error.key:
                 self.problems.append(f"failed naming {error.key}, expected {expect['object']}")
-        elif isinstance(error, Invalid):
-            # The wire has no `too_large`: the host sends it as `invalid` with its text.
-            ok = code == "invalid" or (code == "too_large" and error.why.startswith("too large: "))
+        elif isinstance(error, (Invalid, QuotaExceeded)):
+            # The wire has no `too_large`: the host sends it as `invalid` with
+            # its text; a quota refusal is an `invalid` the SDK types.
+            why = error.why if isinstance(error, Invalid) else str(error)
+            ok = code == "invalid" or (code == "too_large" and why.startswith("too large: "))
             fragment = expect.get("message")
-            if fragment is not None and fragment not in error.why:
-                self.problems.append(f"message {error.why!r} lacks {fragment!r}")
+            if fragment is not None and fragment not in why:
+                self.problems.append(f"message {why!r} lacks {fragment!r}")
         else:
             ok = False
         if not ok:
@@ -242,6 +244,8 @@ def test_conformance_case(case: Any) -> None:
     if "api" in case.get("needs", []):
         pytest.skip("needs the host's HTTP API")
     run = _Run()
+    if "quota" in case:
+        run.host.set_quotas(QuotaLimits(**case["quota"]))
     run.case(case)
     assert run.problems == [], "\n".join(run.problems)
 

@@ -67,6 +67,20 @@ fn the_conformance_table_holds_on_the_rust_fake() {
             host: FakeHost::new(),
             problems: Vec::new(),
         };
+        if let Some(limits) = case.get("quota") {
+            let defaults = super::QuotaLimits::default();
+            run.host.set_quotas(super::QuotaLimits {
+                max_creates_per_second: limits["max_creates_per_second"]
+                    .as_u64()
+                    .map_or(defaults.max_creates_per_second, |n| n as u32),
+                create_burst: limits["create_burst"]
+                    .as_u64()
+                    .map_or(defaults.create_burst, |n| n as u32),
+                max_objects_per_kind: limits["max_objects_per_kind"]
+                    .as_u64()
+                    .unwrap_or(defaults.max_objects_per_kind),
+            });
+        }
         run.case(case);
         if !run.problems.is_empty() {
             failures.push(format!(

@@ -155,10 +155,22 @@ impl Host for FakeHost {
             )));
         }
         let now = state.now;
+        let creates = match state.quota.as_mut() {
+            Some(quota) => {
+                let objects = &state.objects;
+                quota
+                    .admit(&state.fence.lease, &ops, |kind| objects.count(kind), now)
+                    .map_err(WireError::Invalid)?
+            }
+            None => 0,
+        };
         let store::Applied {
             revision,
             event_seqs,
         } = state.objects.apply(&batch, events.len(), now)?;
+        if let Some(quota) = state.quota.as_mut() {
+            quota.spend(creates);
+        }
         state.record_commit(revision, ops, events, &event_seqs);
         if fault == Some(Fault::LostReply) {
             return Err(WireError::Unavailable(

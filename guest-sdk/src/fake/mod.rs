@@ -27,6 +27,7 @@ mod env;
 mod faults;
 mod http;
 mod install;
+mod quota;
 mod records;
 mod store;
 mod watch;
@@ -48,6 +49,7 @@ use crate::sys::Op;
 
 pub use faults::{At, Fault};
 pub use http::{HttpFault, HttpRecord, HttpReply};
+pub use quota::QuotaLimits;
 pub use records::{CallCounts, CommitRecord, EventRecord, LogLine};
 pub use watch::{Change, ChangeKind, Relations};
 
@@ -86,6 +88,8 @@ struct State {
     /// How many of `objects.changes` [`FakeHost::reconcile_changes`] has
     /// delivered (`watch.rs`).
     delivered: usize,
+    /// The host's write quotas, once a test sets them (`quota.rs`).
+    quota: Option<quota::QuotaState>,
 }
 
 /// An in-memory host for native unit tests of a controller.
@@ -108,6 +112,7 @@ struct State {
 ///   kinds, see [`crate::Related`]);
 /// - **breaks** things: [`FakeHost::fail`] / [`FakeHost::fail_next_commit`]
 ///   with a [`Fault`], [`FakeHost::set_unavailable`], [`FakeHost::revoke`],
+///   the host's write quotas with [`FakeHost::set_quotas`],
 ///   and [`FakeHost::before`] / [`FakeHost::before_commit`] to slip a
 ///   concurrent write in just before a given call;
 /// - **moves tenures**: [`FakeHost::new_tenure`], [`FakeHost::set_fence`];
@@ -242,6 +247,7 @@ impl FakeHost {
                 settings: env::NO_SETTINGS.to_string(),
                 now: env::start(),
                 delivered: 0,
+                quota: None,
             })),
         };
         host.install();

@@ -393,6 +393,14 @@ impl Objects {
         Ok(RawPage { objects, next })
     }
 
+    /// How many objects of `kind` the store holds.
+    pub(super) fn count(&self, kind: &str) -> u64 {
+        self.map
+            .range(ObjectKey::new(kind, "")..)
+            .take_while(|(key, _)| key.kind == kind)
+            .count() as u64
+    }
+
     /// Resolve a validated commit against the stored state (the first
     /// failing operation in input order deciding the error), collect what
     /// the deleted objects own, and apply it all, numbered as the host

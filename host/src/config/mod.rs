@@ -536,6 +536,10 @@ pub struct ControllerConfig {
     /// `http_ca`: a PEM bundle of CAs its outbound HTTPS trusts beside the
     /// public roots (absolute); `None`: the public roots only.
     pub http_ca: Option<PathBuf>,
+    /// `http_forwarded_headers`: the forwarding headers (`Forwarded`,
+    /// `X-Forwarded-*`, `X-Real-IP`) its guest may send, lowercase; any
+    /// other is refused (a receiver may trust them for who is calling).
+    pub http_forwarded_headers: Vec<String>,
     /// How the lease is taken over if this host dies (`crash_detection`;
     /// default: the top-level key, else `session`).
     pub crash_detection: CrashDetection,
@@ -603,6 +607,12 @@ impl ControllerConfig {
             quota: self.quota,
             http_allow: Arc::new(self.http_allow.clone()),
             http_ca: self.http_ca.clone(),
+            http_forwarded_headers: Arc::new(self.http_forwarded_headers.clone()),
+            http: crate::outbound::HttpLimits {
+                request_total: crate::timeouts::HTTP_OUT_REQUEST_TOTAL
+                    .min(self.reconcile_deadline * 2 / 3),
+                ..crate::outbound::HttpLimits::default()
+            },
             settings: self.settings.clone(),
             ..GuestLimits::default()
         }
@@ -658,9 +668,7 @@ pub fn controller_component(
 /// A `[[controllers]]` entry's `settings`, checked as the config checks
 /// them: every problem, each naming its key path (`settings.db.port`),
 /// never a value.
-pub fn controller_settings(
-    value: &toml::Value,
-) -> Result<crate::runtime::Settings, Vec<String>> {
+pub fn controller_settings(value: &toml::Value) -> Result<crate::runtime::Settings, Vec<String>> {
     settings::settings(value)
 }
 

@@ -138,6 +138,8 @@ pub(super) struct RawController {
     /// A PEM bundle of CAs the guest's outbound HTTPS trusts beside the
     /// public roots.
     pub http_ca: Option<Spanned<String>>,
+    /// Forwarding headers (`Forwarded`, `X-Forwarded-*`) the guest may send.
+    pub http_forwarded_headers: Option<Spanned<Vec<Spanned<String>>>>,
     /// `[controllers.settings]`: any table, checked in `resolve` (so a
     /// value that is not a table is reported with the other problems).
     pub settings: Option<Spanned<toml::Value>>,

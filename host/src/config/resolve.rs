@@ -1247,6 +1247,25 @@ fn controller(
             ),
         );
     }
+    let mut http_forwarded_headers = Vec::new();
+    if let Some(list) = &raw.http_forwarded_headers {
+        for (i, name) in list.get_ref().iter().enumerate() {
+            let lowered = name.get_ref().trim().to_ascii_lowercase();
+            if crate::outbound::headers::is_forwarding_name(&lowered) && !lowered.contains('_') {
+                if !http_forwarded_headers.contains(&lowered) {
+                    http_forwarded_headers.push(lowered);
+                }
+            } else {
+                c.at(
+                    name,
+                    format!(
+                        "{who}: http_forwarded_headers[{i}] is not a forwarding header; list \
+                         Forwarded, X-Forwarded-... or X-Real-IP headers the guest may send"
+                    ),
+                );
+            }
+        }
+    }
     let crash_detection = crash_detection(
         c,
         &format!("{who}: crash_detection"),
@@ -1314,6 +1333,7 @@ fn controller(
         quota,
         http_allow,
         http_ca,
+        http_forwarded_headers,
         crash_detection,
         settings,
         shards,

@@ -645,6 +645,7 @@ impl CompiledController {
                     limits: limits.http,
                     counters: self.outbound.clone(),
                     tls: self.http_tls.clone(),
+                    forwarded: limits.http_forwarded_headers.clone(),
                     environment: self.environment.clone(),
                 },
                 tenure_outbound,

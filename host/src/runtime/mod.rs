@@ -68,6 +68,9 @@ pub struct GuestLimits {
     /// A PEM bundle of CAs its outbound HTTPS trusts beside the public
     /// roots (`http_ca`), read when the controller is compiled.
     pub http_ca: Option<std::path::PathBuf>,
+    /// The forwarding headers its guest may send
+    /// (`http_forwarded_headers`, lowercase).
+    pub http_forwarded_headers: std::sync::Arc<Vec<String>>,
     /// The controller's settings (`[controllers.settings]`), read by the
     /// guest through `settings.get` (0.2.0 on). Kept with the limits so a
     /// reload that changes them restarts the controller like any other
@@ -92,6 +95,7 @@ impl Default for GuestLimits {
             http_allow: Default::default(),
             http: crate::outbound::HttpLimits::default(),
             http_ca: None,
+            http_forwarded_headers: Default::default(),
             settings: Settings::default(),
         }
     }

@@ -173,7 +173,9 @@ impl Prepared {
             .validate(&settings)
             .into_iter()
             .map(|problem| {
-                format!("controller {name}: [controllers.settings] do not fit its schema: {problem}")
+                format!(
+                    "controller {name}: [controllers.settings] do not fit its schema: {problem}"
+                )
             })
             .collect()
     }
@@ -191,7 +193,10 @@ impl Prepared {
 /// component describes: every problem of every controller, each naming
 /// the controller and the key. A component that cannot be described here
 /// is left to its tenure's start, which reports it.
-pub(crate) async fn check_settings(prepared: &[Prepared], cluster: &str) -> Result<(), Vec<String>> {
+pub(crate) async fn check_settings(
+    prepared: &[Prepared],
+    cluster: &str,
+) -> Result<(), Vec<String>> {
     let mut problems = Vec::new();
     for controller in prepared {
         if let Ok(description) = controller.describe_offline(cluster).await {

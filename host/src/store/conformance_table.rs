@@ -23,6 +23,7 @@ use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::fence::Fence;
+use crate::quota::{AdmitError, QuotaLimits, WriteQuota};
 
 use super::Backend;
 use crate::store::{Metadata, NewEvent, Object, ObjectKey, Op, Page, Selector, Store, StoreError};
@@ -72,6 +73,7 @@ pub(super) async fn run_all(b: &Backend) {
             fence: b.leases.grant(&cluster, "ctl", "host-a").await,
             base: None,
             problems: Vec::new(),
+            quota: case.get("quota").map(quota),
         };
         run.case(case).await;
         if !run.problems.is_empty() {
@@ -97,6 +99,28 @@ struct Run<'b> {
     /// What the case's numbers are offset by on this backend, once known.
     base: Option<u64>,
     problems: Vec<String>,
+    /// The controller's write quotas, for a case that sets them: every
+    /// commit is admitted by them first, as the runtime admits a guest's.
+    quota: Option<WriteQuota>,
+}
+
+/// A case's quotas: the host's defaults where it names none.
+fn quota(limits: &Value) -> WriteQuota {
+    let defaults = QuotaLimits::default();
+    WriteQuota::new(
+        "ctl",
+        QuotaLimits {
+            creates_per_second: limits["max_creates_per_second"]
+                .as_u64()
+                .map_or(defaults.creates_per_second, |n| n as u32),
+            create_burst: limits["create_burst"]
+                .as_u64()
+                .map_or(defaults.create_burst, |n| n as u32),
+            objects_per_kind: limits["max_objects_per_kind"]
+                .as_u64()
+                .unwrap_or(defaults.objects_per_kind),
+        },
+    )
 }
 
 impl Run<'_> {
@@ -142,7 +166,23 @@ impl Run<'_> {
                 .as_array()
                 .map(|events| events.iter().map(event).collect())
                 .unwrap_or_default();
-            match self.store().commit_fenced(&self.fence, &ops, &events).await {
+            let result = match &self.quota {
+                None => self.store().commit_fenced(&self.fence, &ops, &events).await,
+                Some(quota) => match quota.admit(self.store(), &self.fence, &ops).await {
+                    // A guest is told `invalid` with the refusal's text.
+                    Err(AdmitError::Refused(refused)) => {
+                        Err(StoreError::Invalid(refused.to_string()))
+                    }
+                    Err(AdmitError::Store(e)) => Err(e),
+                    Ok(mut permit) => {
+                        permit.sent();
+                        let result = self.store().commit_fenced(&self.fence, &ops, &events).await;
+                        permit.settle(&result).await;
+                        result
+                    }
+                },
+            };
+            match result {
                 Ok(committed) => {
                     if expect.get("revision").is_none() && expect.get("error").is_none() {
                         self.problems.push(

@@ -54,6 +54,10 @@ pub struct OutboundPolicy {
     /// Where an admitted request goes: the network, or a simulation's
     /// services (`leasehold sim`).
     pub environment: GuestEnvironment,
+    /// The forwarding headers (`Forwarded`, `X-Forwarded-*`, `X-Real-IP`)
+    /// the operator lets its guest send (`http_forwarded_headers`,
+    /// lowercase); any other is refused.
+    pub forwarded: Arc<Vec<String>>,
 }
 
 impl Default for OutboundPolicy {
@@ -64,6 +68,7 @@ impl Default for OutboundPolicy {
             counters: Arc::default(),
             tls: crate::outbound::public_tls(),
             environment: GuestEnvironment::Host,
+            forwarded: Arc::default(),
         }
     }
 }
@@ -168,6 +173,16 @@ impl OutboundHooks {
             );
             return Err(Error::HttpRequestDenied);
         }
+        if let Some(problem) = self.header_problem(request) {
+            counters.count(Outcome::Denied);
+            tracing::warn!(
+                controller = self.controller,
+                epoch = self.fence.epoch.0,
+                url = crate::outbound::display_url(request.uri()),
+                "outbound request denied: {problem}; nothing was sent"
+            );
+            return Err(Error::HttpRequestDenied);
+        }
         let limits = &self.policy.limits;
         let limited = |what: String| {
             counters.count(Outcome::Limited);
@@ -198,12 +213,48 @@ impl OutboundHooks {
         Ok(permit)
     }
 
-    /// Replace whatever the guest set under the fence's names.
+    /// Replace whatever the guest set under the fence's names, and under
+    /// names a server would read as them (`leasehold_epoch`).
     fn stamp(&self, request: &mut Request<WasiBody>) {
         let map = request.headers_mut();
+        let lookalikes: Vec<::http::HeaderName> = map
+            .keys()
+            .filter(|name| headers::is_fence_name(name.as_str()))
+            .cloned()
+            .collect();
+        for name in lookalikes {
+            map.remove(name);
+        }
         map.insert(headers::LEASE, self.fence_headers.lease.clone());
         map.insert(headers::EPOCH, self.fence_headers.epoch.clone());
         map.insert(headers::HOLDER, self.fence_headers.holder.clone());
+    }
+
+    /// Why the request's headers may not leave: a `Trailer` header that
+    /// announces a fence header (a trailer after the body would reach the
+    /// receiver after the true one), or a forwarding header the operator
+    /// did not list.
+    fn header_problem(&self, request: &Request<WasiBody>) -> Option<String> {
+        for value in request.headers().get_all(::http::header::TRAILER) {
+            let announced = String::from_utf8_lossy(value.as_bytes()).into_owned();
+            if announced.split(',').any(headers::is_fence_name) {
+                return Some("its Trailer header announces a fence header".to_string());
+            }
+        }
+        request
+            .headers()
+            .keys()
+            .map(|name| name.as_str())
+            .find(|name| {
+                headers::is_forwarding_name(name)
+                    && !self.policy.forwarded.iter().any(|allowed| allowed == name)
+            })
+            .map(|name| {
+                format!(
+                    "it sets {name}, a forwarding header this controller's \
+                     http_forwarded_headers does not list"
+                )
+            })
     }
 
     /// The guest's timeouts, never longer than the host's.
@@ -342,6 +393,8 @@ impl WasiHttpHooks for OutboundHooks {
         let counters = self.policy.counters.clone();
         let tls = self.policy.tls.clone();
         let environment = self.policy.environment.clone();
+        // The whole request, connect to last response byte, ends by here.
+        let deadline = tokio::time::Instant::now() + limits.request_total;
         let revocation = self.revocation.clone();
         let cancelled = self.cancelled();
         let cancelled_io = self.cancelled();
@@ -355,7 +408,10 @@ impl WasiHttpHooks for OutboundHooks {
                     // not see a reply to a request its lost tenure sent.
                     biased;
                     _ = revocation.revoked() => Err(cancelled),
-                    sent = deliver(environment, request, options, tls) => sent,
+                    sent = tokio::time::timeout_at(
+                        deadline,
+                        deliver(environment, request, options, tls),
+                    ) => sent.unwrap_or(Err(Error::ConnectionReadTimeout)),
                 };
                 counters.observe(started.elapsed());
                 match &sent {
@@ -386,6 +442,7 @@ impl WasiHttpHooks for OutboundHooks {
                                 Side::Response,
                                 Some(permit),
                             )
+                            .until(deadline, counters.clone())
                             .boxed_unsync()
                         });
                         Ok((response, io))
@@ -416,6 +473,9 @@ struct Bounded {
     seen: u64,
     side: Side,
     _permit: Option<OwnedSemaphorePermit>,
+    /// The request's total bound (a response body only): past it the body
+    /// fails as timed out, counted as such.
+    deadline: Option<(Pin<Box<tokio::time::Sleep>>, Arc<OutboundCounters>)>,
 }
 
 impl Bounded {
@@ -426,7 +486,14 @@ impl Bounded {
             seen: 0,
             side,
             _permit: permit,
+            deadline: None,
         }
+    }
+
+    /// End the body, as timed out, at `deadline`.
+    fn until(mut self, deadline: tokio::time::Instant, counters: Arc<OutboundCounters>) -> Self {
+        self.deadline = Some((Box::pin(tokio::time::sleep_until(deadline)), counters));
+        self
     }
 }
 
@@ -442,8 +509,28 @@ impl Body for Bounded {
         if this.seen > this.limit {
             return Poll::Ready(None);
         }
+        if let Some((deadline, counters)) = &mut this.deadline
+            && deadline.as_mut().poll(cx).is_ready()
+        {
+            counters.count(Outcome::TimedOut);
+            // Once: the body ends here.
+            this.seen = this.limit.saturating_add(1);
+            return Poll::Ready(Some(Err(Error::ConnectionReadTimeout)));
+        }
         match Pin::new(&mut this.inner).poll_frame(cx) {
-            Poll::Ready(Some(Ok(frame))) => {
+            Poll::Ready(Some(Ok(mut frame))) => {
+                // Trailers a guest sends under a fence name (any case, `_`
+                // for `-`) never leave: the true fence is in the head.
+                if let Some(trailers) = frame.trailers_mut() {
+                    let forged: Vec<::http::HeaderName> = trailers
+                        .keys()
+                        .filter(|name| headers::is_fence_name(name.as_str()))
+                        .cloned()
+                        .collect();
+                    for name in forged {
+                        trailers.remove(name);
+                    }
+                }
                 if let Some(data) = frame.data_ref() {
                     this.seen = this.seen.saturating_add(data.len() as u64);
                     if this.seen > this.limit {
