@@ -170,7 +170,7 @@ pub use transaction::{Committed, EventType, NewEvent, Op, Transaction, UnknownEv
 #[cfg(not(target_arch = "wasm32"))]
 pub use fake::{
     At, CallCounts, Change, ChangeKind, CommitRecord, EventRecord, FakeHost, Fault, HttpFault,
-    HttpRecord, HttpReply, LogLine, Relations,
+    HttpRecord, HttpReply, LogLine, QuotaLimits, Relations,
 };
 
 /// Export a [`Controller`] as the component's `reconciler`.
