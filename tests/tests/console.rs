@@ -16,6 +16,12 @@
 //! - `a_handover_on_the_embedded_backend_as_the_console_shows_it`: the
 //!   same with the hosts on the embedded backend (no `[database] url`, one
 //!   `data_dir`), without screenshots.
+//! - `a_placement_move_and_an_expiry_as_the_timeline_draws_them`: on
+//!   PostgreSQL with placement on, the lease placement hands to a second
+//!   host is drawn as a placement move (and the overview names it); once
+//!   that host is stopped (SIGSTOP) and its tenure expires, the timeline
+//!   draws the expiry taken over and the gap, and the first tenure stays
+//!   a move only while that move is the lease's last (as the API says).
 //! - `the_pages_on_an_in_memory_host`: the pages on one host on the
 //!   in-memory backend (`url = "memory:"`), and a lease never granted.
 //! - `over_https_the_console_asks_for_a_token_and_keeps_it_in_the_tab`:
@@ -827,6 +833,129 @@ async fn the_pages_on_an_in_memory_host() {
 
     check_objects(&console, &host).await;
     check_changes(&console, &host, "late-task").await;
+}
+
+/// The lease `host` holds alone, with its API record, once there is one.
+async fn moved_to(host: &Replica) -> Option<Value> {
+    let leases = host.leases().await?;
+    let here: Vec<&Value> = leases
+        .as_array()?
+        .iter()
+        .filter(|l| l["held_here"] == true)
+        .collect();
+    (here.len() == 1).then(|| here[0].clone())
+}
+
+/// `(epoch, holder, ending)` of each bar, oldest first.
+fn drawn(bars: &[Value]) -> Vec<(u64, String, String)> {
+    bars.iter()
+        .map(|b| {
+            (
+                b["epoch"].as_u64().unwrap(),
+                b["holder"].as_str().unwrap().to_string(),
+                b["end"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_placement_move_and_an_expiry_as_the_timeline_draws_them() {
+    let _one = ONE_BROWSER.lock().await;
+    let dir = TempDir::new();
+    let backend = Backend::new(Kind::Postgres, dir.path()).await;
+    let cluster = cluster();
+    // Placement on, moving after a second: the second host gets one lease.
+    let placed = |holder: &str, port: u16| {
+        config(&cluster, holder, port, &backend, "")
+            .replace("enabled = false", "enabled = true\nmin_tenure = \"1s\"")
+    };
+    let (port_a, port_b) = (free_port(), free_port());
+    let host_a = Replica::start(dir.path(), "host-a", port_a, &placed("host-a", port_a));
+    leads(&host_a, &["scheduler", "rollout"]).await;
+    let host_b = Replica::start(dir.path(), "host-b", port_b, &placed("host-b", port_b));
+    let lease = eventually("placement hands host-b one lease", START, || async {
+        let lease = moved_to(&host_b).await?;
+        (lease["last_move"]["reason"] == "over_share").then_some(lease)
+    })
+    .await;
+    let name = lease["name"].as_str().unwrap().to_string();
+
+    let browser = Browser::start(&[]);
+    let console = Console {
+        page: browser.new_page().await,
+        base: format!("http://{}", host_a.addr),
+    };
+    // The overview names the move; the timeline draws it.
+    let rows = check_overview(&console, &host_a).await;
+    let row = rows.iter().find(|r| r["Lease"] == name).unwrap();
+    assert!(
+        row["Last placement move"].starts_with("over share: host-a → host-b"),
+        "{row:?}"
+    );
+    let path = format!("/ui/leases/{name}");
+    console.open(&path, "ready").await;
+    let bars = console.bars().await;
+    assert_eq!(
+        drawn(&bars),
+        [
+            (1, "host-a".into(), "move".into()),
+            (2, "host-b".into(), "held".into())
+        ],
+        "{bars:#?}"
+    );
+    assert_eq!(bars[0]["fill"], "url(#fill-move)");
+    console.page.assert_clean(&path, |_| false);
+
+    // host-b stops answering (SIGSTOP: its session stays open), so its
+    // tenure expires and host-a takes the lease over.
+    host_b.signal("STOP");
+    eventually(&format!("host-a takes {name} back"), START, || async {
+        host_a.holds(&name).await.then_some(())
+    })
+    .await;
+    console.open(&path, "ready").await;
+    let bars = console.bars().await;
+    // The first tenure stays a move while that move is the lease's last
+    // (the takeover records one only when it took the lease beyond
+    // host-a's share, which depends on whether host-b still counts as
+    // live): as the API says.
+    let last_move = api(&host_a, &format!("/v1/leases/{name}")).await["last_move"].clone();
+    let first = if last_move["from"] == "host-a" && last_move["to"] == "host-b" {
+        "move"
+    } else {
+        "released"
+    };
+    assert_eq!(
+        drawn(&bars),
+        [
+            (1, "host-a".into(), first.into()),
+            (2, "host-b".into(), "expired".into()),
+            (3, "host-a".into(), "held".into())
+        ],
+        "last move {last_move}: {bars:#?}"
+    );
+    assert_eq!(bars[1]["fill"], "url(#fill-expired)");
+    assert_eq!(bars[2]["lane"], "host-a", "host-a's lane again");
+    let table = console.page.table("#tenures").await;
+    let first = if first == "move" {
+        "placement move"
+    } else {
+        first
+    };
+    assert_eq!(
+        names(&table, "How it ended"),
+        ["held now", "crash taken over · expired", first]
+    );
+    // Nobody led between the expiry and the takeover: a gap, drawn.
+    assert_ne!(table[0]["Leaderless before"], "—", "{table:#?}");
+    let gaps = console
+        .page
+        .eval("document.querySelectorAll('#timeline g.gap').length")
+        .await;
+    assert!(gaps.as_u64().unwrap() >= 1, "{gaps}");
+    console.page.assert_clean(&path, |_| false);
+    host_b.signal("CONT");
 }
 
 /// The `[http]` additions of a host serving HTTPS with a read and a write
