@@ -37,6 +37,7 @@ mod renew_load;
 mod report;
 mod retention;
 mod sharded;
+mod sim;
 mod store_writes;
 mod support;
 mod throughput;
@@ -82,6 +83,11 @@ const PARTS: &[(&str, PartFn, &str)] = &[
         "languages",
         languages::run,
         "the scheduler in Rust, Python and JavaScript: size, compile (cold, cached), instantiate, reconcile rate, handover",
+    ),
+    (
+        "sim",
+        sim::run,
+        "leasehold sim runs of the example provisioner's world in Rust, Python and JavaScript: runs per second, a 1,000-step run",
     ),
     (
         "reconcile-throughput",
