@@ -634,14 +634,15 @@ impl Run<'_> {
             let got = json["version"].as_u64().unwrap_or(0);
             self.number("version", got, version);
         }
-        if let Some(value) = expect.get("value")
-            && json["value"].to_string() != text(value)
-        {
-            self.problems.push(format!(
-                "{method} {path}: value {}, expected {}",
-                json["value"],
-                text(value)
-            ));
+        if let Some(value) = expect.get("value") {
+            // The answer's value as canonical text: what the store keeps.
+            let answered = json["value"].to_string();
+            if answered != text(value) {
+                self.problems.push(format!(
+                    "{method} {path}: value {answered}, expected {}",
+                    text(value)
+                ));
+            }
         }
     }
 }
