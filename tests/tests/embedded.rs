@@ -397,6 +397,54 @@ async fn a_data_directory_on_a_fuse_filesystem_is_refused_at_start() {
     drop(mount);
 }
 
+#[tokio::test]
+async fn a_data_directory_another_users_process_holds_is_refused_at_start() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    if effective_uid() != 0 {
+        eprintln!("skipped: running a process as another user needs root");
+        return;
+    }
+    let dir = TempDir::new();
+    let data = dir.path().join("shared");
+    std::fs::create_dir(&data).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::set_permissions(&data, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let lock = data.join("leasehold.lock");
+    std::fs::write(&lock, b"").unwrap();
+    std::fs::set_permissions(&lock, std::fs::Permissions::from_mode(0o644)).unwrap();
+    // Another user's process holds the directory lock, as its host would.
+    use std::os::unix::process::CommandExt;
+    let mut holder = std::process::Command::new("flock")
+        .args(["--shared", lock.to_str().unwrap(), "sleep", "60"])
+        .uid(NOBODY)
+        .gid(NOBODY)
+        .spawn()
+        .expect("run flock as another user");
+    let pid = holder.id();
+    eventually("the other user's process holds the lock", START, || async {
+        let locks = std::fs::read_to_string("/proc/locks").ok()?;
+        locks
+            .lines()
+            .any(|l| l.split_whitespace().nth(4) == Some(&pid.to_string()))
+            .then_some(())
+    })
+    .await;
+    let port = free_port();
+    let path = dir.path().join("host.toml");
+    std::fs::write(&path, config("host-a", port, &data, DEFAULT_TIMING)).unwrap();
+    for command in ["run", "check"] {
+        let (code, _, stderr) = run_to_end(&[command, "--config", path.to_str().unwrap()], &[]);
+        assert_ne!(code, 0, "{command}: {stderr}");
+        assert!(
+            stderr.contains(&format!("in use by process {pid} of user {NOBODY}")),
+            "{command}: {stderr}"
+        );
+    }
+    let _ = holder.kill();
+    let _ = holder.wait();
+}
+
 const NOBODY: u32 = 65534;
 
 /// This process's effective user id (`id -u`).
