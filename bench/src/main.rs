@@ -135,16 +135,16 @@ const PARTS: &[(&str, PartFn, &str)] = &[
         "release, SIGKILL (session and ttl detection) and partition handover between two processes (PostgreSQL, minutes)",
     ),
     (
+        "embedded",
+        embedded::run,
+        "the embedded backend (SQLite) next to PostgreSQL: fenced commits at 1 and 4 writers, orderly and SIGKILL handover between two processes",
+    ),
+    (
         "placement",
         placement::run,
         "fair placement of 12 leases over 3 processes, default settings (--quick: min_tenure 1 s): convergence after a join, a SIGKILL and the return (PostgreSQL, minutes)",
     ),
     (
-    (
-        "embedded",
-        embedded::run,
-        "the embedded backend (SQLite) next to PostgreSQL: fenced commits at 1 and 4 writers, orderly and SIGKILL handover between two processes",
-    ),
         "renew-under-load",
         renew_load::run,
         "renew latency while fenced writes hold the lease row and the API is flooded (PostgreSQL)",
