@@ -145,7 +145,9 @@ async fn throughput(
     let mut fences = Vec::new();
     for w in 0..writers {
         let request = AcquireRequest {
-            key: LeaseKey::new(CLUSTER, format!("writer-{w}")),
+            // Leases of their own for each writer count: the PostgreSQL
+            // database is the same for every count.
+            key: LeaseKey::new(CLUSTER, format!("writers-{writers}-{w}")),
             holder: "bench".to_string(),
             ttl: Duration::from_secs(600),
         };
@@ -171,7 +173,7 @@ async fn throughput(
 async fn write(store: &dyn Store, fence: &Fence, w: usize, commits: usize) -> Result<()> {
     let key = ObjectKey {
         kind: "items".to_string(),
-        name: format!("item-{w}"),
+        name: format!("{}-{w}", fence.key.name),
     };
     let mut version = 0;
     for i in 0..commits {
