@@ -107,12 +107,6 @@ def parse(text: str) -> Any:
     return value
 
 
-def check_tree(value: Any) -> None:
-    """Refuse a parsed value the store would not keep (wide integers, NUL,
-    non-finite numbers, nesting too deep): for JSON that arrives as a value."""
-    parse(dumps(value, allow_nan=True))
-
-
 def _problem(value: Any, depth: int) -> Optional[str]:
     """What the host's parser refuses that Python's accepts, if anything."""
     if isinstance(value, str):
@@ -154,7 +148,7 @@ def canonical(text: str) -> str:
     return dumps(parse(text))
 
 
-def dumps(value: Any, allow_nan: bool = False) -> str:
+def dumps(value: Any) -> str:
     """A parsed value's canonical text."""
     if value is None:
         return "null"
@@ -165,16 +159,16 @@ def dumps(value: Any, allow_nan: bool = False) -> str:
     if isinstance(value, int):
         return str(value)
     if isinstance(value, float):
-        return float_text(value, allow_nan)
+        return float_text(value)
     if isinstance(value, str):
         return json.dumps(value, ensure_ascii=False)
     if isinstance(value, (list, tuple)):
-        return "[" + ",".join(dumps(item, allow_nan) for item in value) + "]"
+        return "[" + ",".join(dumps(item) for item in value) + "]"
     if isinstance(value, dict):
         return (
             "{"
             + ",".join(
-                json.dumps(key, ensure_ascii=False) + ":" + dumps(value[key], allow_nan)
+                json.dumps(key, ensure_ascii=False) + ":" + dumps(value[key])
                 for key in sorted(value)
             )
             + "}"
@@ -182,12 +176,10 @@ def dumps(value: Any, allow_nan: bool = False) -> str:
     raise TypeError(f"{type(value).__name__} is not JSON")
 
 
-def float_text(number: float, allow_nan: bool = False) -> str:
+def float_text(number: float) -> str:
     """A double as the host writes it: its shortest digits, written out
     when the decimal exponent is from -5 to 15, else `d.ddde±x`."""
     if math.isnan(number) or math.isinf(number):
-        if allow_nan:
-            return "NaN" if math.isnan(number) else ("-" if number < 0 else "") + "Infinity"
         raise ValueError(f"{number} is not JSON")
     if number == 0:
         return "-0.0" if math.copysign(1.0, number) < 0 else "0.0"
