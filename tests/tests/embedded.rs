@@ -213,6 +213,16 @@ async fn objects_events_history_and_epochs_survive_sigterm_and_sigkill() {
     host.wait_healthy(START).await;
     leads(&host, START).await;
     let second = lease(&host).await["epoch"].as_u64().expect("an epoch");
+    // Readiness tells the truth about the backend.
+    let (_, ready) = host.readyz().await.expect("readyz answers");
+    assert_eq!(ready["database"]["state"], "embedded", "{ready}");
+    assert_eq!(ready["database"]["durable"], true, "{ready}");
+    assert!(
+        ready["database"]["endpoint"]
+            .as_str()
+            .is_some_and(|e| e.ends_with("leasehold.db")),
+        "{ready}"
+    );
     assert!(second > first, "epoch {second} after {first}");
     assert_eq!(
         get(&host, "/v1/objects/tasks/t1").await.json(),
@@ -304,6 +314,16 @@ async fn two_hosts_on_one_data_directory_share_it_and_a_sigkill_hands_over_withi
     );
     let new = lease(&b).await;
     assert_eq!(new["holder"], "host-b");
+    // The same record read straight from the data directory, beside the
+    // running host.
+    let (code, out, stderr) = run_to_end(
+        &["leases", "--config", b.config.to_str().unwrap(), "--json"],
+        &[],
+    );
+    assert_eq!(code, 0, "{stderr}");
+    let listed: Value = serde_json::from_str(&out).expect("leases --json");
+    assert_eq!(listed[0]["holder"], "host-b", "{listed}");
+    assert_eq!(listed[0]["epoch"], new["epoch"], "{listed}");
     assert!(
         new["epoch"].as_u64() > old["epoch"].as_u64(),
         "{new} after {old}"
@@ -619,6 +639,45 @@ async fn export_from_the_embedded_backend_and_import_into_postgres_keeps_objects
     );
     on_pg.signal("TERM");
     on_pg.exited(START).await;
+
+    // And back: from PostgreSQL into a new data directory, the epoch going
+    // on above PostgreSQL's.
+    let back = dir.path().join("back.json");
+    let back_arg = back.to_str().unwrap();
+    let (code, _, stderr) = run_to_end(
+        &[
+            "export",
+            "--database-url",
+            database.url(),
+            "--cluster",
+            CLUSTER,
+            "--output",
+            back_arg,
+        ],
+        &[],
+    );
+    assert_eq!(code, 0, "{stderr}");
+    let again = dir.path().join("again");
+    let (code, _, stderr) = run_to_end(
+        &[
+            "import",
+            "--data-dir",
+            again.to_str().unwrap(),
+            "--input",
+            back_arg,
+        ],
+        &[],
+    );
+    assert_eq!(code, 0, "{stderr}");
+    let home = start(&dir, "host-e", &again, DEFAULT_TIMING).await;
+    leads(&home, START).await;
+    assert_eq!(comparable(&all_objects(&home).await), comparable(&before));
+    let last = lease(&home).await["epoch"].as_u64().unwrap();
+    assert_eq!(
+        last,
+        next + 1,
+        "the first grant back home follows PostgreSQL's"
+    );
 }
 
 /// Every object of the kinds the export test writes, in kind and name
