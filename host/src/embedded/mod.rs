@@ -398,6 +398,11 @@ impl EmbeddedDb {
     /// Poll SQLite's change counter every [`EMBEDDED_FEED_POLL`] and, when
     /// another connection committed, read the per-cluster positions and
     /// release counts and publish what grew. Stops with the last handle.
+    ///
+    /// On a connection of its own, never used for anything else: SQLite's
+    /// `data_version` is a count per connection (values of two connections
+    /// cannot be compared), and it does not move for the connection's own
+    /// commits.
     fn start_poll(&self) {
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             return;
@@ -405,43 +410,48 @@ impl EmbeddedDb {
         let weak: Weak<Shared> = Arc::downgrade(&self.shared);
         runtime.spawn(async move {
             let mut seen: Option<i64> = None;
+            let mut own: Option<Connection> = None;
             loop {
                 let Some(shared) = weak.upgrade() else {
                     return;
                 };
                 let db = EmbeddedDb { shared };
                 let last = seen;
-                let polled = db
-                    .read(move |c| -> rusqlite::Result<(i64, FeedRows)> {
-                        let version: i64 = c.query_row("PRAGMA data_version", [], |r| r.get(0))?;
-                        if last == Some(version) {
-                            return Ok((version, Vec::new()));
-                        }
-                        let mut statement = c.prepare_cached(
-                            "SELECT cluster, last, releases FROM leasehold_feeds",
-                        )?;
-                        let rows = statement
-                            .query_map([], |r| {
-                                Ok((r.get(0)?, r.get::<_, i64>(1)? as u64, r.get::<_, i64>(2)? as u64))
-                            })?
-                            .collect::<rusqlite::Result<Vec<_>>>()?;
-                        Ok((version, rows))
-                    })
-                    .await;
+                let (file, endpoint) = (db.shared.file.clone(), db.shared.endpoint.clone());
+                let connection = own.take();
+                let polled = tokio::task::spawn_blocking(move || {
+                    let connection = match connection {
+                        Some(connection) => connection,
+                        None => match open_connection(&file, &endpoint) {
+                            Ok(connection) => connection,
+                            Err(e) => return (None, Err(e.to_string())),
+                        },
+                    };
+                    let read = poll_feeds(&connection, last).map_err(|e| describe(&e));
+                    (Some(connection), read)
+                })
+                .await;
                 match polled {
-                    Ok(Ok((version, rows))) => {
+                    Ok((connection, Ok((version, rows)))) => {
+                        own = connection;
                         seen = Some(version);
                         for (cluster, last, releases) in rows {
                             db.committed(&cluster, last);
                             db.released(&cluster, releases);
                         }
                     }
-                    Ok(Err(e)) => tracing::warn!(
-                        endpoint = db.endpoint(),
-                        error = %describe(&e),
+                    Ok((connection, Err(error))) => {
+                        own = connection;
+                        tracing::warn!(
+                            endpoint = db.endpoint(),
+                            error,
+                            "reading other processes' commits failed; retrying"
+                        );
+                    }
+                    Err(e) => tracing::warn!(
+                        error = %e,
                         "reading other processes' commits failed; retrying"
                     ),
-                    Err(e) => tracing::warn!(error = %e, "reading other processes' commits failed; retrying"),
                 }
                 db.shared.polls.send_modify(|n| *n += 1);
                 drop(db);
@@ -449,6 +459,27 @@ impl EmbeddedDb {
             }
         });
     }
+}
+
+/// One poll on the poll's own connection: its `data_version`, and the
+/// feeds' rows unless it equals `last` (nothing committed since).
+fn poll_feeds(connection: &Connection, last: Option<i64>) -> rusqlite::Result<(i64, FeedRows)> {
+    let version: i64 = connection.query_row("PRAGMA data_version", [], |r| r.get(0))?;
+    if last == Some(version) {
+        return Ok((version, Vec::new()));
+    }
+    let mut statement =
+        connection.prepare_cached("SELECT cluster, last, releases FROM leasehold_feeds")?;
+    let rows = statement
+        .query_map([], |r| {
+            Ok((
+                r.get(0)?,
+                r.get::<_, i64>(1)? as u64,
+                r.get::<_, i64>(2)? as u64,
+            ))
+        })?
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    Ok((version, rows))
 }
 
 /// Per cluster: the last position and the releases committed.
