@@ -748,6 +748,7 @@ async fn clock_step(build: Build) -> (checker::Report, Refusals) {
         controller_config: Default::default(),
         log_reconciles: false,
         placement: None,
+        components: Default::default(),
     })
     .await;
     rig.nodes(&[("n1", 500), ("n2", 500)]).await;
@@ -1180,6 +1181,7 @@ async fn run_schedule(schedule: &Schedule, build: Build) -> Ran {
         // own logs.
         log_reconciles: true,
         placement: Some(placement_for(seed)),
+        components: Default::default(),
     }
     .configure(PROVISIONER, &format!("http_allow = [\"{endpoint}\"]"));
     let shards = scheduler_shards(seed, Build::effective(build));

@@ -112,6 +112,9 @@ pub struct RigSpec {
     /// `[placement] enabled` in every host's config; `None` leaves the
     /// section out (the host's default).
     pub placement: Option<bool>,
+    /// Components that are not in the guest folder, by controller name
+    /// (a controller built by `leasehold build` in a project of its own).
+    pub components: BTreeMap<String, std::path::PathBuf>,
 }
 
 impl RigSpec {
@@ -125,6 +128,7 @@ impl RigSpec {
             controller_config: BTreeMap::new(),
             log_reconciles: false,
             placement: None,
+            components: BTreeMap::new(),
         }
     }
 
@@ -409,13 +413,19 @@ cache_dir = "{cache}"
                 r#"
 [[controllers]]
 name = "{name}"
-component = "{guests}/{name}.wasm"
+component = "{component}"
 lease_ttl = "{ttl}ms"
 renew_interval = "{renew}ms"
 renew_deadline = "{deadline}ms"
 backoff_max = "1s"
 {extra}"#,
-                guests = guests.display(),
+                component = self
+                    .spec
+                    .components
+                    .get(*name)
+                    .cloned()
+                    .unwrap_or_else(|| guests.join(format!("{name}.wasm")))
+                    .display(),
                 ttl = ttl.as_millis(),
                 renew = renew_interval.as_millis(),
                 deadline = renew_deadline.as_millis(),
