@@ -24,6 +24,9 @@ use std::time::{Duration, Instant};
 /// and the ones in [`ALONE`] run last of all.
 const LONG_FIRST: &[&str] = &[
     "failover",
+    // Builds a project in each language (a first cargo build of the SDK's
+    // dependencies is minutes) and runs two provisioners end to end.
+    "authoring",
     "leasehold_host",
     "pgbouncer",
     "python_guest",
