@@ -505,7 +505,7 @@ fn ops_of(op: &Value) -> Vec<Op> {
 #[test]
 fn the_http_conformance_table_holds_on_the_rust_fake() {
     use crate::http::{HttpError, Method, Request};
-    use crate::{HttpFault, HttpReply};
+    use super::{HttpFault, HttpReply};
 
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/conformance/http");
     let mut failures = Vec::new();
