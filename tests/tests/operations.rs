@@ -316,7 +316,7 @@ async fn alert_rules_name_only_metrics_a_host_exposes() {
         "{metrics}"
     );
     assert!(
-        metrics.contains("wit_versions=\"0.1.0,0.2.0,0.3.0\""),
+        metrics.contains("wit_versions=\"0.1.0,0.2.0,0.3.0,0.4.0\""),
         "{metrics}"
     );
     for process in [
