@@ -333,3 +333,7 @@ pub const MAX_TOOL_OUTPUT_BYTES: usize = 64 * 1024;
 /// Largest project manifest `leasehold build` reads to learn a project's
 /// name (`Cargo.toml`, `pyproject.toml`, `package.json`).
 pub const MAX_PROJECT_MANIFEST_BYTES: usize = 1024 * 1024;
+/// Lock files a compile cache folder holds for the compiles sharing it
+/// (`runtime/compile_lock.rs`): a component's digest picks one, so two
+/// different components seldom wait for each other and the files stay few.
+pub const COMPILE_LOCK_SHARDS: usize = 16;

@@ -356,6 +356,13 @@ declare_timeouts! {
     /// How often a build looks at a running tool, or at a tool folder's
     /// lock it waits for.
     TOOL_POLL = Duration::from_millis(50);
+    /// Longest a compile waits for another process sharing its compile
+    /// cache to finish compiling (`runtime/compile_lock.rs`), then
+    /// compiles without waiting: a debug build compiles an interpreter
+    /// component in under a minute, a release build in seconds.
+    COMPILE_LOCK_WAIT = Duration::from_secs(10 * 60);
+    /// How often a compile waiting for that lock looks again.
+    COMPILE_LOCK_POLL = Duration::from_millis(50);
 }
 
 const _: () = assert!(TOOL_LOCK_WAIT.as_secs() > TOOL_INSTALL_DEADLINE.as_secs());

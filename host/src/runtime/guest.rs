@@ -42,6 +42,9 @@ pub struct Runtime {
     sized_for: (u32, usize),
     /// The on-disk compile cache, if configured.
     cache: Option<wasmtime::Cache>,
+    /// Its folder, where compiles sharing it take turns
+    /// ([`super::compile_lock`]).
+    cache_dir: Option<std::path::PathBuf>,
 }
 
 impl Runtime {
@@ -63,6 +66,7 @@ impl Runtime {
             linker: Arc::new(linker),
             pooling: built.pooling,
             sized_for: (config.max_guests, config.memory_bytes),
+            cache_dir: built.cache.as_ref().and(config.cache_dir.clone()),
             cache: built.cache,
         })
     }
@@ -158,8 +162,15 @@ impl Runtime {
                 )));
             }
         }
+        // Replicas sharing the cache take turns: the first compiles and
+        // stores, the others then read what it stored.
+        let turn = self
+            .cache_dir
+            .as_deref()
+            .and_then(|dir| super::compile_lock::hold(dir, bytes));
         let component = Component::new(&self.engine, bytes)
             .map_err(|e| problem(format!("cannot compile it: {e:#}")))?;
+        drop(turn);
         let version = {
             let ty = component.component_type();
             let imports: Vec<&str> = ty.imports(&self.engine).map(|(name, _)| name).collect();

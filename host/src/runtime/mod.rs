@@ -7,6 +7,7 @@
 //! [`Fence`](crate::fence::Fence), a [`Store`](crate::store::Store) backend
 //! and a [`Revocation`], and obeys the revocation.
 
+pub mod compile_lock;
 mod engine;
 mod environment;
 mod guest;
