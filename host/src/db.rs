@@ -918,6 +918,9 @@ pub struct Database {
     /// this pool's URL with a connector of its own (so `/metrics` tells
     /// their encryption apart from the pool's).
     session: crate::db_tls::Target,
+    /// `session`'s endpoint, password redacted: `[database] session_url`,
+    /// or else `endpoint`.
+    session_endpoint: String,
     /// The notification self-test's verdict, shared with the siblings:
     /// 0 not run, 1 passed, 2 failed.
     notifications: std::sync::Arc<std::sync::atomic::AtomicU8>,
@@ -975,6 +978,7 @@ impl Database {
         )?;
         sibling.statements = self.statements.clone();
         sibling.session = self.session.clone();
+        sibling.session_endpoint = self.session_endpoint.clone();
         sibling.notifications = self.notifications.clone();
         Ok(sibling)
     }
@@ -1020,7 +1024,24 @@ impl Database {
             endpoint: redact(url),
             reason: format!("session_url: {reason}"),
         })?;
+        self.session_endpoint = redact(url);
         Ok(self)
+    }
+
+    /// Where dedicated sessions connect ([`Database::session_target`]),
+    /// password redacted: safe to log.
+    pub fn session_endpoint(&self) -> &str {
+        &self.session_endpoint
+    }
+
+    /// This pool's handle with errors naming the dedicated sessions'
+    /// endpoint ([`Database::session_endpoint`]): for the errors of a
+    /// session opened at `session_url`, which must name where it
+    /// connected, not the pool's URL.
+    pub fn at_sessions(&self) -> Self {
+        let mut at = self.clone();
+        at.endpoint = self.session_endpoint.clone();
+        at
     }
 
     /// Where and how dedicated, never-pooled sessions connect:
@@ -1163,6 +1184,7 @@ impl Database {
                 timeouts: std::sync::Arc::default(),
             },
             name: name.to_string(),
+            session_endpoint: endpoint.clone(),
             endpoint,
             config,
             sessions,

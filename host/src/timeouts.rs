@@ -126,10 +126,37 @@ declare_timeouts! {
     /// or whose claim session failed, tries to claim the name again: the
     /// delay before it leads after the other host stopped.
     HOLDER_CLAIM_RETRY = Duration::from_millis(500);
-    /// How often the session holding the holder name is checked, so a host
-    /// whose claim session died stops acquiring within about this long
-    /// (the renew interval's default).
+    /// Embedded backend: how often a host checks that the file lock
+    /// holding its holder name is still the one its name leads to, so a
+    /// host whose lock file was removed stops acquiring within about this
+    /// long (the renew interval's default).
     HOLDER_CLAIM_CHECK = Duration::from_secs(2);
+    /// PostgreSQL: how often the session holding the holder name (the
+    /// host's liveness session) is asked whether it answers (an empty
+    /// query). Each answer extends the host's liveness
+    /// ([`LIVENESS_BUDGET`]); several checks fit in it, so one slow answer
+    /// costs nothing.
+    LIVENESS_CHECK = Duration::from_secs(1);
+    /// How long after it *sent* the last statement its liveness (claim)
+    /// session answered a host still counts as alive to the server, under
+    /// crash detection `session`: past it the host refuses every outbound
+    /// request of its `session` tenures and aborts them, whether or not it
+    /// has heard that the session ended (a silent partition, a statement
+    /// that never returns). Each statement on that session (the checks,
+    /// the host's registration and pruning included) waits at most until
+    /// then. The server drops the session of a host that vanished
+    /// silently no sooner than [`claim_session_drop`] (8 s) after the last
+    /// packet it received from it, which came no earlier than that send;
+    /// this stays below it by [`LIVENESS_MARGIN`], so the host has stopped
+    /// before a standby can take its leases over. And it is at least the
+    /// renew deadline, so a stalled check ends a tenure no sooner than a
+    /// stalled renewal would.
+    LIVENESS_BUDGET = Duration::from_secs(7);
+    /// How much [`LIVENESS_BUDGET`] keeps below the time the server needs
+    /// to drop a silent host's liveness session ([`claim_session_drop`]):
+    /// room for the abort to reach the guest once the budget is spent, and
+    /// for a request admitted just before it to reach its receiver.
+    LIVENESS_MARGIN = Duration::from_secs(1);
     /// Server-side TCP keepalive idle time of the claim session: with
     /// [`HOLDER_CLAIM_KEEPALIVE_INTERVAL`] and
     /// [`crate::limits::HOLDER_CLAIM_KEEPALIVE_COUNT`], the server frees
@@ -475,15 +502,37 @@ const _: () = assert!(
 const _: () = assert!(MIN_BACKOFF_MAX.as_nanos() <= MAX_BACKOFF.as_nanos());
 const _: () = assert!(MIN_RESYNC_PERIOD.as_nanos() < MAX_RESYNC_PERIOD.as_nanos());
 
+/// How long the server takes, at the least, to drop the liveness (claim)
+/// session of a host that vanished without closing its socket, counted
+/// from the last packet it received from that host: the session's
+/// server-side keepalive idle time, then [`crate::limits::HOLDER_CLAIM_KEEPALIVE_COUNT`]
+/// unanswered probes [`HOLDER_CLAIM_KEEPALIVE_INTERVAL`] apart (its
+/// `tcp_user_timeout` is the same total). 8 s.
+pub const fn claim_session_drop() -> Duration {
+    Duration::from_nanos(
+        (HOLDER_CLAIM_KEEPALIVE_IDLE.as_nanos()
+            + HOLDER_CLAIM_KEEPALIVE_INTERVAL.as_nanos()
+                * (crate::limits::HOLDER_CLAIM_KEEPALIVE_COUNT as u128)) as u64,
+    )
+}
+
 // The holder claim of a host that vanished is freed before its leases
 // expire (see HOLDER_CLAIM_KEEPALIVE_IDLE), so a replacement with the same
 // name is not held up longer than the leases are.
+const _: () = assert!(claim_session_drop().as_nanos() < LEASE_TTL.as_nanos());
+// Crash detection `session` (L8): a host stops calling out and aborts its
+// `session` tenures once its liveness session has not answered for
+// LIVENESS_BUDGET, a margin before the server can drop that session and a
+// standby take the leases over (the budget counts from a statement's send,
+// which is no later than the server's last sight of the host).
 const _: () = assert!(
-    HOLDER_CLAIM_KEEPALIVE_IDLE.as_nanos()
-        + HOLDER_CLAIM_KEEPALIVE_INTERVAL.as_nanos()
-            * (crate::limits::HOLDER_CLAIM_KEEPALIVE_COUNT as u128)
-        < LEASE_TTL.as_nanos()
+    LIVENESS_BUDGET.as_nanos() + LIVENESS_MARGIN.as_nanos() <= claim_session_drop().as_nanos()
 );
+// A stalled liveness check ends a `session` tenure no sooner than a
+// stalled renewal would end it (the default renew deadline).
+const _: () = assert!(LIVENESS_BUDGET.as_nanos() >= RENEW_DEADLINE.as_nanos());
+// Several checks fit in the budget: one slow answer costs nothing.
+const _: () = assert!(LIVENESS_CHECK.as_nanos() * 4 <= LIVENESS_BUDGET.as_nanos());
 // Rechecks come sooner while failing, never later.
 const _: () = assert!(IDENTITY_RECHECK_FAILING.as_nanos() <= IDENTITY_RECHECK.as_nanos());
 const _: () = assert!(HTTP_ACCEPT_BACKOFF_MIN.as_nanos() <= HTTP_ACCEPT_BACKOFF_MAX.as_nanos());

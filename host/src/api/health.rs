@@ -278,6 +278,10 @@ fn holder(claim: Option<ClaimState>) -> (bool, Value) {
             false,
             json!({ "ok": false, "state": "unclaimed", "reason": reason }),
         ),
+        Some(ClaimState::WrongDatabase { reason }) => (
+            false,
+            json!({ "ok": false, "state": "wrong_database", "reason": reason }),
+        ),
     }
 }
 

@@ -875,4 +875,17 @@ pub trait Authority: Send + Sync + 'static {
         let _ = (cluster, holder, host);
         None
     }
+
+    /// How long this host still counts as alive to the server, as the
+    /// liveness session of its claim on `holder` of `cluster` last proved
+    /// it ([`claim::Liveness`]; PostgreSQL: the claim session's answers
+    /// plus [`crate::timeouts::LIVENESS_BUDGET`]). A `session` tenure ends
+    /// by it too: a standby may take a `session` lease over once the
+    /// holder's session is gone, which the holder may never hear of.
+    /// `None`: the backend's liveness cannot lapse unnoticed (one process,
+    /// or a lock the kernel frees with the process).
+    fn liveness(&self, cluster: &str, holder: &str) -> Option<claim::Liveness> {
+        let _ = (cluster, holder);
+        None
+    }
 }

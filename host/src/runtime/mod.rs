@@ -32,7 +32,7 @@ pub use guest::{
 };
 pub use host::settings::Settings;
 pub use host::store::CommitCounters;
-pub use revocation::Revocation;
+pub use revocation::{Lapse, Revocation};
 pub use worlds::{PACKAGE as WIT_PACKAGE, WorldVersion, detect as detect_world};
 
 /// Per-guest limits. Every field has a default in [`crate::limits`] or

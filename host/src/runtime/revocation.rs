@@ -5,8 +5,8 @@
 //! future, and bumps the engine epoch so CPU-bound guest code reaches its
 //! deadline check at once instead of at the next tick.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
 use tokio::sync::watch;
@@ -24,8 +24,20 @@ struct Inner {
     /// after `base`; `u64::MAX` until the owner sets it.
     valid_until: AtomicU64,
     base: Instant,
+    /// Another clock the tenure also ends by, if its owner gave one (the
+    /// host's liveness, under crash detection `session`).
+    lapse: OnceLock<Arc<dyn Lapse>>,
     tx: watch::Sender<bool>,
     engine: EngineWeak,
+}
+
+/// A second clock a tenure ends by, besides its renew deadline: judged on
+/// the instant itself wherever [`Revocation::is_lost_at`] is asked (the
+/// send of an outbound request), so it holds even before the owner's own
+/// timer or notification has revoked the tenure.
+pub trait Lapse: Send + Sync {
+    /// Whether the tenure is over as of `now` by this clock.
+    fn lapsed_at(&self, now: Instant) -> bool;
 }
 
 impl Revocation {
@@ -36,6 +48,7 @@ impl Revocation {
                 flag: AtomicBool::new(false),
                 valid_until: AtomicU64::new(u64::MAX),
                 base: Instant::now(),
+                lapse: OnceLock::new(),
                 tx,
                 engine: engine.weak(),
             }),
@@ -73,10 +86,26 @@ impl Revocation {
         self.inner.valid_until.store(nanos, Ordering::SeqCst);
     }
 
-    /// Whether the tenure is over as of `now`: revoked, or past the instant
-    /// given to [`set_valid_until`](Self::set_valid_until).
+    /// Make the tenure also end by `lapse` (set once; later calls are
+    /// ignored): the host's liveness under crash detection `session`,
+    /// which a standby may act on without waiting for the lease to expire.
+    pub fn set_lapse(&self, lapse: Arc<dyn Lapse>) {
+        let _ = self.inner.lapse.set(lapse);
+    }
+
+    /// Whether the tenure is over as of `now`: revoked, past the instant
+    /// given to [`set_valid_until`](Self::set_valid_until), or lapsed by
+    /// the clock given to [`set_lapse`](Self::set_lapse).
     pub fn is_lost_at(&self, now: Instant) -> bool {
         if self.is_revoked() {
+            return true;
+        }
+        if self
+            .inner
+            .lapse
+            .get()
+            .is_some_and(|lapse| lapse.lapsed_at(now))
+        {
             return true;
         }
         let until = self.inner.valid_until.load(Ordering::SeqCst);

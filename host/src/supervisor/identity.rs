@@ -22,7 +22,7 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
-use crate::authority::claim::{ClaimState, ClaimView, HolderClaim, HostInfo};
+use crate::authority::claim::{ClaimState, ClaimView, HolderClaim, HostInfo, Liveness};
 use crate::authority::{Authority, DatabaseIdentity, ExpectedIdentity};
 use crate::status::{DatabaseState, Status};
 
@@ -176,6 +176,7 @@ fn combine(identity: &IdentityCheck, claim: Option<&ClaimView>) -> IdentityCheck
     };
     match (identity, &claim.state, &claim.session) {
         (IdentityCheck::Mismatch(_), _, _) => identity.clone(),
+        (_, ClaimState::WrongDatabase { reason }, _) => IdentityCheck::Mismatch(reason.clone()),
         (_, ClaimState::Taken { reason }, _) => IdentityCheck::HolderTaken(reason.clone()),
         (_, ClaimState::Unreachable { reason }, _) => IdentityCheck::Unclaimed(reason.clone()),
         (_, ClaimState::Pending, _) | (_, ClaimState::Claimed, None) => IdentityCheck::Unclaimed(
@@ -188,6 +189,24 @@ fn combine(identity: &IdentityCheck, claim: Option<&ClaimView>) -> IdentityCheck
             }
         }
         (verdict, ClaimState::Claimed, Some(_)) => verdict.clone(),
+    }
+}
+
+/// A `session` tenure's view of the host's [`Liveness`]: lapsed once claim
+/// session `generation` (the one it was granted under) stops keeping the
+/// host alive to the server (L8). Given to the guest's revocation, so its
+/// outbound requests refuse on the instant itself, before the claim's
+/// report of the loss has ended the tenure.
+pub struct SessionLapse {
+    /// The host's liveness.
+    pub liveness: Liveness,
+    /// The claim session the tenure was granted under.
+    pub generation: u64,
+}
+
+impl crate::runtime::Lapse for SessionLapse {
+    fn lapsed_at(&self, now: std::time::Instant) -> bool {
+        self.liveness.lapsed_at(self.generation, now)
     }
 }
 

@@ -13,7 +13,11 @@
 //! standby also wakes when the backend finds the holder's liveness session
 //! gone ([`Authority::dead_holder`]), and a tenure ends the moment this
 //! host's own liveness (claim) session ends, or once the gate shows a
-//! later session than the one it was granted under.
+//! later session than the one it was granted under; its guest's outbound
+//! requests refuse once that session has not answered for the liveness
+//! budget ([`Authority::liveness`], L8). A `ttl` tenure does not rest on
+//! the liveness session (no standby takes it over before it expires), so
+//! a claim session that ends leaves it running while its renewals succeed.
 //!
 //! Must never: acquire before the gate ([`identity`]) passed — the
 //! database identity verified, the database accepting writes, this host's
@@ -361,9 +365,13 @@ impl Supervisor {
         valid_until: Instant,
         tenure_outbound: Arc<TenureOutbound>,
         settled: Arc<Settled>,
+        lapse: Option<Arc<dyn crate::runtime::Lapse>>,
     ) -> RunningGuest {
         let revocation = self.controller.revocation();
         revocation.set_valid_until(valid_until.into_std());
+        if let Some(lapse) = lapse {
+            revocation.set_lapse(lapse);
+        }
         let controller = self.controller.clone();
         let store = self.store.clone();
         let counters = self.status.metrics.commits.clone();
@@ -912,6 +920,10 @@ struct Tenure<'s> {
     /// Placement asked for the lease to be handed over; the tenure is
     /// ending as on a stop request.
     handing_over: bool,
+    /// Under crash detection `session`, the host's liveness as of the
+    /// claim session the tenure was granted under: its guests' outbound
+    /// requests refuse once it lapsed (L8).
+    lapse: Option<Arc<dyn crate::runtime::Lapse>>,
 }
 
 impl<'s> Tenure<'s> {
@@ -946,6 +958,18 @@ impl<'s> Tenure<'s> {
             timing.renew_deadline,
             sup.config.shutdown_grace,
         );
+        let lapse = match (sup.crash_detection, claim_session) {
+            (CrashDetection::Session, Some(generation)) => sup
+                .authority
+                .liveness(&sup.config.cluster, &sup.config.holder)
+                .map(|liveness| {
+                    Arc::new(identity::SessionLapse {
+                        liveness,
+                        generation,
+                    }) as Arc<dyn crate::runtime::Lapse>
+                }),
+            _ => None,
+        };
         let pulse = sup.heartbeat.as_ref().map(|heartbeat| {
             heartbeat.register(format!(
                 "tenure {} epoch {}",
@@ -970,6 +994,7 @@ impl<'s> Tenure<'s> {
             settled,
             pulse,
             handing_over: false,
+            lapse,
         }
     }
 
@@ -992,6 +1017,7 @@ impl<'s> Tenure<'s> {
                         self.machine.valid_until,
                         self.outbound.clone(),
                         self.settled.clone(),
+                        self.lapse.clone(),
                     ));
                 }
                 Advance::DeadlinePassed => {
@@ -1044,8 +1070,14 @@ impl<'s> Tenure<'s> {
     fn read_gate(&mut self) -> Option<&'static str> {
         let verdict = self.sup.identity.borrow_and_update().clone();
         let replaced;
+        let session_bound = self.sup.crash_detection == CrashDetection::Session;
         let (why, reason) = match (verdict.ends_tenure(), verdict.claim_session()) {
+            // A `ttl` grant records no liveness session and is taken over
+            // only once it expired: losing the claim session endangers
+            // nothing its renewals do not already guard.
+            (Some(("claim_lost", _)), _) if !session_bound => return None,
             (Some(ends), _) => ends,
+            (None, Some(_)) if !session_bound => return None,
             // The name is held on a later session than the tenure's: the
             // tenure's own session ended in between (a loss this tenure
             // did not see), and its lease may already be another's.

@@ -38,7 +38,9 @@
 //! holder after its claim session ended without claiming again; publish a
 //! session as claimed before the server granted its lock.
 
+#[cfg(test)]
 use std::time::Duration;
+use std::time::Instant;
 
 use chrono::{DateTime, Utc};
 use tokio::sync::watch;
@@ -46,11 +48,15 @@ use tokio_postgres::Client;
 #[cfg(test)]
 use tokio_postgres::NoTls;
 
-use crate::authority::claim::{ClaimSession, ClaimState, ClaimView, HolderClaim, HostInfo};
+use crate::authority::claim::{
+    ClaimSession, ClaimState, ClaimView, HolderClaim, HostInfo, Liveness,
+};
+use crate::authority::{AuthorityError, DatabaseIdentity};
 use crate::limits::HOLDER_CLAIM_KEEPALIVE_COUNT;
 use crate::timeouts::{
-    DATABASE_STATEMENT, HOLDER_CLAIM_CHECK, HOLDER_CLAIM_KEEPALIVE_IDLE,
-    HOLDER_CLAIM_KEEPALIVE_INTERVAL, HOLDER_CLAIM_RETRY, HOST_ROW_RETENTION,
+    DATABASE_STATEMENT, HOLDER_CLAIM_KEEPALIVE_IDLE, HOLDER_CLAIM_KEEPALIVE_INTERVAL,
+    HOLDER_CLAIM_RETRY, HOST_ROW_RETENTION, IDENTITY_RECHECK_FAILING, LIVENESS_BUDGET,
+    LIVENESS_CHECK, LIVENESS_MARGIN, claim_session_drop,
 };
 
 /// The key `db::Database::migrate` serializes migrators on
@@ -135,23 +141,45 @@ const PRUNE: &str = "
             WHERE x.cluster = h.cluster AND x.holder = h.holder
               AND NOT x.released AND x.expires_at > clock_timestamp())";
 
+/// The identity the lease authority verified at `[database] url`
+/// (verifying it first if it has not yet), or why it cannot tell now.
+pub(super) type VerifiedIdentity = std::sync::Arc<
+    dyn Fn() -> std::pin::Pin<Box<dyn Future<Output = Result<DatabaseIdentity, String>> + Send>>
+        + Send
+        + Sync,
+>;
+
+/// The database a claim session must reach: the one this host verified at
+/// `[database] url`.
+#[derive(Clone)]
+pub(super) struct Verified {
+    /// Where it was verified (redacted).
+    pub endpoint: String,
+    /// The identity verified there.
+    pub identity: VerifiedIdentity,
+}
+
 /// Start claiming `holder` of `cluster` on sessions opened to `target`
 /// (never a pooler's: the lock and the pid must be the server's own
-/// session's), registering `host` with each claimed session; the claim is
-/// kept (and re-made after a reconnect) until the returned handle is
-/// dropped.
+/// session's), at `endpoint` (redacted, for messages), registering `host`
+/// with each claimed session; each session is first checked to reach the
+/// `verified` database. The claim is kept (and re-made after a reconnect)
+/// until the returned handle is dropped. Also returns the host's
+/// [`Liveness`], which each claimed session keeps up to date.
 pub(super) fn start(
     target: &crate::db_tls::Target,
     endpoint: &str,
     cluster: &str,
     holder: &str,
     host: HostInfo,
-) -> HolderClaim {
+    verified: Verified,
+) -> (HolderClaim, Liveness) {
     let instance = uuid::Uuid::new_v4().simple().to_string();
     let application = format!("{CLAIM_APPLICATION}-{instance}");
     let mut target = target.clone();
     target.config.application_name(&application);
     let (tx, rx) = watch::channel(ClaimView::pending());
+    let liveness = Liveness::new();
     let claimer = Claimer {
         target,
         application,
@@ -162,13 +190,16 @@ pub(super) fn start(
         state: tx,
         host,
         generation: std::sync::atomic::AtomicU64::new(0),
+        verified,
+        liveness: liveness.clone(),
     };
-    HolderClaim::new(rx, tokio::spawn(claimer.run()))
+    (HolderClaim::new(rx, tokio::spawn(claimer.run())), liveness)
 }
 
 struct Claimer {
     target: crate::db_tls::Target,
     application: String,
+    /// Where the claim sessions connect (redacted).
     endpoint: String,
     cluster: String,
     holder: String,
@@ -177,23 +208,58 @@ struct Claimer {
     host: HostInfo,
     /// Sessions claimed so far (see [`ClaimSession::generation`]).
     generation: std::sync::atomic::AtomicU64,
+    verified: Verified,
+    liveness: Liveness,
 }
 
 /// Why a claim session stopped serving.
 struct Lost(String);
 
+/// How a claim session ended.
+enum Ended {
+    /// It failed or stopped answering; claimed again on a new session.
+    Lost(Lost),
+    /// It reaches another database than the verified one: refused, and
+    /// looked at again later.
+    WrongDatabase(String),
+}
+
+impl From<Lost> for Ended {
+    fn from(lost: Lost) -> Self {
+        Ended::Lost(lost)
+    }
+}
+
 impl Claimer {
     async fn run(mut self) {
         loop {
-            let lost = match self.connect().await {
+            let ended = match self.connect().await {
                 Ok((client, driver)) => {
-                    let lost = self.claim_and_keep(&client, driver).await;
+                    let ended = self.claim_and_keep(&client, driver).await;
                     // Dropping the client closes the session (and with it
                     // the lock, if the server still thinks it is held).
                     drop(client);
-                    lost
+                    ended
                 }
-                Err(lost) => lost,
+                Err(lost) => Ended::Lost(lost),
+            };
+            // Whatever kept this host alive to the server is gone: its
+            // `session` tenures refuse outbound requests from now on.
+            self.liveness.end(self.liveness.generation());
+            let lost = match ended {
+                Ended::Lost(lost) => lost,
+                Ended::WrongDatabase(reason) => {
+                    if !matches!(self.state.borrow().state, ClaimState::WrongDatabase { .. }) {
+                        tracing::error!(
+                            cluster = self.cluster,
+                            holder = self.holder,
+                            "REFUSING TO LEAD: {reason}"
+                        );
+                    }
+                    self.publish(ClaimState::WrongDatabase { reason });
+                    tokio::time::sleep(IDENTITY_RECHECK_FAILING).await;
+                    continue;
+                }
             };
             if self.state.borrow().state.claimed() {
                 tracing::warn!(
@@ -235,7 +301,9 @@ impl Claimer {
     }
 
     /// A dedicated session whose server side drops it (and the lock) soon
-    /// after this host vanishes without closing its socket.
+    /// after this host vanishes without closing its socket, and that no
+    /// server-side timeout the role or database may set ends while it is
+    /// idle between checks.
     async fn connect(&self) -> Result<(Client, tokio::task::JoinHandle<()>), Lost> {
         let (client, connection) = self
             .target
@@ -245,17 +313,7 @@ impl Claimer {
         let driver = tokio::spawn(async move {
             let _ = connection.await;
         });
-        let keepalives = format!(
-            "SET tcp_keepalives_idle = {}; SET tcp_keepalives_interval = {}; \
-             SET tcp_keepalives_count = {}; SET tcp_user_timeout = {}",
-            HOLDER_CLAIM_KEEPALIVE_IDLE.as_secs().max(1),
-            HOLDER_CLAIM_KEEPALIVE_INTERVAL.as_secs().max(1),
-            HOLDER_CLAIM_KEEPALIVE_COUNT,
-            (HOLDER_CLAIM_KEEPALIVE_IDLE
-                + HOLDER_CLAIM_KEEPALIVE_INTERVAL * HOLDER_CLAIM_KEEPALIVE_COUNT)
-                .as_millis()
-        );
-        match bounded(client.batch_execute(&keepalives)).await {
+        match bounded(client.batch_execute(&session_settings())).await {
             Ok(()) => Ok((client, driver)),
             Err(lost) => {
                 driver.abort();
@@ -264,14 +322,71 @@ impl Claimer {
         }
     }
 
-    /// Claim the name on `client`, retrying while another host holds it;
-    /// once claimed, keep checking the session until it fails.
+    /// Check that `client` reaches the verified database, then claim the
+    /// name on it, retrying while another host holds it; once claimed,
+    /// keep checking the session until it fails.
     async fn claim_and_keep(
         &mut self,
         client: &Client,
         mut driver: tokio::task::JoinHandle<()>,
-    ) -> Lost {
-        let lost = loop {
+    ) -> Ended {
+        let ended = match self.reaches_the_verified_database(client).await {
+            Err(lost) => Ended::Lost(lost),
+            Ok(Err(reason)) => Ended::WrongDatabase(reason),
+            Ok(Ok(())) => self.claim(client, &mut driver).await.into(),
+        };
+        driver.abort();
+        ended
+    }
+
+    /// Whether the claim session reaches the database this host verified
+    /// (`Ok(Err)` names what differs, and both endpoints); `Err` when the
+    /// session did not answer.
+    async fn reaches_the_verified_database(
+        &self,
+        client: &Client,
+    ) -> Result<Result<(), String>, Lost> {
+        let verified = (self.verified.identity)().await.map_err(|reason| {
+            Lost(format!(
+                "the database identity at {} is not verified: {reason}",
+                self.verified.endpoint
+            ))
+        })?;
+        let found =
+            match tokio::time::timeout(DATABASE_STATEMENT, client.query_opt(super::IDENTITY, &[]))
+                .await
+            {
+                Err(_) => {
+                    return Err(Lost(format!(
+                        "reading its database identity: no answer within {}",
+                        humantime::format_duration(DATABASE_STATEMENT)
+                    )));
+                }
+                Ok(Err(e)) if e.as_db_error().is_none() => return Err(Lost(describe(&e))),
+                Ok(Err(e)) => Err(describe(&e)),
+                Ok(Ok(row)) => {
+                    super::identity_of(row.as_ref(), &self.endpoint).map_err(|e| match e {
+                        AuthorityError::WrongDatabase { problems, .. } => problems,
+                        AuthorityError::Schema { reason, .. } => reason,
+                        other => other.to_string(),
+                    })
+                }
+            };
+        Ok(session_refusal(&verified, found)
+            .map(|problems| self.wrong_database(&verified, &problems))
+            .map_or(Ok(()), Err))
+    }
+
+    /// The refusal of a claim session that reaches another database.
+    fn wrong_database(&self, verified: &DatabaseIdentity, problems: &str) -> String {
+        wrong_database(&self.endpoint, &self.verified.endpoint, verified, problems)
+    }
+
+    /// Claim the name on `client`, retrying while another host holds it;
+    /// once claimed, keep checking the session until it fails.
+    async fn claim(&mut self, client: &Client, driver: &mut tokio::task::JoinHandle<()>) -> Lost {
+        loop {
+            let sent = Instant::now();
             let claimed = bounded(async {
                 let row = client.query_one(TRY_CLAIM, &[&self.key]).await?;
                 Ok::<_, tokio_postgres::Error>((row.get::<_, bool>(0), row.get(1), row.get(2)))
@@ -290,6 +405,9 @@ impl Claimer {
                         backend_start,
                         key: self.key,
                     };
+                    // Alive from the claim's send: the server saw this host
+                    // no earlier than that.
+                    self.liveness.begin(generation, sent);
                     tracing::info!(
                         cluster = self.cluster,
                         holder = self.holder,
@@ -301,7 +419,7 @@ impl Claimer {
                         state: ClaimState::Claimed,
                         session: Some(session.clone()),
                     });
-                    break self.keep(client, &mut driver, &session).await;
+                    break self.keep(client, driver, &session).await;
                 }
                 Ok((false, _, _)) => {}
             }
@@ -330,15 +448,48 @@ impl Claimer {
             }
             tokio::select! {
                 _ = tokio::time::sleep(HOLDER_CLAIM_RETRY) => {}
-                _ = &mut driver => break Lost("the claim session closed".into()),
+                _ = &mut *driver => break Lost("the claim session closed".into()),
             }
-        };
-        driver.abort();
-        lost
+        }
     }
 
-    /// Hold the claim: the session must keep answering. Registers the
-    /// host now and again whenever its controllers change.
+    /// Run one statement on the claimed session `generation`, waiting for
+    /// its answer at most until the host's liveness lapses (the last
+    /// answered statement's send plus [`LIVENESS_BUDGET`]); an answer (an
+    /// error the server sent included) keeps the host alive from this
+    /// statement's send. No answer in time, or a broken connection, loses
+    /// the session.
+    async fn alive<T>(
+        &self,
+        generation: u64,
+        what: &str,
+        call: impl Future<Output = Result<T, tokio_postgres::Error>>,
+    ) -> Result<Result<T, tokio_postgres::Error>, Lost> {
+        let sent = Instant::now();
+        let Some(until) = self.liveness.until() else {
+            return Err(Lost(format!("{what}: the liveness session already lapsed")));
+        };
+        match tokio::time::timeout_at(until.into(), call).await {
+            Err(_) => Err(Lost(format!(
+                "{what}: no answer {} after the last statement this session answered was sent \
+                 (the liveness budget): the server may drop this session, and a standby take \
+                 this host's leases over, {} later",
+                humantime::format_duration(LIVENESS_BUDGET),
+                humantime::format_duration(LIVENESS_MARGIN)
+            ))),
+            Ok(Err(e)) if e.as_db_error().is_none() => {
+                Err(Lost(format!("{what}: {}", describe(&e))))
+            }
+            Ok(answered) => {
+                self.liveness.answered(generation, sent);
+                Ok(answered)
+            }
+        }
+    }
+
+    /// Hold the claim: the session must keep answering, each statement
+    /// within the liveness budget. Registers the host now and again
+    /// whenever its controllers change.
     async fn keep(
         &mut self,
         client: &Client,
@@ -363,43 +514,48 @@ impl Claimer {
                         Err(_) => controllers_open = false,
                     }
                 }
-                _ = tokio::time::sleep(HOLDER_CLAIM_CHECK) => {
-                    if let Err(lost) = bounded(client.simple_query("")).await {
-                        return lost;
+                _ = tokio::time::sleep(LIVENESS_CHECK) => {
+                    let checked = self
+                        .alive(session.generation, "liveness check", client.simple_query(""))
+                        .await;
+                    match checked {
+                        Ok(Ok(_)) => {}
+                        Ok(Err(e)) => return Lost(format!("liveness check: {}", describe(&e))),
+                        Err(lost) => return lost,
                     }
                 }
             }
         }
     }
 
-    /// Write this host's row in `leasehold_hosts`. Best effort: a refused
-    /// statement (a missing privilege, an older schema) is logged and the
-    /// claim goes on; only a session that stopped answering is lost.
+    /// Write this host's row in `leasehold_hosts`, inside the liveness
+    /// budget. Best effort: a refused statement (a missing privilege, an
+    /// older schema) is logged and the claim goes on; a session that does
+    /// not answer within the budget is lost.
     async fn register(&mut self, client: &Client, session: &ClaimSession) -> Result<(), Lost> {
         let controllers = self.host.controllers.borrow_and_update().clone();
-        let written = tokio::time::timeout(
-            DATABASE_STATEMENT,
-            client.execute(
-                REGISTER,
-                &[
-                    &self.cluster,
-                    &self.holder,
-                    &self.key,
-                    &session.pid,
-                    &session.backend_start,
-                    &self.host.started_at,
-                    &self.host.version,
-                    &controllers,
-                ],
-            ),
-        )
-        .await;
+        let written = self
+            .alive(
+                session.generation,
+                "registering the host",
+                client.execute(
+                    REGISTER,
+                    &[
+                        &self.cluster,
+                        &self.holder,
+                        &self.key,
+                        &session.pid,
+                        &session.backend_start,
+                        &self.host.started_at,
+                        &self.host.version,
+                        &controllers,
+                    ],
+                ),
+            )
+            .await?;
         match written {
-            Ok(Ok(_)) => {
-                self.prune(client).await;
-                Ok(())
-            }
-            Ok(Err(e)) if e.as_db_error().is_some() => {
+            Ok(_) => self.prune(client, session).await,
+            Err(e) => {
                 tracing::warn!(
                     cluster = self.cluster,
                     holder = self.holder,
@@ -409,39 +565,37 @@ impl Claimer {
                 );
                 Ok(())
             }
-            Ok(Err(e)) => Err(Lost(describe(&e))),
-            Err(_) => Err(Lost(format!(
-                "registering the host: no answer within {}",
-                humantime::format_duration(DATABASE_STATEMENT)
-            ))),
         }
     }
 
-    /// Delete the rows of hosts gone for good ([`PRUNE`]). Best effort: a
-    /// failure is logged at debug level and retried at the next
-    /// registration.
-    async fn prune(&self, client: &Client) {
+    /// Delete the rows of hosts gone for good ([`PRUNE`]), inside the
+    /// liveness budget. Best effort: a refused statement is logged at debug
+    /// level and retried at the next registration; a session that does not
+    /// answer within the budget is lost.
+    async fn prune(&self, client: &Client, session: &ClaimSession) -> Result<(), Lost> {
         let retention = HOST_ROW_RETENTION.as_secs_f64();
-        let pruned = tokio::time::timeout(
-            DATABASE_STATEMENT,
-            client.execute(PRUNE, &[&self.cluster, &self.holder, &retention]),
-        )
-        .await;
+        let pruned = self
+            .alive(
+                session.generation,
+                "pruning the host registry",
+                client.execute(PRUNE, &[&self.cluster, &self.holder, &retention]),
+            )
+            .await?;
         match pruned {
-            Ok(Ok(0)) => {}
-            Ok(Ok(n)) => tracing::info!(
+            Ok(0) => {}
+            Ok(n) => tracing::info!(
                 cluster = self.cluster,
                 pruned = n,
                 "forgot hosts gone for more than {}",
                 humantime::format_duration(HOST_ROW_RETENTION)
             ),
-            Ok(Err(e)) => tracing::debug!(
+            Err(e) => tracing::debug!(
                 cluster = self.cluster,
                 error = describe(&e),
                 "could not prune leasehold_hosts"
             ),
-            Err(_) => tracing::debug!(cluster = self.cluster, "pruning leasehold_hosts timed out"),
         }
+        Ok(())
     }
 
     async fn who_holds(&self, client: &Client) -> Result<Option<Session>, Lost> {
@@ -579,13 +733,118 @@ pub async fn check_liveness(db: &crate::db::Database) -> Result<String, String> 
     })
 }
 
-/// How long the server takes, at most, to drop the claim of a host that
-/// vanished without closing its socket.
-pub const fn dead_host_release() -> Duration {
-    Duration::from_secs(
-        HOLDER_CLAIM_KEEPALIVE_IDLE.as_secs()
-            + HOLDER_CLAIM_KEEPALIVE_INTERVAL.as_secs() * HOLDER_CLAIM_KEEPALIVE_COUNT as u64,
+/// The settings of a claim session (one message, before anything else):
+/// server-side TCP keepalives that drop it within [`claim_session_drop`]
+/// of the last packet from a host that vanished without closing its
+/// socket, and every server-side timeout that could end (or cancel the
+/// statements of) a session idle between its checks switched off for this
+/// session, whatever the role or database sets: `idle_session_timeout`
+/// (PostgreSQL 14), `transaction_timeout` (17) where the server has them,
+/// `idle_in_transaction_session_timeout` and `statement_timeout`. The
+/// claim bounds its own statements (by the liveness budget).
+fn session_settings() -> String {
+    format!(
+        "SET tcp_keepalives_idle = {}; SET tcp_keepalives_interval = {}; \
+         SET tcp_keepalives_count = {}; SET tcp_user_timeout = {}; \
+         SET idle_in_transaction_session_timeout = 0; SET statement_timeout = 0; \
+         SELECT set_config(name, '0', false) FROM pg_settings \
+          WHERE name IN ('idle_session_timeout', 'transaction_timeout')",
+        HOLDER_CLAIM_KEEPALIVE_IDLE.as_secs().max(1),
+        HOLDER_CLAIM_KEEPALIVE_INTERVAL.as_secs().max(1),
+        HOLDER_CLAIM_KEEPALIVE_COUNT,
+        claim_session_drop().as_millis()
     )
+}
+
+/// What makes a claim session's database unfit, given the identity this
+/// host verified at `url` and what the session found (`Err`: why it could
+/// not read an identity, such as an unmigrated database): `None` when it
+/// is the same database, on a primary, on a timeline this process has not
+/// seen surpassed.
+fn session_refusal(
+    verified: &DatabaseIdentity,
+    found: Result<DatabaseIdentity, String>,
+) -> Option<String> {
+    let found = match found {
+        Ok(found) => found,
+        Err(problem) => return Some(problem),
+    };
+    let mut problems = verified.differences(&found);
+    if found.in_recovery {
+        problems.push("the server is in recovery (a standby)".to_string());
+    }
+    if let Some(timeline) = found.timeline
+        && let Some(former) =
+            crate::authority::sight_timeline(found.system_identifier, found.database_oid, timeline)
+    {
+        problems.push(former);
+    }
+    (!problems.is_empty()).then(|| problems.join("; "))
+}
+
+/// The refusal of a session at `session` (redacted) that does not reach
+/// the database verified at `url` (redacted), naming both.
+pub fn wrong_database(
+    session: &str,
+    url: &str,
+    verified: &DatabaseIdentity,
+    problems: &str,
+) -> String {
+    format!(
+        "the liveness session at {session} (database.session_url) does not reach the database \
+         verified at {url} (database {:?}, id {}, system identifier {}): {problems}. A holder \
+         claim and liveness session there prove nothing where leases are granted, so this host \
+         leads nothing: point session_url at the same database as url, on the primary",
+        verified.database_name, verified.database_id, verified.system_identifier
+    )
+}
+
+/// What `leasehold check` says of the dedicated sessions at `session_url`
+/// (`target`, redacted `endpoint`): `Ok` with a note when a session there
+/// reaches the database verified at `url` (`verified`, at `url_endpoint`),
+/// `Err` naming both endpoints and what differs.
+pub async fn check_session(
+    target: &crate::db_tls::Target,
+    endpoint: &str,
+    url_endpoint: &str,
+    verified: &DatabaseIdentity,
+) -> Result<String, String> {
+    let checked = tokio::time::timeout(DATABASE_STATEMENT, async {
+        let (client, connection) = target.connect().await?;
+        let driver = tokio::spawn(connection);
+        let row = client.query_opt(super::IDENTITY, &[]).await;
+        drop(client);
+        driver.abort();
+        row
+    })
+    .await;
+    let found = match checked {
+        Err(_) => {
+            return Err(format!(
+                "database.session_url {endpoint}: no answer within {}",
+                humantime::format_duration(DATABASE_STATEMENT)
+            ));
+        }
+        Ok(Err(e)) if e.as_db_error().is_none() => {
+            return Err(format!("database.session_url {endpoint}: {}", describe(&e)));
+        }
+        Ok(Err(e)) => Err(describe(&e)),
+        Ok(Ok(row)) => super::identity_of(row.as_ref(), endpoint).map_err(|e| match e {
+            AuthorityError::WrongDatabase { problems, .. } => problems,
+            AuthorityError::Schema { reason, .. } => reason,
+            other => other.to_string(),
+        }),
+    };
+    match session_refusal(verified, found) {
+        Some(problems) => Err(format!(
+            "REFUSING TO LEAD: {}",
+            wrong_database(endpoint, url_endpoint, verified, &problems)
+        )),
+        None => Ok(format!(
+            "database.session_url {endpoint}: the liveness session and listeners reach the \
+             database verified at {url_endpoint}"
+        )),
+    }
 }
 
 #[cfg(test)]
@@ -656,25 +915,57 @@ mod tests {
         (HostInfo::this_process(rx), tx)
     }
 
-    fn start_test(db: &crate::db::Database, cluster: &str, holder: &str) -> HolderClaim {
+    /// The identity of `db` (migrated here if it is not yet), as the
+    /// claims of a host verified at it expect it.
+    async fn verified(db: &crate::db::Database) -> Verified {
+        db.migrate().await.unwrap();
+        let identity = super::super::PostgresAuthority::new(
+            db.clone(),
+            crate::authority::ExpectedIdentity::default(),
+        )
+        .verify()
+        .await
+        .unwrap();
+        Verified {
+            endpoint: db.endpoint().to_string(),
+            identity: std::sync::Arc::new(move || {
+                let identity = identity.clone();
+                Box::pin(async move { Ok(identity) })
+            }),
+        }
+    }
+
+    /// A claim of `holder` of `cluster` by a host that verified `db`,
+    /// registering `info`.
+    async fn start_with(
+        db: &crate::db::Database,
+        cluster: &str,
+        holder: &str,
+        info: HostInfo,
+    ) -> (HolderClaim, Liveness) {
         start(
             &db.session_target(),
             db.endpoint(),
             cluster,
             holder,
-            host(&[]).0,
+            info,
+            verified(db).await,
         )
+    }
+
+    async fn start_test(db: &crate::db::Database, cluster: &str, holder: &str) -> HolderClaim {
+        start_with(db, cluster, holder, host(&[]).0).await.0
     }
 
     #[tokio::test]
     async fn a_live_holder_name_is_refused_until_its_host_lets_go() {
         let test = crate::testing::TestDatabase::create().await;
         let db = test.database(1);
-        let claim = |holder: &str| start_test(&db, "east", holder);
-        let first = claim("replica-a");
+        let claim = |holder: &'static str| start_test(&db, "east", holder);
+        let first = claim("replica-a").await;
         reaches(&first, "claimed", ClaimState::claimed).await;
 
-        let second = claim("replica-a");
+        let second = claim("replica-a").await;
         let taken = reaches(&second, "taken", |s| matches!(s, ClaimState::Taken { .. })).await;
         let ClaimState::Taken { reason } = taken else {
             unreachable!()
@@ -684,8 +975,8 @@ mod tests {
             "{reason}"
         );
         // Another name, or the same name in another cluster, is free.
-        reaches(&claim("replica-b"), "claimed", ClaimState::claimed).await;
-        let west = start_test(&db, "west", "replica-a");
+        reaches(&claim("replica-b").await, "claimed", ClaimState::claimed).await;
+        let west = start_test(&db, "west", "replica-a").await;
         reaches(&west, "claimed", ClaimState::claimed).await;
 
         drop(first);
@@ -696,7 +987,7 @@ mod tests {
     async fn a_terminated_claim_session_claims_the_name_again() {
         let test = crate::testing::TestDatabase::create().await;
         let db = test.database(1);
-        let claim = start_test(&db, "east", "replica-a");
+        let claim = start_test(&db, "east", "replica-a").await;
         let first = reaches_view(&claim, "claimed", |v| v.state.claimed()).await;
         let mut state = claim.view();
         state.borrow_and_update();
@@ -736,13 +1027,7 @@ mod tests {
         test.database(1).migrate().await.unwrap();
         let db = test.database(1);
         let (info, controllers) = host(&["scheduler"]);
-        let claim = start(
-            &db.session_target(),
-            db.endpoint(),
-            "east",
-            "replica-a",
-            info,
-        );
+        let (claim, _) = start_with(&db, "east", "replica-a", info).await;
         let view = reaches_view(&claim, "claimed", |v| v.state.claimed()).await;
         let session = view.session.expect("a claimed view names its session");
         assert_eq!(session.key, claim_key("east", "replica-a"));
@@ -854,13 +1139,7 @@ mod tests {
         ));
 
         let (info, _controllers) = host(&["scheduler"]);
-        let claim = start(
-            &db.session_target(),
-            db.endpoint(),
-            "east",
-            "replica-a",
-            info,
-        );
+        let (claim, _) = start_with(&db, "east", "replica-a", info).await;
         reaches_view(&claim, "claimed", |v| v.state.claimed()).await;
         let hosts = || async {
             admin
@@ -1108,6 +1387,256 @@ mod tests {
 
     #[test]
     fn a_dead_host_loses_its_claim_before_its_leases_expire() {
-        assert!(dead_host_release() <= crate::timeouts::LEASE_TTL);
+        assert!(claim_session_drop() <= crate::timeouts::LEASE_TTL);
+    }
+    /// The host's liveness follows its claim session: alive from the
+    /// claim's send for the budget, extended by each answered statement,
+    /// lapsed for a tenure of an earlier session and once ended.
+    #[test]
+    fn liveness_counts_from_the_last_answered_send_and_belongs_to_one_session() {
+        let liveness = Liveness::new();
+        let t0 = Instant::now();
+        assert!(liveness.lapsed_at(0, t0), "no session yet");
+        liveness.begin(1, t0);
+        assert!(!liveness.lapsed_at(1, t0 + LIVENESS_BUDGET - Duration::from_millis(1)));
+        assert!(liveness.lapsed_at(1, t0 + LIVENESS_BUDGET));
+        // An answer extends from its statement's send, never backwards.
+        liveness.answered(1, t0 + Duration::from_secs(2));
+        assert!(!liveness.lapsed_at(1, t0 + LIVENESS_BUDGET + Duration::from_secs(1)));
+        liveness.answered(1, t0 + Duration::from_secs(1));
+        assert_eq!(
+            liveness.until(),
+            Some(t0 + Duration::from_secs(2) + LIVENESS_BUDGET)
+        );
+        // A later session: tenures of the first lapse at once, and an
+        // answer reported for the first no longer counts.
+        liveness.begin(2, t0 + Duration::from_secs(3));
+        assert!(liveness.lapsed_at(1, t0 + Duration::from_secs(3)));
+        assert!(!liveness.lapsed_at(2, t0 + Duration::from_secs(3)));
+        liveness.answered(1, t0 + Duration::from_secs(9));
+        assert_eq!(
+            liveness.until(),
+            Some(t0 + Duration::from_secs(3) + LIVENESS_BUDGET)
+        );
+        // Ended: lapsed now, whatever the clock says.
+        liveness.end(1);
+        assert!(
+            !liveness.lapsed_at(2, t0 + Duration::from_secs(3)),
+            "not its session"
+        );
+        liveness.end(2);
+        assert!(liveness.lapsed_at(2, t0 + Duration::from_secs(3)));
+        assert_eq!(liveness.until(), None);
+    }
+
+    fn identity_like(
+        database_id: uuid::Uuid,
+        oid: u32,
+        in_recovery: bool,
+        timeline: Option<u32>,
+    ) -> DatabaseIdentity {
+        DatabaseIdentity {
+            database_id,
+            system_identifier: 7_000_000_000_000_000_001,
+            database_oid: oid,
+            database_name: format!("db{oid}"),
+            timeline,
+            in_recovery,
+            read_only: false,
+            endpoint: "postgres://app:***@db/x".into(),
+        }
+    }
+
+    /// A claim session must reach the verified database: not another one
+    /// (another uuid or oid), not a standby of it, not an unmigrated one.
+    #[test]
+    fn a_claim_session_elsewhere_is_refused_naming_what_differs() {
+        let id = uuid::Uuid::new_v4();
+        let verified = identity_like(id, 16_384, false, Some(1));
+        assert_eq!(
+            session_refusal(&verified, Ok(verified.clone())),
+            None,
+            "the same database"
+        );
+        let other = session_refusal(
+            &verified,
+            Ok(identity_like(uuid::Uuid::new_v4(), 16_999, false, Some(1))),
+        )
+        .expect("another database");
+        assert!(
+            other.contains("database id is") && other.contains("oid 16999"),
+            "{other}"
+        );
+        let standby = session_refusal(&verified, Ok(identity_like(id, 16_384, true, None)))
+            .expect("a standby");
+        assert!(standby.contains("in recovery"), "{standby}");
+        let unmigrated = session_refusal(
+            &verified,
+            Err("relation \"leasehold_database\" does not exist (SQLSTATE 42P01)".into()),
+        )
+        .expect("an unmigrated database");
+        assert!(unmigrated.contains("42P01"), "{unmigrated}");
+        let said = wrong_database(
+            "postgres://app:***@other/y",
+            "postgres://app:***@db/x",
+            &verified,
+            &standby,
+        );
+        assert!(
+            said.contains("postgres://app:***@other/y") && said.contains("postgres://app:***@db/x"),
+            "both endpoints are named: {said}"
+        );
+    }
+
+    /// A claim whose session reaches another database than the one the
+    /// host verified (here: another Leasehold database of the same server)
+    /// is refused, naming both endpoints, and claims nothing there.
+    #[tokio::test]
+    async fn a_claim_session_at_another_database_is_refused_naming_both_endpoints() {
+        let test = crate::testing::TestDatabase::create().await;
+        let other = crate::testing::TestDatabase::create().await;
+        let db = test.database(1);
+        let elsewhere = other.database(1);
+        let (claim, liveness) = start(
+            &elsewhere.session_target(),
+            elsewhere.endpoint(),
+            "east",
+            "replica-a",
+            host(&[]).0,
+            verified(&db).await,
+        );
+        let refused = reaches(&claim, "refused", |s| {
+            matches!(s, ClaimState::WrongDatabase { .. })
+        })
+        .await;
+        let ClaimState::WrongDatabase { reason } = refused else {
+            unreachable!()
+        };
+        assert!(
+            reason.contains(elsewhere.endpoint()) && reason.contains(db.endpoint()),
+            "{reason}"
+        );
+        assert!(reason.contains("database id is"), "{reason}");
+        assert_eq!(liveness.until(), None, "never alive there");
+        let (admin, connection) = tokio_postgres::connect(other.url(), NoTls).await.unwrap();
+        tokio::spawn(connection);
+        let locks: i64 = admin
+            .query_one(
+                "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'
+                   AND database = (SELECT oid FROM pg_database WHERE datname = current_database())",
+                &[],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        assert_eq!(locks, 0, "no claim was taken there");
+    }
+
+    /// The claim session keeps its name across server-side idle bounds
+    /// the database sets for every session: it switches them off for
+    /// itself, so it is still the first session after several checks.
+    #[tokio::test]
+    async fn the_claim_session_outlives_an_idle_session_timeout() {
+        let test = crate::testing::TestDatabase::create().await;
+        let db = test.database(1);
+        let (admin, connection) = tokio_postgres::connect(test.url(), NoTls).await.unwrap();
+        tokio::spawn(connection);
+        admin
+            .batch_execute(
+                "DO $$ BEGIN EXECUTE format('ALTER DATABASE %I SET idle_session_timeout = 200', \
+                 current_database()); END $$",
+            )
+            .await
+            .unwrap();
+        let (claim, liveness) = start_with(&db, "east", "replica-a", host(&[]).0).await;
+        let first = reaches_view(&claim, "claimed", |v| v.state.claimed()).await;
+        let generation = first.session.as_ref().unwrap().generation;
+        let alive_until = liveness.until().expect("alive once claimed");
+        // Three checks answered on this session (each idle in between for
+        // far longer than the database's bound).
+        let mut view = claim.view();
+        let answered = tokio::time::timeout(Duration::from_secs(20), async {
+            loop {
+                if liveness
+                    .until()
+                    .is_some_and(|until| until >= alive_until + LIVENESS_CHECK * 3)
+                {
+                    return;
+                }
+                tokio::select! {
+                    _ = view.changed() => {}
+                    _ = tokio::time::sleep(Duration::from_millis(50)) => {}
+                }
+            }
+        })
+        .await;
+        let now = claim.view().borrow().clone();
+        assert!(
+            answered.is_ok(),
+            "the claim session stopped answering: {now:?} {liveness:?}"
+        );
+        assert_eq!(
+            now.session.map(|s| s.generation),
+            Some(generation),
+            "the claim was made again on a new session"
+        );
+    }
+
+    /// A statement of the claim session that never answers (here the
+    /// registry's prune, blocked behind a row another transaction holds)
+    /// loses the claim, and the host's liveness, when the liveness budget
+    /// since the last answered statement's send is spent: its timeout is
+    /// not swallowed and it does not run on past the budget.
+    #[tokio::test]
+    async fn a_statement_that_never_answers_loses_the_claim_within_the_liveness_budget() {
+        let test = crate::testing::TestDatabase::create().await;
+        let db = test.database(1);
+        db.migrate().await.unwrap();
+        let (admin, connection) = tokio_postgres::connect(test.url(), NoTls).await.unwrap();
+        tokio::spawn(connection);
+        // A host gone for good that the prune would delete, its row held.
+        admin
+            .execute(
+                "INSERT INTO leasehold_hosts (cluster, holder, claim_key, session_pid,
+                                              process_started_at, version, updated_at)
+                 VALUES ('east', 'gone', $1, 1, clock_timestamp(), 'old',
+                         clock_timestamp() - interval '48 hours')",
+                &[&claim_key("east", "gone")],
+            )
+            .await
+            .unwrap();
+        admin
+            .batch_execute("BEGIN; SELECT 1 FROM leasehold_hosts WHERE holder = 'gone' FOR UPDATE")
+            .await
+            .unwrap();
+        let (claim, liveness) = start_with(&db, "east", "replica-a", host(&["scheduler"]).0).await;
+        let claimed = reaches_view(&claim, "claimed", |v| v.state.claimed()).await;
+        let generation = claimed.session.unwrap().generation;
+        let mut view = claim.view();
+        view.borrow_and_update();
+        let lost = tokio::time::timeout(
+            LIVENESS_BUDGET + Duration::from_secs(5),
+            view.wait_for(|v| !v.state.claimed()),
+        )
+        .await
+        .map(|v| v.map(|v| v.clone()));
+        let deadline_missed = lost.is_err();
+        admin.batch_execute("ROLLBACK").await.unwrap();
+        assert!(
+            !deadline_missed,
+            "a claim whose prune never answers was still held {:?} after it was claimed",
+            LIVENESS_BUDGET + Duration::from_secs(5)
+        );
+        assert!(
+            liveness.lapsed_at(generation, Instant::now()),
+            "the liveness of the lost session lapsed"
+        );
+        let ClaimState::Unreachable { reason } = lost.unwrap().unwrap().state else {
+            panic!("the claim is lost")
+        };
+        assert!(
+            reason.contains("pruning the host registry") && reason.contains("liveness budget"),
+            "{reason}"
+        );
     }
 }

@@ -97,7 +97,7 @@ pub(crate) use errors::classify;
 pub use listener::LISTENER_APPLICATION;
 use listener::{Listener, RELEASE_CHANNEL};
 
-use super::claim::{ClaimSession, ClaimView, HolderClaim, HostInfo};
+use super::claim::{ClaimSession, ClaimView, HolderClaim, HostInfo, Liveness};
 use super::fence_check::BOUND_IDLE_TRANSACTION;
 use super::wakes::ReleaseWakes;
 use super::{
@@ -434,17 +434,19 @@ struct Shared {
     /// pool's own configuration. Never a pooler's address: a session lock,
     /// a backend pid and LISTEN only mean something on the server's own
     /// session.
-    session_target: Mutex<Option<crate::db_tls::Target>>,
+    session_target: Mutex<Option<(crate::db_tls::Target, String)>>,
     /// The holder claims this authority started, so a grant can record
     /// the liveness session of its holder.
     claims: Mutex<Vec<ClaimWatch>>,
 }
 
-/// A holder claim started by this authority, as its grants need it.
+/// A holder claim started by this authority, as its grants (and its
+/// tenures, [`Authority::liveness`]) need it.
 struct ClaimWatch {
     cluster: String,
     holder: String,
     view: watch::Receiver<ClaimView>,
+    liveness: Liveness,
 }
 
 impl PostgresAuthority {
@@ -480,7 +482,7 @@ impl PostgresAuthority {
             .shared
             .session_target
             .lock()
-            .unwrap_or_else(PoisonError::into_inner) = Some(target);
+            .unwrap_or_else(PoisonError::into_inner) = Some((target, db::redact(url)));
         Ok(())
     }
 
@@ -490,8 +492,45 @@ impl PostgresAuthority {
             .session_target
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .clone()
+            .as_ref()
+            .map(|(target, _)| target.clone())
             .unwrap_or_else(|| self.shared.db.session_target())
+    }
+
+    /// Where the dedicated sessions connect, redacted: `[database]
+    /// session_url`, or else the pool's endpoint.
+    pub fn session_endpoint(&self) -> String {
+        self.shared
+            .session_target
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .as_ref()
+            .map(|(_, endpoint)| endpoint.clone())
+            .unwrap_or_else(|| self.shared.db.session_endpoint().to_string())
+    }
+
+    /// What `leasehold check` says of the dedicated sessions: whether a
+    /// session at `session_url` reaches the database this authority
+    /// verified (see [`holder_claim::check_session`]); `None` when they
+    /// connect where the pool does.
+    pub async fn check_session_url(&self) -> Option<Result<String, String>> {
+        let endpoint = self.session_endpoint();
+        if endpoint == self.endpoint() {
+            return None;
+        }
+        let verified = match self.verify().await {
+            Ok(verified) => verified,
+            Err(e) => return Some(Err(e.to_string())),
+        };
+        Some(
+            holder_claim::check_session(
+                &self.session_target(),
+                &endpoint,
+                self.endpoint(),
+                &verified,
+            )
+            .await,
+        )
     }
 
     /// The liveness session `holder` of `cluster` holds its claim on now,
@@ -711,7 +750,7 @@ impl PostgresAuthority {
             *listener = Some(Listener::start(
                 &handle,
                 self.session_target(),
-                self.endpoint().to_string(),
+                self.session_endpoint(),
                 self.shared.wakes.clone(),
             ));
         }
@@ -1396,12 +1435,30 @@ impl Authority for PostgresAuthority {
     }
 
     fn claim_holder(&self, cluster: &str, holder: &str, host: HostInfo) -> Option<HolderClaim> {
-        let claim = holder_claim::start(
+        // The claim session must reach the database this authority
+        // verified, not another one or a standby `session_url` names; weak,
+        // so the claim does not keep the authority alive.
+        let shared = Arc::downgrade(&self.shared);
+        let verified = holder_claim::Verified {
+            endpoint: self.endpoint().to_string(),
+            identity: Arc::new(move || {
+                let shared = shared.upgrade();
+                Box::pin(async move {
+                    let shared = shared.ok_or_else(|| "the lease authority is gone".to_string())?;
+                    PostgresAuthority { shared }
+                        .verify()
+                        .await
+                        .map_err(|e| e.to_string())
+                })
+            }),
+        };
+        let (claim, liveness) = holder_claim::start(
             &self.session_target(),
-            self.endpoint(),
+            &self.session_endpoint(),
             cluster,
             holder,
             host,
+            verified,
         );
         let mut claims = self
             .shared
@@ -1413,8 +1470,22 @@ impl Authority for PostgresAuthority {
             cluster: cluster.to_string(),
             holder: holder.to_string(),
             view: claim.view(),
+            liveness,
         });
         Some(claim)
+    }
+
+    fn liveness(&self, cluster: &str, holder: &str) -> Option<Liveness> {
+        let mut claims = self
+            .shared
+            .claims
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        claims.retain(|claim| claim.view.has_changed().is_ok());
+        claims
+            .iter()
+            .find(|claim| claim.cluster == cluster && claim.holder == holder)
+            .map(|claim| claim.liveness.clone())
     }
 
     fn released(&self, cluster: &str) -> watch::Receiver<u64> {
