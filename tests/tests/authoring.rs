@@ -277,6 +277,10 @@ fn new_project_passes_out_of_the_box(language: &str) {
         "{}",
         checked.text
     );
+    assert!(
+        dir.join("leasehold-data/compile-cache").is_dir(),
+        "the config's compile cache holds what check compiled"
+    );
 
     let rehearsed = must(
         &format!("leasehold sim of the new {language} project's world"),

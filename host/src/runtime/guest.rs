@@ -805,7 +805,7 @@ impl GuestInstance {
                 message,
                 retry_after_ms,
             } => Reconciled::Failed {
-                message: crate::runtime::host::logging::truncate(&message, 4096).to_string(),
+                message: crate::text::truncate(&message, 4096).to_string(),
                 retry_after: retry_after_ms.map(Duration::from_millis),
             },
         })
@@ -917,7 +917,7 @@ impl GuestInstance {
             // becomes host text, so no log line it reaches can be forged.
             None => {
                 let mut message =
-                    crate::runtime::host::logging::escape(&format!("{error:?}")).into_owned();
+                    crate::text::escape(&format!("{error:?}")).into_owned();
                 // A store count over its limit (the component makes more
                 // core instances, tables or memories than the controller
                 // allows): name the config key that allows more.

@@ -285,7 +285,7 @@ impl Supervisor {
                     // A move is counted where it is made: by the grant
                     // that recorded it.
                     if let Some(reason) = grant.moved {
-                        placement::count_move(reason);
+                        self.status.placement_moves.count(reason);
                     }
                     self.status
                         .metrics

@@ -739,7 +739,7 @@ impl Worker {
                     // The message is the guest's own text: escaped so it
                     // cannot forge a log line.
                     "reconcile failed: {}",
-                    crate::runtime::host::logging::escape(&message)
+                    crate::text::escape(&message)
                 );
                 self.queue
                     .add_at(key.clone(), now + delay, ReconcileReason::Retry);
