@@ -31,5 +31,6 @@ pub mod store;
 pub mod supervisor;
 pub mod telemetry;
 pub mod testing;
+pub mod text;
 pub mod timeouts;
 pub mod tls;

@@ -375,7 +375,7 @@ pub fn display_url(uri: &http::Uri) -> String {
         text.rsplit_once('@').map_or(text, |(_, host)| host)
     });
     let text = format!("{scheme}://{}{}", host.unwrap_or(""), uri.path());
-    crate::runtime::host::logging::escape(&text).into_owned()
+    crate::text::escape(&text).into_owned()
 }
 
 /// The bounds every outbound request of a guest runs under. Defaults are in

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
+use crate::authority::MoveReason;
 use crate::authority::claim::ClaimState;
 use crate::outbound::{LATENCY_BUCKETS as OUTBOUND_BUCKETS, OutboundCounters, Outcome};
 use crate::runtime::CommitCounters;
@@ -126,6 +127,26 @@ pub struct ControllerMetrics {
     pub outbound: OutboundMetrics,
     /// Whether its reconciles keep failing.
     pub health: ReconcileHealth,
+}
+
+/// Placement moves this process's grants recorded, by reason
+/// (`leasehold_placement_moves_total`): each lease move is counted once, by
+/// the host that took the lease, under the reason its grant recorded as the
+/// lease's last move (an `over_share` move by the host it was handed over
+/// to).
+#[derive(Debug, Default)]
+pub struct PlacementMoves([AtomicU64; 3]);
+
+impl PlacementMoves {
+    /// Count a move a grant of this process recorded.
+    pub fn count(&self, reason: MoveReason) {
+        self.0[reason as usize].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The moves counted so far, by reason.
+    pub fn counts(&self) -> [(MoveReason, u64); 3] {
+        MoveReason::ALL.map(|reason| (reason, self.0[reason as usize].load(Ordering::Relaxed)))
+    }
 }
 
 /// A controller's outbound request tallies as `/metrics` shows them.
@@ -335,7 +356,7 @@ impl ReconcileHealth {
         let mut run = self.run.lock().unwrap_or_else(|p| p.into_inner());
         run.count += 1;
         run.since.get_or_insert(now);
-        let escaped = crate::runtime::host::logging::escape(error);
+        let escaped = crate::text::escape(error);
         let mut cut = crate::limits::DEGRADED_ERROR_BYTES.min(escaped.len());
         while !escaped.is_char_boundary(cut) {
             cut -= 1;
@@ -425,15 +446,26 @@ pub struct ControllerStatus {
     pub state: tokio::sync::watch::Sender<ControllerState>,
     /// Counters.
     pub metrics: ControllerMetrics,
+    /// The host's count of placement moves, which this controller's
+    /// grants add to (shared by every controller of a [`Status`]).
+    pub placement_moves: Arc<PlacementMoves>,
 }
 
 impl ControllerStatus {
-    /// A controller not yet tried: `Starting`, every counter zero.
+    /// A controller not yet tried: `Starting`, every counter zero, its
+    /// placement moves counted on their own.
     pub fn new(name: &str) -> Self {
+        Self::counting_moves_in(name, Arc::default())
+    }
+
+    /// As [`ControllerStatus::new`], its placement moves counted in
+    /// `moves`.
+    fn counting_moves_in(name: &str, moves: Arc<PlacementMoves>) -> Self {
         Self {
             name: name.to_string(),
             state: tokio::sync::watch::Sender::new(ControllerState::Starting),
             metrics: ControllerMetrics::default(),
+            placement_moves: moves,
         }
     }
 
@@ -529,14 +561,20 @@ pub struct Status {
     /// The leases of `controllers` that are shards of a sharded
     /// controller: the controller's name and the shard, by lease.
     shards: RwLock<BTreeMap<String, (String, crate::shard::Shard)>>,
+    /// Placement moves of every controller's grants.
+    placement_moves: Arc<PlacementMoves>,
 }
 
 impl Status {
     /// A status for `controllers`, all `Starting`.
     pub fn new(cluster: String, holder: String, controllers: &[String]) -> Self {
+        let placement_moves = Arc::<PlacementMoves>::default();
         let controllers: BTreeMap<String, Arc<ControllerStatus>> = controllers
             .iter()
-            .map(|name| (name.clone(), Arc::new(ControllerStatus::new(name))))
+            .map(|name| {
+                let status = ControllerStatus::counting_moves_in(name, placement_moves.clone());
+                (name.clone(), Arc::new(status))
+            })
             .collect();
         let names = tokio::sync::watch::Sender::new(controllers.keys().cloned().collect());
         Self {
@@ -547,7 +585,13 @@ impl Status {
             controllers: RwLock::new(controllers),
             names,
             shards: RwLock::default(),
+            placement_moves,
         }
+    }
+
+    /// The placement moves this process's grants recorded, by reason.
+    pub fn placement_moves(&self) -> [(MoveReason, u64); 3] {
+        self.placement_moves.counts()
     }
 
     /// Record that this replica runs `lease` as `shard` of the sharded
@@ -609,7 +653,10 @@ impl Status {
         let mut controllers = self.controllers.write().expect("status lock");
         let status = controllers
             .entry(name.to_string())
-            .or_insert_with(|| Arc::new(ControllerStatus::new(name)))
+            .or_insert_with(|| {
+                let moves = self.placement_moves.clone();
+                Arc::new(ControllerStatus::counting_moves_in(name, moves))
+            })
             .clone();
         self.publish_names(&controllers);
         status

@@ -50,7 +50,6 @@ use tracing_opentelemetry::{OpenTelemetryLayer, OpenTelemetrySpanExt};
 use tracing_subscriber::filter::{FilterFn, Filtered};
 use tracing_subscriber::{Layer, Registry};
 
-use crate::config::TelemetryConfig;
 
 /// The standard environment variable naming the collector, used when the
 /// config has no `[telemetry] otlp_endpoint`.
@@ -126,6 +125,21 @@ impl TraceParent {
         Self::of_context(&span.context())
     }
 
+    /// [`TraceParent::of_span`], or, for a span not made because its
+    /// trace is not sampled ([`store_span`], [`http_span`]), the context of
+    /// the current span: an unsampled trace is passed on as such (flags
+    /// `00`), so what it causes stays unsampled too, as the parent-based
+    /// sampler decides.
+    pub fn of_span_or_current(span: &tracing::Span) -> Option<Self> {
+        if !active() {
+            return None;
+        }
+        if span.is_none() {
+            return Self::of_span(&tracing::Span::current());
+        }
+        Self::of_span(span)
+    }
+
     fn of_context(context: &opentelemetry::Context) -> Option<Self> {
         let span = context.span();
         let span = span.span_context();
@@ -197,11 +211,39 @@ pub fn write_context() -> Option<TraceParent> {
 }
 
 /// Record `value` as the trace attribute `key` of `span` (no effect while
-/// off, or on a span no exporting layer records).
+/// off, or on a span no exporting layer records, or whose trace is not
+/// sampled: nothing of it is exported).
 pub fn attribute(span: &tracing::Span, key: &'static str, value: impl Into<opentelemetry::Value>) {
-    if active() {
+    if active() && sampled(span) {
         span.set_attribute(key, value);
     }
+}
+
+/// Whether `span` is recorded for export: its trace was sampled. Asking
+/// makes the sampling decision (the span's parent must be set before);
+/// the sampler decides at the root, and every span of an unsampled trace
+/// is unsampled too (parent-based sampling).
+fn sampled(span: &tracing::Span) -> bool {
+    !span.is_none() && span.context().span().span_context().is_sampled()
+}
+
+/// Whether a span made now, as a child of the current span, would be
+/// exported: not when the current span belongs to an unsampled trace (a
+/// reconcile the sampler left out). Such a child would be created, given
+/// its fields, started, judged unsampled and dropped, for nothing; the
+/// hot paths (a guest's store calls and requests) skip it. With no current
+/// span the child would be a root, which the sampler decides for itself.
+fn children_recorded() -> bool {
+    let current = tracing::Span::current();
+    if current.is_none() {
+        return true;
+    }
+    let context = current.context();
+    let span = context.span();
+    let span = span.span_context();
+    // A current span the exporting layer does not see has no context: the
+    // child would be a root.
+    !span.is_valid() || span.is_sampled()
 }
 
 /// A guest store call that has a span of its own.
@@ -229,10 +271,11 @@ pub enum StoreCall<'a> {
 }
 
 /// The span of one guest store call, a child of the current (reconcile)
-/// span, with an empty `outcome` field to [`outcome`]; disabled while off.
+/// span, with an empty `outcome` field to [`outcome`]; disabled while off,
+/// and not made in a trace the sampler left out ([`children_recorded`]).
 pub fn store_span(call: StoreCall<'_>) -> tracing::Span {
     use tracing::field::Empty;
-    if !active() {
+    if !active() || !children_recorded() {
         return tracing::Span::none();
     }
     match call {
@@ -256,9 +299,9 @@ pub fn outcome(span: &tracing::Span, value: &'static str) {
 
 /// The span of a guest's outbound HTTP request (`method`, `host`; never
 /// the path or query), a child of the current (reconcile) span; disabled
-/// while off.
+/// while off, and not made in a trace the sampler left out.
 pub fn http_span(method: &str, host: &str) -> tracing::Span {
-    if !active() {
+    if !active() || !children_recorded() {
         return tracing::Span::none();
     }
     tracing::info_span!(
@@ -272,9 +315,10 @@ pub fn http_span(method: &str, host: &str) -> tracing::Span {
 }
 
 /// Put `span`'s context in `headers` as `traceparent` (no effect while
-/// off, or when the span is not recorded).
+/// off): of the current span when `span` was not made because its trace
+/// is not sampled, so the receiver sees the trace, unsampled.
 pub fn inject(span: &tracing::Span, headers: &mut http::HeaderMap) {
-    if let Some(context) = TraceParent::of_span(span)
+    if let Some(context) = TraceParent::of_span_or_current(span)
         && let Ok(value) = http::HeaderValue::from_str(context.as_str())
     {
         headers.insert(TRACEPARENT, value);
@@ -410,6 +454,45 @@ impl std::fmt::Debug for Telemetry {
             .finish_non_exhaustive()
     }
 }
+
+/// `[telemetry]`: OpenTelemetry traces (see [`crate::telemetry`]).
+#[derive(Clone, Debug)]
+pub struct TelemetryConfig {
+    /// The OTLP/HTTP collector's base URL (`http://host:port[/path]`;
+    /// spans go to `<it>/v1/traces`), from `otlp_endpoint` or else
+    /// `OTEL_EXPORTER_OTLP_ENDPOINT`. `None`: no traces are exported.
+    pub otlp_endpoint: Option<String>,
+    /// The share of traces recorded, 0 to 1, for traces that start here
+    /// (a reconcile without a caller's context, a lease step, an API write
+    /// without `traceparent`); a trace a caller's `traceparent` marked
+    /// sampled is always recorded, one marked unsampled never.
+    pub sample_ratio: f64,
+}
+
+/// Default `[telemetry] sample_ratio`: every trace. Lower it on a busy
+/// host (0.1 costs under a tenth of reconcile throughput; see
+/// BENCHMARKS.md).
+pub const DEFAULT_SAMPLE_RATIO: f64 = 1.0;
+
+impl Default for TelemetryConfig {
+    fn default() -> Self {
+        Self {
+            otlp_endpoint: None,
+            sample_ratio: DEFAULT_SAMPLE_RATIO,
+        }
+    }
+}
+
+// By hand: the ratio is a float, compared by its bits (the config never
+// holds a NaN: `resolve` refuses it).
+impl PartialEq for TelemetryConfig {
+    fn eq(&self, other: &Self) -> bool {
+        self.otlp_endpoint == other.otlp_endpoint
+            && self.sample_ratio.to_bits() == other.sample_ratio.to_bits()
+    }
+}
+
+impl Eq for TelemetryConfig {}
 
 impl Telemetry {
     /// Start exporting to `config.otlp_endpoint` (nothing when it is

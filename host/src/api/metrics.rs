@@ -69,7 +69,7 @@ use axum::http::header;
 use axum::response::IntoResponse;
 
 use super::AppState;
-use crate::authority::Authority;
+use crate::authority::{Authority, MoveReason};
 use crate::db::{Database, PoolStats};
 use crate::fence::LeaseKey;
 use crate::quota::Quota;
@@ -105,7 +105,7 @@ pub(super) async fn handler(State(shared): State<AppState>) -> impl IntoResponse
             &shared.api.status,
         )
         .await;
-    host.render(&mut text, &leases);
+    host.render(&mut text, &leases, shared.api.status.placement_moves());
     render_shards(&mut text, &shared.api.status);
     ([(header::CONTENT_TYPE, CONTENT_TYPE)], text)
 }
@@ -164,7 +164,7 @@ impl HostMetrics {
     }
 
     /// Append every host family to `out`.
-    fn render(&self, out: &mut String, leases: &LeaseSnapshot) {
+    fn render(&self, out: &mut String, leases: &LeaseSnapshot, moves: [(MoveReason, u64); 3]) {
         render_build_info(out);
         self.http.render(out);
         render_pools(
@@ -176,15 +176,15 @@ impl HostMetrics {
                 .collect::<Vec<_>>(),
         );
         render_leases(out, leases, self.leases.failures());
-        render_placement(out);
+        render_placement(out, moves);
         render_process(out, &process_snapshot());
     }
 }
 
 /// `leasehold_placement_moves_total{reason}`: the placement moves this
-/// process's grants recorded ([`crate::supervisor::placement::moves`]),
+/// process's grants recorded ([`Status::placement_moves`]),
 /// every reason from the first scrape.
-fn render_placement(out: &mut String) {
+fn render_placement(out: &mut String, moves: [(MoveReason, u64); 3]) {
     header(
         out,
         "leasehold_placement_moves_total",
@@ -195,7 +195,7 @@ fn render_placement(out: &mut String) {
          was below its own), lapsed (taken beyond this host's share because its holder stopped \
          renewing it).",
     );
-    for (reason, n) in crate::supervisor::placement::moves() {
+    for (reason, n) in moves {
         sample(
             out,
             "leasehold_placement_moves_total",

@@ -400,86 +400,16 @@ impl Default for RuntimeConfig {
     }
 }
 
-/// `[store]`: how long the event log and the change stream are kept, and
-/// how many tenures of each lease; trimmed in the background by
-/// [`crate::store::retention`]. Read at start; a reload does not change it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct StoreConfig {
-    /// Events and object changes committed longer ago than this are
-    /// deleted; a reader behind them is told to re-list.
-    pub event_retention: Duration,
-    /// The newest tenures kept per lease (the live one is never deleted,
-    /// whatever its rank).
-    pub tenure_retention: u64,
-}
-
 /// Most `[placement] slack` allowed.
 pub const MAX_PLACEMENT_SLACK: u64 = 10_000;
 /// Most `[placement] min_tenure` allowed.
 pub const MAX_PLACEMENT_MIN_TENURE: Duration = Duration::from_secs(24 * 3600);
 
-/// Default `[store] event_retention`: a week. Long enough that a host or
-/// an API reader down over a weekend resumes where it stopped instead of
-/// re-listing, short enough that the log of a busy cluster stays a
-/// bounded, small share of the database.
-pub const DEFAULT_EVENT_RETENTION: Duration = Duration::from_secs(7 * 24 * 3600);
-/// Bounds of `[store] event_retention`: at least a minute (a reader that
-/// falls further behind than that re-lists), at most ten years.
-pub const MIN_EVENT_RETENTION: Duration = Duration::from_secs(60);
-/// See [`MIN_EVENT_RETENTION`].
-pub const MAX_EVENT_RETENTION: Duration = Duration::from_secs(3650 * 24 * 3600);
-/// Default `[store] tenure_retention`: as deep as the history API pages.
-pub const DEFAULT_TENURE_RETENTION: u64 = 1000;
-/// Most `[store] tenure_retention` allowed.
-pub const MAX_TENURE_RETENTION: u64 = 1_000_000;
-
-impl Default for StoreConfig {
-    fn default() -> Self {
-        Self {
-            event_retention: DEFAULT_EVENT_RETENTION,
-            tenure_retention: DEFAULT_TENURE_RETENTION,
-        }
-    }
-}
-
-/// `[telemetry]`: OpenTelemetry traces (see [`crate::telemetry`]).
-#[derive(Clone, Debug)]
-pub struct TelemetryConfig {
-    /// The OTLP/HTTP collector's base URL (`http://host:port[/path]`;
-    /// spans go to `<it>/v1/traces`), from `otlp_endpoint` or else
-    /// `OTEL_EXPORTER_OTLP_ENDPOINT`. `None`: no traces are exported.
-    pub otlp_endpoint: Option<String>,
-    /// The share of traces recorded, 0 to 1, for traces that start here
-    /// (a reconcile without a caller's context, a lease step, an API write
-    /// without `traceparent`); a trace a caller's `traceparent` marked
-    /// sampled is always recorded, one marked unsampled never.
-    pub sample_ratio: f64,
-}
-
-/// Default `[telemetry] sample_ratio`: every trace. Lower it on a busy
-/// host (0.1 costs under a tenth of reconcile throughput; see
-/// BENCHMARKS.md).
-pub const DEFAULT_SAMPLE_RATIO: f64 = 1.0;
-
-impl Default for TelemetryConfig {
-    fn default() -> Self {
-        Self {
-            otlp_endpoint: None,
-            sample_ratio: DEFAULT_SAMPLE_RATIO,
-        }
-    }
-}
-
-// By hand: the ratio is a float, compared by its bits (the config never
-// holds a NaN: `resolve` refuses it).
-impl PartialEq for TelemetryConfig {
-    fn eq(&self, other: &Self) -> bool {
-        self.otlp_endpoint == other.otlp_endpoint
-            && self.sample_ratio.to_bits() == other.sample_ratio.to_bits()
-    }
-}
-
-impl Eq for TelemetryConfig {}
+pub use crate::store::retention::{
+    DEFAULT_EVENT_RETENTION, DEFAULT_TENURE_RETENTION, MAX_EVENT_RETENTION, MAX_TENURE_RETENTION,
+    MIN_EVENT_RETENTION, StoreConfig,
+};
+pub use crate::telemetry::{DEFAULT_SAMPLE_RATIO, TelemetryConfig};
 
 /// One `[[controllers]]` entry.
 #[derive(Debug, Clone, PartialEq, Eq)]

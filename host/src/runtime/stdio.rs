@@ -1,7 +1,7 @@
 //! Guest stdout and stderr, captured line by line into tracing and bounded
 //! per tenure. Writes never fail (a guest's `println!` would panic on an
 //! error); bytes past the budget are dropped and counted. Each line is
-//! escaped ([`crate::runtime::host::logging::escape`]) so a `\r`, an
+//! escaped ([`crate::text::escape`]) so a `\r`, an
 //! escape sequence or a Unicode line separator in it cannot forge a host
 //! log line.
 
@@ -78,7 +78,7 @@ impl LineWriter {
             return;
         }
         let text = String::from_utf8_lossy(&self.line);
-        let text = crate::runtime::host::logging::escape(text.trim_end());
+        let text = crate::text::escape(text.trim_end());
         tracing::info!(
             target: "guest",
             controller = self.shared.controller.as_str(),

@@ -51,7 +51,6 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
-use crate::config::StoreConfig;
 use crate::db::{Database, bounded};
 
 use super::StoreError;
@@ -82,6 +81,43 @@ pub const VACUUMED_TABLES: [&str; 4] = [
     "leasehold_objects",
     "leasehold_tenures",
 ];
+
+/// `[store]`: how long the event log and the change stream are kept, and
+/// how many tenures of each lease; trimmed in the background by
+/// this module. Read at start; a reload does not change it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StoreConfig {
+    /// Events and object changes committed longer ago than this are
+    /// deleted; a reader behind them is told to re-list.
+    pub event_retention: Duration,
+    /// The newest tenures kept per lease (the live one is never deleted,
+    /// whatever its rank).
+    pub tenure_retention: u64,
+}
+
+/// Default `[store] event_retention`: a week. Long enough that a host or
+/// an API reader down over a weekend resumes where it stopped instead of
+/// re-listing, short enough that the log of a busy cluster stays a
+/// bounded, small share of the database.
+pub const DEFAULT_EVENT_RETENTION: Duration = Duration::from_secs(7 * 24 * 3600);
+/// Bounds of `[store] event_retention`: at least a minute (a reader that
+/// falls further behind than that re-lists), at most ten years.
+pub const MIN_EVENT_RETENTION: Duration = Duration::from_secs(60);
+/// See [`MIN_EVENT_RETENTION`].
+pub const MAX_EVENT_RETENTION: Duration = Duration::from_secs(3650 * 24 * 3600);
+/// Default `[store] tenure_retention`: as deep as the history API pages.
+pub const DEFAULT_TENURE_RETENTION: u64 = 1000;
+/// Most `[store] tenure_retention` allowed.
+pub const MAX_TENURE_RETENTION: u64 = 1_000_000;
+
+impl Default for StoreConfig {
+    fn default() -> Self {
+        Self {
+            event_retention: DEFAULT_EVENT_RETENTION,
+            tenure_retention: DEFAULT_TENURE_RETENTION,
+        }
+    }
+}
 
 /// What one trim keeps.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

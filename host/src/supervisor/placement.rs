@@ -36,7 +36,6 @@
 //! host is in flight.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::Duration;
 
@@ -74,21 +73,6 @@ impl Default for PlacementSettings {
 /// `leasehold_placement_moves_total`, and the reason the lease authority
 /// records with the lease's last move).
 pub use crate::authority::MoveReason;
-
-static MOVES: [AtomicU64; 3] = [AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0)];
-
-/// Placement moves this process's grants made, by reason (for
-/// `/metrics`): each lease move is counted once, by the host that took
-/// the lease, under the reason its grant recorded as the lease's last move
-/// (an `over_share` move by the host it was handed over to).
-pub fn moves() -> [(MoveReason, u64); 3] {
-    MoveReason::ALL.map(|reason| (reason, MOVES[reason as usize].load(Ordering::Relaxed)))
-}
-
-/// Count a move that a grant of this process recorded.
-pub(crate) fn count_move(reason: MoveReason) {
-    MOVES[reason as usize].fetch_add(1, Ordering::Relaxed);
-}
 
 /// One host as the share arithmetic sees it: the leases it can run.
 pub trait Runs {
@@ -671,6 +655,7 @@ fn rebalance(inner: &Inner) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::atomic::{AtomicU64, Ordering};
 
     fn names(n: usize, prefix: &str) -> Vec<String> {
         (0..n).map(|i| format!("{prefix}{i}")).collect()
