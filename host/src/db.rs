@@ -49,6 +49,7 @@ pub const MIGRATIONS: &[(i32, &str)] = &[
     (16, include_str!("../migrations/0016_hosts.sql")),
     (17, include_str!("../migrations/0017_placement_moves.sql")),
     (18, include_str!("../migrations/0018_settled.sql")),
+    (19, include_str!("../migrations/0019_position_base.sql")),
 ];
 
 /// The migrations this program knows: [`MIGRATIONS`], but in the

@@ -347,6 +347,57 @@ fn a_new_javascript_controller_builds_tests_checks_and_rehearses() {
     new_project_passes_out_of_the_box("js");
 }
 
+/// A missing toolchain is named with what to install, and a build that
+/// fails shows the tool's own error.
+#[test]
+fn missing_tools_and_failed_builds_say_what_to_do() {
+    let empty_cache = outside().join("empty-cache");
+    for (language, variable, says) in [
+        ("python", "LEASEHOLD_PYTHON", "Python 3.11 or newer"),
+        ("js", "LEASEHOLD_NODE", "Node.js 20 or newer"),
+        ("rust", "CARGO", "install Rust with rustup"),
+    ] {
+        let dir = outside().join(format!("no-tools-{language}"));
+        let dir_text = dir.to_str().unwrap().to_string();
+        must(
+            "leasehold new",
+            &mut leasehold(outside(), &["new", language, "greeter", "--dir", &dir_text]),
+        );
+        let failed = run(
+            &format!("leasehold build without {variable}'s tool"),
+            leasehold(&dir, &["build"])
+                .env(cache::CACHE_ENV, &empty_cache)
+                .env(variable, "/nonexistent/leasehold-test-tool"),
+        );
+        assert!(!failed.ok, "{}", failed.text);
+        assert!(
+            failed.text.contains("/nonexistent/leasehold-test-tool") && failed.text.contains(says),
+            "{language}: the error names the tool and what to install:\n{}",
+            failed.text
+        );
+        assert!(!dir.join("build/greeter.wasm").exists());
+    }
+
+    // A controller that does not compile: the tool's own words.
+    let dir = outside().join("broken-python");
+    let dir_text = dir.to_str().unwrap().to_string();
+    must(
+        "leasehold new",
+        &mut leasehold(outside(), &["new", "python", "greeter", "--dir", &dir_text]),
+    );
+    std::fs::write(dir.join("controller.py"), "def broken(:\n").unwrap();
+    let failed = run(
+        "leasehold build of a controller with a syntax error",
+        &mut leasehold(&dir, &["build"]),
+    );
+    assert!(!failed.ok, "{}", failed.text);
+    assert!(
+        failed.text.contains("componentize-py failed") && failed.text.contains("SyntaxError"),
+        "{}",
+        failed.text
+    );
+}
+
 /// The pins `leasehold build` installs are the ones `cargo xtask` reads:
 /// one file each, compiled into the binary.
 #[test]

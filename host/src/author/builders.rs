@@ -222,6 +222,9 @@ fn python(project: &Project, out: &Path) -> Result<(), AuthorError> {
     .run(
         Command::new(tools.join("bin").join("componentize-py"))
             .current_dir(&project.dir)
+            // Its errors are about the controller's code; a backtrace of
+            // the tool itself (asked for by RUST_BACKTRACE) only buries them.
+            .env("RUST_LIB_BACKTRACE", "0")
             .arg("-d")
             .arg(Path::new(vendor::VENDOR).join("wit"))
             .args([

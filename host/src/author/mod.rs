@@ -123,7 +123,7 @@ pub enum AuthorError {
         waited: Duration,
     },
     /// `new` was given a name that cannot name a controller.
-    #[error("{name:?} is not a controller name: {why}")]
+    #[error("{why}")]
     BadName {
         /// The name given.
         name: String,
@@ -274,13 +274,18 @@ pub fn check_name(name: &str) -> Result<(), AuthorError> {
     if !name.starts_with(|c: char| c.is_ascii_lowercase()) {
         return Err(AuthorError::BadName {
             name: name.to_string(),
-            why: "it must start with a letter (it also names a package)".into(),
+            why: format!(
+                "invalid controller name {name:?}: it must start with a letter (it also names a \
+                 package)"
+            ),
         });
     }
     if RESERVED.contains(&name) {
         return Err(AuthorError::BadName {
             name: name.to_string(),
-            why: "it is reserved in Rust or Cargo; choose another".into(),
+            why: format!(
+                "invalid controller name {name:?}: Rust or Cargo reserve it; choose another"
+            ),
         });
     }
     Ok(())

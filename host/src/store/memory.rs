@@ -410,6 +410,9 @@ impl Store for MemoryStore {
         check_cluster(cluster)?;
         let limit = page_limit(limit);
         let clusters = self.lock();
+        // Every commit is whole under the lock: the mark is the last
+        // number given out.
+        super::check_issued(cluster, super::EVENT_LOG, after, clusters.last, clusters.last)?;
         let Some(state) = clusters.by_name.get(cluster) else {
             return Ok(Vec::new());
         };
@@ -431,6 +434,7 @@ impl Store for MemoryStore {
         // Every commit is whole under the lock: the mark is the last
         // number given out.
         let mark = clusters.last;
+        super::check_issued(cluster, super::CHANGE_STREAM, after, mark, mark)?;
         let Some(state) = clusters.by_name.get(cluster) else {
             return Ok(ChangePage {
                 changes: Vec::new(),

@@ -37,7 +37,11 @@
 //!   by every cluster of the backend. Numbers are unique and may have gaps
 //!   (a commit that failed, another cluster's commits). An object's version
 //!   is the revision that last wrote it: per object, versions strictly
-//!   grow and are never reused, even across delete and re-create.
+//!   grow and are never reused, even across delete and re-create. On
+//!   PostgreSQL they are never reused across a failover either: the first
+//!   commit on a new WAL timeline (or on an adopted copy) jumps to that
+//!   timeline's floor, above every number the former one can have issued
+//!   (migration 19, [`postgres`]).
 //! - Readers ([`Store::changes`], [`Store::events`]) see positions in
 //!   increasing order and only up to a high-water mark below which every
 //!   commit is final: a reader that resumes after the last position it was
@@ -96,6 +100,8 @@ pub(crate) use validate::check_label_key;
 mod conformance;
 #[cfg(test)]
 mod fixtures;
+#[cfg(test)]
+mod postgres_history_tests;
 #[cfg(test)]
 mod postgres_tests;
 
@@ -366,16 +372,13 @@ pub enum StoreError {
     /// The backend failed or is unreachable; a commit's outcome is unknown.
     #[error("store unavailable: {0}")]
     Unavailable(String),
-    /// A read of the event log or the change stream asked for positions
-    /// that retention has trimmed (see [`retention`]): what was committed
-    /// after `after` is no longer all there. The reader re-lists the
-    /// objects it follows and resumes after `oldest_kept - 1`, from which
-    /// every position is kept.
-    #[error(
-        "too old: the {stream} of cluster {cluster} no longer keeps what followed position {after}; \
-         positions from {oldest_kept} on are kept: re-list, then resume after {}",
-        oldest_kept.saturating_sub(1)
-    )]
+    /// A read of the event log or the change stream asked for what the
+    /// store cannot serve after `after`: positions that retention has
+    /// trimmed (see [`retention`]), or a cursor this store never issued in
+    /// the history it has now ([`TooOldCause::NotIssued`]). The reader
+    /// re-lists the objects it follows and resumes after `oldest_kept -
+    /// 1`, from which every position is kept.
+    #[error("{}", cause.describe(cluster, stream, *after, *oldest_kept))]
     TooOld {
         /// The cluster.
         cluster: String,
@@ -384,9 +387,45 @@ pub enum StoreError {
         /// The cursor asked for.
         after: u64,
         /// The lowest position guaranteed kept (the trimmed floor plus
-        /// one): every position from here on is still readable.
+        /// one, or the high-water mark plus one): every position from here
+        /// on is still readable.
         oldest_kept: u64,
+        /// Why the cursor cannot be served.
+        cause: TooOldCause,
     },
+}
+
+/// Why a cursor cannot be served ([`StoreError::TooOld`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TooOldCause {
+    /// Retention trimmed positions after it.
+    Trimmed,
+    /// The store never issued it in the history it has now: it is beyond
+    /// the last position handed out, or in the gap a failover or an
+    /// adopted copy left (PostgreSQL: a promoted standby that lacked the
+    /// former primary's last commits, whose positions it will never
+    /// issue, since its own start above its timeline's floor). What the
+    /// reader read up to it may include changes this store does not have.
+    NotIssued,
+}
+
+impl TooOldCause {
+    fn describe(self, cluster: &str, stream: &str, after: u64, oldest_kept: u64) -> String {
+        let resume = oldest_kept.saturating_sub(1);
+        match self {
+            TooOldCause::Trimmed => format!(
+                "too old: the {stream} of cluster {cluster} no longer keeps what followed \
+                 position {after}; positions from {oldest_kept} on are kept: re-list, then \
+                 resume after {resume}"
+            ),
+            TooOldCause::NotIssued => format!(
+                "too old: position {after} of the {stream} of cluster {cluster} was not issued \
+                 by this database as it is now (beyond the last position handed out, or in a \
+                 history a failover or an adopted copy lost): what was read up to it may be \
+                 gone; re-list, then resume after {resume}"
+            ),
+        }
+    }
 }
 
 /// The name of the event log in [`StoreError::TooOld`].
@@ -408,9 +447,39 @@ pub fn check_floor(
             stream,
             after,
             oldest_kept: floor + 1,
+            cause: TooOldCause::Trimmed,
         });
     }
     Ok(())
+}
+
+/// [`StoreError::TooOld`] ([`TooOldCause::NotIssued`]) when `after` is
+/// above `head`, the last position the store handed out: a cursor it never
+/// issued. `mark` (at most `head`: every position up to it is final) is
+/// where the reader resumes once it re-listed.
+pub fn check_issued(
+    cluster: &str,
+    stream: &'static str,
+    after: u64,
+    head: u64,
+    mark: u64,
+) -> Result<(), StoreError> {
+    if after > head {
+        return Err(not_issued(cluster, stream, after, mark));
+    }
+    Ok(())
+}
+
+/// [`StoreError::TooOld`] for a cursor `after` the store never issued;
+/// the reader resumes after `mark` once it re-listed.
+pub(crate) fn not_issued(cluster: &str, stream: &'static str, after: u64, mark: u64) -> StoreError {
+    StoreError::TooOld {
+        cluster: cluster.to_string(),
+        stream,
+        after,
+        oldest_kept: mark.saturating_add(1),
+        cause: TooOldCause::NotIssued,
+    }
 }
 
 impl From<AuthorityError> for StoreError {
@@ -530,7 +599,9 @@ pub trait Store: Send + Sync + 'static {
     /// Events with `seq > after`, in order, at most `limit`, up to the
     /// high-water mark (see the module documentation): resuming after the
     /// last seq returned skips and repeats nothing. [`StoreError::TooOld`]
-    /// when retention trimmed events above `after`.
+    /// when retention trimmed events above `after`, or when the store
+    /// never issued `after` ([`TooOldCause::NotIssued`], as for
+    /// [`Store::changes`]).
     async fn events(
         &self,
         cluster: &str,
@@ -541,7 +612,12 @@ pub trait Store: Send + Sync + 'static {
     /// Object changes of `kinds` (all kinds if empty) with `position >
     /// after`, in order, at most `limit`, up to the high-water mark;
     /// resuming after the page's `through` skips and repeats nothing.
-    /// [`StoreError::TooOld`] when retention trimmed changes above `after`.
+    /// [`StoreError::TooOld`] when retention trimmed changes above `after`,
+    /// and when the store never issued `after` in the history it has now
+    /// ([`TooOldCause::NotIssued`]: beyond its head, or a position a
+    /// failover or an adopted copy lost): never a page that silently skips
+    /// what it cannot serve. A page's `through` is never beyond the store's
+    /// head.
     ///
     /// The default refuses: a store must serve the watch stream itself
     /// (wrappers pass it on).
@@ -598,6 +674,15 @@ pub trait Store: Send + Sync + 'static {
     /// or events below the high-water mark (the last such position; NOTIFY
     /// for PostgreSQL, with a polling fallback). A watcher reads after its
     /// own cursor when it changes.
+    ///
+    /// The channel closes (its sender is dropped) when the stream it
+    /// followed ended: the PostgreSQL feed found its database in another
+    /// history (another WAL timeline after a failover, an adopted copy,
+    /// positions it saw handed out gone), so what it published, and what a
+    /// watcher read, may be gone. A watcher then subscribes again, reads
+    /// from its cursor up to the store's own mark ([`Store::changes`], not
+    /// [`Store::changes_through`]), where a cursor the store never issued
+    /// is [`StoreError::TooOld`], and re-lists what it follows.
     fn watch(&self, cluster: &str) -> tokio::sync::watch::Receiver<u64>;
 
     /// How many objects of `kind` exist, counting no further than `limit`

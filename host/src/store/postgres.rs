@@ -121,23 +121,56 @@ use super::validate::{
 use super::{
     ApiWrite, CHANGE_STREAM, Change, ChangeKind, ChangePage, Committed, EVENT_LOG, Event, Metadata,
     NewEvent, Object, ObjectKey, Op, Origin, Page, Selector, Store, StoreError, Written,
-    check_floor,
+    check_floor, check_issued, not_issued,
 };
 
 /// Step 3: the position floor. A shared advisory transaction lock in the
 /// two-key space (which the holder claim and the migration lock, one-key
 /// locks, never share), its key the sequence's `last_value`: every number
 /// `nextval` gives this transaction later is above it. Encoded as
-/// `(FLOOR_TAG << 16 | floor >> 31, floor & (2^31 - 1))`; a floor beyond
-/// 2^47 - 1 (centuries of commits) is recorded as 2^47 - 1, a lower and
-/// therefore still true floor. See [`FLOORS_SQL`] for the reader's side.
+/// `(FLOOR_TAG << 16 | (floor >> 31) mod 2^16, floor mod 2^31)`: the floor
+/// modulo 2^47, which a reader decodes as the highest number at most the
+/// head with those low bits (see [`HIGH_WATER_SQL`]; a floor is never 2^47
+/// behind the head: that many numbers would be taken while one commit is
+/// open).
+///
+/// The same statement refuses (SQLSTATE [`BELOW_FLOOR`]) before the commit
+/// takes any number when the sequence is below its timeline's floor
+/// (migration 19: a promoted standby, or an adopted copy, that has not
+/// raised it yet): the store raises it ([`PostgresStore::raise_positions`])
+/// and tries again, so no number is ever issued below the floor. On a
+/// server in recovery the floor is unknown (NULL) and nothing is refused
+/// here: the write itself fails as read-only.
 const FLOOR_SQL: &str = "
 SELECT pg_advisory_xact_lock_shared(
-           ((19526::int8 << 16) | (s.floor >> 31))::int4,
+           ((19526::int8 << 16) | ((s.floor >> 31) & 65535))::int4,
            (s.floor & 2147483647)::int4)
-  FROM (SELECT least(last_value - CASE WHEN is_called THEN 0 ELSE 1 END,
-                     140737488355327) AS floor
-          FROM leasehold_positions) AS s";
+  FROM (SELECT CASE WHEN p.head + 1 < f.floor
+                    THEN leasehold_positions_below_floor(p.head, f.floor)
+                    ELSE p.head END AS floor
+          FROM (SELECT last_value - CASE WHEN is_called THEN 0 ELSE 1 END AS head
+                  FROM leasehold_positions) AS p,
+               (SELECT leasehold_position_floor(leasehold_timeline()) AS floor) AS f) AS s";
+
+/// What [`FLOOR_SQL`] answers when the sequence is below its timeline's
+/// floor (raised by `leasehold_positions_below_floor`, migration 19).
+const BELOW_FLOOR: &str = "LH001";
+
+/// How often one commit raises the sequence and tries again before it
+/// gives up (a floor that moves again while it raises: another failover).
+const FLOOR_RAISES: usize = 3;
+
+/// The sequence's raise to its timeline's floor, in two transactions of
+/// their own: the gap it leaves is recorded (and committed) first, then
+/// the sequence is raised (`setval`, which no transaction undoes), so a
+/// raised sequence always has its gap on record. Each answers the floor.
+const RECORD_GAP_SQL: &str = "SELECT leasehold_record_position_gap()";
+const RAISE_SQL: &str = "SELECT leasehold_raise_positions()";
+
+/// The highest position this database kept from before the raise to the
+/// latest floor, and that floor: what the warning of a raise names.
+const LAST_GAP_SQL: &str = "
+SELECT kept, floor, timeline FROM leasehold_position_gaps ORDER BY floor DESC LIMIT 1";
 
 /// The tag in the upper half of a floor lock's first key (`LF`), below
 /// 2^15 so the key stays a positive `int4`. [`FLOOR_SQL`] spells it.
@@ -429,33 +462,66 @@ SELECT count(*) FROM (
    LIMIT $3::int8
 ) AS bounded";
 
+/// What a read of the event log or the change stream checks of its cursor
+/// `$2`, in the same statement as its rows: `head`, the last position the
+/// sequence handed out (a cursor above it was never issued here), and
+/// `lost`: when the cursor lies in a gap a raise of the sequence to its
+/// timeline's floor left (migration 19), between the highest position the
+/// database kept from before and the floor's eve, where only a history the
+/// database no longer has (a former primary's lost commits, the original
+/// of an adopted copy) can have given it, that highest position kept (the
+/// lowest, if gaps nest): a reader resumes after it, since every position
+/// above it is of the history the database has now.
+macro_rules! cursor_checks {
+    () => {
+        ",
+               (SELECT last_value - CASE WHEN is_called THEN 0 ELSE 1 END
+                  FROM leasehold_positions) AS head,
+               (SELECT min(g.kept) FROM leasehold_position_gaps g
+                 WHERE $2::int8 > g.kept AND $2::int8 < g.floor - 1) AS lost"
+    };
+}
+
 /// Bounded by the high-water mark `$4`, read by an earlier statement (see
 /// [`PostgresStore::high_water`]). The first column is the cluster's
 /// retention floor for events, read in the same statement (one snapshot)
 /// as the rows: a cursor below it has lost events to trimming (see
-/// [`super::retention`]). One row with NULL event columns when no event
-/// follows.
-const EVENTS_SQL: &str = "
+/// [`super::retention`]); the last two are [`cursor_checks`]. One row with
+/// NULL event columns when no event follows.
+const EVENTS_SQL: &str = concat!(
+    "
 SELECT f.floor, e.seq, e.revision, e.at, e.kind, e.name, e.reason, e.message, e.lease,
-       e.epoch, e.holder
+       e.epoch, e.holder, f.head, f.lost
   FROM (SELECT coalesce((SELECT events_floor FROM leasehold_retention
-                          WHERE cluster = $1::text), 0) AS floor) AS f
+                          WHERE cluster = $1::text), 0) AS floor",
+    cursor_checks!(),
+    ") AS f
   LEFT JOIN LATERAL (
        SELECT seq, revision, at, kind, name, reason, message, lease, epoch, holder
          FROM leasehold_events
         WHERE cluster = $1::text AND seq > $2::int8 AND seq <= $4::int8
         ORDER BY seq
         LIMIT $3::int8) AS e ON true
- ORDER BY e.seq";
+ ORDER BY e.seq"
+);
 
-/// Bounded like [`EVENTS_SQL`], with the change stream's retention floor
-/// first the same way; an empty kind list means every kind.
-const CHANGES_SQL: &str = "
+/// The columns of [`EVENTS_SQL`] holding [`cursor_checks`].
+const EVENTS_CHECKS: usize = 11;
+
+/// Bounded like [`EVENTS_SQL`] (by a mark, or by a position the feed
+/// published from one), with the change stream's retention floor first and
+/// [`cursor_checks`] last the same way; an empty kind list means every
+/// kind.
+const CHANGES_SQL: &str = concat!(
+    "
 SELECT f.floor, c.position, c.revision, c.at, c.kind, c.name, c.change, c.version, c.lease,
        c.epoch, c.holder, c.traceparent, c.owner_kind, c.owner_name, c.labels::text,
-       c.previous, c.previous_owner_kind, c.previous_owner_name, c.previous_labels::text
+       c.previous, c.previous_owner_kind, c.previous_owner_name, c.previous_labels::text,
+       f.head, f.lost
   FROM (SELECT coalesce((SELECT changes_floor FROM leasehold_retention
-                          WHERE cluster = $1::text), 0) AS floor) AS f
+                          WHERE cluster = $1::text), 0) AS floor",
+    cursor_checks!(),
+    ") AS f
   LEFT JOIN LATERAL (
        SELECT position, revision, at, kind, name, change, version, lease, epoch, holder,
               traceparent, owner_kind, owner_name, labels, previous, previous_owner_kind,
@@ -465,7 +531,11 @@ SELECT f.floor, c.position, c.revision, c.at, c.kind, c.name, c.change, c.versio
           AND (cardinality($5::text[]) = 0 OR kind = ANY($5::text[]))
         ORDER BY position
         LIMIT $3::int8) AS c ON true
- ORDER BY c.position";
+ ORDER BY c.position"
+);
+
+/// The columns of [`CHANGES_SQL`] holding [`cursor_checks`].
+const CHANGES_CHECKS: usize = 19;
 
 const WRITTEN_BY_SQL: &str = "
 SELECT lease, epoch, holder FROM leasehold_objects
@@ -505,6 +575,9 @@ enum Failed {
     /// The `COMMIT` itself failed: report this; the transaction is over
     /// (or the connection is), so there is nothing to roll back.
     Commit(StoreError),
+    /// The sequence is below its timeline's floor ([`FLOOR_SQL`]); nothing
+    /// was written. Raise it and try again.
+    BelowFloor,
 }
 
 /// How a commit's statements are planned, set for each commit's
@@ -686,38 +759,76 @@ impl PostgresStore {
         .map_err(unavailable)
     }
 
-    /// The changes of `kinds` after `after` up to `mark`, a position known
-    /// to be final (the high-water mark, or a value the feed published
-    /// from one): what [`Store::changes`] and [`Store::changes_through`]
-    /// read.
+    /// The changes of `kinds` after `after` up to `bound`: the high-water
+    /// mark, or a value the feed published from one (final already): what
+    /// [`Store::changes`] and [`Store::changes_through`] read.
+    ///
+    /// A cursor this database never issued as it is now (beyond its head,
+    /// or in the gap a failover or an adoption left: [`cursor_checks`]) is
+    /// [`StoreError::TooOld`] ([`super::TooOldCause::NotIssued`]), never a
+    /// page: what its reader read up to it may be gone. A published value
+    /// above the head is no mark of this database (the feed published it
+    /// from a history before a failover, and has not seen the new one
+    /// yet): the read goes up to the mark instead, so a page is never read
+    /// through, nor a cursor moved past, a position this database has not
+    /// handed out.
     async fn changes_below(
         &self,
         client: &deadpool_postgres::Object,
         cluster: &str,
         kinds: &[String],
         after: u64,
-        mark: u64,
+        bound: Bound,
         limit: usize,
     ) -> Result<ChangePage, StoreError> {
         let limit = page_limit(limit);
-        if mark <= after {
-            return Ok(ChangePage {
-                changes: Vec::new(),
-                through: after,
-            });
-        }
-        let (after_sql, mark_sql, limit_sql) = (sql_seq(after), sql_seq(mark), limit as i64);
-        let rows = bounded(&self.db, async {
-            let statement = self.db.prepare(client, CHANGES_SQL).await?;
-            statement
-                .query(
-                    client,
-                    &[&cluster, &after_sql, &limit_sql, &mark_sql, &kinds],
-                )
-                .await
-        })
-        .await
-        .map_err(unavailable)?;
+        let mut bound = bound;
+        let (rows, through) = loop {
+            let through = match bound {
+                Bound::Mark(mark) => {
+                    check_issued(cluster, CHANGE_STREAM, after, mark.head, mark.high_water)?;
+                    if mark.high_water <= after {
+                        // Nothing final after the cursor. (A cursor in a
+                        // gap is below the mark: the raise that left the
+                        // gap moved the head, and every floor, to its
+                        // floor's eve.)
+                        return Ok(ChangePage {
+                            changes: Vec::new(),
+                            through: after,
+                        });
+                    }
+                    mark.high_water
+                }
+                Bound::Published(published) => published,
+            };
+            let (after_sql, through_sql, limit_sql) =
+                (sql_seq(after), sql_seq(through), limit as i64);
+            let rows = bounded(&self.db, async {
+                let statement = self.db.prepare(client, CHANGES_SQL).await?;
+                statement
+                    .query(
+                        client,
+                        &[&cluster, &after_sql, &limit_sql, &through_sql, &kinds],
+                    )
+                    .await
+            })
+            .await
+            .map_err(unavailable)?;
+            let (head, lost) = cursor_checked(&rows, CHANGES_CHECKS);
+            if let Some(kept) = lost {
+                return Err(not_issued(cluster, CHANGE_STREAM, after, kept));
+            }
+            if after > head {
+                let mark = self.mark(client).await?;
+                return Err(not_issued(cluster, CHANGE_STREAM, after, mark.high_water));
+            }
+            if through > head {
+                // Published from another history: read up to the mark.
+                bound = Bound::Mark(self.mark(client).await?);
+                continue;
+            }
+            break (rows, through.max(after));
+        };
         check_floor(cluster, CHANGE_STREAM, after, floor_of(&rows))?;
         let mut changes = Vec::with_capacity(rows.len());
         for r in &rows {
@@ -755,16 +866,62 @@ impl PostgresStore {
             });
         }
         // A full page was read through its last change; a short one through
-        // the mark.
+        // the bound.
         let through = match changes.last() {
             Some(last) if changes.len() >= limit => last.position,
-            _ => mark,
+            _ => through,
         };
         Ok(ChangePage { changes, through })
     }
 
     async fn client(&self) -> Result<deadpool_postgres::Object, StoreError> {
         self.db.client().await.map_err(unavailable)
+    }
+
+    /// Raise the sequence to its timeline's floor (migration 19), after
+    /// recording the gap it leaves, each in a transaction of its own (a
+    /// commit found it below the floor: the first on a promoted standby,
+    /// or on an adopted copy). Idempotent: a raise another session made
+    /// meanwhile leaves nothing to do. Logged once per raise, with the gap.
+    pub async fn raise_positions(&self) -> Result<(), StoreError> {
+        let client = self.client().await?;
+        let (before, floor) = bounded(&self.db, async {
+            let head = self.db.prepare(&client, HIGH_WATER_SQL).await?;
+            let before = high_water(&client, &head).await?.head;
+            let record = self.db.prepare(&client, RECORD_GAP_SQL).await?;
+            record.query_one(&client, &[]).await?;
+            let raise = self.db.prepare(&client, RAISE_SQL).await?;
+            let floor: Option<i64> = raise.query_one(&client, &[]).await?.get(0);
+            Ok::<_, tokio_postgres::Error>((before, floor))
+        })
+        .await
+        .map_err(unavailable)?;
+        let Some(floor) = floor else {
+            // In recovery: the write fails as read-only when tried again.
+            return Ok(());
+        };
+        if before + 1 < floor as u64 {
+            let gap = bounded(&self.db, async {
+                let statement = self.db.prepare(&client, LAST_GAP_SQL).await?;
+                statement.query_opt(&client, &[]).await
+            })
+            .await
+            .map_err(unavailable)?;
+            let (kept, timeline) = gap.map_or((None, None), |row| {
+                (Some(row.get::<_, i64>(0)), Some(row.get::<_, i64>(2)))
+            });
+            tracing::warn!(
+                database = %self.db.endpoint(),
+                timeline,
+                head = before,
+                floor,
+                kept,
+                "positions were below this timeline's floor (a failover to a standby, or an \
+                 adopted copy): raised them to the floor; a reader whose cursor lies above \
+                 the last position kept from before is told to re-list"
+            );
+        }
+        Ok(())
     }
 
     /// Run `batch` as one transaction, checked against `fence` if given.
@@ -788,6 +945,7 @@ impl PostgresStore {
         fence: Option<&Fence>,
     ) -> Result<(Committed, Plan, DateTime<Utc>), StoreError> {
         let mut attempt = 0;
+        let mut raised = 0;
         loop {
             let mut session = Session::new(self.client().await?);
             // The statement bound covers the whole transaction: a commit
@@ -805,6 +963,19 @@ impl PostgresStore {
                     return Ok(committed);
                 }
                 Ok(Err(Failed::Error(error) | Failed::Commit(error))) => return Err(error),
+                Ok(Err(Failed::BelowFloor)) => {
+                    drop(session);
+                    raised += 1;
+                    if raised > FLOOR_RAISES {
+                        return Err(StoreError::Unavailable(format!(
+                            "database {}: the position sequence is still below its timeline's \
+                             floor after {FLOOR_RAISES} raises; nothing was written to cluster {}",
+                            self.db.endpoint(),
+                            batch.cluster
+                        )));
+                    }
+                    self.raise_positions().await?;
+                }
                 Ok(Err(Failed::LostCreate(key))) => {
                     attempt += 1;
                     if attempt > LOST_CREATE_RETRIES {
@@ -940,7 +1111,15 @@ impl PostgresStore {
             }
         };
         // Before any position is taken (step 6, the next flight).
-        let floored = async { floor.execute(tx, &[]).await.map(drop).map_err(db_error) };
+        let floored = async {
+            floor.execute(tx, &[]).await.map(drop).map_err(|e| {
+                if e.code().is_some_and(|c| c.code() == BELOW_FLOOR) {
+                    Failed::BelowFloor
+                } else {
+                    db_error(e)
+                }
+            })
+        };
         let claimed = async {
             if creatable.is_empty() {
                 return Ok(());
@@ -1551,6 +1730,29 @@ fn floor_of(rows: &[tokio_postgres::Row]) -> u64 {
     rows.first().map_or(0, |r| r.get::<_, i64>(0).max(0) as u64)
 }
 
+/// The head, and the highest position kept before the gap the cursor lies
+/// in if it does ([`cursor_checks`]), from the columns starting at `first`
+/// of the rows of [`EVENTS_SQL`] or [`CHANGES_SQL`] (on every row, and
+/// there is always one).
+fn cursor_checked(rows: &[tokio_postgres::Row], first: usize) -> (u64, Option<u64>) {
+    rows.first().map_or((u64::MAX, None), |r| {
+        (
+            r.get::<_, Option<i64>>(first).unwrap_or(0).max(0) as u64,
+            r.get::<_, Option<i64>>(first + 1).map(|kept| kept.max(0) as u64),
+        )
+    })
+}
+
+/// How far a read of the change stream may go.
+#[derive(Debug, Clone, Copy)]
+enum Bound {
+    /// The high-water mark, read by an earlier statement.
+    Mark(Mark),
+    /// A position the feed published (final when it was published; a
+    /// value above the head was published from another history).
+    Published(u64),
+}
+
 /// Clamp a cursor to the database's integer range.
 fn sql_seq(seq: u64) -> i64 {
     i64::try_from(seq).unwrap_or(i64::MAX)
@@ -1720,8 +1922,17 @@ impl Store for PostgresStore {
         let client = self.client().await?;
         // The mark first; the rows by a later statement (see
         // `postgres_feed`).
-        let mark = sql_seq(self.mark(&client).await?.high_water);
+        let marked = self.mark(&client).await?;
+        check_issued(
+            cluster,
+            EVENT_LOG,
+            after as u64,
+            marked.head,
+            marked.high_water,
+        )?;
+        let mark = sql_seq(marked.high_water);
         if mark <= after {
+            // As in `changes_below`: a cursor in a gap is below the mark.
             return Ok(Vec::new());
         }
         let rows = bounded(&self.db, async {
@@ -1732,6 +1943,9 @@ impl Store for PostgresStore {
         })
         .await
         .map_err(unavailable)?;
+        if let (_, Some(kept)) = cursor_checked(&rows, EVENTS_CHECKS) {
+            return Err(not_issued(cluster, EVENT_LOG, after as u64, kept));
+        }
         check_floor(cluster, EVENT_LOG, after as u64, floor_of(&rows))?;
         Ok(rows
             .iter()
@@ -1758,8 +1972,8 @@ impl Store for PostgresStore {
     ) -> Result<ChangePage, StoreError> {
         check_change_request(cluster, kinds)?;
         let client = self.client().await?;
-        let mark = self.mark(&client).await?.high_water;
-        self.changes_below(&client, cluster, kinds, after, mark, limit)
+        let mark = self.mark(&client).await?;
+        self.changes_below(&client, cluster, kinds, after, Bound::Mark(mark), limit)
             .await
     }
 
@@ -1773,8 +1987,15 @@ impl Store for PostgresStore {
     ) -> Result<ChangePage, StoreError> {
         check_change_request(cluster, kinds)?;
         let client = self.client().await?;
-        self.changes_below(&client, cluster, kinds, after, through, limit)
-            .await
+        self.changes_below(
+            &client,
+            cluster,
+            kinds,
+            after,
+            Bound::Published(through),
+            limit,
+        )
+        .await
     }
 
     async fn trim(

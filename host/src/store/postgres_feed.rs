@@ -88,11 +88,13 @@ pub(crate) const APPLICATION_NAME: &str = "leasehold-feed";
 /// The high-water mark's inputs, in this order: the sequence's head first
 /// (the outer row), then the lowest position floor held (a correlated
 /// subquery, run for the outer row once it was read). Floors are decoded
-/// as [`super::postgres`]'s `FLOOR_SQL` encodes them, in this database
-/// only.
+/// as [`super::postgres`]'s `FLOOR_SQL` encodes them (modulo 2^47), in
+/// this database only: each is the highest number at most the head with
+/// the lock's 47 bits.
 pub(crate) const HIGH_WATER_SQL: &str = "
 SELECT h.head,
-       (SELECT min(((l.classid::int8 & 65535) << 31) | l.objid::int8)
+       (SELECT min(h.head - ((h.head - (((l.classid::int8 & 65535) << 31) | l.objid::int8))
+                             & 140737488355327))
           FROM pg_locks l
          WHERE l.locktype = 'advisory' AND l.objsubid = 2
            AND (l.classid::int8 >> 16) = $1::int8
@@ -104,7 +106,10 @@ SELECT h.head,
 /// Each watched cluster's last change or event position up to the mark,
 /// or its retention floors when above (retention may have trimmed every
 /// row: the position never goes back, and a worker starting from it is
-/// never behind the floor; see [`super::retention`]).
+/// never behind the floor; see [`super::retention`]); and on every row the
+/// history they were read in: the server's WAL timeline (NULL in
+/// recovery) and the position floor of that timeline (migration 19), which
+/// a failover or an adoption moves.
 const LATEST_SQL: &str = "
 SELECT c.cluster,
        coalesce(greatest(
@@ -113,8 +118,10 @@ SELECT c.cluster,
            (SELECT max(seq) FROM leasehold_events
              WHERE cluster = c.cluster AND seq <= $2::int8),
            (SELECT greatest(events_floor, changes_floor) FROM leasehold_retention
-             WHERE cluster = c.cluster)), 0)
-  FROM unnest($1::text[]) AS c(cluster)";
+             WHERE cluster = c.cluster)), 0),
+       t.timeline, leasehold_position_floor(t.timeline)
+  FROM unnest($1::text[]) AS c(cluster),
+       (SELECT leasehold_timeline() AS timeline OFFSET 0) AS t";
 
 /// The notifier's statement: its own transaction, committed without
 /// waiting for the flush (a lost wake-up is made up for by polling).
@@ -136,6 +143,57 @@ impl Mark {
     /// Whether some position handed out may still commit.
     pub fn unsettled(&self) -> bool {
         self.high_water < self.head
+    }
+}
+
+/// The history the feed's values were read in. A failover moves the
+/// timeline, an adoption the position floor; a lossy failover may also
+/// put the head below what was seen (the standby lacked the former
+/// primary's last commits). The values published in one history mean
+/// nothing in the next: positions the former primary gave may be gone, and
+/// the new one's numbers start at its floor.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct History {
+    /// The WAL timeline, when known (not in recovery).
+    timeline: Option<i64>,
+    /// Its position floor, when known.
+    floor: Option<i64>,
+    /// The head seen.
+    head: u64,
+}
+
+impl History {
+    /// What ends `self` when `next` was read after it: why, if it did.
+    fn ended_by(&self, next: &History) -> Option<String> {
+        match (self.timeline, next.timeline) {
+            (Some(a), Some(b)) if a != b => {
+                return Some(format!("the server moved from timeline {a} to {b}"));
+            }
+            _ => {}
+        }
+        match (self.floor, next.floor) {
+            (Some(a), Some(b)) if a != b => {
+                return Some(format!(
+                    "the position floor moved from {a} to {b} (an adopted copy)"
+                ));
+            }
+            _ => {}
+        }
+        (next.head < self.head).then(|| {
+            format!(
+                "positions went back from {} to {}: commits seen before are gone",
+                self.head, next.head
+            )
+        })
+    }
+
+    /// `next`, keeping what `next` does not know (read in recovery).
+    fn followed_by(&self, next: &History) -> History {
+        History {
+            timeline: next.timeline.or(self.timeline),
+            floor: next.floor.or(self.floor),
+            head: next.head,
+        }
     }
 }
 
@@ -174,6 +232,9 @@ pub(crate) struct Feed {
     to_notify: Mutex<HashSet<String>>,
     notify_wake: Notify,
     notifier: OnceLock<()>,
+    /// The history the published values were read in (none before the
+    /// first read).
+    history: Mutex<Option<History>>,
     /// How many LISTEN sessions were established.
     sessions: watch::Sender<u64>,
     stopped: watch::Sender<bool>,
@@ -191,6 +252,7 @@ impl Feed {
             to_notify: Mutex::new(HashSet::new()),
             notify_wake: Notify::new(),
             notifier: OnceLock::new(),
+            history: Mutex::new(None),
             sessions: watch::channel(0).0,
             stopped: watch::channel(false).0,
             started: OnceLock::new(),
@@ -285,6 +347,25 @@ impl Feed {
             statements.latest.query(client, &[&clusters, &bound]),
         )
         .await?;
+        let seen = rows.first().map(|row| History {
+            timeline: row.get(2),
+            floor: row.get(3),
+            head: mark.head,
+        });
+        if let Some(seen) = seen
+            && let Some(why) = self.see(seen)
+        {
+            // Every watched cluster, read anew below this mark.
+            let all: Vec<String> = lock(&self.watchers).keys().cloned().collect();
+            let rows = bounded(&self.db, statements.latest.query(client, &[&all, &bound])).await?;
+            tracing::warn!(
+                database = %self.db.endpoint(),
+                "the change feed's database is in another history ({why}): every watcher of \
+                 it starts anew; workers re-read from their cursors and re-list"
+            );
+            self.restart(rows.iter().map(|row| (row.get(0), row.get::<_, i64>(1).max(0) as u64)));
+            return Ok(Some(mark));
+        }
         let watchers = lock(&self.watchers);
         for row in rows {
             let cluster: &str = row.get(0);
@@ -293,6 +374,32 @@ impl Feed {
             }
         }
         Ok(Some(mark))
+    }
+
+    /// Record that the feed read `seen`; why the history it published in
+    /// ended, if it did.
+    fn see(&self, seen: History) -> Option<String> {
+        let mut history = lock(&self.history);
+        let why = history.as_ref().and_then(|before| before.ended_by(&seen));
+        *history = Some(match &*history {
+            Some(before) => before.followed_by(&seen),
+            None => seen,
+        });
+        why
+    }
+
+    /// Start every watched cluster's channel anew at its value in the new
+    /// history. The former channels' senders are dropped, so their
+    /// receivers see them closed ([`super::Store::watch`]): the values they
+    /// held belong to the history that ended, and lowering a value in
+    /// place would look like no change at all to a watcher past it.
+    fn restart<'a>(&self, values: impl Iterator<Item = (&'a str, u64)>) {
+        let mut watchers = lock(&self.watchers);
+        for (cluster, value) in values {
+            if let Some(sender) = watchers.get_mut(cluster) {
+                *sender = watch::channel(value).0;
+            }
+        }
     }
 
     /// Re-read every watched cluster through the pool (no LISTEN session).

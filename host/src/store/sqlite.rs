@@ -62,7 +62,7 @@ use super::validate::{
 use super::{
     ApiWrite, CHANGE_STREAM, Change, ChangeKind, ChangePage, Committed, EVENT_LOG, Event, Metadata,
     NewEvent, Object, ObjectKey, Op, Origin, Page, Relations, Selector, Store, StoreError, Written,
-    check_floor,
+    check_floor, check_issued,
 };
 
 /// The store of one data directory. Cheap to clone.
@@ -621,6 +621,7 @@ impl SqliteStore {
                     |r| r.get::<_, i64>(0),
                 )
                 .map_err(&sql)? as u64;
+            check_issued(cluster, CHANGE_STREAM, after, mark, mark)?;
             let mark = through.map_or(mark, |t| t.min(mark));
             let filter = if kinds.is_empty() {
                 String::new()
@@ -807,6 +808,16 @@ impl Store for SqliteStore {
             let sql = failed(&owned, "reading events");
             let (floor, _) = floors(tx, &owned).map_err(&sql)?;
             check_floor(&owned, EVENT_LOG, after, floor)?;
+            // Every commit is whole in this snapshot: the counter is the
+            // mark.
+            let head = tx
+                .query_row(
+                    "SELECT last FROM leasehold_positions WHERE only = 1",
+                    [],
+                    |r| r.get::<_, i64>(0),
+                )
+                .map_err(&sql)? as u64;
+            check_issued(&owned, EVENT_LOG, after, head, head)?;
             let mut statement = tx
                 .prepare_cached(
                     "SELECT seq, revision, at, kind, name, reason, message,

@@ -33,7 +33,7 @@ use crate::runtime::{
 };
 use crate::shard::Sharding;
 use crate::status::ControllerStatus;
-use crate::store::{ObjectKey, Origin, Relations, Store, StoreError};
+use crate::store::{ObjectKey, Origin, Relations, Store, StoreError, TooOldCause};
 use crate::telemetry::{self, TraceParent};
 
 use crate::timeouts::{FEED_ECHO_PACE, MAX_REQUEUE};
@@ -89,6 +89,10 @@ struct Worker {
     feed_retry_at: Option<Instant>,
     /// Whether the feed's sender is alive; when not, the worker polls.
     feed_open: bool,
+    /// The feed started anew ([`Worker::feed_ended`]): the next read goes
+    /// up to the store's own mark, not to a published value, so the
+    /// store judges the cursor against the history it has now.
+    revalidate: bool,
     /// When the feed was last read (see [`Worker::feed_read_due`]).
     feed_read_at: Instant,
     /// The last read stopped before a change whose keys the full queue
@@ -178,6 +182,7 @@ pub(crate) async fn run(mut guest: GuestInstance, ctx: WorkerContext) -> WorkerE
         feed,
         feed_retry_at: None,
         feed_open: true,
+        revalidate: false,
         feed_read_at: Instant::now(),
         feed_behind: false,
         resync_due: true,
@@ -229,9 +234,7 @@ pub(crate) async fn run(mut guest: GuestInstance, ctx: WorkerContext) -> WorkerE
             }
             changed = worker.feed.changed(), if worker.feed_open => {
                 if changed.is_err() {
-                    // The store dropped its feed: stop listening (a closed
-                    // watch is always ready) and fall back to polling.
-                    worker.feed_open = false;
+                    worker.feed_ended();
                 }
                 worker.read_feed().await;
             }
@@ -369,12 +372,48 @@ impl Worker {
     /// came due are promoted after it, as before pacing: a timer whose key
     /// an own write then queues is consumed by that echo.)
     async fn catch_up(&mut self) {
+        if self.feed_open && self.feed.has_changed().is_err() {
+            self.feed_ended();
+            self.read_feed().await;
+            return;
+        }
         let behind = self.feed_behind && (self.queue.has_room() || self.queue.ready_len() == 0);
         if (behind || self.feed.has_changed().unwrap_or(false))
             && self.feed_read_due(Instant::now())
         {
             self.read_feed().await;
         }
+    }
+
+    /// The feed's channel closed. Either the store dropped its feed (then
+    /// this worker polls), or the feed started anew because the store's
+    /// database is in another history (a failover, an adopted copy; see
+    /// [`Store::watch`]): what it published before, and what this worker
+    /// read, may belong to a history that is gone. Then: follow the new
+    /// channel, read next up to the store's own mark (where a cursor the
+    /// store never issued is [`StoreError::TooOld`] and moves back to where
+    /// the store is whole), and re-list every watched kind, since changes
+    /// read before may be gone.
+    fn feed_ended(&mut self) {
+        let mut feed = self.ctx.store.watch(&self.ctx.cluster);
+        if feed.has_changed().is_err() {
+            // The store dropped its feed: stop listening (a closed watch is
+            // always ready) and fall back to polling.
+            self.feed_open = false;
+            return;
+        }
+        tracing::warn!(
+            controller = self.controller(),
+            cursor = self.cursor,
+            "the store's change feed started anew (its database is in another history); \
+             re-reading from the cursor and resyncing"
+        );
+        feed.borrow_and_update();
+        self.feed = feed;
+        self.revalidate = true;
+        self.resync_due = true;
+        // What was read of the earlier history may be gone.
+        self.own_writes.clear();
     }
 
     /// Whether to read the feed, which has published something new, before
@@ -422,7 +461,8 @@ impl Worker {
             // for nothing.
             return;
         }
-        let bound = (self.feed_open && self.feed_retry_at.is_none()).then_some(published);
+        let bound = (self.feed_open && self.feed_retry_at.is_none() && !self.revalidate)
+            .then_some(published);
         if bound.is_some_and(|bound| bound <= self.cursor) {
             // Nothing published past what was read.
             return;
@@ -445,6 +485,7 @@ impl Worker {
             };
             match page {
                 Ok(page) => {
+                    self.revalidate = false;
                     self.feed_retry_at =
                         (!self.feed_open).then(|| Instant::now() + crate::timeouts::FEED_POLL);
                     let full = page.changes.len() >= MAX_PAGE_SIZE;
@@ -524,7 +565,11 @@ impl Worker {
                         return;
                     }
                 }
-                Err(StoreError::TooOld { oldest_kept, .. }) => {
+                Err(StoreError::TooOld {
+                    oldest_kept,
+                    cause: TooOldCause::Trimmed,
+                    ..
+                }) => {
                     // Retention trimmed changes this worker had not read:
                     // what they said is in the objects themselves, so
                     // re-list every watched kind and follow the stream from
@@ -540,6 +585,30 @@ impl Worker {
                     self.resync_due = true;
                     // A trimmed change may have been newer than an own
                     // write the feed showed as newest.
+                    self.own_writes.clear();
+                }
+                Err(StoreError::TooOld {
+                    oldest_kept,
+                    cause: TooOldCause::NotIssued,
+                    ..
+                }) => {
+                    // The cursor came from a history the store no longer
+                    // has (a failover that lost commits, an adopted copy):
+                    // what this worker read up to it may be gone. Every
+                    // position after `oldest_kept - 1` is of the store's
+                    // history now: read on from there (back, never past
+                    // the store's head) and re-list every watched kind.
+                    tracing::warn!(
+                        controller = self.controller(),
+                        cursor = self.cursor,
+                        resume = oldest_kept.saturating_sub(1),
+                        "the change stream never issued this worker's cursor (its database lost \
+                         what followed it in a failover, or is an adopted copy); reading on \
+                         from where it is whole and resyncing"
+                    );
+                    self.cursor = oldest_kept.saturating_sub(1);
+                    self.publish_settled();
+                    self.resync_due = true;
                     self.own_writes.clear();
                 }
                 Err(e) => {
@@ -866,6 +935,7 @@ mod tests {
             feed,
             feed_retry_at: None,
             feed_open: true,
+            revalidate: false,
             feed_read_at: Instant::now(),
             feed_behind: false,
             resync_due: false,
@@ -944,6 +1014,7 @@ mod tests {
             feed,
             feed_retry_at: None,
             feed_open: true,
+            revalidate: false,
             feed_read_at: Instant::now(),
             feed_behind: false,
             resync_due: false,
