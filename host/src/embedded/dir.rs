@@ -599,7 +599,7 @@ mod tests {
         assert!(data.open_file(Path::new("../escape")).is_err());
         std::os::unix::fs::symlink("/etc/passwd", path.join("hosts/link.lock")).unwrap();
         assert!(data.open_file(Path::new("hosts/link.lock")).is_err());
-        std::fs::remove_dir_all(base).unwrap();
+        crate::embedded::remove_scratch(&base);
     }
 
     #[test]
@@ -613,7 +613,7 @@ mod tests {
             }
             other => panic!("expected a refusal, got {other:?}"),
         }
-        std::fs::remove_dir_all(base).unwrap();
+        crate::embedded::remove_scratch(&base);
     }
 
     #[test]
@@ -632,7 +632,7 @@ mod tests {
             }
             other => panic!("expected a refusal, got {other:?}"),
         }
-        std::fs::remove_dir_all(base).unwrap();
+        crate::embedded::remove_scratch(&base);
     }
 
     #[test]
@@ -644,6 +644,6 @@ mod tests {
         assert!(!base.join("a").exists(), "check creates nothing");
         let note = DataDir::check(&base).unwrap();
         assert!(note.contains("writable"), "{note}");
-        std::fs::remove_dir_all(base).unwrap();
+        crate::embedded::remove_scratch(&base);
     }
 }

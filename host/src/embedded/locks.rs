@@ -181,7 +181,7 @@ mod tests {
         assert!(held.still_named(&data).unwrap());
         drop(held);
         assert!(!holder_locked(&data, "host-a").unwrap());
-        std::fs::remove_dir_all(base).unwrap();
+        crate::embedded::remove_scratch(&base);
     }
 
     #[test]
@@ -194,6 +194,6 @@ mod tests {
             .unwrap();
         std::fs::remove_file(base.join("hosts/host-a.lock")).unwrap();
         assert!(!held.still_named(&data).unwrap());
-        std::fs::remove_dir_all(base).unwrap();
+        crate::embedded::remove_scratch(&base);
     }
 }

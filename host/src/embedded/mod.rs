@@ -592,6 +592,17 @@ pub(crate) fn scratch_dir(name: &str) -> PathBuf {
     std::env::temp_dir().join(format!("leasehold-{name}-{}", uuid::Uuid::new_v4()))
 }
 
+/// Remove a test's data directory, best effort: a connection of a handle
+/// just dropped may still be closing (SQLite removes its `-wal` and `-shm`
+/// files then), which makes the removal race it; what is left is a
+/// uniquely named folder in the temporary folder.
+#[cfg(test)]
+pub(crate) fn remove_scratch(dir: &Path) {
+    if let Err(e) = std::fs::remove_dir_all(dir) {
+        eprintln!("note: could not remove {}: {e}", dir.display());
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -617,7 +628,7 @@ mod tests {
             .unwrap();
         assert_eq!(mode, "wal");
         drop(again);
-        std::fs::remove_dir_all(base).unwrap();
+        remove_scratch(&base);
     }
 
     #[tokio::test]
@@ -635,7 +646,7 @@ mod tests {
             }
             other => panic!("expected a refusal, got {other:?}"),
         }
-        std::fs::remove_dir_all(base).unwrap();
+        remove_scratch(&base);
     }
 
     #[tokio::test]
@@ -652,7 +663,7 @@ mod tests {
         let alone = EmbeddedDb::open(&base, Access::Exclusive).await.unwrap();
         assert!(EmbeddedDb::open(&base, Access::Shared).await.is_err());
         drop(alone);
-        std::fs::remove_dir_all(base).unwrap();
+        remove_scratch(&base);
     }
 
     #[tokio::test]
@@ -683,6 +694,6 @@ mod tests {
             .expect("the releases count moves")
             .unwrap();
         drop((here, there));
-        std::fs::remove_dir_all(base).unwrap();
+        remove_scratch(&base);
     }
 }
