@@ -883,7 +883,10 @@ pub(super) async fn every_object_write_is_in_the_change_stream(b: &Backend) {
     // A cursor beyond the last position handed out was never issued: told
     // so (re-list), never answered with an empty page it would wait on.
     assert_not_issued(store.changes(CLUSTER, &[], u64::MAX, 10).await, last);
-    assert_not_issued(store.changes(CLUSTER, &[], last + 1_000_000, 10).await, last);
+    assert_not_issued(
+        store.changes(CLUSTER, &[], last + 1_000_000, 10).await,
+        last,
+    );
 }
 
 /// `result` is [`StoreError::TooOld`] for a cursor the store never issued,

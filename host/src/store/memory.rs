@@ -412,7 +412,13 @@ impl Store for MemoryStore {
         let clusters = self.lock();
         // Every commit is whole under the lock: the mark is the last
         // number given out.
-        super::check_issued(cluster, super::EVENT_LOG, after, clusters.last, clusters.last)?;
+        super::check_issued(
+            cluster,
+            super::EVENT_LOG,
+            after,
+            clusters.last,
+            clusters.last,
+        )?;
         let Some(state) = clusters.by_name.get(cluster) else {
             return Ok(Vec::new());
         };

@@ -1738,7 +1738,8 @@ fn cursor_checked(rows: &[tokio_postgres::Row], first: usize) -> (u64, Option<u6
     rows.first().map_or((u64::MAX, None), |r| {
         (
             r.get::<_, Option<i64>>(first).unwrap_or(0).max(0) as u64,
-            r.get::<_, Option<i64>>(first + 1).map(|kept| kept.max(0) as u64),
+            r.get::<_, Option<i64>>(first + 1)
+                .map(|kept| kept.max(0) as u64),
         )
     })
 }

@@ -363,7 +363,10 @@ impl Feed {
                 "the change feed's database is in another history ({why}): every watcher of \
                  it starts anew; workers re-read from their cursors and re-list"
             );
-            self.restart(rows.iter().map(|row| (row.get(0), row.get::<_, i64>(1).max(0) as u64)));
+            self.restart(
+                rows.iter()
+                    .map(|row| (row.get(0), row.get::<_, i64>(1).max(0) as u64)),
+            );
             return Ok(Some(mark));
         }
         let watchers = lock(&self.watchers);

@@ -149,14 +149,23 @@ async fn a_failover_that_lost_commits_never_issues_a_number_again() {
     let issued = numbers(&db).await;
     // A reader followed the former primary to its end.
     let cursor = store.changes(CLUSTER, &[], 0, 500).await.unwrap().through;
-    let seq_cursor = store.events(CLUSTER, 0, 500).await.unwrap().last().unwrap().seq;
+    let seq_cursor = store
+        .events(CLUSTER, 0, 500)
+        .await
+        .unwrap()
+        .last()
+        .unwrap()
+        .seq;
     assert!(cursor > replayed + 32 && seq_cursor > replayed + 32);
 
     fail_over(&db, replayed).await;
     // Before anything is written on the new primary, the reader's cursor
     // is beyond the last position it handed out: told to re-list, and to
     // resume after its mark (its head: nothing is in flight).
-    assert_not_issued(store.changes(CLUSTER, &[], cursor, 100).await, replayed + 32);
+    assert_not_issued(
+        store.changes(CLUSTER, &[], cursor, 100).await,
+        replayed + 32,
+    );
     assert_not_issued(store.events(CLUSTER, seq_cursor, 100).await, replayed + 32);
 
     // The first commit takes numbers above the floor, above every number
@@ -281,7 +290,10 @@ async fn the_feed_starts_anew_in_another_history() {
         }
     })
     .await;
-    assert!(ended.is_ok(), "the feed's channel of the former history stays open");
+    assert!(
+        ended.is_ok(),
+        "the feed's channel of the former history stays open"
+    );
     let mut again = watcher.watch(CLUSTER);
     tokio::time::timeout(WAIT, again.wait_for(|&p| p > first.version))
         .await
