@@ -291,10 +291,7 @@ pub(crate) fn main() -> ExitCode {
     // A simulation's output is its report: the log says only errors
     // unless asked for more.
     let quiet = matches!(cli.command, Command::Sim(_)) && std::env::var_os("RUST_LOG").is_none();
-    let level = cli
-        .log_level
-        .as_deref()
-        .or(quiet.then_some("error"));
+    let level = cli.log_level.as_deref().or(quiet.then_some("error"));
     if let Err(e) = init_logging(cli.log_format, level, exporting) {
         eprintln!("error: {e:#}");
         return ExitCode::from(2);
