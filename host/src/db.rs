@@ -50,6 +50,7 @@ pub const MIGRATIONS: &[(i32, &str)] = &[
     (17, include_str!("../migrations/0017_placement_moves.sql")),
     (18, include_str!("../migrations/0018_settled.sql")),
     (19, include_str!("../migrations/0019_position_base.sql")),
+    (20, include_str!("../migrations/0020_timeline_floor.sql")),
 ];
 
 /// The migrations this program knows: [`MIGRATIONS`], but in the

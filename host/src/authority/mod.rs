@@ -16,6 +16,7 @@ pub mod hosts;
 pub mod memory;
 pub mod postgres;
 pub mod sqlite;
+pub mod timeline_floor;
 mod wakes;
 
 #[cfg(test)]
@@ -523,11 +524,18 @@ pub fn sight_timeline(system_identifier: u64, database_oid: u32, timeline: u32) 
     let mut seen = SEEN
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
-    let highest = seen
-        .entry((system_identifier, database_oid))
-        .or_insert(timeline);
+    // Seeded, the first time, by what this host recorded before it
+    // restarted (timeline_floor), which a raise updates.
+    let mut first = false;
+    let highest = seen.entry((system_identifier, database_oid)).or_insert_with(|| {
+        first = true;
+        timeline_floor::recorded(system_identifier, database_oid).unwrap_or(timeline)
+    });
     let before = *highest;
     *highest = before.max(timeline);
+    if first || timeline > before {
+        timeline_floor::record(system_identifier, database_oid, *highest);
+    }
     (timeline < before).then(|| {
         format!(
             "the server is on timeline {timeline} but this host saw this database on timeline \

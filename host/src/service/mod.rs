@@ -202,6 +202,9 @@ async fn open_postgres(config: &Config, url: &str) -> Result<Backends, ServiceEr
         crate::db::AUTHORITY_APPLICATION,
     )?;
     let pools = vec![db.clone(), lease_db.clone()];
+    // The highest timeline this host saw each database on outlives a
+    // restart in data_dir, when it exists.
+    crate::authority::timeline_floor::keep_in(&config.data_dir);
     let authority =
         PostgresAuthority::connect(lease_db, config.database.expected_identity()).await?;
     // The liveness (claim) session and the release listener reach

@@ -133,8 +133,18 @@ const IDENTITY: &str = concat!(
            to_jsonb(d) ->> 'database_name',
            CASE WHEN pg_is_in_recovery() THEN NULL ELSE ",
     wal_timeline!(),
-    " END
+    " END,
+           (to_jsonb(d) ->> 'highest_timeline')::int8
       FROM leasehold_database d"
+);
+
+/// Raises the database's record of the highest timeline a host verified
+/// it on (migration 20) to the current one; never lowers it.
+const RECORD_TIMELINE: &str = concat!(
+    "UPDATE leasehold_database SET highest_timeline = ",
+    wal_timeline!(),
+    " WHERE NOT pg_is_in_recovery() AND highest_timeline < ",
+    wal_timeline!()
 );
 
 /// Locks the row for the rest of the acquire (or release) transaction,
@@ -573,12 +583,40 @@ impl PostgresAuthority {
         }
         let identity = self.identity().await?;
         self.admit(&identity)?;
+        self.record_timeline().await;
         *self
             .shared
             .verified
             .lock()
             .unwrap_or_else(PoisonError::into_inner) = Some(identity.clone());
         Ok(identity)
+    }
+
+    /// Raise the database's record of the highest timeline a host
+    /// verified it on ([`RECORD_TIMELINE`]) to the current one, so a host
+    /// that did not see the failover refuses the database if it is ever
+    /// found on a lower one. Best effort: a failure is logged (the
+    /// process's own record and the data directory's still hold).
+    async fn record_timeline(&self) {
+        let recorded = async {
+            let client = self.shared.db.pool().get().await.map_err(|e| e.to_string())?;
+            tokio::time::timeout(DATABASE_STATEMENT, client.execute(RECORD_TIMELINE, &[]))
+                .await
+                .map_err(|_| {
+                    format!(
+                        "no answer within {}",
+                        humantime::format_duration(DATABASE_STATEMENT)
+                    )
+                })?
+                .map_err(|e| e.to_string())?;
+            Ok::<_, String>(())
+        };
+        if let Err(e) = recorded.await {
+            tracing::warn!(
+                endpoint = %self.endpoint(),
+                "could not record the database's timeline in leasehold_database: {e}"
+            );
+        }
     }
 
     /// Check `identity` against the expectation, against the first
@@ -848,15 +886,31 @@ fn identity_of(
             });
         }
     }
+    let timeline = row
+        .get::<_, Option<i64>>(10)
+        .and_then(|t| u32::try_from(t).ok());
+    // A timeline below the highest a host verified this database on
+    // (migration 20): a former primary a failover left behind.
+    if let (Some(timeline), Some(highest)) = (timeline, row.get::<_, Option<i64>>(11))
+        && i64::from(timeline) < highest
+    {
+        return Err(AuthorityError::WrongDatabase {
+            endpoint: endpoint.to_string(),
+            problems: format!(
+                "the server is on timeline {timeline} but hosts verified database \
+                 {database_name:?} on timeline {highest} (leasehold_database.highest_timeline): \
+                 it is a former primary that a failover left behind; rewind it (pg_rewind) and \
+                 make it a standby of the new primary"
+            ),
+        });
+    }
     Ok(DatabaseIdentity {
         database_id: row.get(0),
         in_recovery: row.get(1),
         system_identifier,
         database_oid,
         database_name,
-        timeline: row
-            .get::<_, Option<i64>>(10)
-            .and_then(|t| u32::try_from(t).ok()),
+        timeline,
         read_only: row.get(4),
         endpoint: endpoint.to_string(),
     })

@@ -1,0 +1,272 @@
+//! Crash detection and failover at their edges (issue 36, items 2, 3, 4
+//! and 7), with real PostgreSQL servers and `leasehold` processes:
+//!
+//! - the highest timeline a host saw outlives a restart: a former primary
+//!   brought back without a rewind is refused by a freshly restarted host
+//!   (its data directory's record), and by any host once the database's
+//!   own record is above the server's timeline.
+
+use std::time::Duration;
+
+use leasehold_host::authority::postgres::PostgresAuthority;
+use leasehold_host::authority::{AuthorityError, ExpectedIdentity};
+use leasehold_host::db::Database;
+use leasehold_host::testing::TestDatabase;
+use leasehold_tests::pgcluster::ScratchCluster;
+use leasehold_tests::process::{Replica, binary, eventually, free_port};
+use leasehold_tests::{TempDir, guest_dir};
+
+const SCHEDULER: &str = "scheduler";
+
+/// The first epoch a grant on timeline 2 may carry.
+const TIMELINE_2_FLOOR: i64 = (1 << 32) + 1;
+
+fn secs(n: u64) -> Duration {
+    Duration::from_secs(n)
+}
+
+/// A host running the scheduler on a short lease, keeping its state in
+/// `data_dir`.
+fn config(cluster: &str, holder: &str, port: u16, url: &str, data_dir: &std::path::Path) -> String {
+    let guests = guest_dir();
+    let cache = guests.join("../../leasehold-test-cache");
+    format!(
+        r#"cluster = "{cluster}"
+holder = "{holder}"
+data_dir = "{data}"
+
+[database]
+url = "{url}"
+
+[http]
+listen = "127.0.0.1:{port}"
+
+[runtime]
+cache_dir = "{cache}"
+
+[[controllers]]
+name = "{SCHEDULER}"
+component = "{guests}/{SCHEDULER}.wasm"
+lease_ttl = "2000ms"
+renew_interval = "400ms"
+renew_deadline = "1400ms"
+backoff_max = "1s"
+"#,
+        cache = cache.display(),
+        guests = guests.display(),
+        data = data_dir.display(),
+    )
+}
+
+/// One value of the first row of `query` on the server at `url`.
+async fn query_one<T>(url: &str, query: &str) -> Option<T>
+where
+    T: for<'a> tokio_postgres::types::FromSql<'a>,
+{
+    let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+        .await
+        .ok()?;
+    tokio::spawn(connection);
+    let row = client.query_opt(query, &[]).await.ok()??;
+    Some(row.get(0))
+}
+
+/// The scheduler's lease on the server at `url`: (holder, epoch, active).
+async fn lease_row(url: &str, cluster: &str) -> Option<(String, i64, bool)> {
+    let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+        .await
+        .ok()?;
+    tokio::spawn(connection);
+    let row = client
+        .query_opt(
+            "SELECT holder, epoch, NOT released AND expires_at > clock_timestamp()
+               FROM leasehold_leases WHERE cluster = $1 AND name = $2",
+            &[&cluster, &SCHEDULER],
+        )
+        .await
+        .ok()??;
+    Some((row.get(0), row.get(1), row.get(2)))
+}
+
+/// Wait until `host` leads the scheduler on the server at `url` at an
+/// epoch of at least `from`; returns the epoch.
+async fn leads_from(url: &str, cluster: &str, host: &Replica, from: i64) -> i64 {
+    eventually(
+        &format!("the host leads {SCHEDULER} at an epoch from {from}"),
+        secs(60),
+        || async {
+            let (_, epoch, active) = lease_row(url, cluster).await?;
+            let leads = host.leads(SCHEDULER).await?;
+            (active && epoch >= from && leads).then_some(epoch)
+        },
+    )
+    .await
+}
+
+async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+    tokio::task::spawn_blocking(f).await.expect("blocking task")
+}
+
+/// Prints the end of each host's log when the test fails.
+struct Tails(Vec<std::path::PathBuf>);
+
+impl Drop for Tails {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            for path in &self.0 {
+                let log = std::fs::read_to_string(path).unwrap_or_default();
+                let lines: Vec<&str> = log.lines().collect();
+                eprintln!(
+                    "---- {} ----\n{}",
+                    path.display(),
+                    lines[lines.len().saturating_sub(40)..].join("\n")
+                );
+            }
+        }
+    }
+}
+
+/// Issue 36, item 7: a host leads on a primary (timeline 1), then on its
+/// promoted standby (timeline 2), and is stopped. The former primary comes
+/// back without a rewind, writable, on timeline 1, and the host is started
+/// again with a URL naming it: a fresh process, which never saw timeline 2
+/// in memory, refuses it (its data directory recorded timeline 2), leads
+/// nothing there, and says why. The promoted server's own row recorded
+/// timeline 2 as well.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_former_primary_brought_back_unrewound_is_refused_by_a_restarted_host() {
+    let primary = std::sync::Arc::new(blocking(ScratchCluster::create).await);
+    let db = TestDatabase::create_on(&primary.url()).await;
+    let name = db.url().rsplit('/').next().unwrap().to_string();
+    let standby = {
+        let primary = primary.clone();
+        std::sync::Arc::new(blocking(move || ScratchCluster::standby_of(&primary)).await)
+    };
+    let primary_url = format!("postgres://postgres@127.0.0.1:{}/{name}", primary.port());
+    let standby_url = format!("postgres://postgres@127.0.0.1:{}/{name}", standby.port());
+    let both = format!(
+        "postgres://postgres@127.0.0.1:{},127.0.0.1:{}/{name}?target_session_attrs=read-write",
+        primary.port(),
+        standby.port()
+    );
+    let cluster = format!("tl-{}", &uuid::Uuid::new_v4().simple().to_string()[..12]);
+    let dir = TempDir::new();
+    let data = dir.path().join("a-data");
+    std::fs::create_dir_all(&data).unwrap();
+    let port = free_port();
+    let _tails = Tails(vec![dir.path().join("a.log")]);
+    let mut a = Replica::start_binary(
+        binary(),
+        dir.path(),
+        "a",
+        port,
+        &config(&cluster, "host-a", port, &both, &data),
+    );
+    a.wait_healthy(secs(60)).await;
+    assert_eq!(leads_from(&primary_url, &cluster, &a, 1).await, 1);
+
+    // The standby has everything; the primary stops, the standby is
+    // promoted, and the host leads there, on timeline 2.
+    {
+        let (primary, standby) = (primary.clone(), standby.clone());
+        blocking(move || standby.catch_up_with(&primary)).await;
+    }
+    a.kill().await;
+    {
+        let primary = primary.clone();
+        blocking(move || primary.stop()).await;
+    }
+    {
+        let standby = standby.clone();
+        blocking(move || standby.promote()).await;
+    }
+    a.restart();
+    let after = leads_from(&standby_url, &cluster, &a, TIMELINE_2_FLOOR).await;
+    eprintln!("host-a leads at epoch {after} on the promoted standby");
+    let recorded: Option<i64> = query_one(
+        &standby_url,
+        "SELECT highest_timeline FROM leasehold_database",
+    )
+    .await;
+    assert_eq!(
+        recorded,
+        Some(2),
+        "the promoted server records the timeline it was verified on"
+    );
+    let file = std::fs::read_to_string(data.join("timelines")).unwrap_or_default();
+    assert!(
+        file.lines().any(|line| line.ends_with(" 2")),
+        "the host's data directory records timeline 2: {file:?}"
+    );
+
+    // The host stops; the former primary comes back unrewound, and the
+    // host starts again, fresh, with a URL naming only the former primary.
+    a.kill().await;
+    {
+        let primary = primary.clone();
+        blocking(move || primary.start()).await;
+    }
+    let writable: Option<bool> = query_one(&primary_url, "SELECT NOT pg_is_in_recovery()").await;
+    assert_eq!(writable, Some(true), "the former primary is writable again");
+    a.set_config(&config(&cluster, "host-a", port, &primary_url, &data));
+    a.restart();
+    let refused = match a.exited(secs(60)).await {
+        Some(code) => {
+            assert_ne!(code, 0, "host-a must not run against the former primary");
+            a.log()
+        }
+        None => panic!(
+            "host-a keeps running against the former primary: {}",
+            a.log_tail(30)
+        ),
+    };
+    assert!(
+        refused.contains("former primary") && refused.contains("on timeline 1"),
+        "the refusal names the former primary and its timeline: {}",
+        a.log_tail(30)
+    );
+    // Nothing was granted there after the failover.
+    let (_, epoch, _) = lease_row(&primary_url, &cluster)
+        .await
+        .expect("the former primary answers");
+    assert_eq!(epoch, 1, "no grant on the former primary");
+    drop(db);
+}
+
+/// Issue 36, item 7, the database's record: a server whose
+/// `leasehold_database` row records a timeline above its own is refused by
+/// any host, one that never saw the higher timeline included, naming both
+/// timelines.
+#[tokio::test]
+async fn a_database_recorded_on_a_higher_timeline_is_refused() {
+    let db = TestDatabase::create().await;
+    let timeline: i64 = query_one(db.url(), "SELECT highest_timeline FROM leasehold_database")
+        .await
+        .expect("migration 20 records the timeline");
+    let (client, connection) = tokio_postgres::connect(db.url(), tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    client
+        .execute(
+            "UPDATE leasehold_database SET highest_timeline = $1",
+            &[&(timeline + 1)],
+        )
+        .await
+        .unwrap();
+    let authority = PostgresAuthority::new(
+        Database::new(db.url(), 2).unwrap(),
+        ExpectedIdentity::default(),
+    );
+    match authority.verify().await {
+        Err(AuthorityError::WrongDatabase { problems, .. }) => {
+            assert!(
+                problems.contains(&format!("timeline {timeline}"))
+                    && problems.contains(&format!("timeline {}", timeline + 1))
+                    && problems.contains("former primary"),
+                "{problems}"
+            );
+        }
+        other => panic!("a database recorded on a higher timeline must be refused, got {other:?}"),
+    }
+}
