@@ -35,7 +35,7 @@ use crate::store::{Change, ObjectKey, Origin, Store};
 /// One change as the API shows it.
 #[derive(Debug, Serialize)]
 pub(super) struct ChangeView {
-    position: u64,
+    pub(super) position: u64,
     revision: u64,
     at: String,
     kind: String,
@@ -144,6 +144,18 @@ async fn page_of(
     } else {
         false
     };
+    Ok(assemble(items, through, more, after))
+}
+
+/// The page of `items` (at most the limit, in position order) read after
+/// `after` through `through`, `more` when changes beyond the last item
+/// were seen; and the position the reader has read through.
+pub(super) fn assemble(
+    items: Vec<ChangeView>,
+    through: u64,
+    more: bool,
+    after: u64,
+) -> (ChangesPage, u64) {
     let last = items.last().map_or(after, |c| c.position);
     let next = if more {
         Some(last)
@@ -152,7 +164,7 @@ async fn page_of(
         (through > last).then_some(through)
     };
     let read_through = if more { last } else { through.max(last) };
-    Ok((ListPage { items, next }, read_through))
+    (ListPage { items, next }, read_through)
 }
 
 /// `GET /v1/changes[?after=POSITION][&limit=N][&kind=K...][&wait=DURATION]`.
@@ -175,16 +187,46 @@ pub(super) async fn list(
     let mut poll = page::LongPoll::start(&shared, request.wait);
     let mut after = request.after;
     loop {
-        let (page, read_through) = page_of(
-            store.as_ref(),
-            cluster,
-            &request.kinds,
-            after,
-            request.limit,
-        )
-        .await?;
+        // A long poll is answered from the read its fellow readers share
+        // when that read covers it exactly (see `tail`); otherwise, and
+        // without `wait`, from a read of its own.
+        let shared_read = if request.wait.is_zero() {
+            None
+        } else {
+            shared
+                .tail
+                .page(
+                    store.as_ref(),
+                    cluster,
+                    poll.seen(),
+                    &request.kinds,
+                    after,
+                    request.limit,
+                )
+                .await
+        };
+        let (page, read_through, more) = match shared_read {
+            Some(served) => (served.page, served.read_through, served.more),
+            None => {
+                let (page, read_through) = page_of(
+                    store.as_ref(),
+                    cluster,
+                    &request.kinds,
+                    after,
+                    request.limit,
+                )
+                .await?;
+                (page, read_through, false)
+            }
+        };
         if !page.items.is_empty() || request.wait.is_zero() {
             return Ok(Json(page));
+        }
+        if more {
+            // The shared read filled a page without a change for this
+            // reader: read on at once, the feed will not move for it.
+            after = read_through;
+            continue;
         }
         // Nothing for this reader yet: wait for positions beyond what was
         // read, and read on from there (what was passed is not read again).

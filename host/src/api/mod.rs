@@ -176,6 +176,7 @@ mod objects;
 mod openapi;
 mod page;
 pub mod serve;
+mod tail;
 #[cfg(test)]
 mod tests;
 mod ui;
@@ -254,6 +255,9 @@ struct Shared {
     events: Arc<serve::Limiter>,
     /// The host's own metrics (HTTP routes, pools, leases, process).
     host: Arc<metrics::HostMetrics>,
+    /// The change stream's tail, read once for every long-polled reader
+    /// of `/v1/changes` waiting at it.
+    tail: tail::TailCache,
 }
 
 type AppState = Arc<Shared>;
@@ -313,6 +317,7 @@ fn build_limited(
         requests,
         events,
         host,
+        tail: tail::TailCache::default(),
     });
     assemble(shared, body_read).0
 }
@@ -330,6 +335,7 @@ fn served_routes(state: ApiState) -> Vec<(Method, &'static str)> {
         )),
         events: Arc::new(serve::Limiter::new("events", serve::RequestLimits::EVENTS)),
         host: Arc::default(),
+        tail: tail::TailCache::default(),
     });
     assemble(shared, crate::timeouts::HTTP_BODY_READ).1
 }

@@ -135,6 +135,11 @@ impl LongPoll {
         }
     }
 
+    /// The latest feed position this poll has seen.
+    pub fn seen(&self) -> u64 {
+        *self.feed.borrow()
+    }
+
     /// Wait until the feed publishes a position above `read_through`
     /// (true: read again), or until the wait ends, the server begins to
     /// stop or the store stops publishing (false: answer what there is).
