@@ -17,6 +17,7 @@
 //! And copies are refused: a `pg_dump` restored into another database is
 //! not the database it came from, even with every row the same.
 
+use std::collections::BTreeSet;
 use std::time::Duration;
 
 use leasehold_host::authority::postgres::PostgresAuthority;
@@ -28,6 +29,8 @@ use leasehold_host::fence::LeaseKey;
 use leasehold_host::store::{ObjectKey, PostgresStore, Store as _};
 use leasehold_host::testing::TestDatabase;
 use leasehold_tests::faults::checker::{self, Ack};
+use leasehold_tests::faults::rig;
+use leasehold_tests::faults::watch::{ChangeFact, HostLogs, judge_wake_ups};
 use leasehold_tests::http;
 use leasehold_tests::pgcluster::{ScratchCluster, server_program};
 use leasehold_tests::process::{Replica, binary, eventually, free_port};
@@ -553,4 +556,444 @@ async fn a_restored_dump_is_refused_as_a_copy() {
         }
         other => panic!("an adopted copy is led from, got {other:?}"),
     }
+}
+
+/// A script running the `leasehold` binary with JSON logs that include
+/// every reconcile: the evidence of the wake-up rule.
+fn logging_reconciles(dir: &std::path::Path, name: &str) -> std::path::PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let path = dir.join(format!("leasehold-{name}-logging-reconciles"));
+    std::fs::write(
+        &path,
+        format!(
+            "#!/bin/sh\nexec '{}' --log-format json --log-level '{}' \"$@\"\n",
+            binary().display(),
+            rig::RECONCILE_LOG_FILTER
+        ),
+    )
+    .expect("write the host's start script");
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755))
+        .expect("make the host's start script executable");
+    path
+}
+
+/// Every change of `cluster` on the server at `url`, by position.
+async fn changes_on(url: &str, cluster: &str) -> std::collections::BTreeMap<u64, ChangeFact> {
+    let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    client
+        .query(
+            "SELECT position, (extract(epoch FROM at) * 1000000)::int8, kind, name, change,
+                    version
+               FROM leasehold_changes WHERE cluster = $1",
+            &[&cluster],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| {
+            let position = r.get::<_, i64>(0) as u64;
+            let fact = ChangeFact {
+                position,
+                at_micros: r.get(1),
+                kind: r.get(2),
+                name: r.get(3),
+                change: r.get(4),
+                version: r.get::<_, i64>(5) as u64,
+            };
+            (position, fact)
+        })
+        .collect()
+}
+
+/// Every number the server at `url` holds for `cluster` — change
+/// positions, revisions and versions, event seqs and revisions, object
+/// versions — each with the objects it numbered (`kind/name`).
+async fn numbers_on(url: &str, cluster: &str) -> std::collections::BTreeMap<u64, BTreeSet<String>> {
+    let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    let mut numbers: std::collections::BTreeMap<u64, BTreeSet<String>> = Default::default();
+    for (table, columns) in [
+        (
+            "leasehold_changes",
+            ["position", "revision", "version"].as_slice(),
+        ),
+        ("leasehold_events", ["seq", "revision"].as_slice()),
+        ("leasehold_objects", ["version"].as_slice()),
+    ] {
+        for column in columns {
+            let rows = client
+                .query(
+                    &format!(
+                        "SELECT {column}, kind || '/' || name FROM {table} WHERE cluster = $1"
+                    ),
+                    &[&cluster],
+                )
+                .await
+                .unwrap();
+            for r in rows {
+                numbers
+                    .entry(r.get::<_, i64>(0) as u64)
+                    .or_default()
+                    .insert(r.get::<_, String>(1));
+            }
+        }
+    }
+    numbers
+}
+
+/// The highest epoch of any lease of `cluster` on the server at `url`.
+async fn highest_epoch(url: &str, cluster: &str) -> i64 {
+    let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    client
+        .query_one(
+            "SELECT coalesce(max(epoch), 0) FROM leasehold_leases WHERE cluster = $1",
+            &[&cluster],
+        )
+        .await
+        .unwrap()
+        .get(0)
+}
+
+/// What an API reader of `/v1/changes` gets from `after` on, through
+/// `addr`: `Ok` with every change it reads (following `next` until null)
+/// and its last cursor, or `Err` with the status and body of a refusal.
+async fn read_changes(addr: &str, after: u64) -> Result<(Vec<Value>, u64), (u16, Value)> {
+    let mut cursor = after;
+    let mut read = Vec::new();
+    loop {
+        let response = http::request_within(
+            secs(10),
+            addr,
+            "GET",
+            &format!("/v1/changes?after={cursor}&limit=500"),
+            &[],
+            None,
+        )
+        .await
+        .unwrap_or_else(|e| panic!("GET /v1/changes through {addr}: {e}"));
+        if response.status != 200 {
+            return Err((response.status, response.json()));
+        }
+        let page = response.json();
+        let items = page["items"].as_array().cloned().unwrap_or_default();
+        if let Some(last) = items.last() {
+            cursor = last["position"].as_u64().expect("a change has a position");
+        }
+        read.extend(items);
+        match page["next"].as_u64() {
+            Some(next) => cursor = next,
+            None => return Ok((read, cursor)),
+        }
+    }
+}
+
+/// Delete `kind/name` through `addr` (marked, if a finalizer is on it:
+/// the scheduler's slot finalizer is, once a task is assigned).
+async fn delete(addr: &str, kind: &str, name: &str) {
+    let response = http::request_within(
+        secs(5),
+        addr,
+        "DELETE",
+        &format!("/v1/objects/{kind}/{name}"),
+        &[],
+        None,
+    )
+    .await
+    .unwrap_or_else(|e| panic!("delete {kind}/{name} through {addr}: {e}"));
+    assert!(
+        [200, 202, 204].contains(&response.status),
+        "delete {name}: {} {}",
+        response.status,
+        response.body
+    );
+}
+
+/// Kill the server of `cluster` at once, as a crash would: SIGQUIT to its
+/// postmaster (an immediate shutdown: no checkpoint, every session cut),
+/// then wait until it no longer answers.
+async fn kill_immediately(cluster: &ScratchCluster) {
+    let data = cluster.sql("SHOW data_directory");
+    let pid = std::fs::read_to_string(std::path::Path::new(&data).join("postmaster.pid"))
+        .expect("the primary's postmaster.pid")
+        .lines()
+        .next()
+        .expect("a pid")
+        .trim()
+        .to_string();
+    let killed = std::process::Command::new("kill")
+        .args(["-QUIT", &pid])
+        .status()
+        .expect("kill");
+    assert!(killed.success(), "kill -QUIT {pid}");
+    let port = cluster.port();
+    eventually("the primary is gone", secs(30), || async move {
+        tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .is_err()
+            .then_some(())
+    })
+    .await;
+}
+
+/// The acceptance rehearsal of a lossy asynchronous failover (issue 36):
+/// the standby stops, the primary goes on taking writes (creates, the
+/// scheduler's assignments, deletions), the primary is killed, and the
+/// standby, which never received those commits, is started and promoted.
+/// Then the hosts lead at epochs above every earlier one; every change
+/// after the failover wakes the scheduler within a second; no position,
+/// revision, event seq or version the former primary issued is issued
+/// again (both timelines' records are read); and an API reader at its
+/// pre-failover cursor is told to re-list (410 `too_old`) or sees every
+/// new change, never silently nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lossy_failover_never_repeats_a_position_or_a_version() {
+    // Declared first, dropped last.
+    let primary = std::sync::Arc::new(blocking(ScratchCluster::create).await);
+    let db = TestDatabase::create_on(&primary.url()).await;
+    let name = db.url().rsplit('/').next().unwrap().to_string();
+    let standby = {
+        let primary = primary.clone();
+        std::sync::Arc::new(blocking(move || ScratchCluster::standby_of(&primary)).await)
+    };
+    let primary_url = format!("postgres://postgres@127.0.0.1:{}/{name}", primary.port());
+    let standby_url = format!("postgres://postgres@127.0.0.1:{}/{name}", standby.port());
+    let both = format!(
+        "postgres://postgres@127.0.0.1:{},127.0.0.1:{}/{name}?target_session_attrs=read-write",
+        primary.port(),
+        standby.port()
+    );
+    let cluster = format!("lossy-{}", &uuid::Uuid::new_v4().simple().to_string()[..12]);
+    let dir = TempDir::new();
+    let (port_a, port_b) = (free_port(), free_port());
+    let _tails = Tails(
+        ["a", "b"]
+            .map(|h| dir.path().join(format!("{h}.log")))
+            .to_vec(),
+    );
+    let a = Replica::start_binary(
+        logging_reconciles(dir.path(), "a"),
+        dir.path(),
+        "a",
+        port_a,
+        &config(&cluster, "host-a", port_a, &both),
+    );
+    a.wait_healthy(secs(60)).await;
+    let b = Replica::start_binary(
+        logging_reconciles(dir.path(), "b"),
+        dir.path(),
+        "b",
+        port_b,
+        &config(&cluster, "host-b", port_b, &both),
+    );
+    b.wait_healthy(secs(60)).await;
+    let hosts = [("host-a", &a), ("host-b", &b)];
+    leader_after(&primary_url, &cluster, &hosts, 0).await;
+    let mut acks = vec![create(&a.addr, "nodes", "n1", json!({"capacity": 10000})).await];
+    acks.extend(tasks(&a.addr, "before", 20).await);
+    assigned(&primary_url, &cluster, &acks).await;
+
+    // Everything so far reaches the standby; then it stops, and the
+    // primary goes on alone: a few hundred changes, deletions among them.
+    {
+        let (primary, standby) = (primary.clone(), standby.clone());
+        blocking(move || {
+            standby.catch_up_with(&primary);
+            standby.stop();
+        })
+        .await;
+    }
+    let lost = tasks(&b.addr, "lost", 120).await;
+    assigned(&primary_url, &cluster, &lost).await;
+    for ack in lost.iter().step_by(3).chain(acks[1..].iter().step_by(4)) {
+        delete(&a.addr, "tasks", &ack.name).await;
+    }
+    // An API reader follows the stream to the former primary's end.
+    let (_, cursor) = read_changes(&a.addr, 0)
+        .await
+        .expect("the reader follows the former primary");
+    let old_changes = changes_on(&primary_url, &cluster).await;
+    let old_numbers = numbers_on(&primary_url, &cluster).await;
+    let old_epoch = highest_epoch(&primary_url, &cluster).await;
+    eprintln!(
+        "before the kill: {} changes, the reader's cursor {cursor}, the highest epoch {old_epoch}",
+        old_changes.len()
+    );
+    assert!(old_changes.len() >= 300, "{} changes", old_changes.len());
+
+    kill_immediately(&primary).await;
+    eprintln!("primary killed; starting and promoting the standby");
+    {
+        let standby = standby.clone();
+        blocking(move || {
+            standby.start();
+            standby.promote();
+        })
+        .await;
+    }
+    let (_, epoch) = leader_after(&standby_url, &cluster, &hosts, old_epoch).await;
+    eprintln!("after the failover: epoch {epoch} (the former primary's highest: {old_epoch})");
+    assert!(epoch >= TIMELINE_2_FLOOR, "epoch {epoch}");
+    // The failover lost commits: the promoted server lacks the former
+    // primary's last changes (else this test proves nothing).
+    let kept = changes_on(&standby_url, &cluster).await;
+    let kept_last = kept.keys().next_back().copied().unwrap_or(0);
+    assert!(
+        kept.len() < old_changes.len() && kept_last < cursor,
+        "the standby kept {} of {} changes, up to {kept_last} (cursor {cursor})",
+        kept.len(),
+        old_changes.len()
+    );
+    let failed_over_at = {
+        let (client, connection) = tokio_postgres::connect(&standby_url, tokio_postgres::NoTls)
+            .await
+            .unwrap();
+        tokio::spawn(connection);
+        client
+            .query_one(
+                "SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::int8",
+                &[],
+            )
+            .await
+            .unwrap()
+            .get::<_, i64>(0)
+    };
+
+    // New objects and deletions on the new primary.
+    let after = tasks(&a.addr, "after", 20).await;
+    for ack in after.iter().step_by(5) {
+        delete(&b.addr, "tasks", &ack.name).await;
+    }
+    let survivors: Vec<Ack> = after
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| i % 5 != 0)
+        .map(|(_, a)| a.clone())
+        .collect();
+    assigned(&standby_url, &cluster, &survivors).await;
+    let new_changes: Vec<ChangeFact> = changes_on(&standby_url, &cluster)
+        .await
+        .into_values()
+        .filter(|c| !kept.contains_key(&c.position))
+        .collect();
+    let expected: BTreeSet<(String, String)> = new_changes
+        .iter()
+        .map(|c| (c.name.clone(), c.change.clone()))
+        .collect();
+    assert!(
+        expected.len() >= 20,
+        "{} changes after the failover",
+        expected.len()
+    );
+
+    // No number repeats one the former primary issued: every number the
+    // new primary holds that the former one did too numbers the same
+    // thing, and every new one is above all of the former's.
+    let old_highest = *old_numbers.keys().next_back().unwrap();
+    let new_numbers = numbers_on(&standby_url, &cluster).await;
+    for (n, what) in &new_numbers {
+        match old_numbers.get(n) {
+            Some(before) => assert!(
+                what.is_subset(before),
+                "number {n} issued again: before the failover {before:?}, now {what:?}"
+            ),
+            None => assert!(
+                *n > old_highest,
+                "number {n} ({what:?}) is not above the former primary's highest {old_highest}"
+            ),
+        }
+    }
+
+    // The API reader at its pre-failover cursor is told to re-list, or
+    // sees every new change.
+    match read_changes(&b.addr, cursor).await {
+        Err((status, body)) => {
+            assert_eq!(status, 410, "{body}");
+            assert_eq!(body["code"], "too_old", "{body}");
+            let resume = body["oldest_kept"].as_u64().expect("oldest_kept") - 1;
+            eprintln!("the reader at {cursor} is told to re-list and resume after {resume}");
+            let (read, _) = read_changes(&b.addr, resume)
+                .await
+                .expect("the reader resumes where it is told");
+            let seen: BTreeSet<(String, String)> = read
+                .iter()
+                .map(|c| {
+                    (
+                        c["name"].as_str().unwrap().to_string(),
+                        c["change"].as_str().unwrap().to_string(),
+                    )
+                })
+                .collect();
+            assert!(
+                expected.is_subset(&seen),
+                "resumed after {resume}, the reader misses {:?}",
+                expected.difference(&seen).collect::<Vec<_>>()
+            );
+        }
+        Ok((read, _)) => {
+            let seen: BTreeSet<(String, String)> = read
+                .iter()
+                .map(|c| {
+                    (
+                        c["name"].as_str().unwrap().to_string(),
+                        c["change"].as_str().unwrap().to_string(),
+                    )
+                })
+                .collect();
+            assert!(
+                expected.is_subset(&seen),
+                "the reader at its pre-failover cursor {cursor} misses {} of {} new changes \
+                 and was not told to re-list",
+                expected.difference(&seen).count(),
+                expected.len()
+            );
+        }
+    }
+
+    // Every change after the failover woke the scheduler, within a second.
+    let mut logs = HostLogs::default();
+    for (holder, replica) in hosts {
+        logs.add(holder, &replica.log());
+    }
+    let woken = judge_wake_ups(&new_changes, &logs);
+    assert!(
+        woken.missed.is_empty() && woken.judged >= 20,
+        "wake-ups after the failover ({} judged): {:#?}",
+        woken.judged,
+        woken.missed
+    );
+    let mut slowest = 0;
+    for c in new_changes.iter().filter(|c| c.kind == "tasks") {
+        let first = logs
+            .reconciles
+            .iter()
+            .filter(|r| r.controller == SCHEDULER && r.kind == c.kind && r.name == c.name)
+            .map(|r| r.started_micros)
+            .filter(|&started| started >= c.at_micros)
+            .min()
+            .unwrap_or_else(|| panic!("no reconcile of {} after change {}", c.name, c.position));
+        let delay = first - c.at_micros.max(failed_over_at);
+        slowest = slowest.max(delay);
+        assert!(
+            delay <= 1_000_000,
+            "change {} ({} tasks/{}) woke the scheduler after {delay} µs",
+            c.position,
+            c.change,
+            c.name
+        );
+    }
+    eprintln!(
+        "lossy failover: {} new changes woke the scheduler (slowest {slowest} µs); {} numbers \
+         checked",
+        woken.judged,
+        new_numbers.len()
+    );
+    drop((a, b, db));
 }
