@@ -4,7 +4,12 @@
 //! - the highest timeline a host saw outlives a restart: a former primary
 //!   brought back without a rewind is refused by a freshly restarted host
 //!   (its data directory's record), and by any host once the database's
-//!   own record is above the server's timeline.
+//!   own record is above the server's timeline;
+//! - `session_url` naming another database, or a hot standby of the right
+//!   one: the host refuses to lead, naming both endpoints, and no lease
+//!   changes hands;
+//! - a `ttl`-mode controller keeps its tenure across `pg_terminate_backend`
+//!   of its host's liveness (claim) session.
 
 use std::time::Duration;
 
@@ -28,6 +33,21 @@ fn secs(n: u64) -> Duration {
 /// A host running the scheduler on a short lease, keeping its state in
 /// `data_dir`.
 fn config(cluster: &str, holder: &str, port: u16, url: &str, data_dir: &std::path::Path) -> String {
+    config_with(cluster, holder, port, url, None, data_dir)
+}
+
+/// [`config`], with `[database] session_url` when given.
+fn config_with(
+    cluster: &str,
+    holder: &str,
+    port: u16,
+    url: &str,
+    session_url: Option<&str>,
+    data_dir: &std::path::Path,
+) -> String {
+    let session_url = session_url
+        .map(|url| format!("session_url = \"{url}\"\n"))
+        .unwrap_or_default();
     let guests = guest_dir();
     let cache = guests.join("../../leasehold-test-cache");
     format!(
@@ -37,7 +57,7 @@ data_dir = "{data}"
 
 [database]
 url = "{url}"
-
+{session_url}
 [http]
 listen = "127.0.0.1:{port}"
 
@@ -269,4 +289,246 @@ async fn a_database_recorded_on_a_higher_timeline_is_refused() {
         }
         other => panic!("a database recorded on a higher timeline must be refused, got {other:?}"),
     }
+}
+
+/// A host with `session_url` at `session_url` joins `leader` (which leads
+/// the scheduler at `epoch` on `url`'s database): it must refuse to lead,
+/// naming both endpoints, and the lease must stay where it is. Returns the
+/// refusal it logged.
+async fn refused_session_url(
+    dir: &TempDir,
+    cluster: &str,
+    url: &str,
+    session_url: &str,
+    leader: &mut Replica,
+    epoch: i64,
+) -> String {
+    let port = free_port();
+    let data = dir.path().join("b-data");
+    std::fs::create_dir_all(&data).unwrap();
+    let mut b = Replica::start_binary(
+        binary(),
+        dir.path(),
+        "b",
+        port,
+        &config_with(cluster, "host-b", port, url, Some(session_url), &data),
+    );
+    let url_name = url.rsplit('/').next().unwrap().to_string();
+    let session_name = session_url.rsplit('/').next().unwrap().to_string();
+    let refusal = eventually(
+        "host-b refuses to lead, naming both endpoints",
+        secs(60),
+        || async {
+            let log = b.log();
+            log.lines()
+                .find(|line| line.contains("(database.session_url) does not reach"))
+                .map(str::to_string)
+        },
+    )
+    .await;
+    assert!(
+        refusal.contains(&format!(
+            "127.0.0.1:{}/{session_name}",
+            endpoint_port(session_url)
+        )) && refusal.contains(&format!("127.0.0.1:{}/{url_name}", endpoint_port(url))),
+        "the refusal names both endpoints: {refusal}"
+    );
+    // It says so where an operator looks, and stays that way.
+    let (status, body) = eventually("host-b's readiness says why", secs(30), || async {
+        let (status, body) = b.readyz().await?;
+        (body.to_string().contains("wrong_database")).then_some((status, body))
+    })
+    .await;
+    assert_ne!(status, 200, "host-b is not ready: {body}");
+    // The leader keeps the lease while host-b refuses.
+    let (holder, now, active) = lease_row(url, cluster).await.expect("the lease row");
+    assert_eq!(
+        (holder.as_str(), now, active),
+        ("host-a", epoch, true),
+        "no lease changed hands"
+    );
+    assert_eq!(leader.leads(SCHEDULER).await, Some(true));
+    // Even a free lease is not taken: the leader stops, its lease expires
+    // by the database's clock, and host-b, retrying every backoff_max
+    // (1 s), still takes nothing for several of its attempts.
+    leader.kill().await;
+    eventually("the leader's lease expires", secs(30), || async {
+        let (_, _, active) = lease_row(url, cluster).await?;
+        (!active).then_some(())
+    })
+    .await;
+    let watch_until = std::time::Instant::now() + secs(4);
+    while std::time::Instant::now() < watch_until {
+        let (holder, now, _) = lease_row(url, cluster).await.expect("the lease row");
+        assert_eq!(
+            (holder.as_str(), now),
+            ("host-a", epoch),
+            "host-b took the lease over through a session at another database"
+        );
+        assert_ne!(b.leads(SCHEDULER).await, Some(true), "host-b leads");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert!(b.running(), "host-b keeps running, refusing");
+    b.kill().await;
+    refusal
+}
+
+/// The port of a `postgres://user@host:port/db` URL.
+fn endpoint_port(url: &str) -> u16 {
+    url::Url::parse(url).unwrap().port().unwrap_or(5432)
+}
+
+/// Issue 36, item 3: `session_url` naming another database of the same
+/// server (migrated, so every query there works) is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn session_url_at_another_database_is_refused() {
+    let db = TestDatabase::create().await;
+    let other = TestDatabase::create().await;
+    let cluster = format!("su-{}", &uuid::Uuid::new_v4().simple().to_string()[..12]);
+    let dir = TempDir::new();
+    let data = dir.path().join("a-data");
+    std::fs::create_dir_all(&data).unwrap();
+    let port = free_port();
+    let _tails = Tails(vec![dir.path().join("a.log"), dir.path().join("b.log")]);
+    let mut a = Replica::start_binary(
+        binary(),
+        dir.path(),
+        "a",
+        port,
+        &config(&cluster, "host-a", port, db.url(), &data),
+    );
+    a.wait_healthy(secs(60)).await;
+    let epoch = leads_from(db.url(), &cluster, &a, 1).await;
+    let refusal = refused_session_url(&dir, &cluster, db.url(), other.url(), &mut a, epoch).await;
+    eprintln!("session_url at another database: {refusal}");
+}
+
+/// Issue 36, item 3: `session_url` naming the right database on a hot
+/// standby (advisory locks work in recovery) is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn session_url_at_a_hot_standby_is_refused() {
+    let primary = std::sync::Arc::new(blocking(ScratchCluster::create).await);
+    let db = TestDatabase::create_on(&primary.url()).await;
+    let name = db.url().rsplit('/').next().unwrap().to_string();
+    let standby = {
+        let primary = primary.clone();
+        std::sync::Arc::new(blocking(move || ScratchCluster::standby_of(&primary)).await)
+    };
+    {
+        let (primary, standby) = (primary.clone(), standby.clone());
+        blocking(move || standby.catch_up_with(&primary)).await;
+    }
+    let primary_url = format!("postgres://postgres@127.0.0.1:{}/{name}", primary.port());
+    let standby_url = format!("postgres://postgres@127.0.0.1:{}/{name}", standby.port());
+    let cluster = format!("sh-{}", &uuid::Uuid::new_v4().simple().to_string()[..12]);
+    let dir = TempDir::new();
+    let data = dir.path().join("a-data");
+    std::fs::create_dir_all(&data).unwrap();
+    let port = free_port();
+    let _tails = Tails(vec![dir.path().join("a.log"), dir.path().join("b.log")]);
+    let mut a = Replica::start_binary(
+        binary(),
+        dir.path(),
+        "a",
+        port,
+        &config(&cluster, "host-a", port, &primary_url, &data),
+    );
+    a.wait_healthy(secs(60)).await;
+    let epoch = leads_from(&primary_url, &cluster, &a, 1).await;
+    let refusal =
+        refused_session_url(&dir, &cluster, &primary_url, &standby_url, &mut a, epoch).await;
+    assert!(refusal.contains("in recovery"), "{refusal}");
+    eprintln!("session_url at a hot standby: {refusal}");
+    drop((a, db));
+}
+
+/// Issue 36, item 4: a host leads the scheduler under crash detection
+/// `ttl` (and the rollout under `session`, as a control); its liveness
+/// session alone is terminated. The `session` tenure ends (a dead session
+/// lets a standby take it over), but the `ttl` one keeps its epoch and its
+/// tenure, held by the same host, through the host's next claim session:
+/// a dead session lets nobody take a ttl grant over before it expires.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_ttl_tenure_survives_the_termination_of_its_claim_session() {
+    use leasehold_host::authority::postgres::holder_claim::CLAIM_APPLICATION;
+    use leasehold_tests::faults::rig::{Rig, RigSpec};
+
+    const ROLLOUT: &str = "rollout";
+    let spec = RigSpec {
+        controllers: vec![SCHEDULER, ROLLOUT],
+        ..RigSpec::scheduler(1)
+    }
+    .configure(SCHEDULER, "crash_detection = \"ttl\"");
+    let rig = Rig::start(spec).await;
+    let (host, epoch) = rig.leader(SCHEDULER, secs(30)).await;
+    let (_, rollout_epoch) = rig.leader(ROLLOUT, secs(30)).await;
+    let sql = rig.sql().await;
+    let claim_sessions = || async {
+        let ports: Vec<i32> = rig.hosts[host]
+            .proxy
+            .upstream_ports()
+            .into_iter()
+            .map(i32::from)
+            .collect();
+        sql.query(
+            "SELECT pid FROM pg_stat_activity
+              WHERE datname = $1 AND client_port = ANY($2) AND application_name LIKE $3 || '-%'",
+            &[&rig.database_name(), &ports, &CLAIM_APPLICATION],
+        )
+        .await
+        .expect("list the claim sessions")
+        .iter()
+        .map(|row| row.get::<_, i32>(0))
+        .collect::<Vec<i32>>()
+    };
+    let before = claim_sessions().await;
+    assert_eq!(before.len(), 1, "one liveness session: {before:?}");
+    let terminated: bool = sql
+        .query_one("SELECT pg_terminate_backend($1)", &[&before[0]])
+        .await
+        .unwrap()
+        .get(0);
+    assert!(terminated);
+    // The host claims its name again on a new session; the `session`
+    // tenure ended with the old one and the rollout is granted again.
+    eventually("a new liveness session", secs(30), || async {
+        let now = claim_sessions().await;
+        (now.len() == 1 && now[0] != before[0]).then_some(())
+    })
+    .await;
+    let (_, rollout_after) = rig.leader_after(ROLLOUT, rollout_epoch, secs(30)).await;
+    eprintln!(
+        "claim session {} terminated: rollout (session) epoch {rollout_epoch} -> \
+         {rollout_after}",
+        before[0]
+    );
+    // The scheduler's tenure ran throughout: same epoch, same holder,
+    // never ended, and the host never counted it lost.
+    let (holder, now, active) = lease_row(rig.db.url(), &rig.cluster)
+        .await
+        .expect("the scheduler's lease row");
+    assert_eq!(
+        (holder.as_str(), now, active),
+        (rig.hosts[host].holder.as_str(), epoch, true),
+        "the ttl tenure is kept"
+    );
+    let ended: Option<String> = sql
+        .query_one(
+            "SELECT end_reason FROM leasehold_tenures
+              WHERE cluster = $1 AND lease = $2 AND epoch = $3",
+            &[&rig.cluster, &SCHEDULER, &epoch],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(ended, None, "the ttl tenure never ended");
+    let losses = rig.hosts[host]
+        .replica
+        .metric(&format!(
+            "leasehold_losses_total{{controller=\"{SCHEDULER}\",reason=\"claim_lost\"}}"
+        ))
+        .await
+        .unwrap_or(0.0);
+    assert_eq!(losses, 0.0, "the ttl tenure was not lost to the claim");
+    assert_eq!(rig.hosts[host].replica.leads(SCHEDULER).await, Some(true));
 }
