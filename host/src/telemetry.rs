@@ -50,7 +50,6 @@ use tracing_opentelemetry::{OpenTelemetryLayer, OpenTelemetrySpanExt};
 use tracing_subscriber::filter::{FilterFn, Filtered};
 use tracing_subscriber::{Layer, Registry};
 
-
 /// The standard environment variable naming the collector, used when the
 /// config has no `[telemetry] otlp_endpoint`.
 pub const OTLP_ENDPOINT_ENV: &str = "OTEL_EXPORTER_OTLP_ENDPOINT";

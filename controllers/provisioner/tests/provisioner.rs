@@ -183,7 +183,10 @@ fn a_new_bucket_gets_the_finalizer_then_is_put_once_and_its_status_recorded() {
     let put = &sent[0];
     assert_eq!((put.method, put.url.as_str()), (Method::Put, URL));
     assert_eq!(put.body_json(), Some(spec(10)));
-    assert_eq!(put.header("idempotency-key"), Some(put_key(2, INCARNATION).as_str()));
+    assert_eq!(
+        put.header("idempotency-key"),
+        Some(put_key(2, INCARNATION).as_str())
+    );
     assert_eq!(put.header("content-type"), Some("application/json"));
     assert_eq!(put.header("leasehold-epoch"), Some("1"));
 
@@ -237,7 +240,10 @@ fn a_changed_spec_is_a_new_put_with_the_new_generations_key() {
     let sent = host.http_requests();
     assert_eq!(sent.len(), 2);
     assert_eq!(sent[1].body_json(), Some(spec(20)));
-    assert_eq!(keys(&host, Method::Put), [put_key(2, INCARNATION), put_key(3, INCARNATION)]);
+    assert_eq!(
+        keys(&host, Method::Put),
+        [put_key(2, INCARNATION), put_key(3, INCARNATION)]
+    );
     let status = status(&host).expect("a status");
     assert_eq!(status.applied_spec.map(|s| s.size_gb), Some(20));
     assert_eq!(status.cloud_generation, Some(2));
@@ -279,7 +285,10 @@ fn a_lost_answer_after_pending_was_recorded_is_retried_with_the_same_key_and_app
     // Recording Pending took a new version but kept the generation: the
     // retry carries the same key, and the cloud replays its answer.
     assert_eq!(reconcile(&host), Reply::Done);
-    assert_eq!(keys(&host, Method::Put), [put_key(2, INCARNATION), put_key(2, INCARNATION)]);
+    assert_eq!(
+        keys(&host, Method::Put),
+        [put_key(2, INCARNATION), put_key(2, INCARNATION)]
+    );
     assert_eq!(cloud.borrow().applied.len(), 1, "applied exactly once");
     let status = status(&host).expect("a status");
     assert_eq!(
@@ -312,7 +321,10 @@ fn a_successor_completes_a_predecessors_unanswered_put_with_the_same_key() {
         sent.iter()
             .map(|r| (r.epoch, r.header("idempotency-key").map(str::to_string)))
             .collect::<Vec<_>>(),
-        vec![(1, Some(put_key(2, INCARNATION))), (2, Some(put_key(2, INCARNATION)))]
+        vec![
+            (1, Some(put_key(2, INCARNATION))),
+            (2, Some(put_key(2, INCARNATION)))
+        ]
     );
     assert_eq!(
         cloud.borrow().applied,
@@ -526,7 +538,10 @@ fn a_status_commit_that_conflicts_requeues_and_looks_again() {
 
     // The next reconcile decides again from the new generation: a new key.
     assert_eq!(reconcile(&host), Reply::Done);
-    assert_eq!(keys(&host, Method::Put), [put_key(2, INCARNATION), put_key(3, INCARNATION)]);
+    assert_eq!(
+        keys(&host, Method::Put),
+        [put_key(2, INCARNATION), put_key(3, INCARNATION)]
+    );
     assert_eq!(
         status(&host)
             .and_then(|s| s.applied_spec)
@@ -550,7 +565,10 @@ fn a_deleted_bucket_is_deleted_at_the_cloud_before_its_object_goes() {
 
     assert_eq!(
         keys(&host, Method::Delete),
-        [delete_key(marked, INCARNATION), delete_key(marked, INCARNATION)]
+        [
+            delete_key(marked, INCARNATION),
+            delete_key(marked, INCARNATION)
+        ]
     );
     assert!(
         host.http_requests()

@@ -504,8 +504,8 @@ fn ops_of(op: &Value) -> Vec<Op> {
 /// own requests (`crate::http::Request`), as a controller sends them.
 #[test]
 fn the_http_conformance_table_holds_on_the_rust_fake() {
-    use crate::http::{HttpError, Method, Request};
     use super::{HttpFault, HttpReply};
+    use crate::http::{HttpError, Method, Request};
 
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/conformance/http");
     let mut failures = Vec::new();

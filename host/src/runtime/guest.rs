@@ -916,8 +916,7 @@ impl GuestInstance {
             // name section) and spans lines: escaped once here, where it
             // becomes host text, so no log line it reaches can be forged.
             None => {
-                let mut message =
-                    crate::text::escape(&format!("{error:?}")).into_owned();
+                let mut message = crate::text::escape(&format!("{error:?}")).into_owned();
                 // A store count over its limit (the component makes more
                 // core instances, tables or memories than the controller
                 // allows): name the config key that allows more.
