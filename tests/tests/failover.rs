@@ -716,6 +716,28 @@ async fn delete(addr: &str, kind: &str, name: &str) {
     );
 }
 
+/// Write `nodes/n1` with `capacity` through `addr`, under `If-Match:
+/// version` if given: the status, and the version written (on 200/201).
+async fn put_node(addr: &str, capacity: u64, if_match: Option<u64>) -> (u16, Option<u64>) {
+    let precondition = if_match.map(|v| v.to_string());
+    let headers: Vec<(&str, &str)> = precondition
+        .iter()
+        .map(|v| ("If-Match", v.as_str()))
+        .collect();
+    let response = http::request_within(
+        secs(5),
+        addr,
+        "PUT",
+        "/v1/objects/nodes/n1",
+        &headers,
+        Some(&json!({"capacity": capacity}).to_string()),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("put nodes/n1 through {addr}: {e}"));
+    let version = response.json()["version"].as_u64();
+    (response.status, version)
+}
+
 /// Kill the server of `cluster` at once, as a crash would: SIGQUIT to its
 /// postmaster (an immediate shutdown: no checkpoint, every session cut),
 /// then wait until it no longer answers.
@@ -750,9 +772,10 @@ async fn kill_immediately(cluster: &ScratchCluster) {
 /// Then the hosts lead at epochs above every earlier one; every change
 /// after the failover wakes the scheduler within a second; no position,
 /// revision, event seq or version the former primary issued is issued
-/// again (both timelines' records are read); and an API reader at its
-/// pre-failover cursor is told to re-list (410 `too_old`) or sees every
-/// new change, never silently nothing.
+/// again (both timelines' records are read), so `If-Match` with a version
+/// the failover lost is refused; and an API reader at its pre-failover
+/// cursor is told to re-list (410 `too_old`) or sees every new change,
+/// never silently nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lossy_failover_never_repeats_a_position_or_a_version() {
     // Declared first, dropped last.
@@ -809,6 +832,13 @@ async fn a_lossy_failover_never_repeats_a_position_or_a_version() {
             standby.stop();
         })
         .await;
+    }
+    // Versions of n1 that only the former primary will have issued.
+    let mut lost_versions = Vec::new();
+    for capacity in 10001..10006 {
+        let (status, version) = put_node(&a.addr, capacity, None).await;
+        assert_eq!(status, 200, "update n1");
+        lost_versions.push(version.expect("an update names its version"));
     }
     let lost = tasks(&b.addr, "lost", 120).await;
     assigned(&primary_url, &cluster, &lost).await;
@@ -909,6 +939,26 @@ async fn a_lossy_failover_never_repeats_a_position_or_a_version() {
                 "number {n} ({what:?}) is not above the former primary's highest {old_highest}"
             ),
         }
+    }
+
+    // A version the failover lost never matches again: If-Match with one
+    // is refused however often n1 is written on the new primary (and so is
+    // an idempotency key built from it, `for_action(…, version, …)`).
+    for capacity in [10000, 10007, 10008, 10009, 10000] {
+        let (status, version) = put_node(&b.addr, capacity, None).await;
+        assert_eq!(status, 200, "update n1 on the new primary");
+        let version = version.expect("an update names its version");
+        assert!(
+            !lost_versions.contains(&version),
+            "n1 took version {version} again"
+        );
+    }
+    for version in &lost_versions {
+        let (status, _) = put_node(&a.addr, 10000, Some(*version)).await;
+        assert_eq!(
+            status, 409,
+            "If-Match: {version}, a version the failover lost"
+        );
     }
 
     // The API reader at its pre-failover cursor is told to re-list, or
