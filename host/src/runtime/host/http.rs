@@ -37,7 +37,7 @@ use crate::runtime::environment::{GuestEnvironment, SimulatedRequest, Simulation
 use crate::telemetry;
 use tracing::Instrument;
 
-use super::send::IoFuture;
+use super::send::{IoFuture, RequestClock};
 type SendFuture = Box<dyn Future<Output = Result<(Response<WasiBody>, IoFuture), Error>> + Send>;
 
 /// What a controller's outbound requests share across its tenures.
@@ -292,17 +292,24 @@ fn declared_length(request: &Request<WasiBody>) -> Option<u64> {
 /// Put an admitted, stamped request on its way: on the network, or to a
 /// simulation's services, which never open a socket. Everything before this
 /// (the fence, the allow list, the bounds) and around it (the revocation
-/// that cuts it) is the same for both.
+/// that cuts it) is the same for both. Past `clock`'s total bound the
+/// request fails as `connection-read-timeout`.
 async fn deliver(
     environment: GuestEnvironment,
     request: Request<WasiBody>,
     options: RequestOptions,
     tls: Arc<rustls::ClientConfig>,
+    mut clock: RequestClock,
 ) -> Result<(Response<WasiBody>, IoFuture), Error> {
     match environment {
-        GuestEnvironment::Host => super::send::send(request, options, tls).await,
+        GuestEnvironment::Host => super::send::send(request, options, tls, clock).await,
         GuestEnvironment::Simulated(simulation) => {
-            simulated(simulation.as_ref(), request, options).await
+            clock
+                .bound(
+                    Error::ConnectionReadTimeout,
+                    simulated(simulation.as_ref(), request, options),
+                )
+                .await
         }
     }
 }
@@ -408,10 +415,13 @@ impl WasiHttpHooks for OutboundHooks {
                     // not see a reply to a request its lost tenure sent.
                     biased;
                     _ = revocation.revoked() => Err(cancelled),
-                    sent = tokio::time::timeout_at(
-                        deadline,
-                        deliver(environment, request, options, tls),
-                    ) => sent.unwrap_or(Err(Error::ConnectionReadTimeout)),
+                    sent = deliver(
+                        environment,
+                        request,
+                        options,
+                        tls,
+                        RequestClock::new(deadline),
+                    ) => sent,
                 };
                 counters.observe(started.elapsed());
                 match &sent {
@@ -474,8 +484,12 @@ struct Bounded {
     side: Side,
     _permit: Option<OwnedSemaphorePermit>,
     /// The request's total bound (a response body only): past it the body
-    /// fails as timed out, counted as such.
-    deadline: Option<(Pin<Box<tokio::time::Sleep>>, Arc<OutboundCounters>)>,
+    /// fails as timed out, counted as such. Checked on every read, without
+    /// a timer of its own: a body read from the network carries the
+    /// request's clock (`send::RequestClock`), armed no later than this
+    /// bound, which wakes the reader when it passes; a simulation's body is
+    /// whole when it is handed over, so no read of it waits.
+    deadline: Option<(tokio::time::Instant, Arc<OutboundCounters>)>,
 }
 
 impl Bounded {
@@ -492,7 +506,7 @@ impl Bounded {
 
     /// End the body, as timed out, at `deadline`.
     fn until(mut self, deadline: tokio::time::Instant, counters: Arc<OutboundCounters>) -> Self {
-        self.deadline = Some((Box::pin(tokio::time::sleep_until(deadline)), counters));
+        self.deadline = Some((deadline, counters));
         self
     }
 }
@@ -509,8 +523,8 @@ impl Body for Bounded {
         if this.seen > this.limit {
             return Poll::Ready(None);
         }
-        if let Some((deadline, counters)) = &mut this.deadline
-            && deadline.as_mut().poll(cx).is_ready()
+        if let Some((deadline, counters)) = &this.deadline
+            && tokio::time::Instant::now() >= *deadline
         {
             counters.count(Outcome::TimedOut);
             // Once: the body ends here.

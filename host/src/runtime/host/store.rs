@@ -332,7 +332,7 @@ impl StoreHost {
         });
         // The changes this commit makes carry its trace on, to the
         // reconciles they wake (of this controller or another).
-        let context = TraceParent::of_span(&span);
+        let context = TraceParent::of_span_or_current(&span);
         let result = telemetry::with_write_context(
             context,
             self.backend.commit_fenced(&self.fence, &ops, &events),
