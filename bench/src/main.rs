@@ -248,14 +248,23 @@ fn main() -> ExitCode {
     }
     let mut report = Report::default();
     let mut ran = Vec::new();
+    // The CPUs this run may use: a load above it means threads waited.
+    let cpus = machine.available.max(1);
     for (name, run, _) in PARTS.iter().filter(|(n, _, _)| chosen.contains(n)) {
         println!("\n== {name}");
+        let load_before = report::Load::read();
+        if let Some(load) = &load_before {
+            println!("  load average (1 / 5 / 15 min) at the part's start: {load}; {cpus} CPUs");
+        }
         let part_started = Instant::now();
         let outcome = run(scale, &mut report)
             .map(|()| part_started.elapsed())
             .map_err(|e| format!("{e:#}"));
         if let Err(e) = &outcome {
             eprintln!("leasehold-bench: part {name} could not run: {e}");
+        }
+        if let (Some(before), Some(after)) = (load_before, report::Load::read()) {
+            report.load(name, &before, &after, cpus);
         }
         report.timed(name, outcome);
         ran.push(*name);

@@ -20,6 +20,9 @@ pub enum Verdict {
     Missed,
     /// Reported for information; no goal.
     Info,
+    /// A ratio whose A/A control lay outside the noise its goal states:
+    /// the run cannot tell whether the goal was met.
+    NotJudged,
 }
 
 /// One line of the table.
@@ -67,6 +70,63 @@ impl Report {
             goal: goal.to_string(),
             verdict: if met { Verdict::Met } else { Verdict::Missed },
         });
+    }
+
+    /// A ratio held to `goal`, judged only when the A/A control of
+    /// `compared` lies within `noise` of 1.00 (the noise the goal states; see
+    /// [`Comparison::within_noise`]); otherwise the row says "not judged".
+    /// The control's median and the stated noise are added to the figure.
+    pub fn compared_goal(
+        &mut self,
+        part: &'static str,
+        measure: impl Into<String>,
+        result: String,
+        goal: &str,
+        met: bool,
+        (compared, noise): (&Comparison, f64),
+    ) {
+        let judged = compared.within_noise(noise);
+        let result = format!(
+            "{result}; A/A median {} ({} the stated noise ±{noise:.2})",
+            ratio(compared.aa.median),
+            if judged { "within" } else { "outside" }
+        );
+        self.push(Row {
+            part,
+            measure: measure.into(),
+            result,
+            goal: goal.to_string(),
+            verdict: match (judged, met) {
+                (false, _) => Verdict::NotJudged,
+                (true, true) => Verdict::Met,
+                (true, false) => Verdict::Missed,
+            },
+        });
+    }
+
+    /// The machine's load at a part's start and end, and whether it made
+    /// the part's figures unreliable (a 1-minute load above the CPUs the
+    /// run may use, at either end: runnable threads waited for a core).
+    /// A busy part's goal rows say so beside their verdict.
+    pub fn load(&mut self, part: &'static str, start: &Load, end: &Load, cpus: usize) {
+        let busy = start.busy(cpus) || end.busy(cpus);
+        let mut result = format!("{start}; {end}; {cpus} CPUs");
+        if busy {
+            result.push_str(
+                "; **busy**: the 1-minute load exceeded the CPUs, so threads waited for a core \
+                 and this part's latencies and ratios are unreliable",
+            );
+            for row in self.rows.iter_mut().filter(|r| r.part == part) {
+                if row.verdict != Verdict::Info && !row.result.ends_with(BUSY_NOTE) {
+                    row.result.push_str(BUSY_NOTE);
+                }
+            }
+        }
+        self.info(
+            part,
+            "machine load (1 / 5 / 15 min) at the part's start; at its end; CPUs",
+            result,
+        );
     }
 
     fn push(&mut self, row: Row) {
@@ -150,11 +210,56 @@ impl Report {
     }
 }
 
+/// What a goal row of a part run on a busy machine adds to its figure.
+const BUSY_NOTE: &str = " (machine busy during the part: unreliable)";
+
 fn verdict_text(row: &Row) -> &'static str {
     match row.verdict {
         Verdict::Met => "yes",
         Verdict::Missed => "**no**",
         Verdict::Info => "",
+        Verdict::NotJudged => "not judged: A/A outside noise",
+    }
+}
+
+/// The load averages over 1, 5 and 15 minutes (Linux procfs).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Load {
+    pub one: f64,
+    pub five: f64,
+    pub fifteen: f64,
+}
+
+impl Load {
+    /// The load now; `None` where procfs does not say.
+    pub fn read() -> Option<Self> {
+        Self::parse(&std::fs::read_to_string("/proc/loadavg").ok()?)
+    }
+
+    /// The first three fields of `/proc/loadavg`.
+    pub fn parse(text: &str) -> Option<Self> {
+        let mut fields = text.split_whitespace().map(str::parse::<f64>);
+        Some(Self {
+            one: fields.next()?.ok()?,
+            five: fields.next()?.ok()?,
+            fifteen: fields.next()?.ok()?,
+        })
+    }
+
+    /// Whether more threads were runnable, on average over the last
+    /// minute, than `cpus` can run.
+    pub fn busy(&self, cpus: usize) -> bool {
+        self.one > cpus as f64
+    }
+}
+
+impl std::fmt::Display for Load {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{:.2} / {:.2} / {:.2}",
+            self.one, self.five, self.fifteen
+        )
     }
 }
 
@@ -339,6 +444,14 @@ impl Comparison {
         !self.aa.contains(self.ab.median)
     }
 
+    /// Whether the A/A control's median lies within `noise` of 1.00: the
+    /// noise a goal states it can be judged under. Outside it, noise alone
+    /// moved a ratio by more than the goal's margin, and the A/B figure
+    /// cannot say whether the goal was met.
+    pub fn within_noise(&self, noise: f64) -> bool {
+        (self.aa.median - 1.0).abs() <= noise
+    }
+
     /// The A/A control as one cell: its spread and what it means.
     pub fn control(&self) -> String {
         format!(
@@ -465,6 +578,48 @@ mod tests {
         assert!(!noisy.beyond_noise());
         assert!(noisy.control().contains("not distinguishable"));
         assert_eq!(Comparison::new(&[], &[1.0]), None);
+    }
+
+    #[test]
+    fn a_ratio_goal_is_judged_only_within_its_stated_noise() {
+        let quiet = Comparison::new(&[1.30, 1.35, 1.40], &[0.98, 1.01, 1.03]).unwrap();
+        let loud = Comparison::new(&[1.05, 1.10, 1.12], &[0.80, 0.88, 1.10]).unwrap();
+        assert!(quiet.within_noise(0.05));
+        assert!(!loud.within_noise(0.05));
+        let mut report = Report::default();
+        report.compared_goal("p", "quiet", "q".into(), "<= 1.2x", false, (&quiet, 0.05));
+        report.compared_goal("p", "loud", "l".into(), "<= 1.2x", true, (&loud, 0.05));
+        let goals = report.goals_table();
+        assert!(goals.contains("| p | quiet: <= 1.2x | q; A/A median 1.01x (within the stated noise ±0.05) | **no** |"), "{goals}");
+        assert!(goals.contains("| p | loud: <= 1.2x | l; A/A median 0.88x (outside the stated noise ±0.05) | not judged: A/A outside noise |"), "{goals}");
+    }
+
+    #[test]
+    fn a_part_run_on_a_busy_machine_is_flagged() {
+        let load = Load::parse("2.50 1.00 0.50 3/400 1234").unwrap();
+        assert_eq!(load.to_string(), "2.50 / 1.00 / 0.50");
+        assert!(load.busy(2));
+        assert!(!load.busy(4));
+        let calm = Load::parse("0.10 0.20 0.30 1/1 1").unwrap();
+        let mut report = Report::default();
+        report.goal("p", "m", "1 ms".into(), "<= 2 ms", true);
+        report.info("p", "i", "x".into());
+        report.load("p", &calm, &load, 2);
+        let table = report.table();
+        assert!(
+            table.contains("| p | m | 1 ms (machine busy during the part: unreliable) |"),
+            "{table}"
+        );
+        assert!(table.contains("| p | i | x |"), "{table}");
+        assert!(
+            table.contains("0.10 / 0.20 / 0.30; 2.50 / 1.00 / 0.50; 2 CPUs; **busy**"),
+            "{table}"
+        );
+        let mut quiet = Report::default();
+        quiet.goal("q", "m", "1 ms".into(), "<= 2 ms", true);
+        quiet.load("q", &calm, &calm, 2);
+        assert!(!quiet.table().contains("busy"));
+        assert_eq!(Load::parse("nonsense"), None);
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! Tracing cost: reconcile throughput with OpenTelemetry traces exported
 //! (sampling 10 %) against traces off, side by side in one run. Goal:
-//! traced / off >= 0.9.
+//! traced / off >= 0.95, judged only when the A/A control's median lies
+//! within 0.03 of 1.00.
 //!
 //! The workload is wasm-cost's, on the memory store: the example scheduler
 //! as a component, 4 nodes with room to spare and 32 pending tasks; a
@@ -52,13 +53,18 @@ const TASKS: usize = 32;
 const NODE_CAPACITY: usize = 1000;
 /// Repeats (each one ratio) and rounds of every side per repeat.
 const REPEATS: usize = 9;
-const ROUNDS: usize = 20;
+/// A repeat of a few hundred milliseconds: shorter ones left the ratio to
+/// the scheduling noise of a shared machine (the A/A control showed it).
+const ROUNDS: usize = 100;
 /// A quick run still takes a few seconds: fewer rounds leave the ratio to
 /// the noise of a busy machine (the A/A control shows it).
 const QUICK_REPEATS: usize = 5;
 const QUICK_ROUNDS: usize = 10;
 const SAMPLE_RATIO: f64 = 0.1;
-const GOAL: f64 = 0.9;
+const GOAL: f64 = 0.95;
+/// The goal is judged only when the A/A control's median lies this close
+/// to 1.00: noise of the goal's own margin could hide a miss.
+const NOISE: f64 = 0.03;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Side {
@@ -89,7 +95,7 @@ pub fn run(scale: Scale, report: &mut Report) -> Result<()> {
     exporter.shutdown();
     let (ratios, control, off_rates) = measured?;
     let compared = Comparison::new(&ratios, &control).ok_or_else(|| anyhow!("no repeat"))?;
-    report.goal(
+    report.compared_goal(
         PART,
         format!(
             "reconcile throughput, traces exported (sampling {} %) / off, ratio per repeat ({} interleaved repeats)",
@@ -99,6 +105,7 @@ pub fn run(scale: Scale, report: &mut Report) -> Result<()> {
         compared.ab.ratios(),
         &format!(">= {GOAL} (median)"),
         compared.ab.median >= GOAL,
+        (&compared, NOISE),
     );
     report.info(PART, "A/A control, off again / off", compared.control());
     report.info(
