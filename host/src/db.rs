@@ -51,6 +51,7 @@ pub const MIGRATIONS: &[(i32, &str)] = &[
     (18, include_str!("../migrations/0018_settled.sql")),
     (19, include_str!("../migrations/0019_position_base.sql")),
     (20, include_str!("../migrations/0020_timeline_floor.sql")),
+    (21, include_str!("../migrations/0021_shardings.sql")),
 ];
 
 /// The migrations this program knows: [`MIGRATIONS`], but in the

@@ -165,8 +165,8 @@ Examples:
 Reads PostgreSQL, or the embedded backend's data directory, directly (a
 config without a database URL reads its data_dir, beside running hosts).
 SHARD (\"shard\" in JSON) names the sharded controller a lease runs and
-which shard, index/count, as the config given with --config runs it (the
-database does not record it). The in-memory backend's leases live inside
+which shard, index/count, as the config given with --config runs it, else
+as the database records it. The in-memory backend's leases live inside
 the running process: ask its API instead (GET /v1/leases).")]
     Leases {
         /// Take the database URL and cluster from this config.
@@ -185,6 +185,37 @@ the running process: ask its API instead (GET /v1/leases).")]
         /// Print JSON instead of a table.
         #[arg(long)]
         json: bool,
+    },
+
+    /// Record a controller's sharding anew: the one way to change its
+    /// shard count, shard label or every-shard kinds.
+    ///
+    /// Every host refuses to lead a controller's leases unless it runs the
+    /// controller as the database records it (shards, the shard label and
+    /// the kinds every shard watches, which the first host to lead it
+    /// recorded). This records how the config runs CONTROLLER (its
+    /// `shards`, and what its component describes), or with --forget
+    /// forgets the record. Refused while any of its leases is held: stop
+    /// it on every host first.
+    #[command(after_help = "\
+Example (2 shards to 3, every host stopped or the controller removed from
+its config and reloaded first):
+  leasehold leases --config leasehold.toml      # its leases show released
+  leasehold reshard --config leasehold.toml scheduler
+  # then start (or reload) every host with shards = 3
+
+See docs/operations.md, \"Changing a controller's sharding\".")]
+    Reshard {
+        /// The TOML config file: the database, the cluster and the
+        /// controller's new settings.
+        #[arg(long, short, value_name = "FILE")]
+        config: PathBuf,
+        /// The controller.
+        controller: String,
+        /// Forget the controller's record instead (it runs on no host any
+        /// more, or another controller is to run one of its leases' names).
+        #[arg(long)]
+        forget: bool,
     },
 
     /// Rehearse a controller: run its component many times against a
@@ -410,6 +441,11 @@ async fn dispatch(command: Command, prepared: Option<PreparedRun>) -> anyhow::Re
             None => bail!("the run command's config was not read"),
         },
         Command::Check { config } => check(&config).await,
+        Command::Reshard {
+            config,
+            controller,
+            forget,
+        } => reshard(&config, &controller, forget).await,
         // Run by `main` on a thread of its own, before this runtime exists.
         Command::Sim(_) => bail!("the sim command is not run on the service's runtime"),
         Command::New(_) | Command::Build(_) => {
@@ -522,6 +558,20 @@ async fn check(path: &Path) -> anyhow::Result<ExitCode> {
     }
 }
 
+async fn reshard(path: &Path, controller: &str, forget: bool) -> anyhow::Result<ExitCode> {
+    let config = Config::load(path)?;
+    match leasehold_host::service::reshard(&config, controller, forget).await {
+        Ok(done) => {
+            println!("{done}");
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(refused) => {
+            eprintln!("error: {}", db::scrub(&refused));
+            Ok(ExitCode::FAILURE)
+        }
+    }
+}
+
 /// `--database-url`, else `LEASEHOLD_DATABASE_URL`, else the local default.
 fn database_url(given: Option<String>) -> String {
     given
@@ -574,7 +624,7 @@ async fn leases(
     json: bool,
 ) -> anyhow::Result<ExitCode> {
     // Which leases are shards of which controller, as the config runs them
-    // (none without a config: the database does not record it).
+    // (else as the database records it, below).
     let mut shards = ShardMap::new();
     let (place, cluster) = match config {
         Some(path) => {
@@ -645,6 +695,24 @@ async fn leases(
             }
         }
         None => {
+            // A database not migrated to the record yet records nothing.
+            let recorded = match authority.shardings(&cluster).await {
+                Err(leasehold_host::authority::AuthorityError::Schema { .. }) => Vec::new(),
+                recorded => recorded?,
+            };
+            for recorded in recorded {
+                let rule = &recorded.rule;
+                for (lease, index) in rule.leases() {
+                    if let (Some(index), Some(count)) = (index, rule.shards) {
+                        shards.entry(lease).or_insert_with(|| {
+                            (
+                                rule.controller.clone(),
+                                leasehold_host::shard::Shard { index, count },
+                            )
+                        });
+                    }
+                }
+            }
             let mut records = authority.observe(&cluster).await?;
             records.sort_by(|a, b| a.name.cmp(&b.name));
             if json {
@@ -689,8 +757,8 @@ struct LeaseOutput {
     /// never did.
     last_move: Option<MoveOutput>,
     /// The shard of a sharded controller this lease runs, as the config
-    /// given with `--config` runs it; null for an unsharded controller's
-    /// lease, or without a config.
+    /// given with `--config` runs it, else as the database records it;
+    /// null for an unsharded controller's lease, or one of no record.
     shard: Option<ShardOutput>,
 }
 

@@ -169,6 +169,10 @@ impl From<AuthorityError> for ApiError {
             AuthorityError::WrongDatabase { .. } => unavailable("wrong_database"),
             AuthorityError::Schema { .. } => unavailable("schema"),
             AuthorityError::Unavailable { .. } => unavailable("unavailable"),
+            // Only a lease's acquire or `leasehold reshard` is refused for
+            // the recorded sharding, and the API does neither: a documented
+            // code all the same, should one ever reach it.
+            AuthorityError::Sharding(_) => ApiError::conflict(message),
         }
     }
 }

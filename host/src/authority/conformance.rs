@@ -17,7 +17,8 @@ use super::memory::MemoryAuthority;
 use super::postgres::PostgresAuthority;
 use super::{
     AcquireRequest, Acquired, Authority, AuthorityError, CrashDetection, EndReason,
-    ExpectedIdentity, Grant, MoveReason, PlacementMove, Renewed, TenureRecord,
+    ExpectedIdentity, Grant, MoveReason, PlacementMove, RecordedSharding, Renewed,
+    ShardingConflict, ShardingRefusal, ShardingRule, TenureRecord,
 };
 use crate::db::Database;
 use crate::fence::{Epoch, Fence, FenceCause, LeaseKey};
@@ -936,6 +937,338 @@ pub(super) async fn the_settled_position_is_recorded_by_the_current_tenure_only(
     assert_eq!(other.settled, Some(7));
 }
 
+/// Acquire `request`'s lease under `rule`.
+async fn acquire_as(
+    authority: &dyn Authority,
+    request: &AcquireRequest,
+    rule: &ShardingRule,
+) -> Result<Acquired, AuthorityError> {
+    authority
+        .acquire_sharded(request, CrashDetection::Ttl, None, Some(rule))
+        .await
+}
+
+/// Insist on a grant of `request` under `rule`.
+async fn grant_as(
+    authority: &dyn Authority,
+    request: &AcquireRequest,
+    rule: &ShardingRule,
+) -> Grant {
+    match acquire_as(authority, request, rule).await {
+        Ok(Acquired::Granted(grant)) => grant,
+        other => panic!(
+            "{} expected a grant of {} as {rule}, got {other:?}",
+            request.holder, request.key
+        ),
+    }
+}
+
+/// Insist on a refusal of `request` under `rule`; returns it.
+async fn refused_as(
+    authority: &dyn Authority,
+    request: &AcquireRequest,
+    rule: &ShardingRule,
+) -> ShardingRefusal {
+    match acquire_as(authority, request, rule).await {
+        Err(AuthorityError::Sharding(refusal)) => {
+            assert_eq!(refusal.key, request.key, "{refusal}");
+            assert_eq!(refusal.controller, rule.controller, "{refusal}");
+            *refusal
+        }
+        other => panic!(
+            "{} expected {} refused as {rule}, got {other:?}",
+            request.holder, request.key
+        ),
+    }
+}
+
+fn shards(controller: &str, count: u32) -> ShardingRule {
+    ShardingRule::new(controller, Some(count), None, Vec::new())
+}
+
+/// The first acquire of a controller's lease records its sharding (count,
+/// shard label, every-shard kinds) with the leases; an acquire by a host
+/// that runs it otherwise is refused, whether the lease is held, free or
+/// never granted, naming the lease, its epoch, the record, who made it
+/// and what that host has; one that runs it alike leads or stands by as
+/// ever.
+pub(super) async fn a_host_whose_sharding_differs_from_the_record_is_refused(b: &dyn Backend) {
+    let four = shards("x", 4);
+    let a0 = request("east", "x-0", "host-a");
+    let first = grant_as(b.first(), &a0, &four).await;
+    let records = b.second().shardings("east").await.unwrap();
+    assert_eq!(records.len(), 1, "{records:?}");
+    assert_eq!(records[0].rule, four);
+    assert_eq!(records[0].recorded_by, "holder host-a");
+
+    // Another count: refused on the held lease (at its epoch), on one never
+    // granted, and on a lease the recorded count does not even have.
+    let two = shards("x", 2);
+    let refusal = refused_as(b.second(), &request("east", "x-0", "host-b"), &two).await;
+    assert_eq!(refusal.epoch, Some(first.fence.epoch));
+    let text = refusal.to_string();
+    for part in [
+        "refusing to lead lease east/x-0 (epoch 1) of controller x",
+        "records controller x as 4 shards (leases x-0 … x-3) by kind/name",
+        "recorded by holder host-a",
+        "this host runs it as 2 shards (leases x-0 … x-1) by kind/name",
+    ] {
+        assert!(text.contains(part), "{part:?} missing from {text}");
+    }
+    let refusal = refused_as(b.second(), &request("east", "x-1", "host-b"), &two).await;
+    assert_eq!(refusal.epoch, None, "x-1 was never granted: {refusal}");
+    refused_as(
+        b.second(),
+        &request("east", "x-5", "host-b"),
+        &shards("x", 8),
+    )
+    .await;
+    // The guest's side of the rule: a shard label, every-shard kinds.
+    let labelled = ShardingRule::new("x", Some(4), Some("example.com/tenant".into()), Vec::new());
+    let text = refused_as(b.second(), &request("east", "x-1", "host-b"), &labelled)
+        .await
+        .to_string();
+    assert!(
+        text.contains("by the shard label example.com/tenant"),
+        "{text}"
+    );
+    let watching = ShardingRule::new("x", Some(4), None, vec!["nodes".to_string()]);
+    refused_as(b.second(), &request("east", "x-2", "host-b"), &watching).await;
+    // Nothing was granted or recorded by the refusals.
+    assert_eq!(b.second().shardings("east").await.unwrap()[0].rule, four);
+    assert!(
+        b.first()
+            .observe("east")
+            .await
+            .unwrap()
+            .iter()
+            .all(|l| l.name == "x-0"),
+        "a refused acquire granted nothing"
+    );
+
+    // Alike: leads a free shard, stands by on a held one.
+    let b1 = grant_as(b.second(), &request("east", "x-1", "host-b"), &four).await;
+    assert_eq!(b1.fence.epoch, Epoch(1));
+    match acquire_as(b.second(), &request("east", "x-0", "host-b"), &four).await {
+        Ok(Acquired::Held { holder, .. }) => assert_eq!(holder, "host-a"),
+        other => panic!("x-0 is host-a's, got {other:?}"),
+    }
+    // The record is per cluster: another cluster records its own.
+    grant_as(b.second(), &request("west", "x-0", "host-b"), &two).await;
+    assert_eq!(b.first().shardings("west").await.unwrap()[0].rule, two);
+}
+
+/// A lease belongs to one controller: an unsharded controller `x-1` and
+/// shard 1 of `x` never share the lease `x-1`, whichever host recorded
+/// its controller first; nothing of the refused one is recorded.
+pub(super) async fn a_lease_is_never_run_by_two_controllers(b: &dyn Backend) {
+    // `x` first, then the unsharded `x-1`.
+    grant_as(
+        b.first(),
+        &request("east", "x-0", "host-a"),
+        &shards("x", 2),
+    )
+    .await;
+    let unsharded = ShardingRule::unsharded("x-1");
+    let text = refused_as(b.second(), &request("east", "x-1", "host-b"), &unsharded)
+        .await
+        .to_string();
+    for part in [
+        "refusing to lead lease east/x-1 (never granted) of controller x-1",
+        "records lease x-1 as shard 1 of 2 of controller x",
+        "recorded by holder host-a",
+        "this host runs it as the lease of the unsharded controller x-1",
+    ] {
+        assert!(text.contains(part), "{part:?} missing from {text}");
+    }
+    // The unsharded `x-1` first, then `x`: refused on every shard, even
+    // the one whose name nobody else runs.
+    grant_as(b.first(), &request("west", "x-1", "host-a"), &unsharded).await;
+    for lease in ["x-0", "x-1"] {
+        let refusal = refused_as(
+            b.second(),
+            &request("west", lease, "host-b"),
+            &shards("x", 2),
+        )
+        .await;
+        let text = refusal.to_string();
+        assert!(
+            text.contains("records lease x-1 as the lease of the unsharded controller x-1")
+                && text.contains("this host runs it as shard 1 of 2 of controller x"),
+            "{text}"
+        );
+    }
+    let records = b.first().shardings("west").await.unwrap();
+    assert_eq!(records.len(), 1, "nothing of x recorded: {records:?}");
+    assert_eq!(records[0].rule, unsharded);
+}
+
+/// Two hosts recording two rules of one controller, or two controllers
+/// sharing a lease name, at once: one records and the other is refused.
+pub(super) async fn concurrent_first_records_leave_one_rule(b: &dyn Backend) {
+    let (two, three) = (shards("x", 2), shards("x", 3));
+    let (x0, x1) = (
+        request("east", "x-0", "host-a"),
+        request("east", "x-1", "host-b"),
+    );
+    let (a, c) = tokio::join!(
+        acquire_as(b.first(), &x0, &two),
+        acquire_as(b.second(), &x1, &three),
+    );
+    let outcomes = [a.is_ok(), c.is_ok()];
+    assert_eq!(
+        outcomes.iter().filter(|ok| **ok).count(),
+        1,
+        "{a:?} / {c:?}"
+    );
+    let winner = if outcomes[0] { &two } else { &three };
+    assert_eq!(b.first().shardings("east").await.unwrap()[0].rule, *winner);
+    for loser in [a, c].into_iter().filter(Result::is_err) {
+        assert!(
+            matches!(loser, Err(AuthorityError::Sharding(_))),
+            "{loser:?}"
+        );
+    }
+
+    let (y0, y1) = (
+        request("west", "y-0", "host-a"),
+        request("west", "y-1", "host-b"),
+    );
+    let (y, unsharded) = (shards("y", 2), ShardingRule::unsharded("y-1"));
+    let (a, c) = tokio::join!(
+        acquire_as(b.first(), &y0, &y),
+        acquire_as(b.second(), &y1, &unsharded),
+    );
+    assert_eq!(
+        [&a, &c].iter().filter(|r| r.is_ok()).count(),
+        1,
+        "{a:?} / {c:?}"
+    );
+    assert_eq!(b.first().shardings("west").await.unwrap().len(), 1);
+}
+
+/// The record changes only by `reshard`, and only while no lease of the
+/// controller, under the recorded rule or the new one, is held (a
+/// released or expired one is not); then the old rule is refused and the
+/// new one leads. A new rule one of whose leases another controller runs
+/// is refused; forgetting lets the next acquire record its own.
+pub(super) async fn the_sharding_changes_only_while_none_of_its_leases_is_held(b: &dyn Backend) {
+    let (two, three) = (shards("x", 2), shards("x", 3));
+    let x0 = grant_as(b.first(), &request("east", "x-0", "host-a"), &two).await;
+    let x1 = grant_as(b.first(), &request("east", "x-1", "host-a"), &two).await;
+    let by = "leasehold reshard, config of holder ops";
+    let held = |result: Result<Option<RecordedSharding>, AuthorityError>, lease: &str| match result
+    {
+        Err(AuthorityError::Sharding(refusal)) => {
+            assert_eq!(refusal.key, LeaseKey::new("east", lease), "{refusal}");
+            assert!(
+                matches!(&refusal.conflict, ShardingConflict::Held { holder, .. } if holder == "host-a"),
+                "{refusal}"
+            );
+            let text = refusal.to_string();
+            assert!(
+                text.contains("refusing to change the sharding of controller x")
+                    && text.contains("held by host-a at epoch 1")
+                    && text.contains("records it as 2 shards"),
+                "{text}"
+            );
+        }
+        other => panic!("{lease} is held: expected a refusal, got {other:?}"),
+    };
+    held(
+        b.second().reshard("east", "x", Some(&three), by).await,
+        "x-0",
+    );
+    b.first()
+        .release(&x0.fence, EndReason::Released)
+        .await
+        .unwrap();
+    held(
+        b.second().reshard("east", "x", Some(&three), by).await,
+        "x-1",
+    );
+    // Forgetting is refused alike while held.
+    held(b.second().reshard("east", "x", None, by).await, "x-1");
+    b.expire(&x1.fence.key).await;
+    // A lease of the new count that is held counts too.
+    let x2 = grant(b.first(), &request("east", "x-2", "host-a")).await;
+    held(
+        b.second().reshard("east", "x", Some(&three), by).await,
+        "x-2",
+    );
+    b.first()
+        .release(&x2.fence, EndReason::Released)
+        .await
+        .unwrap();
+
+    let before = b
+        .second()
+        .reshard("east", "x", Some(&three), by)
+        .await
+        .unwrap();
+    assert_eq!(before.map(|r| r.rule), Some(two.clone()));
+    let records = b.first().shardings("east").await.unwrap();
+    assert_eq!(
+        (&records[0].rule, records[0].recorded_by.as_str()),
+        (&three, by)
+    );
+    refused_as(b.first(), &request("east", "x-0", "host-a"), &two).await;
+    let x2 = grant_as(b.first(), &request("east", "x-2", "host-a"), &three).await;
+    assert_eq!(x2.fence.epoch, Epoch(2), "the lease's epochs go on");
+
+    // A new rule whose lease another controller runs: refused, the record
+    // unchanged.
+    grant_as(
+        b.second(),
+        &request("east", "y-1", "host-b"),
+        &ShardingRule::unsharded("y-1"),
+    )
+    .await;
+    grant_as(
+        b.second(),
+        &request("east", "y-0", "host-b"),
+        &shards("y", 1),
+    )
+    .await;
+    match b
+        .first()
+        .reshard("east", "y", Some(&shards("y", 2)), by)
+        .await
+    {
+        Err(AuthorityError::Sharding(refusal)) => {
+            let text = refusal.to_string();
+            assert!(
+                matches!(&refusal.conflict, ShardingConflict::Collision { .. })
+                    && text
+                        .contains("records lease y-1 as the lease of the unsharded controller y-1"),
+                "{text}"
+            );
+        }
+        other => panic!("y-1 is the unsharded y-1's: expected a refusal, got {other:?}"),
+    }
+    let y = b.first().shardings("east").await.unwrap();
+    assert_eq!(
+        y.iter().find(|r| r.rule.controller == "y").map(|r| &r.rule),
+        Some(&shards("y", 1))
+    );
+
+    // Forgotten (nothing held): the next acquire records its own rule.
+    b.first()
+        .release(&x2.fence, EndReason::Released)
+        .await
+        .unwrap();
+    let before = b.second().reshard("east", "x", None, by).await.unwrap();
+    assert_eq!(before.map(|r| r.rule), Some(three));
+    assert_eq!(
+        b.second().reshard("east", "x", None, by).await.unwrap(),
+        None
+    );
+    grant_as(b.first(), &request("east", "x-0", "host-a"), &two).await;
+    let records = b.first().shardings("east").await.unwrap();
+    let x = records.iter().find(|r| r.rule.controller == "x").unwrap();
+    assert_eq!((&x.rule, x.recorded_by.as_str()), (&two, "holder host-a"));
+}
+
 /// Both backends run every case.
 macro_rules! conformance_suite {
     ($($case:ident),* $(,)?) => {
@@ -982,6 +1315,10 @@ conformance_suite!(
     fenced_writes_are_refused_once_the_fence_is_stale,
     bad_input_gets_a_clear_error,
     the_settled_position_is_recorded_by_the_current_tenure_only,
+    a_host_whose_sharding_differs_from_the_record_is_refused,
+    a_lease_is_never_run_by_two_controllers,
+    concurrent_first_records_leave_one_rule,
+    the_sharding_changes_only_while_none_of_its_leases_is_held,
 );
 
 /// The memory backend: one authority seen twice; expiry by fault injection.

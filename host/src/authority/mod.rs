@@ -15,6 +15,7 @@ pub mod fence_check;
 pub mod hosts;
 pub mod memory;
 pub mod postgres;
+pub mod sharding;
 pub mod sqlite;
 pub mod timeline_floor;
 mod wakes;
@@ -31,6 +32,7 @@ use thiserror::Error;
 
 use crate::fence::{Epoch, Fence, FenceCause, LeaseKey};
 use crate::names::{NameError, check_holder, check_label};
+pub use sharding::{RecordedSharding, ShardingConflict, ShardingRefusal, ShardingRule};
 
 /// Timing of one lease: how long a grant lasts and when the holder gives up.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -665,6 +667,13 @@ pub enum AuthorityError {
         /// What is missing.
         reason: String,
     },
+    /// The controller's sharding recorded with its leases is not this
+    /// host's (another shard count, shard label or every-shard kinds), or
+    /// another controller's record runs one of its leases; or a change of
+    /// the record was asked for while a lease of the controller is held
+    /// (see [`sharding`]).
+    #[error(transparent)]
+    Sharding(Box<ShardingRefusal>),
     /// The backend could not be reached or failed.
     #[error("lease backend unavailable at {endpoint}: {reason}")]
     Unavailable {
@@ -755,6 +764,62 @@ pub trait Authority: Send + Sync + 'static {
     ) -> Result<Acquired, AuthorityError> {
         let _ = moved;
         self.acquire_detected(request, detection).await
+    }
+
+    /// [`Authority::acquire_placed`] of a lease that the controller
+    /// `sharding.controller` runs under `sharding` (its shard count, shard
+    /// label and every-shard kinds; [`sharding`]; `None`: not judged, as
+    /// [`Authority::acquire_placed`]). Judged in the acquire's
+    /// own transaction, whether the lease is then granted or found held:
+    /// the first acquire of any of the controller's leases records the rule
+    /// and the leases it runs, by [`sharding::by_holder`] of the request's
+    /// holder; a rule that differs from the record is refused
+    /// ([`AuthorityError::Sharding`], [`ShardingConflict::Differs`]), and
+    /// so is a rule one of whose leases another controller's record runs
+    /// ([`ShardingConflict::Collision`]). A grant keeps the record from
+    /// changing until it commits ([`Authority::reshard`]). The default (a
+    /// wrapper that does not forward it) acquires without the judgement:
+    /// every backend of this crate overrides it.
+    async fn acquire_sharded(
+        &self,
+        request: &AcquireRequest,
+        detection: CrashDetection,
+        moved: Option<MoveReason>,
+        sharding: Option<&ShardingRule>,
+    ) -> Result<Acquired, AuthorityError> {
+        let _ = sharding;
+        self.acquire_placed(request, detection, moved).await
+    }
+
+    /// The sharding recorded for each controller of `cluster`, by
+    /// controller name. The default (a wrapper that does not forward it)
+    /// knows none.
+    async fn shardings(&self, cluster: &str) -> Result<Vec<RecordedSharding>, AuthorityError> {
+        let _ = cluster;
+        Ok(Vec::new())
+    }
+
+    /// Change the record of `controller`'s sharding to `next` (`None`:
+    /// forget it, so that the next acquire records the acquiring host's),
+    /// recorded by `by`; answers the record it replaced. Refused
+    /// ([`ShardingConflict::Held`]) while any lease of the controller under
+    /// the recorded rule or `next` is held (not released, not expired), and
+    /// ([`ShardingConflict::Collision`]) when another controller's record
+    /// runs one of `next`'s leases. Takes the record's lock before it looks
+    /// at the leases, so it never lands between a grant's judgement and its
+    /// commit. The default (a wrapper that does not forward it) refuses.
+    async fn reshard(
+        &self,
+        cluster: &str,
+        controller: &str,
+        next: Option<&ShardingRule>,
+        by: &str,
+    ) -> Result<Option<RecordedSharding>, AuthorityError> {
+        let _ = (next, by);
+        Err(AuthorityError::Invalid {
+            key: LeaseKey::new(cluster, controller),
+            reason: "this lease backend does not record sharding".into(),
+        })
     }
 
     /// Extend every given lease by `ttl` in one round trip, if holder and

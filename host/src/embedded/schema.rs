@@ -23,11 +23,17 @@
 //! - `leasehold_hosts.incarnation` names the claim a live host holds on
 //!   its holder name (its file lock), and a grant under crash detection
 //!   `session` records the incarnation it was made under.
+//!
+//! Version 2 (PostgreSQL's migration 21): each controller's recorded
+//! sharding (`leasehold_shardings`; `every_shard` a JSON array) and which
+//! controller runs each of its leases (`leasehold_sharded_leases`), see
+//! [`crate::authority::sharding`].
 
 /// Every migration, in order: (version, SQL).
-pub const MIGRATIONS: &[(i32, &str)] = &[(
-    1,
-    "
+pub const MIGRATIONS: &[(i32, &str)] = &[
+    (
+        1,
+        "
 CREATE TABLE leasehold_database (
     only INTEGER PRIMARY KEY CHECK (only = 1),
     database_id TEXT NOT NULL,
@@ -171,7 +177,31 @@ CREATE TABLE leasehold_hosts (
     PRIMARY KEY (cluster, holder)
 ) WITHOUT ROWID;
 ",
-)];
+    ),
+    (
+        2,
+        "
+CREATE TABLE leasehold_shardings (
+    cluster TEXT NOT NULL,
+    controller TEXT NOT NULL,
+    shards INTEGER CHECK (shards IS NULL OR shards BETWEEN 1 AND 64),
+    shard_label TEXT,
+    every_shard TEXT NOT NULL DEFAULT '[]',
+    recorded_by TEXT NOT NULL,
+    recorded_at INTEGER NOT NULL,
+    PRIMARY KEY (cluster, controller)
+) WITHOUT ROWID;
+
+CREATE TABLE leasehold_sharded_leases (
+    cluster TEXT NOT NULL,
+    lease TEXT NOT NULL,
+    controller TEXT NOT NULL,
+    shard INTEGER,
+    PRIMARY KEY (cluster, lease)
+) WITHOUT ROWID;
+",
+    ),
+];
 
 /// The newest schema version this host knows.
 pub fn latest() -> i32 {

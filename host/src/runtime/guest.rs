@@ -216,6 +216,7 @@ impl Runtime {
             limits,
             grants,
             shard: None,
+            led_sharding: None,
             environment: GuestEnvironment::Host,
         })
     }
@@ -258,6 +259,11 @@ pub struct CompiledController {
     /// The shard this unit of a sharded controller runs as; `None`: the
     /// controller is not sharded and owns every object.
     shard: Option<Shard>,
+    /// The shard label and every-shard kinds (sorted) its leases are led
+    /// under, as the host judged them against the database's record
+    /// ([`crate::authority::sharding`]): a `describe` that declares others
+    /// fails the guest's start. `None`: not compared.
+    led_sharding: Option<(Option<String>, Vec<String>)>,
     /// Where its instances' clocks, randomness and outbound requests come
     /// from: the machine's, or a simulation's (`leasehold sim`).
     environment: GuestEnvironment,
@@ -524,6 +530,20 @@ impl CompiledController {
         self.shard
     }
 
+    /// The same unit, led under the shard label `label` and the
+    /// every-shard kinds `every_shard` (the host's sharding, which the
+    /// database's record agreed with): a tenure whose guest describes
+    /// others fails its start ([`GuestError::Described`]) instead of
+    /// reconciling by them.
+    pub fn led_under(self, label: Option<String>, mut every_shard: Vec<String>) -> Self {
+        every_shard.sort();
+        every_shard.dedup();
+        Self {
+            led_sharding: Some((label, every_shard)),
+            ..self
+        }
+    }
+
     /// The same unit whose instances live in `environment`: the machine's
     /// clocks, randomness and network ([`GuestEnvironment::Host`], what
     /// [`Runtime::compile`] gives), or a simulation's. The fence, the
@@ -695,6 +715,7 @@ impl CompiledController {
                 ("memory", "max_memories", limits.memories),
             ],
             poisoned: false,
+            led_sharding: self.led_sharding.clone(),
         };
         let pre = self.pre.clone();
         let bindings = instance
@@ -718,6 +739,8 @@ pub struct GuestInstance {
     /// The store's count limits: (what wasmtime counts, config key, limit).
     counts: [(&'static str, &'static str, usize); 3],
     poisoned: bool,
+    /// [`CompiledController::led_under`].
+    led_sharding: Option<(Option<String>, Vec<String>)>,
 }
 
 type CallFuture<'a, R> =
@@ -754,6 +777,27 @@ impl GuestInstance {
                 fence: self.fence_text.clone(),
                 problem,
             });
+        }
+        if let Some((label, kinds)) = &self.led_sharding
+            && self.store.data().tenure.shard().count > 1
+        {
+            let mut declared = description.every_shard.clone();
+            declared.sort();
+            declared.dedup();
+            if description.shard_label != *label || declared != *kinds {
+                return Err(GuestError::Described {
+                    controller: self.controller.clone(),
+                    fence: self.fence_text.clone(),
+                    problem: format!(
+                        "it describes the shard label {:?} and every-shard kinds {declared:?}, \
+                         but its leases are led under the label {label:?} and kinds {kinds:?} \
+                         (as the database records the controller's sharding): its description \
+                         changed since this host started it; restart the controller to judge \
+                         the new one",
+                        description.shard_label
+                    ),
+                });
+            }
         }
         if self.store.data().tenure.shard().count > 1 {
             self.store.data_mut().store.described(

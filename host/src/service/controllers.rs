@@ -20,7 +20,7 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use crate::authority::Authority;
+use crate::authority::{Authority, ShardingRule};
 use crate::config::{Config, ControllerConfig};
 use crate::runtime::{CompiledController, Runtime};
 use crate::status::Status;
@@ -54,6 +54,11 @@ pub(crate) struct Prepared {
     settings: ControllerConfig,
     digest: u64,
     compiled: CompiledController,
+    /// How it runs as leases, once described ([`check_settings`]): its
+    /// `shards` and its guest's shard label and every-shard kinds, which
+    /// every acquire of its leases is judged by; `Err`: its component
+    /// could not be asked how it shards.
+    sharding: Option<Result<ShardingRule, String>>,
 }
 
 impl Prepared {
@@ -133,6 +138,28 @@ impl Prepared {
         &self.settings.http_allow
     }
 
+    /// How it runs as leases, from its config's `shards` and what its
+    /// component's `describe` answered (`Err`: why it could not be asked);
+    /// a controller of one lease per shard's worth of objects (unsharded,
+    /// or one shard) needs no answer.
+    fn rule_from(
+        &self,
+        described: Result<&crate::runtime::Description, String>,
+    ) -> Result<ShardingRule, String> {
+        rule_of(&self.settings, described)
+    }
+
+    /// How it runs as leases ([`Prepared::rule_from`]), asking its
+    /// component when it is sharded: what `leasehold check` and `leasehold
+    /// reshard` compare with the database's record.
+    pub(crate) async fn sharding_rule(&self, cluster: &str) -> Result<ShardingRule, String> {
+        if self.settings.shards.is_none_or(|n| n <= 1) {
+            return self.rule_from(Err(String::new()));
+        }
+        let described = self.describe_offline(cluster).await;
+        self.rule_from(described.as_ref().map_err(ToString::to_string))
+    }
+
     /// What a throwaway instance's `describe` answers: on an empty
     /// in-memory store under a fence no authority granted (any write it
     /// tried would be refused).
@@ -189,19 +216,46 @@ impl Prepared {
     }
 }
 
+/// How `settings` runs as leases (see [`Prepared::rule_from`]).
+fn rule_of(
+    settings: &ControllerConfig,
+    described: Result<&crate::runtime::Description, String>,
+) -> Result<ShardingRule, String> {
+    let shards = settings.shards;
+    if shards.is_none_or(|n| n <= 1) {
+        return Ok(ShardingRule::new(&settings.name, shards, None, Vec::new()));
+    }
+    let description = described.map_err(|e| {
+        format!(
+            "controller {}: could not ask its component how it shards ({e})",
+            settings.name
+        )
+    })?;
+    Ok(ShardingRule::new(
+        &settings.name,
+        shards,
+        description.shard_label.clone(),
+        description.every_shard.clone(),
+    ))
+}
+
 /// Refuse controllers whose settings do not fit the schema their
 /// component describes: every problem of every controller, each naming
 /// the controller and the key. A component that cannot be described here
-/// is left to its tenure's start, which reports it.
+/// is left to its tenure's start, which reports it. Each controller keeps
+/// how it runs as leases, from the same answer ([`Prepared::rule_from`]).
 pub(crate) async fn check_settings(
-    prepared: &[Prepared],
+    prepared: &mut [Prepared],
     cluster: &str,
 ) -> Result<(), Vec<String>> {
     let mut problems = Vec::new();
     for controller in prepared {
-        if let Ok(description) = controller.describe_offline(cluster).await {
-            problems.extend(controller.settings_problems(&description));
+        let described = controller.describe_offline(cluster).await;
+        if let Ok(description) = &described {
+            problems.extend(controller.settings_problems(description));
         }
+        controller.sharding =
+            Some(controller.rule_from(described.as_ref().map_err(ToString::to_string)));
     }
     if problems.is_empty() {
         Ok(())
@@ -358,6 +412,7 @@ async fn compile(runtime: &Runtime, sources: Vec<Source>) -> Result<Vec<Prepared
                     digest,
                     settings,
                     compiled,
+                    sharding: None,
                 }),
                 Err(e) => problems.push(e.to_string()),
             }
@@ -425,7 +480,13 @@ impl Controllers {
             settings,
             digest,
             compiled,
+            sharding,
         } = prepared;
+        // Every acquire of its leases is judged by how it runs as leases
+        // (ARCHITECTURE, "Sharded controllers"); a sharded controller whose
+        // component was not asked leads nothing.
+        let sharding =
+            sharding.unwrap_or_else(|| rule_of(&settings, Err("it was not described".into())));
         let units = settings
             .leases()
             .into_iter()
@@ -435,13 +496,19 @@ impl Controllers {
                     // write quotas and outbound tallies, the same code.
                     Some(shard) => {
                         self.shared.status.set_shard(&lease, &settings.name, shard);
-                        compiled
+                        let unit = compiled
                             .as_controller(&lease, settings.guest_limits())
-                            .with_shard(shard)
+                            .with_shard(shard);
+                        match &sharding {
+                            Ok(rule) if shard.count > 1 => {
+                                unit.led_under(rule.label.clone(), rule.every_shard.clone())
+                            }
+                            _ => unit,
+                        }
                     }
                     None => compiled.clone(),
                 };
-                self.start_unit(&settings, lease, unit)
+                self.start_unit(&settings, lease, unit, sharding.clone())
             })
             .collect();
         self.running.insert(
@@ -460,6 +527,7 @@ impl Controllers {
         settings: &ControllerConfig,
         lease: String,
         compiled: CompiledController,
+        sharding: Result<ShardingRule, String>,
     ) -> Unit {
         let (stop, stopping) = watch::channel(false);
         let status = self.shared.status.add_controller(&lease);
@@ -486,7 +554,8 @@ impl Controllers {
             stopping,
         )
         .with_crash_detection(settings.crash_detection)
-        .with_heartbeat(self.shared.heartbeat.clone());
+        .with_heartbeat(self.shared.heartbeat.clone())
+        .with_sharding(sharding);
         Unit {
             lease,
             stop,
@@ -556,8 +625,10 @@ impl Controllers {
                     format!(
                         "controller {:?}: shards changed from {} to {}; a reload cannot reshard a \
                          running controller. Remove it from the config on every host and reload, \
-                         wait until `leasehold leases` shows its leases released, then add it \
-                         back with the new count",
+                         wait until `leasehold leases` shows its leases released, record the new \
+                         count with `leasehold reshard --config FILE NAME`, then add it back \
+                         with the new count (docs/operations.md, \"Changing a controller's \
+                         sharding\")",
                         c.name,
                         shard_count(running.settings.shards),
                         shard_count(c.shards)
@@ -597,6 +668,7 @@ impl Controllers {
                             compiled: running.compiled.with_limits(source.settings.guest_limits()),
                             settings: source.settings,
                             digest: source.digest,
+                            sharding: None,
                         });
                         continue;
                     }
@@ -608,7 +680,7 @@ impl Controllers {
         to_start.extend(reused);
         // Settings that no longer fit the schema refuse the reload whole,
         // before anything stops.
-        check_settings(&to_start, &next.cluster).await?;
+        check_settings(&mut to_start, &next.cluster).await?;
         summary.removed = self
             .running
             .keys()

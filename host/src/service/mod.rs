@@ -31,8 +31,10 @@ use crate::supervisor::identity::{self, IdentityCheck};
 
 mod controllers;
 mod http;
+mod sharding;
 
 use controllers::Controllers;
+pub use sharding::reshard;
 
 /// Why the service could not start or stopped with an error.
 #[derive(Debug, Error)]
@@ -247,10 +249,13 @@ async fn open_postgres(config: &Config, url: &str) -> Result<Backends, ServiceEr
 pub async fn check(config: &Config) -> Result<Vec<String>, Vec<String>> {
     let mut notes = Vec::new();
     let mut problems = Vec::new();
+    // How each controller runs as leases, for the database's record.
+    let mut rules = Vec::new();
     match Runtime::new(&config.engine_config()) {
         Ok(runtime) => match controllers::prepare(&runtime, config.controllers.clone()).await {
             Ok(prepared) => {
                 for p in prepared {
+                    rules.push(p.sharding_rule(&config.cluster).await);
                     notes.push(format!(
                         "controller {}: component compiles and fits the world",
                         p.name()
@@ -286,9 +291,31 @@ pub async fn check(config: &Config) -> Result<Vec<String>, Vec<String>> {
         ),
         crate::config::Backend::Embedded => {
             match crate::embedded::DataDir::check(&config.data_dir) {
-                Ok(note) => notes.push(format!(
-                    "database: embedded backend (SQLite, durable, this machine only); {note}"
-                )),
+                Ok(note) => {
+                    notes.push(format!(
+                        "database: embedded backend (SQLite, durable, this machine only); {note}"
+                    ));
+                    // A database the hosts made already: judge the config
+                    // by its record (a missing one is made at start).
+                    let file = config.data_dir.join(crate::embedded::dir::DATABASE_FILE);
+                    if file.is_file() {
+                        match crate::embedded::EmbeddedDb::open(
+                            &config.data_dir,
+                            crate::embedded::Access::Shared,
+                        )
+                        .await
+                        {
+                            Ok(db) => {
+                                let authority = crate::authority::sqlite::SqliteAuthority::new(db);
+                                let (mut n, mut p) =
+                                    sharding::check(&authority, &config.cluster, &rules).await;
+                                notes.append(&mut n);
+                                problems.append(&mut p);
+                            }
+                            Err(e) => problems.push(e.to_string()),
+                        }
+                    }
+                }
                 Err(e) => problems.push(e.to_string()),
             }
         }
@@ -325,6 +352,10 @@ pub async fn check(config: &Config) -> Result<Vec<String>, Vec<String>> {
                                 )),
                                 Err(warning) => notes.push(format!("WARNING: {warning}")),
                             }
+                            let (mut n, mut p) =
+                                sharding::check(&authority, &config.cluster, &rules).await;
+                            notes.append(&mut n);
+                            problems.append(&mut p);
                         }
                         // A database `run` would migrate: what it will do,
                         // and the rest is still checked.
@@ -582,10 +613,10 @@ pub async fn run_managed(
     if !runtime.pooling() && config.runtime.pooling {
         tracing::warn!("running guests without the pooling allocator");
     }
-    let prepared = controllers::prepare(&runtime, config.controllers.clone())
+    let mut prepared = controllers::prepare(&runtime, config.controllers.clone())
         .await
         .map_err(ServiceError::Components)?;
-    controllers::check_settings(&prepared, &config.cluster)
+    controllers::check_settings(&mut prepared, &config.cluster)
         .await
         .map_err(ServiceError::Components)?;
     let (access, api_tls) = http_security(&config).map_err(ServiceError::Http)?;

@@ -47,7 +47,8 @@ pub use settled::Settled;
 pub use worker::{reconcile_outcome, reconcile_span};
 
 use crate::authority::{
-    AcquireRequest, Acquired, Authority, CrashDetection, EndReason, Grant, LeaseTiming, Renewed,
+    AcquireRequest, Acquired, Authority, AuthorityError, CrashDetection, EndReason, Grant,
+    LeaseTiming, Renewed, ShardingRule,
 };
 use crate::fence::{Fence, LeaseKey};
 use crate::notify::{BEAT_EVERY, Heartbeat, Pulse};
@@ -96,6 +97,12 @@ pub struct Supervisor {
     /// This controller's seat in the host's lease placement, while
     /// [`Supervisor::run`] runs and the renewer carries a placement.
     seat: Option<placement::Seat>,
+    /// The sharding this host runs the lease under, judged against the
+    /// database's record with every acquire
+    /// ([`Authority::acquire_sharded`]); `Err`: it could not be told (the
+    /// guest could not be described), so nothing is acquired. `None`: not
+    /// judged.
+    sharding: Option<Result<ShardingRule, String>>,
 }
 
 /// How a tenure ended.
@@ -160,7 +167,15 @@ impl Supervisor {
             crash_detection: CrashDetection::default(),
             heartbeat: None,
             seat: None,
+            sharding: None,
         }
+    }
+
+    /// This supervisor with its lease judged under `sharding` at every
+    /// acquire (see [`Supervisor::sharding`]'s field).
+    pub fn with_sharding(mut self, sharding: Result<ShardingRule, String>) -> Self {
+        self.sharding = Some(sharding);
+        self
     }
 
     /// This supervisor with its tenures' loops registered with
@@ -258,6 +273,19 @@ impl Supervisor {
                 }
                 continue;
             }
+            let sharding = match &self.sharding {
+                Some(Err(reason)) => {
+                    let reason = format!(
+                        "controller unit {}: its sharding is unknown, so it leads nothing: {reason}",
+                        self.name()
+                    );
+                    self.status.set(ControllerState::Failing { reason });
+                    self.sleep_or_stop(backoff.next_delay()).await;
+                    continue;
+                }
+                Some(Ok(rule)) => Some(rule.clone()),
+                None => None,
+            };
             let request = AcquireRequest {
                 key: self.key(),
                 holder: self.config.holder.clone(),
@@ -273,7 +301,7 @@ impl Supervisor {
             let moved = self.seat.as_ref().and_then(placement::Seat::move_reason);
             match self
                 .authority
-                .acquire_placed(&request, self.crash_detection, moved)
+                .acquire_sharded(&request, self.crash_detection, moved, sharding.as_ref())
                 .await
             {
                 Ok(Acquired::Granted(grant)) => {
@@ -340,7 +368,21 @@ impl Supervisor {
                         seat.not_granted();
                     }
                     let delay = backoff.next_delay();
-                    tracing::warn!(controller = self.name(), holder = self.config.holder, error = %e, retry_in = ?delay, "cannot acquire the lease");
+                    if let AuthorityError::Sharding(refusal) = &e {
+                        // Not a passing failure: this host's config or guest
+                        // disagrees with the record every host leads by.
+                        tracing::error!(
+                            controller = refusal.controller,
+                            lease = %refusal.key,
+                            epoch = refusal.epoch.map(|e| e.0),
+                            holder = self.config.holder,
+                            error = %e,
+                            retry_in = ?delay,
+                            "refusing to lead: the sharding recorded for the lease is not this host's"
+                        );
+                    } else {
+                        tracing::warn!(controller = self.name(), holder = self.config.holder, error = %e, retry_in = ?delay, "cannot acquire the lease");
+                    }
                     self.status.set(ControllerState::Failing {
                         reason: e.to_string(),
                     });

@@ -23,6 +23,7 @@
 
 mod faults;
 mod hosts;
+mod sharding;
 #[cfg(test)]
 mod tests;
 
@@ -41,8 +42,8 @@ use super::fence_check::{FenceLock, RowView, judge};
 use super::wakes::ReleaseWakes;
 use super::{
     AcquireRequest, Acquired, Authority, AuthorityError, CrashDetection, DatabaseIdentity,
-    EndReason, Grant, LeaseRecord, MoveReason, PlacementMove, Renewed, TenureRecord,
-    validate_fence, validate_key, validate_request, validate_ttl,
+    EndReason, Grant, LeaseRecord, MoveReason, PlacementMove, RecordedSharding, Renewed,
+    ShardingRule, TenureRecord, validate_fence, validate_key, validate_request, validate_ttl,
 };
 use crate::fence::{Epoch, Fence, LeaseKey};
 use crate::limits::MAX_HISTORY;
@@ -109,6 +110,8 @@ struct State {
     tenures: BTreeMap<LeaseKey, Vec<TenureRow>>,
     /// The host registry (placement's view of the live hosts).
     hosts: hosts::Registry,
+    /// Controllers' recorded sharding ([`super::sharding`]).
+    shardings: sharding::Records,
 }
 
 struct LeaseRow {
@@ -298,6 +301,58 @@ impl MemoryAuthority {
         self.shared.clock.utc(at)
     }
 
+    /// An acquire, judged first under `sharding` when given
+    /// ([`Authority::acquire_sharded`]): under the state lock, whether the
+    /// lease is then granted or held.
+    fn acquire_judged(
+        &self,
+        request: &AcquireRequest,
+        detection: CrashDetection,
+        moved: Option<MoveReason>,
+        sharding: Option<&ShardingRule>,
+    ) -> Result<Acquired, AuthorityError> {
+        validate_request(request)?;
+        self.shared.faults.check_partition(&request.holder)?;
+        let now = self.shared.clock.now();
+        let expires_at = self.expiry(&request.key, now, request.ttl)?;
+        let mut state = self.state();
+        if let Some(rule) = sharding {
+            let epoch = state.leases.get(&request.key).map(|row| row.epoch);
+            state.shardings.judge_or_record(
+                &request.key,
+                epoch,
+                rule,
+                &request.holder,
+                self.utc(now),
+            )?;
+        }
+        if let Some(row) = state.leases.get(&request.key)
+            && row.live(now)
+        {
+            return Ok(Acquired::Held {
+                holder: row.holder.clone(),
+                epoch: row.epoch,
+                expires_at: self.utc(row.expires_at),
+            });
+        }
+        let (epoch, moved, settled) =
+            state.grant(&request.key, &request.holder, now, expires_at, moved);
+        if let Some(row) = state.leases.get_mut(&request.key) {
+            row.crash_detection = detection;
+        }
+        Ok(Acquired::Granted(Grant {
+            fence: Fence {
+                key: request.key.clone(),
+                epoch,
+                holder: request.holder.clone(),
+            },
+            acquired_at: self.utc(now),
+            expires_at: self.utc(expires_at),
+            moved,
+            settled,
+        }))
+    }
+
     fn expiry(
         &self,
         key: &LeaseKey,
@@ -335,36 +390,44 @@ impl Authority for MemoryAuthority {
         detection: CrashDetection,
         moved: Option<MoveReason>,
     ) -> Result<Acquired, AuthorityError> {
-        validate_request(request)?;
-        self.shared.faults.check_partition(&request.holder)?;
+        self.acquire_judged(request, detection, moved, None)
+    }
+
+    async fn acquire_sharded(
+        &self,
+        request: &AcquireRequest,
+        detection: CrashDetection,
+        moved: Option<MoveReason>,
+        sharding: Option<&ShardingRule>,
+    ) -> Result<Acquired, AuthorityError> {
+        self.acquire_judged(request, detection, moved, sharding)
+    }
+
+    async fn shardings(&self, cluster: &str) -> Result<Vec<RecordedSharding>, AuthorityError> {
+        check_label("cluster", cluster)?;
+        Ok(self.state().shardings.of(cluster))
+    }
+
+    async fn reshard(
+        &self,
+        cluster: &str,
+        controller: &str,
+        next: Option<&ShardingRule>,
+        by: &str,
+    ) -> Result<Option<RecordedSharding>, AuthorityError> {
+        super::sharding::validate_reshard(cluster, controller, next)?;
         let now = self.shared.clock.now();
-        let expires_at = self.expiry(&request.key, now, request.ttl)?;
+        let at = self.utc(now);
         let mut state = self.state();
-        if let Some(row) = state.leases.get(&request.key)
-            && row.live(now)
-        {
-            return Ok(Acquired::Held {
-                holder: row.holder.clone(),
-                epoch: row.epoch,
-                expires_at: self.utc(row.expires_at),
-            });
-        }
-        let (epoch, moved, settled) =
-            state.grant(&request.key, &request.holder, now, expires_at, moved);
-        if let Some(row) = state.leases.get_mut(&request.key) {
-            row.crash_detection = detection;
-        }
-        Ok(Acquired::Granted(Grant {
-            fence: Fence {
-                key: request.key.clone(),
-                epoch,
-                holder: request.holder.clone(),
-            },
-            acquired_at: self.utc(now),
-            expires_at: self.utc(expires_at),
-            moved,
-            settled,
-        }))
+        let State {
+            leases, shardings, ..
+        } = &mut *state;
+        shardings.reshard(cluster, controller, next, by, at, |lease| {
+            leases
+                .get(&LeaseKey::new(cluster, lease))
+                .filter(|row| row.live(now))
+                .map(|row| (row.holder.clone(), row.epoch))
+        })
     }
 
     async fn renew(&self, fences: &[Fence], ttl: Duration) -> Result<Vec<Renewed>, AuthorityError> {

@@ -80,6 +80,7 @@ mod errors;
 pub mod holder_claim;
 mod hosts;
 mod listener;
+mod sharding;
 #[cfg(test)]
 mod tests;
 
@@ -103,7 +104,8 @@ use super::wakes::ReleaseWakes;
 use super::{
     AcquireRequest, Acquired, Authority, AuthorityError, CrashDetection, DatabaseIdentity,
     EndReason, ExpectedIdentity, Grant, HolderSession, LeaseRecord, MoveReason, PlacementMove,
-    Renewed, TenureRecord, validate_fence, validate_key, validate_request, validate_ttl,
+    RecordedSharding, Renewed, ShardingRule, TenureRecord, validate_fence, validate_key,
+    validate_request, validate_ttl,
 };
 use crate::db::{self, Database};
 use crate::fence::{Epoch, Fence, LeaseKey};
@@ -996,6 +998,16 @@ impl Authority for PostgresAuthority {
         detection: CrashDetection,
         moved: Option<MoveReason>,
     ) -> Result<Acquired, AuthorityError> {
+        self.acquire_sharded(request, detection, moved, None).await
+    }
+
+    async fn acquire_sharded(
+        &self,
+        request: &AcquireRequest,
+        detection: CrashDetection,
+        moved: Option<MoveReason>,
+        sharding: Option<&ShardingRule>,
+    ) -> Result<Acquired, AuthorityError> {
         validate_request(request)?;
         let moved = moved.map(MoveReason::as_str);
         let micros = ttl_micros(&request.key, request.ttl)?;
@@ -1039,7 +1051,30 @@ impl Authority for PostgresAuthority {
                 tx.rollback().await?;
                 return Err(refused.into());
             }
-            let current = match peeked? {
+            let peeked = peeked?;
+            if let Some(rule) = sharding {
+                // Judged whether the lease is held or may be granted, so a
+                // standby with another sharding says why at once.
+                let grantable = peeked.as_ref().is_none_or(|row| {
+                    row.get::<_, bool>(2) || row.get::<_, bool>(4) || row.get::<_, bool>(5)
+                });
+                let epoch = peeked.as_ref().map(|row| epoch_of(row.get(1)));
+                let judged = sharding::judge_or_record(
+                    self,
+                    &tx,
+                    key,
+                    epoch,
+                    rule,
+                    &request.holder,
+                    grantable,
+                )
+                .await;
+                if let Err(refused) = judged {
+                    tx.rollback().await?;
+                    return Err(refused);
+                }
+            }
+            let current = match peeked {
                 // Held: answered without locking the row (item: a probe
                 // never blocks the holder's renewals).
                 Some(row)
@@ -1179,6 +1214,20 @@ impl Authority for PostgresAuthority {
             }))
         })
         .await
+    }
+
+    async fn shardings(&self, cluster: &str) -> Result<Vec<RecordedSharding>, AuthorityError> {
+        self.recorded_shardings(cluster).await
+    }
+
+    async fn reshard(
+        &self,
+        cluster: &str,
+        controller: &str,
+        next: Option<&ShardingRule>,
+        by: &str,
+    ) -> Result<Option<RecordedSharding>, AuthorityError> {
+        self.change_sharding(cluster, controller, next, by).await
     }
 
     async fn renew(&self, fences: &[Fence], ttl: Duration) -> Result<Vec<Renewed>, AuthorityError> {

@@ -27,6 +27,7 @@
 
 pub mod claim;
 mod hosts;
+mod sharding;
 #[cfg(test)]
 pub(crate) mod tests;
 
@@ -43,8 +44,9 @@ use super::fence_check::{RowView, judge};
 use super::wakes::ReleaseWakes;
 use super::{
     AcquireRequest, Acquired, Authority, AuthorityError, CrashDetection, DatabaseIdentity,
-    EndReason, Grant, HolderSession, LeaseRecord, MoveReason, PlacementMove, Renewed, TenureRecord,
-    validate_fence, validate_key, validate_request, validate_ttl,
+    EndReason, Grant, HolderSession, LeaseRecord, MoveReason, PlacementMove, RecordedSharding,
+    Renewed, ShardingRule, TenureRecord, validate_fence, validate_key, validate_request,
+    validate_ttl,
 };
 use crate::embedded::clock::{self, Now, boot_id, duration_micros};
 use crate::embedded::{EmbeddedDb, EmbeddedError, describe, locks};
@@ -632,6 +634,16 @@ impl Authority for SqliteAuthority {
         detection: CrashDetection,
         moved: Option<MoveReason>,
     ) -> Result<Acquired, AuthorityError> {
+        self.acquire_sharded(request, detection, moved, None).await
+    }
+
+    async fn acquire_sharded(
+        &self,
+        request: &AcquireRequest,
+        detection: CrashDetection,
+        moved: Option<MoveReason>,
+        sharding: Option<&ShardingRule>,
+    ) -> Result<Acquired, AuthorityError> {
         validate_request(request)?;
         let ttl = duration_micros(request.ttl);
         // A `session` grant records this process's claim on the holder
@@ -642,9 +654,13 @@ impl Authority for SqliteAuthority {
         };
         let db = self.shared.db.clone();
         let request = request.clone();
+        let sharding = sharding.cloned();
         let what = format!("acquiring lease {} for {}", request.key, request.holder);
         let endpoint = self.endpoint();
         self.transact(&what.clone(), move |tx, now| {
+            if let Some(rule) = &sharding {
+                sharding::judge_or_record(tx, &request, rule, now)?;
+            }
             let expires_mono = now.mono.saturating_add(ttl);
             let expires_at = now.utc.saturating_add(ttl);
             grant(
@@ -663,6 +679,20 @@ impl Authority for SqliteAuthority {
             })
         })
         .await
+    }
+
+    async fn shardings(&self, cluster: &str) -> Result<Vec<RecordedSharding>, AuthorityError> {
+        self.recorded_shardings(cluster).await
+    }
+
+    async fn reshard(
+        &self,
+        cluster: &str,
+        controller: &str,
+        next: Option<&ShardingRule>,
+        by: &str,
+    ) -> Result<Option<RecordedSharding>, AuthorityError> {
+        self.change_sharding(cluster, controller, next, by).await
     }
 
     async fn renew(&self, fences: &[Fence], ttl: Duration) -> Result<Vec<Renewed>, AuthorityError> {
