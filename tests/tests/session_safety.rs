@@ -532,3 +532,353 @@ async fn a_ttl_tenure_survives_the_termination_of_its_claim_session() {
     assert_eq!(losses, 0.0, "the ttl tenure was not lost to the claim");
     assert_eq!(rig.hosts[host].replica.leads(SCHEDULER).await, Some(true));
 }
+
+/// The test fixture that sends the requests its `calls` objects describe.
+const CALLER: &str = "caller";
+
+/// How long the receiver waits before each answer while the holder calls
+/// out: its requests arrive about this far apart, and one reconcile's
+/// requests (at most 64) span about 19 s, longer than any window here.
+const CALL_SPACING: Duration = Duration::from_millis(300);
+
+/// How late after its liveness lapses a request of the old holder may
+/// still reach the receiver: one admitted just before is still being
+/// connected and written (a debug build on two busy cores).
+const SEND_MARGIN: Duration = Duration::from_millis(500);
+
+/// Lease timing where neither the ttl nor the renew deadline stops the old
+/// holder before a standby takes over by session detection: only the
+/// liveness budget does.
+const LONG_LEASE: leasehold_tests::faults::rig::Timing = leasehold_tests::faults::rig::Timing {
+    ttl: Duration::from_secs(30),
+    renew_interval: Duration::from_secs(2),
+    renew_deadline: Duration::from_secs(20),
+};
+
+/// Two hosts running the `caller` fixture under crash detection `session`
+/// (the default) with [`LONG_LEASE`], a fenced receiver answering every
+/// request after [`CALL_SPACING`], and the leader calling out steadily:
+/// (rig, leader, standby, epoch).
+async fn calling_out() -> (leasehold_tests::faults::rig::Rig, usize, usize, i64) {
+    use leasehold_receiver::{Fault, FaultSpec, Receiver, ReceiverConfig};
+    use leasehold_tests::faults::rig::{Rig, RigSpec};
+
+    let cloud = Receiver::start(ReceiverConfig::default().with_test_hooks(true))
+        .await
+        .expect("start the fenced receiver");
+    let endpoint = cloud.url();
+    let allow = format!("http_allow = [\"{endpoint}\"]");
+    let spec = RigSpec {
+        hosts: 2,
+        timing: LONG_LEASE,
+        controllers: vec![CALLER],
+        ..RigSpec::scheduler(2)
+    }
+    .configure(CALLER, &allow);
+    let mut rig = Rig::start(spec).await;
+    cloud
+        .set_fault(FaultSpec::times(
+            Fault::Delay {
+                delay_ms: CALL_SPACING.as_millis() as u64,
+            },
+            leasehold_receiver::MAX_FAULT_REQUESTS,
+        ))
+        .expect("set a fault");
+    rig.receiver = Some(std::sync::Arc::new(cloud));
+    let (a, epoch) = rig.leader(CALLER, secs(30)).await;
+    let b = 1 - a;
+    rig.create(
+        b,
+        "calls",
+        "steady",
+        serde_json::json!({
+            "url": format!("{endpoint}/buckets/steady"),
+            "method": "GET",
+            "repeat": leasehold_host::limits::HTTP_OUT_REQUESTS_PER_RECONCILE,
+            "record": false,
+        }),
+    )
+    .await
+    .expect("the call is acknowledged");
+    eventually("the leader calls out steadily", secs(20), || async {
+        (of_epoch(&rig, epoch).len() >= 3).then_some(())
+    })
+    .await;
+    (rig, a, b, epoch)
+}
+
+/// Every request of the caller's lease at `epoch` the receiver recorded,
+/// in decision order.
+fn of_epoch(
+    rig: &leasehold_tests::faults::rig::Rig,
+    epoch: i64,
+) -> Vec<leasehold_receiver::RecordEntry> {
+    let lease = format!("{}/{CALLER}", rig.cluster);
+    rig.receiver
+        .as_ref()
+        .expect("the rig has a receiver")
+        .record()
+        .into_iter()
+        .filter(|e| e.lease.as_deref() == Some(lease.as_str()) && e.epoch == Some(epoch as u64))
+        .collect()
+}
+
+/// Microseconds since the Unix epoch (the receiver's clock, this
+/// machine's).
+fn micros(at: std::time::SystemTime) -> i64 {
+    at.duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_micros()).unwrap_or(i64::MAX))
+}
+
+/// After the successor called out a few times: (requests of the old epoch
+/// arriving after `cut`, requests of the old epoch decided after the
+/// successor's first, the last old request's arrival in ms after `cut`,
+/// the successor's first arrival in ms after `cut`).
+async fn outcome(
+    rig: &leasehold_tests::faults::rig::Rig,
+    epoch: i64,
+    cut: std::time::SystemTime,
+) -> (usize, Vec<leasehold_receiver::RecordEntry>, i64, i64) {
+    eventually("the successor calls out", secs(30), || async {
+        (of_epoch(rig, epoch + 1).len() >= 3).then_some(())
+    })
+    .await;
+    let old = of_epoch(rig, epoch);
+    let new = of_epoch(rig, epoch + 1);
+    let first_new = new.first().expect("the successor called out");
+    let after_cut = old
+        .iter()
+        .filter(|e| e.arrived_at.timestamp_micros() >= micros(cut))
+        .count();
+    let overlapping = old
+        .iter()
+        .filter(|e| e.seq > first_new.seq)
+        .cloned()
+        .collect();
+    let last_old = old.last().expect("the leader called out");
+    (
+        after_cut,
+        overlapping,
+        (last_old.arrived_at.timestamp_micros() - micros(cut)) / 1000,
+        (first_new.arrived_at.timestamp_micros() - micros(cut)) / 1000,
+    )
+}
+
+/// Issue 36, item 2 (a): the leader is partitioned silently (its proxy
+/// black-holes both directions, and ends each of its server-side sessions
+/// only once nothing passed on it for the server's own keepalive
+/// detection time, `claim_session_drop`, as the server would find a host
+/// that vanished). The standby takes the lease over once the server
+/// dropped the leader's liveness session, long before the ttl or the
+/// leader's renew deadline; the leader stopped calling out before: no
+/// request of its epoch reaches the receiver after the successor's first.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_silently_partitioned_holder_stops_calling_out_before_its_successor_starts() {
+    use leasehold_tests::proxy::Mode;
+
+    let (rig, a, b, epoch) = calling_out().await;
+    let cut = std::time::SystemTime::now();
+    let drop_after = leasehold_host::timeouts::claim_session_drop();
+    rig.hosts[a].proxy.set(Mode::SilentPartition(drop_after));
+    let (next, next_epoch) = rig
+        .leader_after(CALLER, epoch, LONG_LEASE.ttl - secs(5))
+        .await;
+    assert_eq!((next, next_epoch), (b, epoch + 1));
+    let (after_cut, overlapping, last_old_ms, first_new_ms) = outcome(&rig, epoch, cut).await;
+    eprintln!(
+        "silent partition: {after_cut} requests of epoch {epoch} after the cut, the last {last_old_ms} \
+         ms after it; the successor's first {first_new_ms} ms after it (server drop {drop_after:?}, \
+         liveness budget {:?})",
+        leasehold_host::timeouts::LIVENESS_BUDGET
+    );
+    assert!(
+        after_cut > 0,
+        "the leader must have gone on calling out while partitioned, or the test proves nothing"
+    );
+    assert!(
+        overlapping.is_empty(),
+        "requests of epoch {epoch} reached the receiver after the successor's first: {overlapping:?}"
+    );
+    rig.hosts[a].proxy.set(Mode::Pass);
+}
+
+/// An HTTP receiver that is not fenced: it answers every request `200`
+/// after [`CALL_SPACING`] and records when each arrived and the epoch and
+/// lease it carried, whatever the order of epochs.
+struct Unfenced {
+    url: String,
+    record: std::sync::Arc<std::sync::Mutex<Vec<(std::time::SystemTime, String, i64)>>>,
+}
+
+impl Unfenced {
+    async fn start() -> Self {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let record = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let shared = record.clone();
+        tokio::spawn(async move {
+            while let Ok((mut conn, _)) = listener.accept().await {
+                let record = shared.clone();
+                tokio::spawn(async move {
+                    let mut buffer = Vec::new();
+                    let mut chunk = [0u8; 4096];
+                    loop {
+                        let Some(end) = buffer.windows(4).position(|w| w == b"\r\n\r\n") else {
+                            match conn.read(&mut chunk).await {
+                                Ok(0) | Err(_) => return,
+                                Ok(n) => buffer.extend_from_slice(&chunk[..n]),
+                            }
+                            continue;
+                        };
+                        let arrived = std::time::SystemTime::now();
+                        let head = String::from_utf8_lossy(&buffer[..end]).to_ascii_lowercase();
+                        buffer.drain(..end + 4);
+                        let header = |name: &str| {
+                            head.lines()
+                                .find_map(|l| l.strip_prefix(name))
+                                .map(|v| v.trim().to_string())
+                        };
+                        let epoch = header("leasehold-epoch:")
+                            .and_then(|v| v.parse().ok())
+                            .unwrap_or(-1);
+                        let lease = header("leasehold-lease:").unwrap_or_default();
+                        record.lock().unwrap().push((arrived, lease, epoch));
+                        tokio::time::sleep(CALL_SPACING).await;
+                        if conn
+                            .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n")
+                            .await
+                            .is_err()
+                        {
+                            return;
+                        }
+                    }
+                });
+            }
+        });
+        Self { url, record }
+    }
+
+    /// Arrival times of the requests of `lease` at `epoch`.
+    fn of_epoch(&self, lease: &str, epoch: i64) -> Vec<std::time::SystemTime> {
+        self.record
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(_, l, e)| l == &lease.to_ascii_lowercase() && *e == epoch)
+            .map(|(at, _, _)| *at)
+            .collect()
+    }
+}
+
+/// Issue 36, item 2 (b): the server ends the leader's liveness session at
+/// once (`pg_terminate_backend`) while the leader hears nothing (its proxy
+/// black-holes both directions). The standby may be granted at once; the
+/// leader stops calling out when its liveness lapses, within the liveness
+/// budget of the last statement its session answered (so at most
+/// LIVENESS_BUDGET after the cut): the residual window (L8) a receiver
+/// that is not fenced can see overlapping requests in. The fenced
+/// receiver refuses them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_terminated_liveness_session_behind_a_black_hole_overlaps_within_the_budget() {
+    use leasehold_host::authority::postgres::holder_claim::CLAIM_APPLICATION;
+    use leasehold_tests::faults::rig::{Rig, RigSpec};
+    use leasehold_tests::proxy::Mode;
+
+    let receiver = Unfenced::start().await;
+    let allow = format!("http_allow = [\"{}\"]", receiver.url);
+    let spec = RigSpec {
+        hosts: 2,
+        timing: LONG_LEASE,
+        controllers: vec![CALLER],
+        ..RigSpec::scheduler(2)
+    }
+    .configure(CALLER, &allow);
+    let rig = Rig::start(spec).await;
+    let (a, epoch) = rig.leader(CALLER, secs(30)).await;
+    let b = 1 - a;
+    let lease = format!("{}/{CALLER}", rig.cluster);
+    rig.create(
+        b,
+        "calls",
+        "steady",
+        serde_json::json!({
+            "url": format!("{}/steady", receiver.url),
+            "method": "GET",
+            "repeat": leasehold_host::limits::HTTP_OUT_REQUESTS_PER_RECONCILE,
+            "record": false,
+        }),
+    )
+    .await
+    .expect("the call is acknowledged");
+    eventually("the leader calls out steadily", secs(20), || async {
+        (receiver.of_epoch(&lease, epoch).len() >= 3).then_some(())
+    })
+    .await;
+    let ports: Vec<i32> = rig.hosts[a]
+        .proxy
+        .upstream_ports()
+        .into_iter()
+        .map(i32::from)
+        .collect();
+    let sql = rig.sql().await;
+    rig.hosts[a].proxy.set(Mode::Blackhole);
+    let cut = std::time::SystemTime::now();
+    let terminated: i64 = sql
+        .query_one(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+              WHERE datname = $1 AND client_port = ANY($2) AND application_name LIKE $3 || '-%'",
+            &[&rig.database_name(), &ports, &CLAIM_APPLICATION],
+        )
+        .await
+        .expect("terminate the claim session")
+        .get(0);
+    assert_eq!(terminated, 1, "one liveness session");
+    let (next, next_epoch) = rig
+        .leader_after(CALLER, epoch, LONG_LEASE.ttl - secs(5))
+        .await;
+    assert_eq!((next, next_epoch), (b, epoch + 1));
+    eventually("the successor calls out", secs(30), || async {
+        (receiver.of_epoch(&lease, next_epoch).len() >= 3).then_some(())
+    })
+    .await;
+    // The old holder's requests stop once its liveness lapsed: wait until
+    // the successor has called out past the budget's end.
+    let budget = leasehold_host::timeouts::LIVENESS_BUDGET;
+    let past = cut + budget + SEND_MARGIN;
+    eventually(
+        "the successor calls out past the budget",
+        secs(30),
+        || async {
+            receiver
+                .of_epoch(&lease, next_epoch)
+                .iter()
+                .any(|at| *at > past)
+                .then_some(())
+        },
+    )
+    .await;
+    let old = receiver.of_epoch(&lease, epoch);
+    let first_new = receiver.of_epoch(&lease, next_epoch)[0];
+    let ms = |at: std::time::SystemTime| (micros(at) - micros(cut)) / 1000;
+    let last_old = *old.last().expect("the leader called out");
+    let overlapping = old.iter().filter(|at| **at > first_new).count();
+    eprintln!(
+        "terminated behind a black hole: the successor's first request {} ms after the cut, the \
+         old holder's last {} ms after it; {overlapping} of its requests overlapped (liveness \
+         budget {budget:?})",
+        ms(first_new),
+        ms(last_old)
+    );
+    assert!(
+        overlapping > 0,
+        "the residual window: the old holder, hearing nothing, calls out until its liveness lapses"
+    );
+    assert!(
+        last_old <= past,
+        "the old holder called out {} ms after the cut, past its liveness budget ({budget:?} + \
+         {SEND_MARGIN:?})",
+        ms(last_old)
+    );
+    rig.hosts[a].proxy.set(Mode::Pass);
+}
