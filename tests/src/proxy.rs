@@ -19,7 +19,13 @@
 //!   string now reached a different database;
 //! - name the sessions that go through it ([`FaultProxy::upstream_ports`]:
 //!   `pg_stat_activity.client_port`), so a test can terminate exactly one
-//!   host's backends.
+//!   host's backends;
+//! - partition silently ([`Mode::SilentPartition`]): nothing flows, and
+//!   each connection's server end is closed only once nothing passed on it
+//!   for the server's own keepalive detection time, as a server finds a
+//!   host that vanished; [`FaultProxy::partition_at`] starts one at the
+//!   first message a host sends that carries given bytes (a statement's
+//!   text).
 //!
 //! The server-to-host direction is forwarded as opaque bytes.
 //!
@@ -57,6 +63,12 @@ pub enum Mode {
     Blackhole,
     /// Close every open connection and refuse new ones.
     Reset,
+    /// A silent partition: as [`Mode::Blackhole`] for both directions, and
+    /// each connection's server end is closed once nothing has passed on it
+    /// (either way) for this long, as the server's keepalive probes drop a
+    /// host that vanished without closing its socket; the host's end stays
+    /// open and hears nothing. New connections are held like the open ones.
+    SilentPartition(Duration),
     /// Forward with this delay per chunk.
     Latency(Duration),
 }
@@ -121,6 +133,15 @@ struct Shared {
     released: watch::Sender<u64>,
     /// Bumped by [`FaultProxy::cut_host`].
     cut: watch::Sender<u64>,
+    /// Armed by [`FaultProxy::partition_at`].
+    partition_at: Mutex<Option<PartitionTrigger>>,
+}
+
+/// A silent partition armed to start at a host's message carrying bytes.
+struct PartitionTrigger {
+    carrying: Vec<u8>,
+    server_drops_after: Duration,
+    struck: oneshot::Sender<()>,
 }
 
 /// An armed strike: what to do, at which `COMMIT`, and whom to tell.
@@ -147,6 +168,38 @@ impl Shared {
         match &*armed {
             Some(t) if t.carrying.is_none() || carried => armed.take(),
             _ => None,
+        }
+    }
+
+    /// Whether a silent partition is armed to start at a message carrying
+    /// bytes that `message` carries.
+    fn partition_carried_by(&self, message: &[u8]) -> bool {
+        let armed = self
+            .partition_at
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        armed.as_ref().is_some_and(|t| {
+            message
+                .windows(t.carrying.len())
+                .any(|w| w == t.carrying.as_slice())
+        })
+    }
+
+    /// Start the silent partition armed for `message`, if it still is:
+    /// switch the proxy to it and report the strike.
+    fn partition_at(&self, message: &[u8]) {
+        if !self.partition_carried_by(message) {
+            return;
+        }
+        let trigger = self
+            .partition_at
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        if let Some(trigger) = trigger {
+            self.mode
+                .send_replace(Mode::SilentPartition(trigger.server_drops_after));
+            let _ = trigger.struck.send(());
         }
     }
 
@@ -197,6 +250,7 @@ impl FaultProxy {
             ports: Mutex::new(BTreeSet::new()),
             released: watch::Sender::new(0),
             cut: watch::Sender::new(0),
+            partition_at: Mutex::new(None),
         });
         let task_shared = shared.clone();
         let task = tokio::spawn(async move {
@@ -298,6 +352,37 @@ impl FaultProxy {
         self.shared.cut.send_modify(|n| *n += 1);
     }
 
+    /// Start a [`Mode::SilentPartition`] (server ends closed
+    /// `server_drops_after` after their last traffic) at the first message
+    /// any host connection sends that carries `carrying` (non-empty; in any
+    /// message, such as a statement's text in a `Parse`), that message
+    /// held with everything else; once, and only on a PostgreSQL proxy.
+    /// What the connections sent before it goes through. The receiver
+    /// resolves when it struck.
+    pub fn partition_at(
+        &self,
+        carrying: &[u8],
+        server_drops_after: Duration,
+    ) -> oneshot::Receiver<()> {
+        assert!(!carrying.is_empty(), "partition_at needs bytes to look for");
+        assert_eq!(
+            self.shared.protocol,
+            Protocol::Postgres,
+            "partition_at frames PostgreSQL messages"
+        );
+        let (struck, rx) = oneshot::channel();
+        *self
+            .shared
+            .partition_at
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(PartitionTrigger {
+            carrying: carrying.to_vec(),
+            server_drops_after,
+            struck,
+        });
+        rx
+    }
+
     /// Disarm a trigger that has not struck.
     pub fn disarm(&self) {
         self.shared.take_trigger();
@@ -370,6 +455,96 @@ async fn relay(mut client: TcpStream, shared: Arc<Shared>) {
     });
     let _ = client.set_nodelay(true);
     let _ = server.set_nodelay(true);
+    // A second handle on the host's socket: when a silent partition ends
+    // the server's end, the relay's halves go but the host's socket stays
+    // open (a vanished peer sends no FIN) until the partition is over.
+    let Some((client, host_end)) = client
+        .into_std()
+        .and_then(|std| Ok((std.try_clone()?, std)))
+        .ok()
+        .and_then(|(std, keep)| Some((TcpStream::from_std(std).ok()?, keep)))
+    else {
+        return;
+    };
+    let activity = Arc::new(Activity::new());
+    let dropped = ACTIVITY
+        .scope(
+            activity.clone(),
+            forward(client, server, shared.clone(), first, activity),
+        )
+        .await;
+    if dropped {
+        let mut mode = shared.mode.subscribe();
+        let _ = mode
+            .wait_for(|m| !matches!(m, Mode::SilentPartition(_)))
+            .await;
+    }
+    drop(host_end);
+}
+
+/// When bytes last passed on one connection, either way.
+struct Activity(Mutex<tokio::time::Instant>);
+
+impl Activity {
+    fn new() -> Self {
+        Self(Mutex::new(tokio::time::Instant::now()))
+    }
+
+    fn touch(&self) {
+        *self.0.lock().unwrap_or_else(PoisonError::into_inner) = tokio::time::Instant::now();
+    }
+
+    fn last(&self) -> tokio::time::Instant {
+        *self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+tokio::task_local! {
+    /// The connection a relay task forwards, for [`deliver`] to note its
+    /// traffic.
+    static ACTIVITY: Arc<Activity>;
+}
+
+/// Resolves once the proxy is in a [`Mode::SilentPartition`] and nothing
+/// has passed on this connection for its time: the server would drop it.
+async fn server_drops(mut mode: watch::Receiver<Mode>, activity: Arc<Activity>) {
+    loop {
+        let current = *mode.borrow_and_update();
+        match current {
+            Mode::SilentPartition(after) => {
+                tokio::select! {
+                    _ = tokio::time::sleep_until(activity.last() + after) => {
+                        if matches!(*mode.borrow(), Mode::SilentPartition(_))
+                            && activity.last() + after <= tokio::time::Instant::now()
+                        {
+                            return;
+                        }
+                    }
+                    changed = mode.changed() => {
+                        if changed.is_err() {
+                            std::future::pending::<()>().await;
+                        }
+                    }
+                }
+            }
+            _ => {
+                if mode.changed().await.is_err() {
+                    std::future::pending::<()>().await;
+                }
+            }
+        }
+    }
+}
+
+/// Relay one connection until either direction ends (or is reset); `true`
+/// when it ended because a silent partition dropped the server's end.
+async fn forward(
+    client: TcpStream,
+    server: TcpStream,
+    shared: Arc<Shared>,
+    first: Vec<u8>,
+    activity: Arc<Activity>,
+) -> bool {
     let (client_read, client_write) = client.into_split();
     let (server_read, server_write) = server.into_split();
     // Set when this connection's replies are to be lost (AtCommit::LoseReply).
@@ -384,6 +559,7 @@ async fn relay(mut client: TcpStream, shared: Arc<Shared>) {
         lose_replies,
         host_cut,
     );
+    let silently = server_drops(shared.mode.subscribe(), activity);
     // When either direction ends (or is reset), drop both halves.
     match shared.protocol {
         Protocol::Postgres => {
@@ -396,17 +572,20 @@ async fn relay(mut client: TcpStream, shared: Arc<Shared>) {
                 first,
             );
             tokio::select! {
-                _ = up => {}
-                _ = down => {}
+                _ = up => false,
+                _ = down => false,
+                _ = silently => true,
             }
         }
         Protocol::Opaque => {
             let up = frontend_opaque(client_read, server_write, shared.clone(), lose_replies_tx);
-            tokio::select! {
-                _ = up => {}
-                _ = down => {}
-            }
+            let dropped = tokio::select! {
+                _ = up => false,
+                _ = down => false,
+                _ = silently => true,
+            };
             drop(host_cut_tx);
+            dropped
         }
     }
 }
@@ -427,14 +606,18 @@ async fn deliver(to: &mut OwnedWriteHalf, bytes: &[u8], mode: &mut watch::Receiv
                 break;
             }
             Mode::Reset => return false,
-            Mode::Blackhole => {
+            Mode::Blackhole | Mode::SilentPartition(_) => {
                 if mode.changed().await.is_err() {
                     return false;
                 }
             }
         }
     }
-    to.write_all(bytes).await.is_ok()
+    let written = to.write_all(bytes).await.is_ok();
+    if written {
+        let _ = ACTIVITY.try_with(|activity| activity.touch());
+    }
+    written
 }
 
 /// Read a chunk, or `None` when the connection must close (EOF, error, or
@@ -510,11 +693,14 @@ async fn refuse_encryption(client: &mut TcpStream, shared: &Shared) -> Option<Ve
         }
         // In a partition the answer waits for it to heal, as the server's
         // would.
-        let now = *mode.wait_for(|m| *m != Mode::Blackhole).await.ok()?;
+        let now = *mode
+            .wait_for(|m| !matches!(m, Mode::Blackhole | Mode::SilentPartition(_)))
+            .await
+            .ok()?;
         match now {
             Mode::Reset => return None,
             Mode::Latency(delay) => tokio::time::sleep(delay).await,
-            Mode::Pass | Mode::Blackhole => {}
+            Mode::Pass | Mode::Blackhole | Mode::SilentPartition(_) => {}
         }
         client.write_all(b"N").await.ok()?;
     }
@@ -579,6 +765,14 @@ async fn frontend(
                     out.extend(message);
                 }
                 continue;
+            }
+            if shared.partition_carried_by(&message) {
+                // What came before it went out before the partition.
+                if !deliver(&mut to, &out, &mut mode).await {
+                    return;
+                }
+                out.clear();
+                shared.partition_at(&message);
             }
             if !is_commit(&message) {
                 if is_rollback(&message) {
@@ -901,6 +1095,38 @@ mod tests {
         assert_eq!(
             exchange(&proxy, &["DELETE /buckets/b\n"]).await,
             "got DELETE /buckets/b"
+        );
+    }
+
+    /// A silent partition closes the server's end once nothing passed on
+    /// it for the given time, and keeps the client's end open, hearing
+    /// nothing, until the partition is over.
+    #[tokio::test]
+    async fn a_silent_partition_drops_only_the_servers_end_after_its_time() {
+        let (upstream, mut lines) = line_server().await;
+        let proxy = FaultProxy::start_opaque(upstream).await;
+        let mut conn = TcpStream::connect(proxy.addr()).await.unwrap();
+        conn.write_all(b"half a line").await.unwrap();
+        proxy.set(Mode::SilentPartition(Duration::from_millis(300)));
+        // The server reads what reached it (all or none of the bytes, as
+        // the partition came before or after them) up to the close.
+        let seen = tokio::time::timeout(WAIT, lines.recv()).await.unwrap();
+        assert!(
+            matches!(seen.as_deref(), Some("" | "half a line")),
+            "the server's end is closed: {seen:?}"
+        );
+        let mut byte = [0u8; 1];
+        assert!(
+            matches!(conn.try_read(&mut byte), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock),
+            "the client's end stays open and hears nothing"
+        );
+        proxy.set(Mode::Pass);
+        let end = tokio::time::timeout(WAIT, conn.read(&mut byte))
+            .await
+            .unwrap();
+        assert!(
+            matches!(end, Ok(0) | Err(_)),
+            "closed once the partition is over"
         );
     }
 
