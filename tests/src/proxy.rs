@@ -546,6 +546,10 @@ async fn forward(
     activity: Arc<Activity>,
 ) -> bool {
     let (client_read, client_write) = client.into_split();
+    // Kept here, not in `backend`: when a silent partition drops the
+    // server's end, the host's write half must go without the shutdown
+    // (FIN) its drop would send, which would tell the host.
+    let mut client_write = Some(client_write);
     let (server_read, server_write) = server.into_split();
     // Set when this connection's replies are to be lost (AtCommit::LoseReply).
     let (lose_replies_tx, lose_replies) = watch::channel(false);
@@ -554,14 +558,14 @@ async fn forward(
     let (host_cut_tx, host_cut) = watch::channel(false);
     let down = backend(
         server_read,
-        client_write,
+        &mut client_write,
         shared.mode.subscribe(),
         lose_replies,
         host_cut,
     );
     let silently = server_drops(shared.mode.subscribe(), activity);
     // When either direction ends (or is reset), drop both halves.
-    match shared.protocol {
+    let dropped = match shared.protocol {
         Protocol::Postgres => {
             let up = frontend(
                 client_read,
@@ -587,7 +591,11 @@ async fn forward(
             drop(host_cut_tx);
             dropped
         }
+    };
+    if dropped && let Some(write) = client_write.take() {
+        write.forget();
     }
+    dropped
 }
 
 /// Write `bytes` to `to` as the mode allows: at once, after a delay, or
@@ -648,18 +656,17 @@ async fn read_chunk(
 /// end stays open.
 async fn backend(
     mut from: OwnedReadHalf,
-    to: OwnedWriteHalf,
+    to: &mut Option<OwnedWriteHalf>,
     mut mode: watch::Receiver<Mode>,
     lose_replies: watch::Receiver<bool>,
     mut host_cut: watch::Receiver<bool>,
 ) {
-    let mut to = Some(to);
     let mut buf = vec![0u8; 16 * 1024];
     loop {
         let n = tokio::select! {
             n = read_chunk(&mut from, &mut buf, &mut mode) => n,
             _ = host_cut.wait_for(|cut| *cut), if to.is_some() => {
-                to = None;
+                *to = None;
                 continue;
             }
         };
