@@ -338,11 +338,15 @@ fn same(a: &Value, b: &Value) -> bool {
     }
 }
 
+/// A numeric bound: its schema key, whether a value breaks it, and the
+/// words that say so.
+type NumberRule = (&'static str, fn(f64, f64) -> bool, &'static str);
+
 /// The numeric, length and size bounds of `schema` that `value` breaks.
 fn bounds(schema: &Map<String, Value>, value: &Value, path: &str, problems: &mut Vec<String>) {
     let bound = |key: &str| schema.get(key).and_then(Value::as_f64);
     if let Some(n) = value.as_f64() {
-        let rules: [(&str, fn(f64, f64) -> bool, &str); 4] = [
+        let rules: [NumberRule; 4] = [
             ("minimum", |n, b| n < b, "below the minimum"),
             ("maximum", |n, b| n > b, "above the maximum"),
             ("exclusiveMinimum", |n, b| n <= b, "not above"),
