@@ -529,10 +529,12 @@ pub fn sight_timeline(system_identifier: u64, database_oid: u32, timeline: u32) 
     // Seeded, the first time, by what this host recorded before it
     // restarted (timeline_floor), which a raise updates.
     let mut first = false;
-    let highest = seen.entry((system_identifier, database_oid)).or_insert_with(|| {
-        first = true;
-        timeline_floor::recorded(system_identifier, database_oid).unwrap_or(timeline)
-    });
+    let highest = seen
+        .entry((system_identifier, database_oid))
+        .or_insert_with(|| {
+            first = true;
+            timeline_floor::recorded(system_identifier, database_oid).unwrap_or(timeline)
+        });
     let before = *highest;
     *highest = before.max(timeline);
     if first || timeline > before {

@@ -601,7 +601,13 @@ impl PostgresAuthority {
     /// process's own record and the data directory's still hold).
     async fn record_timeline(&self) {
         let recorded = async {
-            let client = self.shared.db.pool().get().await.map_err(|e| e.to_string())?;
+            let client = self
+                .shared
+                .db
+                .pool()
+                .get()
+                .await
+                .map_err(|e| e.to_string())?;
             tokio::time::timeout(DATABASE_STATEMENT, client.execute(RECORD_TIMELINE, &[]))
                 .await
                 .map_err(|_| {
