@@ -26,6 +26,10 @@ const SCHEDULER: &str = "scheduler";
 /// The first epoch a grant on timeline 2 may carry.
 const TIMELINE_2_FLOOR: i64 = (1 << 32) + 1;
 
+/// The multi-process tests of this file run one at a time: their timing
+/// assertions must not measure each other's load.
+static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 fn secs(n: u64) -> Duration {
     Duration::from_secs(n)
 }
@@ -155,6 +159,7 @@ impl Drop for Tails {
 /// timeline 2 as well.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_former_primary_brought_back_unrewound_is_refused_by_a_restarted_host() {
+    let _serial = ONE_AT_A_TIME.lock().await;
     let primary = std::sync::Arc::new(blocking(ScratchCluster::create).await);
     let db = TestDatabase::create_on(&primary.url()).await;
     let name = db.url().rsplit('/').next().unwrap().to_string();
@@ -382,6 +387,7 @@ fn endpoint_port(url: &str) -> u16 {
 /// server (migrated, so every query there works) is refused.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn session_url_at_another_database_is_refused() {
+    let _serial = ONE_AT_A_TIME.lock().await;
     let db = TestDatabase::create().await;
     let other = TestDatabase::create().await;
     let cluster = format!("su-{}", &uuid::Uuid::new_v4().simple().to_string()[..12]);
@@ -407,6 +413,7 @@ async fn session_url_at_another_database_is_refused() {
 /// standby (advisory locks work in recovery) is refused.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn session_url_at_a_hot_standby_is_refused() {
+    let _serial = ONE_AT_A_TIME.lock().await;
     let primary = std::sync::Arc::new(blocking(ScratchCluster::create).await);
     let db = TestDatabase::create_on(&primary.url()).await;
     let name = db.url().rsplit('/').next().unwrap().to_string();
@@ -450,6 +457,7 @@ async fn session_url_at_a_hot_standby_is_refused() {
 /// a dead session lets nobody take a ttl grant over before it expires.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_ttl_tenure_survives_the_termination_of_its_claim_session() {
+    let _serial = ONE_AT_A_TIME.lock().await;
     use leasehold_host::authority::postgres::holder_claim::CLAIM_APPLICATION;
     use leasehold_tests::faults::rig::{Rig, RigSpec};
 
@@ -674,6 +682,7 @@ async fn outcome(
 /// request of its epoch reaches the receiver after the successor's first.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_silently_partitioned_holder_stops_calling_out_before_its_successor_starts() {
+    let _serial = ONE_AT_A_TIME.lock().await;
     use leasehold_tests::proxy::Mode;
 
     let (rig, a, b, epoch) = calling_out().await;
@@ -781,6 +790,7 @@ impl Unfenced {
 /// receiver refuses them.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_terminated_liveness_session_behind_a_black_hole_overlaps_within_the_budget() {
+    let _serial = ONE_AT_A_TIME.lock().await;
     use leasehold_host::authority::postgres::holder_claim::CLAIM_APPLICATION;
     use leasehold_tests::faults::rig::{Rig, RigSpec};
     use leasehold_tests::proxy::Mode;
