@@ -26,6 +26,7 @@ pub mod fuse;
 pub mod harness;
 pub mod http;
 pub mod interpreter_abort;
+pub mod patroni;
 pub mod pgbouncer;
 pub mod pgcluster;
 pub mod pki;

@@ -791,7 +791,12 @@ async fn read_whole_request(stream: &mut TcpStream) -> Vec<u8> {
 async fn forged_fence_trailers_and_lookalike_headers_never_reach_the_receiver() {
     let server = RawRecorder::start().await;
     let origin = format!("http://{}", server.addr);
-    let setup = Setup::new("forger", &[origin.clone()], HttpLimits::default()).await;
+    let setup = Setup::new(
+        "forger",
+        std::slice::from_ref(&origin),
+        HttpLimits::default(),
+    )
+    .await;
     let mut guest = setup.guest().await;
 
     // Look-alike names in the head and in trailers.
@@ -868,7 +873,7 @@ async fn forged_fence_trailers_and_lookalike_headers_never_reach_the_receiver() 
 async fn traversal_paths_and_wrapping_ports_are_refused_with_nothing_sent() {
     let server = Recorder::start(Reply::Ok).await;
     let hooks = server.url("/hooks");
-    let setup = Setup::new("paths", &[hooks.clone()], HttpLimits::default()).await;
+    let setup = Setup::new("paths", std::slice::from_ref(&hooks), HttpLimits::default()).await;
     let mut guest = setup.guest().await;
     let forms = [
         "/hooks/..;/admin",

@@ -27,6 +27,11 @@ const LONG_FIRST: &[&str] = &[
     // Builds a project in each language (a first cargo build of the SDK's
     // dependencies is minutes) and runs two provisioners end to end.
     "authoring",
+    // Installs Patroni and etcd from Debian's packages on first use, then
+    // runs two failovers of a cluster of its own.
+    "patroni",
+    // Silent partitions and terminated sessions, one at a time.
+    "session_safety",
     "leasehold_host",
     "pgbouncer",
     "python_guest",
