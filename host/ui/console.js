@@ -1301,7 +1301,9 @@ async function changesPage(view) {
     try {
       const answer = await read(cursor, { limit: String(PAGE), wait: LONG_POLL });
       if (answer.status === 410) {
-        status.textContent = `Changes up to ${answer.body.oldest_kept - 1} were trimmed by retention; resuming after them.`;
+        status.textContent = answer.body.oldest_kept > cursor
+          ? `Changes up to ${answer.body.oldest_kept - 1} were trimmed by retention; resuming after them.`
+          : `The database's history no longer holds position ${cursor} (a failover lost commits); resuming after ${answer.body.oldest_kept - 1}.`;
         cursor = answer.body.oldest_kept - 1;
         continue;
       }
@@ -1332,9 +1334,19 @@ function lastPosition(items) {
  * 2·log2(head) small reads.
  */
 async function newestChange(read) {
+  // One read far beyond any position: the store answers 410 for a cursor
+  // it never issued, and its oldest_kept is then one above the last
+  // position it gave out (the browser logs that 410 as a failed load).
+  const beyond = Number.MAX_SAFE_INTEGER;
+  const probe = await read(beyond, { limit: '1' });
+  if (probe.status === 410 && probe.body.oldest_kept <= beyond) return probe.body.oldest_kept - 1;
+  // Otherwise (a store without that answer) search for it.
   const above = async (position) => {
     const answer = await read(position, { limit: '1' });
-    if (answer.status === 410) return answer.body.oldest_kept;
+    // 410 answers a cursor behind retention's floor (the first position
+    // kept is above it) and one the store never issued (beyond its head:
+    // then the store's history now ends below the cursor, nothing above).
+    if (answer.status === 410) return answer.body.oldest_kept > position ? answer.body.oldest_kept : null;
     return answer.body.items.length ? answer.body.items[0].position : null;
   };
   let low = await above(0);
