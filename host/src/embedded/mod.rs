@@ -412,12 +412,16 @@ impl EmbeddedDb {
             let mut seen: Option<i64> = None;
             let mut own: Option<Connection> = None;
             loop {
-                let Some(shared) = weak.upgrade() else {
+                // No handle is held while the poll reads: the last handle
+                // dropped meanwhile releases the directory lock at once,
+                // not after the read.
+                let Some((file, endpoint)) = weak
+                    .upgrade()
+                    .map(|shared| (shared.file.clone(), shared.endpoint.clone()))
+                else {
                     return;
                 };
-                let db = EmbeddedDb { shared };
                 let last = seen;
-                let (file, endpoint) = (db.shared.file.clone(), db.shared.endpoint.clone());
                 let connection = own.take();
                 let polled = tokio::task::spawn_blocking(move || {
                     let connection = match connection {
@@ -431,6 +435,10 @@ impl EmbeddedDb {
                     (Some(connection), read)
                 })
                 .await;
+                let Some(shared) = weak.upgrade() else {
+                    return;
+                };
+                let db = EmbeddedDb { shared };
                 match polled {
                     Ok((connection, Ok((version, rows)))) => {
                         own = connection;
