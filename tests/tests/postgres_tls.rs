@@ -104,20 +104,22 @@ async fn hosts_on_a_tls_only_server_lead_write_and_hand_over_with_every_session_
         port_a,
         &config(&cluster, "replica-a", port_a, &url),
     );
-    let b = Replica::start(
-        setup.dir.path(),
-        "b",
-        port_b,
-        &config(&cluster, "replica-b", port_b, &url),
-    );
     a.wait_healthy(Duration::from_secs(60)).await;
-    b.wait_healthy(Duration::from_secs(60)).await;
     let first = eventually(
         "replica a leads the scheduler",
         Duration::from_secs(60),
         || leads(&a),
     )
     .await;
+    // The standby starts once a leads, so that a, not whichever replica
+    // won the first grant, is the one the handover below stops.
+    let b = Replica::start(
+        setup.dir.path(),
+        "b",
+        port_b,
+        &config(&cluster, "replica-b", port_b, &url),
+    );
+    b.wait_healthy(Duration::from_secs(60)).await;
 
     // Writes through the API and by the guest.
     for (path, body) in [
