@@ -69,6 +69,39 @@ pub fn guest_dir() -> PathBuf {
     }
 }
 
+/// A host's config on PostgreSQL at `url` running the scheduler (from
+/// [`guest_dir`]) under a short lease (ttl 2 s, renewals every 400 ms), so
+/// that takeovers after a failover or a crash do not wait long.
+pub fn short_lease_config(cluster: &str, holder: &str, port: u16, url: &str) -> String {
+    const SCHEDULER: &str = "scheduler";
+    let guests = guest_dir();
+    let cache = guests.join("../../leasehold-test-cache");
+    format!(
+        r#"cluster = "{cluster}"
+holder = "{holder}"
+
+[database]
+url = "{url}"
+
+[http]
+listen = "127.0.0.1:{port}"
+
+[runtime]
+cache_dir = "{cache}"
+
+[[controllers]]
+name = "{SCHEDULER}"
+component = "{guests}/{SCHEDULER}.wasm"
+lease_ttl = "2000ms"
+renew_interval = "400ms"
+renew_deadline = "1400ms"
+backoff_max = "1s"
+"#,
+        cache = cache.display(),
+        guests = guests.display(),
+    )
+}
+
 /// The path of a built guest component, or a panic that says how to build
 /// it.
 pub fn guest(name: &str) -> PathBuf {

@@ -35,46 +35,21 @@ use leasehold_tests::http;
 use leasehold_tests::pgcluster::{ScratchCluster, server_program};
 use leasehold_tests::process::{Replica, binary, eventually, free_port};
 use leasehold_tests::proxy::{FaultProxy, Mode};
-use leasehold_tests::{TempDir, guest_dir};
+use leasehold_tests::{TempDir, short_lease_config as config};
 use serde_json::{Value, json};
 
 const SCHEDULER: &str = "scheduler";
+
+/// The rehearsals run one at a time: each starts its own servers and
+/// hosts, and the lossy one holds wake-ups to a one-second bound that
+/// must not measure the others' load.
+static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// The first epoch a grant on timeline 2 may carry.
 const TIMELINE_2_FLOOR: i64 = (1 << 32) + 1;
 
 fn secs(n: u64) -> Duration {
     Duration::from_secs(n)
-}
-
-/// A short lease, so the rehearsal's waits for expiry stay short.
-fn config(cluster: &str, holder: &str, port: u16, url: &str) -> String {
-    let guests = guest_dir();
-    let cache = guests.join("../../leasehold-test-cache");
-    format!(
-        r#"cluster = "{cluster}"
-holder = "{holder}"
-
-[database]
-url = "{url}"
-
-[http]
-listen = "127.0.0.1:{port}"
-
-[runtime]
-cache_dir = "{cache}"
-
-[[controllers]]
-name = "{SCHEDULER}"
-component = "{guests}/{SCHEDULER}.wasm"
-lease_ttl = "2000ms"
-renew_interval = "400ms"
-renew_deadline = "1400ms"
-backoff_max = "1s"
-"#,
-        cache = cache.display(),
-        guests = guests.display(),
-    )
 }
 
 /// The lease row of the scheduler on the server at `url`: (holder, epoch,
@@ -215,6 +190,7 @@ async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failover_that_loses_a_grant_never_repeats_an_epoch() {
+    let _serial = ONE_AT_A_TIME.lock().await;
     // Declared first, dropped last.
     let primary = std::sync::Arc::new(blocking(ScratchCluster::create).await);
     let db = TestDatabase::create_on(&primary.url()).await;
@@ -475,6 +451,7 @@ impl Drop for Made {
 /// above the epochs the original issued.
 #[tokio::test]
 async fn a_restored_dump_is_refused_as_a_copy() {
+    let _serial = ONE_AT_A_TIME.lock().await;
     let original = TestDatabase::create().await;
     let source = original.url().to_string();
     let name = source.rsplit('/').next().unwrap().to_string();
@@ -778,6 +755,7 @@ async fn kill_immediately(cluster: &ScratchCluster) {
 /// never silently nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lossy_failover_never_repeats_a_position_or_a_version() {
+    let _serial = ONE_AT_A_TIME.lock().await;
     // Declared first, dropped last.
     let primary = std::sync::Arc::new(blocking(ScratchCluster::create).await);
     let db = TestDatabase::create_on(&primary.url()).await;

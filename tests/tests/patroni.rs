@@ -40,7 +40,7 @@ use leasehold_tests::http;
 use leasehold_tests::patroni::{PatroniCluster, Settings};
 use leasehold_tests::process::{Replica, binary, eventually, free_port};
 use leasehold_tests::proxy::Mode;
-use leasehold_tests::{TempDir, guest_dir};
+use leasehold_tests::{TempDir, short_lease_config as config};
 use serde_json::{Value, json};
 
 const SCHEDULER: &str = "scheduler";
@@ -58,37 +58,6 @@ const HOSTS_LIMIT: Duration = Duration::from_secs(60);
 
 fn secs(n: u64) -> Duration {
     Duration::from_secs(n)
-}
-
-/// A host's config: the scheduler under a short lease, so a takeover after
-/// the failover does not wait long.
-fn config(cluster: &str, holder: &str, port: u16, url: &str) -> String {
-    let guests = guest_dir();
-    let cache = guests.join("../../leasehold-test-cache");
-    format!(
-        r#"cluster = "{cluster}"
-holder = "{holder}"
-
-[database]
-url = "{url}"
-
-[http]
-listen = "127.0.0.1:{port}"
-
-[runtime]
-cache_dir = "{cache}"
-
-[[controllers]]
-name = "{SCHEDULER}"
-component = "{guests}/{SCHEDULER}.wasm"
-lease_ttl = "2000ms"
-renew_interval = "400ms"
-renew_deadline = "1400ms"
-backoff_max = "1s"
-"#,
-        cache = cache.display(),
-        guests = guests.display(),
-    )
 }
 
 /// The hosts: real `leasehold` processes with JSON logs that include every
